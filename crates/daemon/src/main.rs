@@ -1,0 +1,83 @@
+//! `tilec`: check, inspect and benchmark TileLang kernels from the command line.
+
+mod bench;
+mod check;
+mod explain;
+mod render;
+mod workspace;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// tilec reads TileLang kernels (`.py` files) without running Python: it finds every kernel instance,
+/// evaluates the meta-level Python, and checks the tile program in milliseconds.
+#[derive(Debug, Parser)]
+#[command(name = "tilec", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Format {
+    /// Diagnostics with source snippets, for people.
+    Human,
+    /// JSON Lines: one `instance` object per instance, one `diagnostic` object per diagnostic.
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check every kernel instance in the given files or folders (default: the current folder).
+    ///
+    /// Exits with 1 when there is an error-level diagnostic, 2 when a path cannot be read.
+    Check {
+        /// Files or folders; folders are searched recursively for `.py` files.
+        paths: Vec<PathBuf>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+        /// GPU architecture to check against (sm_80 or sm_90); overrides tilec.toml.
+        #[arg(long)]
+        target: Option<String>,
+    },
+    /// Print the kernel world (the IR tilec builds) of a file's instances.
+    Ir {
+        file: PathBuf,
+        /// Only this kernel (the factory or jit function name).
+        #[arg(long)]
+        kernel: Option<String>,
+        /// Only this instance of the kernel (0-based).
+        #[arg(long)]
+        instance: Option<u32>,
+    },
+    /// Explain a diagnostic code (`tilec explain shape-mismatch`); without a code, list them.
+    Explain { code: Option<String> },
+    /// Measure parse + evaluate + check time per instance (use a release build).
+    Bench {
+        /// Files or folders (default: the current folder).
+        paths: Vec<PathBuf>,
+        /// Timed repetitions per file; the median is reported.
+        #[arg(long, default_value_t = 50)]
+        iterations: u32,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Check { paths, format, target } => check::run(&paths, format, target.as_deref()),
+        Command::Ir { file, kernel, instance } => check::print_ir(&file, kernel.as_deref(), instance),
+        Command::Explain { code } => explain::run(code.as_deref()),
+        Command::Bench { paths, iterations } => bench::run(&paths, iterations),
+    };
+    match result {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,141 @@
+//! Finding the files to check and the tilec.toml that applies to each, and loading them into the
+//! database.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use tilec_db::{RootDatabase, SourceFile};
+use tilec_frontend::ManifestInstance;
+use tilec_frontend::manifest::{Manifest, parse_manifest};
+
+/// A problem with a tilec.toml, reported as a `config-error` diagnostic.
+#[derive(Debug)]
+pub struct ManifestProblem {
+    pub path: PathBuf,
+    pub text: String,
+    pub message: String,
+    pub span: Option<tilec_ir::Span>,
+}
+
+/// The files of a run, loaded into a database.
+#[derive(Debug)]
+pub struct Workspace {
+    pub db: RootDatabase,
+    pub files: Vec<SourceFile>,
+    pub manifest_problems: Vec<ManifestProblem>,
+    /// The target named by the first tilec.toml that sets one.
+    pub manifest_target: Option<tilec_ir::Target>,
+}
+
+/// Every `.py` file under `paths` (files as given, folders recursively, sorted), skipping hidden
+/// folders and virtual environments.
+pub fn collect_python_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let defaults = [PathBuf::from(".")];
+    let paths = if paths.is_empty() { &defaults[..] } else { paths };
+    let mut files = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            walk(path, &mut files).with_context(|| format!("cannot read folder {}", path.display()))?;
+        } else if path.is_file() {
+            files.push(path.clone());
+        } else {
+            bail!("{}: no such file or folder", path.display());
+        }
+    }
+    files.sort();
+    files.dedup();
+    Ok(files)
+}
+
+fn walk(folder: &Path, files: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    let mut entries: Vec<_> = std::fs::read_dir(folder)?.collect::<std::io::Result<_>>()?;
+    entries.sort_by_key(|entry| entry.file_name());
+    for entry in entries {
+        let path = entry.path();
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if path.is_dir() {
+            let skipped = name.starts_with('.') || matches!(name.as_ref(), "target" | "node_modules" | "__pycache__" | "venv");
+            if !skipped {
+                walk(&path, files)?;
+            }
+        } else if name.ends_with(".py") {
+            files.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// The tilec.toml that applies to `file`: the nearest one in its folder or an ancestor, up to the
+/// repository root (a folder with `.git`).
+pub fn manifest_for(file: &Path) -> Option<PathBuf> {
+    let absolute = std::path::absolute(file).ok()?;
+    let mut folder = absolute.parent();
+    while let Some(dir) = folder {
+        let candidate = dir.join("tilec.toml");
+        if candidate.is_file() {
+            return Some(candidate);
+        }
+        if dir.join(".git").exists() {
+            return None;
+        }
+        folder = dir.parent();
+    }
+    None
+}
+
+impl Workspace {
+    pub fn load(paths: &[PathBuf]) -> Result<Workspace> {
+        let files = collect_python_files(paths)?;
+        let db = RootDatabase::default();
+        let mut workspace = Workspace { db, files: Vec::new(), manifest_problems: Vec::new(), manifest_target: None };
+        let mut manifests: BTreeMap<PathBuf, Option<Manifest>> = BTreeMap::new();
+        for path in files {
+            let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+            let manifest = match manifest_for(&path) {
+                Some(manifest_path) => {
+                    let manifest = manifests
+                        .entry(manifest_path.clone())
+                        .or_insert_with(|| workspace.read_manifest(&manifest_path));
+                    instances_for(manifest.as_ref(), &manifest_path, &path)
+                }
+                None => Vec::new(),
+            };
+            let file = SourceFile::new(&workspace.db, path, text, manifest);
+            workspace.files.push(file);
+        }
+        workspace.manifest_target = manifests.values().flatten().find_map(|manifest| manifest.target);
+        Ok(workspace)
+    }
+
+    fn read_manifest(&mut self, path: &Path) -> Option<Manifest> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(error) => {
+                self.manifest_problems.push(ManifestProblem { path: path.to_owned(), text: String::new(), message: error.to_string(), span: None });
+                return None;
+            }
+        };
+        match parse_manifest(&text) {
+            Ok(manifest) => Some(manifest),
+            Err(error) => {
+                self.manifest_problems.push(ManifestProblem { path: path.to_owned(), text, message: error.message, span: error.span });
+                None
+            }
+        }
+    }
+}
+
+/// The `[[instance]]` entries of a manifest whose `file` is `file`.
+fn instances_for(manifest: Option<&Manifest>, manifest_path: &Path, file: &Path) -> Vec<ManifestInstance> {
+    let Some(manifest) = manifest else { return Vec::new() };
+    let folder = manifest_path.parent().unwrap_or(Path::new("."));
+    let file = std::path::absolute(file).unwrap_or_else(|_| file.to_owned());
+    manifest
+        .instances
+        .iter()
+        .filter(|entry| std::path::absolute(folder.join(&entry.file)).is_ok_and(|listed| listed == file))
+        .map(|entry| entry.instance.clone())
+        .collect()
+}

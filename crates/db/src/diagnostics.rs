@@ -1,0 +1,139 @@
+//! A file's diagnostics, resolved to byte ranges: syntax errors, each instance's front-end
+//! diagnostics and checks, deduplicated so that one root cause yields one diagnostic.
+
+use ruff_source_file::LineIndex;
+use ruff_text_size::TextSize;
+use tilec_frontend::InstanceOrigin;
+use tilec_ir::{Anchor, Code, ConstValue, Diagnostic, Severity, Span, SpanTable};
+
+use crate::Db;
+use crate::queries::{SourceFile, instance_checks, instance_origin, instances, kernel_positions, outline, parse};
+
+/// A secondary location of a diagnostic.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RelatedLocation {
+    pub span: Span,
+    pub message: String,
+}
+
+/// A diagnostic of a file, with positions resolved to byte ranges of the file.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct FileDiagnostic {
+    pub code: Code,
+    pub severity: Severity,
+    pub message: String,
+    pub span: Span,
+    pub related: Vec<RelatedLocation>,
+    pub help: Option<String>,
+    /// The kernel it belongs to, and the instance that first showed it.
+    pub kernel: Option<String>,
+    pub instance: Option<u32>,
+}
+
+/// One instance of a file with its outcome.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InstanceReport {
+    pub kernel: String,
+    pub index: u32,
+    pub args: Vec<(String, ConstValue)>,
+    pub origin: InstanceOrigin,
+    /// True when the instance has an error-level diagnostic (or sits in code that does not parse).
+    pub has_errors: bool,
+}
+
+#[salsa::tracked(returns(ref))]
+fn line_index(db: &dyn Db, file: SourceFile) -> LineIndex {
+    LineIndex::from_source_text(file.text(db))
+}
+
+/// The 1-based line and column (in characters) of a byte offset.
+pub fn line_column(db: &dyn Db, file: SourceFile, offset: u32) -> (usize, usize) {
+    let location = line_index(db, file).line_column(TextSize::new(offset), file.text(db));
+    (location.line.get(), location.column.get())
+}
+
+fn resolve(anchor: Anchor, spans: &SpanTable) -> Option<Span> {
+    match anchor {
+        Anchor::Span(span) => Some(span),
+        Anchor::Entity(entity) => spans.get(entity),
+    }
+}
+
+fn to_file_diagnostic(diagnostic: &Diagnostic, spans: &SpanTable, kernel: &str, index: u32) -> Option<FileDiagnostic> {
+    Some(FileDiagnostic {
+        code: diagnostic.code,
+        severity: diagnostic.severity,
+        message: diagnostic.message.clone(),
+        span: resolve(diagnostic.anchor, spans)?,
+        related: diagnostic
+            .related
+            .iter()
+            .filter_map(|related| Some(RelatedLocation { span: resolve(related.anchor, spans)?, message: related.message.clone() }))
+            .collect(),
+        help: diagnostic.help.clone(),
+        kernel: Some(kernel.to_owned()),
+        instance: Some(index),
+    })
+}
+
+/// Every diagnostic of the file, in order of position. A diagnostic that several instances share
+/// (same code, range and message) is reported once, for the first instance.
+#[salsa::tracked(returns(ref))]
+pub fn file_diagnostics(db: &dyn Db, file: SourceFile) -> Vec<FileDiagnostic> {
+    let outline = outline(db, file);
+    let mut found: Vec<FileDiagnostic> = parse(db, file)
+        .errors()
+        .into_iter()
+        .map(|error| FileDiagnostic {
+            code: Code::ParseError,
+            severity: Severity::Error,
+            message: error.message,
+            span: error.span,
+            related: Vec::new(),
+            help: None,
+            kernel: outline.kernels.iter().find(|k| k.span.start <= error.span.start && error.span.start < k.span.end).map(|k| k.name().to_owned()),
+            instance: None,
+        })
+        .collect();
+    for instance in instances(db, file) {
+        let kernel = instance.kernel(db).name(db);
+        let index = instance.index(db);
+        let positions = kernel_positions(db, *instance);
+        let all = positions.diagnostics.iter().chain(instance_checks(db, *instance));
+        for diagnostic in all {
+            let Some(resolved) = to_file_diagnostic(diagnostic, &positions.spans, kernel, index) else { continue };
+            let duplicate = found.iter().any(|existing| {
+                existing.code == resolved.code && existing.span == resolved.span && existing.message == resolved.message
+            });
+            if !duplicate {
+                found.push(resolved);
+            }
+        }
+    }
+    found.sort_by_key(|diagnostic| (diagnostic.span.start, diagnostic.span.end));
+    found
+}
+
+/// The instances of a file with their outcomes, for reports.
+pub fn instance_reports(db: &dyn Db, file: SourceFile) -> Vec<InstanceReport> {
+    let diagnostics = file_diagnostics(db, file);
+    instances(db, file)
+        .iter()
+        .map(|instance| {
+            let kernel = instance.kernel(db).name(db).clone();
+            let index = instance.index(db);
+            let positions = kernel_positions(db, *instance);
+            let own_errors = positions.diagnostics.iter().chain(instance_checks(db, *instance)).any(|d| d.severity == Severity::Error);
+            let file_errors = diagnostics.iter().any(|d| {
+                d.severity == Severity::Error && d.kernel.as_deref() == Some(kernel.as_str()) && d.instance.is_none_or(|i| i == index)
+            });
+            InstanceReport {
+                kernel,
+                index,
+                args: instance.args(db).clone(),
+                origin: instance_origin(db, *instance),
+                has_errors: own_errors || file_errors || !positions.complete,
+            }
+        })
+        .collect()
+}

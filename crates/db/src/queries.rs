@@ -1,0 +1,141 @@
+//! Inputs and tracked queries, from a file's text to each instance's world and checks.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tilec_frontend::{
+    ContextSource, InstanceOrigin, KernelPositions, KernelSource, ManifestInstance, Outline, ParsedModule,
+};
+use tilec_ir::{ConstValue, Diagnostic, Target, World};
+
+use crate::Db;
+
+/// A Python source file and the tilec.toml instances that apply to it.
+#[salsa::input(debug)]
+pub struct SourceFile {
+    #[returns(ref)]
+    pub path: PathBuf,
+    #[returns(ref)]
+    pub text: String,
+    #[returns(ref)]
+    pub manifest: Vec<ManifestInstance>,
+}
+
+/// Settings that change rarely (set with high durability).
+#[salsa::input(singleton, debug)]
+pub struct Settings {
+    #[returns(copy)]
+    pub target: Target,
+}
+
+/// The target of the current settings (sm_90 when none are set).
+pub fn target(db: &dyn Db) -> Target {
+    Settings::try_get(db).map_or(Target::default(), |settings| settings.target(db))
+}
+
+/// The recovered syntax tree. `no_eq`: every node carries byte offsets, so a parse is never equal
+/// after an edit; cutoff happens one level down, on position-free results.
+#[salsa::tracked(returns(ref), no_eq)]
+pub fn parse(db: &dyn Db, file: SourceFile) -> ParsedModule {
+    ParsedModule::parse(file.text(db))
+}
+
+#[salsa::tracked(returns(ref))]
+pub fn outline(db: &dyn Db, file: SourceFile) -> Outline {
+    tilec_frontend::outline(parse(db, file), file.text(db))
+}
+
+/// A kernel definition of a file, identified by its name. Its source is a tracked field, so a change
+/// to one kernel invalidates only the queries that read that kernel's source.
+#[salsa::tracked(debug)]
+pub struct KernelDef<'db> {
+    #[returns(copy)]
+    pub file: SourceFile,
+    #[returns(ref)]
+    pub name: String,
+    #[tracked]
+    #[returns(ref)]
+    pub source: KernelSource,
+}
+
+#[salsa::tracked(returns(ref))]
+pub fn kernel_defs(db: &dyn Db, file: SourceFile) -> Vec<KernelDef<'_>> {
+    outline(db, file)
+        .kernels
+        .iter()
+        .map(|kernel| KernelDef::new(db, file, kernel.name().to_owned(), kernel.source.clone()))
+        .collect()
+}
+
+/// The module-level context kernels may use, in normal form.
+#[salsa::tracked(returns(ref))]
+pub fn module_context(db: &dyn Db, file: SourceFile) -> ContextSource {
+    outline(db, file).context.clone()
+}
+
+/// One kernel instance: a kernel, its index among that kernel's instances, and its arguments.
+#[salsa::interned(debug)]
+pub struct Instance<'db> {
+    #[returns(copy)]
+    pub kernel: KernelDef<'db>,
+    #[returns(copy)]
+    pub index: u32,
+    #[returns(ref)]
+    pub args: Vec<(String, ConstValue)>,
+}
+
+/// The instances of a file, in kernel order, with where each came from (parallel to
+/// [`instances`]).
+#[salsa::tracked(returns(ref))]
+pub fn instance_origins(db: &dyn Db, file: SourceFile) -> Vec<(String, Vec<(String, ConstValue)>, InstanceOrigin)> {
+    tilec_frontend::find_instances(parse(db, file), outline(db, file), file.manifest(db))
+        .into_iter()
+        .map(|spec| (spec.kernel, spec.args, spec.origin))
+        .collect()
+}
+
+#[salsa::tracked(returns(ref))]
+pub fn instances(db: &dyn Db, file: SourceFile) -> Vec<Instance<'_>> {
+    let defs = kernel_defs(db, file);
+    let mut counters: Vec<u32> = vec![0; defs.len()];
+    let mut out = Vec::new();
+    for (kernel, args, _) in instance_origins(db, file) {
+        let Some(position) = defs.iter().position(|def| def.name(db) == kernel) else { continue };
+        let index = counters[position];
+        counters[position] += 1;
+        out.push(Instance::new(db, defs[position], index, args.clone()));
+    }
+    out
+}
+
+/// Where an instance came from (its call site, if any).
+pub fn instance_origin<'db>(db: &'db dyn Db, instance: Instance<'db>) -> InstanceOrigin {
+    let file = instance.kernel(db).file(db);
+    let position = instances(db, file).iter().position(|candidate| *candidate == instance);
+    position
+        .and_then(|position| instance_origins(db, file).get(position))
+        .map_or(InstanceOrigin::Defaults, |(_, _, origin)| origin.clone())
+}
+
+/// The position-free world of an instance: what every pass reads.
+#[salsa::tracked(returns(ref))]
+pub fn kernel_world<'db>(db: &'db dyn Db, instance: Instance<'db>) -> Arc<World> {
+    let kernel = instance.kernel(db);
+    let context = module_context(db, kernel.file(db));
+    Arc::new(tilec_frontend::build_world(context, kernel.source(db), instance.args(db)))
+}
+
+/// Where each entity of the instance's world was written, and the front end's diagnostics.
+#[salsa::tracked(returns(ref))]
+pub fn kernel_positions<'db>(db: &'db dyn Db, instance: Instance<'db>) -> KernelPositions {
+    let kernel = instance.kernel(db);
+    let file = kernel.file(db);
+    let origin = instance_origin(db, instance).span();
+    tilec_frontend::build_positions(parse(db, file), outline(db, file), kernel.name(db), instance.args(db), origin)
+}
+
+/// The semantic checks of an instance for the configured target.
+#[salsa::tracked(returns(ref))]
+pub fn instance_checks<'db>(db: &'db dyn Db, instance: Instance<'db>) -> Vec<Diagnostic> {
+    tilec_passes::check_world(kernel_world(db, instance), target(db))
+}

@@ -1,0 +1,267 @@
+//! Building one kernel instance: binding its arguments, running the factory (or the eager function)
+//! and instantiating the prim_func into a world, a span table and diagnostics.
+
+use ruff_python_ast::{Expr, Stmt, StmtFunctionDef};
+use tilec_ir::{Anchor, Code, ConstValue, Diagnostic, Span, SpanTable, World};
+
+use crate::builder::{Builder, Eval, Stop};
+use crate::exec::Flow;
+use crate::outline::{ContextSource, KernelSource, KernelStyle, Outline, context_statements, range_span};
+use crate::syntax::ParsedModule;
+use crate::value::{Env, Function, FunctionBody, Value, bind, new_env};
+
+/// The position-bearing results of building an instance: where each entity was written and the
+/// front end's diagnostics (anchored at file byte ranges).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KernelPositions {
+    pub spans: SpanTable,
+    pub diagnostics: Vec<Diagnostic>,
+    /// False when the kernel could not be built (a syntax error inside it, or a missing argument).
+    pub complete: bool,
+}
+
+/// Builds the position-free world of an instance from the normal forms of its kernel and context.
+///
+/// Only the world is kept: its spans point into the normal form, not the file. The same evaluation
+/// on the real file text gives [`build_positions`], with the same entity ids.
+pub fn build_world(context: &ContextSource, kernel: &KernelSource, args: &[(String, ConstValue)]) -> World {
+    let context_parsed = ParsedModule::parse(&context.normalized);
+    let kernel_parsed = ParsedModule::parse(&kernel.normalized);
+    let def = kernel_parsed.syntax().body.iter().find_map(|stmt| match stmt {
+        Stmt::FunctionDef(def) => Some(def),
+        _ => None,
+    });
+    let mut builder = Builder::new(true);
+    builder.world.kernel_name = kernel.name.clone();
+    match def {
+        Some(def) if kernel_parsed.errors().is_empty() => {
+            let context: Vec<&Stmt> = context_parsed.syntax().body.iter().collect();
+            builder.instantiate(&context, def, kernel.style, args, None);
+        }
+        _ => builder.world.incomplete = true,
+    }
+    builder.world
+}
+
+/// Builds an instance from the parsed file itself, for its spans and diagnostics.
+pub fn build_positions(
+    parsed: &ParsedModule,
+    outline: &Outline,
+    kernel_name: &str,
+    args: &[(String, ConstValue)],
+    origin: Option<Span>,
+) -> KernelPositions {
+    let module = parsed.syntax();
+    let Some(kernel) = outline.kernel(kernel_name) else {
+        return KernelPositions::default();
+    };
+    let broken = parsed.errors().iter().any(|error| kernel.span.start <= error.span.start && error.span.start < kernel.span.end);
+    let def = module.body.iter().find_map(|stmt| match stmt {
+        Stmt::FunctionDef(def) if def.name.as_str() == kernel_name => Some(def),
+        _ => None,
+    });
+    let Some(def) = def.filter(|_| !broken) else {
+        return KernelPositions::default();
+    };
+    let names: Vec<&str> = outline.kernels.iter().map(|kernel| kernel.name()).collect();
+    let context: Vec<&Stmt> = context_statements(module, &names).collect();
+    let mut builder = Builder::new(true);
+    builder.world.kernel_name = kernel_name.to_owned();
+    builder.instantiate(&context, def, kernel.source.style, args, origin);
+    let complete = !builder.world.incomplete;
+    KernelPositions { spans: builder.spans, diagnostics: builder.diagnostics, complete }
+}
+
+/// Evaluates module-level statements leniently: what fails is simply unknown to the kernel.
+pub(crate) fn module_env<'a>(builder: &mut Builder, context: &[&'a Stmt]) -> Env<'a> {
+    let globals = new_env(None);
+    let strict = std::mem::replace(&mut builder.strict, false);
+    for stmt in context {
+        let _ = builder.exec_body(&globals, std::slice::from_ref(*stmt));
+    }
+    builder.strict = strict;
+    globals
+}
+
+impl Builder {
+    fn instantiate<'a>(
+        &mut self,
+        context: &[&'a Stmt],
+        def: &'a StmtFunctionDef,
+        style: KernelStyle,
+        args: &[(String, ConstValue)],
+        origin: Option<Span>,
+    ) {
+        let globals = module_env(self, context);
+        self.read_decorators(&globals, def);
+        self.stmt_span = range_span(&def.name);
+        let _ = match style {
+            KernelStyle::PrimFunc => {
+                let function = Function { body: FunctionBody::Def(def), closure: globals, prim_func: true };
+                self.instantiate_prim_func(&function)
+            }
+            KernelStyle::Classic | KernelStyle::Eager => self.run_factory(&globals, def, style, args, origin),
+        };
+    }
+
+    /// Binds the factory's parameters and runs its body: a classic factory returns the prim_func to
+    /// instantiate, an eager function is the kernel itself.
+    fn run_factory<'a>(
+        &mut self,
+        globals: &Env<'a>,
+        def: &'a StmtFunctionDef,
+        style: KernelStyle,
+        args: &[(String, ConstValue)],
+        origin: Option<Span>,
+    ) -> Eval<()> {
+        let frame = new_env(Some(globals.clone()));
+        let mut missing = Vec::new();
+        for param in def.parameters.iter_non_variadic_params() {
+            let name = param.name().as_str();
+            let value = match args.iter().find(|(key, _)| key == name) {
+                Some((_, value)) => Value::from_const(value),
+                None => match &param.default {
+                    Some(default) => self.eval(globals, default)?,
+                    None if style == KernelStyle::Eager => Value::PendingTensor(name.into()),
+                    None => {
+                        missing.push(name);
+                        continue;
+                    }
+                },
+            };
+            if let Some(value) = value.to_const() {
+                self.world.args.push((name.to_owned(), value));
+            }
+            bind(&frame, name, value);
+        }
+        if !missing.is_empty() {
+            return Err(self.missing_arguments(def, &missing, origin));
+        }
+        if style == KernelStyle::Eager {
+            let params: Vec<&str> = def.parameters.iter_non_variadic_params().map(|p| p.name().as_str()).collect();
+            for (name, value) in args.iter().filter(|(name, _)| !params.contains(&name.as_str())) {
+                self.consts.insert(name.clone(), value.clone());
+                self.world.args.push((name.clone(), value.clone()));
+            }
+            self.exec_body(&frame, &def.body)?;
+            return Ok(());
+        }
+        match self.exec_body(&frame, &def.body)? {
+            Flow::Return(Value::Function(function)) if function.prim_func => self.instantiate_prim_func(&function),
+            Flow::Return(Value::Poison) => Err(Stop),
+            _ => Err(self.error(
+                Code::InvalidCall,
+                range_span(&def.name),
+                format!("the factory `{}` must return its `@T.prim_func`", def.name),
+            )),
+        }
+    }
+
+    fn missing_arguments(&mut self, def: &StmtFunctionDef, missing: &[&str], origin: Option<Span>) -> Stop {
+        let anchor = Anchor::Span(origin.unwrap_or_else(|| range_span(&def.name)));
+        let list = missing.iter().map(|name| format!("`{name}`")).collect::<Vec<_>>().join(", ");
+        let diagnostic = Diagnostic::error(
+            Code::MissingArgument,
+            anchor,
+            format!("this instance of `{}` has no value for {list}", def.name),
+        )
+        .with_help("pass it at the call site, give the parameter a default, or list the instance in tilec.toml");
+        self.report(diagnostic)
+    }
+
+    /// Creates the tensor parameters from the prim_func's annotations, then runs its body.
+    fn instantiate_prim_func<'a>(&mut self, function: &Function<'a>) -> Eval<()> {
+        let FunctionBody::Def(def) = function.body else {
+            return Err(Stop);
+        };
+        let frame = new_env(Some(function.closure.clone()));
+        for param in def.parameters.iter_non_variadic_params() {
+            self.stmt_span = range_span(param);
+            let name = param.name().as_str();
+            let Some(annotation) = param.annotation() else {
+                return Err(self.error(
+                    Code::InvalidCall,
+                    range_span(param),
+                    format!("the kernel parameter `{name}` needs an annotation such as `T.Tensor((M, N), dtype)`"),
+                ));
+            };
+            let value = self.eval(&function.closure, annotation)?;
+            let bound = self.kernel_param(name, value, range_span(param))?;
+            bind(&frame, name, bound);
+        }
+        let outputs = std::mem::take(&mut self.world.outputs);
+        self.world.outputs = self.resolve_out_idx(outputs);
+        self.stmt_span = range_span(&def.name);
+        self.exec_body(&frame, &def.body)?;
+        Ok(())
+    }
+
+    fn kernel_param<'a>(&mut self, name: &str, annotation: Value<'a>, span: Span) -> Eval<Value<'a>> {
+        match annotation {
+            Value::TensorType { shape, dtype } => {
+                let shape = self.tensor_shape(&shape, span)?;
+                let param = self.add_param(shape, dtype);
+                self.world.names.set(param, name.to_owned());
+                Ok(Value::Buffer(param))
+            }
+            Value::DType(dtype) => {
+                let param = self.add_param(Vec::new(), dtype);
+                self.world.names.set(param, name.to_owned());
+                if dtype.is_int() {
+                    let var = self.world.exprs.var(name, None);
+                    Ok(Value::Index(self.world.exprs.var_expr(var)))
+                } else {
+                    Ok(self.data(tilec_ir::DataExpr::ReadVar(param), Some(dtype)))
+                }
+            }
+            Value::Poison => Err(Stop),
+            other => Err(self.error(
+                Code::InvalidCall,
+                span,
+                format!("the kernel parameter `{name}` is annotated with {}; expected `T.Tensor(shape, dtype)` or a dtype", other.describe()),
+            )),
+        }
+    }
+
+    /// Reads `out_idx` and `pass_configs` from `@tilelang.jit(...)`; they are evaluated leniently
+    /// (a computed config tilec cannot evaluate is left out rather than failing the kernel).
+    fn read_decorators<'a>(&mut self, globals: &Env<'a>, def: &'a StmtFunctionDef) {
+        let strict = std::mem::replace(&mut self.strict, false);
+        for decorator in &def.decorator_list {
+            let Expr::Call(call) = &decorator.expression else { continue };
+            for keyword in &call.arguments.keywords {
+                let Some(name) = &keyword.arg else { continue };
+                let Ok(value) = self.eval(globals, &keyword.value) else { continue };
+                match (name.as_str(), value) {
+                    ("out_idx", Value::Int(index)) => self.pending_out_idx.push(index),
+                    ("out_idx", Value::List(items) | Value::Tuple(items)) => {
+                        self.pending_out_idx.extend(items.iter().filter_map(|item| match item {
+                            Value::Int(index) => Some(*index),
+                            _ => None,
+                        }));
+                    }
+                    ("pass_configs", Value::Dict(entries)) => {
+                        for (key, value) in entries.iter() {
+                            if let (Value::Str(key), Some(value)) = (key, value.to_const()) {
+                                self.world.pass_configs.push((key.to_string(), value));
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        self.strict = strict;
+    }
+
+    fn resolve_out_idx(&mut self, mut outputs: Vec<tilec_ir::EntityId>) -> Vec<tilec_ir::EntityId> {
+        let count = self.world.params.len() as i64;
+        for &index in &self.pending_out_idx {
+            let position = if index < 0 { index + count } else { index };
+            if let Some(param) = usize::try_from(position).ok().and_then(|p| self.world.params.get(p)) {
+                outputs.push(*param);
+            }
+        }
+        outputs
+    }
+}

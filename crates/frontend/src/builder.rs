@@ -1,0 +1,154 @@
+//! The evaluator's state: the world being built, its span table, diagnostics, and where new
+//! statements go. Expression and statement evaluation are `impl Builder` blocks in `eval`, `exec`
+//! and `dsl`.
+
+use rustc_hash::{FxHashMap, FxHashSet};
+use tilec_ir::{Anchor, Code, ConstValue, Diagnostic, EntityId, EntityKind, Span, SpanTable, World};
+
+/// An error that has already been reported (or, in lenient mode, deliberately ignored). Evaluation of
+/// the current statement stops; the caller moves on to the next one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Stop;
+
+pub(crate) type Eval<T> = Result<T, Stop>;
+
+/// Where the statements being evaluated add their entities.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Block {
+    Body(EntityId),
+    Else(EntityId),
+}
+
+/// A call of a kernel factory (or `.compile`) in driver code, with its arguments as far as they are
+/// known at compile time (`None` for a tensor or anything else tilec cannot evaluate).
+#[derive(Clone, Debug)]
+pub(crate) struct RecordedCall {
+    pub span: Span,
+    pub kernel: String,
+    pub is_compile: bool,
+    pub positional: Vec<Option<ConstValue>>,
+    pub keywords: Vec<(String, Option<ConstValue>)>,
+}
+
+/// How many statements and calls one build may evaluate: Python loops at compile time are bounded
+/// so that a `while True:` in a factory reports an error instead of hanging the editor.
+const STEP_BUDGET: u64 = 2_000_000;
+const MAX_CALL_DEPTH: u32 = 64;
+
+#[derive(Debug)]
+pub(crate) struct Builder {
+    pub world: World,
+    pub spans: SpanTable,
+    pub diagnostics: Vec<Diagnostic>,
+    /// Strict inside kernels and factories (errors are diagnostics); lenient in module context and
+    /// driver code (errors just make a value unknown).
+    pub strict: bool,
+    pub block: Option<Block>,
+    /// The statement being evaluated: new entities are located there.
+    pub stmt_span: Span,
+    /// Values of eager-style `T.const` symbols, from the instance's arguments.
+    pub consts: FxHashMap<String, ConstValue>,
+    /// Instantiating calls seen while evaluating driver code (only used when finding instances).
+    pub calls: Vec<RecordedCall>,
+    /// `out_idx` of the kernel's decorator, applied once its parameters exist.
+    pub pending_out_idx: Vec<i64>,
+    reported_names: FxHashSet<String>,
+    steps: u64,
+    pub depth: u32,
+}
+
+impl Builder {
+    pub(crate) fn new(strict: bool) -> Builder {
+        Builder {
+            world: World::default(),
+            spans: SpanTable::default(),
+            diagnostics: Vec::new(),
+            strict,
+            block: None,
+            stmt_span: Span::default(),
+            consts: FxHashMap::default(),
+            calls: Vec::new(),
+            pending_out_idx: Vec::new(),
+            reported_names: FxHashSet::default(),
+            steps: 0,
+            depth: 0,
+        }
+    }
+
+    /// Reports an error (in strict mode) and returns the marker that stops the statement.
+    pub(crate) fn error(&mut self, code: Code, span: Span, message: impl Into<String>) -> Stop {
+        self.report(Diagnostic::error(code, Anchor::Span(span), message))
+    }
+
+    pub(crate) fn report(&mut self, diagnostic: Diagnostic) -> Stop {
+        if self.strict {
+            if diagnostic.severity == tilec_ir::Severity::Error {
+                self.world.incomplete = true;
+            }
+            self.diagnostics.push(diagnostic);
+        }
+        Stop
+    }
+
+    /// Reports an undefined name once per build, at its first use: later uses of the same name
+    /// stop silently, so one typo gives one diagnostic.
+    pub(crate) fn undefined_name(&mut self, name: &str, span: Span) -> Stop {
+        if !self.reported_names.insert(name.to_owned()) {
+            self.world.incomplete = true;
+            return Stop;
+        }
+        let mut diagnostic =
+            Diagnostic::error(Code::UndefinedName, Anchor::Span(span), format!("name `{name}` is not defined"));
+        if name == "tl" || name == "T" {
+            diagnostic = diagnostic.with_help("add `import tilelang.language as T`");
+        }
+        self.report(diagnostic)
+    }
+
+    /// Counts one evaluation step; fails once the budget is spent.
+    pub(crate) fn step(&mut self, span: Span) -> Eval<()> {
+        self.steps += 1;
+        if self.steps == STEP_BUDGET {
+            return Err(self.error(
+                Code::MetaError,
+                span,
+                "compile-time evaluation did not finish (more than 2,000,000 steps): is there an endless loop?",
+            ));
+        }
+        if self.steps > STEP_BUDGET {
+            return Err(Stop);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn enter_call(&mut self, span: Span) -> Eval<()> {
+        if self.depth >= MAX_CALL_DEPTH {
+            return Err(self.error(Code::MetaError, span, "compile-time calls nest too deeply (recursion?)"));
+        }
+        self.depth += 1;
+        Ok(())
+    }
+
+    /// Adds an entity where the current statement belongs and records its span.
+    pub(crate) fn add_entity(&mut self, kind: EntityKind) -> EntityId {
+        let id = match self.block {
+            Some(Block::Body(parent)) => self.world.add_entity(kind, Some(parent)),
+            Some(Block::Else(parent)) => self.world.add_else_entity(kind, parent),
+            None => self.world.add_entity(kind, None),
+        };
+        self.spans.push(id, self.stmt_span);
+        id
+    }
+
+    /// Adds an entity that must be inside `with T.Kernel(...)`; `what` names it in the error.
+    pub(crate) fn add_kernel_entity(&mut self, kind: EntityKind, what: &str, span: Span) -> Eval<EntityId> {
+        if self.block.is_none() {
+            return Err(self.error(
+                Code::UnsupportedSyntax,
+                span,
+                format!("{what} is only allowed inside `with T.Kernel(...)`"),
+            ));
+        }
+        Ok(self.add_entity(kind))
+    }
+}

@@ -1,0 +1,504 @@
+//! Calls, attribute access and subscripts: user functions, Python builtins, `math`, and the
+//! dispatch to the DSL.
+
+use std::rc::Rc;
+
+use ruff_python_ast::{Expr, ExprCall};
+use tilec_ir::{Code, DType, EntityKind, Region, RegionDim, WarpPolicy};
+
+use crate::builder::{Builder, Eval, Stop};
+use crate::eval::{Args, expr_span, python_floordiv, python_mod};
+use crate::exec::Flow;
+use crate::outline::range_span;
+use crate::value::{Builtin, Env, Function, FunctionBody, Module, Value, bind, new_env};
+use tilec_ir::Span;
+
+impl Builder {
+    pub(crate) fn call<'a>(&mut self, env: &Env<'a>, call: &'a ExprCall) -> Eval<Value<'a>> {
+        let span = range_span(call);
+        let callee = self.eval(env, &call.func)?;
+        let args = self.eval_args(env, call)?;
+        self.step(span)?;
+        match callee {
+            Value::Function(function) => self.call_function(&function, args, span),
+            Value::Builtin(builtin) => self.builtin(builtin, args),
+            Value::ModuleFn(Module::Language, name) => self.dsl_call(&name, args),
+            Value::ModuleFn(Module::Math, name) => self.math_call(&name, args),
+            Value::ModuleFn(Module::Tilelang, name) => self.tilelang_call(&name, args),
+            Value::DType(dtype) => self.typed_constant(dtype, args),
+            Value::KernelRef { name, compile } => {
+                self.calls.push(crate::builder::RecordedCall {
+                    span,
+                    kernel: name.to_string(),
+                    is_compile: compile,
+                    positional: args.positional.iter().map(|(value, _)| value.to_const()).collect(),
+                    keywords: args.keywords.iter().map(|(key, value, _)| (key.clone(), value.to_const())).collect(),
+                });
+                Ok(Value::Opaque(Rc::from("a compiled kernel")))
+            }
+            Value::Poison => Err(Stop),
+            Value::Opaque(what) => Err(self.error(
+                Code::UnsupportedSyntax,
+                span,
+                format!("cannot call {what} at compile time: tilec evaluates Python itself and only knows the TileLang DSL, builtins and `math`"),
+            )),
+            other => Err(self.error(Code::MetaError, span, format!("{} is not callable", other.describe()))),
+        }
+    }
+
+    /// Calls a user-defined function or lambda: its body runs with the arguments bound, and any
+    /// kernel statements it makes are inlined where it is called (this is also how `T.macro` works).
+    pub(crate) fn call_function<'a>(&mut self, function: &Rc<Function<'a>>, args: Args<'a>, span: Span) -> Eval<Value<'a>> {
+        if function.prim_func {
+            return Err(self.error(Code::UnsupportedSyntax, span, "a `T.prim_func` cannot be called inside another kernel"));
+        }
+        let frame = new_env(Some(function.closure.clone()));
+        let parameters = match function.body {
+            FunctionBody::Def(def) => Some(&*def.parameters),
+            FunctionBody::Lambda(lambda) => lambda.parameters.as_deref(),
+        };
+        if let Some(parameters) = parameters {
+            self.bind_parameters(&frame, &function.closure, parameters, args, span)?;
+        }
+        self.enter_call(span)?;
+        let result = match function.body {
+            FunctionBody::Lambda(lambda) => self.eval(&frame, &lambda.body),
+            FunctionBody::Def(def) => match self.exec_body(&frame, &def.body) {
+                Ok(Flow::Return(value)) => Ok(value),
+                Ok(_) => Ok(Value::None),
+                Err(stop) => Err(stop),
+            },
+        };
+        self.depth -= 1;
+        result
+    }
+
+    /// Binds call arguments to parameters as Python does (positional, keywords, defaults,
+    /// `*args`, `**kwargs`). Defaults are evaluated in the function's defining scope.
+    pub(crate) fn bind_parameters<'a>(
+        &mut self,
+        frame: &Env<'a>,
+        defining: &Env<'a>,
+        parameters: &'a ruff_python_ast::Parameters,
+        args: Args<'a>,
+        span: Span,
+    ) -> Eval<()> {
+        let named: Vec<_> = parameters.posonlyargs.iter().chain(&parameters.args).collect();
+        let mut positional = args.positional.into_iter();
+        for (param, (value, _)) in named.iter().zip(positional.by_ref()) {
+            bind(frame, param.name().as_str(), value);
+        }
+        let rest: Vec<Value<'a>> = positional.map(|(value, _)| value).collect();
+        match &parameters.vararg {
+            Some(vararg) => bind(frame, vararg.name.as_str(), Value::tuple(rest)),
+            None if !rest.is_empty() => {
+                return Err(self.error(Code::InvalidCall, span, format!("too many positional arguments ({} extra)", rest.len())));
+            }
+            None => {}
+        }
+        let mut extra = Vec::new();
+        for (name, value, _) in args.keywords {
+            let known = parameters.iter_non_variadic_params().any(|param| param.name().as_str() == name);
+            if known {
+                bind(frame, &name, value);
+            } else {
+                extra.push((Value::str(&name), value));
+            }
+        }
+        match &parameters.kwarg {
+            Some(kwarg) => bind(frame, kwarg.name.as_str(), Value::Dict(Rc::new(extra))),
+            None if !extra.is_empty() => {
+                let names: Vec<String> = extra.iter().map(|(key, _)| key.python_str()).collect();
+                return Err(self.error(Code::InvalidCall, span, format!("unexpected keyword argument `{}`", names.join("`, `"))));
+            }
+            None => {}
+        }
+        for param in parameters.iter_non_variadic_params() {
+            let name = param.name().as_str();
+            if frame.borrow().vars.contains_key(name) {
+                continue;
+            }
+            match &param.default {
+                Some(default) => {
+                    let value = self.eval(defining, default)?;
+                    bind(frame, name, value);
+                }
+                None => {
+                    return Err(self.error(Code::InvalidCall, span, format!("missing argument `{name}`")));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn attribute<'a>(&mut self, base: Value<'a>, name: &str, span: Span) -> Eval<Value<'a>> {
+        let value = match (&base, name) {
+            (Value::Poison, _) => return Err(Stop),
+            (Value::Module(Module::Language), _) => match DType::from_name(name) {
+                Some(dtype) => Value::DType(dtype),
+                None if name == "GemmWarpPolicy" => Value::PolicyEnum,
+                None => Value::ModuleFn(Module::Language, Rc::from(name)),
+            },
+            (Value::Module(Module::Tilelang), "language") => Value::Module(Module::Language),
+            (Value::Module(Module::Tilelang), "PassConfigKey") => Value::PassConfigKeys,
+            (Value::Module(Module::Tilelang), _) => Value::ModuleFn(Module::Tilelang, Rc::from(name)),
+            (Value::Module(Module::Math), "pi") => Value::Float(std::f64::consts::PI),
+            (Value::Module(Module::Math), "e") => Value::Float(std::f64::consts::E),
+            (Value::Module(Module::Math), "tau") => Value::Float(std::f64::consts::TAU),
+            (Value::Module(Module::Math), "inf") => Value::Float(f64::INFINITY),
+            (Value::Module(Module::Math), _) => Value::ModuleFn(Module::Math, Rc::from(name)),
+            (Value::PolicyEnum, "Square") => Value::Policy(WarpPolicy::Square),
+            (Value::PolicyEnum, "FullRow") => Value::Policy(WarpPolicy::FullRow),
+            (Value::PolicyEnum, "FullCol") => Value::Policy(WarpPolicy::FullCol),
+            (Value::PassConfigKeys, key) => Value::str(&pass_config_key(key)),
+            (Value::Buffer(buffer), "dtype") => match self.world.dtypes.get(*buffer) {
+                Some(dtype) => Value::DType(*dtype),
+                None => return Err(Stop),
+            },
+            (Value::Buffer(buffer), "shape") => {
+                let shape = self.world.shapes.get(*buffer).cloned().unwrap_or_default();
+                Value::tuple(shape.into_iter().map(|extent| self.index_value(extent)).collect())
+            }
+            (Value::Data { dtype: Some(dtype), .. }, "dtype") => Value::DType(*dtype),
+            (Value::KernelRef { name, .. }, "compile") => Value::KernelRef { name: name.clone(), compile: true },
+            (Value::Opaque(what), _) => Value::Opaque(what.clone()),
+            _ => {
+                return Err(self.error(
+                    Code::MetaError,
+                    span,
+                    format!("{} has no attribute `{name}` that tilec knows", base.describe()),
+                ));
+            }
+        };
+        Ok(value)
+    }
+
+    /// An index expression as a value: a plain int when it is constant.
+    pub(crate) fn index_value<'a>(&self, id: tilec_ir::ExprId) -> Value<'a> {
+        match self.world.exprs.as_int(id) {
+            Some(value) => Value::Int(value),
+            None => Value::Index(id),
+        }
+    }
+
+    pub(crate) fn subscript<'a>(&mut self, env: &Env<'a>, base: Value<'a>, slice: &'a Expr, span: Span) -> Eval<Value<'a>> {
+        match base {
+            Value::Buffer(buffer) => self.buffer_subscript(env, buffer, slice, span).map(Value::Region),
+            Value::ModuleFn(Module::Language, name) if matches!(&*name, "Tensor" | "Buffer") => {
+                let Expr::Tuple(parts) = slice else {
+                    return Err(self.error(Code::InvalidCall, span, "write `T.Tensor[shape, dtype]`"));
+                };
+                let values = self.eval_list(env, &parts.elts)?;
+                let args = Args { positional: values.into_iter().map(|v| (v, span)).collect(), keywords: Vec::new(), span };
+                self.dsl_call(&name, args)
+            }
+            Value::Tuple(items) | Value::List(items) => {
+                let key = self.eval(env, slice)?;
+                sequence_index(self, &items, key, span)
+            }
+            Value::Dict(entries) => {
+                let key = self.eval(env, slice)?;
+                let needle = key.to_const();
+                entries
+                    .iter()
+                    .find(|(k, _)| needle.is_some() && k.to_const() == needle)
+                    .map(|(_, v)| v.clone())
+                    .ok_or_else(|| self.error(Code::MetaError, span, format!("key {} not found", key.python_str())))
+            }
+            Value::Poison => Err(Stop),
+            Value::Opaque(what) => Ok(Value::Opaque(what)),
+            other => Err(self.error(Code::MetaError, span, format!("{} cannot be indexed", other.describe()))),
+        }
+    }
+
+    /// `A[i, j]`, `A[a:b, :]`: a region whose point dimensions have no extent yet.
+    fn buffer_subscript<'a>(&mut self, env: &Env<'a>, buffer: tilec_ir::EntityId, slice: &'a Expr, span: Span) -> Eval<Region> {
+        let parts: Vec<&'a Expr> = match slice {
+            Expr::Tuple(tuple) => tuple.elts.iter().collect(),
+            other => vec![other],
+        };
+        let shape = self.world.shapes.get(buffer).cloned().unwrap_or_default();
+        if self.world.kind(buffer) == Some(EntityKind::Var) {
+            return Err(self.error(Code::InvalidCall, span, "a `T.alloc_var` scalar is read and written by name, not indexed"));
+        }
+        if parts.len() != shape.len() {
+            let name = self.world.name(buffer).to_owned();
+            return Err(self.error(
+                Code::ShapeMismatch,
+                span,
+                format!("`{name}` has {} dimension(s) but is indexed with {}", shape.len(), parts.len()),
+            ));
+        }
+        let mut dims = Vec::with_capacity(parts.len());
+        for (part, &extent) in parts.into_iter().zip(&shape) {
+            dims.push(self.region_dim(env, part, extent)?);
+        }
+        Ok(Region { buffer, dims })
+    }
+
+    fn region_dim<'a>(&mut self, env: &Env<'a>, part: &'a Expr, extent: tilec_ir::ExprId) -> Eval<RegionDim> {
+        let span = expr_span(part);
+        let Expr::Slice(slice) = part else {
+            let value = self.eval(env, part)?;
+            let Some(start) = self.to_index(&value) else {
+                return Err(self.error(
+                    Code::UnsupportedSyntax,
+                    span,
+                    format!("an index must be an integer expression, found {}", value.describe()),
+                ));
+            };
+            return Ok(RegionDim { start, extent: None });
+        };
+        if slice.step.is_some() {
+            return Err(self.unsupported(span, "a slice with a step"));
+        }
+        let mut bound = |this: &mut Builder, expr: &'a Option<Box<Expr>>| -> Eval<Option<tilec_ir::ExprId>> {
+            match expr {
+                None => Ok(None),
+                Some(expr) => {
+                    let value = this.eval(env, expr)?;
+                    match this.to_index(&value) {
+                        Some(id) => Ok(Some(id)),
+                        None => Err(this.error(Code::UnsupportedSyntax, span, "slice bounds must be integer expressions")),
+                    }
+                }
+            }
+        };
+        let lower = bound(self, &slice.lower)?;
+        let upper = bound(self, &slice.upper)?;
+        let start = lower.unwrap_or_else(|| self.world.exprs.int(0));
+        let stop = upper.unwrap_or(extent);
+        let length = self.world.exprs.sub(stop, start);
+        Ok(RegionDim { start, extent: Some(length) })
+    }
+
+    fn tilelang_call<'a>(&mut self, name: &str, args: Args<'a>) -> Eval<Value<'a>> {
+        match name {
+            // Decorators and compile calls are handled where kernels are found; evaluated elsewhere
+            // (a nested helper decorated with `tilelang.jit`) they leave the function unchanged.
+            "jit" | "autotune" | "compile" | "lazy_jit" => Ok(args.positional.into_iter().next().map_or(Value::None, |(v, _)| v)),
+            _ => Err(self.error(Code::UnsupportedSyntax, args.span, format!("`tilelang.{name}` is not supported by tilec"))),
+        }
+    }
+
+    fn math_call<'a>(&mut self, name: &str, args: Args<'a>) -> Eval<Value<'a>> {
+        let span = args.span;
+        let numbers: Option<Vec<f64>> = args
+            .positional
+            .iter()
+            .map(|(value, _)| match value {
+                Value::Int(v) => Some(*v as f64),
+                Value::Float(v) => Some(*v),
+                Value::Bool(v) => Some(f64::from(u8::from(*v))),
+                _ => None,
+            })
+            .collect();
+        let Some(numbers) = numbers else {
+            let runtime = args.positional.iter().any(|(value, _)| crate::eval::is_runtime(value));
+            let mut diagnostic = tilec_ir::Diagnostic::error(
+                Code::UnsupportedSyntax,
+                tilec_ir::Anchor::Span(span),
+                format!("`math.{name}` is host-side Python: inside a kernel it cannot take a tensor value"),
+            );
+            if runtime && tilec_ir::Intrinsic::from_name(name).is_some() {
+                diagnostic = diagnostic.with_help(format!("use `T.{name}` instead"));
+            } else if runtime {
+                diagnostic = diagnostic.with_help("use the TileLang operation of the same name (`T.<name>`), if there is one");
+            }
+            return Err(self.report(diagnostic));
+        };
+        let unary = |f: fn(f64) -> f64| numbers.first().map(|&x| Value::Float(f(x)));
+        let result = match name {
+            "sqrt" => unary(f64::sqrt),
+            "exp" => unary(f64::exp),
+            "log" if numbers.len() == 2 => Some(Value::Float(numbers[0].ln() / numbers[1].ln())),
+            "log" => unary(f64::ln),
+            "log2" => unary(f64::log2),
+            "log10" => unary(f64::log10),
+            "sin" => unary(f64::sin),
+            "cos" => unary(f64::cos),
+            "tanh" => unary(f64::tanh),
+            "fabs" => unary(f64::abs),
+            "ceil" => numbers.first().map(|&x| Value::Int(x.ceil() as i64)),
+            "floor" => numbers.first().map(|&x| Value::Int(x.floor() as i64)),
+            "trunc" => numbers.first().map(|&x| Value::Int(x.trunc() as i64)),
+            "pow" if numbers.len() == 2 => Some(Value::Float(numbers[0].powf(numbers[1]))),
+            "isqrt" => numbers.first().map(|&x| Value::Int(x.sqrt().floor() as i64)),
+            "gcd" => Some(Value::Int(numbers.iter().fold(0i64, |a, &b| gcd(a, b as i64)))),
+            "prod" => None,
+            _ => None,
+        };
+        result.ok_or_else(|| self.error(Code::UnsupportedSyntax, span, format!("`math.{name}` with these arguments is not supported by tilec")))
+    }
+
+    fn builtin<'a>(&mut self, builtin: Builtin, args: Args<'a>) -> Eval<Value<'a>> {
+        let span = args.span;
+        let mut values: Vec<Value<'a>> = args.positional.into_iter().map(|(value, _)| value).collect();
+        match builtin {
+            Builtin::Print => Ok(Value::None),
+            Builtin::Len => match values.first() {
+                Some(Value::Tuple(items) | Value::List(items)) => Ok(Value::Int(items.len() as i64)),
+                Some(Value::Dict(entries)) => Ok(Value::Int(entries.len() as i64)),
+                Some(Value::Str(text)) => Ok(Value::Int(text.chars().count() as i64)),
+                Some(Value::Range { start, stop, step }) => Ok(Value::Int(crate::value::range_len(*start, *stop, *step))),
+                Some(Value::Buffer(buffer)) => Ok(Value::Int(self.world.shapes.get(*buffer).map_or(0, Vec::len) as i64)),
+                _ => Err(self.error(Code::MetaError, span, "`len` needs a sequence known at compile time")),
+            },
+            Builtin::Range => {
+                let ints: Option<Vec<i64>> = values.iter().map(|value| match value {
+                    Value::Int(v) => Some(*v),
+                    _ => None,
+                }).collect();
+                match ints.as_deref() {
+                    Some([stop]) => Ok(Value::Range { start: 0, stop: *stop, step: 1 }),
+                    Some([start, stop]) => Ok(Value::Range { start: *start, stop: *stop, step: 1 }),
+                    Some([start, stop, step]) if *step != 0 => Ok(Value::Range { start: *start, stop: *stop, step: *step }),
+                    _ => self.dsl_call("serial", Args { positional: values.into_iter().map(|v| (v, span)).collect(), keywords: Vec::new(), span }),
+                }
+            }
+            Builtin::Min | Builtin::Max => {
+                if values.len() == 1 {
+                    values = self.iterate(values.remove(0), span)?;
+                }
+                self.min_max(builtin == Builtin::Min, values, span)
+            }
+            Builtin::Abs => match values.first() {
+                Some(Value::Int(v)) => Ok(Value::Int(v.saturating_abs())),
+                Some(Value::Float(v)) => Ok(Value::Float(v.abs())),
+                Some(_) => self.dsl_call("abs", Args { positional: values.into_iter().map(|v| (v, span)).collect(), keywords: Vec::new(), span }),
+                None => Err(self.error(Code::InvalidCall, span, "`abs` takes one argument")),
+            },
+            Builtin::Int => match values.first() {
+                Some(Value::Int(v)) => Ok(Value::Int(*v)),
+                Some(Value::Bool(v)) => Ok(Value::Int(i64::from(*v))),
+                Some(Value::Float(v)) if v.is_finite() => Ok(Value::Int(v.trunc() as i64)),
+                Some(Value::Str(text)) => text.trim().parse().map(Value::Int).map_err(|_| self.error(Code::MetaError, span, format!("invalid literal for int(): {text:?}"))),
+                Some(Value::Index(id)) => Ok(Value::Index(*id)),
+                _ => Err(self.error(Code::MetaError, span, "`int` needs a number known at compile time")),
+            },
+            Builtin::Float => match values.first() {
+                Some(Value::Int(v)) => Ok(Value::Float(*v as f64)),
+                Some(Value::Float(v)) => Ok(Value::Float(*v)),
+                Some(Value::Str(text)) => match text.trim() {
+                    "inf" => Ok(Value::Float(f64::INFINITY)),
+                    "-inf" => Ok(Value::Float(f64::NEG_INFINITY)),
+                    other => other.parse().map(Value::Float).map_err(|_| self.error(Code::MetaError, span, format!("could not convert string to float: {text:?}"))),
+                },
+                _ => Err(self.error(Code::MetaError, span, "`float` needs a number known at compile time")),
+            },
+            Builtin::Bool => match values.first().map(Value::truthy) {
+                Some(Some(value)) => Ok(Value::Bool(value)),
+                None => Ok(Value::Bool(false)),
+                Some(None) => Err(self.error(Code::MetaError, span, "`bool` of a runtime value is not known at compile time")),
+            },
+            Builtin::Str => Ok(Value::str(&values.first().map(Value::python_str).unwrap_or_default())),
+            Builtin::Tuple | Builtin::List => {
+                let items = match values.into_iter().next() {
+                    Some(value) => self.iterate(value, span)?,
+                    None => Vec::new(),
+                };
+                Ok(if builtin == Builtin::Tuple { Value::tuple(items) } else { Value::List(Rc::new(items)) })
+            }
+            Builtin::Sum => {
+                let items = match values.into_iter().next() {
+                    Some(value) => self.iterate(value, span)?,
+                    None => Vec::new(),
+                };
+                let mut total = Value::Int(0);
+                for item in items {
+                    total = self.binary(ruff_python_ast::Operator::Add, total, item, span)?;
+                }
+                Ok(total)
+            }
+            Builtin::Round => match values.first() {
+                Some(Value::Float(v)) => Ok(Value::Int(v.round_ties_even() as i64)),
+                Some(Value::Int(v)) => Ok(Value::Int(*v)),
+                _ => Err(self.error(Code::MetaError, span, "`round` needs a number known at compile time")),
+            },
+            Builtin::Pow => {
+                let mut values = values.into_iter();
+                match (values.next(), values.next()) {
+                    (Some(base), Some(exponent)) => self.binary(ruff_python_ast::Operator::Pow, base, exponent, span),
+                    _ => Err(self.error(Code::InvalidCall, span, "`pow` takes two arguments")),
+                }
+            }
+            Builtin::Divmod => match (values.first(), values.get(1)) {
+                (Some(Value::Int(a)), Some(Value::Int(b))) if *b != 0 => {
+                    let quotient = python_floordiv(*a, *b).unwrap_or(0);
+                    let remainder = python_mod(*a, *b).unwrap_or(0);
+                    Ok(Value::tuple(vec![Value::Int(quotient), Value::Int(remainder)]))
+                }
+                _ => Err(self.error(Code::MetaError, span, "`divmod` needs two non-zero ints known at compile time")),
+            },
+            Builtin::Enumerate => {
+                let items = match values.into_iter().next() {
+                    Some(value) => self.iterate(value, span)?,
+                    None => Vec::new(),
+                };
+                Ok(Value::List(Rc::new(items.into_iter().enumerate().map(|(k, v)| Value::tuple(vec![Value::Int(k as i64), v])).collect())))
+            }
+            Builtin::Zip => {
+                let mut columns = Vec::new();
+                for value in values {
+                    columns.push(self.iterate(value, span)?);
+                }
+                let rows = columns.iter().map(Vec::len).min().unwrap_or(0);
+                Ok(Value::List(Rc::new((0..rows).map(|row| Value::tuple(columns.iter().map(|column| column[row].clone()).collect())).collect())))
+            }
+            Builtin::IsInstance => Err(self.unsupported(span, "`isinstance`")),
+        }
+    }
+
+    pub(crate) fn min_max<'a>(&mut self, is_min: bool, values: Vec<Value<'a>>, span: Span) -> Eval<Value<'a>> {
+        let mut values = values.into_iter();
+        let Some(mut best) = values.next() else {
+            return Err(self.error(Code::InvalidCall, span, "`min`/`max` of an empty sequence"));
+        };
+        for value in values {
+            best = match (&best, &value) {
+                (Value::Int(a), Value::Int(b)) => Value::Int(if is_min { *a.min(b) } else { *a.max(b) }),
+                (Value::Int(_) | Value::Float(_), Value::Int(_) | Value::Float(_)) => {
+                    let a = best.to_const().and_then(|c| c.as_f64()).unwrap_or(0.0);
+                    let b = value.to_const().and_then(|c| c.as_f64()).unwrap_or(0.0);
+                    if (is_min && b < a) || (!is_min && b > a) { value } else { best }
+                }
+                _ => match (self.to_index(&best), self.to_index(&value)) {
+                    (Some(a), Some(b)) => Value::Index(if is_min { self.world.exprs.min(a, b) } else { self.world.exprs.max(a, b) }),
+                    _ => {
+                        let name = if is_min { "min" } else { "max" };
+                        let args = Args { positional: vec![(best, span), (value, span)], keywords: Vec::new(), span };
+                        self.intrinsic(name, args)?
+                    }
+                },
+            };
+        }
+        Ok(best)
+    }
+}
+
+fn gcd(a: i64, b: i64) -> i64 {
+    if b == 0 { a.abs() } else { gcd(b, a % b) }
+}
+
+fn sequence_index<'a>(builder: &mut Builder, items: &[Value<'a>], key: Value<'a>, span: Span) -> Eval<Value<'a>> {
+    match key {
+        Value::Int(index) => {
+            let len = items.len() as i64;
+            let position = if index < 0 { index + len } else { index };
+            usize::try_from(position)
+                .ok()
+                .and_then(|position| items.get(position))
+                .cloned()
+                .ok_or_else(|| builder.error(Code::MetaError, span, format!("index {index} out of range for a sequence of length {len}")))
+        }
+        other => Err(builder.error(Code::MetaError, span, format!("sequence indices must be ints known at compile time, found {}", other.describe()))),
+    }
+}
+
+/// `TL_DISABLE_TMA_LOWER` → `tl.disable_tma_lower`, the string form of a pass config key.
+fn pass_config_key(attribute: &str) -> String {
+    match attribute.strip_prefix("TL_") {
+        Some(rest) => format!("tl.{}", rest.to_ascii_lowercase()),
+        None => attribute.to_ascii_lowercase(),
+    }
+}

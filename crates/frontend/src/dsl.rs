@@ -1,0 +1,573 @@
+//! The TileLang language module (`T.*`): allocations, loops and launches, tile operations, math,
+//! and layouts. Each call either returns a value or adds an entity to the world.
+
+use std::rc::Rc;
+
+use tilec_ir::{
+    Access, AccessKind, AtomicSource, Code, DType, DataExpr, EntityId, EntityKind, ExprId, Intrinsic,
+    LayoutAnnotation, LayoutKind, LoopKind, ReduceKind, Region, RegionDim, Scope, TileOp, WarpPolicy,
+};
+
+use crate::builder::{Builder, Eval, Stop};
+use crate::eval::{Args, promote};
+use crate::value::{Module, Value};
+use tilec_ir::Span;
+
+/// `T.*` names tilec knows but does not implement yet, with what to say about them.
+const NOT_YET: &[&str] = &[
+    "tma_copy", "async_copy", "alloc_barrier", "mbarrier_wait_parity", "mbarrier_arrive", "alloc_tmem",
+    "tcgen05_gemm", "get_thread_binding", "sync_threads", "call_extern", "import_source", "reinterpret",
+    "ClusterKernel", "Persistent", "vectorized", "grid", "alloc_global", "reshape", "view", "print",
+    "device_assert", "gemm_sp", "transpose", "comm_reducer", "alloc_reducer", "finalize_reducer",
+];
+
+impl Builder {
+    pub(crate) fn dsl_call<'a>(&mut self, name: &str, args: Args<'a>) -> Eval<Value<'a>> {
+        match name {
+            "Tensor" | "Buffer" | "StridedTensor" => self.tensor_type(args),
+            "Kernel" => self.kernel_frame(args),
+            "Parallel" | "Pipelined" | "serial" | "Serial" | "unroll" => self.loop_frame(name, args),
+            "alloc_shared" => self.alloc(args, Scope::Shared, "T.alloc_shared"),
+            "alloc_fragment" => self.alloc(args, Scope::Fragment, "T.alloc_fragment"),
+            "alloc_local" => self.alloc(args, Scope::Local, "T.alloc_local"),
+            "alloc_var" => self.alloc_var(args),
+            "copy" | "clear" | "fill" | "gemm" | "cumsum" | "atomic_add" | "use_swizzle" | "annotate_layout" => {
+                self.tile_op(name, args)
+            }
+            "reduce_sum" | "reduce_max" | "reduce_min" | "reduce_abssum" | "reduce_absmax" => self.tile_op(name, args),
+            "Fragment" => self.layout(LayoutKind::Fragment, args),
+            "Layout" => self.layout(LayoutKind::Layout, args),
+            "infinity" => {
+                let dtype = self.dtype_arg(&args, 0, "dtype")?;
+                Ok(self.data(DataExpr::Float { bits: f64::INFINITY.to_bits(), dtype: Some(dtype) }, Some(dtype)))
+            }
+            "Cast" | "cast" => {
+                let (dtype_index, value_index) = if name == "Cast" { (0, 1) } else { (1, 0) };
+                let dtype = self.dtype_arg(&args, dtype_index, "dtype")?;
+                let value = self.required(&args, value_index, "value")?;
+                let (id, _) = self.to_data(&value, args.span)?;
+                Ok(self.data(DataExpr::Cast { dtype, value: id }, Some(dtype)))
+            }
+            "ceildiv" | "floordiv" | "floormod" => self.integer_op(name, args),
+            "if_then_else" => {
+                let cond = self.required(&args, 0, "cond")?;
+                let then = self.required(&args, 1, "true_value")?;
+                let otherwise = self.required(&args, 2, "false_value")?;
+                self.select(cond, then, otherwise, args.span)
+            }
+            "max" | "min" => {
+                let values = args.positional.into_iter().map(|(value, _)| value).collect();
+                self.min_max(name == "min", values, args.span)
+            }
+            "const" => self.eager_const(args),
+            "empty" => self.eager_empty(args),
+            "dynamic" | "symbolic" => {
+                let Some(Value::Str(symbol)) = args.get(0, "name").cloned() else {
+                    return Err(self.error(Code::InvalidCall, args.span, "`T.dynamic` takes the symbol's name as a string"));
+                };
+                let var = self.world.exprs.var(&symbol, None);
+                Ok(Value::Index(self.world.exprs.var_expr(var)))
+            }
+            "prim_func" | "macro" => Ok(args.positional.into_iter().next().map_or(Value::None, |(v, _)| v)),
+            "dtype" => Ok(Value::DType(self.dtype_arg(&args, 0, "dtype")?)),
+            _ if Intrinsic::from_name(name).is_some() => self.intrinsic(name, args),
+            _ if NOT_YET.contains(&name) => Err(self.error(
+                Code::UnsupportedSyntax,
+                args.span,
+                format!("`T.{name}` is not supported by tilec yet"),
+            )),
+            _ => Err(self.error(Code::UnsupportedSyntax, args.span, format!("`T.{name}` is not a TileLang operation tilec knows"))),
+        }
+    }
+
+    fn required<'a>(&mut self, args: &Args<'a>, index: usize, name: &str) -> Eval<Value<'a>> {
+        match args.get(index, name) {
+            Some(Value::Poison) => Err(Stop),
+            Some(value) => Ok(value.clone()),
+            None => Err(self.error(Code::InvalidCall, args.span, format!("missing argument `{name}`"))),
+        }
+    }
+
+    /// A dtype argument in any spelling: `T.float16`, `"float16"`, `"float"`, `buf.dtype`.
+    pub(crate) fn dtype_arg(&mut self, args: &Args<'_>, index: usize, name: &str) -> Eval<DType> {
+        let span = args.span_of(index, name);
+        match args.get(index, name) {
+            Some(Value::DType(dtype)) => Ok(*dtype),
+            Some(Value::Str(text)) => DType::from_name(text).ok_or_else(|| {
+                self.error(Code::DtypeMismatch, span, format!("unknown dtype {text:?}"))
+            }),
+            Some(Value::Poison) => Err(Stop),
+            Some(other) => {
+                let what = other.describe();
+                Err(self.error(Code::DtypeMismatch, span, format!("expected a dtype, found {what}")))
+            }
+            None => Err(self.error(Code::InvalidCall, span, format!("missing argument `{name}`"))),
+        }
+    }
+
+    fn int_arg(&mut self, args: &Args<'_>, index: usize, name: &str, default: i64) -> Eval<i64> {
+        match args.get(index, name) {
+            None | Some(Value::None) => Ok(default),
+            Some(Value::Int(value)) => Ok(*value),
+            Some(Value::Bool(value)) => Ok(i64::from(*value)),
+            Some(Value::Poison) => Err(Stop),
+            Some(other) => {
+                let what = other.describe();
+                Err(self.error(Code::InvalidCall, args.span_of(index, name), format!("`{name}` must be an int known at compile time, found {what}")))
+            }
+        }
+    }
+
+    fn bool_arg(&mut self, args: &Args<'_>, index: usize, name: &str, default: bool) -> Eval<bool> {
+        match args.get(index, name) {
+            None => Ok(default),
+            Some(Value::Poison) => Err(Stop),
+            Some(value) => value.truthy().ok_or_else(|| {
+                self.error(Code::InvalidCall, args.span_of(index, name), format!("`{name}` must be known at compile time"))
+            }),
+        }
+    }
+
+    /// A shape: a tuple or list of extents, or one extent.
+    fn shape_of(&mut self, value: &Value<'_>, span: Span) -> Eval<Vec<ExprId>> {
+        let items: Vec<Value<'_>> = match value {
+            Value::Tuple(items) | Value::List(items) => items.to_vec(),
+            Value::Poison => return Err(Stop),
+            single => vec![single.clone()],
+        };
+        let mut shape = Vec::with_capacity(items.len());
+        for item in &items {
+            match self.to_index(item) {
+                Some(extent) => shape.push(extent),
+                None if matches!(item, Value::Poison) => return Err(Stop),
+                None => {
+                    let what = item.describe();
+                    return Err(self.error(Code::ShapeMismatch, span, format!("a shape's extents must be integers, found {what}")));
+                }
+            }
+        }
+        Ok(shape)
+    }
+
+    fn tensor_type<'a>(&mut self, args: Args<'a>) -> Eval<Value<'a>> {
+        let shape = self.required(&args, 0, "shape")?;
+        let dtype = match args.get(1, "dtype") {
+            None => DType::Float32,
+            Some(_) => self.dtype_arg(&args, 1, "dtype")?,
+        };
+        let shape = match shape {
+            Value::Tuple(items) | Value::List(items) => items,
+            single => Rc::new(vec![single]),
+        };
+        Ok(Value::TensorType { shape, dtype })
+    }
+
+    fn kernel_frame<'a>(&mut self, args: Args<'a>) -> Eval<Value<'a>> {
+        let mut grid = Vec::new();
+        for (value, span) in &args.positional {
+            match self.to_index(value) {
+                Some(extent) => grid.push(extent),
+                None => {
+                    let what = value.describe();
+                    return Err(self.error(Code::InvalidCall, *span, format!("grid extents must be integers, found {what}")));
+                }
+            }
+        }
+        if grid.is_empty() {
+            return Err(self.error(Code::InvalidCall, args.span, "`T.Kernel` needs at least one grid extent"));
+        }
+        let threads = match args.keyword("threads") {
+            None => vec![128],
+            Some(Value::Int(count)) => vec![*count],
+            Some(Value::Tuple(items) | Value::List(items)) => {
+                let counts: Option<Vec<i64>> = items.iter().map(|item| match item {
+                    Value::Int(count) => Some(*count),
+                    _ => None,
+                }).collect();
+                counts.ok_or_else(|| self.error(Code::InvalidCall, args.span, "`threads` must be ints known at compile time"))?
+            }
+            Some(Value::Poison) => return Err(Stop),
+            Some(other) => {
+                let what = other.describe();
+                return Err(self.error(Code::InvalidCall, args.span_of(usize::MAX, "threads"), format!("`threads` must be an int known at compile time, found {what}")));
+            }
+        };
+        if threads.iter().any(|&count| count <= 0) || threads.iter().product::<i64>() > 1024 {
+            return Err(self.error(Code::InvalidCall, args.span_of(usize::MAX, "threads"), "a block has between 1 and 1024 threads"));
+        }
+        Ok(Value::KernelFrame { grid, threads })
+    }
+
+    fn loop_frame<'a>(&mut self, name: &str, args: Args<'a>) -> Eval<Value<'a>> {
+        let mut extents = Vec::new();
+        let take = if name == "Parallel" { args.positional.len() } else { 1 };
+        for (value, span) in args.positional.iter().take(take) {
+            match self.to_index(value) {
+                Some(extent) => extents.push(extent),
+                None => {
+                    let what = value.describe();
+                    return Err(self.error(Code::InvalidCall, *span, format!("loop extents must be integers, found {what}")));
+                }
+            }
+        }
+        if name != "Parallel" && args.positional.len() >= 2 {
+            // `T.serial(start, stop)`: iterate `stop - start` times from `start`.
+            let start = extents[0];
+            let Some(stop) = self.to_index(&args.positional[1].0) else {
+                return Err(self.error(Code::InvalidCall, args.span, "loop bounds must be integers"));
+            };
+            let count = self.world.exprs.sub(stop, start);
+            let kind = if name == "unroll" { LoopKind::Unroll } else { LoopKind::Serial };
+            return Ok(Value::LoopFrame { kind, extents: vec![count], start: Some(start) });
+        }
+        if extents.is_empty() {
+            return Err(self.error(Code::InvalidCall, args.span, format!("`T.{name}` needs a loop extent")));
+        }
+        let kind = match name {
+            "Parallel" => LoopKind::Parallel,
+            "Pipelined" => LoopKind::Pipelined { num_stages: self.int_arg(&args, usize::MAX, "num_stages", 0)? },
+            "unroll" => LoopKind::Unroll,
+            _ => LoopKind::Serial,
+        };
+        Ok(Value::LoopFrame { kind, extents, start: None })
+    }
+
+    fn alloc<'a>(&mut self, args: Args<'a>, default_scope: Scope, what: &str) -> Eval<Value<'a>> {
+        let shape_value = self.required(&args, 0, "shape")?;
+        let shape = self.shape_of(&shape_value, args.span_of(0, "shape"))?;
+        let dtype = self.dtype_arg(&args, 1, "dtype")?;
+        let scope = match args.get(2, "scope") {
+            Some(Value::Str(name)) => Scope::from_name(name).ok_or_else(|| {
+                self.error(Code::InvalidCall, args.span_of(2, "scope"), format!("unknown scope {name:?}"))
+            })?,
+            _ => default_scope,
+        };
+        let buffer = self.add_kernel_entity(EntityKind::Buffer, what, args.span)?;
+        self.world.shapes.set(buffer, shape);
+        self.world.dtypes.set(buffer, dtype);
+        self.world.scopes.set(buffer, scope);
+        Ok(Value::Buffer(buffer))
+    }
+
+    fn alloc_var<'a>(&mut self, args: Args<'a>) -> Eval<Value<'a>> {
+        let dtype = self.dtype_arg(&args, 0, "dtype")?;
+        let var = self.add_kernel_entity(EntityKind::Var, "T.alloc_var", args.span)?;
+        self.world.shapes.set(var, Vec::new());
+        self.world.dtypes.set(var, dtype);
+        self.world.scopes.set(var, Scope::LocalVar);
+        if let Some(init) = args.get(1, "init").cloned() {
+            let (value, _) = self.to_data(&init, args.span)?;
+            self.world.stores.set(var, tilec_ir::Store { buffer: var, indices: Vec::new(), value });
+        }
+        Ok(Value::Buffer(var))
+    }
+
+    /// A tile-op operand: a whole buffer or a region of one.
+    fn region_arg(&mut self, args: &Args<'_>, index: usize, name: &str) -> Eval<Region> {
+        let span = args.span_of(index, name);
+        match args.get(index, name) {
+            Some(Value::Buffer(buffer)) if self.world.kind(*buffer) != Some(EntityKind::Var) => Ok(self.world.full_region(*buffer)),
+            Some(Value::Region(region)) => Ok(region.clone()),
+            Some(Value::Poison) => Err(Stop),
+            Some(other) => {
+                let what = other.describe();
+                Err(self.error(Code::InvalidCall, span, format!("`{name}` must be a buffer or a region of one, found {what}")))
+            }
+            None => Err(self.error(Code::InvalidCall, args.span, format!("missing argument `{name}`"))),
+        }
+    }
+
+    fn tile_op<'a>(&mut self, name: &str, args: Args<'a>) -> Eval<Value<'a>> {
+        let op = match name {
+            "copy" => TileOp::Copy { src: self.region_arg(&args, 0, "src")?, dst: self.region_arg(&args, 1, "dst")? },
+            "clear" => {
+                let dst = self.region_arg(&args, 0, "buffer")?;
+                let value = self.world.data.push(DataExpr::Int { value: 0, dtype: None });
+                TileOp::Fill { dst, value, clear: true }
+            }
+            "fill" => {
+                let dst = self.region_arg(&args, 0, "buffer")?;
+                let value = self.required(&args, 1, "value")?;
+                let (value, _) = self.to_data(&value, args.span_of(1, "value"))?;
+                TileOp::Fill { dst, value, clear: false }
+            }
+            "gemm" => self.gemm(&args)?,
+            "cumsum" => {
+                let src = self.region_arg(&args, 0, "src")?;
+                let dst = match args.get(1, "dst") {
+                    None | Some(Value::None) => src.clone(),
+                    Some(_) => self.region_arg(&args, 1, "dst")?,
+                };
+                TileOp::Cumsum { src, dst, dim: self.int_arg(&args, 2, "dim", 0)?, reverse: self.bool_arg(&args, 3, "reverse", false)? }
+            }
+            "atomic_add" => {
+                let dst = self.region_arg(&args, 0, "dst")?;
+                let value = self.required(&args, 1, "value")?;
+                let src = match value {
+                    Value::Buffer(buffer) => AtomicSource::Region(self.world.full_region(buffer)),
+                    Value::Region(region) if region.dims.iter().any(|dim| dim.extent.is_some()) => AtomicSource::Region(region),
+                    other => AtomicSource::Value(self.to_data(&other, args.span_of(1, "value"))?.0),
+                };
+                TileOp::AtomicAdd { dst, src }
+            }
+            "use_swizzle" => {
+                let order = match args.get(1, "order") {
+                    Some(Value::Str(order)) => order.to_string(),
+                    _ => "row".to_owned(),
+                };
+                TileOp::UseSwizzle {
+                    panel_size: self.int_arg(&args, 0, "panel_size", 10)?,
+                    column_major: order == "column" || order == "col",
+                    enable: self.bool_arg(&args, 2, "enable", true)?,
+                }
+            }
+            "annotate_layout" => return self.annotate_layout(args),
+            _ => {
+                let kind = match name {
+                    "reduce_sum" => ReduceKind::Sum,
+                    "reduce_max" => ReduceKind::Max,
+                    "reduce_min" => ReduceKind::Min,
+                    "reduce_abssum" => ReduceKind::AbsSum,
+                    _ => ReduceKind::AbsMax,
+                };
+                TileOp::Reduce {
+                    kind,
+                    src: self.region_arg(&args, 0, "buffer")?,
+                    dst: self.region_arg(&args, 1, "out")?,
+                    dim: self.int_arg(&args, 2, "dim", -1)?,
+                    clear: self.bool_arg(&args, 3, "clear", true)?,
+                }
+            }
+        };
+        self.add_tile_op(op, &format!("`T.{name}`"), args.span)?;
+        Ok(Value::None)
+    }
+
+    fn gemm(&mut self, args: &Args<'_>) -> Eval<TileOp> {
+        let policy = match args.get(5, "policy") {
+            None | Some(Value::None) => WarpPolicy::Square,
+            Some(Value::Policy(policy)) => *policy,
+            Some(Value::Poison) => return Err(Stop),
+            Some(other) => {
+                let what = other.describe();
+                return Err(self.error(Code::InvalidCall, args.span_of(5, "policy"), format!("`policy` must be a `T.GemmWarpPolicy`, found {what}")));
+            }
+        };
+        Ok(TileOp::Gemm {
+            a: self.region_arg(args, 0, "A")?,
+            b: self.region_arg(args, 1, "B")?,
+            c: self.region_arg(args, 2, "C")?,
+            transpose_a: self.bool_arg(args, 3, "transpose_A", false)?,
+            transpose_b: self.bool_arg(args, 4, "transpose_B", false)?,
+            policy,
+            clear_accum: self.bool_arg(args, 6, "clear_accum", false)?,
+            k_pack: self.int_arg(args, 7, "k_pack", 1)?,
+        })
+    }
+
+    /// Adds a tile-op entity with its accesses.
+    pub(crate) fn add_tile_op(&mut self, op: TileOp, what: &str, span: Span) -> Eval<EntityId> {
+        let entity = self.add_kernel_entity(EntityKind::TileOp, what, span)?;
+        let accesses = tile_op_accesses(&op, &self.world.data);
+        self.world.accesses.set(entity, accesses);
+        self.world.ops.set(entity, op);
+        Ok(entity)
+    }
+
+    fn annotate_layout<'a>(&mut self, args: Args<'a>) -> Eval<Value<'a>> {
+        let Some(Value::Dict(entries)) = args.get(0, "layout_map").cloned() else {
+            return Err(self.error(Code::InvalidCall, args.span, "`T.annotate_layout` takes a dict from buffers to layouts"));
+        };
+        for (key, value) in entries.iter() {
+            let (Value::Buffer(buffer), Value::Layout(layout)) = (key, value) else {
+                return Err(self.error(Code::InvalidCall, args.span, "`T.annotate_layout` maps buffers to `T.Fragment(...)` or `T.Layout(...)`"));
+            };
+            let op = TileOp::AnnotateLayout { buffer: *buffer, layout: (**layout).clone() };
+            self.add_tile_op(op, "`T.annotate_layout`", args.span)?;
+        }
+        Ok(Value::None)
+    }
+
+    /// `T.Fragment(shape, forward_fn=f)` / `T.Layout(shape, f)`: `f` is called on fresh index
+    /// variables, so the layout is recorded as formulas over the buffer's logical indices.
+    fn layout<'a>(&mut self, kind: LayoutKind, args: Args<'a>) -> Eval<Value<'a>> {
+        let shape_value = self.required(&args, 0, "shape")?;
+        let shape_ids = self.shape_of(&shape_value, args.span)?;
+        let shape: Option<Vec<i64>> = shape_ids.iter().map(|&id| self.world.exprs.as_int(id)).collect();
+        let Some(shape) = shape else {
+            return Err(self.error(Code::InvalidCall, args.span, "a layout's shape must be known at compile time"));
+        };
+        let function = match kind {
+            LayoutKind::Fragment => args.get(1, "forward_fn"),
+            LayoutKind::Layout => args.get(1, "forward_fn").or_else(|| args.keyword("forward_index_fn")),
+        };
+        let Some(Value::Function(function)) = function.cloned() else {
+            return Err(self.error(Code::InvalidCall, args.span, "a layout needs its function (`forward_fn=`)"));
+        };
+        let names = ["i", "j", "k", "l", "m", "n"];
+        let vars: Vec<_> = shape.iter().enumerate().map(|(dim, &extent)| self.world.exprs.var(names.get(dim).unwrap_or(&"x"), Some(extent))).collect();
+        let positional = vars.iter().map(|&var| (Value::Index(self.world.exprs.var_expr(var)), args.span)).collect();
+        let result = self.call_function(&function, Args { positional, keywords: Vec::new(), span: args.span }, args.span)?;
+        let items = match result {
+            Value::Tuple(items) | Value::List(items) => items.to_vec(),
+            single => vec![single],
+        };
+        let mut outputs = Vec::new();
+        for item in &items {
+            match self.to_index(item) {
+                Some(id) => outputs.push(id),
+                None => return Err(self.error(Code::InvalidCall, args.span, "a layout function must return integer expressions")),
+            }
+        }
+        Ok(Value::Layout(Rc::new(LayoutAnnotation { kind, shape, vars, outputs })))
+    }
+
+    pub(crate) fn intrinsic<'a>(&mut self, name: &str, args: Args<'a>) -> Eval<Value<'a>> {
+        let Some(intrinsic) = Intrinsic::from_name(name) else {
+            return Err(self.error(Code::UnsupportedSyntax, args.span, format!("`T.{name}` is not supported by tilec")));
+        };
+        if args.positional.len() != intrinsic.arity() {
+            return Err(self.error(Code::InvalidCall, args.span, format!("`T.{name}` takes {} argument(s)", intrinsic.arity())));
+        }
+        let mut ids = Vec::new();
+        let mut dtype = None;
+        for (value, span) in &args.positional {
+            let (id, arg_dtype) = self.to_data(value, *span)?;
+            ids.push(id);
+            dtype = promote(dtype, arg_dtype);
+        }
+        Ok(self.data(DataExpr::Call { intrinsic, args: ids }, dtype))
+    }
+
+    /// `T.float32(1.0)` is a typed constant; `T.float16(x)` of a runtime value is a cast.
+    pub(crate) fn typed_constant<'a>(&mut self, dtype: DType, args: Args<'a>) -> Eval<Value<'a>> {
+        let value = self.required(&args, 0, "value")?;
+        let node = match value {
+            Value::Float(v) => DataExpr::Float { bits: v.to_bits(), dtype: Some(dtype) },
+            Value::Int(v) if dtype.is_float() => DataExpr::Float { bits: (v as f64).to_bits(), dtype: Some(dtype) },
+            Value::Int(v) => DataExpr::Int { value: v, dtype: Some(dtype) },
+            other => {
+                let (id, _) = self.to_data(&other, args.span)?;
+                DataExpr::Cast { dtype, value: id }
+            }
+        };
+        Ok(self.data(node, Some(dtype)))
+    }
+
+    fn integer_op<'a>(&mut self, name: &str, args: Args<'a>) -> Eval<Value<'a>> {
+        let a = self.required(&args, 0, "a")?;
+        let b = self.required(&args, 1, "b")?;
+        match (&a, &b) {
+            (Value::Int(x), Value::Int(y)) if *y != 0 => {
+                let value = match name {
+                    "ceildiv" => crate::eval::python_floordiv(x.saturating_add(y - 1), *y),
+                    "floordiv" => crate::eval::python_floordiv(*x, *y),
+                    _ => crate::eval::python_mod(*x, *y),
+                };
+                value.map(Value::Int).ok_or_else(|| self.error(Code::MetaError, args.span, "integer overflow"))
+            }
+            _ => match (self.to_index(&a), self.to_index(&b)) {
+                (Some(x), Some(y)) => {
+                    let arena = &mut self.world.exprs;
+                    let id = match name {
+                        "ceildiv" => arena.ceildiv(x, y),
+                        "floordiv" => arena.floordiv(x, y),
+                        _ => arena.floormod(x, y),
+                    };
+                    Ok(self.index_value(id))
+                }
+                _ => Err(self.error(Code::InvalidCall, args.span, format!("`T.{name}` takes two integers"))),
+            },
+        }
+    }
+
+    /// Eager style: `M, N = T.const("M, N")` takes each symbol's value from the instance's arguments;
+    /// a symbol without one stays symbolic, so the kernel is still checked as far as it can be.
+    fn eager_const<'a>(&mut self, args: Args<'a>) -> Eval<Value<'a>> {
+        let Some(Value::Str(names)) = args.get(0, "names").cloned() else {
+            return Err(self.error(Code::InvalidCall, args.span, "`T.const` takes the symbols' names as a string (\"M, N\")"));
+        };
+        let mut values = Vec::new();
+        for name in names.split([',', ' ']).filter(|name| !name.is_empty()) {
+            let value = match self.consts.get(name) {
+                Some(value) => Value::from_const(value),
+                None => {
+                    let var = self.world.exprs.var(name, None);
+                    Value::Index(self.world.exprs.var_expr(var))
+                }
+            };
+            values.push(value);
+        }
+        Ok(if values.len() == 1 { values.remove(0) } else { Value::tuple(values) })
+    }
+
+    /// Eager style: `C = T.empty(shape, dtype)` declares an output tensor.
+    fn eager_empty<'a>(&mut self, args: Args<'a>) -> Eval<Value<'a>> {
+        let shape_value = self.required(&args, 0, "shape")?;
+        let shape = self.shape_of(&shape_value, args.span)?;
+        let dtype = match args.get(1, "dtype") {
+            None => DType::Float32,
+            Some(_) => self.dtype_arg(&args, 1, "dtype")?,
+        };
+        let param = self.add_param(shape, dtype);
+        self.world.outputs.push(param);
+        Ok(Value::Buffer(param))
+    }
+
+    /// Adds a tensor parameter (global memory) at the top level of the world.
+    pub(crate) fn add_param(&mut self, shape: Vec<ExprId>, dtype: DType) -> EntityId {
+        let saved = self.block.take();
+        let param = self.add_entity(EntityKind::Param);
+        self.block = saved;
+        self.world.shapes.set(param, shape);
+        self.world.dtypes.set(param, dtype);
+        self.world.scopes.set(param, Scope::Global);
+        self.world.params.push(param);
+        param
+    }
+
+    pub(crate) fn module_value(&self, module: Module) -> Value<'static> {
+        Value::Module(module)
+    }
+}
+
+/// The accesses of a tile op, for the Accesses column.
+fn tile_op_accesses(op: &TileOp, data: &tilec_ir::DataArena) -> Vec<Access> {
+    let access = |kind, region: &Region| Access { kind, region: region.clone() };
+    match op {
+        TileOp::Copy { src, dst } => vec![access(AccessKind::Read, src), access(AccessKind::Write, dst)],
+        TileOp::Fill { dst, .. } => vec![access(AccessKind::Write, dst)],
+        TileOp::Gemm { a, b, c, clear_accum, .. } => vec![
+            access(AccessKind::Read, a),
+            access(AccessKind::Read, b),
+            access(if *clear_accum { AccessKind::Write } else { AccessKind::ReadWrite }, c),
+        ],
+        TileOp::Reduce { src, dst, clear, .. } => vec![
+            access(AccessKind::Read, src),
+            access(if *clear { AccessKind::Write } else { AccessKind::ReadWrite }, dst),
+        ],
+        TileOp::Cumsum { src, dst, .. } => vec![access(AccessKind::Read, src), access(AccessKind::Write, dst)],
+        TileOp::AtomicAdd { dst, src } => {
+            let mut accesses = vec![access(AccessKind::ReadWrite, dst)];
+            match src {
+                AtomicSource::Region(region) => accesses.push(access(AccessKind::Read, region)),
+                AtomicSource::Value(value) => accesses.extend(load_accesses(data, *value)),
+            }
+            accesses
+        }
+        TileOp::UseSwizzle { .. } | TileOp::AnnotateLayout { .. } => Vec::new(),
+    }
+}
+
+/// One read access per element load in a data expression.
+pub(crate) fn load_accesses(data: &tilec_ir::DataArena, value: tilec_ir::DataId) -> Vec<Access> {
+    let mut loads = Vec::new();
+    data.loads(value, &mut loads);
+    loads
+        .into_iter()
+        .map(|(buffer, indices)| Access {
+            kind: AccessKind::Read,
+            region: Region { buffer, dims: indices.into_iter().map(|start| RegionDim { start, extent: None }).collect() },
+        })
+        .collect()
+}

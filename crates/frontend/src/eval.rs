@@ -1,0 +1,691 @@
+//! Evaluation of Python expressions: compile-time values, and IR built from symbolic ones.
+//!
+//! The rule is TileLang's: a Python value stays a Python value (so `if is_causal:` is decided at
+//! compile time), while anything touching a loop variable, a block index or a tensor element becomes
+//! IR — an index expression in the integer arena or a data expression.
+
+use std::rc::Rc;
+
+use ruff_python_ast::{
+    BoolOp, CmpOp, Expr, ExprCall, InterpolatedStringElement, Number, Operator, UnaryOp,
+};
+use tilec_ir::data::{BinaryOp, CompareOp};
+use tilec_ir::{Code, DType, DataExpr, DataId, EntityKind, ExprId, Region};
+
+use crate::builder::{Builder, Eval, Stop};
+use crate::outline::range_span;
+use crate::value::{Builtin, Env, Function, FunctionBody, Module, Value, lookup, range_len};
+use tilec_ir::Span;
+
+/// The evaluated arguments of a call.
+#[derive(Debug)]
+pub(crate) struct Args<'a> {
+    pub positional: Vec<(Value<'a>, Span)>,
+    pub keywords: Vec<(String, Value<'a>, Span)>,
+    pub span: Span,
+}
+
+impl<'a> Args<'a> {
+    /// The argument at `index`, or the keyword `name`.
+    pub(crate) fn get(&self, index: usize, name: &str) -> Option<&Value<'a>> {
+        self.positional
+            .get(index)
+            .map(|(value, _)| value)
+            .or_else(|| self.keyword(name))
+    }
+
+    pub(crate) fn keyword(&self, name: &str) -> Option<&Value<'a>> {
+        self.keywords.iter().find(|(key, _, _)| key == name).map(|(_, value, _)| value)
+    }
+
+    /// Where the argument at `index` (or keyword `name`) was written, or the call itself.
+    pub(crate) fn span_of(&self, index: usize, name: &str) -> Span {
+        self.positional
+            .get(index)
+            .map(|(_, span)| *span)
+            .or_else(|| self.keywords.iter().find(|(key, _, _)| key == name).map(|(_, _, span)| *span))
+            .unwrap_or(self.span)
+    }
+}
+
+impl Builder {
+    pub(crate) fn eval<'a>(&mut self, env: &Env<'a>, expr: &'a Expr) -> Eval<Value<'a>> {
+        let span = range_span(expr);
+        match expr {
+            Expr::Name(name) => self.lookup_name(env, name.id.as_str(), span),
+            Expr::NumberLiteral(number) => match &number.value {
+                Number::Int(value) => match value.as_i64() {
+                    Some(value) => Ok(Value::Int(value)),
+                    None => Err(self.error(Code::MetaError, span, "integer literal does not fit in 64 bits")),
+                },
+                Number::Float(value) => Ok(Value::Float(*value)),
+                Number::Complex { .. } => Err(self.unsupported(span, "complex numbers")),
+            },
+            Expr::StringLiteral(string) => Ok(Value::str(string.value.to_str())),
+            Expr::BooleanLiteral(value) => Ok(Value::Bool(value.value)),
+            Expr::NoneLiteral(_) => Ok(Value::None),
+            Expr::FString(fstring) => {
+                let mut text = String::new();
+                for element in fstring.value.elements() {
+                    match element {
+                        InterpolatedStringElement::Literal(literal) => text.push_str(&literal.value),
+                        InterpolatedStringElement::Interpolation(interpolation) => {
+                            let value = self.eval(env, &interpolation.expression)?;
+                            text.push_str(&value.python_str());
+                        }
+                    }
+                }
+                Ok(Value::str(&text))
+            }
+            Expr::Tuple(tuple) => Ok(Value::tuple(self.eval_list(env, &tuple.elts)?)),
+            Expr::List(list) => Ok(Value::List(Rc::new(self.eval_list(env, &list.elts)?))),
+            Expr::Dict(dict) => {
+                let mut entries = Vec::new();
+                for item in &dict.items {
+                    let Some(key) = &item.key else {
+                        return Err(self.unsupported(span, "`**` in a dict literal"));
+                    };
+                    entries.push((self.eval(env, key)?, self.eval(env, &item.value)?));
+                }
+                Ok(Value::Dict(Rc::new(entries)))
+            }
+            Expr::BinOp(binary) => {
+                let lhs = self.eval(env, &binary.left)?;
+                let rhs = self.eval(env, &binary.right)?;
+                self.binary(binary.op, lhs, rhs, span)
+            }
+            Expr::UnaryOp(unary) => {
+                let operand = self.eval(env, &unary.operand)?;
+                self.unary(unary.op, operand, span)
+            }
+            Expr::BoolOp(bool_op) => self.bool_op(env, bool_op.op, &bool_op.values, span),
+            Expr::Compare(compare) => {
+                let mut lhs = self.eval(env, &compare.left)?;
+                let mut result: Option<Value<'a>> = None;
+                for (op, comparator) in compare.ops.iter().zip(compare.comparators.iter()) {
+                    let rhs = self.eval(env, comparator)?;
+                    let this = self.compare(*op, &lhs, &rhs, span)?;
+                    result = Some(match result {
+                        None => this,
+                        Some(previous) => self.logical(BinaryOp::And, previous, this, span)?,
+                    });
+                    lhs = rhs;
+                }
+                result.ok_or(Stop)
+            }
+            Expr::If(if_expr) => {
+                let test = self.eval(env, &if_expr.test)?;
+                match test.truthy() {
+                    Some(true) => self.eval(env, &if_expr.body),
+                    Some(false) => self.eval(env, &if_expr.orelse),
+                    None => {
+                        let then = self.eval(env, &if_expr.body)?;
+                        let otherwise = self.eval(env, &if_expr.orelse)?;
+                        self.select(test, then, otherwise, span)
+                    }
+                }
+            }
+            Expr::Call(call) => self.call(env, call),
+            Expr::Attribute(attribute) => {
+                let base = self.eval(env, &attribute.value)?;
+                self.attribute(base, attribute.attr.as_str(), span)
+            }
+            Expr::Subscript(subscript) => {
+                let base = self.eval(env, &subscript.value)?;
+                self.subscript(env, base, &subscript.slice, span)
+            }
+            Expr::Lambda(lambda) => Ok(Value::Function(Rc::new(Function {
+                body: FunctionBody::Lambda(lambda),
+                closure: env.clone(),
+                prim_func: false,
+            }))),
+            Expr::ListComp(comp) => self.comprehension(env, &comp.elt, &comp.generators, span).map(|items| Value::List(Rc::new(items))),
+            Expr::Generator(comp) => self.comprehension(env, &comp.elt, &comp.generators, span).map(Value::tuple),
+            Expr::Starred(_) => Err(self.unsupported(span, "`*` outside a call's arguments")),
+            _ => Err(self.unsupported(span, "this kind of expression")),
+        }
+    }
+
+    pub(crate) fn unsupported(&mut self, span: Span, what: &str) -> Stop {
+        self.error(Code::UnsupportedSyntax, span, format!("{what} is not supported by tilec"))
+    }
+
+    fn lookup_name<'a>(&mut self, env: &Env<'a>, name: &str, span: Span) -> Eval<Value<'a>> {
+        match lookup(env, name) {
+            Some(Value::Poison) => Err(Stop),
+            Some(value) => Ok(value),
+            None => match name {
+                "True" => Ok(Value::Bool(true)),
+                "False" => Ok(Value::Bool(false)),
+                "None" => Ok(Value::None),
+                _ => match Builtin::from_name(name) {
+                    Some(builtin) => Ok(Value::Builtin(builtin)),
+                    None => Err(self.undefined_name(name, span)),
+                },
+            },
+        }
+    }
+
+    pub(crate) fn eval_list<'a>(&mut self, env: &Env<'a>, exprs: &'a [Expr]) -> Eval<Vec<Value<'a>>> {
+        let mut values = Vec::with_capacity(exprs.len());
+        for expr in exprs {
+            if let Expr::Starred(starred) = expr {
+                let value = self.eval(env, &starred.value)?;
+                values.extend(self.iterate(value, range_span(expr))?);
+            } else {
+                values.push(self.eval(env, expr)?);
+            }
+        }
+        Ok(values)
+    }
+
+    pub(crate) fn eval_args<'a>(&mut self, env: &Env<'a>, call: &'a ExprCall) -> Eval<Args<'a>> {
+        let mut positional = Vec::new();
+        for arg in call.arguments.args.iter() {
+            if let Expr::Starred(starred) = arg {
+                let value = self.eval(env, &starred.value)?;
+                for item in self.iterate(value, range_span(arg))? {
+                    positional.push((item, range_span(arg)));
+                }
+            } else {
+                positional.push((self.eval(env, arg)?, range_span(arg)));
+            }
+        }
+        let mut keywords = Vec::new();
+        for keyword in &call.arguments.keywords {
+            let value = self.eval(env, &keyword.value)?;
+            match &keyword.arg {
+                Some(name) => keywords.push((name.as_str().to_owned(), value, range_span(keyword))),
+                None => match value {
+                    Value::Dict(entries) => {
+                        for (key, value) in entries.iter() {
+                            let Value::Str(key) = key else {
+                                return Err(self.error(Code::MetaError, range_span(keyword), "`**` needs a dict with string keys"));
+                            };
+                            keywords.push((key.to_string(), value.clone(), range_span(keyword)));
+                        }
+                    }
+                    _ => return Err(self.error(Code::MetaError, range_span(keyword), "`**` needs a dict")),
+                },
+            }
+        }
+        Ok(Args { positional, keywords, span: range_span(call) })
+    }
+
+    /// The items of a compile-time iterable (tuple, list, range, dict keys, string).
+    pub(crate) fn iterate<'a>(&mut self, value: Value<'a>, span: Span) -> Eval<Vec<Value<'a>>> {
+        match value {
+            Value::Tuple(items) | Value::List(items) => Ok(items.to_vec()),
+            Value::Range { start, stop, step } => {
+                let count = range_len(start, stop, step);
+                if count > 1_000_000 {
+                    return Err(self.error(Code::MetaError, span, "range too long to unroll at compile time"));
+                }
+                Ok((0..count).map(|k| Value::Int(start + k * step)).collect())
+            }
+            Value::Dict(entries) => Ok(entries.iter().map(|(key, _)| key.clone()).collect()),
+            Value::Str(text) => Ok(text.chars().map(|c| Value::str(&c.to_string())).collect()),
+            Value::Poison => Err(Stop),
+            other => Err(self.error(
+                Code::MetaError,
+                span,
+                format!("cannot iterate over {} at compile time", other.describe()),
+            )),
+        }
+    }
+
+    fn comprehension<'a>(
+        &mut self,
+        env: &Env<'a>,
+        element: &'a Expr,
+        generators: &'a [ruff_python_ast::Comprehension],
+        span: Span,
+    ) -> Eval<Vec<Value<'a>>> {
+        let scope = crate::value::new_env(Some(env.clone()));
+        let mut out = Vec::new();
+        self.comprehension_level(&scope, element, generators, span, &mut out)?;
+        Ok(out)
+    }
+
+    fn comprehension_level<'a>(
+        &mut self,
+        scope: &Env<'a>,
+        element: &'a Expr,
+        generators: &'a [ruff_python_ast::Comprehension],
+        span: Span,
+        out: &mut Vec<Value<'a>>,
+    ) -> Eval<()> {
+        let Some((first, rest)) = generators.split_first() else {
+            out.push(self.eval(scope, element)?);
+            return Ok(());
+        };
+        let iterable = self.eval(scope, &first.iter)?;
+        'items: for item in self.iterate(iterable, span)? {
+            self.step(span)?;
+            self.assign(scope, &first.target, item)?;
+            for condition in &first.ifs {
+                let keep = self.eval(scope, condition)?;
+                match keep.truthy() {
+                    Some(true) => {}
+                    Some(false) => continue 'items,
+                    None => return Err(self.error(Code::MetaError, span, "a comprehension's condition must be known at compile time")),
+                }
+            }
+            self.comprehension_level(scope, element, rest, span, out)?;
+        }
+        Ok(())
+    }
+
+    // ----- conversions ------------------------------------------------------------------------
+
+    /// The value as an index expression, if it is an integer (constant or symbolic).
+    pub(crate) fn to_index(&mut self, value: &Value<'_>) -> Option<ExprId> {
+        match value {
+            Value::Int(value) => Some(self.world.exprs.int(*value)),
+            Value::Bool(value) => Some(self.world.exprs.int(i64::from(*value))),
+            Value::Index(id) => Some(*id),
+            _ => None,
+        }
+    }
+
+    /// The value as a data expression: literals, indices, element loads and data all convert.
+    pub(crate) fn to_data(&mut self, value: &Value<'_>, span: Span) -> Eval<(DataId, Option<DType>)> {
+        let node = match value {
+            Value::Data { id, dtype } => return Ok((*id, *dtype)),
+            Value::Int(value) => DataExpr::Int { value: *value, dtype: None },
+            Value::Bool(value) => DataExpr::Int { value: i64::from(*value), dtype: Some(DType::Bool) },
+            Value::Float(value) => DataExpr::Float { bits: value.to_bits(), dtype: None },
+            Value::Index(id) => DataExpr::Index(*id),
+            Value::Region(region) => return self.load(region, span),
+            Value::Buffer(buffer) if self.world.kind(*buffer) == Some(EntityKind::Var) => {
+                let dtype = self.world.dtypes.get(*buffer).copied();
+                let id = self.world.data.push(DataExpr::ReadVar(*buffer));
+                return Ok((id, dtype));
+            }
+            Value::Poison => return Err(Stop),
+            other => {
+                let what = other.describe();
+                return Err(self.error(Code::MetaError, span, format!("expected a number or tensor value, found {what}")));
+            }
+        };
+        let dtype = match node {
+            DataExpr::Index(_) => Some(DType::Int32),
+            _ => None,
+        };
+        Ok((self.world.data.push(node), dtype))
+    }
+
+    fn load(&mut self, region: &Region, span: Span) -> Eval<(DataId, Option<DType>)> {
+        if region.dims.iter().any(|dim| dim.extent.is_some()) {
+            return Err(self.error(
+                Code::UnsupportedSyntax,
+                span,
+                "a slice of a buffer is not a value; index every dimension, or move tiles with `T.copy`",
+            ));
+        }
+        let indices = region.dims.iter().map(|dim| dim.start).collect();
+        let dtype = self.world.dtypes.get(region.buffer).copied();
+        let id = self.world.data.push(DataExpr::Load { buffer: region.buffer, indices });
+        Ok((id, dtype))
+    }
+
+    pub(crate) fn data<'a>(&mut self, node: DataExpr, dtype: Option<DType>) -> Value<'a> {
+        Value::Data { id: self.world.data.push(node), dtype }
+    }
+
+    // ----- operators --------------------------------------------------------------------------
+
+    pub(crate) fn binary<'a>(&mut self, op: Operator, lhs: Value<'a>, rhs: Value<'a>, span: Span) -> Eval<Value<'a>> {
+        if matches!(lhs, Value::Poison) || matches!(rhs, Value::Poison) {
+            return Err(Stop);
+        }
+        if let Some(result) = self.meta_binary(op, &lhs, &rhs, span)? {
+            return Ok(result);
+        }
+        let symbolic = matches!(lhs, Value::Index(_)) || matches!(rhs, Value::Index(_));
+        if symbolic {
+            if let (Some(a), Some(b)) = (self.to_index(&lhs), self.to_index(&rhs)) {
+                let arena = &mut self.world.exprs;
+                let result = match op {
+                    Operator::Add => Some(arena.add(a, b)),
+                    Operator::Sub => Some(arena.sub(a, b)),
+                    Operator::Mult => Some(arena.mul(a, b)),
+                    Operator::FloorDiv | Operator::Div => Some(arena.floordiv(a, b)),
+                    Operator::Mod => Some(arena.floormod(a, b)),
+                    _ => None,
+                };
+                if let Some(result) = result {
+                    return Ok(Value::Index(result));
+                }
+            }
+        }
+        let data_op = match op {
+            Operator::Add => BinaryOp::Add,
+            Operator::Sub => BinaryOp::Sub,
+            Operator::Mult => BinaryOp::Mul,
+            Operator::Div => BinaryOp::Div,
+            Operator::FloorDiv => BinaryOp::FloorDiv,
+            Operator::Mod => BinaryOp::Mod,
+            Operator::Pow => BinaryOp::Pow,
+            Operator::BitAnd => BinaryOp::BitAnd,
+            Operator::BitOr => BinaryOp::BitOr,
+            Operator::BitXor => BinaryOp::BitXor,
+            Operator::LShift => BinaryOp::Shl,
+            Operator::RShift => BinaryOp::Shr,
+            Operator::MatMult => return Err(self.unsupported(span, "`@` (use `T.gemm` for matrix products)")),
+        };
+        let both_data = is_runtime(&lhs) || is_runtime(&rhs);
+        if !both_data {
+            return Err(self.error(
+                Code::MetaError,
+                span,
+                format!("unsupported operand types for `{}`: {} and {}", data_op.symbol(), lhs.describe(), rhs.describe()),
+            ));
+        }
+        let (a, a_dtype) = self.to_data(&lhs, span)?;
+        let (b, b_dtype) = self.to_data(&rhs, span)?;
+        Ok(self.data(DataExpr::Binary { op: data_op, lhs: a, rhs: b }, promote(a_dtype, b_dtype)))
+    }
+
+    /// Python semantics for compile-time operands; `None` when an operand is symbolic.
+    fn meta_binary<'a>(&mut self, op: Operator, lhs: &Value<'a>, rhs: &Value<'a>, span: Span) -> Eval<Option<Value<'a>>> {
+        use Value::{Bool, Float, Int, List, Str, Tuple};
+        let as_int = |value: &Value<'_>| match value {
+            Int(v) => Some(*v),
+            Bool(v) => Some(i64::from(*v)),
+            _ => None,
+        };
+        if let (Some(a), Some(b)) = (as_int(lhs), as_int(rhs)) {
+            return self.int_binary(op, a, b, span).map(Some);
+        }
+        let as_float = |value: &Value<'_>| match value {
+            Float(v) => Some(*v),
+            Int(v) => Some(*v as f64),
+            Bool(v) => Some(f64::from(u8::from(*v))),
+            _ => None,
+        };
+        if let (Some(a), Some(b)) = (as_float(lhs), as_float(rhs)) {
+            return self.float_binary(op, a, b, span).map(Some);
+        }
+        Ok(match (op, lhs, rhs) {
+            (Operator::Add, Str(a), Str(b)) => Some(Value::str(&format!("{a}{b}"))),
+            (Operator::Add, Tuple(a), Tuple(b)) => Some(Value::tuple(a.iter().chain(b.iter()).cloned().collect())),
+            (Operator::Add, List(a), List(b)) => Some(List(Rc::new(a.iter().chain(b.iter()).cloned().collect()))),
+            (Operator::Mult, Tuple(items), Int(n)) | (Operator::Mult, Int(n), Tuple(items)) => {
+                Some(Value::tuple(repeat(items, *n)))
+            }
+            (Operator::Mult, List(items), Int(n)) | (Operator::Mult, Int(n), List(items)) => {
+                Some(List(Rc::new(repeat(items, *n))))
+            }
+            _ => None,
+        })
+    }
+
+    fn int_binary<'a>(&mut self, op: Operator, a: i64, b: i64, span: Span) -> Eval<Value<'a>> {
+        let result = match op {
+            Operator::Add => a.checked_add(b),
+            Operator::Sub => a.checked_sub(b),
+            Operator::Mult => a.checked_mul(b),
+            Operator::Div => {
+                if b == 0 {
+                    return Err(self.error(Code::MetaError, span, "division by zero"));
+                }
+                return Ok(Value::Float(a as f64 / b as f64));
+            }
+            Operator::FloorDiv | Operator::Mod if b == 0 => {
+                return Err(self.error(Code::MetaError, span, "integer division or modulo by zero"));
+            }
+            Operator::FloorDiv => python_floordiv(a, b),
+            Operator::Mod => python_mod(a, b),
+            Operator::Pow => {
+                if b < 0 {
+                    return Ok(Value::Float((a as f64).powf(b as f64)));
+                }
+                u32::try_from(b).ok().and_then(|b| a.checked_pow(b))
+            }
+            Operator::LShift => u32::try_from(b).ok().and_then(|b| a.checked_shl(b)).filter(|r| r >> b == a),
+            Operator::RShift => u32::try_from(b).ok().map(|b| a >> b.min(63)),
+            Operator::BitAnd => Some(a & b),
+            Operator::BitOr => Some(a | b),
+            Operator::BitXor => Some(a ^ b),
+            Operator::MatMult => None,
+        };
+        match result {
+            Some(value) => Ok(Value::Int(value)),
+            None => Err(self.error(Code::MetaError, span, "integer overflow or invalid operand at compile time")),
+        }
+    }
+
+    fn float_binary<'a>(&mut self, op: Operator, a: f64, b: f64, span: Span) -> Eval<Value<'a>> {
+        let divides = matches!(op, Operator::Div | Operator::FloorDiv | Operator::Mod);
+        if divides && b == 0.0 {
+            return Err(self.error(Code::MetaError, span, "float division by zero"));
+        }
+        let result = match op {
+            Operator::Add => a + b,
+            Operator::Sub => a - b,
+            Operator::Mult => a * b,
+            Operator::Div => a / b,
+            Operator::FloorDiv => (a / b).floor(),
+            Operator::Mod => a - b * (a / b).floor(),
+            Operator::Pow => a.powf(b),
+            _ => return Err(self.error(Code::MetaError, span, "unsupported operand types for floats")),
+        };
+        Ok(Value::Float(result))
+    }
+
+    fn unary<'a>(&mut self, op: UnaryOp, operand: Value<'a>, span: Span) -> Eval<Value<'a>> {
+        match (op, &operand) {
+            (_, Value::Poison) => Err(Stop),
+            (UnaryOp::Not, value) if value.truthy().is_some() => Ok(Value::Bool(!value.truthy().unwrap_or(false))),
+            (UnaryOp::UAdd, _) => Ok(operand),
+            (UnaryOp::USub, Value::Int(v)) => v.checked_neg().map(Value::Int).ok_or_else(|| self.error(Code::MetaError, span, "integer overflow")),
+            (UnaryOp::USub, Value::Bool(v)) => Ok(Value::Int(-i64::from(*v))),
+            (UnaryOp::USub, Value::Float(v)) => Ok(Value::Float(-v)),
+            (UnaryOp::Invert, Value::Int(v)) => Ok(Value::Int(!v)),
+            (UnaryOp::USub, Value::Index(id)) => Ok(Value::Index(self.world.exprs.neg(*id))),
+            (UnaryOp::USub, _) => {
+                let (id, dtype) = self.to_data(&operand, span)?;
+                if let DataExpr::Float { bits, dtype } = self.world.data.get(id).clone() {
+                    let negated = -f64::from_bits(bits);
+                    return Ok(self.data(DataExpr::Float { bits: negated.to_bits(), dtype }, dtype));
+                }
+                Ok(self.data(DataExpr::Neg(id), dtype))
+            }
+            (UnaryOp::Not, _) => {
+                let (id, _) = self.to_data(&operand, span)?;
+                Ok(self.data(DataExpr::Not(id), Some(DType::Bool)))
+            }
+            (UnaryOp::Invert, _) => Err(self.unsupported(span, "`~` on a runtime value")),
+        }
+    }
+
+    fn bool_op<'a>(&mut self, env: &Env<'a>, op: BoolOp, values: &'a [Expr], span: Span) -> Eval<Value<'a>> {
+        let mut result: Option<Value<'a>> = None;
+        for expr in values {
+            let value = self.eval(env, expr)?;
+            result = Some(match result {
+                None => value,
+                Some(previous) => {
+                    // Python short-circuits on compile-time values; runtime values build IR.
+                    match (op, previous.truthy()) {
+                        (BoolOp::And, Some(false)) | (BoolOp::Or, Some(true)) => return Ok(previous),
+                        (_, Some(_)) => value,
+                        (BoolOp::And, None) => self.logical(BinaryOp::And, previous, value, span)?,
+                        (BoolOp::Or, None) => self.logical(BinaryOp::Or, previous, value, span)?,
+                    }
+                }
+            });
+            if let Some(decided) = result.as_ref().and_then(Value::truthy) {
+                if (op == BoolOp::And && !decided) || (op == BoolOp::Or && decided) {
+                    return result.ok_or(Stop);
+                }
+            }
+        }
+        result.ok_or(Stop)
+    }
+
+    fn logical<'a>(&mut self, op: BinaryOp, lhs: Value<'a>, rhs: Value<'a>, span: Span) -> Eval<Value<'a>> {
+        match (lhs.truthy(), rhs.truthy()) {
+            (Some(a), Some(b)) => Ok(Value::Bool(if op == BinaryOp::And { a && b } else { a || b })),
+            _ => {
+                let (a, _) = self.to_data(&lhs, span)?;
+                let (b, _) = self.to_data(&rhs, span)?;
+                Ok(self.data(DataExpr::Binary { op, lhs: a, rhs: b }, Some(DType::Bool)))
+            }
+        }
+    }
+
+    fn compare<'a>(&mut self, op: CmpOp, lhs: &Value<'a>, rhs: &Value<'a>, span: Span) -> Eval<Value<'a>> {
+        if let Some(result) = meta_compare(op, lhs, rhs) {
+            return Ok(Value::Bool(result));
+        }
+        let data_op = match op {
+            CmpOp::Lt => CompareOp::Lt,
+            CmpOp::LtE => CompareOp::Le,
+            CmpOp::Gt => CompareOp::Gt,
+            CmpOp::GtE => CompareOp::Ge,
+            CmpOp::Eq => CompareOp::Eq,
+            CmpOp::NotEq => CompareOp::Ne,
+            _ => {
+                return Err(self.error(
+                    Code::MetaError,
+                    span,
+                    format!("cannot compare {} and {} with `{}` at compile time", lhs.describe(), rhs.describe(), op.as_str()),
+                ));
+            }
+        };
+        if !is_runtime(lhs) && !is_runtime(rhs) {
+            return Err(self.error(
+                Code::MetaError,
+                span,
+                format!("cannot compare {} and {}", lhs.describe(), rhs.describe()),
+            ));
+        }
+        let (a, _) = self.to_data(lhs, span)?;
+        let (b, _) = self.to_data(rhs, span)?;
+        Ok(self.data(DataExpr::Compare { op: data_op, lhs: a, rhs: b }, Some(DType::Bool)))
+    }
+
+    /// `c ? a : b` where `c` is only known at run time.
+    pub(crate) fn select<'a>(&mut self, cond: Value<'a>, then: Value<'a>, otherwise: Value<'a>, span: Span) -> Eval<Value<'a>> {
+        if let Some(decided) = cond.truthy() {
+            return Ok(if decided { then } else { otherwise });
+        }
+        let (c, _) = self.to_data(&cond, span)?;
+        let (a, a_dtype) = self.to_data(&then, span)?;
+        let (b, b_dtype) = self.to_data(&otherwise, span)?;
+        Ok(self.data(DataExpr::Select { cond: c, then: a, otherwise: b }, promote(a_dtype, b_dtype)))
+    }
+}
+
+/// Python's `a // b`: the quotient rounded towards negative infinity.
+pub(crate) fn python_floordiv(a: i64, b: i64) -> Option<i64> {
+    let quotient = a.checked_div(b)?;
+    let remainder = a.checked_rem(b)?;
+    if remainder != 0 && ((remainder < 0) != (b < 0)) { quotient.checked_sub(1) } else { Some(quotient) }
+}
+
+/// Python's `a % b`: the remainder with the sign of the divisor.
+pub(crate) fn python_mod(a: i64, b: i64) -> Option<i64> {
+    let remainder = a.checked_rem(b)?;
+    if remainder != 0 && ((remainder < 0) != (b < 0)) { remainder.checked_add(b) } else { Some(remainder) }
+}
+
+fn repeat<'a>(items: &[Value<'a>], count: i64) -> Vec<Value<'a>> {
+    let count = usize::try_from(count).unwrap_or(0).min(1 << 20);
+    let mut out = Vec::with_capacity(items.len() * count);
+    for _ in 0..count {
+        out.extend(items.iter().cloned());
+    }
+    out
+}
+
+/// True for values only known when the kernel runs (or symbolic at compile time).
+pub(crate) fn is_runtime(value: &Value<'_>) -> bool {
+    matches!(value, Value::Index(_) | Value::Data { .. } | Value::Region(_) | Value::Buffer(_))
+}
+
+/// The wider of two dtypes, for the result of an arithmetic operation.
+pub(crate) fn promote(a: Option<DType>, b: Option<DType>) -> Option<DType> {
+    match (a, b) {
+        (Some(a), Some(b)) if a == b => Some(a),
+        (Some(a), Some(b)) => Some(if (a.is_float(), a.bytes()) >= (b.is_float(), b.bytes()) { a } else { b }),
+        (Some(a), None) | (None, Some(a)) => Some(a),
+        (None, None) => None,
+    }
+}
+
+/// Python comparison of compile-time values; `None` when either side is symbolic.
+fn meta_compare(op: CmpOp, lhs: &Value<'_>, rhs: &Value<'_>) -> Option<bool> {
+    use Value::{Bool, Float, Int};
+    let number = |value: &Value<'_>| match value {
+        Int(v) => Some(*v as f64),
+        Bool(v) => Some(f64::from(u8::from(*v))),
+        Float(v) => Some(*v),
+        _ => None,
+    };
+    if let (Some(a), Some(b)) = (number(lhs), number(rhs)) {
+        if let (Int(a), Int(b)) = (lhs, rhs) {
+            return Some(match op {
+                CmpOp::Eq | CmpOp::Is => a == b,
+                CmpOp::NotEq | CmpOp::IsNot => a != b,
+                CmpOp::Lt => a < b,
+                CmpOp::LtE => a <= b,
+                CmpOp::Gt => a > b,
+                CmpOp::GtE => a >= b,
+                CmpOp::In | CmpOp::NotIn => return None,
+            });
+        }
+        return Some(match op {
+            CmpOp::Eq | CmpOp::Is => a == b,
+            CmpOp::NotEq | CmpOp::IsNot => a != b,
+            CmpOp::Lt => a < b,
+            CmpOp::LtE => a <= b,
+            CmpOp::Gt => a > b,
+            CmpOp::GtE => a >= b,
+            CmpOp::In | CmpOp::NotIn => return None,
+        });
+    }
+    match op {
+        CmpOp::In | CmpOp::NotIn => {
+            let needle = lhs.to_const()?;
+            let found = match rhs {
+                Value::Tuple(items) | Value::List(items) => items.iter().any(|item| item.to_const().as_ref() == Some(&needle)),
+                Value::Dict(entries) => entries.iter().any(|(key, _)| key.to_const().as_ref() == Some(&needle)),
+                Value::Str(text) => match lhs {
+                    Value::Str(part) => text.contains(&**part),
+                    _ => return None,
+                },
+                _ => return None,
+            };
+            Some(if op == CmpOp::In { found } else { !found })
+        }
+        CmpOp::Eq | CmpOp::NotEq | CmpOp::Is | CmpOp::IsNot => {
+            let equal = match (lhs, rhs) {
+                (Value::DType(a), Value::DType(b)) => a == b,
+                (Value::DType(a), Value::Str(b)) | (Value::Str(b), Value::DType(a)) => DType::from_name(b) == Some(*a),
+                (Value::Policy(a), Value::Policy(b)) => a == b,
+                _ => {
+                    let a = lhs.to_const()?;
+                    let b = rhs.to_const()?;
+                    a == b
+                }
+            };
+            Some(if matches!(op, CmpOp::Eq | CmpOp::Is) { equal } else { !equal })
+        }
+        _ => match (lhs, rhs) {
+            (Value::Str(a), Value::Str(b)) => Some(match op {
+                CmpOp::Lt => a < b,
+                CmpOp::LtE => a <= b,
+                CmpOp::Gt => a > b,
+                _ => a >= b,
+            }),
+            _ => None,
+        },
+    }
+}
+
+pub(crate) fn expr_span(expr: &Expr) -> Span {
+    range_span(expr)
+}

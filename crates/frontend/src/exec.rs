@@ -1,0 +1,447 @@
+//! Execution of Python statements: compile-time control flow, and the kernel statements (loops,
+//! launches, stores, runtime `if`) that become entities of the world.
+
+use std::rc::Rc;
+
+use ruff_python_ast::{Expr, Operator, Stmt, StmtFor, StmtIf, StmtWith};
+use tilec_ir::{Access, AccessKind, Code, EntityKind, Launch, LoopInfo, LoopKind, Region, RegionDim, Store};
+
+use crate::builder::{Block, Builder, Eval, Stop};
+use crate::dsl::load_accesses;
+use crate::eval::expr_span;
+use crate::outline::{dotted_name, range_span};
+use crate::value::{Env, Function, FunctionBody, Module, Value, bind, lookup};
+use tilec_ir::Span;
+
+/// How a statement ended.
+#[derive(Debug)]
+pub(crate) enum Flow<'a> {
+    Normal,
+    Return(Value<'a>),
+    Break,
+    Continue,
+}
+
+impl Builder {
+    /// Runs statements in order. A failing statement was reported; its targets are poisoned so that
+    /// later uses fail silently, and execution goes on with the next statement.
+    pub(crate) fn exec_body<'a>(&mut self, env: &Env<'a>, body: &'a [Stmt]) -> Eval<Flow<'a>> {
+        for stmt in body {
+            let saved_span = self.stmt_span;
+            self.stmt_span = range_span(stmt);
+            self.step(self.stmt_span)?;
+            let result = self.exec_stmt(env, stmt);
+            self.stmt_span = saved_span;
+            match result {
+                Ok(Flow::Normal) => {}
+                Ok(flow) => return Ok(flow),
+                Err(Stop) => poison_targets(env, stmt),
+            }
+        }
+        Ok(Flow::Normal)
+    }
+
+    fn exec_stmt<'a>(&mut self, env: &Env<'a>, stmt: &'a Stmt) -> Eval<Flow<'a>> {
+        let span = range_span(stmt);
+        match stmt {
+            Stmt::Expr(expr) => {
+                self.eval(env, &expr.value)?;
+            }
+            Stmt::Assign(assign) => {
+                let value = self.eval(env, &assign.value)?;
+                for target in &assign.targets {
+                    self.assign(env, target, value.clone())?;
+                }
+            }
+            Stmt::AugAssign(aug) => self.aug_assign(env, &aug.target, aug.op, &aug.value, span)?,
+            Stmt::AnnAssign(ann) => match &ann.value {
+                Some(value) => {
+                    let value = self.eval(env, value)?;
+                    self.assign(env, &ann.target, value)?;
+                }
+                None => self.declare_tensor(env, &ann.target, &ann.annotation)?,
+            },
+            Stmt::For(for_stmt) => return self.exec_for(env, for_stmt),
+            Stmt::While(while_stmt) => loop {
+                let test = self.eval(env, &while_stmt.test)?;
+                match test.truthy() {
+                    Some(true) => match self.exec_body(env, &while_stmt.body)? {
+                        Flow::Break => break,
+                        Flow::Return(value) => return Ok(Flow::Return(value)),
+                        Flow::Normal | Flow::Continue => {}
+                    },
+                    Some(false) => break,
+                    None => return Err(self.unsupported(span, "a `while` loop over a runtime condition")),
+                }
+            },
+            Stmt::If(if_stmt) => return self.exec_if(env, if_stmt),
+            Stmt::With(with) => return self.exec_with(env, with),
+            Stmt::Return(ret) => {
+                let value = match &ret.value {
+                    Some(value) => self.eval(env, value)?,
+                    None => Value::None,
+                };
+                return Ok(Flow::Return(value));
+            }
+            Stmt::FunctionDef(def) => {
+                let mut prim_func = false;
+                for decorator in &def.decorator_list {
+                    let name = dotted_name(&decorator.expression).unwrap_or_default();
+                    prim_func |= name.ends_with("prim_func");
+                }
+                let function = Function { body: FunctionBody::Def(def), closure: env.clone(), prim_func };
+                bind(env, def.name.as_str(), Value::Function(Rc::new(function)));
+            }
+            Stmt::Assert(assert) => {
+                let test = self.eval(env, &assert.test)?;
+                match test.truthy() {
+                    Some(true) => {}
+                    Some(false) => {
+                        let message = match &assert.msg {
+                            Some(msg) => self.eval(env, msg).map(|value| value.python_str()).ok(),
+                            None => None,
+                        };
+                        let text = match message {
+                            Some(message) => format!("assertion failed: {message}"),
+                            None => "assertion failed".to_owned(),
+                        };
+                        return Err(self.error(Code::AssertionFailed, span, text));
+                    }
+                    None => return Err(self.unsupported(span, "`assert` on a runtime value (use `T.device_assert`)")),
+                }
+            }
+            Stmt::Import(import) => {
+                for alias in &import.names {
+                    let module = alias.name.as_str();
+                    let (name, value) = match &alias.asname {
+                        Some(asname) => (asname.as_str(), import_value(module)),
+                        None => {
+                            let top = module.split('.').next().unwrap_or(module);
+                            (top, import_value(top))
+                        }
+                    };
+                    bind(env, name, value);
+                }
+            }
+            Stmt::ImportFrom(import) => {
+                let module = import.module.as_ref().map_or("", |module| module.as_str());
+                for alias in &import.names {
+                    let name = alias.asname.as_ref().unwrap_or(&alias.name).as_str();
+                    let value = import_from_value(module, alias.name.as_str());
+                    bind(env, name, value);
+                }
+            }
+            Stmt::Pass(_) | Stmt::Global(_) | Stmt::Nonlocal(_) => {}
+            Stmt::Break(_) => return Ok(Flow::Break),
+            Stmt::Continue(_) => return Ok(Flow::Continue),
+            Stmt::Raise(_) => {
+                return Err(self.error(Code::MetaError, span, "this `raise` runs at compile time for these arguments"));
+            }
+            _ => return Err(self.unsupported(span, "this statement")),
+        }
+        Ok(Flow::Normal)
+    }
+
+    /// Binds `value` to an assignment target: a name, a tuple of targets, or a buffer element.
+    pub(crate) fn assign<'a>(&mut self, env: &Env<'a>, target: &'a Expr, value: Value<'a>) -> Eval<()> {
+        let span = expr_span(target);
+        match target {
+            Expr::Name(name) => {
+                let name = name.id.as_str();
+                if let Some(Value::Buffer(var)) = lookup(env, name) {
+                    if self.world.kind(var) == Some(EntityKind::Var) && !matches!(value, Value::Buffer(_)) {
+                        return self.store(Region { buffer: var, dims: Vec::new() }, value, span);
+                    }
+                }
+                if let Value::Buffer(buffer) = value {
+                    if self.world.names.get(buffer).is_none() {
+                        self.world.names.set(buffer, name.to_owned());
+                    }
+                }
+                bind(env, name, value);
+                Ok(())
+            }
+            Expr::Tuple(tuple) => self.unpack(env, &tuple.elts, value, span),
+            Expr::List(list) => self.unpack(env, &list.elts, value, span),
+            Expr::Subscript(subscript) => {
+                let base = self.eval(env, &subscript.value)?;
+                match self.subscript(env, base, &subscript.slice, span)? {
+                    Value::Region(region) => self.store(region, value, span),
+                    _ => Err(self.unsupported(span, "assigning to an item of a Python container")),
+                }
+            }
+            _ => Err(self.unsupported(span, "this assignment target")),
+        }
+    }
+
+    fn unpack<'a>(&mut self, env: &Env<'a>, targets: &'a [Expr], value: Value<'a>, span: Span) -> Eval<()> {
+        let items = self.iterate(value, span)?;
+        if items.len() != targets.len() {
+            return Err(self.error(
+                Code::MetaError,
+                span,
+                format!("cannot unpack {} values into {} targets", items.len(), targets.len()),
+            ));
+        }
+        for (target, item) in targets.iter().zip(items) {
+            self.assign(env, target, item)?;
+        }
+        Ok(())
+    }
+
+    fn aug_assign<'a>(&mut self, env: &Env<'a>, target: &'a Expr, op: Operator, value: &'a Expr, span: Span) -> Eval<()> {
+        let current = self.eval(env, target)?;
+        let rhs = self.eval(env, value)?;
+        let updated = self.binary(op, current, rhs, span)?;
+        self.assign(env, target, updated)
+    }
+
+    /// A store of one value to one buffer element (or to a `T.alloc_var` scalar).
+    fn store(&mut self, target: Region, value: Value<'_>, span: Span) -> Eval<()> {
+        if target.dims.iter().any(|dim| dim.extent.is_some()) {
+            return Err(self.error(
+                Code::UnsupportedSyntax,
+                span,
+                "assigning to a slice is not supported: store element by element in `T.Parallel`, or use `T.copy` / `T.fill`",
+            ));
+        }
+        let (value, _) = self.to_data(&value, span)?;
+        let entity = self.add_kernel_entity(EntityKind::Store, "a store to a buffer", span)?;
+        let one = self.world.exprs.int(1);
+        let write = Region {
+            buffer: target.buffer,
+            dims: target.dims.iter().map(|dim| RegionDim { start: dim.start, extent: Some(one) }).collect(),
+        };
+        let mut accesses = load_accesses(&self.world.data, value);
+        accesses.push(Access { kind: AccessKind::Write, region: write });
+        self.world.accesses.set(entity, accesses);
+        let indices = target.dims.iter().map(|dim| dim.start).collect();
+        self.world.stores.set(entity, Store { buffer: target.buffer, indices, value });
+        Ok(())
+    }
+
+    /// Eager style: `A: T.Tensor((M, K), dtype)` declares the tensor parameter `A`.
+    fn declare_tensor<'a>(&mut self, env: &Env<'a>, target: &'a Expr, annotation: &'a Expr) -> Eval<()> {
+        let span = expr_span(target);
+        let Expr::Name(name) = target else {
+            return Err(self.unsupported(span, "this annotated statement"));
+        };
+        let annotation = self.eval(env, annotation)?;
+        let Value::TensorType { shape, dtype } = annotation else {
+            return Ok(());
+        };
+        match lookup(env, name.id.as_str()) {
+            Some(Value::PendingTensor(_)) => {}
+            Some(_) => {
+                return Err(self.error(
+                    Code::InvalidCall,
+                    span,
+                    format!("`{}` is declared as a tensor but is not a tensor parameter of the kernel", name.id),
+                ));
+            }
+            None => return Err(self.undefined_name(name.id.as_str(), span)),
+        }
+        let shape = self.tensor_shape(&shape, span)?;
+        let param = self.add_param(shape, dtype);
+        self.world.names.set(param, name.id.to_string());
+        bind(env, name.id.as_str(), Value::Buffer(param));
+        Ok(())
+    }
+
+    pub(crate) fn tensor_shape(&mut self, shape: &[Value<'_>], span: Span) -> Eval<Vec<tilec_ir::ExprId>> {
+        let mut extents = Vec::with_capacity(shape.len());
+        for extent in shape {
+            match self.to_index(extent) {
+                Some(id) => extents.push(id),
+                None => {
+                    let what = extent.describe();
+                    return Err(self.error(Code::ShapeMismatch, span, format!("a tensor's extents must be integers, found {what}")));
+                }
+            }
+        }
+        Ok(extents)
+    }
+
+    fn exec_for<'a>(&mut self, env: &Env<'a>, for_stmt: &'a StmtFor) -> Eval<Flow<'a>> {
+        let span = range_span(for_stmt);
+        let iterable = self.eval(env, &for_stmt.iter)?;
+        let (kind, extents, start) = match iterable {
+            Value::LoopFrame { kind, extents, start } => (kind, extents, start),
+            Value::Range { start, stop, step } if self.block.is_some() && step == 1 => {
+                // Inside a kernel, `range` is `T.serial`, as in TileLang.
+                let count = self.world.exprs.int((stop - start).max(0));
+                let offset = (start != 0).then(|| self.world.exprs.int(start));
+                (LoopKind::Serial, vec![count], offset)
+            }
+            Value::Poison => return Err(Stop),
+            other => return self.unroll(env, for_stmt, other, span),
+        };
+        let names = loop_targets(&for_stmt.target);
+        if names.len() != extents.len() {
+            return Err(self.error(
+                Code::InvalidCall,
+                expr_span(&for_stmt.target),
+                format!("this loop has {} dimension(s) but binds {} name(s)", extents.len(), names.len()),
+            ));
+        }
+        let entity = self.add_kernel_entity(EntityKind::Loop, "a TileLang loop", span)?;
+        let mut vars = Vec::new();
+        for (name, &extent) in names.iter().zip(&extents) {
+            let bound = self.world.exprs.as_int(extent);
+            let var = self.world.exprs.var(name, bound);
+            vars.push(var);
+            let mut value = self.world.exprs.var_expr(var);
+            if let Some(start) = start {
+                value = self.world.exprs.add(value, start);
+            }
+            bind(env, name, Value::Index(value));
+        }
+        self.world.names.set(entity, names.join(", "));
+        self.world.loops.set(entity, LoopInfo { kind, vars, extents });
+        self.in_block(Block::Body(entity), |builder| builder.exec_body(env, &for_stmt.body))?;
+        Ok(Flow::Normal)
+    }
+
+    /// Iterating a Python list, tuple or range outside a TileLang loop unrolls at compile time.
+    fn unroll<'a>(&mut self, env: &Env<'a>, for_stmt: &'a StmtFor, iterable: Value<'a>, span: Span) -> Eval<Flow<'a>> {
+        for item in self.iterate(iterable, span)? {
+            self.assign(env, &for_stmt.target, item)?;
+            match self.exec_body(env, &for_stmt.body)? {
+                Flow::Break => break,
+                Flow::Return(value) => return Ok(Flow::Return(value)),
+                Flow::Normal | Flow::Continue => {}
+            }
+        }
+        Ok(Flow::Normal)
+    }
+
+    fn exec_if<'a>(&mut self, env: &Env<'a>, if_stmt: &'a StmtIf) -> Eval<Flow<'a>> {
+        let test = self.eval(env, &if_stmt.test)?;
+        match test.truthy() {
+            Some(true) => self.exec_body(env, &if_stmt.body),
+            Some(false) => {
+                for clause in &if_stmt.elif_else_clauses {
+                    let taken = match &clause.test {
+                        None => true,
+                        Some(test) => {
+                            let value = self.eval(env, test)?;
+                            match value.truthy() {
+                                Some(taken) => taken,
+                                None => return Err(self.unsupported(range_span(clause), "an `elif` on a runtime value after compile-time branches")),
+                            }
+                        }
+                    };
+                    if taken {
+                        return self.exec_body(env, &clause.body);
+                    }
+                }
+                Ok(Flow::Normal)
+            }
+            None => {
+                let span = range_span(if_stmt);
+                let (cond, _) = self.to_data(&test, span)?;
+                let entity = self.add_kernel_entity(EntityKind::If, "a runtime `if`", span)?;
+                self.world.conditions.set(entity, cond);
+                self.in_block(Block::Body(entity), |builder| builder.exec_body(env, &if_stmt.body))?;
+                if let Some(clause) = if_stmt.elif_else_clauses.first() {
+                    if clause.test.is_some() {
+                        return Err(self.unsupported(range_span(clause), "`elif` after a runtime `if` (nest an `if` in the `else`)"));
+                    }
+                    self.in_block(Block::Else(entity), |builder| builder.exec_body(env, &clause.body))?;
+                }
+                Ok(Flow::Normal)
+            }
+        }
+    }
+
+    fn exec_with<'a>(&mut self, env: &Env<'a>, with: &'a StmtWith) -> Eval<Flow<'a>> {
+        let span = range_span(with);
+        let [item] = with.items.as_slice() else {
+            return Err(self.unsupported(span, "a `with` of several items"));
+        };
+        let frame = self.eval(env, &item.context_expr)?;
+        let Value::KernelFrame { grid, threads } = frame else {
+            return Err(self.unsupported(span, "this `with` (tilec knows `with T.Kernel(...)`)"));
+        };
+        if self.block.is_some() {
+            return Err(self.unsupported(span, "a `T.Kernel` nested in another kernel"));
+        }
+        let entity = self.add_entity(EntityKind::Kernel);
+        self.world.names.set(entity, "kernel".to_owned());
+        let names = item.optional_vars.as_deref().map(loop_targets).unwrap_or_default();
+        let mut block_vars = Vec::new();
+        for (dim, &extent) in grid.iter().enumerate() {
+            let default_name = ["bx", "by", "bz"].get(dim).copied().unwrap_or("b");
+            let name = names.get(dim).map_or(default_name, String::as_str);
+            let var = self.world.exprs.var(name, self.world.exprs.as_int(extent));
+            block_vars.push(var);
+            if names.get(dim).is_some() {
+                let value = self.world.exprs.var_expr(var);
+                bind(env, name, Value::Index(value));
+            }
+        }
+        if names.len() > grid.len() {
+            return Err(self.error(Code::InvalidCall, span, format!("the grid has {} dimension(s) but {} block indices are bound", grid.len(), names.len())));
+        }
+        self.world.launches.set(entity, Launch { grid, block_vars, threads });
+        self.in_block(Block::Body(entity), |builder| builder.exec_body(env, &with.body))
+    }
+
+    /// Runs `f` with new statements going into `block`.
+    pub(crate) fn in_block<T>(&mut self, block: Block, f: impl FnOnce(&mut Builder) -> Eval<T>) -> Eval<T> {
+        let saved = self.block.replace(block);
+        let result = f(self);
+        self.block = saved;
+        result
+    }
+}
+
+/// The names a `for` or `with ... as` binds: `i`, `(i, j)`, `(bx)`.
+fn loop_targets(target: &Expr) -> Vec<String> {
+    match target {
+        Expr::Name(name) => vec![name.id.to_string()],
+        Expr::Tuple(tuple) => tuple.elts.iter().flat_map(loop_targets).collect(),
+        Expr::List(list) => list.elts.iter().flat_map(loop_targets).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// After a failed statement, binds its assignment targets to `Poison` so that later uses do not
+/// report the same problem again as an undefined name.
+fn poison_targets<'a>(env: &Env<'a>, stmt: &'a Stmt) {
+    let targets: Vec<&Expr> = match stmt {
+        Stmt::Assign(assign) => assign.targets.iter().collect(),
+        Stmt::AnnAssign(ann) => vec![&ann.target],
+        Stmt::AugAssign(aug) => vec![&aug.target],
+        Stmt::For(for_stmt) => vec![&for_stmt.target],
+        Stmt::With(with) => with.items.iter().filter_map(|item| item.optional_vars.as_deref()).collect(),
+        _ => Vec::new(),
+    };
+    for target in targets {
+        for name in loop_targets(target) {
+            bind(env, &name, Value::Poison);
+        }
+    }
+}
+
+fn import_value<'a>(module: &str) -> Value<'a> {
+    match module {
+        "tilelang" => Value::Module(Module::Tilelang),
+        "tilelang.language" => Value::Module(Module::Language),
+        "math" => Value::Module(Module::Math),
+        other => Value::Opaque(Rc::from(format!("module `{other}`"))),
+    }
+}
+
+fn import_from_value<'a>(module: &str, name: &str) -> Value<'a> {
+    match (module, name) {
+        ("tilelang", "language") => Value::Module(Module::Language),
+        ("tilelang.language", _) => match tilec_ir::DType::from_name(name) {
+            Some(dtype) => Value::DType(dtype),
+            None => Value::ModuleFn(Module::Language, Rc::from(name)),
+        },
+        ("math", _) => Value::ModuleFn(Module::Math, Rc::from(name)),
+        ("tilelang", _) | ("tilelang.autotuner", _) | ("tilelang.jit", _) => Value::ModuleFn(Module::Tilelang, Rc::from(name)),
+        _ => Value::Opaque(Rc::from(format!("`{name}` from module `{module}`"))),
+    }
+}

@@ -1,0 +1,155 @@
+//! Finding a file's kernel instances: calls in driver code, `tilec.toml` entries, and defaults.
+//!
+//! Driver code (`main()`, module-level `kernel = f.compile(...)`) is evaluated leniently with every
+//! kernel name bound to a recorder, so that `M, N = 1024, 512; f(M, N)` or a call inside a list
+//! literal yields its concrete arguments. Each call site is one instance, even inside a loop.
+
+use std::rc::Rc;
+
+use ruff_python_ast::Stmt;
+use ruff_text_size::Ranged;
+use rustc_hash::FxHashSet;
+use tilec_ir::{ConstValue, Span};
+
+use crate::build::module_env;
+use crate::builder::{Builder, RecordedCall};
+use crate::outline::{KernelStyle, Outline, call_sites, context_statements, range_span};
+use crate::syntax::ParsedModule;
+use crate::value::{Value, bind, new_env};
+
+/// One instance the file asks for.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct InstanceSpec {
+    pub kernel: String,
+    /// Arguments by parameter (or eager const) name, as written at the call site.
+    pub args: Vec<(String, ConstValue)>,
+    pub origin: InstanceOrigin,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum InstanceOrigin {
+    /// A call in the file, at this range.
+    CallSite(Span),
+    /// An `[[instance]]` of a tilec.toml.
+    Manifest,
+    /// No instantiation anywhere: every parameter has a default.
+    Defaults,
+}
+
+impl InstanceOrigin {
+    pub fn span(&self) -> Option<Span> {
+        match self {
+            InstanceOrigin::CallSite(span) => Some(*span),
+            _ => None,
+        }
+    }
+}
+
+/// An instance listed in a tilec.toml for this file.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ManifestInstance {
+    pub kernel: String,
+    pub args: Vec<(String, ConstValue)>,
+}
+
+/// Every instance of every kernel of the file, grouped by kernel in file order, call sites first.
+pub fn find_instances(parsed: &ParsedModule, outline: &Outline, manifest: &[ManifestInstance]) -> Vec<InstanceSpec> {
+    let recorded = record_calls(parsed, outline);
+    let mut instances = Vec::new();
+    for kernel in &outline.kernels {
+        let before = instances.len();
+        for call in recorded.iter().filter(|call| call.kernel == kernel.name()) {
+            instances.push(InstanceSpec {
+                kernel: call.kernel.clone(),
+                args: bind_call_args(call, outline),
+                origin: InstanceOrigin::CallSite(call.span),
+            });
+        }
+        for entry in manifest.iter().filter(|entry| entry.kernel == kernel.name()) {
+            instances.push(InstanceSpec { kernel: entry.kernel.clone(), args: entry.args.clone(), origin: InstanceOrigin::Manifest });
+        }
+        let defaults_suffice = kernel.source.style == KernelStyle::Eager || kernel.params.iter().all(|param| param.has_default);
+        if instances.len() == before && defaults_suffice {
+            instances.push(InstanceSpec { kernel: kernel.name().to_owned(), args: Vec::new(), origin: InstanceOrigin::Defaults });
+        }
+    }
+    instances
+}
+
+/// Evaluates the driver code and returns the instantiating calls in source order, one per site.
+fn record_calls(parsed: &ParsedModule, outline: &Outline) -> Vec<RecordedCall> {
+    let module = parsed.syntax();
+    let names: Vec<&str> = outline.kernels.iter().map(|kernel| kernel.name()).collect();
+    let context: Vec<&Stmt> = context_statements(module, &names).collect();
+    let mut builder = Builder::new(false);
+    let globals = module_env(&mut builder, &context);
+    for name in &names {
+        bind(&globals, name, Value::KernelRef { name: Rc::from(*name), compile: false });
+    }
+    bind(&globals, "__name__", Value::str("__main__"));
+    let context_ranges: FxHashSet<_> = context.iter().map(|stmt| stmt.range()).collect();
+    let drivers: Vec<&Stmt> = module
+        .body
+        .iter()
+        .filter(|stmt| !context_ranges.contains(&stmt.range()))
+        .filter(|stmt| !matches!(stmt, Stmt::FunctionDef(def) if names.contains(&def.name.as_str())))
+        .collect();
+    for stmt in &drivers {
+        let _ = builder.exec_body(&globals, std::slice::from_ref(*stmt));
+    }
+    // Driver functions run once each, even when nothing calls them (a `main()` behind argparse).
+    for stmt in &drivers {
+        if let Stmt::FunctionDef(def) = stmt {
+            let frame = new_env(Some(globals.clone()));
+            for param in def.parameters.iter_non_variadic_params() {
+                bind(&frame, param.name().as_str(), Value::Opaque(Rc::from("a driver argument")));
+            }
+            let _ = builder.exec_body(&frame, &def.body);
+        }
+    }
+    let mut calls = std::mem::take(&mut builder.calls);
+    let mut seen = FxHashSet::default();
+    calls.retain(|call| seen.insert(call.span));
+    // A call site evaluation never reached (behind a runtime condition) still counts, with the
+    // arguments that can be evaluated in module scope.
+    for stmt in &drivers {
+        for site in call_sites(stmt, &names) {
+            let span = range_span(site.call);
+            if seen.insert(span) {
+                let mut fallback = Builder::new(false);
+                let scope = new_env(Some(globals.clone()));
+                let args = fallback.eval_args(&scope, site.call).ok();
+                calls.push(RecordedCall {
+                    span,
+                    kernel: site.kernel.clone(),
+                    is_compile: site.is_compile,
+                    positional: args.as_ref().map_or_else(Vec::new, |args| args.positional.iter().map(|(v, _)| v.to_const()).collect()),
+                    keywords: args.as_ref().map_or_else(Vec::new, |args| args.keywords.iter().map(|(k, v, _)| (k.clone(), v.to_const())).collect()),
+                });
+            }
+        }
+    }
+    calls.sort_by_key(|call| call.span.start);
+    calls
+}
+
+/// Names a call's arguments by the kernel's parameters; arguments tilec cannot evaluate (tensors)
+/// are left out.
+fn bind_call_args(call: &RecordedCall, outline: &Outline) -> Vec<(String, ConstValue)> {
+    let params = outline.kernel(&call.kernel).map(|kernel| kernel.params.as_slice()).unwrap_or_default();
+    let mut args = Vec::new();
+    if !call.is_compile {
+        for (param, value) in params.iter().zip(&call.positional) {
+            if let Some(value) = value {
+                args.push((param.name.clone(), value.clone()));
+            }
+        }
+    }
+    for (name, value) in &call.keywords {
+        if let Some(value) = value {
+            args.retain(|(existing, _): &(String, ConstValue)| existing != name);
+            args.push((name.clone(), value.clone()));
+        }
+    }
+    args
+}

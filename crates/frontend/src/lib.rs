@@ -1,0 +1,32 @@
+//! The TileLang front end: reads `.py` files without running Python.
+//!
+//! It parses a file with ruff's recovering parser, finds the kernels in both styles (classic
+//! factories returning a `@T.prim_func`, and eager `@tilelang.jit` functions), finds their
+//! instantiations, evaluates the meta-level Python around and inside each kernel, and builds the
+//! kernel world of every instance.
+//!
+//! Invariants of this crate:
+//! - It never does I/O: callers hand it source text (and tilec.toml text).
+//! - It never panics on any input: every problem is a diagnostic with a source range, and a problem
+//!   in one kernel never hides the results of the others.
+//! - It lays out and lowers nothing; that is `tilec-passes`' work, on the world built here.
+//! - Worlds are built from the position-free normal form of a kernel ([`KernelSource`]) and its
+//!   module context ([`ContextSource`]); spans and diagnostics come from the same evaluation of the
+//!   real file ([`build_positions`]), so both agree on entity ids.
+
+mod build;
+mod builder;
+mod call;
+mod dsl;
+mod eval;
+mod exec;
+mod instances;
+pub mod manifest;
+mod outline;
+mod syntax;
+mod value;
+
+pub use build::{KernelPositions, build_positions, build_world};
+pub use instances::{InstanceOrigin, InstanceSpec, ManifestInstance, find_instances};
+pub use outline::{ContextSource, KernelOutline, KernelSource, KernelStyle, Outline, ParamOutline, outline};
+pub use syntax::{ParsedModule, SyntaxError};

@@ -1,0 +1,139 @@
+//! `tilec.toml`: project settings and extra kernel instances.
+//!
+//! ```toml
+//! [check]
+//! target = "sm_90"            # or "sm_80"; the CLI's --target overrides it
+//!
+//! [[instance]]
+//! file = "kernels/gemm.py"    # relative to the folder of this tilec.toml
+//! kernel = "matmul"
+//! args = { M = 4096, N = 4096, K = 4096, block_M = 128, block_N = 128, block_K = 32 }
+//! ```
+
+use tilec_ir::{ConstValue, Span, Target};
+
+use crate::instances::ManifestInstance;
+
+/// A parsed tilec.toml.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Manifest {
+    pub target: Option<Target>,
+    pub instances: Vec<ManifestEntry>,
+}
+
+/// One `[[instance]]`, with the file it applies to as written (relative to the manifest).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ManifestEntry {
+    pub file: String,
+    pub instance: ManifestInstance,
+}
+
+/// Why a tilec.toml was rejected, with the byte range of the offending part when known.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ManifestError {
+    pub message: String,
+    pub span: Option<Span>,
+}
+
+impl ManifestError {
+    fn new(message: impl Into<String>) -> ManifestError {
+        ManifestError { message: message.into(), span: None }
+    }
+}
+
+pub fn parse_manifest(text: &str) -> Result<Manifest, ManifestError> {
+    let table: toml::Table = toml::from_str(text).map_err(|error| ManifestError {
+        message: error.message().to_owned(),
+        span: error.span().map(|range| Span::new(range.start as u32, range.end as u32)),
+    })?;
+    let mut manifest = Manifest::default();
+    for (key, value) in &table {
+        match key.as_str() {
+            "check" => manifest.target = read_check(value)?,
+            "instance" => {
+                let Some(entries) = value.as_array() else {
+                    return Err(ManifestError::new("`instance` must be an array of tables: write `[[instance]]`"));
+                };
+                for entry in entries {
+                    manifest.instances.push(read_instance(entry)?);
+                }
+            }
+            other => return Err(ManifestError::new(format!("unknown key `{other}` (expected `check` or `instance`)"))),
+        }
+    }
+    Ok(manifest)
+}
+
+fn read_check(value: &toml::Value) -> Result<Option<Target>, ManifestError> {
+    let Some(table) = value.as_table() else {
+        return Err(ManifestError::new("`check` must be a table"));
+    };
+    match table.get("target") {
+        None => Ok(None),
+        Some(toml::Value::String(name)) => Target::from_name(name)
+            .map(Some)
+            .ok_or_else(|| ManifestError::new(format!("unknown target {name:?} (expected \"sm_80\" or \"sm_90\")"))),
+        Some(_) => Err(ManifestError::new("`check.target` must be a string such as \"sm_90\"")),
+    }
+}
+
+fn read_instance(value: &toml::Value) -> Result<ManifestEntry, ManifestError> {
+    let Some(table) = value.as_table() else {
+        return Err(ManifestError::new("each `[[instance]]` must be a table"));
+    };
+    let text = |key: &str| -> Result<String, ManifestError> {
+        table
+            .get(key)
+            .and_then(toml::Value::as_str)
+            .map(str::to_owned)
+            .ok_or_else(|| ManifestError::new(format!("an `[[instance]]` needs `{key} = \"...\"`")))
+    };
+    let file = text("file")?;
+    let kernel = text("kernel")?;
+    let mut args = Vec::new();
+    if let Some(arguments) = table.get("args") {
+        let Some(arguments) = arguments.as_table() else {
+            return Err(ManifestError::new("`args` must be an inline table: `args = { M = 1024 }`"));
+        };
+        for (name, value) in arguments {
+            args.push((name.clone(), const_value(value)?));
+        }
+    }
+    Ok(ManifestEntry { file, instance: ManifestInstance { kernel, args } })
+}
+
+fn const_value(value: &toml::Value) -> Result<ConstValue, ManifestError> {
+    Ok(match value {
+        toml::Value::Integer(value) => ConstValue::Int(*value),
+        toml::Value::Float(value) => ConstValue::float(*value),
+        toml::Value::Boolean(value) => ConstValue::Bool(*value),
+        toml::Value::String(text) => ConstValue::Str(text.clone()),
+        toml::Value::Array(items) => ConstValue::List(items.iter().map(const_value).collect::<Result<_, _>>()?),
+        other => return Err(ManifestError::new(format!("unsupported argument value `{other}`"))),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_manifest;
+    use tilec_ir::{ConstValue, Target};
+
+    #[test]
+    fn reads_target_and_instances() {
+        let manifest = parse_manifest(
+            "[check]\ntarget = \"sm_80\"\n\n[[instance]]\nfile = \"gemm.py\"\nkernel = \"matmul\"\nargs = { M = 64, dtype = \"float16\" }\n",
+        );
+        let Ok(manifest) = manifest else { panic!("{manifest:?}") };
+        assert_eq!(manifest.target, Some(Target::Sm80));
+        assert_eq!(manifest.instances.len(), 1);
+        assert_eq!(manifest.instances[0].file, "gemm.py");
+        assert_eq!(manifest.instances[0].instance.args[0], ("M".to_owned(), ConstValue::Int(64)));
+    }
+
+    #[test]
+    fn errors_say_what_is_wrong() {
+        let error = parse_manifest("[[instance]]\nfile = \"a.py\"\n").err();
+        assert_eq!(error.map(|e| e.message), Some("an `[[instance]]` needs `kernel = \"...\"`".to_owned()));
+        assert!(parse_manifest("[check\n").err().and_then(|e| e.span).is_some());
+    }
+}

@@ -1,0 +1,259 @@
+//! Finding the kernels of a file (both styles), the module-level context they may use, and the
+//! driver code that instantiates them.
+
+use ruff_python_ast::visitor::{Visitor, walk_expr};
+use ruff_python_ast::{Expr, ModModule, Stmt, StmtFunctionDef};
+use ruff_text_size::{Ranged, TextRange};
+use tilec_ir::Span;
+
+use crate::syntax::{ParsedModule, normalized_text, span_of};
+
+/// How a kernel is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KernelStyle {
+    /// A factory (jit-decorated or not) that defines a nested `@T.prim_func` and returns it.
+    Classic,
+    /// `@tilelang.jit def f(A, B, block_M: int = 128)`: the function body is the kernel.
+    Eager,
+    /// A module-level `@T.prim_func`, closing over module globals.
+    PrimFunc,
+}
+
+/// The position-free source of one kernel: what its world is built from.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct KernelSource {
+    pub name: String,
+    pub style: KernelStyle,
+    /// The function's text (decorators included) in normal form: no comments, no blank lines.
+    pub normalized: String,
+}
+
+/// The module-level statements a kernel may use (imports, constants, helper functions), in normal
+/// form. Kernel definitions and driver code are left out, so editing them does not touch it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ContextSource {
+    pub normalized: String,
+}
+
+/// A parameter of a kernel's factory or jit function.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ParamOutline {
+    pub name: String,
+    pub has_default: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelOutline {
+    pub source: KernelSource,
+    pub params: Vec<ParamOutline>,
+    /// The whole definition, decorators included.
+    pub span: Span,
+    /// The function's name in its `def`.
+    pub name_span: Span,
+}
+
+impl KernelOutline {
+    pub fn name(&self) -> &str {
+        &self.source.name
+    }
+}
+
+/// What a file holds, as far as tilec is concerned.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Outline {
+    /// True when the file imports TileLang's language module; other Python files are left alone.
+    pub uses_tilelang: bool,
+    pub kernels: Vec<KernelOutline>,
+    pub context: ContextSource,
+}
+
+impl Outline {
+    pub fn kernel(&self, name: &str) -> Option<&KernelOutline> {
+        self.kernels.iter().find(|kernel| kernel.name() == name)
+    }
+}
+
+/// Finds the kernels, the context and whether the file uses TileLang at all.
+pub fn outline(parsed: &ParsedModule, text: &str) -> Outline {
+    let module = parsed.syntax();
+    let uses_tilelang = imports_tilelang(module);
+    let kernels: Vec<KernelOutline> = module
+        .body
+        .iter()
+        .filter_map(|stmt| match stmt {
+            Stmt::FunctionDef(def) => kernel_style(def).map(|style| (def, style)),
+            _ => None,
+        })
+        .map(|(def, style)| KernelOutline {
+            source: KernelSource {
+                name: def.name.as_str().to_owned(),
+                style,
+                normalized: normalized_text(parsed, text, def.range()),
+            },
+            params: def
+                .parameters
+                .iter_non_variadic_params()
+                .map(|param| ParamOutline {
+                    name: param.name().as_str().to_owned(),
+                    has_default: param.default.is_some(),
+                })
+                .collect(),
+            span: span_of(def.range()),
+            name_span: span_of(def.name.range),
+        })
+        .collect();
+    let names: Vec<&str> = kernels.iter().map(KernelOutline::name).collect();
+    let mut context = String::new();
+    for stmt in context_statements(module, &names) {
+        context.push_str(&normalized_text(parsed, text, stmt.range()));
+    }
+    Outline { uses_tilelang, kernels, context: ContextSource { normalized: context } }
+}
+
+/// The statements of `module` that make up a kernel's context: everything but kernel definitions,
+/// driver code (anything that instantiates a kernel, and `if __name__ == "__main__"`), and bare
+/// expression statements (calls like `main()`, docstrings).
+pub(crate) fn context_statements<'a>(
+    module: &'a ModModule,
+    kernel_names: &[&str],
+) -> impl Iterator<Item = &'a Stmt> {
+    module.body.iter().filter(move |stmt| match stmt {
+        Stmt::FunctionDef(def) => {
+            !kernel_names.contains(&def.name.as_str()) && !instantiates_kernel(stmt, kernel_names)
+        }
+        Stmt::Expr(_) => false,
+        Stmt::If(if_stmt) => !is_main_guard(&if_stmt.test) && !instantiates_kernel(stmt, kernel_names),
+        _ => !instantiates_kernel(stmt, kernel_names),
+    })
+}
+
+/// Decides whether a top-level function is a kernel, and in which style.
+fn kernel_style(def: &StmtFunctionDef) -> Option<KernelStyle> {
+    let decorated = |suffix: &str| {
+        def.decorator_list.iter().any(|decorator| {
+            let callee = match &decorator.expression {
+                Expr::Call(call) => &*call.func,
+                other => other,
+            };
+            dotted_name(callee).is_some_and(|name| name == suffix || name.ends_with(&format!(".{suffix}")))
+        })
+    };
+    if decorated("prim_func") {
+        return Some(KernelStyle::PrimFunc);
+    }
+    let has_nested_prim_func = def.body.iter().any(|stmt| match stmt {
+        Stmt::FunctionDef(inner) => inner.decorator_list.iter().any(|decorator| {
+            dotted_name(&decorator.expression).is_some_and(|name| name.ends_with("prim_func"))
+        }),
+        _ => false,
+    });
+    if has_nested_prim_func {
+        return Some(KernelStyle::Classic);
+    }
+    if (decorated("jit") || decorated("autotune")) && contains_kernel_launch(&def.body) {
+        return Some(KernelStyle::Eager);
+    }
+    None
+}
+
+/// `a.b.c` for a chain of attribute accesses on a name.
+pub(crate) fn dotted_name(expr: &Expr) -> Option<String> {
+    match expr {
+        Expr::Name(name) => Some(name.id.as_str().to_owned()),
+        Expr::Attribute(attribute) => {
+            let base = dotted_name(&attribute.value)?;
+            Some(format!("{base}.{}", attribute.attr.as_str()))
+        }
+        _ => None,
+    }
+}
+
+fn contains_kernel_launch(body: &[Stmt]) -> bool {
+    body.iter().any(|stmt| match stmt {
+        Stmt::With(with) => {
+            with.items.iter().any(|item| match &item.context_expr {
+                Expr::Call(call) => dotted_name(&call.func).is_some_and(|name| name.ends_with("Kernel")),
+                _ => false,
+            }) || contains_kernel_launch(&with.body)
+        }
+        Stmt::If(if_stmt) => {
+            contains_kernel_launch(&if_stmt.body)
+                || if_stmt.elif_else_clauses.iter().any(|clause| contains_kernel_launch(&clause.body))
+        }
+        _ => false,
+    })
+}
+
+fn imports_tilelang(module: &ModModule) -> bool {
+    module.body.iter().any(|stmt| match stmt {
+        Stmt::Import(import) => import.names.iter().any(|alias| alias.name.as_str().starts_with("tilelang")),
+        Stmt::ImportFrom(import) => {
+            import.module.as_ref().is_some_and(|module| module.as_str().starts_with("tilelang"))
+        }
+        _ => false,
+    })
+}
+
+/// `__name__ == "__main__"`.
+fn is_main_guard(test: &Expr) -> bool {
+    match test {
+        Expr::Compare(compare) => {
+            matches!(&*compare.left, Expr::Name(name) if name.id.as_str() == "__name__")
+        }
+        _ => false,
+    }
+}
+
+/// A call that instantiates a kernel: `k(...)`, `k.compile(...)`, `tilelang.compile(k(...))`.
+#[derive(Clone, Debug)]
+pub(crate) struct CallSite<'a> {
+    pub kernel: String,
+    pub call: &'a ruff_python_ast::ExprCall,
+    /// True for `k.compile(...)` (eager style: keyword arguments bind consts too).
+    pub is_compile: bool,
+}
+
+struct CallSiteFinder<'a, 'n> {
+    kernel_names: &'n [&'n str],
+    found: Vec<CallSite<'a>>,
+}
+
+impl<'a> Visitor<'a> for CallSiteFinder<'a, '_> {
+    fn visit_expr(&mut self, expr: &'a Expr) {
+        if let Expr::Call(call) = expr {
+            let (target, is_compile) = match &*call.func {
+                Expr::Name(name) => (Some(name.id.as_str()), false),
+                Expr::Attribute(attribute) if attribute.attr.as_str() == "compile" => match &*attribute.value {
+                    Expr::Name(name) => (Some(name.id.as_str()), true),
+                    _ => (None, false),
+                },
+                _ => (None, false),
+            };
+            if let Some(kernel) = target.filter(|name| self.kernel_names.contains(name)) {
+                self.found.push(CallSite { kernel: kernel.to_owned(), call, is_compile });
+            }
+        }
+        walk_expr(self, expr);
+    }
+}
+
+/// Every instantiating call inside `stmt`, in source order.
+pub(crate) fn call_sites<'a>(stmt: &'a Stmt, kernel_names: &[&str]) -> Vec<CallSite<'a>> {
+    let mut finder = CallSiteFinder { kernel_names, found: Vec::new() };
+    finder.visit_stmt(stmt);
+    finder.found
+}
+
+fn instantiates_kernel(stmt: &Stmt, kernel_names: &[&str]) -> bool {
+    !call_sites(stmt, kernel_names).is_empty()
+}
+
+/// The range of a statement or expression, as a span.
+pub(crate) fn range_span(node: &impl Ranged) -> Span {
+    span_of(node.range())
+}
+
+#[allow(dead_code)]
+pub(crate) fn text_range(span: Span) -> TextRange {
+    TextRange::new(span.start.into(), span.end.into())
+}

@@ -1,0 +1,284 @@
+//! The values the meta-evaluator computes: Python values known at compile time, and the IR handles
+//! (index expressions, data expressions, buffers, regions) that kernel code builds from them.
+
+use std::cell::RefCell;
+use std::fmt::Write as _;
+use std::rc::Rc;
+
+use ruff_python_ast::{ExprLambda, StmtFunctionDef};
+use rustc_hash::FxHashMap;
+use tilec_ir::{
+    ConstValue, DType, DataId, EntityId, ExprId, LayoutAnnotation, LoopKind, Region, WarpPolicy,
+};
+
+/// A module the evaluator knows by its import.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Module {
+    /// `tilelang.language`, usually imported as `T`.
+    Language,
+    /// `tilelang` itself (`tilelang.jit`, `tilelang.compile`, `tilelang.PassConfigKey`).
+    Tilelang,
+    Math,
+}
+
+/// Python builtins the evaluator implements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Builtin {
+    Min,
+    Max,
+    Abs,
+    Int,
+    Float,
+    Bool,
+    Str,
+    Len,
+    Range,
+    Sum,
+    Tuple,
+    List,
+    Round,
+    Pow,
+    Print,
+    Enumerate,
+    Zip,
+    IsInstance,
+    Divmod,
+}
+
+impl Builtin {
+    pub(crate) fn from_name(name: &str) -> Option<Builtin> {
+        Some(match name {
+            "min" => Builtin::Min,
+            "max" => Builtin::Max,
+            "abs" => Builtin::Abs,
+            "int" => Builtin::Int,
+            "float" => Builtin::Float,
+            "bool" => Builtin::Bool,
+            "str" => Builtin::Str,
+            "len" => Builtin::Len,
+            "range" => Builtin::Range,
+            "sum" => Builtin::Sum,
+            "tuple" => Builtin::Tuple,
+            "list" => Builtin::List,
+            "round" => Builtin::Round,
+            "pow" => Builtin::Pow,
+            "print" => Builtin::Print,
+            "enumerate" => Builtin::Enumerate,
+            "zip" => Builtin::Zip,
+            "isinstance" => Builtin::IsInstance,
+            "divmod" => Builtin::Divmod,
+            _ => return None,
+        })
+    }
+}
+
+/// A user-defined function or lambda with the scope it closes over.
+#[derive(Debug)]
+pub(crate) struct Function<'a> {
+    pub body: FunctionBody<'a>,
+    pub closure: Env<'a>,
+    /// Decorated with `T.prim_func`: calling it is not allowed, instantiating it builds a kernel.
+    pub prim_func: bool,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum FunctionBody<'a> {
+    Def(&'a StmtFunctionDef),
+    Lambda(&'a ExprLambda),
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum Value<'a> {
+    None,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(Rc<str>),
+    Tuple(Rc<Vec<Value<'a>>>),
+    List(Rc<Vec<Value<'a>>>),
+    Dict(Rc<Vec<(Value<'a>, Value<'a>)>>),
+    Range { start: i64, stop: i64, step: i64 },
+    DType(DType),
+    /// A symbolic integer: a loop variable, a block index, an unbound const, or arithmetic on them.
+    Index(ExprId),
+    /// A value only known when the kernel runs.
+    Data { id: DataId, dtype: Option<DType> },
+    Buffer(EntityId),
+    /// `A[a:b, y]`: a region of a buffer, or one element when every dimension is a point.
+    Region(Region),
+    Function(Rc<Function<'a>>),
+    Builtin(Builtin),
+    Module(Module),
+    /// A function or constant of the language module, by name (`T.copy`).
+    ModuleFn(Module, Rc<str>),
+    /// `T.GemmWarpPolicy` and its members.
+    PolicyEnum,
+    Policy(WarpPolicy),
+    /// `tilelang.PassConfigKey`.
+    PassConfigKeys,
+    /// `T.Tensor(shape, dtype)`: the annotation of a tensor parameter.
+    TensorType { shape: Rc<Vec<Value<'a>>>, dtype: DType },
+    /// `T.Kernel(...)`, waiting for its `with`.
+    KernelFrame { grid: Vec<ExprId>, threads: Vec<i64> },
+    /// `T.Parallel(...)`, `T.Pipelined(...)`, ..., waiting for its `for`.
+    LoopFrame { kind: LoopKind, extents: Vec<ExprId>, start: Option<ExprId> },
+    Layout(Rc<LayoutAnnotation>),
+    /// An eager-style tensor parameter not yet declared by `A: T.Tensor(...)`.
+    PendingTensor(Rc<str>),
+    /// A kernel factory seen from driver code: calling it records an instance.
+    KernelRef { name: Rc<str>, compile: bool },
+    /// A value tilec does not model (a torch tensor, a file handle); the text says what it was.
+    Opaque(Rc<str>),
+    /// The result of something that already failed with a diagnostic: using it fails silently.
+    Poison,
+}
+
+impl<'a> Value<'a> {
+    pub(crate) fn str(text: &str) -> Value<'a> {
+        Value::Str(Rc::from(text))
+    }
+
+    pub(crate) fn tuple(items: Vec<Value<'a>>) -> Value<'a> {
+        Value::Tuple(Rc::new(items))
+    }
+
+    /// A short description for messages: "an int", "a fragment buffer".
+    pub(crate) fn describe(&self) -> &'static str {
+        match self {
+            Value::None => "None",
+            Value::Bool(_) => "a bool",
+            Value::Int(_) => "an int",
+            Value::Float(_) => "a float",
+            Value::Str(_) => "a string",
+            Value::Tuple(_) => "a tuple",
+            Value::List(_) => "a list",
+            Value::Dict(_) => "a dict",
+            Value::Range { .. } => "a range",
+            Value::DType(_) => "a dtype",
+            Value::Index(_) => "an index expression",
+            Value::Data { .. } => "a runtime value",
+            Value::Buffer(_) => "a buffer",
+            Value::Region(_) => "a buffer region",
+            Value::Function(_) => "a function",
+            Value::Builtin(_) => "a builtin function",
+            Value::Module(_) => "a module",
+            Value::ModuleFn(..) => "a module function",
+            Value::PolicyEnum | Value::Policy(_) => "a warp policy",
+            Value::PassConfigKeys => "PassConfigKey",
+            Value::TensorType { .. } => "a tensor type",
+            Value::KernelFrame { .. } => "a T.Kernel frame",
+            Value::LoopFrame { .. } => "a loop frame",
+            Value::Layout(_) => "a layout",
+            Value::PendingTensor(_) => "a tensor parameter",
+            Value::KernelRef { .. } => "a kernel",
+            Value::Opaque(_) => "a value tilec cannot evaluate",
+            Value::Poison => "an invalid value",
+        }
+    }
+
+    /// Python truthiness, for values that have one at compile time.
+    pub(crate) fn truthy(&self) -> Option<bool> {
+        Some(match self {
+            Value::None => false,
+            Value::Bool(value) => *value,
+            Value::Int(value) => *value != 0,
+            Value::Float(value) => *value != 0.0,
+            Value::Str(text) => !text.is_empty(),
+            Value::Tuple(items) | Value::List(items) => !items.is_empty(),
+            Value::Dict(entries) => !entries.is_empty(),
+            Value::Range { start, stop, step } => range_len(*start, *stop, *step) > 0,
+            Value::DType(_) | Value::Function(_) | Value::Builtin(_) | Value::Module(_) => true,
+            Value::ModuleFn(..) | Value::Policy(_) | Value::Buffer(_) | Value::Layout(_) => true,
+            _ => return None,
+        })
+    }
+
+    pub(crate) fn from_const(value: &ConstValue) -> Value<'a> {
+        match value {
+            ConstValue::None => Value::None,
+            ConstValue::Bool(value) => Value::Bool(*value),
+            ConstValue::Int(value) => Value::Int(*value),
+            ConstValue::Float(bits) => Value::Float(f64::from_bits(*bits)),
+            ConstValue::Str(text) => Value::str(text),
+            ConstValue::DType(dtype) => Value::DType(*dtype),
+            ConstValue::Tuple(items) => Value::tuple(items.iter().map(Value::from_const).collect()),
+            ConstValue::List(items) => Value::List(Rc::new(items.iter().map(Value::from_const).collect())),
+            ConstValue::Dict(entries) => Value::Dict(Rc::new(
+                entries.iter().map(|(k, v)| (Value::from_const(k), Value::from_const(v))).collect(),
+            )),
+        }
+    }
+
+    /// The compile-time constant this value is, if it is one.
+    pub(crate) fn to_const(&self) -> Option<ConstValue> {
+        Some(match self {
+            Value::None => ConstValue::None,
+            Value::Bool(value) => ConstValue::Bool(*value),
+            Value::Int(value) => ConstValue::Int(*value),
+            Value::Float(value) => ConstValue::float(*value),
+            Value::Str(text) => ConstValue::Str(text.to_string()),
+            Value::DType(dtype) => ConstValue::DType(*dtype),
+            Value::Tuple(items) => ConstValue::Tuple(items.iter().map(Value::to_const).collect::<Option<_>>()?),
+            Value::List(items) => ConstValue::List(items.iter().map(Value::to_const).collect::<Option<_>>()?),
+            Value::Dict(entries) => ConstValue::Dict(
+                entries
+                    .iter()
+                    .map(|(k, v)| Some((k.to_const()?, v.to_const()?)))
+                    .collect::<Option<_>>()?,
+            ),
+            _ => return None,
+        })
+    }
+
+    /// Python's `str()` of a compile-time value (f-strings, assert messages).
+    pub(crate) fn python_str(&self) -> String {
+        match self {
+            Value::Str(text) => text.to_string(),
+            Value::DType(dtype) => dtype.name().to_owned(),
+            other => match other.to_const() {
+                Some(value) => value.to_string(),
+                None => {
+                    let mut text = String::new();
+                    let _ = write!(text, "<{}>", other.describe());
+                    text
+                }
+            },
+        }
+    }
+}
+
+pub(crate) fn range_len(start: i64, stop: i64, step: i64) -> i64 {
+    if step > 0 && stop > start {
+        (stop - start + step - 1) / step
+    } else if step < 0 && start > stop {
+        (start - stop - step - 1) / -step
+    } else {
+        0
+    }
+}
+
+/// One scope of names: a module, a function call, a comprehension.
+#[derive(Debug, Default)]
+pub(crate) struct Frame<'a> {
+    pub vars: FxHashMap<String, Value<'a>>,
+    pub parent: Option<Env<'a>>,
+}
+
+/// A shared, mutable scope; closures keep the scope they were defined in.
+pub(crate) type Env<'a> = Rc<RefCell<Frame<'a>>>;
+
+pub(crate) fn new_env<'a>(parent: Option<Env<'a>>) -> Env<'a> {
+    Rc::new(RefCell::new(Frame { vars: FxHashMap::default(), parent }))
+}
+
+pub(crate) fn lookup<'a>(env: &Env<'a>, name: &str) -> Option<Value<'a>> {
+    let frame = env.borrow();
+    if let Some(value) = frame.vars.get(name) {
+        return Some(value.clone());
+    }
+    frame.parent.as_ref().and_then(|parent| lookup(parent, name))
+}
+
+pub(crate) fn bind<'a>(env: &Env<'a>, name: &str, value: Value<'a>) {
+    env.borrow_mut().vars.insert(name.to_owned(), value);
+}

@@ -1,0 +1,225 @@
+//! Runtime (data) expressions: what a kernel computes on tensor elements.
+//!
+//! Index arithmetic lives in the integer [`ExprArena`](crate::expr::ExprArena); everything whose value
+//! is only known when the kernel runs (a loaded element, `T.exp(x)`, a comparison of a loop variable
+//! with a block index used as a mask) is a [`DataExpr`] here. A data expression may embed an index
+//! expression (`bx * 128 + i >= k * 128 + j`).
+
+use std::fmt;
+
+use crate::dtype::DType;
+use crate::expr::ExprId;
+use crate::world::EntityId;
+
+/// The id of a data expression in its world's [`DataArena`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DataId(u32);
+
+impl DataId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    FloorDiv,
+    Mod,
+    Pow,
+    BitAnd,
+    BitOr,
+    BitXor,
+    Shl,
+    Shr,
+    And,
+    Or,
+}
+
+impl BinaryOp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "+",
+            BinaryOp::Sub => "-",
+            BinaryOp::Mul => "*",
+            BinaryOp::Div => "/",
+            BinaryOp::FloorDiv => "//",
+            BinaryOp::Mod => "%",
+            BinaryOp::Pow => "**",
+            BinaryOp::BitAnd => "&",
+            BinaryOp::BitOr => "|",
+            BinaryOp::BitXor => "^",
+            BinaryOp::Shl => "<<",
+            BinaryOp::Shr => ">>",
+            BinaryOp::And => "and",
+            BinaryOp::Or => "or",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CompareOp {
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Eq,
+    Ne,
+}
+
+impl CompareOp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            CompareOp::Lt => "<",
+            CompareOp::Le => "<=",
+            CompareOp::Gt => ">",
+            CompareOp::Ge => ">=",
+            CompareOp::Eq => "==",
+            CompareOp::Ne => "!=",
+        }
+    }
+}
+
+/// Element-wise math the DSL offers as `T.<name>`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Intrinsic {
+    Exp,
+    Exp2,
+    Log,
+    Log2,
+    Sqrt,
+    Rsqrt,
+    Abs,
+    Max,
+    Min,
+    Sigmoid,
+    Tanh,
+}
+
+impl Intrinsic {
+    pub fn from_name(name: &str) -> Option<Intrinsic> {
+        Some(match name {
+            "exp" => Intrinsic::Exp,
+            "exp2" => Intrinsic::Exp2,
+            "log" => Intrinsic::Log,
+            "log2" => Intrinsic::Log2,
+            "sqrt" => Intrinsic::Sqrt,
+            "rsqrt" => Intrinsic::Rsqrt,
+            "abs" => Intrinsic::Abs,
+            "max" => Intrinsic::Max,
+            "min" => Intrinsic::Min,
+            "sigmoid" => Intrinsic::Sigmoid,
+            "tanh" => Intrinsic::Tanh,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Intrinsic::Exp => "exp",
+            Intrinsic::Exp2 => "exp2",
+            Intrinsic::Log => "log",
+            Intrinsic::Log2 => "log2",
+            Intrinsic::Sqrt => "sqrt",
+            Intrinsic::Rsqrt => "rsqrt",
+            Intrinsic::Abs => "abs",
+            Intrinsic::Max => "max",
+            Intrinsic::Min => "min",
+            Intrinsic::Sigmoid => "sigmoid",
+            Intrinsic::Tanh => "tanh",
+        }
+    }
+
+    /// How many operands the intrinsic takes.
+    pub fn arity(self) -> usize {
+        match self {
+            Intrinsic::Max | Intrinsic::Min => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// One node of a data expression. `dtype` is `None` where the type follows from the operands
+/// (Python literals take the type of what they are combined with, as in TVM).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum DataExpr {
+    /// A Python float literal, by bit pattern, with the dtype it was given (`T.float32(1.0)`) if any.
+    Float { bits: u64, dtype: Option<DType> },
+    /// A Python int literal, with the dtype it was given if any.
+    Int { value: i64, dtype: Option<DType> },
+    /// An index expression used as a value (int32).
+    Index(ExprId),
+    /// A read of one buffer element.
+    Load { buffer: EntityId, indices: Vec<ExprId> },
+    /// A read of a scalar variable made with `T.alloc_var`.
+    ReadVar(EntityId),
+    Neg(DataId),
+    Not(DataId),
+    Binary { op: BinaryOp, lhs: DataId, rhs: DataId },
+    Compare { op: CompareOp, lhs: DataId, rhs: DataId },
+    Call { intrinsic: Intrinsic, args: Vec<DataId> },
+    Cast { dtype: DType, value: DataId },
+    /// `T.if_then_else(cond, then, else)`.
+    Select { cond: DataId, then: DataId, otherwise: DataId },
+}
+
+/// The data expressions of one world, in creation order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DataArena {
+    nodes: Vec<DataExpr>,
+}
+
+impl DataArena {
+    pub fn push(&mut self, node: DataExpr) -> DataId {
+        let id = DataId(u32::try_from(self.nodes.len()).unwrap_or(u32::MAX));
+        self.nodes.push(node);
+        id
+    }
+
+    /// The node of `id`. Ids only come from `push` on the same arena, so the index is in range.
+    pub fn get(&self, id: DataId) -> &DataExpr {
+        &self.nodes[id.index()]
+    }
+
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Every buffer element this expression reads, in evaluation order.
+    pub fn loads(&self, id: DataId, out: &mut Vec<(EntityId, Vec<ExprId>)>) {
+        match self.get(id) {
+            DataExpr::Float { .. } | DataExpr::Int { .. } | DataExpr::Index(_) => {}
+            DataExpr::ReadVar(_) => {}
+            DataExpr::Load { buffer, indices } => out.push((*buffer, indices.clone())),
+            DataExpr::Neg(inner) | DataExpr::Not(inner) => self.loads(*inner, out),
+            DataExpr::Cast { value, .. } => self.loads(*value, out),
+            DataExpr::Binary { lhs, rhs, .. } | DataExpr::Compare { lhs, rhs, .. } => {
+                self.loads(*lhs, out);
+                self.loads(*rhs, out);
+            }
+            DataExpr::Call { args, .. } => {
+                for arg in args {
+                    self.loads(*arg, out);
+                }
+            }
+            DataExpr::Select { cond, then, otherwise } => {
+                self.loads(*cond, out);
+                self.loads(*then, out);
+                self.loads(*otherwise, out);
+            }
+        }
+    }
+}
+
+impl fmt::Display for BinaryOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.symbol())
+    }
+}

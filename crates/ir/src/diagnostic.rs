@@ -1,0 +1,148 @@
+//! Diagnostics: stable codes, severities, and where a diagnostic points.
+//!
+//! The front end knows source positions and anchors its diagnostics at byte spans; passes only see the
+//! position-free world and anchor theirs at entities. Both are resolved to file positions by the
+//! database, through the instance's span table.
+
+use std::fmt;
+
+use crate::span::Span;
+use crate::world::EntityId;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Severity {
+    Error,
+    Warning,
+    Info,
+}
+
+impl Severity {
+    pub fn name(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+            Severity::Info => "info",
+        }
+    }
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A stable diagnostic code. Each has a kebab-case name and a `tilec explain` page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Code {
+    ParseError,
+    UndefinedName,
+    UnsupportedSyntax,
+    AssertionFailed,
+    MissingArgument,
+    InvalidCall,
+    MetaError,
+    ShapeMismatch,
+    DtypeMismatch,
+    ScopeMismatch,
+    SharedMemoryCapacity,
+    ConfigError,
+}
+
+impl Code {
+    pub const ALL: [Code; 12] = [
+        Code::ParseError,
+        Code::UndefinedName,
+        Code::UnsupportedSyntax,
+        Code::AssertionFailed,
+        Code::MissingArgument,
+        Code::InvalidCall,
+        Code::MetaError,
+        Code::ShapeMismatch,
+        Code::DtypeMismatch,
+        Code::ScopeMismatch,
+        Code::SharedMemoryCapacity,
+        Code::ConfigError,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Code::ParseError => "parse-error",
+            Code::UndefinedName => "undefined-name",
+            Code::UnsupportedSyntax => "unsupported-syntax",
+            Code::AssertionFailed => "assertion-failed",
+            Code::MissingArgument => "missing-argument",
+            Code::InvalidCall => "invalid-call",
+            Code::MetaError => "meta-error",
+            Code::ShapeMismatch => "shape-mismatch",
+            Code::DtypeMismatch => "dtype-mismatch",
+            Code::ScopeMismatch => "scope-mismatch",
+            Code::SharedMemoryCapacity => "shared-memory-capacity",
+            Code::ConfigError => "config-error",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Code> {
+        Code::ALL.into_iter().find(|code| code.name() == name)
+    }
+}
+
+impl fmt::Display for Code {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Where a diagnostic (or one of its related locations) points.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Anchor {
+    /// A byte range in the file (front-end diagnostics).
+    Span(Span),
+    /// An entity of the instance's world (pass diagnostics); resolved through the span table.
+    Entity(EntityId),
+}
+
+/// A secondary location: the allocation that adds to a total, the op that fixed a layout.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Related {
+    pub anchor: Anchor,
+    pub message: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Diagnostic {
+    pub code: Code,
+    pub severity: Severity,
+    pub message: String,
+    pub anchor: Anchor,
+    pub related: Vec<Related>,
+    /// A suggestion in words ("use `T.exp` inside a kernel").
+    pub help: Option<String>,
+}
+
+impl Diagnostic {
+    pub fn error(code: Code, anchor: Anchor, message: impl Into<String>) -> Diagnostic {
+        Diagnostic {
+            code,
+            severity: Severity::Error,
+            message: message.into(),
+            anchor,
+            related: Vec::new(),
+            help: None,
+        }
+    }
+
+    pub fn warning(code: Code, anchor: Anchor, message: impl Into<String>) -> Diagnostic {
+        Diagnostic { severity: Severity::Warning, ..Diagnostic::error(code, anchor, message) }
+    }
+
+    pub fn with_help(mut self, help: impl Into<String>) -> Diagnostic {
+        self.help = Some(help.into());
+        self
+    }
+
+    pub fn with_related(mut self, anchor: Anchor, message: impl Into<String>) -> Diagnostic {
+        self.related.push(Related { anchor, message: message.into() });
+        self
+    }
+}

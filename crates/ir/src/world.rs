@@ -1,0 +1,412 @@
+//! The world of one kernel instance: entities in source order and the component columns keyed by them.
+
+use crate::data::{DataArena, DataId};
+use crate::dtype::DType;
+use crate::expr::{ExprArena, ExprId, VarId};
+use crate::value::ConstValue;
+
+/// A small integer id for something a user can point at or a pass can say something about.
+///
+/// Ids are assigned in source order while the kernel is built, so an edit elsewhere in the file
+/// does not renumber them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EntityId(u32);
+
+impl EntityId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+
+    pub fn from_index(index: usize) -> EntityId {
+        EntityId(u32::try_from(index).unwrap_or(u32::MAX))
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EntityKind {
+    /// A tensor parameter of the kernel (global memory), or an eager-style `T.empty` output.
+    Param,
+    /// One `with T.Kernel(...)` launch.
+    Kernel,
+    /// A buffer allocated inside the kernel (`T.alloc_shared`, `alloc_fragment`, `alloc_local`).
+    Buffer,
+    /// A mutable scalar (`T.alloc_var`).
+    Var,
+    /// A loop: `T.Parallel`, `T.Pipelined`, `T.serial`, `T.unroll` or `range`.
+    Loop,
+    /// A tile operation (`T.copy`, `T.gemm`, `T.reduce_*`, ...).
+    TileOp,
+    /// A store to one element of a buffer (or to a scalar variable).
+    Store,
+    /// A runtime `if`.
+    If,
+}
+
+/// Where a buffer lives. The names are TileLang's scope strings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Scope {
+    Global,
+    Shared,
+    SharedDyn,
+    Fragment,
+    Local,
+    LocalVar,
+}
+
+impl Scope {
+    pub fn name(self) -> &'static str {
+        match self {
+            Scope::Global => "global",
+            Scope::Shared => "shared",
+            Scope::SharedDyn => "shared.dyn",
+            Scope::Fragment => "local.fragment",
+            Scope::Local => "local",
+            Scope::LocalVar => "local.var",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Scope> {
+        Some(match name {
+            "global" => Scope::Global,
+            "shared" => Scope::Shared,
+            "shared.dyn" => Scope::SharedDyn,
+            "local.fragment" | "fragment" => Scope::Fragment,
+            "local" => Scope::Local,
+            "local.var" => Scope::LocalVar,
+            _ => return None,
+        })
+    }
+
+    pub fn is_shared(self) -> bool {
+        matches!(self, Scope::Shared | Scope::SharedDyn)
+    }
+}
+
+/// One dimension of a region: where it starts and, when written as a slice or known from the buffer,
+/// how far it extends. A point index (`A[y, x]` passed to `T.copy`) has no extent: it is taken from
+/// the other operand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RegionDim {
+    pub start: ExprId,
+    pub extent: Option<ExprId>,
+}
+
+/// A rectangular part of a buffer, as tile operations take it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Region {
+    pub buffer: EntityId,
+    pub dims: Vec<RegionDim>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LoopKind {
+    Parallel,
+    Pipelined { num_stages: i64 },
+    Serial,
+    Unroll,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LoopInfo {
+    pub kind: LoopKind,
+    pub vars: Vec<VarId>,
+    pub extents: Vec<ExprId>,
+}
+
+/// The grid and thread block of one `with T.Kernel(...)`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Launch {
+    pub grid: Vec<ExprId>,
+    pub block_vars: Vec<VarId>,
+    pub threads: Vec<i64>,
+}
+
+impl Launch {
+    pub fn thread_count(&self) -> i64 {
+        self.threads.iter().product()
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WarpPolicy {
+    Square,
+    FullRow,
+    FullCol,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceKind {
+    Sum,
+    Max,
+    Min,
+    AbsSum,
+    AbsMax,
+}
+
+impl ReduceKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceKind::Sum => "reduce_sum",
+            ReduceKind::Max => "reduce_max",
+            ReduceKind::Min => "reduce_min",
+            ReduceKind::AbsSum => "reduce_abssum",
+            ReduceKind::AbsMax => "reduce_absmax",
+        }
+    }
+}
+
+/// What `T.atomic_add` adds: a whole region (tile form) or one value (element form).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum AtomicSource {
+    Region(Region),
+    Value(DataId),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LayoutKind {
+    /// `T.Fragment(shape, forward_fn=...)`: outputs are `(thread, local indices...)`.
+    Fragment,
+    /// `T.Layout(shape, fn)`: outputs are storage indices.
+    Layout,
+}
+
+/// A user-written layout: the function evaluated symbolically on fresh index variables.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LayoutAnnotation {
+    pub kind: LayoutKind,
+    pub shape: Vec<i64>,
+    pub vars: Vec<VarId>,
+    pub outputs: Vec<ExprId>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum TileOp {
+    Copy {
+        src: Region,
+        dst: Region,
+    },
+    /// `T.fill(dst, value)`; `T.clear(dst)` is a fill with zero (`clear` records the spelling).
+    Fill {
+        dst: Region,
+        value: DataId,
+        clear: bool,
+    },
+    Gemm {
+        a: Region,
+        b: Region,
+        c: Region,
+        transpose_a: bool,
+        transpose_b: bool,
+        policy: WarpPolicy,
+        clear_accum: bool,
+        k_pack: i64,
+    },
+    Reduce {
+        kind: ReduceKind,
+        src: Region,
+        dst: Region,
+        dim: i64,
+        clear: bool,
+    },
+    Cumsum {
+        src: Region,
+        dst: Region,
+        dim: i64,
+        reverse: bool,
+    },
+    AtomicAdd {
+        dst: Region,
+        src: AtomicSource,
+    },
+    UseSwizzle {
+        panel_size: i64,
+        column_major: bool,
+        enable: bool,
+    },
+    AnnotateLayout {
+        buffer: EntityId,
+        layout: LayoutAnnotation,
+    },
+}
+
+impl TileOp {
+    pub fn name(&self) -> &'static str {
+        match self {
+            TileOp::Copy { .. } => "copy",
+            TileOp::Fill { clear: true, .. } => "clear",
+            TileOp::Fill { .. } => "fill",
+            TileOp::Gemm { .. } => "gemm",
+            TileOp::Reduce { kind, .. } => kind.name(),
+            TileOp::Cumsum { .. } => "cumsum",
+            TileOp::AtomicAdd { .. } => "atomic_add",
+            TileOp::UseSwizzle { .. } => "use_swizzle",
+            TileOp::AnnotateLayout { .. } => "annotate_layout",
+        }
+    }
+}
+
+/// A store of one value to one element (`A[i, j] = v`; `A[i] += v` is stored desugared).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Store {
+    pub buffer: EntityId,
+    pub indices: Vec<ExprId>,
+    pub value: DataId,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AccessKind {
+    Read,
+    Write,
+    ReadWrite,
+}
+
+/// One buffer access of a statement: the Accesses component, derived when the entity is added.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Access {
+    pub kind: AccessKind,
+    pub region: Region,
+}
+
+/// A component column: one optional value per entity.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Column<T> {
+    values: Vec<Option<T>>,
+}
+
+impl<T> Default for Column<T> {
+    fn default() -> Self {
+        Column { values: Vec::new() }
+    }
+}
+
+impl<T> Column<T> {
+    pub fn get(&self, entity: EntityId) -> Option<&T> {
+        self.values.get(entity.index()).and_then(Option::as_ref)
+    }
+
+    pub fn get_mut(&mut self, entity: EntityId) -> Option<&mut T> {
+        self.values.get_mut(entity.index()).and_then(Option::as_mut)
+    }
+
+    pub fn set(&mut self, entity: EntityId, value: T) {
+        let index = entity.index();
+        if self.values.len() <= index {
+            self.values.resize_with(index + 1, || None);
+        }
+        self.values[index] = Some(value);
+    }
+
+    /// Every entity that has this component, with its value, in id order.
+    pub fn iter(&self) -> impl Iterator<Item = (EntityId, &T)> {
+        self.values
+            .iter()
+            .enumerate()
+            .filter_map(|(index, value)| value.as_ref().map(|v| (EntityId::from_index(index), v)))
+    }
+}
+
+/// The position-free IR of one kernel instance.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct World {
+    /// The factory (classic) or jit function (eager) this instance comes from.
+    pub kernel_name: String,
+    /// The concrete meta arguments, by parameter name, in parameter order.
+    pub args: Vec<(String, ConstValue)>,
+    /// `pass_configs` of the kernel's `@tilelang.jit(...)` or `tilelang.compile(...)`.
+    pub pass_configs: Vec<(String, ConstValue)>,
+    /// True when the front end reported an error for this instance: the world is then only as
+    /// complete as evaluation got, and passes must not add diagnostics of their own on top.
+    pub incomplete: bool,
+    pub exprs: ExprArena,
+    pub data: DataArena,
+    pub kinds: Vec<EntityKind>,
+    /// The top-level entities (parameters and kernel launches), in source order.
+    pub roots: Vec<EntityId>,
+    /// Kernel parameters in signature order (eager outputs last), and which of them are outputs.
+    pub params: Vec<EntityId>,
+    pub outputs: Vec<EntityId>,
+    pub names: Column<String>,
+    pub parents: Column<EntityId>,
+    /// Ordered children of a kernel launch, a loop or the then-branch of an `if`.
+    pub bodies: Column<Vec<EntityId>>,
+    pub else_bodies: Column<Vec<EntityId>>,
+    pub shapes: Column<Vec<ExprId>>,
+    pub dtypes: Column<DType>,
+    pub scopes: Column<Scope>,
+    pub launches: Column<Launch>,
+    pub loops: Column<LoopInfo>,
+    pub ops: Column<TileOp>,
+    pub stores: Column<Store>,
+    pub conditions: Column<DataId>,
+    pub accesses: Column<Vec<Access>>,
+}
+
+impl World {
+    /// Adds an entity of `kind`, as the last child of `parent` (or as a root).
+    pub fn add_entity(&mut self, kind: EntityKind, parent: Option<EntityId>) -> EntityId {
+        let id = EntityId::from_index(self.kinds.len());
+        self.kinds.push(kind);
+        match parent {
+            Some(parent) => {
+                self.parents.set(id, parent);
+                match self.bodies.get_mut(parent) {
+                    Some(body) => body.push(id),
+                    None => self.bodies.set(parent, vec![id]),
+                }
+            }
+            None => self.roots.push(id),
+        }
+        id
+    }
+
+    /// Adds an entity of `kind` as the last child of the else-branch of the runtime `if` `parent`.
+    pub fn add_else_entity(&mut self, kind: EntityKind, parent: EntityId) -> EntityId {
+        let id = EntityId::from_index(self.kinds.len());
+        self.kinds.push(kind);
+        self.parents.set(id, parent);
+        match self.else_bodies.get_mut(parent) {
+            Some(body) => body.push(id),
+            None => self.else_bodies.set(parent, vec![id]),
+        }
+        id
+    }
+
+    pub fn kind(&self, entity: EntityId) -> Option<EntityKind> {
+        self.kinds.get(entity.index()).copied()
+    }
+
+    pub fn entities(&self) -> impl Iterator<Item = EntityId> + '_ {
+        (0..self.kinds.len()).map(EntityId::from_index)
+    }
+
+    pub fn name(&self, entity: EntityId) -> &str {
+        self.names.get(entity).map_or("?", String::as_str)
+    }
+
+    pub fn body(&self, entity: EntityId) -> &[EntityId] {
+        self.bodies.get(entity).map_or(&[], Vec::as_slice)
+    }
+
+    /// The concrete shape of a buffer, when every extent is a constant.
+    pub fn const_shape(&self, buffer: EntityId) -> Option<Vec<i64>> {
+        self.shapes.get(buffer)?.iter().map(|&extent| self.exprs.as_int(extent)).collect()
+    }
+
+    /// Every buffer allocated in shared memory, in source order.
+    pub fn shared_buffers(&self) -> impl Iterator<Item = EntityId> + '_ {
+        self.scopes.iter().filter(|(_, scope)| scope.is_shared()).map(|(entity, _)| entity)
+    }
+
+    /// The region covering all of `buffer`.
+    pub fn full_region(&mut self, buffer: EntityId) -> Region {
+        let shape = self.shapes.get(buffer).cloned().unwrap_or_default();
+        let zero = self.exprs.int(0);
+        Region {
+            buffer,
+            dims: shape
+                .into_iter()
+                .map(|extent| RegionDim { start: zero, extent: Some(extent) })
+                .collect(),
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! The tilec language server (tower-lsp-server): document store, snapshots, requests and custom commands.
