@@ -22,10 +22,15 @@ fn micros(duration: Duration) -> f64 {
 
 pub fn run(paths: &[PathBuf], iterations: u32) -> Result<ExitCode> {
     if cfg!(debug_assertions) {
-        eprintln!("warning: this is a debug build; build with `cargo build --release` for meaningful numbers");
+        eprintln!(
+            "warning: this is a debug build; build with `cargo build --release` for meaningful numbers"
+        );
     }
     let iterations = iterations.max(1);
-    println!("{:<44} {:>9} {:>15} {:>15}", "file", "instances", "cold µs/inst", "edit µs/inst");
+    println!(
+        "{:<44} {:>9} {:>15} {:>15}",
+        "file", "instances", "cold µs/inst", "edit µs/inst"
+    );
     let (mut total_instances, mut total_cold, mut total_edit) = (0usize, 0.0f64, 0.0f64);
     for path in collect_python_files(paths)? {
         let text = std::fs::read_to_string(&path)?;
@@ -52,7 +57,8 @@ pub fn run(paths: &[PathBuf], iterations: u32) -> Result<ExitCode> {
         file_diagnostics(&db, file);
         let mut edits = Vec::new();
         for round in 0..iterations {
-            file.set_text(&mut db).to(format!("{text}\n# edit {round}\n"));
+            file.set_text(&mut db)
+                .to(format!("{text}\n# edit {round}\n"));
             let started = Instant::now();
             file_diagnostics(&db, file);
             edits.push(started.elapsed());
@@ -62,7 +68,13 @@ pub fn run(paths: &[PathBuf], iterations: u32) -> Result<ExitCode> {
         total_instances += count;
         total_cold += per_cold * count as f64;
         total_edit += per_edit * count as f64;
-        println!("{:<44} {:>9} {:>15.1} {:>15.1}", path.display().to_string(), count, per_cold, per_edit);
+        println!(
+            "{:<44} {:>9} {:>15.1} {:>15.1}",
+            path.display().to_string(),
+            count,
+            per_cold,
+            per_edit
+        );
     }
     if total_instances > 0 {
         println!(

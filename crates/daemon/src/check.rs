@@ -32,45 +32,67 @@ pub fn run(paths: &[PathBuf], format: Format, target: Option<&str>) -> Result<Ex
     let cli_target = parse_target(target)?;
     let workspace = Workspace::load(paths)?;
     let target = cli_target.or(workspace.manifest_target).unwrap_or_default();
-    let mut db = workspace.db.clone();
-    Settings::builder(target).target_durability(salsa::Durability::HIGH).new(&db);
-    let _ = &mut db;
+    let db = &workspace.db;
+    // The target rarely changes: high durability lets salsa skip re-validating what depends on it.
+    let _settings = Settings::builder(target)
+        .target_durability(salsa::Durability::HIGH)
+        .new(db);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    let (mut errors, mut warnings, mut instance_count, mut checked) = (0usize, 0usize, 0usize, 0usize);
+    let (mut errors, mut warnings, mut instance_count, mut checked) =
+        (0usize, 0usize, 0usize, 0usize);
     for problem in &workspace.manifest_problems {
         errors += 1;
         match format {
-            Format::Human => writeln!(out, "{}\n", render::human_plain(&problem.path, &problem.text, "config-error", &problem.message, problem.span, styled()))?,
-            Format::Json => writeln!(out, "{}", serde_json::json!({
-                "kind": "diagnostic", "file": problem.path.display().to_string(), "line": 1, "column": 1,
-                "end_line": 1, "end_column": 1, "severity": "error", "code": "config-error",
-                "message": problem.message, "kernel": null, "instance": null, "related": [],
-            }))?,
+            Format::Human => writeln!(
+                out,
+                "{}\n",
+                render::human_plain(
+                    &problem.path,
+                    &problem.text,
+                    "config-error",
+                    &problem.message,
+                    problem.span,
+                    styled()
+                )
+            )?,
+            Format::Json => writeln!(
+                out,
+                "{}",
+                serde_json::json!({
+                    "kind": "diagnostic", "file": problem.path.display().to_string(), "line": 1, "column": 1,
+                    "end_line": 1, "end_column": 1, "severity": "error", "code": "config-error",
+                    "message": problem.message, "kernel": null, "instance": null, "related": [],
+                })
+            )?,
         }
     }
     for &file in &workspace.files {
-        if !outline(&db, file).uses_tilelang {
+        if !outline(db, file).uses_tilelang {
             continue;
         }
         checked += 1;
-        let path = file.path(&db).clone();
-        let reports = instance_reports(&db, file);
+        let path = file.path(db).clone();
+        let reports = instance_reports(db, file);
         instance_count += reports.len();
         if format == Format::Json {
             for report in &reports {
                 writeln!(out, "{}", render::instance_json(&path, report))?;
             }
         }
-        for diagnostic in file_diagnostics(&db, file) {
+        for diagnostic in file_diagnostics(db, file) {
             match diagnostic.severity {
                 Severity::Error => errors += 1,
                 Severity::Warning => warnings += 1,
                 Severity::Info => {}
             }
             match format {
-                Format::Human => writeln!(out, "{}\n", render::human(&path, file.text(&db), diagnostic, styled()))?,
-                Format::Json => writeln!(out, "{}", render::diagnostic_json(&db, file, diagnostic))?,
+                Format::Human => writeln!(
+                    out,
+                    "{}\n",
+                    render::human(&path, file.text(db), diagnostic, styled())
+                )?,
+                Format::Json => writeln!(out, "{}", render::diagnostic_json(db, file, diagnostic))?,
             }
         }
     }
@@ -82,26 +104,47 @@ pub fn run(paths: &[PathBuf], format: Format, target: Option<&str>) -> Result<Ex
             elapsed.as_secs_f64() * 1000.0,
         )?;
     }
-    Ok(if errors > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if errors > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 pub fn print_ir(path: &Path, kernel: Option<&str>, instance: Option<u32>) -> Result<ExitCode> {
-    let workspace = Workspace::load(&[path.to_owned()]).with_context(|| format!("cannot load {}", path.display()))?;
+    let workspace = Workspace::load(&[path.to_owned()])
+        .with_context(|| format!("cannot load {}", path.display()))?;
     let db = &workspace.db;
-    let Some(&file) = workspace.files.first() else { bail!("{}: not a Python file", path.display()) };
+    let Some(&file) = workspace.files.first() else {
+        bail!("{}: not a Python file", path.display())
+    };
     let mut printed = 0;
     for &candidate in instances(db, file) {
         let name = candidate.kernel(db).name(db);
-        if kernel.is_some_and(|wanted| wanted != name) || instance.is_some_and(|wanted| wanted != candidate.index(db)) {
+        if kernel.is_some_and(|wanted| wanted != name)
+            || instance.is_some_and(|wanted| wanted != candidate.index(db))
+        {
             continue;
         }
-        println!("# {} :: {name} instance {}", path.display(), candidate.index(db));
+        println!(
+            "# {} :: {name} instance {}",
+            path.display(),
+            candidate.index(db)
+        );
         println!("{}", kernel_world(db, candidate).pretty());
         printed += 1;
     }
     if printed == 0 {
         let names: Vec<&str> = outline(db, file).kernels.iter().map(|k| k.name()).collect();
-        bail!("no matching instance in {} (kernels: {})", path.display(), if names.is_empty() { "none".to_owned() } else { names.join(", ") });
+        bail!(
+            "no matching instance in {} (kernels: {})",
+            path.display(),
+            if names.is_empty() {
+                "none".to_owned()
+            } else {
+                names.join(", ")
+            }
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

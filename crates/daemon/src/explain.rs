@@ -25,7 +25,12 @@ fn page(code: Code) -> &'static str {
 
 /// The first line of a page after its title: the one-sentence summary.
 fn summary(code: Code) -> &'static str {
-    page(code).lines().skip(1).map(str::trim).find(|line| !line.is_empty()).unwrap_or("")
+    page(code)
+        .lines()
+        .skip(1)
+        .map(str::trim)
+        .find(|line| !line.is_empty())
+        .unwrap_or("")
 }
 
 pub fn run(code: Option<&str>) -> Result<ExitCode> {
@@ -51,7 +56,11 @@ mod tests {
     #[test]
     fn every_code_has_a_page_titled_with_it() {
         for code in Code::ALL {
-            assert!(super::page(code).starts_with(&format!("# {}", code.name())), "{}", code.name());
+            assert!(
+                super::page(code).starts_with(&format!("# {}", code.name())),
+                "{}",
+                code.name()
+            );
             assert!(!super::summary(code).is_empty(), "{}", code.name());
         }
     }

@@ -68,8 +68,16 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Check { paths, format, target } => check::run(&paths, format, target.as_deref()),
-        Command::Ir { file, kernel, instance } => check::print_ir(&file, kernel.as_deref(), instance),
+        Command::Check {
+            paths,
+            format,
+            target,
+        } => check::run(&paths, format, target.as_deref()),
+        Command::Ir {
+            file,
+            kernel,
+            instance,
+        } => check::print_ir(&file, kernel.as_deref(), instance),
         Command::Explain { code } => explain::run(code.as_deref()),
         Command::Bench { paths, iterations } => bench::run(&paths, iterations),
     };

@@ -38,11 +38,21 @@ pub fn human(path: &Path, text: &str, diagnostic: &FileDiagnostic, styled: bool)
         .fold(true)
         .annotation(level(diagnostic.severity).span(clamp(text, diagnostic.span)));
     for related in &diagnostic.related {
-        snippet = snippet.annotation(Level::Info.span(clamp(text, related.span)).label(&related.message));
+        snippet = snippet.annotation(
+            Level::Info
+                .span(clamp(text, related.span))
+                .label(&related.message),
+        );
     }
     let code = diagnostic.code.name();
-    let mut message = level(diagnostic.severity).title(&diagnostic.message).id(code).snippet(snippet);
-    let help = diagnostic.help.as_deref().map(|help| Level::Help.title(help));
+    let mut message = level(diagnostic.severity)
+        .title(&diagnostic.message)
+        .id(code)
+        .snippet(snippet);
+    let help = diagnostic
+        .help
+        .as_deref()
+        .map(|help| Level::Help.title(help));
     if let Some(help) = help {
         message = message.footer(help);
     }
@@ -50,20 +60,44 @@ pub fn human(path: &Path, text: &str, diagnostic: &FileDiagnostic, styled: bool)
     if diagnostic.severity == Severity::Error {
         message = message.footer(Level::Note.title(&explain));
     }
-    let renderer = if styled { Renderer::styled() } else { Renderer::plain() };
+    let renderer = if styled {
+        Renderer::styled()
+    } else {
+        Renderer::plain()
+    };
     renderer.render(message).to_string()
 }
 
 /// A problem in a file that is not Python (tilec.toml), rendered the same way.
-pub fn human_plain(path: &Path, text: &str, code: &str, message: &str, span: Option<Span>, styled: bool) -> String {
+pub fn human_plain(
+    path: &Path,
+    text: &str,
+    code: &str,
+    message: &str,
+    span: Option<Span>,
+    styled: bool,
+) -> String {
     let origin = path.display().to_string();
     let mut report = Level::Error.title(message).id(code);
     if let Some(span) = span.filter(|_| !text.is_empty()) {
-        report = report.snippet(Snippet::source(text).origin(&origin).fold(true).annotation(Level::Error.span(clamp(text, span))));
+        report = report.snippet(
+            Snippet::source(text)
+                .origin(&origin)
+                .fold(true)
+                .annotation(Level::Error.span(clamp(text, span))),
+        );
     }
-    let renderer = if styled { Renderer::styled() } else { Renderer::plain() };
+    let renderer = if styled {
+        Renderer::styled()
+    } else {
+        Renderer::plain()
+    };
     let rendered = renderer.render(report).to_string();
-    if span.is_none() { format!("{rendered}\n  --> {origin}") } else { rendered }
+    if span.is_none() {
+        format!("{rendered}\n  --> {origin}")
+    } else {
+        rendered
+    }
 }
 
 /// A compile-time constant as JSON (dtypes as their names, tuples as arrays).
@@ -75,7 +109,9 @@ pub fn const_json(value: &ConstValue) -> Value {
         ConstValue::Float(bits) => json!(f64::from_bits(*bits)),
         ConstValue::Str(text) => json!(text),
         ConstValue::DType(dtype) => json!(dtype.name()),
-        ConstValue::Tuple(items) | ConstValue::List(items) => Value::Array(items.iter().map(const_json).collect()),
+        ConstValue::Tuple(items) | ConstValue::List(items) => {
+            Value::Array(items.iter().map(const_json).collect())
+        }
         ConstValue::Dict(entries) => {
             let mut object = Map::new();
             for (key, value) in entries {

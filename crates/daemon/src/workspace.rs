@@ -32,11 +32,16 @@ pub struct Workspace {
 /// folders and virtual environments.
 pub fn collect_python_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let defaults = [PathBuf::from(".")];
-    let paths = if paths.is_empty() { &defaults[..] } else { paths };
+    let paths = if paths.is_empty() {
+        &defaults[..]
+    } else {
+        paths
+    };
     let mut files = Vec::new();
     for path in paths {
         if path.is_dir() {
-            walk(path, &mut files).with_context(|| format!("cannot read folder {}", path.display()))?;
+            walk(path, &mut files)
+                .with_context(|| format!("cannot read folder {}", path.display()))?;
         } else if path.is_file() {
             files.push(path.clone());
         } else {
@@ -56,7 +61,11 @@ fn walk(folder: &Path, files: &mut Vec<PathBuf>) -> std::io::Result<()> {
         let name = entry.file_name();
         let name = name.to_string_lossy();
         if path.is_dir() {
-            let skipped = name.starts_with('.') || matches!(name.as_ref(), "target" | "node_modules" | "__pycache__" | "venv");
+            let skipped = name.starts_with('.')
+                || matches!(
+                    name.as_ref(),
+                    "target" | "node_modules" | "__pycache__" | "venv"
+                );
             if !skipped {
                 walk(&path, files)?;
             }
@@ -89,10 +98,16 @@ impl Workspace {
     pub fn load(paths: &[PathBuf]) -> Result<Workspace> {
         let files = collect_python_files(paths)?;
         let db = RootDatabase::default();
-        let mut workspace = Workspace { db, files: Vec::new(), manifest_problems: Vec::new(), manifest_target: None };
+        let mut workspace = Workspace {
+            db,
+            files: Vec::new(),
+            manifest_problems: Vec::new(),
+            manifest_target: None,
+        };
         let mut manifests: BTreeMap<PathBuf, Option<Manifest>> = BTreeMap::new();
         for path in files {
-            let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
             let manifest = match manifest_for(&path) {
                 Some(manifest_path) => {
                     let manifest = manifests
@@ -105,7 +120,10 @@ impl Workspace {
             let file = SourceFile::new(&workspace.db, path, text, manifest);
             workspace.files.push(file);
         }
-        workspace.manifest_target = manifests.values().flatten().find_map(|manifest| manifest.target);
+        workspace.manifest_target = manifests
+            .values()
+            .flatten()
+            .find_map(|manifest| manifest.target);
         Ok(workspace)
     }
 
@@ -113,14 +131,24 @@ impl Workspace {
         let text = match std::fs::read_to_string(path) {
             Ok(text) => text,
             Err(error) => {
-                self.manifest_problems.push(ManifestProblem { path: path.to_owned(), text: String::new(), message: error.to_string(), span: None });
+                self.manifest_problems.push(ManifestProblem {
+                    path: path.to_owned(),
+                    text: String::new(),
+                    message: error.to_string(),
+                    span: None,
+                });
                 return None;
             }
         };
         match parse_manifest(&text) {
             Ok(manifest) => Some(manifest),
             Err(error) => {
-                self.manifest_problems.push(ManifestProblem { path: path.to_owned(), text, message: error.message, span: error.span });
+                self.manifest_problems.push(ManifestProblem {
+                    path: path.to_owned(),
+                    text,
+                    message: error.message,
+                    span: error.span,
+                });
                 None
             }
         }
@@ -128,14 +156,22 @@ impl Workspace {
 }
 
 /// The `[[instance]]` entries of a manifest whose `file` is `file`.
-fn instances_for(manifest: Option<&Manifest>, manifest_path: &Path, file: &Path) -> Vec<ManifestInstance> {
-    let Some(manifest) = manifest else { return Vec::new() };
+fn instances_for(
+    manifest: Option<&Manifest>,
+    manifest_path: &Path,
+    file: &Path,
+) -> Vec<ManifestInstance> {
+    let Some(manifest) = manifest else {
+        return Vec::new();
+    };
     let folder = manifest_path.parent().unwrap_or(Path::new("."));
     let file = std::path::absolute(file).unwrap_or_else(|_| file.to_owned());
     manifest
         .instances
         .iter()
-        .filter(|entry| std::path::absolute(folder.join(&entry.file)).is_ok_and(|listed| listed == file))
+        .filter(|entry| {
+            std::path::absolute(folder.join(&entry.file)).is_ok_and(|listed| listed == file)
+        })
         .map(|entry| entry.instance.clone())
         .collect()
 }

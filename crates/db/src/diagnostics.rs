@@ -7,7 +7,9 @@ use tilec_frontend::InstanceOrigin;
 use tilec_ir::{Anchor, Code, ConstValue, Diagnostic, Severity, Span, SpanTable};
 
 use crate::Db;
-use crate::queries::{SourceFile, instance_checks, instance_origin, instances, kernel_positions, outline, parse};
+use crate::queries::{
+    SourceFile, instance_checks, instance_origin, instances, kernel_positions, outline, parse,
+};
 
 /// A secondary location of a diagnostic.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -59,7 +61,12 @@ fn resolve(anchor: Anchor, spans: &SpanTable) -> Option<Span> {
     }
 }
 
-fn to_file_diagnostic(diagnostic: &Diagnostic, spans: &SpanTable, kernel: &str, index: u32) -> Option<FileDiagnostic> {
+fn to_file_diagnostic(
+    diagnostic: &Diagnostic,
+    spans: &SpanTable,
+    kernel: &str,
+    index: u32,
+) -> Option<FileDiagnostic> {
     Some(FileDiagnostic {
         code: diagnostic.code,
         severity: diagnostic.severity,
@@ -68,7 +75,12 @@ fn to_file_diagnostic(diagnostic: &Diagnostic, spans: &SpanTable, kernel: &str, 
         related: diagnostic
             .related
             .iter()
-            .filter_map(|related| Some(RelatedLocation { span: resolve(related.anchor, spans)?, message: related.message.clone() }))
+            .filter_map(|related| {
+                Some(RelatedLocation {
+                    span: resolve(related.anchor, spans)?,
+                    message: related.message.clone(),
+                })
+            })
             .collect(),
         help: diagnostic.help.clone(),
         kernel: Some(kernel.to_owned()),
@@ -82,7 +94,7 @@ fn to_file_diagnostic(diagnostic: &Diagnostic, spans: &SpanTable, kernel: &str, 
 pub fn file_diagnostics(db: &dyn Db, file: SourceFile) -> Vec<FileDiagnostic> {
     let outline = outline(db, file);
     let mut found: Vec<FileDiagnostic> = parse(db, file)
-        .errors()
+        .primary_errors()
         .into_iter()
         .map(|error| FileDiagnostic {
             code: Code::ParseError,
@@ -90,7 +102,9 @@ pub fn file_diagnostics(db: &dyn Db, file: SourceFile) -> Vec<FileDiagnostic> {
             message: error.message,
             span: error.span,
             related: Vec::new(),
-            help: None,
+            help: (error.follow_ups > 0).then(|| {
+                format!("{} more syntax error(s) in this statement follow from this one and are not shown", error.follow_ups)
+            }),
             kernel: outline.kernels.iter().find(|k| k.span.start <= error.span.start && error.span.start < k.span.end).map(|k| k.name().to_owned()),
             instance: None,
         })
@@ -99,11 +113,19 @@ pub fn file_diagnostics(db: &dyn Db, file: SourceFile) -> Vec<FileDiagnostic> {
         let kernel = instance.kernel(db).name(db);
         let index = instance.index(db);
         let positions = kernel_positions(db, *instance);
-        let all = positions.diagnostics.iter().chain(instance_checks(db, *instance));
+        let all = positions
+            .diagnostics
+            .iter()
+            .chain(instance_checks(db, *instance));
         for diagnostic in all {
-            let Some(resolved) = to_file_diagnostic(diagnostic, &positions.spans, kernel, index) else { continue };
+            let Some(resolved) = to_file_diagnostic(diagnostic, &positions.spans, kernel, index)
+            else {
+                continue;
+            };
             let duplicate = found.iter().any(|existing| {
-                existing.code == resolved.code && existing.span == resolved.span && existing.message == resolved.message
+                existing.code == resolved.code
+                    && existing.span == resolved.span
+                    && existing.message == resolved.message
             });
             if !duplicate {
                 found.push(resolved);
@@ -123,9 +145,15 @@ pub fn instance_reports(db: &dyn Db, file: SourceFile) -> Vec<InstanceReport> {
             let kernel = instance.kernel(db).name(db).clone();
             let index = instance.index(db);
             let positions = kernel_positions(db, *instance);
-            let own_errors = positions.diagnostics.iter().chain(instance_checks(db, *instance)).any(|d| d.severity == Severity::Error);
+            let own_errors = positions
+                .diagnostics
+                .iter()
+                .chain(instance_checks(db, *instance))
+                .any(|d| d.severity == Severity::Error);
             let file_errors = diagnostics.iter().any(|d| {
-                d.severity == Severity::Error && d.kernel.as_deref() == Some(kernel.as_str()) && d.instance.is_none_or(|i| i == index)
+                d.severity == Severity::Error
+                    && d.kernel.as_deref() == Some(kernel.as_str())
+                    && d.instance.is_none_or(|i| i == index)
             });
             InstanceReport {
                 kernel,

@@ -15,7 +15,10 @@ mod queries;
 
 use std::sync::{Arc, Mutex};
 
-pub use diagnostics::{FileDiagnostic, InstanceReport, RelatedLocation, file_diagnostics, instance_reports, line_column};
+pub use diagnostics::{
+    FileDiagnostic, InstanceReport, RelatedLocation, file_diagnostics, instance_reports,
+    line_column,
+};
 pub use queries::*;
 
 /// The database trait every query takes.
@@ -56,19 +59,24 @@ impl RootDatabase {
         let events: Arc<Mutex<Vec<salsa::Event>>> = Arc::default();
         let sink = Arc::clone(&events);
         let storage = salsa::Storage::new(Some(Box::new(move |event: salsa::Event| {
-            if matches!(event.kind, salsa::EventKind::WillExecute { .. }) {
-                if let Ok(mut log) = sink.lock() {
-                    log.push(event);
-                }
+            if matches!(event.kind, salsa::EventKind::WillExecute { .. })
+                && let Ok(mut log) = sink.lock()
+            {
+                log.push(event);
             }
         })));
-        RootDatabase { storage, events: Some(events) }
+        RootDatabase {
+            storage,
+            events: Some(events),
+        }
     }
 
     /// Drains the event log: which queries executed since the last call, with their keys.
     pub fn take_executed(&self) -> Vec<Executed> {
         use salsa::Database as _;
-        let Some(events) = &self.events else { return Vec::new() };
+        let Some(events) = &self.events else {
+            return Vec::new();
+        };
         let drained = match events.lock() {
             Ok(mut log) => std::mem::take(&mut *log),
             Err(_) => return Vec::new(),
@@ -77,7 +85,9 @@ impl RootDatabase {
             .into_iter()
             .filter_map(|event| match event.kind {
                 salsa::EventKind::WillExecute { database_key } => Some(Executed {
-                    query: self.ingredient_debug_name(database_key.ingredient_index()).into_owned(),
+                    query: self
+                        .ingredient_debug_name(database_key.ingredient_index())
+                        .into_owned(),
                     key: database_key.key_index(),
                 }),
                 _ => None,

@@ -4,7 +4,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use tilec_frontend::{
-    ContextSource, InstanceOrigin, KernelPositions, KernelSource, ManifestInstance, Outline, ParsedModule,
+    ContextSource, InstanceOrigin, InstanceSpec, KernelPositions, KernelSource, ManifestInstance,
+    Outline, ParsedModule,
 };
 use tilec_ir::{ConstValue, Diagnostic, Target, World};
 
@@ -84,14 +85,11 @@ pub struct Instance<'db> {
     pub args: Vec<(String, ConstValue)>,
 }
 
-/// The instances of a file, in kernel order, with where each came from (parallel to
-/// [`instances`]).
+/// The instances of a file as the front end finds them, in kernel order, with where each came from
+/// (parallel to [`instances`]).
 #[salsa::tracked(returns(ref))]
-pub fn instance_origins(db: &dyn Db, file: SourceFile) -> Vec<(String, Vec<(String, ConstValue)>, InstanceOrigin)> {
+pub fn instance_origins(db: &dyn Db, file: SourceFile) -> Vec<InstanceSpec> {
     tilec_frontend::find_instances(parse(db, file), outline(db, file), file.manifest(db))
-        .into_iter()
-        .map(|spec| (spec.kernel, spec.args, spec.origin))
-        .collect()
 }
 
 #[salsa::tracked(returns(ref))]
@@ -99,11 +97,13 @@ pub fn instances(db: &dyn Db, file: SourceFile) -> Vec<Instance<'_>> {
     let defs = kernel_defs(db, file);
     let mut counters: Vec<u32> = vec![0; defs.len()];
     let mut out = Vec::new();
-    for (kernel, args, _) in instance_origins(db, file) {
-        let Some(position) = defs.iter().position(|def| def.name(db) == kernel) else { continue };
+    for spec in instance_origins(db, file) {
+        let Some(position) = defs.iter().position(|def| *def.name(db) == spec.kernel) else {
+            continue;
+        };
         let index = counters[position];
         counters[position] += 1;
-        out.push(Instance::new(db, defs[position], index, args.clone()));
+        out.push(Instance::new(db, defs[position], index, spec.args.clone()));
     }
     out
 }
@@ -111,10 +111,12 @@ pub fn instances(db: &dyn Db, file: SourceFile) -> Vec<Instance<'_>> {
 /// Where an instance came from (its call site, if any).
 pub fn instance_origin<'db>(db: &'db dyn Db, instance: Instance<'db>) -> InstanceOrigin {
     let file = instance.kernel(db).file(db);
-    let position = instances(db, file).iter().position(|candidate| *candidate == instance);
+    let position = instances(db, file)
+        .iter()
+        .position(|candidate| *candidate == instance);
     position
         .and_then(|position| instance_origins(db, file).get(position))
-        .map_or(InstanceOrigin::Defaults, |(_, _, origin)| origin.clone())
+        .map_or(InstanceOrigin::Defaults, |spec| spec.origin.clone())
 }
 
 /// The position-free world of an instance: what every pass reads.
@@ -122,7 +124,11 @@ pub fn instance_origin<'db>(db: &'db dyn Db, instance: Instance<'db>) -> Instanc
 pub fn kernel_world<'db>(db: &'db dyn Db, instance: Instance<'db>) -> Arc<World> {
     let kernel = instance.kernel(db);
     let context = module_context(db, kernel.file(db));
-    Arc::new(tilec_frontend::build_world(context, kernel.source(db), instance.args(db)))
+    Arc::new(tilec_frontend::build_world(
+        context,
+        kernel.source(db),
+        instance.args(db),
+    ))
 }
 
 /// Where each entity of the instance's world was written, and the front end's diagnostics.
@@ -131,7 +137,13 @@ pub fn kernel_positions<'db>(db: &'db dyn Db, instance: Instance<'db>) -> Kernel
     let kernel = instance.kernel(db);
     let file = kernel.file(db);
     let origin = instance_origin(db, instance).span();
-    tilec_frontend::build_positions(parse(db, file), outline(db, file), kernel.name(db), instance.args(db), origin)
+    tilec_frontend::build_positions(
+        parse(db, file),
+        outline(db, file),
+        kernel.name(db),
+        instance.args(db),
+        origin,
+    )
 }
 
 /// The semantic checks of an instance for the configured target.

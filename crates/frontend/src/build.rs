@@ -6,7 +6,9 @@ use tilec_ir::{Anchor, Code, ConstValue, Diagnostic, Span, SpanTable, World};
 
 use crate::builder::{Builder, Eval, Stop};
 use crate::exec::Flow;
-use crate::outline::{ContextSource, KernelSource, KernelStyle, Outline, context_statements, range_span};
+use crate::outline::{
+    ContextSource, KernelSource, KernelStyle, Outline, context_statements, range_span,
+};
 use crate::syntax::ParsedModule;
 use crate::value::{Env, Function, FunctionBody, Value, bind, new_env};
 
@@ -24,13 +26,21 @@ pub struct KernelPositions {
 ///
 /// Only the world is kept: its spans point into the normal form, not the file. The same evaluation
 /// on the real file text gives [`build_positions`], with the same entity ids.
-pub fn build_world(context: &ContextSource, kernel: &KernelSource, args: &[(String, ConstValue)]) -> World {
+pub fn build_world(
+    context: &ContextSource,
+    kernel: &KernelSource,
+    args: &[(String, ConstValue)],
+) -> World {
     let context_parsed = ParsedModule::parse(&context.normalized);
     let kernel_parsed = ParsedModule::parse(&kernel.normalized);
-    let def = kernel_parsed.syntax().body.iter().find_map(|stmt| match stmt {
-        Stmt::FunctionDef(def) => Some(def),
-        _ => None,
-    });
+    let def = kernel_parsed
+        .syntax()
+        .body
+        .iter()
+        .find_map(|stmt| match stmt {
+            Stmt::FunctionDef(def) => Some(def),
+            _ => None,
+        });
     let mut builder = Builder::new(true);
     builder.world.kernel_name = kernel.name.clone();
     match def {
@@ -55,7 +65,10 @@ pub fn build_positions(
     let Some(kernel) = outline.kernel(kernel_name) else {
         return KernelPositions::default();
     };
-    let broken = parsed.errors().iter().any(|error| kernel.span.start <= error.span.start && error.span.start < kernel.span.end);
+    let broken = parsed
+        .errors()
+        .iter()
+        .any(|error| kernel.span.start <= error.span.start && error.span.start < kernel.span.end);
     let def = module.body.iter().find_map(|stmt| match stmt {
         Stmt::FunctionDef(def) if def.name.as_str() == kernel_name => Some(def),
         _ => None,
@@ -69,7 +82,11 @@ pub fn build_positions(
     builder.world.kernel_name = kernel_name.to_owned();
     builder.instantiate(&context, def, kernel.source.style, args, origin);
     let complete = !builder.world.incomplete;
-    KernelPositions { spans: builder.spans, diagnostics: builder.diagnostics, complete }
+    KernelPositions {
+        spans: builder.spans,
+        diagnostics: builder.diagnostics,
+        complete,
+    }
 }
 
 /// Evaluates module-level statements leniently: what fails is simply unknown to the kernel.
@@ -97,10 +114,16 @@ impl Builder {
         self.stmt_span = range_span(&def.name);
         let _ = match style {
             KernelStyle::PrimFunc => {
-                let function = Function { body: FunctionBody::Def(def), closure: globals, prim_func: true };
+                let function = Function {
+                    body: FunctionBody::Def(def),
+                    closure: globals,
+                    prim_func: true,
+                };
                 self.instantiate_prim_func(&function)
             }
-            KernelStyle::Classic | KernelStyle::Eager => self.run_factory(&globals, def, style, args, origin),
+            KernelStyle::Classic | KernelStyle::Eager => {
+                self.run_factory(&globals, def, style, args, origin)
+            }
         };
     }
 
@@ -122,7 +145,7 @@ impl Builder {
                 Some((_, value)) => Value::from_const(value),
                 None => match &param.default {
                     Some(default) => self.eval(globals, default)?,
-                    None if style == KernelStyle::Eager => Value::PendingTensor(name.into()),
+                    None if style == KernelStyle::Eager => Value::PendingTensor,
                     None => {
                         missing.push(name);
                         continue;
@@ -138,8 +161,15 @@ impl Builder {
             return Err(self.missing_arguments(def, &missing, origin));
         }
         if style == KernelStyle::Eager {
-            let params: Vec<&str> = def.parameters.iter_non_variadic_params().map(|p| p.name().as_str()).collect();
-            for (name, value) in args.iter().filter(|(name, _)| !params.contains(&name.as_str())) {
+            let params: Vec<&str> = def
+                .parameters
+                .iter_non_variadic_params()
+                .map(|p| p.name().as_str())
+                .collect();
+            for (name, value) in args
+                .iter()
+                .filter(|(name, _)| !params.contains(&name.as_str()))
+            {
                 self.consts.insert(name.clone(), value.clone());
                 self.world.args.push((name.clone(), value.clone()));
             }
@@ -147,7 +177,9 @@ impl Builder {
             return Ok(());
         }
         match self.exec_body(&frame, &def.body)? {
-            Flow::Return(Value::Function(function)) if function.prim_func => self.instantiate_prim_func(&function),
+            Flow::Return(Value::Function(function)) if function.prim_func => {
+                self.instantiate_prim_func(&function)
+            }
             Flow::Return(Value::Poison) => Err(Stop),
             _ => Err(self.error(
                 Code::InvalidCall,
@@ -157,9 +189,18 @@ impl Builder {
         }
     }
 
-    fn missing_arguments(&mut self, def: &StmtFunctionDef, missing: &[&str], origin: Option<Span>) -> Stop {
+    fn missing_arguments(
+        &mut self,
+        def: &StmtFunctionDef,
+        missing: &[&str],
+        origin: Option<Span>,
+    ) -> Stop {
         let anchor = Anchor::Span(origin.unwrap_or_else(|| range_span(&def.name)));
-        let list = missing.iter().map(|name| format!("`{name}`")).collect::<Vec<_>>().join(", ");
+        let list = missing
+            .iter()
+            .map(|name| format!("`{name}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
         let diagnostic = Diagnostic::error(
             Code::MissingArgument,
             anchor,
@@ -196,7 +237,12 @@ impl Builder {
         Ok(())
     }
 
-    fn kernel_param<'a>(&mut self, name: &str, annotation: Value<'a>, span: Span) -> Eval<Value<'a>> {
+    fn kernel_param<'a>(
+        &mut self,
+        name: &str,
+        annotation: Value<'a>,
+        span: Span,
+    ) -> Eval<Value<'a>> {
         match annotation {
             Value::TensorType { shape, dtype } => {
                 let shape = self.tensor_shape(&shape, span)?;
@@ -228,17 +274,22 @@ impl Builder {
     fn read_decorators<'a>(&mut self, globals: &Env<'a>, def: &'a StmtFunctionDef) {
         let strict = std::mem::replace(&mut self.strict, false);
         for decorator in &def.decorator_list {
-            let Expr::Call(call) = &decorator.expression else { continue };
+            let Expr::Call(call) = &decorator.expression else {
+                continue;
+            };
             for keyword in &call.arguments.keywords {
                 let Some(name) = &keyword.arg else { continue };
-                let Ok(value) = self.eval(globals, &keyword.value) else { continue };
+                let Ok(value) = self.eval(globals, &keyword.value) else {
+                    continue;
+                };
                 match (name.as_str(), value) {
                     ("out_idx", Value::Int(index)) => self.pending_out_idx.push(index),
                     ("out_idx", Value::List(items) | Value::Tuple(items)) => {
-                        self.pending_out_idx.extend(items.iter().filter_map(|item| match item {
-                            Value::Int(index) => Some(*index),
-                            _ => None,
-                        }));
+                        self.pending_out_idx
+                            .extend(items.iter().filter_map(|item| match item {
+                                Value::Int(index) => Some(*index),
+                                _ => None,
+                            }));
                     }
                     ("pass_configs", Value::Dict(entries)) => {
                         for (key, value) in entries.iter() {
@@ -258,7 +309,10 @@ impl Builder {
         let count = self.world.params.len() as i64;
         for &index in &self.pending_out_idx {
             let position = if index < 0 { index + count } else { index };
-            if let Some(param) = usize::try_from(position).ok().and_then(|p| self.world.params.get(p)) {
+            if let Some(param) = usize::try_from(position)
+                .ok()
+                .and_then(|p| self.world.params.get(p))
+            {
                 outputs.push(*param);
             }
         }

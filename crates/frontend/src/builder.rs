@@ -3,7 +3,9 @@
 //! and `dsl`.
 
 use rustc_hash::{FxHashMap, FxHashSet};
-use tilec_ir::{Anchor, Code, ConstValue, Diagnostic, EntityId, EntityKind, Span, SpanTable, World};
+use tilec_ir::{
+    Anchor, Code, ConstValue, Diagnostic, EntityId, EntityKind, Span, SpanTable, World,
+};
 
 /// An error that has already been reported (or, in lenient mode, deliberately ignored). Evaluation of
 /// the current statement stops; the caller moves on to the next one.
@@ -97,8 +99,11 @@ impl Builder {
             self.world.incomplete = true;
             return Stop;
         }
-        let mut diagnostic =
-            Diagnostic::error(Code::UndefinedName, Anchor::Span(span), format!("name `{name}` is not defined"));
+        let mut diagnostic = Diagnostic::error(
+            Code::UndefinedName,
+            Anchor::Span(span),
+            format!("name `{name}` is not defined"),
+        );
         if name == "tl" || name == "T" {
             diagnostic = diagnostic.with_help("add `import tilelang.language as T`");
         }
@@ -123,7 +128,11 @@ impl Builder {
 
     pub(crate) fn enter_call(&mut self, span: Span) -> Eval<()> {
         if self.depth >= MAX_CALL_DEPTH {
-            return Err(self.error(Code::MetaError, span, "compile-time calls nest too deeply (recursion?)"));
+            return Err(self.error(
+                Code::MetaError,
+                span,
+                "compile-time calls nest too deeply (recursion?)",
+            ));
         }
         self.depth += 1;
         Ok(())
@@ -141,7 +150,12 @@ impl Builder {
     }
 
     /// Adds an entity that must be inside `with T.Kernel(...)`; `what` names it in the error.
-    pub(crate) fn add_kernel_entity(&mut self, kind: EntityKind, what: &str, span: Span) -> Eval<EntityId> {
+    pub(crate) fn add_kernel_entity(
+        &mut self,
+        kind: EntityKind,
+        what: &str,
+        span: Span,
+    ) -> Eval<EntityId> {
         if self.block.is_none() {
             return Err(self.error(
                 Code::UnsupportedSyntax,

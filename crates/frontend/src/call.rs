@@ -48,9 +48,18 @@ impl Builder {
 
     /// Calls a user-defined function or lambda: its body runs with the arguments bound, and any
     /// kernel statements it makes are inlined where it is called (this is also how `T.macro` works).
-    pub(crate) fn call_function<'a>(&mut self, function: &Rc<Function<'a>>, args: Args<'a>, span: Span) -> Eval<Value<'a>> {
+    pub(crate) fn call_function<'a>(
+        &mut self,
+        function: &Rc<Function<'a>>,
+        args: Args<'a>,
+        span: Span,
+    ) -> Eval<Value<'a>> {
         if function.prim_func {
-            return Err(self.error(Code::UnsupportedSyntax, span, "a `T.prim_func` cannot be called inside another kernel"));
+            return Err(self.error(
+                Code::UnsupportedSyntax,
+                span,
+                "a `T.prim_func` cannot be called inside another kernel",
+            ));
         }
         let frame = new_env(Some(function.closure.clone()));
         let parameters = match function.body {
@@ -83,7 +92,11 @@ impl Builder {
         args: Args<'a>,
         span: Span,
     ) -> Eval<()> {
-        let named: Vec<_> = parameters.posonlyargs.iter().chain(&parameters.args).collect();
+        let named: Vec<_> = parameters
+            .posonlyargs
+            .iter()
+            .chain(&parameters.args)
+            .collect();
         let mut positional = args.positional.into_iter();
         for (param, (value, _)) in named.iter().zip(positional.by_ref()) {
             bind(frame, param.name().as_str(), value);
@@ -92,13 +105,19 @@ impl Builder {
         match &parameters.vararg {
             Some(vararg) => bind(frame, vararg.name.as_str(), Value::tuple(rest)),
             None if !rest.is_empty() => {
-                return Err(self.error(Code::InvalidCall, span, format!("too many positional arguments ({} extra)", rest.len())));
+                return Err(self.error(
+                    Code::InvalidCall,
+                    span,
+                    format!("too many positional arguments ({} extra)", rest.len()),
+                ));
             }
             None => {}
         }
         let mut extra = Vec::new();
         for (name, value, _) in args.keywords {
-            let known = parameters.iter_non_variadic_params().any(|param| param.name().as_str() == name);
+            let known = parameters
+                .iter_non_variadic_params()
+                .any(|param| param.name().as_str() == name);
             if known {
                 bind(frame, &name, value);
             } else {
@@ -109,7 +128,11 @@ impl Builder {
             Some(kwarg) => bind(frame, kwarg.name.as_str(), Value::Dict(Rc::new(extra))),
             None if !extra.is_empty() => {
                 let names: Vec<String> = extra.iter().map(|(key, _)| key.python_str()).collect();
-                return Err(self.error(Code::InvalidCall, span, format!("unexpected keyword argument `{}`", names.join("`, `"))));
+                return Err(self.error(
+                    Code::InvalidCall,
+                    span,
+                    format!("unexpected keyword argument `{}`", names.join("`, `")),
+                ));
             }
             None => {}
         }
@@ -124,14 +147,23 @@ impl Builder {
                     bind(frame, name, value);
                 }
                 None => {
-                    return Err(self.error(Code::InvalidCall, span, format!("missing argument `{name}`")));
+                    return Err(self.error(
+                        Code::InvalidCall,
+                        span,
+                        format!("missing argument `{name}`"),
+                    ));
                 }
             }
         }
         Ok(())
     }
 
-    pub(crate) fn attribute<'a>(&mut self, base: Value<'a>, name: &str, span: Span) -> Eval<Value<'a>> {
+    pub(crate) fn attribute<'a>(
+        &mut self,
+        base: Value<'a>,
+        name: &str,
+        span: Span,
+    ) -> Eval<Value<'a>> {
         let value = match (&base, name) {
             (Value::Poison, _) => return Err(Stop),
             (Value::Module(Module::Language), _) => match DType::from_name(name) {
@@ -141,7 +173,9 @@ impl Builder {
             },
             (Value::Module(Module::Tilelang), "language") => Value::Module(Module::Language),
             (Value::Module(Module::Tilelang), "PassConfigKey") => Value::PassConfigKeys,
-            (Value::Module(Module::Tilelang), _) => Value::ModuleFn(Module::Tilelang, Rc::from(name)),
+            (Value::Module(Module::Tilelang), _) => {
+                Value::ModuleFn(Module::Tilelang, Rc::from(name))
+            }
             (Value::Module(Module::Math), "pi") => Value::Float(std::f64::consts::PI),
             (Value::Module(Module::Math), "e") => Value::Float(std::f64::consts::E),
             (Value::Module(Module::Math), "tau") => Value::Float(std::f64::consts::TAU),
@@ -157,16 +191,32 @@ impl Builder {
             },
             (Value::Buffer(buffer), "shape") => {
                 let shape = self.world.shapes.get(*buffer).cloned().unwrap_or_default();
-                Value::tuple(shape.into_iter().map(|extent| self.index_value(extent)).collect())
+                Value::tuple(
+                    shape
+                        .into_iter()
+                        .map(|extent| self.index_value(extent))
+                        .collect(),
+                )
             }
-            (Value::Data { dtype: Some(dtype), .. }, "dtype") => Value::DType(*dtype),
-            (Value::KernelRef { name, .. }, "compile") => Value::KernelRef { name: name.clone(), compile: true },
+            (
+                Value::Data {
+                    dtype: Some(dtype), ..
+                },
+                "dtype",
+            ) => Value::DType(*dtype),
+            (Value::KernelRef { name, .. }, "compile") => Value::KernelRef {
+                name: name.clone(),
+                compile: true,
+            },
             (Value::Opaque(what), _) => Value::Opaque(what.clone()),
             _ => {
                 return Err(self.error(
                     Code::MetaError,
                     span,
-                    format!("{} has no attribute `{name}` that tilec knows", base.describe()),
+                    format!(
+                        "{} has no attribute `{name}` that tilec knows",
+                        base.describe()
+                    ),
                 ));
             }
         };
@@ -181,15 +231,31 @@ impl Builder {
         }
     }
 
-    pub(crate) fn subscript<'a>(&mut self, env: &Env<'a>, base: Value<'a>, slice: &'a Expr, span: Span) -> Eval<Value<'a>> {
+    pub(crate) fn subscript<'a>(
+        &mut self,
+        env: &Env<'a>,
+        base: Value<'a>,
+        slice: &'a Expr,
+        span: Span,
+    ) -> Eval<Value<'a>> {
         match base {
-            Value::Buffer(buffer) => self.buffer_subscript(env, buffer, slice, span).map(Value::Region),
+            Value::Buffer(buffer) => self
+                .buffer_subscript(env, buffer, slice, span)
+                .map(Value::Region),
             Value::ModuleFn(Module::Language, name) if matches!(&*name, "Tensor" | "Buffer") => {
                 let Expr::Tuple(parts) = slice else {
-                    return Err(self.error(Code::InvalidCall, span, "write `T.Tensor[shape, dtype]`"));
+                    return Err(self.error(
+                        Code::InvalidCall,
+                        span,
+                        "write `T.Tensor[shape, dtype]`",
+                    ));
                 };
                 let values = self.eval_list(env, &parts.elts)?;
-                let args = Args { positional: values.into_iter().map(|v| (v, span)).collect(), keywords: Vec::new(), span };
+                let args = Args {
+                    positional: values.into_iter().map(|v| (v, span)).collect(),
+                    keywords: Vec::new(),
+                    span,
+                };
                 self.dsl_call(&name, args)
             }
             Value::Tuple(items) | Value::List(items) => {
@@ -203,30 +269,54 @@ impl Builder {
                     .iter()
                     .find(|(k, _)| needle.is_some() && k.to_const() == needle)
                     .map(|(_, v)| v.clone())
-                    .ok_or_else(|| self.error(Code::MetaError, span, format!("key {} not found", key.python_str())))
+                    .ok_or_else(|| {
+                        self.error(
+                            Code::MetaError,
+                            span,
+                            format!("key {} not found", key.python_str()),
+                        )
+                    })
             }
             Value::Poison => Err(Stop),
             Value::Opaque(what) => Ok(Value::Opaque(what)),
-            other => Err(self.error(Code::MetaError, span, format!("{} cannot be indexed", other.describe()))),
+            other => Err(self.error(
+                Code::MetaError,
+                span,
+                format!("{} cannot be indexed", other.describe()),
+            )),
         }
     }
 
     /// `A[i, j]`, `A[a:b, :]`: a region whose point dimensions have no extent yet.
-    fn buffer_subscript<'a>(&mut self, env: &Env<'a>, buffer: tilec_ir::EntityId, slice: &'a Expr, span: Span) -> Eval<Region> {
+    fn buffer_subscript<'a>(
+        &mut self,
+        env: &Env<'a>,
+        buffer: tilec_ir::EntityId,
+        slice: &'a Expr,
+        span: Span,
+    ) -> Eval<Region> {
         let parts: Vec<&'a Expr> = match slice {
             Expr::Tuple(tuple) => tuple.elts.iter().collect(),
             other => vec![other],
         };
         let shape = self.world.shapes.get(buffer).cloned().unwrap_or_default();
         if self.world.kind(buffer) == Some(EntityKind::Var) {
-            return Err(self.error(Code::InvalidCall, span, "a `T.alloc_var` scalar is read and written by name, not indexed"));
+            return Err(self.error(
+                Code::InvalidCall,
+                span,
+                "a `T.alloc_var` scalar is read and written by name, not indexed",
+            ));
         }
         if parts.len() != shape.len() {
             let name = self.world.name(buffer).to_owned();
             return Err(self.error(
                 Code::ShapeMismatch,
                 span,
-                format!("`{name}` has {} dimension(s) but is indexed with {}", shape.len(), parts.len()),
+                format!(
+                    "`{name}` has {} dimension(s) but is indexed with {}",
+                    shape.len(),
+                    parts.len()
+                ),
             ));
         }
         let mut dims = Vec::with_capacity(parts.len());
@@ -236,48 +326,75 @@ impl Builder {
         Ok(Region { buffer, dims })
     }
 
-    fn region_dim<'a>(&mut self, env: &Env<'a>, part: &'a Expr, extent: tilec_ir::ExprId) -> Eval<RegionDim> {
+    fn region_dim<'a>(
+        &mut self,
+        env: &Env<'a>,
+        part: &'a Expr,
+        extent: tilec_ir::ExprId,
+    ) -> Eval<RegionDim> {
         let span = expr_span(part);
         let Expr::Slice(slice) = part else {
             let value = self.eval(env, part)?;
-            let Some(start) = self.to_index(&value) else {
+            let Some(start) = self.index_expr(&value) else {
                 return Err(self.error(
                     Code::UnsupportedSyntax,
                     span,
-                    format!("an index must be an integer expression, found {}", value.describe()),
+                    format!(
+                        "an index must be an integer expression, found {}",
+                        value.describe()
+                    ),
                 ));
             };
-            return Ok(RegionDim { start, extent: None });
+            return Ok(RegionDim {
+                start,
+                extent: None,
+            });
         };
         if slice.step.is_some() {
             return Err(self.unsupported(span, "a slice with a step"));
         }
-        let mut bound = |this: &mut Builder, expr: &'a Option<Box<Expr>>| -> Eval<Option<tilec_ir::ExprId>> {
-            match expr {
-                None => Ok(None),
-                Some(expr) => {
-                    let value = this.eval(env, expr)?;
-                    match this.to_index(&value) {
-                        Some(id) => Ok(Some(id)),
-                        None => Err(this.error(Code::UnsupportedSyntax, span, "slice bounds must be integer expressions")),
+        let bound =
+            |this: &mut Builder, expr: &'a Option<Box<Expr>>| -> Eval<Option<tilec_ir::ExprId>> {
+                match expr {
+                    None => Ok(None),
+                    Some(expr) => {
+                        let value = this.eval(env, expr)?;
+                        match this.index_expr(&value) {
+                            Some(id) => Ok(Some(id)),
+                            None => Err(this.error(
+                                Code::UnsupportedSyntax,
+                                span,
+                                "slice bounds must be integer expressions",
+                            )),
+                        }
                     }
                 }
-            }
-        };
+            };
         let lower = bound(self, &slice.lower)?;
         let upper = bound(self, &slice.upper)?;
         let start = lower.unwrap_or_else(|| self.world.exprs.int(0));
         let stop = upper.unwrap_or(extent);
         let length = self.world.exprs.sub(stop, start);
-        Ok(RegionDim { start, extent: Some(length) })
+        Ok(RegionDim {
+            start,
+            extent: Some(length),
+        })
     }
 
     fn tilelang_call<'a>(&mut self, name: &str, args: Args<'a>) -> Eval<Value<'a>> {
         match name {
             // Decorators and compile calls are handled where kernels are found; evaluated elsewhere
             // (a nested helper decorated with `tilelang.jit`) they leave the function unchanged.
-            "jit" | "autotune" | "compile" | "lazy_jit" => Ok(args.positional.into_iter().next().map_or(Value::None, |(v, _)| v)),
-            _ => Err(self.error(Code::UnsupportedSyntax, args.span, format!("`tilelang.{name}` is not supported by tilec"))),
+            "jit" | "autotune" | "compile" | "lazy_jit" => Ok(args
+                .positional
+                .into_iter()
+                .next()
+                .map_or(Value::None, |(v, _)| v)),
+            _ => Err(self.error(
+                Code::UnsupportedSyntax,
+                args.span,
+                format!("`tilelang.{name}` is not supported by tilec"),
+            )),
         }
     }
 
@@ -294,16 +411,23 @@ impl Builder {
             })
             .collect();
         let Some(numbers) = numbers else {
-            let runtime = args.positional.iter().any(|(value, _)| crate::eval::is_runtime(value));
+            let runtime = args
+                .positional
+                .iter()
+                .any(|(value, _)| crate::eval::is_runtime(value));
             let mut diagnostic = tilec_ir::Diagnostic::error(
                 Code::UnsupportedSyntax,
                 tilec_ir::Anchor::Span(span),
-                format!("`math.{name}` is host-side Python: inside a kernel it cannot take a tensor value"),
+                format!(
+                    "`math.{name}` is host-side Python: inside a kernel it cannot take a tensor value"
+                ),
             );
             if runtime && tilec_ir::Intrinsic::from_name(name).is_some() {
                 diagnostic = diagnostic.with_help(format!("use `T.{name}` instead"));
             } else if runtime {
-                diagnostic = diagnostic.with_help("use the TileLang operation of the same name (`T.<name>`), if there is one");
+                diagnostic = diagnostic.with_help(
+                    "use the TileLang operation of the same name (`T.<name>`), if there is one",
+                );
             }
             return Err(self.report(diagnostic));
         };
@@ -323,37 +447,83 @@ impl Builder {
             "floor" => numbers.first().map(|&x| Value::Int(x.floor() as i64)),
             "trunc" => numbers.first().map(|&x| Value::Int(x.trunc() as i64)),
             "pow" if numbers.len() == 2 => Some(Value::Float(numbers[0].powf(numbers[1]))),
-            "isqrt" => numbers.first().map(|&x| Value::Int(x.sqrt().floor() as i64)),
-            "gcd" => Some(Value::Int(numbers.iter().fold(0i64, |a, &b| gcd(a, b as i64)))),
+            "isqrt" => numbers
+                .first()
+                .map(|&x| Value::Int(x.sqrt().floor() as i64)),
+            "gcd" => Some(Value::Int(
+                numbers.iter().fold(0i64, |a, &b| gcd(a, b as i64)),
+            )),
             "prod" => None,
             _ => None,
         };
-        result.ok_or_else(|| self.error(Code::UnsupportedSyntax, span, format!("`math.{name}` with these arguments is not supported by tilec")))
+        result.ok_or_else(|| {
+            self.error(
+                Code::UnsupportedSyntax,
+                span,
+                format!("`math.{name}` with these arguments is not supported by tilec"),
+            )
+        })
     }
 
     fn builtin<'a>(&mut self, builtin: Builtin, args: Args<'a>) -> Eval<Value<'a>> {
         let span = args.span;
-        let mut values: Vec<Value<'a>> = args.positional.into_iter().map(|(value, _)| value).collect();
+        let mut values: Vec<Value<'a>> = args
+            .positional
+            .into_iter()
+            .map(|(value, _)| value)
+            .collect();
         match builtin {
             Builtin::Print => Ok(Value::None),
             Builtin::Len => match values.first() {
-                Some(Value::Tuple(items) | Value::List(items)) => Ok(Value::Int(items.len() as i64)),
+                Some(Value::Tuple(items) | Value::List(items)) => {
+                    Ok(Value::Int(items.len() as i64))
+                }
                 Some(Value::Dict(entries)) => Ok(Value::Int(entries.len() as i64)),
                 Some(Value::Str(text)) => Ok(Value::Int(text.chars().count() as i64)),
-                Some(Value::Range { start, stop, step }) => Ok(Value::Int(crate::value::range_len(*start, *stop, *step))),
-                Some(Value::Buffer(buffer)) => Ok(Value::Int(self.world.shapes.get(*buffer).map_or(0, Vec::len) as i64)),
-                _ => Err(self.error(Code::MetaError, span, "`len` needs a sequence known at compile time")),
+                Some(Value::Range { start, stop, step }) => {
+                    Ok(Value::Int(crate::value::range_len(*start, *stop, *step)))
+                }
+                Some(Value::Buffer(buffer)) => Ok(Value::Int(
+                    self.world.shapes.get(*buffer).map_or(0, Vec::len) as i64,
+                )),
+                _ => Err(self.error(
+                    Code::MetaError,
+                    span,
+                    "`len` needs a sequence known at compile time",
+                )),
             },
             Builtin::Range => {
-                let ints: Option<Vec<i64>> = values.iter().map(|value| match value {
-                    Value::Int(v) => Some(*v),
-                    _ => None,
-                }).collect();
+                let ints: Option<Vec<i64>> = values
+                    .iter()
+                    .map(|value| match value {
+                        Value::Int(v) => Some(*v),
+                        _ => None,
+                    })
+                    .collect();
                 match ints.as_deref() {
-                    Some([stop]) => Ok(Value::Range { start: 0, stop: *stop, step: 1 }),
-                    Some([start, stop]) => Ok(Value::Range { start: *start, stop: *stop, step: 1 }),
-                    Some([start, stop, step]) if *step != 0 => Ok(Value::Range { start: *start, stop: *stop, step: *step }),
-                    _ => self.dsl_call("serial", Args { positional: values.into_iter().map(|v| (v, span)).collect(), keywords: Vec::new(), span }),
+                    Some([stop]) => Ok(Value::Range {
+                        start: 0,
+                        stop: *stop,
+                        step: 1,
+                    }),
+                    Some([start, stop]) => Ok(Value::Range {
+                        start: *start,
+                        stop: *stop,
+                        step: 1,
+                    }),
+                    Some([start, stop, step]) if *step != 0 => Ok(Value::Range {
+                        start: *start,
+                        stop: *stop,
+                        step: *step,
+                    }),
+                    _ => self.dsl_call(
+                        "serial",
+                        Args {
+                            positional: values.into_iter().map(|v| (v, span)).collect(),
+                            keywords: Vec::new(),
+                            span,
+                        },
+                    ),
                 }
             }
             Builtin::Min | Builtin::Max => {
@@ -365,16 +535,33 @@ impl Builder {
             Builtin::Abs => match values.first() {
                 Some(Value::Int(v)) => Ok(Value::Int(v.saturating_abs())),
                 Some(Value::Float(v)) => Ok(Value::Float(v.abs())),
-                Some(_) => self.dsl_call("abs", Args { positional: values.into_iter().map(|v| (v, span)).collect(), keywords: Vec::new(), span }),
+                Some(_) => self.dsl_call(
+                    "abs",
+                    Args {
+                        positional: values.into_iter().map(|v| (v, span)).collect(),
+                        keywords: Vec::new(),
+                        span,
+                    },
+                ),
                 None => Err(self.error(Code::InvalidCall, span, "`abs` takes one argument")),
             },
             Builtin::Int => match values.first() {
                 Some(Value::Int(v)) => Ok(Value::Int(*v)),
                 Some(Value::Bool(v)) => Ok(Value::Int(i64::from(*v))),
                 Some(Value::Float(v)) if v.is_finite() => Ok(Value::Int(v.trunc() as i64)),
-                Some(Value::Str(text)) => text.trim().parse().map(Value::Int).map_err(|_| self.error(Code::MetaError, span, format!("invalid literal for int(): {text:?}"))),
+                Some(Value::Str(text)) => text.trim().parse().map(Value::Int).map_err(|_| {
+                    self.error(
+                        Code::MetaError,
+                        span,
+                        format!("invalid literal for int(): {text:?}"),
+                    )
+                }),
                 Some(Value::Index(id)) => Ok(Value::Index(*id)),
-                _ => Err(self.error(Code::MetaError, span, "`int` needs a number known at compile time")),
+                _ => Err(self.error(
+                    Code::MetaError,
+                    span,
+                    "`int` needs a number known at compile time",
+                )),
             },
             Builtin::Float => match values.first() {
                 Some(Value::Int(v)) => Ok(Value::Float(*v as f64)),
@@ -382,22 +569,42 @@ impl Builder {
                 Some(Value::Str(text)) => match text.trim() {
                     "inf" => Ok(Value::Float(f64::INFINITY)),
                     "-inf" => Ok(Value::Float(f64::NEG_INFINITY)),
-                    other => other.parse().map(Value::Float).map_err(|_| self.error(Code::MetaError, span, format!("could not convert string to float: {text:?}"))),
+                    other => other.parse().map(Value::Float).map_err(|_| {
+                        self.error(
+                            Code::MetaError,
+                            span,
+                            format!("could not convert string to float: {text:?}"),
+                        )
+                    }),
                 },
-                _ => Err(self.error(Code::MetaError, span, "`float` needs a number known at compile time")),
+                _ => Err(self.error(
+                    Code::MetaError,
+                    span,
+                    "`float` needs a number known at compile time",
+                )),
             },
             Builtin::Bool => match values.first().map(Value::truthy) {
                 Some(Some(value)) => Ok(Value::Bool(value)),
                 None => Ok(Value::Bool(false)),
-                Some(None) => Err(self.error(Code::MetaError, span, "`bool` of a runtime value is not known at compile time")),
+                Some(None) => Err(self.error(
+                    Code::MetaError,
+                    span,
+                    "`bool` of a runtime value is not known at compile time",
+                )),
             },
-            Builtin::Str => Ok(Value::str(&values.first().map(Value::python_str).unwrap_or_default())),
+            Builtin::Str => Ok(Value::str(
+                &values.first().map(Value::python_str).unwrap_or_default(),
+            )),
             Builtin::Tuple | Builtin::List => {
                 let items = match values.into_iter().next() {
                     Some(value) => self.iterate(value, span)?,
                     None => Vec::new(),
                 };
-                Ok(if builtin == Builtin::Tuple { Value::tuple(items) } else { Value::List(Rc::new(items)) })
+                Ok(if builtin == Builtin::Tuple {
+                    Value::tuple(items)
+                } else {
+                    Value::List(Rc::new(items))
+                })
             }
             Builtin::Sum => {
                 let items = match values.into_iter().next() {
@@ -413,12 +620,18 @@ impl Builder {
             Builtin::Round => match values.first() {
                 Some(Value::Float(v)) => Ok(Value::Int(v.round_ties_even() as i64)),
                 Some(Value::Int(v)) => Ok(Value::Int(*v)),
-                _ => Err(self.error(Code::MetaError, span, "`round` needs a number known at compile time")),
+                _ => Err(self.error(
+                    Code::MetaError,
+                    span,
+                    "`round` needs a number known at compile time",
+                )),
             },
             Builtin::Pow => {
                 let mut values = values.into_iter();
                 match (values.next(), values.next()) {
-                    (Some(base), Some(exponent)) => self.binary(ruff_python_ast::Operator::Pow, base, exponent, span),
+                    (Some(base), Some(exponent)) => {
+                        self.binary(ruff_python_ast::Operator::Pow, base, exponent, span)
+                    }
                     _ => Err(self.error(Code::InvalidCall, span, "`pow` takes two arguments")),
                 }
             }
@@ -426,16 +639,29 @@ impl Builder {
                 (Some(Value::Int(a)), Some(Value::Int(b))) if *b != 0 => {
                     let quotient = python_floordiv(*a, *b).unwrap_or(0);
                     let remainder = python_mod(*a, *b).unwrap_or(0);
-                    Ok(Value::tuple(vec![Value::Int(quotient), Value::Int(remainder)]))
+                    Ok(Value::tuple(vec![
+                        Value::Int(quotient),
+                        Value::Int(remainder),
+                    ]))
                 }
-                _ => Err(self.error(Code::MetaError, span, "`divmod` needs two non-zero ints known at compile time")),
+                _ => Err(self.error(
+                    Code::MetaError,
+                    span,
+                    "`divmod` needs two non-zero ints known at compile time",
+                )),
             },
             Builtin::Enumerate => {
                 let items = match values.into_iter().next() {
                     Some(value) => self.iterate(value, span)?,
                     None => Vec::new(),
                 };
-                Ok(Value::List(Rc::new(items.into_iter().enumerate().map(|(k, v)| Value::tuple(vec![Value::Int(k as i64), v])).collect())))
+                Ok(Value::List(Rc::new(
+                    items
+                        .into_iter()
+                        .enumerate()
+                        .map(|(k, v)| Value::tuple(vec![Value::Int(k as i64), v]))
+                        .collect(),
+                )))
             }
             Builtin::Zip => {
                 let mut columns = Vec::new();
@@ -443,30 +669,55 @@ impl Builder {
                     columns.push(self.iterate(value, span)?);
                 }
                 let rows = columns.iter().map(Vec::len).min().unwrap_or(0);
-                Ok(Value::List(Rc::new((0..rows).map(|row| Value::tuple(columns.iter().map(|column| column[row].clone()).collect())).collect())))
+                Ok(Value::List(Rc::new(
+                    (0..rows)
+                        .map(|row| {
+                            Value::tuple(columns.iter().map(|column| column[row].clone()).collect())
+                        })
+                        .collect(),
+                )))
             }
             Builtin::IsInstance => Err(self.unsupported(span, "`isinstance`")),
         }
     }
 
-    pub(crate) fn min_max<'a>(&mut self, is_min: bool, values: Vec<Value<'a>>, span: Span) -> Eval<Value<'a>> {
+    pub(crate) fn min_max<'a>(
+        &mut self,
+        is_min: bool,
+        values: Vec<Value<'a>>,
+        span: Span,
+    ) -> Eval<Value<'a>> {
         let mut values = values.into_iter();
         let Some(mut best) = values.next() else {
             return Err(self.error(Code::InvalidCall, span, "`min`/`max` of an empty sequence"));
         };
         for value in values {
             best = match (&best, &value) {
-                (Value::Int(a), Value::Int(b)) => Value::Int(if is_min { *a.min(b) } else { *a.max(b) }),
+                (Value::Int(a), Value::Int(b)) => {
+                    Value::Int(if is_min { *a.min(b) } else { *a.max(b) })
+                }
                 (Value::Int(_) | Value::Float(_), Value::Int(_) | Value::Float(_)) => {
                     let a = best.to_const().and_then(|c| c.as_f64()).unwrap_or(0.0);
                     let b = value.to_const().and_then(|c| c.as_f64()).unwrap_or(0.0);
-                    if (is_min && b < a) || (!is_min && b > a) { value } else { best }
+                    if (is_min && b < a) || (!is_min && b > a) {
+                        value
+                    } else {
+                        best
+                    }
                 }
-                _ => match (self.to_index(&best), self.to_index(&value)) {
-                    (Some(a), Some(b)) => Value::Index(if is_min { self.world.exprs.min(a, b) } else { self.world.exprs.max(a, b) }),
+                _ => match (self.index_expr(&best), self.index_expr(&value)) {
+                    (Some(a), Some(b)) => Value::Index(if is_min {
+                        self.world.exprs.min(a, b)
+                    } else {
+                        self.world.exprs.max(a, b)
+                    }),
                     _ => {
                         let name = if is_min { "min" } else { "max" };
-                        let args = Args { positional: vec![(best, span), (value, span)], keywords: Vec::new(), span };
+                        let args = Args {
+                            positional: vec![(best, span), (value, span)],
+                            keywords: Vec::new(),
+                            span,
+                        };
                         self.intrinsic(name, args)?
                     }
                 },
@@ -480,7 +731,12 @@ fn gcd(a: i64, b: i64) -> i64 {
     if b == 0 { a.abs() } else { gcd(b, a % b) }
 }
 
-fn sequence_index<'a>(builder: &mut Builder, items: &[Value<'a>], key: Value<'a>, span: Span) -> Eval<Value<'a>> {
+fn sequence_index<'a>(
+    builder: &mut Builder,
+    items: &[Value<'a>],
+    key: Value<'a>,
+    span: Span,
+) -> Eval<Value<'a>> {
     match key {
         Value::Int(index) => {
             let len = items.len() as i64;
@@ -489,9 +745,22 @@ fn sequence_index<'a>(builder: &mut Builder, items: &[Value<'a>], key: Value<'a>
                 .ok()
                 .and_then(|position| items.get(position))
                 .cloned()
-                .ok_or_else(|| builder.error(Code::MetaError, span, format!("index {index} out of range for a sequence of length {len}")))
+                .ok_or_else(|| {
+                    builder.error(
+                        Code::MetaError,
+                        span,
+                        format!("index {index} out of range for a sequence of length {len}"),
+                    )
+                })
         }
-        other => Err(builder.error(Code::MetaError, span, format!("sequence indices must be ints known at compile time, found {}", other.describe()))),
+        other => Err(builder.error(
+            Code::MetaError,
+            span,
+            format!(
+                "sequence indices must be ints known at compile time, found {}",
+                other.describe()
+            ),
+        )),
     }
 }
 

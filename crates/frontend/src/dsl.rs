@@ -4,21 +4,44 @@
 use std::rc::Rc;
 
 use tilec_ir::{
-    Access, AccessKind, AtomicSource, Code, DType, DataExpr, EntityId, EntityKind, ExprId, Intrinsic,
-    LayoutAnnotation, LayoutKind, LoopKind, ReduceKind, Region, RegionDim, Scope, TileOp, WarpPolicy,
+    Access, AccessKind, AtomicSource, Code, DType, DataExpr, EntityId, EntityKind, ExprId,
+    Intrinsic, LayoutAnnotation, LayoutKind, LoopKind, ReduceKind, Region, RegionDim, Scope,
+    TileOp, WarpPolicy,
 };
 
 use crate::builder::{Builder, Eval, Stop};
 use crate::eval::{Args, promote};
-use crate::value::{Module, Value};
+use crate::value::Value;
 use tilec_ir::Span;
 
 /// `T.*` names tilec knows but does not implement yet, with what to say about them.
 const NOT_YET: &[&str] = &[
-    "tma_copy", "async_copy", "alloc_barrier", "mbarrier_wait_parity", "mbarrier_arrive", "alloc_tmem",
-    "tcgen05_gemm", "get_thread_binding", "sync_threads", "call_extern", "import_source", "reinterpret",
-    "ClusterKernel", "Persistent", "vectorized", "grid", "alloc_global", "reshape", "view", "print",
-    "device_assert", "gemm_sp", "transpose", "comm_reducer", "alloc_reducer", "finalize_reducer",
+    "tma_copy",
+    "async_copy",
+    "alloc_barrier",
+    "mbarrier_wait_parity",
+    "mbarrier_arrive",
+    "alloc_tmem",
+    "tcgen05_gemm",
+    "get_thread_binding",
+    "sync_threads",
+    "call_extern",
+    "import_source",
+    "reinterpret",
+    "ClusterKernel",
+    "Persistent",
+    "vectorized",
+    "grid",
+    "alloc_global",
+    "reshape",
+    "view",
+    "print",
+    "device_assert",
+    "gemm_sp",
+    "transpose",
+    "comm_reducer",
+    "alloc_reducer",
+    "finalize_reducer",
 ];
 
 impl Builder {
@@ -26,26 +49,35 @@ impl Builder {
         match name {
             "Tensor" | "Buffer" | "StridedTensor" => self.tensor_type(args),
             "Kernel" => self.kernel_frame(args),
-            "Parallel" | "Pipelined" | "serial" | "Serial" | "unroll" => self.loop_frame(name, args),
+            "Parallel" | "Pipelined" | "serial" | "Serial" | "unroll" => {
+                self.loop_frame(name, args)
+            }
             "alloc_shared" => self.alloc(args, Scope::Shared, "T.alloc_shared"),
             "alloc_fragment" => self.alloc(args, Scope::Fragment, "T.alloc_fragment"),
             "alloc_local" => self.alloc(args, Scope::Local, "T.alloc_local"),
             "alloc_var" => self.alloc_var(args),
-            "copy" | "clear" | "fill" | "gemm" | "cumsum" | "atomic_add" | "use_swizzle" | "annotate_layout" => {
+            "copy" | "clear" | "fill" | "gemm" | "cumsum" | "atomic_add" | "use_swizzle"
+            | "annotate_layout" => self.tile_op(name, args),
+            "reduce_sum" | "reduce_max" | "reduce_min" | "reduce_abssum" | "reduce_absmax" => {
                 self.tile_op(name, args)
             }
-            "reduce_sum" | "reduce_max" | "reduce_min" | "reduce_abssum" | "reduce_absmax" => self.tile_op(name, args),
             "Fragment" => self.layout(LayoutKind::Fragment, args),
             "Layout" => self.layout(LayoutKind::Layout, args),
             "infinity" => {
                 let dtype = self.dtype_arg(&args, 0, "dtype")?;
-                Ok(self.data(DataExpr::Float { bits: f64::INFINITY.to_bits(), dtype: Some(dtype) }, Some(dtype)))
+                Ok(self.data(
+                    DataExpr::Float {
+                        bits: f64::INFINITY.to_bits(),
+                        dtype: Some(dtype),
+                    },
+                    Some(dtype),
+                ))
             }
             "Cast" | "cast" => {
                 let (dtype_index, value_index) = if name == "Cast" { (0, 1) } else { (1, 0) };
                 let dtype = self.dtype_arg(&args, dtype_index, "dtype")?;
                 let value = self.required(&args, value_index, "value")?;
-                let (id, _) = self.to_data(&value, args.span)?;
+                let (id, _) = self.data_expr(&value, args.span)?;
                 Ok(self.data(DataExpr::Cast { dtype, value: id }, Some(dtype)))
             }
             "ceildiv" | "floordiv" | "floormod" => self.integer_op(name, args),
@@ -56,19 +88,31 @@ impl Builder {
                 self.select(cond, then, otherwise, args.span)
             }
             "max" | "min" => {
-                let values = args.positional.into_iter().map(|(value, _)| value).collect();
+                let values = args
+                    .positional
+                    .into_iter()
+                    .map(|(value, _)| value)
+                    .collect();
                 self.min_max(name == "min", values, args.span)
             }
             "const" => self.eager_const(args),
             "empty" => self.eager_empty(args),
             "dynamic" | "symbolic" => {
                 let Some(Value::Str(symbol)) = args.get(0, "name").cloned() else {
-                    return Err(self.error(Code::InvalidCall, args.span, "`T.dynamic` takes the symbol's name as a string"));
+                    return Err(self.error(
+                        Code::InvalidCall,
+                        args.span,
+                        "`T.dynamic` takes the symbol's name as a string",
+                    ));
                 };
                 let var = self.world.exprs.var(&symbol, None);
                 Ok(Value::Index(self.world.exprs.var_expr(var)))
             }
-            "prim_func" | "macro" => Ok(args.positional.into_iter().next().map_or(Value::None, |(v, _)| v)),
+            "prim_func" | "macro" => Ok(args
+                .positional
+                .into_iter()
+                .next()
+                .map_or(Value::None, |(v, _)| v)),
             "dtype" => Ok(Value::DType(self.dtype_arg(&args, 0, "dtype")?)),
             _ if Intrinsic::from_name(name).is_some() => self.intrinsic(name, args),
             _ if NOT_YET.contains(&name) => Err(self.error(
@@ -76,7 +120,11 @@ impl Builder {
                 args.span,
                 format!("`T.{name}` is not supported by tilec yet"),
             )),
-            _ => Err(self.error(Code::UnsupportedSyntax, args.span, format!("`T.{name}` is not a TileLang operation tilec knows"))),
+            _ => Err(self.error(
+                Code::UnsupportedSyntax,
+                args.span,
+                format!("`T.{name}` is not a TileLang operation tilec knows"),
+            )),
         }
     }
 
@@ -84,7 +132,11 @@ impl Builder {
         match args.get(index, name) {
             Some(Value::Poison) => Err(Stop),
             Some(value) => Ok(value.clone()),
-            None => Err(self.error(Code::InvalidCall, args.span, format!("missing argument `{name}`"))),
+            None => Err(self.error(
+                Code::InvalidCall,
+                args.span,
+                format!("missing argument `{name}`"),
+            )),
         }
     }
 
@@ -99,9 +151,17 @@ impl Builder {
             Some(Value::Poison) => Err(Stop),
             Some(other) => {
                 let what = other.describe();
-                Err(self.error(Code::DtypeMismatch, span, format!("expected a dtype, found {what}")))
+                Err(self.error(
+                    Code::DtypeMismatch,
+                    span,
+                    format!("expected a dtype, found {what}"),
+                ))
             }
-            None => Err(self.error(Code::InvalidCall, span, format!("missing argument `{name}`"))),
+            None => Err(self.error(
+                Code::InvalidCall,
+                span,
+                format!("missing argument `{name}`"),
+            )),
         }
     }
 
@@ -113,7 +173,11 @@ impl Builder {
             Some(Value::Poison) => Err(Stop),
             Some(other) => {
                 let what = other.describe();
-                Err(self.error(Code::InvalidCall, args.span_of(index, name), format!("`{name}` must be an int known at compile time, found {what}")))
+                Err(self.error(
+                    Code::InvalidCall,
+                    args.span_of(index, name),
+                    format!("`{name}` must be an int known at compile time, found {what}"),
+                ))
             }
         }
     }
@@ -123,7 +187,11 @@ impl Builder {
             None => Ok(default),
             Some(Value::Poison) => Err(Stop),
             Some(value) => value.truthy().ok_or_else(|| {
-                self.error(Code::InvalidCall, args.span_of(index, name), format!("`{name}` must be known at compile time"))
+                self.error(
+                    Code::InvalidCall,
+                    args.span_of(index, name),
+                    format!("`{name}` must be known at compile time"),
+                )
             }),
         }
     }
@@ -137,12 +205,16 @@ impl Builder {
         };
         let mut shape = Vec::with_capacity(items.len());
         for item in &items {
-            match self.to_index(item) {
+            match self.index_expr(item) {
                 Some(extent) => shape.push(extent),
                 None if matches!(item, Value::Poison) => return Err(Stop),
                 None => {
                     let what = item.describe();
-                    return Err(self.error(Code::ShapeMismatch, span, format!("a shape's extents must be integers, found {what}")));
+                    return Err(self.error(
+                        Code::ShapeMismatch,
+                        span,
+                        format!("a shape's extents must be integers, found {what}"),
+                    ));
                 }
             }
         }
@@ -165,71 +237,126 @@ impl Builder {
     fn kernel_frame<'a>(&mut self, args: Args<'a>) -> Eval<Value<'a>> {
         let mut grid = Vec::new();
         for (value, span) in &args.positional {
-            match self.to_index(value) {
+            match self.index_expr(value) {
                 Some(extent) => grid.push(extent),
                 None => {
                     let what = value.describe();
-                    return Err(self.error(Code::InvalidCall, *span, format!("grid extents must be integers, found {what}")));
+                    return Err(self.error(
+                        Code::InvalidCall,
+                        *span,
+                        format!("grid extents must be integers, found {what}"),
+                    ));
                 }
             }
         }
         if grid.is_empty() {
-            return Err(self.error(Code::InvalidCall, args.span, "`T.Kernel` needs at least one grid extent"));
+            return Err(self.error(
+                Code::InvalidCall,
+                args.span,
+                "`T.Kernel` needs at least one grid extent",
+            ));
         }
         let threads = match args.keyword("threads") {
             None => vec![128],
             Some(Value::Int(count)) => vec![*count],
             Some(Value::Tuple(items) | Value::List(items)) => {
-                let counts: Option<Vec<i64>> = items.iter().map(|item| match item {
-                    Value::Int(count) => Some(*count),
-                    _ => None,
-                }).collect();
-                counts.ok_or_else(|| self.error(Code::InvalidCall, args.span, "`threads` must be ints known at compile time"))?
+                let counts: Option<Vec<i64>> = items
+                    .iter()
+                    .map(|item| match item {
+                        Value::Int(count) => Some(*count),
+                        _ => None,
+                    })
+                    .collect();
+                counts.ok_or_else(|| {
+                    self.error(
+                        Code::InvalidCall,
+                        args.span,
+                        "`threads` must be ints known at compile time",
+                    )
+                })?
             }
             Some(Value::Poison) => return Err(Stop),
             Some(other) => {
                 let what = other.describe();
-                return Err(self.error(Code::InvalidCall, args.span_of(usize::MAX, "threads"), format!("`threads` must be an int known at compile time, found {what}")));
+                return Err(self.error(
+                    Code::InvalidCall,
+                    args.span_of(usize::MAX, "threads"),
+                    format!("`threads` must be an int known at compile time, found {what}"),
+                ));
             }
         };
         if threads.iter().any(|&count| count <= 0) || threads.iter().product::<i64>() > 1024 {
-            return Err(self.error(Code::InvalidCall, args.span_of(usize::MAX, "threads"), "a block has between 1 and 1024 threads"));
+            return Err(self.error(
+                Code::InvalidCall,
+                args.span_of(usize::MAX, "threads"),
+                "a block has between 1 and 1024 threads",
+            ));
         }
         Ok(Value::KernelFrame { grid, threads })
     }
 
     fn loop_frame<'a>(&mut self, name: &str, args: Args<'a>) -> Eval<Value<'a>> {
         let mut extents = Vec::new();
-        let take = if name == "Parallel" { args.positional.len() } else { 1 };
+        let take = if name == "Parallel" {
+            args.positional.len()
+        } else {
+            1
+        };
         for (value, span) in args.positional.iter().take(take) {
-            match self.to_index(value) {
+            match self.index_expr(value) {
                 Some(extent) => extents.push(extent),
                 None => {
                     let what = value.describe();
-                    return Err(self.error(Code::InvalidCall, *span, format!("loop extents must be integers, found {what}")));
+                    return Err(self.error(
+                        Code::InvalidCall,
+                        *span,
+                        format!("loop extents must be integers, found {what}"),
+                    ));
                 }
             }
         }
         if name != "Parallel" && args.positional.len() >= 2 {
             // `T.serial(start, stop)`: iterate `stop - start` times from `start`.
             let start = extents[0];
-            let Some(stop) = self.to_index(&args.positional[1].0) else {
-                return Err(self.error(Code::InvalidCall, args.span, "loop bounds must be integers"));
+            let Some(stop) = self.index_expr(&args.positional[1].0) else {
+                return Err(self.error(
+                    Code::InvalidCall,
+                    args.span,
+                    "loop bounds must be integers",
+                ));
             };
             let count = self.world.exprs.sub(stop, start);
-            let kind = if name == "unroll" { LoopKind::Unroll } else { LoopKind::Serial };
-            return Ok(Value::LoopFrame { kind, extents: vec![count], start: Some(start) });
+            let kind = if name == "unroll" {
+                LoopKind::Unroll
+            } else {
+                LoopKind::Serial
+            };
+            return Ok(Value::LoopFrame {
+                kind,
+                extents: vec![count],
+                start: Some(start),
+            });
         }
         if extents.is_empty() {
-            return Err(self.error(Code::InvalidCall, args.span, format!("`T.{name}` needs a loop extent")));
+            return Err(self.error(
+                Code::InvalidCall,
+                args.span,
+                format!("`T.{name}` needs a loop extent"),
+            ));
         }
         let kind = match name {
             "Parallel" => LoopKind::Parallel,
-            "Pipelined" => LoopKind::Pipelined { num_stages: self.int_arg(&args, usize::MAX, "num_stages", 0)? },
+            "Pipelined" => LoopKind::Pipelined {
+                num_stages: self.int_arg(&args, usize::MAX, "num_stages", 0)?,
+            },
             "unroll" => LoopKind::Unroll,
             _ => LoopKind::Serial,
         };
-        Ok(Value::LoopFrame { kind, extents, start: None })
+        Ok(Value::LoopFrame {
+            kind,
+            extents,
+            start: None,
+        })
     }
 
     fn alloc<'a>(&mut self, args: Args<'a>, default_scope: Scope, what: &str) -> Eval<Value<'a>> {
@@ -238,7 +365,11 @@ impl Builder {
         let dtype = self.dtype_arg(&args, 1, "dtype")?;
         let scope = match args.get(2, "scope") {
             Some(Value::Str(name)) => Scope::from_name(name).ok_or_else(|| {
-                self.error(Code::InvalidCall, args.span_of(2, "scope"), format!("unknown scope {name:?}"))
+                self.error(
+                    Code::InvalidCall,
+                    args.span_of(2, "scope"),
+                    format!("unknown scope {name:?}"),
+                )
             })?,
             _ => default_scope,
         };
@@ -256,8 +387,15 @@ impl Builder {
         self.world.dtypes.set(var, dtype);
         self.world.scopes.set(var, Scope::LocalVar);
         if let Some(init) = args.get(1, "init").cloned() {
-            let (value, _) = self.to_data(&init, args.span)?;
-            self.world.stores.set(var, tilec_ir::Store { buffer: var, indices: Vec::new(), value });
+            let (value, _) = self.data_expr(&init, args.span)?;
+            self.world.stores.set(
+                var,
+                tilec_ir::Store {
+                    buffer: var,
+                    indices: Vec::new(),
+                    value,
+                },
+            );
         }
         Ok(Value::Buffer(var))
     }
@@ -266,30 +404,54 @@ impl Builder {
     fn region_arg(&mut self, args: &Args<'_>, index: usize, name: &str) -> Eval<Region> {
         let span = args.span_of(index, name);
         match args.get(index, name) {
-            Some(Value::Buffer(buffer)) if self.world.kind(*buffer) != Some(EntityKind::Var) => Ok(self.world.full_region(*buffer)),
+            Some(Value::Buffer(buffer)) if self.world.kind(*buffer) != Some(EntityKind::Var) => {
+                Ok(self.world.full_region(*buffer))
+            }
             Some(Value::Region(region)) => Ok(region.clone()),
             Some(Value::Poison) => Err(Stop),
             Some(other) => {
                 let what = other.describe();
-                Err(self.error(Code::InvalidCall, span, format!("`{name}` must be a buffer or a region of one, found {what}")))
+                Err(self.error(
+                    Code::InvalidCall,
+                    span,
+                    format!("`{name}` must be a buffer or a region of one, found {what}"),
+                ))
             }
-            None => Err(self.error(Code::InvalidCall, args.span, format!("missing argument `{name}`"))),
+            None => Err(self.error(
+                Code::InvalidCall,
+                args.span,
+                format!("missing argument `{name}`"),
+            )),
         }
     }
 
     fn tile_op<'a>(&mut self, name: &str, args: Args<'a>) -> Eval<Value<'a>> {
         let op = match name {
-            "copy" => TileOp::Copy { src: self.region_arg(&args, 0, "src")?, dst: self.region_arg(&args, 1, "dst")? },
+            "copy" => TileOp::Copy {
+                src: self.region_arg(&args, 0, "src")?,
+                dst: self.region_arg(&args, 1, "dst")?,
+            },
             "clear" => {
                 let dst = self.region_arg(&args, 0, "buffer")?;
-                let value = self.world.data.push(DataExpr::Int { value: 0, dtype: None });
-                TileOp::Fill { dst, value, clear: true }
+                let value = self.world.data.push(DataExpr::Int {
+                    value: 0,
+                    dtype: None,
+                });
+                TileOp::Fill {
+                    dst,
+                    value,
+                    clear: true,
+                }
             }
             "fill" => {
                 let dst = self.region_arg(&args, 0, "buffer")?;
                 let value = self.required(&args, 1, "value")?;
-                let (value, _) = self.to_data(&value, args.span_of(1, "value"))?;
-                TileOp::Fill { dst, value, clear: false }
+                let (value, _) = self.data_expr(&value, args.span_of(1, "value"))?;
+                TileOp::Fill {
+                    dst,
+                    value,
+                    clear: false,
+                }
             }
             "gemm" => self.gemm(&args)?,
             "cumsum" => {
@@ -298,15 +460,24 @@ impl Builder {
                     None | Some(Value::None) => src.clone(),
                     Some(_) => self.region_arg(&args, 1, "dst")?,
                 };
-                TileOp::Cumsum { src, dst, dim: self.int_arg(&args, 2, "dim", 0)?, reverse: self.bool_arg(&args, 3, "reverse", false)? }
+                TileOp::Cumsum {
+                    src,
+                    dst,
+                    dim: self.int_arg(&args, 2, "dim", 0)?,
+                    reverse: self.bool_arg(&args, 3, "reverse", false)?,
+                }
             }
             "atomic_add" => {
                 let dst = self.region_arg(&args, 0, "dst")?;
                 let value = self.required(&args, 1, "value")?;
                 let src = match value {
                     Value::Buffer(buffer) => AtomicSource::Region(self.world.full_region(buffer)),
-                    Value::Region(region) if region.dims.iter().any(|dim| dim.extent.is_some()) => AtomicSource::Region(region),
-                    other => AtomicSource::Value(self.to_data(&other, args.span_of(1, "value"))?.0),
+                    Value::Region(region) if region.dims.iter().any(|dim| dim.extent.is_some()) => {
+                        AtomicSource::Region(region)
+                    }
+                    other => {
+                        AtomicSource::Value(self.data_expr(&other, args.span_of(1, "value"))?.0)
+                    }
                 };
                 TileOp::AtomicAdd { dst, src }
             }
@@ -350,7 +521,11 @@ impl Builder {
             Some(Value::Poison) => return Err(Stop),
             Some(other) => {
                 let what = other.describe();
-                return Err(self.error(Code::InvalidCall, args.span_of(5, "policy"), format!("`policy` must be a `T.GemmWarpPolicy`, found {what}")));
+                return Err(self.error(
+                    Code::InvalidCall,
+                    args.span_of(5, "policy"),
+                    format!("`policy` must be a `T.GemmWarpPolicy`, found {what}"),
+                ));
             }
         };
         Ok(TileOp::Gemm {
@@ -376,13 +551,24 @@ impl Builder {
 
     fn annotate_layout<'a>(&mut self, args: Args<'a>) -> Eval<Value<'a>> {
         let Some(Value::Dict(entries)) = args.get(0, "layout_map").cloned() else {
-            return Err(self.error(Code::InvalidCall, args.span, "`T.annotate_layout` takes a dict from buffers to layouts"));
+            return Err(self.error(
+                Code::InvalidCall,
+                args.span,
+                "`T.annotate_layout` takes a dict from buffers to layouts",
+            ));
         };
         for (key, value) in entries.iter() {
             let (Value::Buffer(buffer), Value::Layout(layout)) = (key, value) else {
-                return Err(self.error(Code::InvalidCall, args.span, "`T.annotate_layout` maps buffers to `T.Fragment(...)` or `T.Layout(...)`"));
+                return Err(self.error(
+                    Code::InvalidCall,
+                    args.span,
+                    "`T.annotate_layout` maps buffers to `T.Fragment(...)` or `T.Layout(...)`",
+                ));
             };
-            let op = TileOp::AnnotateLayout { buffer: *buffer, layout: (**layout).clone() };
+            let op = TileOp::AnnotateLayout {
+                buffer: *buffer,
+                layout: (**layout).clone(),
+            };
             self.add_tile_op(op, "`T.annotate_layout`", args.span)?;
         }
         Ok(Value::None)
@@ -393,61 +579,127 @@ impl Builder {
     fn layout<'a>(&mut self, kind: LayoutKind, args: Args<'a>) -> Eval<Value<'a>> {
         let shape_value = self.required(&args, 0, "shape")?;
         let shape_ids = self.shape_of(&shape_value, args.span)?;
-        let shape: Option<Vec<i64>> = shape_ids.iter().map(|&id| self.world.exprs.as_int(id)).collect();
+        let shape: Option<Vec<i64>> = shape_ids
+            .iter()
+            .map(|&id| self.world.exprs.as_int(id))
+            .collect();
         let Some(shape) = shape else {
-            return Err(self.error(Code::InvalidCall, args.span, "a layout's shape must be known at compile time"));
+            return Err(self.error(
+                Code::InvalidCall,
+                args.span,
+                "a layout's shape must be known at compile time",
+            ));
         };
         let function = match kind {
             LayoutKind::Fragment => args.get(1, "forward_fn"),
-            LayoutKind::Layout => args.get(1, "forward_fn").or_else(|| args.keyword("forward_index_fn")),
+            LayoutKind::Layout => args
+                .get(1, "forward_fn")
+                .or_else(|| args.keyword("forward_index_fn")),
         };
         let Some(Value::Function(function)) = function.cloned() else {
-            return Err(self.error(Code::InvalidCall, args.span, "a layout needs its function (`forward_fn=`)"));
+            return Err(self.error(
+                Code::InvalidCall,
+                args.span,
+                "a layout needs its function (`forward_fn=`)",
+            ));
         };
         let names = ["i", "j", "k", "l", "m", "n"];
-        let vars: Vec<_> = shape.iter().enumerate().map(|(dim, &extent)| self.world.exprs.var(names.get(dim).unwrap_or(&"x"), Some(extent))).collect();
-        let positional = vars.iter().map(|&var| (Value::Index(self.world.exprs.var_expr(var)), args.span)).collect();
-        let result = self.call_function(&function, Args { positional, keywords: Vec::new(), span: args.span }, args.span)?;
+        let vars: Vec<_> = shape
+            .iter()
+            .enumerate()
+            .map(|(dim, &extent)| {
+                self.world
+                    .exprs
+                    .var(names.get(dim).unwrap_or(&"x"), Some(extent))
+            })
+            .collect();
+        let positional = vars
+            .iter()
+            .map(|&var| (Value::Index(self.world.exprs.var_expr(var)), args.span))
+            .collect();
+        let result = self.call_function(
+            &function,
+            Args {
+                positional,
+                keywords: Vec::new(),
+                span: args.span,
+            },
+            args.span,
+        )?;
         let items = match result {
             Value::Tuple(items) | Value::List(items) => items.to_vec(),
             single => vec![single],
         };
         let mut outputs = Vec::new();
         for item in &items {
-            match self.to_index(item) {
+            match self.index_expr(item) {
                 Some(id) => outputs.push(id),
-                None => return Err(self.error(Code::InvalidCall, args.span, "a layout function must return integer expressions")),
+                None => {
+                    return Err(self.error(
+                        Code::InvalidCall,
+                        args.span,
+                        "a layout function must return integer expressions",
+                    ));
+                }
             }
         }
-        Ok(Value::Layout(Rc::new(LayoutAnnotation { kind, shape, vars, outputs })))
+        Ok(Value::Layout(Rc::new(LayoutAnnotation {
+            kind,
+            shape,
+            vars,
+            outputs,
+        })))
     }
 
     pub(crate) fn intrinsic<'a>(&mut self, name: &str, args: Args<'a>) -> Eval<Value<'a>> {
         let Some(intrinsic) = Intrinsic::from_name(name) else {
-            return Err(self.error(Code::UnsupportedSyntax, args.span, format!("`T.{name}` is not supported by tilec")));
+            return Err(self.error(
+                Code::UnsupportedSyntax,
+                args.span,
+                format!("`T.{name}` is not supported by tilec"),
+            ));
         };
         if args.positional.len() != intrinsic.arity() {
-            return Err(self.error(Code::InvalidCall, args.span, format!("`T.{name}` takes {} argument(s)", intrinsic.arity())));
+            return Err(self.error(
+                Code::InvalidCall,
+                args.span,
+                format!("`T.{name}` takes {} argument(s)", intrinsic.arity()),
+            ));
         }
         let mut ids = Vec::new();
         let mut dtype = None;
         for (value, span) in &args.positional {
-            let (id, arg_dtype) = self.to_data(value, *span)?;
+            let (id, arg_dtype) = self.data_expr(value, *span)?;
             ids.push(id);
             dtype = promote(dtype, arg_dtype);
         }
-        Ok(self.data(DataExpr::Call { intrinsic, args: ids }, dtype))
+        Ok(self.data(
+            DataExpr::Call {
+                intrinsic,
+                args: ids,
+            },
+            dtype,
+        ))
     }
 
     /// `T.float32(1.0)` is a typed constant; `T.float16(x)` of a runtime value is a cast.
     pub(crate) fn typed_constant<'a>(&mut self, dtype: DType, args: Args<'a>) -> Eval<Value<'a>> {
         let value = self.required(&args, 0, "value")?;
         let node = match value {
-            Value::Float(v) => DataExpr::Float { bits: v.to_bits(), dtype: Some(dtype) },
-            Value::Int(v) if dtype.is_float() => DataExpr::Float { bits: (v as f64).to_bits(), dtype: Some(dtype) },
-            Value::Int(v) => DataExpr::Int { value: v, dtype: Some(dtype) },
+            Value::Float(v) => DataExpr::Float {
+                bits: v.to_bits(),
+                dtype: Some(dtype),
+            },
+            Value::Int(v) if dtype.is_float() => DataExpr::Float {
+                bits: (v as f64).to_bits(),
+                dtype: Some(dtype),
+            },
+            Value::Int(v) => DataExpr::Int {
+                value: v,
+                dtype: Some(dtype),
+            },
             other => {
-                let (id, _) = self.to_data(&other, args.span)?;
+                let (id, _) = self.data_expr(&other, args.span)?;
                 DataExpr::Cast { dtype, value: id }
             }
         };
@@ -464,9 +716,11 @@ impl Builder {
                     "floordiv" => crate::eval::python_floordiv(*x, *y),
                     _ => crate::eval::python_mod(*x, *y),
                 };
-                value.map(Value::Int).ok_or_else(|| self.error(Code::MetaError, args.span, "integer overflow"))
+                value
+                    .map(Value::Int)
+                    .ok_or_else(|| self.error(Code::MetaError, args.span, "integer overflow"))
             }
-            _ => match (self.to_index(&a), self.to_index(&b)) {
+            _ => match (self.index_expr(&a), self.index_expr(&b)) {
                 (Some(x), Some(y)) => {
                     let arena = &mut self.world.exprs;
                     let id = match name {
@@ -476,7 +730,11 @@ impl Builder {
                     };
                     Ok(self.index_value(id))
                 }
-                _ => Err(self.error(Code::InvalidCall, args.span, format!("`T.{name}` takes two integers"))),
+                _ => Err(self.error(
+                    Code::InvalidCall,
+                    args.span,
+                    format!("`T.{name}` takes two integers"),
+                )),
             },
         }
     }
@@ -485,7 +743,11 @@ impl Builder {
     /// a symbol without one stays symbolic, so the kernel is still checked as far as it can be.
     fn eager_const<'a>(&mut self, args: Args<'a>) -> Eval<Value<'a>> {
         let Some(Value::Str(names)) = args.get(0, "names").cloned() else {
-            return Err(self.error(Code::InvalidCall, args.span, "`T.const` takes the symbols' names as a string (\"M, N\")"));
+            return Err(self.error(
+                Code::InvalidCall,
+                args.span,
+                "`T.const` takes the symbols' names as a string (\"M, N\")",
+            ));
         };
         let mut values = Vec::new();
         for name in names.split([',', ' ']).filter(|name| !name.is_empty()) {
@@ -498,7 +760,11 @@ impl Builder {
             };
             values.push(value);
         }
-        Ok(if values.len() == 1 { values.remove(0) } else { Value::tuple(values) })
+        Ok(if values.len() == 1 {
+            values.remove(0)
+        } else {
+            Value::tuple(values)
+        })
     }
 
     /// Eager style: `C = T.empty(shape, dtype)` declares an output tensor.
@@ -525,28 +791,55 @@ impl Builder {
         self.world.params.push(param);
         param
     }
-
-    pub(crate) fn module_value(&self, module: Module) -> Value<'static> {
-        Value::Module(module)
-    }
 }
 
 /// The accesses of a tile op, for the Accesses column.
 fn tile_op_accesses(op: &TileOp, data: &tilec_ir::DataArena) -> Vec<Access> {
-    let access = |kind, region: &Region| Access { kind, region: region.clone() };
+    let access = |kind, region: &Region| Access {
+        kind,
+        region: region.clone(),
+    };
     match op {
-        TileOp::Copy { src, dst } => vec![access(AccessKind::Read, src), access(AccessKind::Write, dst)],
+        TileOp::Copy { src, dst } => vec![
+            access(AccessKind::Read, src),
+            access(AccessKind::Write, dst),
+        ],
         TileOp::Fill { dst, .. } => vec![access(AccessKind::Write, dst)],
-        TileOp::Gemm { a, b, c, clear_accum, .. } => vec![
+        TileOp::Gemm {
+            a,
+            b,
+            c,
+            clear_accum,
+            ..
+        } => vec![
             access(AccessKind::Read, a),
             access(AccessKind::Read, b),
-            access(if *clear_accum { AccessKind::Write } else { AccessKind::ReadWrite }, c),
+            access(
+                if *clear_accum {
+                    AccessKind::Write
+                } else {
+                    AccessKind::ReadWrite
+                },
+                c,
+            ),
         ],
-        TileOp::Reduce { src, dst, clear, .. } => vec![
+        TileOp::Reduce {
+            src, dst, clear, ..
+        } => vec![
             access(AccessKind::Read, src),
-            access(if *clear { AccessKind::Write } else { AccessKind::ReadWrite }, dst),
+            access(
+                if *clear {
+                    AccessKind::Write
+                } else {
+                    AccessKind::ReadWrite
+                },
+                dst,
+            ),
         ],
-        TileOp::Cumsum { src, dst, .. } => vec![access(AccessKind::Read, src), access(AccessKind::Write, dst)],
+        TileOp::Cumsum { src, dst, .. } => vec![
+            access(AccessKind::Read, src),
+            access(AccessKind::Write, dst),
+        ],
         TileOp::AtomicAdd { dst, src } => {
             let mut accesses = vec![access(AccessKind::ReadWrite, dst)];
             match src {
@@ -567,7 +860,16 @@ pub(crate) fn load_accesses(data: &tilec_ir::DataArena, value: tilec_ir::DataId)
         .into_iter()
         .map(|(buffer, indices)| Access {
             kind: AccessKind::Read,
-            region: Region { buffer, dims: indices.into_iter().map(|start| RegionDim { start, extent: None }).collect() },
+            region: Region {
+                buffer,
+                dims: indices
+                    .into_iter()
+                    .map(|start| RegionDim {
+                        start,
+                        extent: None,
+                    })
+                    .collect(),
+            },
         })
         .collect()
 }

@@ -14,7 +14,7 @@ use tilec_ir::{Code, DType, DataExpr, DataId, EntityKind, ExprId, Region};
 
 use crate::builder::{Builder, Eval, Stop};
 use crate::outline::range_span;
-use crate::value::{Builtin, Env, Function, FunctionBody, Module, Value, lookup, range_len};
+use crate::value::{Builtin, Env, Function, FunctionBody, Value, lookup, range_len};
 use tilec_ir::Span;
 
 /// The evaluated arguments of a call.
@@ -35,7 +35,10 @@ impl<'a> Args<'a> {
     }
 
     pub(crate) fn keyword(&self, name: &str) -> Option<&Value<'a>> {
-        self.keywords.iter().find(|(key, _, _)| key == name).map(|(_, value, _)| value)
+        self.keywords
+            .iter()
+            .find(|(key, _, _)| key == name)
+            .map(|(_, value, _)| value)
     }
 
     /// Where the argument at `index` (or keyword `name`) was written, or the call itself.
@@ -43,7 +46,12 @@ impl<'a> Args<'a> {
         self.positional
             .get(index)
             .map(|(_, span)| *span)
-            .or_else(|| self.keywords.iter().find(|(key, _, _)| key == name).map(|(_, _, span)| *span))
+            .or_else(|| {
+                self.keywords
+                    .iter()
+                    .find(|(key, _, _)| key == name)
+                    .map(|(_, _, span)| *span)
+            })
             .unwrap_or(self.span)
     }
 }
@@ -56,7 +64,11 @@ impl Builder {
             Expr::NumberLiteral(number) => match &number.value {
                 Number::Int(value) => match value.as_i64() {
                     Some(value) => Ok(Value::Int(value)),
-                    None => Err(self.error(Code::MetaError, span, "integer literal does not fit in 64 bits")),
+                    None => Err(self.error(
+                        Code::MetaError,
+                        span,
+                        "integer literal does not fit in 64 bits",
+                    )),
                 },
                 Number::Float(value) => Ok(Value::Float(*value)),
                 Number::Complex { .. } => Err(self.unsupported(span, "complex numbers")),
@@ -68,7 +80,9 @@ impl Builder {
                 let mut text = String::new();
                 for element in fstring.value.elements() {
                     match element {
-                        InterpolatedStringElement::Literal(literal) => text.push_str(&literal.value),
+                        InterpolatedStringElement::Literal(literal) => {
+                            text.push_str(&literal.value)
+                        }
                         InterpolatedStringElement::Interpolation(interpolation) => {
                             let value = self.eval(env, &interpolation.expression)?;
                             text.push_str(&value.python_str());
@@ -139,15 +153,23 @@ impl Builder {
                 closure: env.clone(),
                 prim_func: false,
             }))),
-            Expr::ListComp(comp) => self.comprehension(env, &comp.elt, &comp.generators, span).map(|items| Value::List(Rc::new(items))),
-            Expr::Generator(comp) => self.comprehension(env, &comp.elt, &comp.generators, span).map(Value::tuple),
+            Expr::ListComp(comp) => self
+                .comprehension(env, &comp.elt, &comp.generators, span)
+                .map(|items| Value::List(Rc::new(items))),
+            Expr::Generator(comp) => self
+                .comprehension(env, &comp.elt, &comp.generators, span)
+                .map(Value::tuple),
             Expr::Starred(_) => Err(self.unsupported(span, "`*` outside a call's arguments")),
             _ => Err(self.unsupported(span, "this kind of expression")),
         }
     }
 
     pub(crate) fn unsupported(&mut self, span: Span, what: &str) -> Stop {
-        self.error(Code::UnsupportedSyntax, span, format!("{what} is not supported by tilec"))
+        self.error(
+            Code::UnsupportedSyntax,
+            span,
+            format!("{what} is not supported by tilec"),
+        )
     }
 
     fn lookup_name<'a>(&mut self, env: &Env<'a>, name: &str, span: Span) -> Eval<Value<'a>> {
@@ -166,7 +188,11 @@ impl Builder {
         }
     }
 
-    pub(crate) fn eval_list<'a>(&mut self, env: &Env<'a>, exprs: &'a [Expr]) -> Eval<Vec<Value<'a>>> {
+    pub(crate) fn eval_list<'a>(
+        &mut self,
+        env: &Env<'a>,
+        exprs: &'a [Expr],
+    ) -> Eval<Vec<Value<'a>>> {
         let mut values = Vec::with_capacity(exprs.len());
         for expr in exprs {
             if let Expr::Starred(starred) = expr {
@@ -200,16 +226,30 @@ impl Builder {
                     Value::Dict(entries) => {
                         for (key, value) in entries.iter() {
                             let Value::Str(key) = key else {
-                                return Err(self.error(Code::MetaError, range_span(keyword), "`**` needs a dict with string keys"));
+                                return Err(self.error(
+                                    Code::MetaError,
+                                    range_span(keyword),
+                                    "`**` needs a dict with string keys",
+                                ));
                             };
                             keywords.push((key.to_string(), value.clone(), range_span(keyword)));
                         }
                     }
-                    _ => return Err(self.error(Code::MetaError, range_span(keyword), "`**` needs a dict")),
+                    _ => {
+                        return Err(self.error(
+                            Code::MetaError,
+                            range_span(keyword),
+                            "`**` needs a dict",
+                        ));
+                    }
                 },
             }
         }
-        Ok(Args { positional, keywords, span: range_span(call) })
+        Ok(Args {
+            positional,
+            keywords,
+            span: range_span(call),
+        })
     }
 
     /// The items of a compile-time iterable (tuple, list, range, dict keys, string).
@@ -219,7 +259,11 @@ impl Builder {
             Value::Range { start, stop, step } => {
                 let count = range_len(start, stop, step);
                 if count > 1_000_000 {
-                    return Err(self.error(Code::MetaError, span, "range too long to unroll at compile time"));
+                    return Err(self.error(
+                        Code::MetaError,
+                        span,
+                        "range too long to unroll at compile time",
+                    ));
                 }
                 Ok((0..count).map(|k| Value::Int(start + k * step)).collect())
             }
@@ -268,7 +312,13 @@ impl Builder {
                 match keep.truthy() {
                     Some(true) => {}
                     Some(false) => continue 'items,
-                    None => return Err(self.error(Code::MetaError, span, "a comprehension's condition must be known at compile time")),
+                    None => {
+                        return Err(self.error(
+                            Code::MetaError,
+                            span,
+                            "a comprehension's condition must be known at compile time",
+                        ));
+                    }
                 }
             }
             self.comprehension_level(scope, element, rest, span, out)?;
@@ -279,7 +329,7 @@ impl Builder {
     // ----- conversions ------------------------------------------------------------------------
 
     /// The value as an index expression, if it is an integer (constant or symbolic).
-    pub(crate) fn to_index(&mut self, value: &Value<'_>) -> Option<ExprId> {
+    pub(crate) fn index_expr(&mut self, value: &Value<'_>) -> Option<ExprId> {
         match value {
             Value::Int(value) => Some(self.world.exprs.int(*value)),
             Value::Bool(value) => Some(self.world.exprs.int(i64::from(*value))),
@@ -289,12 +339,25 @@ impl Builder {
     }
 
     /// The value as a data expression: literals, indices, element loads and data all convert.
-    pub(crate) fn to_data(&mut self, value: &Value<'_>, span: Span) -> Eval<(DataId, Option<DType>)> {
+    pub(crate) fn data_expr(
+        &mut self,
+        value: &Value<'_>,
+        span: Span,
+    ) -> Eval<(DataId, Option<DType>)> {
         let node = match value {
             Value::Data { id, dtype } => return Ok((*id, *dtype)),
-            Value::Int(value) => DataExpr::Int { value: *value, dtype: None },
-            Value::Bool(value) => DataExpr::Int { value: i64::from(*value), dtype: Some(DType::Bool) },
-            Value::Float(value) => DataExpr::Float { bits: value.to_bits(), dtype: None },
+            Value::Int(value) => DataExpr::Int {
+                value: *value,
+                dtype: None,
+            },
+            Value::Bool(value) => DataExpr::Int {
+                value: i64::from(*value),
+                dtype: Some(DType::Bool),
+            },
+            Value::Float(value) => DataExpr::Float {
+                bits: value.to_bits(),
+                dtype: None,
+            },
             Value::Index(id) => DataExpr::Index(*id),
             Value::Region(region) => return self.load(region, span),
             Value::Buffer(buffer) if self.world.kind(*buffer) == Some(EntityKind::Var) => {
@@ -305,7 +368,11 @@ impl Builder {
             Value::Poison => return Err(Stop),
             other => {
                 let what = other.describe();
-                return Err(self.error(Code::MetaError, span, format!("expected a number or tensor value, found {what}")));
+                return Err(self.error(
+                    Code::MetaError,
+                    span,
+                    format!("expected a number or tensor value, found {what}"),
+                ));
             }
         };
         let dtype = match node {
@@ -325,17 +392,29 @@ impl Builder {
         }
         let indices = region.dims.iter().map(|dim| dim.start).collect();
         let dtype = self.world.dtypes.get(region.buffer).copied();
-        let id = self.world.data.push(DataExpr::Load { buffer: region.buffer, indices });
+        let id = self.world.data.push(DataExpr::Load {
+            buffer: region.buffer,
+            indices,
+        });
         Ok((id, dtype))
     }
 
     pub(crate) fn data<'a>(&mut self, node: DataExpr, dtype: Option<DType>) -> Value<'a> {
-        Value::Data { id: self.world.data.push(node), dtype }
+        Value::Data {
+            id: self.world.data.push(node),
+            dtype,
+        }
     }
 
     // ----- operators --------------------------------------------------------------------------
 
-    pub(crate) fn binary<'a>(&mut self, op: Operator, lhs: Value<'a>, rhs: Value<'a>, span: Span) -> Eval<Value<'a>> {
+    pub(crate) fn binary<'a>(
+        &mut self,
+        op: Operator,
+        lhs: Value<'a>,
+        rhs: Value<'a>,
+        span: Span,
+    ) -> Eval<Value<'a>> {
         if matches!(lhs, Value::Poison) || matches!(rhs, Value::Poison) {
             return Err(Stop);
         }
@@ -343,20 +422,18 @@ impl Builder {
             return Ok(result);
         }
         let symbolic = matches!(lhs, Value::Index(_)) || matches!(rhs, Value::Index(_));
-        if symbolic {
-            if let (Some(a), Some(b)) = (self.to_index(&lhs), self.to_index(&rhs)) {
-                let arena = &mut self.world.exprs;
-                let result = match op {
-                    Operator::Add => Some(arena.add(a, b)),
-                    Operator::Sub => Some(arena.sub(a, b)),
-                    Operator::Mult => Some(arena.mul(a, b)),
-                    Operator::FloorDiv | Operator::Div => Some(arena.floordiv(a, b)),
-                    Operator::Mod => Some(arena.floormod(a, b)),
-                    _ => None,
-                };
-                if let Some(result) = result {
-                    return Ok(Value::Index(result));
-                }
+        if symbolic && let (Some(a), Some(b)) = (self.index_expr(&lhs), self.index_expr(&rhs)) {
+            let arena = &mut self.world.exprs;
+            let result = match op {
+                Operator::Add => Some(arena.add(a, b)),
+                Operator::Sub => Some(arena.sub(a, b)),
+                Operator::Mult => Some(arena.mul(a, b)),
+                Operator::FloorDiv | Operator::Div => Some(arena.floordiv(a, b)),
+                Operator::Mod => Some(arena.floormod(a, b)),
+                _ => None,
+            };
+            if let Some(result) = result {
+                return Ok(Value::Index(result));
             }
         }
         let data_op = match op {
@@ -372,23 +449,43 @@ impl Builder {
             Operator::BitXor => BinaryOp::BitXor,
             Operator::LShift => BinaryOp::Shl,
             Operator::RShift => BinaryOp::Shr,
-            Operator::MatMult => return Err(self.unsupported(span, "`@` (use `T.gemm` for matrix products)")),
+            Operator::MatMult => {
+                return Err(self.unsupported(span, "`@` (use `T.gemm` for matrix products)"));
+            }
         };
         let both_data = is_runtime(&lhs) || is_runtime(&rhs);
         if !both_data {
             return Err(self.error(
                 Code::MetaError,
                 span,
-                format!("unsupported operand types for `{}`: {} and {}", data_op.symbol(), lhs.describe(), rhs.describe()),
+                format!(
+                    "unsupported operand types for `{}`: {} and {}",
+                    data_op.symbol(),
+                    lhs.describe(),
+                    rhs.describe()
+                ),
             ));
         }
-        let (a, a_dtype) = self.to_data(&lhs, span)?;
-        let (b, b_dtype) = self.to_data(&rhs, span)?;
-        Ok(self.data(DataExpr::Binary { op: data_op, lhs: a, rhs: b }, promote(a_dtype, b_dtype)))
+        let (a, a_dtype) = self.data_expr(&lhs, span)?;
+        let (b, b_dtype) = self.data_expr(&rhs, span)?;
+        Ok(self.data(
+            DataExpr::Binary {
+                op: data_op,
+                lhs: a,
+                rhs: b,
+            },
+            promote(a_dtype, b_dtype),
+        ))
     }
 
     /// Python semantics for compile-time operands; `None` when an operand is symbolic.
-    fn meta_binary<'a>(&mut self, op: Operator, lhs: &Value<'a>, rhs: &Value<'a>, span: Span) -> Eval<Option<Value<'a>>> {
+    fn meta_binary<'a>(
+        &mut self,
+        op: Operator,
+        lhs: &Value<'a>,
+        rhs: &Value<'a>,
+        span: Span,
+    ) -> Eval<Option<Value<'a>>> {
         use Value::{Bool, Float, Int, List, Str, Tuple};
         let as_int = |value: &Value<'_>| match value {
             Int(v) => Some(*v),
@@ -409,8 +506,12 @@ impl Builder {
         }
         Ok(match (op, lhs, rhs) {
             (Operator::Add, Str(a), Str(b)) => Some(Value::str(&format!("{a}{b}"))),
-            (Operator::Add, Tuple(a), Tuple(b)) => Some(Value::tuple(a.iter().chain(b.iter()).cloned().collect())),
-            (Operator::Add, List(a), List(b)) => Some(List(Rc::new(a.iter().chain(b.iter()).cloned().collect()))),
+            (Operator::Add, Tuple(a), Tuple(b)) => {
+                Some(Value::tuple(a.iter().chain(b.iter()).cloned().collect()))
+            }
+            (Operator::Add, List(a), List(b)) => {
+                Some(List(Rc::new(a.iter().chain(b.iter()).cloned().collect())))
+            }
             (Operator::Mult, Tuple(items), Int(n)) | (Operator::Mult, Int(n), Tuple(items)) => {
                 Some(Value::tuple(repeat(items, *n)))
             }
@@ -433,7 +534,11 @@ impl Builder {
                 return Ok(Value::Float(a as f64 / b as f64));
             }
             Operator::FloorDiv | Operator::Mod if b == 0 => {
-                return Err(self.error(Code::MetaError, span, "integer division or modulo by zero"));
+                return Err(self.error(
+                    Code::MetaError,
+                    span,
+                    "integer division or modulo by zero",
+                ));
             }
             Operator::FloorDiv => python_floordiv(a, b),
             Operator::Mod => python_mod(a, b),
@@ -443,7 +548,10 @@ impl Builder {
                 }
                 u32::try_from(b).ok().and_then(|b| a.checked_pow(b))
             }
-            Operator::LShift => u32::try_from(b).ok().and_then(|b| a.checked_shl(b)).filter(|r| r >> b == a),
+            Operator::LShift => u32::try_from(b)
+                .ok()
+                .and_then(|b| a.checked_shl(b))
+                .filter(|r| r >> b == a),
             Operator::RShift => u32::try_from(b).ok().map(|b| a >> b.min(63)),
             Operator::BitAnd => Some(a & b),
             Operator::BitOr => Some(a | b),
@@ -452,7 +560,11 @@ impl Builder {
         };
         match result {
             Some(value) => Ok(Value::Int(value)),
-            None => Err(self.error(Code::MetaError, span, "integer overflow or invalid operand at compile time")),
+            None => Err(self.error(
+                Code::MetaError,
+                span,
+                "integer overflow or invalid operand at compile time",
+            )),
         }
     }
 
@@ -469,7 +581,13 @@ impl Builder {
             Operator::FloorDiv => (a / b).floor(),
             Operator::Mod => a - b * (a / b).floor(),
             Operator::Pow => a.powf(b),
-            _ => return Err(self.error(Code::MetaError, span, "unsupported operand types for floats")),
+            _ => {
+                return Err(self.error(
+                    Code::MetaError,
+                    span,
+                    "unsupported operand types for floats",
+                ));
+            }
         };
         Ok(Value::Float(result))
     }
@@ -477,30 +595,47 @@ impl Builder {
     fn unary<'a>(&mut self, op: UnaryOp, operand: Value<'a>, span: Span) -> Eval<Value<'a>> {
         match (op, &operand) {
             (_, Value::Poison) => Err(Stop),
-            (UnaryOp::Not, value) if value.truthy().is_some() => Ok(Value::Bool(!value.truthy().unwrap_or(false))),
+            (UnaryOp::Not, value) if value.truthy().is_some() => {
+                Ok(Value::Bool(!value.truthy().unwrap_or(false)))
+            }
             (UnaryOp::UAdd, _) => Ok(operand),
-            (UnaryOp::USub, Value::Int(v)) => v.checked_neg().map(Value::Int).ok_or_else(|| self.error(Code::MetaError, span, "integer overflow")),
+            (UnaryOp::USub, Value::Int(v)) => v
+                .checked_neg()
+                .map(Value::Int)
+                .ok_or_else(|| self.error(Code::MetaError, span, "integer overflow")),
             (UnaryOp::USub, Value::Bool(v)) => Ok(Value::Int(-i64::from(*v))),
             (UnaryOp::USub, Value::Float(v)) => Ok(Value::Float(-v)),
             (UnaryOp::Invert, Value::Int(v)) => Ok(Value::Int(!v)),
             (UnaryOp::USub, Value::Index(id)) => Ok(Value::Index(self.world.exprs.neg(*id))),
             (UnaryOp::USub, _) => {
-                let (id, dtype) = self.to_data(&operand, span)?;
+                let (id, dtype) = self.data_expr(&operand, span)?;
                 if let DataExpr::Float { bits, dtype } = self.world.data.get(id).clone() {
                     let negated = -f64::from_bits(bits);
-                    return Ok(self.data(DataExpr::Float { bits: negated.to_bits(), dtype }, dtype));
+                    return Ok(self.data(
+                        DataExpr::Float {
+                            bits: negated.to_bits(),
+                            dtype,
+                        },
+                        dtype,
+                    ));
                 }
                 Ok(self.data(DataExpr::Neg(id), dtype))
             }
             (UnaryOp::Not, _) => {
-                let (id, _) = self.to_data(&operand, span)?;
+                let (id, _) = self.data_expr(&operand, span)?;
                 Ok(self.data(DataExpr::Not(id), Some(DType::Bool)))
             }
             (UnaryOp::Invert, _) => Err(self.unsupported(span, "`~` on a runtime value")),
         }
     }
 
-    fn bool_op<'a>(&mut self, env: &Env<'a>, op: BoolOp, values: &'a [Expr], span: Span) -> Eval<Value<'a>> {
+    fn bool_op<'a>(
+        &mut self,
+        env: &Env<'a>,
+        op: BoolOp,
+        values: &'a [Expr],
+        span: Span,
+    ) -> Eval<Value<'a>> {
         let mut result: Option<Value<'a>> = None;
         for expr in values {
             let value = self.eval(env, expr)?;
@@ -509,34 +644,54 @@ impl Builder {
                 Some(previous) => {
                     // Python short-circuits on compile-time values; runtime values build IR.
                     match (op, previous.truthy()) {
-                        (BoolOp::And, Some(false)) | (BoolOp::Or, Some(true)) => return Ok(previous),
+                        (BoolOp::And, Some(false)) | (BoolOp::Or, Some(true)) => {
+                            return Ok(previous);
+                        }
                         (_, Some(_)) => value,
-                        (BoolOp::And, None) => self.logical(BinaryOp::And, previous, value, span)?,
+                        (BoolOp::And, None) => {
+                            self.logical(BinaryOp::And, previous, value, span)?
+                        }
                         (BoolOp::Or, None) => self.logical(BinaryOp::Or, previous, value, span)?,
                     }
                 }
             });
-            if let Some(decided) = result.as_ref().and_then(Value::truthy) {
-                if (op == BoolOp::And && !decided) || (op == BoolOp::Or && decided) {
-                    return result.ok_or(Stop);
-                }
+            if let Some(decided) = result.as_ref().and_then(Value::truthy)
+                && ((op == BoolOp::And && !decided) || (op == BoolOp::Or && decided))
+            {
+                return result.ok_or(Stop);
             }
         }
         result.ok_or(Stop)
     }
 
-    fn logical<'a>(&mut self, op: BinaryOp, lhs: Value<'a>, rhs: Value<'a>, span: Span) -> Eval<Value<'a>> {
+    fn logical<'a>(
+        &mut self,
+        op: BinaryOp,
+        lhs: Value<'a>,
+        rhs: Value<'a>,
+        span: Span,
+    ) -> Eval<Value<'a>> {
         match (lhs.truthy(), rhs.truthy()) {
-            (Some(a), Some(b)) => Ok(Value::Bool(if op == BinaryOp::And { a && b } else { a || b })),
+            (Some(a), Some(b)) => Ok(Value::Bool(if op == BinaryOp::And {
+                a && b
+            } else {
+                a || b
+            })),
             _ => {
-                let (a, _) = self.to_data(&lhs, span)?;
-                let (b, _) = self.to_data(&rhs, span)?;
+                let (a, _) = self.data_expr(&lhs, span)?;
+                let (b, _) = self.data_expr(&rhs, span)?;
                 Ok(self.data(DataExpr::Binary { op, lhs: a, rhs: b }, Some(DType::Bool)))
             }
         }
     }
 
-    fn compare<'a>(&mut self, op: CmpOp, lhs: &Value<'a>, rhs: &Value<'a>, span: Span) -> Eval<Value<'a>> {
+    fn compare<'a>(
+        &mut self,
+        op: CmpOp,
+        lhs: &Value<'a>,
+        rhs: &Value<'a>,
+        span: Span,
+    ) -> Eval<Value<'a>> {
         if let Some(result) = meta_compare(op, lhs, rhs) {
             return Ok(Value::Bool(result));
         }
@@ -551,7 +706,12 @@ impl Builder {
                 return Err(self.error(
                     Code::MetaError,
                     span,
-                    format!("cannot compare {} and {} with `{}` at compile time", lhs.describe(), rhs.describe(), op.as_str()),
+                    format!(
+                        "cannot compare {} and {} with `{}` at compile time",
+                        lhs.describe(),
+                        rhs.describe(),
+                        op.as_str()
+                    ),
                 ));
             }
         };
@@ -562,20 +722,40 @@ impl Builder {
                 format!("cannot compare {} and {}", lhs.describe(), rhs.describe()),
             ));
         }
-        let (a, _) = self.to_data(lhs, span)?;
-        let (b, _) = self.to_data(rhs, span)?;
-        Ok(self.data(DataExpr::Compare { op: data_op, lhs: a, rhs: b }, Some(DType::Bool)))
+        let (a, _) = self.data_expr(lhs, span)?;
+        let (b, _) = self.data_expr(rhs, span)?;
+        Ok(self.data(
+            DataExpr::Compare {
+                op: data_op,
+                lhs: a,
+                rhs: b,
+            },
+            Some(DType::Bool),
+        ))
     }
 
     /// `c ? a : b` where `c` is only known at run time.
-    pub(crate) fn select<'a>(&mut self, cond: Value<'a>, then: Value<'a>, otherwise: Value<'a>, span: Span) -> Eval<Value<'a>> {
+    pub(crate) fn select<'a>(
+        &mut self,
+        cond: Value<'a>,
+        then: Value<'a>,
+        otherwise: Value<'a>,
+        span: Span,
+    ) -> Eval<Value<'a>> {
         if let Some(decided) = cond.truthy() {
             return Ok(if decided { then } else { otherwise });
         }
-        let (c, _) = self.to_data(&cond, span)?;
-        let (a, a_dtype) = self.to_data(&then, span)?;
-        let (b, b_dtype) = self.to_data(&otherwise, span)?;
-        Ok(self.data(DataExpr::Select { cond: c, then: a, otherwise: b }, promote(a_dtype, b_dtype)))
+        let (c, _) = self.data_expr(&cond, span)?;
+        let (a, a_dtype) = self.data_expr(&then, span)?;
+        let (b, b_dtype) = self.data_expr(&otherwise, span)?;
+        Ok(self.data(
+            DataExpr::Select {
+                cond: c,
+                then: a,
+                otherwise: b,
+            },
+            promote(a_dtype, b_dtype),
+        ))
     }
 }
 
@@ -583,13 +763,21 @@ impl Builder {
 pub(crate) fn python_floordiv(a: i64, b: i64) -> Option<i64> {
     let quotient = a.checked_div(b)?;
     let remainder = a.checked_rem(b)?;
-    if remainder != 0 && ((remainder < 0) != (b < 0)) { quotient.checked_sub(1) } else { Some(quotient) }
+    if remainder != 0 && ((remainder < 0) != (b < 0)) {
+        quotient.checked_sub(1)
+    } else {
+        Some(quotient)
+    }
 }
 
 /// Python's `a % b`: the remainder with the sign of the divisor.
 pub(crate) fn python_mod(a: i64, b: i64) -> Option<i64> {
     let remainder = a.checked_rem(b)?;
-    if remainder != 0 && ((remainder < 0) != (b < 0)) { remainder.checked_add(b) } else { Some(remainder) }
+    if remainder != 0 && ((remainder < 0) != (b < 0)) {
+        remainder.checked_add(b)
+    } else {
+        Some(remainder)
+    }
 }
 
 fn repeat<'a>(items: &[Value<'a>], count: i64) -> Vec<Value<'a>> {
@@ -603,14 +791,21 @@ fn repeat<'a>(items: &[Value<'a>], count: i64) -> Vec<Value<'a>> {
 
 /// True for values only known when the kernel runs (or symbolic at compile time).
 pub(crate) fn is_runtime(value: &Value<'_>) -> bool {
-    matches!(value, Value::Index(_) | Value::Data { .. } | Value::Region(_) | Value::Buffer(_))
+    matches!(
+        value,
+        Value::Index(_) | Value::Data { .. } | Value::Region(_) | Value::Buffer(_)
+    )
 }
 
 /// The wider of two dtypes, for the result of an arithmetic operation.
 pub(crate) fn promote(a: Option<DType>, b: Option<DType>) -> Option<DType> {
     match (a, b) {
         (Some(a), Some(b)) if a == b => Some(a),
-        (Some(a), Some(b)) => Some(if (a.is_float(), a.bytes()) >= (b.is_float(), b.bytes()) { a } else { b }),
+        (Some(a), Some(b)) => Some(if (a.is_float(), a.bytes()) >= (b.is_float(), b.bytes()) {
+            a
+        } else {
+            b
+        }),
         (Some(a), None) | (None, Some(a)) => Some(a),
         (None, None) => None,
     }
@@ -651,8 +846,12 @@ fn meta_compare(op: CmpOp, lhs: &Value<'_>, rhs: &Value<'_>) -> Option<bool> {
         CmpOp::In | CmpOp::NotIn => {
             let needle = lhs.to_const()?;
             let found = match rhs {
-                Value::Tuple(items) | Value::List(items) => items.iter().any(|item| item.to_const().as_ref() == Some(&needle)),
-                Value::Dict(entries) => entries.iter().any(|(key, _)| key.to_const().as_ref() == Some(&needle)),
+                Value::Tuple(items) | Value::List(items) => items
+                    .iter()
+                    .any(|item| item.to_const().as_ref() == Some(&needle)),
+                Value::Dict(entries) => entries
+                    .iter()
+                    .any(|(key, _)| key.to_const().as_ref() == Some(&needle)),
                 Value::Str(text) => match lhs {
                     Value::Str(part) => text.contains(&**part),
                     _ => return None,
@@ -664,7 +863,9 @@ fn meta_compare(op: CmpOp, lhs: &Value<'_>, rhs: &Value<'_>) -> Option<bool> {
         CmpOp::Eq | CmpOp::NotEq | CmpOp::Is | CmpOp::IsNot => {
             let equal = match (lhs, rhs) {
                 (Value::DType(a), Value::DType(b)) => a == b,
-                (Value::DType(a), Value::Str(b)) | (Value::Str(b), Value::DType(a)) => DType::from_name(b) == Some(*a),
+                (Value::DType(a), Value::Str(b)) | (Value::Str(b), Value::DType(a)) => {
+                    DType::from_name(b) == Some(*a)
+                }
                 (Value::Policy(a), Value::Policy(b)) => a == b,
                 _ => {
                     let a = lhs.to_const()?;
@@ -672,7 +873,11 @@ fn meta_compare(op: CmpOp, lhs: &Value<'_>, rhs: &Value<'_>) -> Option<bool> {
                     a == b
                 }
             };
-            Some(if matches!(op, CmpOp::Eq | CmpOp::Is) { equal } else { !equal })
+            Some(if matches!(op, CmpOp::Eq | CmpOp::Is) {
+                equal
+            } else {
+                !equal
+            })
         }
         _ => match (lhs, rhs) {
             (Value::Str(a), Value::Str(b)) => Some(match op {

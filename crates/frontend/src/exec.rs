@@ -4,7 +4,9 @@
 use std::rc::Rc;
 
 use ruff_python_ast::{Expr, Operator, Stmt, StmtFor, StmtIf, StmtWith};
-use tilec_ir::{Access, AccessKind, Code, EntityKind, Launch, LoopInfo, LoopKind, Region, RegionDim, Store};
+use tilec_ir::{
+    Access, AccessKind, Code, EntityKind, Launch, LoopInfo, LoopKind, Region, RegionDim, Store,
+};
 
 use crate::builder::{Block, Builder, Eval, Stop};
 use crate::dsl::load_accesses;
@@ -71,7 +73,11 @@ impl Builder {
                         Flow::Normal | Flow::Continue => {}
                     },
                     Some(false) => break,
-                    None => return Err(self.unsupported(span, "a `while` loop over a runtime condition")),
+                    None => {
+                        return Err(
+                            self.unsupported(span, "a `while` loop over a runtime condition")
+                        );
+                    }
                 }
             },
             Stmt::If(if_stmt) => return self.exec_if(env, if_stmt),
@@ -89,7 +95,11 @@ impl Builder {
                     let name = dotted_name(&decorator.expression).unwrap_or_default();
                     prim_func |= name.ends_with("prim_func");
                 }
-                let function = Function { body: FunctionBody::Def(def), closure: env.clone(), prim_func };
+                let function = Function {
+                    body: FunctionBody::Def(def),
+                    closure: env.clone(),
+                    prim_func,
+                };
                 bind(env, def.name.as_str(), Value::Function(Rc::new(function)));
             }
             Stmt::Assert(assert) => {
@@ -107,7 +117,12 @@ impl Builder {
                         };
                         return Err(self.error(Code::AssertionFailed, span, text));
                     }
-                    None => return Err(self.unsupported(span, "`assert` on a runtime value (use `T.device_assert`)")),
+                    None => {
+                        return Err(self.unsupported(
+                            span,
+                            "`assert` on a runtime value (use `T.device_assert`)",
+                        ));
+                    }
                 }
             }
             Stmt::Import(import) => {
@@ -135,7 +150,11 @@ impl Builder {
             Stmt::Break(_) => return Ok(Flow::Break),
             Stmt::Continue(_) => return Ok(Flow::Continue),
             Stmt::Raise(_) => {
-                return Err(self.error(Code::MetaError, span, "this `raise` runs at compile time for these arguments"));
+                return Err(self.error(
+                    Code::MetaError,
+                    span,
+                    "this `raise` runs at compile time for these arguments",
+                ));
             }
             _ => return Err(self.unsupported(span, "this statement")),
         }
@@ -143,20 +162,33 @@ impl Builder {
     }
 
     /// Binds `value` to an assignment target: a name, a tuple of targets, or a buffer element.
-    pub(crate) fn assign<'a>(&mut self, env: &Env<'a>, target: &'a Expr, value: Value<'a>) -> Eval<()> {
+    pub(crate) fn assign<'a>(
+        &mut self,
+        env: &Env<'a>,
+        target: &'a Expr,
+        value: Value<'a>,
+    ) -> Eval<()> {
         let span = expr_span(target);
         match target {
             Expr::Name(name) => {
                 let name = name.id.as_str();
-                if let Some(Value::Buffer(var)) = lookup(env, name) {
-                    if self.world.kind(var) == Some(EntityKind::Var) && !matches!(value, Value::Buffer(_)) {
-                        return self.store(Region { buffer: var, dims: Vec::new() }, value, span);
-                    }
+                if let Some(Value::Buffer(var)) = lookup(env, name)
+                    && self.world.kind(var) == Some(EntityKind::Var)
+                    && !matches!(value, Value::Buffer(_))
+                {
+                    return self.store(
+                        Region {
+                            buffer: var,
+                            dims: Vec::new(),
+                        },
+                        value,
+                        span,
+                    );
                 }
-                if let Value::Buffer(buffer) = value {
-                    if self.world.names.get(buffer).is_none() {
-                        self.world.names.set(buffer, name.to_owned());
-                    }
+                if let Value::Buffer(buffer) = value
+                    && self.world.names.get(buffer).is_none()
+                {
+                    self.world.names.set(buffer, name.to_owned());
                 }
                 bind(env, name, value);
                 Ok(())
@@ -174,13 +206,23 @@ impl Builder {
         }
     }
 
-    fn unpack<'a>(&mut self, env: &Env<'a>, targets: &'a [Expr], value: Value<'a>, span: Span) -> Eval<()> {
+    fn unpack<'a>(
+        &mut self,
+        env: &Env<'a>,
+        targets: &'a [Expr],
+        value: Value<'a>,
+        span: Span,
+    ) -> Eval<()> {
         let items = self.iterate(value, span)?;
         if items.len() != targets.len() {
             return Err(self.error(
                 Code::MetaError,
                 span,
-                format!("cannot unpack {} values into {} targets", items.len(), targets.len()),
+                format!(
+                    "cannot unpack {} values into {} targets",
+                    items.len(),
+                    targets.len()
+                ),
             ));
         }
         for (target, item) in targets.iter().zip(items) {
@@ -189,7 +231,14 @@ impl Builder {
         Ok(())
     }
 
-    fn aug_assign<'a>(&mut self, env: &Env<'a>, target: &'a Expr, op: Operator, value: &'a Expr, span: Span) -> Eval<()> {
+    fn aug_assign<'a>(
+        &mut self,
+        env: &Env<'a>,
+        target: &'a Expr,
+        op: Operator,
+        value: &'a Expr,
+        span: Span,
+    ) -> Eval<()> {
         let current = self.eval(env, target)?;
         let rhs = self.eval(env, value)?;
         let updated = self.binary(op, current, rhs, span)?;
@@ -205,23 +254,45 @@ impl Builder {
                 "assigning to a slice is not supported: store element by element in `T.Parallel`, or use `T.copy` / `T.fill`",
             ));
         }
-        let (value, _) = self.to_data(&value, span)?;
+        let (value, _) = self.data_expr(&value, span)?;
         let entity = self.add_kernel_entity(EntityKind::Store, "a store to a buffer", span)?;
         let one = self.world.exprs.int(1);
         let write = Region {
             buffer: target.buffer,
-            dims: target.dims.iter().map(|dim| RegionDim { start: dim.start, extent: Some(one) }).collect(),
+            dims: target
+                .dims
+                .iter()
+                .map(|dim| RegionDim {
+                    start: dim.start,
+                    extent: Some(one),
+                })
+                .collect(),
         };
         let mut accesses = load_accesses(&self.world.data, value);
-        accesses.push(Access { kind: AccessKind::Write, region: write });
+        accesses.push(Access {
+            kind: AccessKind::Write,
+            region: write,
+        });
         self.world.accesses.set(entity, accesses);
         let indices = target.dims.iter().map(|dim| dim.start).collect();
-        self.world.stores.set(entity, Store { buffer: target.buffer, indices, value });
+        self.world.stores.set(
+            entity,
+            Store {
+                buffer: target.buffer,
+                indices,
+                value,
+            },
+        );
         Ok(())
     }
 
     /// Eager style: `A: T.Tensor((M, K), dtype)` declares the tensor parameter `A`.
-    fn declare_tensor<'a>(&mut self, env: &Env<'a>, target: &'a Expr, annotation: &'a Expr) -> Eval<()> {
+    fn declare_tensor<'a>(
+        &mut self,
+        env: &Env<'a>,
+        target: &'a Expr,
+        annotation: &'a Expr,
+    ) -> Eval<()> {
         let span = expr_span(target);
         let Expr::Name(name) = target else {
             return Err(self.unsupported(span, "this annotated statement"));
@@ -231,12 +302,15 @@ impl Builder {
             return Ok(());
         };
         match lookup(env, name.id.as_str()) {
-            Some(Value::PendingTensor(_)) => {}
+            Some(Value::PendingTensor) => {}
             Some(_) => {
                 return Err(self.error(
                     Code::InvalidCall,
                     span,
-                    format!("`{}` is declared as a tensor but is not a tensor parameter of the kernel", name.id),
+                    format!(
+                        "`{}` is declared as a tensor but is not a tensor parameter of the kernel",
+                        name.id
+                    ),
                 ));
             }
             None => return Err(self.undefined_name(name.id.as_str(), span)),
@@ -248,14 +322,22 @@ impl Builder {
         Ok(())
     }
 
-    pub(crate) fn tensor_shape(&mut self, shape: &[Value<'_>], span: Span) -> Eval<Vec<tilec_ir::ExprId>> {
+    pub(crate) fn tensor_shape(
+        &mut self,
+        shape: &[Value<'_>],
+        span: Span,
+    ) -> Eval<Vec<tilec_ir::ExprId>> {
         let mut extents = Vec::with_capacity(shape.len());
         for extent in shape {
-            match self.to_index(extent) {
+            match self.index_expr(extent) {
                 Some(id) => extents.push(id),
                 None => {
                     let what = extent.describe();
-                    return Err(self.error(Code::ShapeMismatch, span, format!("a tensor's extents must be integers, found {what}")));
+                    return Err(self.error(
+                        Code::ShapeMismatch,
+                        span,
+                        format!("a tensor's extents must be integers, found {what}"),
+                    ));
                 }
             }
         }
@@ -266,7 +348,11 @@ impl Builder {
         let span = range_span(for_stmt);
         let iterable = self.eval(env, &for_stmt.iter)?;
         let (kind, extents, start) = match iterable {
-            Value::LoopFrame { kind, extents, start } => (kind, extents, start),
+            Value::LoopFrame {
+                kind,
+                extents,
+                start,
+            } => (kind, extents, start),
             Value::Range { start, stop, step } if self.block.is_some() && step == 1 => {
                 // Inside a kernel, `range` is `T.serial`, as in TileLang.
                 let count = self.world.exprs.int((stop - start).max(0));
@@ -281,7 +367,11 @@ impl Builder {
             return Err(self.error(
                 Code::InvalidCall,
                 expr_span(&for_stmt.target),
-                format!("this loop has {} dimension(s) but binds {} name(s)", extents.len(), names.len()),
+                format!(
+                    "this loop has {} dimension(s) but binds {} name(s)",
+                    extents.len(),
+                    names.len()
+                ),
             ));
         }
         let entity = self.add_kernel_entity(EntityKind::Loop, "a TileLang loop", span)?;
@@ -297,13 +387,28 @@ impl Builder {
             bind(env, name, Value::Index(value));
         }
         self.world.names.set(entity, names.join(", "));
-        self.world.loops.set(entity, LoopInfo { kind, vars, extents });
-        self.in_block(Block::Body(entity), |builder| builder.exec_body(env, &for_stmt.body))?;
+        self.world.loops.set(
+            entity,
+            LoopInfo {
+                kind,
+                vars,
+                extents,
+            },
+        );
+        self.in_block(Block::Body(entity), |builder| {
+            builder.exec_body(env, &for_stmt.body)
+        })?;
         Ok(Flow::Normal)
     }
 
     /// Iterating a Python list, tuple or range outside a TileLang loop unrolls at compile time.
-    fn unroll<'a>(&mut self, env: &Env<'a>, for_stmt: &'a StmtFor, iterable: Value<'a>, span: Span) -> Eval<Flow<'a>> {
+    fn unroll<'a>(
+        &mut self,
+        env: &Env<'a>,
+        for_stmt: &'a StmtFor,
+        iterable: Value<'a>,
+        span: Span,
+    ) -> Eval<Flow<'a>> {
         for item in self.iterate(iterable, span)? {
             self.assign(env, &for_stmt.target, item)?;
             match self.exec_body(env, &for_stmt.body)? {
@@ -321,16 +426,20 @@ impl Builder {
             Some(true) => self.exec_body(env, &if_stmt.body),
             Some(false) => {
                 for clause in &if_stmt.elif_else_clauses {
-                    let taken = match &clause.test {
-                        None => true,
-                        Some(test) => {
-                            let value = self.eval(env, test)?;
-                            match value.truthy() {
-                                Some(taken) => taken,
-                                None => return Err(self.unsupported(range_span(clause), "an `elif` on a runtime value after compile-time branches")),
+                    let taken =
+                        match &clause.test {
+                            None => true,
+                            Some(test) => {
+                                let value = self.eval(env, test)?;
+                                match value.truthy() {
+                                    Some(taken) => taken,
+                                    None => return Err(self.unsupported(
+                                        range_span(clause),
+                                        "an `elif` on a runtime value after compile-time branches",
+                                    )),
+                                }
                             }
-                        }
-                    };
+                        };
                     if taken {
                         return self.exec_body(env, &clause.body);
                     }
@@ -339,15 +448,22 @@ impl Builder {
             }
             None => {
                 let span = range_span(if_stmt);
-                let (cond, _) = self.to_data(&test, span)?;
+                let (cond, _) = self.data_expr(&test, span)?;
                 let entity = self.add_kernel_entity(EntityKind::If, "a runtime `if`", span)?;
                 self.world.conditions.set(entity, cond);
-                self.in_block(Block::Body(entity), |builder| builder.exec_body(env, &if_stmt.body))?;
+                self.in_block(Block::Body(entity), |builder| {
+                    builder.exec_body(env, &if_stmt.body)
+                })?;
                 if let Some(clause) = if_stmt.elif_else_clauses.first() {
                     if clause.test.is_some() {
-                        return Err(self.unsupported(range_span(clause), "`elif` after a runtime `if` (nest an `if` in the `else`)"));
+                        return Err(self.unsupported(
+                            range_span(clause),
+                            "`elif` after a runtime `if` (nest an `if` in the `else`)",
+                        ));
                     }
-                    self.in_block(Block::Else(entity), |builder| builder.exec_body(env, &clause.body))?;
+                    self.in_block(Block::Else(entity), |builder| {
+                        builder.exec_body(env, &clause.body)
+                    })?;
                 }
                 Ok(Flow::Normal)
             }
@@ -368,7 +484,11 @@ impl Builder {
         }
         let entity = self.add_entity(EntityKind::Kernel);
         self.world.names.set(entity, "kernel".to_owned());
-        let names = item.optional_vars.as_deref().map(loop_targets).unwrap_or_default();
+        let names = item
+            .optional_vars
+            .as_deref()
+            .map(loop_targets)
+            .unwrap_or_default();
         let mut block_vars = Vec::new();
         for (dim, &extent) in grid.iter().enumerate() {
             let default_name = ["bx", "by", "bz"].get(dim).copied().unwrap_or("b");
@@ -381,14 +501,35 @@ impl Builder {
             }
         }
         if names.len() > grid.len() {
-            return Err(self.error(Code::InvalidCall, span, format!("the grid has {} dimension(s) but {} block indices are bound", grid.len(), names.len())));
+            return Err(self.error(
+                Code::InvalidCall,
+                span,
+                format!(
+                    "the grid has {} dimension(s) but {} block indices are bound",
+                    grid.len(),
+                    names.len()
+                ),
+            ));
         }
-        self.world.launches.set(entity, Launch { grid, block_vars, threads });
-        self.in_block(Block::Body(entity), |builder| builder.exec_body(env, &with.body))
+        self.world.launches.set(
+            entity,
+            Launch {
+                grid,
+                block_vars,
+                threads,
+            },
+        );
+        self.in_block(Block::Body(entity), |builder| {
+            builder.exec_body(env, &with.body)
+        })
     }
 
     /// Runs `f` with new statements going into `block`.
-    pub(crate) fn in_block<T>(&mut self, block: Block, f: impl FnOnce(&mut Builder) -> Eval<T>) -> Eval<T> {
+    pub(crate) fn in_block<T>(
+        &mut self,
+        block: Block,
+        f: impl FnOnce(&mut Builder) -> Eval<T>,
+    ) -> Eval<T> {
         let saved = self.block.replace(block);
         let result = f(self);
         self.block = saved;
@@ -414,7 +555,11 @@ fn poison_targets<'a>(env: &Env<'a>, stmt: &'a Stmt) {
         Stmt::AnnAssign(ann) => vec![&ann.target],
         Stmt::AugAssign(aug) => vec![&aug.target],
         Stmt::For(for_stmt) => vec![&for_stmt.target],
-        Stmt::With(with) => with.items.iter().filter_map(|item| item.optional_vars.as_deref()).collect(),
+        Stmt::With(with) => with
+            .items
+            .iter()
+            .filter_map(|item| item.optional_vars.as_deref())
+            .collect(),
         _ => Vec::new(),
     };
     for target in targets {
@@ -441,7 +586,9 @@ fn import_from_value<'a>(module: &str, name: &str) -> Value<'a> {
             None => Value::ModuleFn(Module::Language, Rc::from(name)),
         },
         ("math", _) => Value::ModuleFn(Module::Math, Rc::from(name)),
-        ("tilelang", _) | ("tilelang.autotuner", _) | ("tilelang.jit", _) => Value::ModuleFn(Module::Tilelang, Rc::from(name)),
+        ("tilelang", _) | ("tilelang.autotuner", _) | ("tilelang.jit", _) => {
+            Value::ModuleFn(Module::Tilelang, Rc::from(name))
+        }
         _ => Value::Opaque(Rc::from(format!("`{name}` from module `{module}`"))),
     }
 }

@@ -53,7 +53,11 @@ pub struct ManifestInstance {
 }
 
 /// Every instance of every kernel of the file, grouped by kernel in file order, call sites first.
-pub fn find_instances(parsed: &ParsedModule, outline: &Outline, manifest: &[ManifestInstance]) -> Vec<InstanceSpec> {
+pub fn find_instances(
+    parsed: &ParsedModule,
+    outline: &Outline,
+    manifest: &[ManifestInstance],
+) -> Vec<InstanceSpec> {
     let recorded = record_calls(parsed, outline);
     let mut instances = Vec::new();
     for kernel in &outline.kernels {
@@ -65,12 +69,24 @@ pub fn find_instances(parsed: &ParsedModule, outline: &Outline, manifest: &[Mani
                 origin: InstanceOrigin::CallSite(call.span),
             });
         }
-        for entry in manifest.iter().filter(|entry| entry.kernel == kernel.name()) {
-            instances.push(InstanceSpec { kernel: entry.kernel.clone(), args: entry.args.clone(), origin: InstanceOrigin::Manifest });
+        for entry in manifest
+            .iter()
+            .filter(|entry| entry.kernel == kernel.name())
+        {
+            instances.push(InstanceSpec {
+                kernel: entry.kernel.clone(),
+                args: entry.args.clone(),
+                origin: InstanceOrigin::Manifest,
+            });
         }
-        let defaults_suffice = kernel.source.style == KernelStyle::Eager || kernel.params.iter().all(|param| param.has_default);
+        let defaults_suffice = kernel.source.style == KernelStyle::Eager
+            || kernel.params.iter().all(|param| param.has_default);
         if instances.len() == before && defaults_suffice {
-            instances.push(InstanceSpec { kernel: kernel.name().to_owned(), args: Vec::new(), origin: InstanceOrigin::Defaults });
+            instances.push(InstanceSpec {
+                kernel: kernel.name().to_owned(),
+                args: Vec::new(),
+                origin: InstanceOrigin::Defaults,
+            });
         }
     }
     instances
@@ -84,7 +100,14 @@ fn record_calls(parsed: &ParsedModule, outline: &Outline) -> Vec<RecordedCall> {
     let mut builder = Builder::new(false);
     let globals = module_env(&mut builder, &context);
     for name in &names {
-        bind(&globals, name, Value::KernelRef { name: Rc::from(*name), compile: false });
+        bind(
+            &globals,
+            name,
+            Value::KernelRef {
+                name: Rc::from(*name),
+                compile: false,
+            },
+        );
     }
     bind(&globals, "__name__", Value::str("__main__"));
     let context_ranges: FxHashSet<_> = context.iter().map(|stmt| stmt.range()).collect();
@@ -92,7 +115,9 @@ fn record_calls(parsed: &ParsedModule, outline: &Outline) -> Vec<RecordedCall> {
         .body
         .iter()
         .filter(|stmt| !context_ranges.contains(&stmt.range()))
-        .filter(|stmt| !matches!(stmt, Stmt::FunctionDef(def) if names.contains(&def.name.as_str())))
+        .filter(
+            |stmt| !matches!(stmt, Stmt::FunctionDef(def) if names.contains(&def.name.as_str())),
+        )
         .collect();
     for stmt in &drivers {
         let _ = builder.exec_body(&globals, std::slice::from_ref(*stmt));
@@ -102,7 +127,11 @@ fn record_calls(parsed: &ParsedModule, outline: &Outline) -> Vec<RecordedCall> {
         if let Stmt::FunctionDef(def) = stmt {
             let frame = new_env(Some(globals.clone()));
             for param in def.parameters.iter_non_variadic_params() {
-                bind(&frame, param.name().as_str(), Value::Opaque(Rc::from("a driver argument")));
+                bind(
+                    &frame,
+                    param.name().as_str(),
+                    Value::Opaque(Rc::from("a driver argument")),
+                );
             }
             let _ = builder.exec_body(&frame, &def.body);
         }
@@ -123,8 +152,15 @@ fn record_calls(parsed: &ParsedModule, outline: &Outline) -> Vec<RecordedCall> {
                     span,
                     kernel: site.kernel.clone(),
                     is_compile: site.is_compile,
-                    positional: args.as_ref().map_or_else(Vec::new, |args| args.positional.iter().map(|(v, _)| v.to_const()).collect()),
-                    keywords: args.as_ref().map_or_else(Vec::new, |args| args.keywords.iter().map(|(k, v, _)| (k.clone(), v.to_const())).collect()),
+                    positional: args.as_ref().map_or_else(Vec::new, |args| {
+                        args.positional.iter().map(|(v, _)| v.to_const()).collect()
+                    }),
+                    keywords: args.as_ref().map_or_else(Vec::new, |args| {
+                        args.keywords
+                            .iter()
+                            .map(|(k, v, _)| (k.clone(), v.to_const()))
+                            .collect()
+                    }),
                 });
             }
         }
@@ -136,7 +172,10 @@ fn record_calls(parsed: &ParsedModule, outline: &Outline) -> Vec<RecordedCall> {
 /// Names a call's arguments by the kernel's parameters; arguments tilec cannot evaluate (tensors)
 /// are left out.
 fn bind_call_args(call: &RecordedCall, outline: &Outline) -> Vec<(String, ConstValue)> {
-    let params = outline.kernel(&call.kernel).map(|kernel| kernel.params.as_slice()).unwrap_or_default();
+    let params = outline
+        .kernel(&call.kernel)
+        .map(|kernel| kernel.params.as_slice())
+        .unwrap_or_default();
     let mut args = Vec::new();
     if !call.is_compile {
         for (param, value) in params.iter().zip(&call.positional) {

@@ -28,5 +28,7 @@ mod value;
 
 pub use build::{KernelPositions, build_positions, build_world};
 pub use instances::{InstanceOrigin, InstanceSpec, ManifestInstance, find_instances};
-pub use outline::{ContextSource, KernelOutline, KernelSource, KernelStyle, Outline, ParamOutline, outline};
+pub use outline::{
+    ContextSource, KernelOutline, KernelSource, KernelStyle, Outline, ParamOutline, outline,
+};
 pub use syntax::{ParsedModule, SyntaxError};

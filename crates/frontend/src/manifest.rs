@@ -37,14 +37,19 @@ pub struct ManifestError {
 
 impl ManifestError {
     fn new(message: impl Into<String>) -> ManifestError {
-        ManifestError { message: message.into(), span: None }
+        ManifestError {
+            message: message.into(),
+            span: None,
+        }
     }
 }
 
 pub fn parse_manifest(text: &str) -> Result<Manifest, ManifestError> {
     let table: toml::Table = toml::from_str(text).map_err(|error| ManifestError {
         message: error.message().to_owned(),
-        span: error.span().map(|range| Span::new(range.start as u32, range.end as u32)),
+        span: error
+            .span()
+            .map(|range| Span::new(range.start as u32, range.end as u32)),
     })?;
     let mut manifest = Manifest::default();
     for (key, value) in &table {
@@ -52,13 +57,19 @@ pub fn parse_manifest(text: &str) -> Result<Manifest, ManifestError> {
             "check" => manifest.target = read_check(value)?,
             "instance" => {
                 let Some(entries) = value.as_array() else {
-                    return Err(ManifestError::new("`instance` must be an array of tables: write `[[instance]]`"));
+                    return Err(ManifestError::new(
+                        "`instance` must be an array of tables: write `[[instance]]`",
+                    ));
                 };
                 for entry in entries {
                     manifest.instances.push(read_instance(entry)?);
                 }
             }
-            other => return Err(ManifestError::new(format!("unknown key `{other}` (expected `check` or `instance`)"))),
+            other => {
+                return Err(ManifestError::new(format!(
+                    "unknown key `{other}` (expected `check` or `instance`)"
+                )));
+            }
         }
     }
     Ok(manifest)
@@ -70,10 +81,14 @@ fn read_check(value: &toml::Value) -> Result<Option<Target>, ManifestError> {
     };
     match table.get("target") {
         None => Ok(None),
-        Some(toml::Value::String(name)) => Target::from_name(name)
-            .map(Some)
-            .ok_or_else(|| ManifestError::new(format!("unknown target {name:?} (expected \"sm_80\" or \"sm_90\")"))),
-        Some(_) => Err(ManifestError::new("`check.target` must be a string such as \"sm_90\"")),
+        Some(toml::Value::String(name)) => Target::from_name(name).map(Some).ok_or_else(|| {
+            ManifestError::new(format!(
+                "unknown target {name:?} (expected \"sm_80\" or \"sm_90\")"
+            ))
+        }),
+        Some(_) => Err(ManifestError::new(
+            "`check.target` must be a string such as \"sm_90\"",
+        )),
     }
 }
 
@@ -93,13 +108,18 @@ fn read_instance(value: &toml::Value) -> Result<ManifestEntry, ManifestError> {
     let mut args = Vec::new();
     if let Some(arguments) = table.get("args") {
         let Some(arguments) = arguments.as_table() else {
-            return Err(ManifestError::new("`args` must be an inline table: `args = { M = 1024 }`"));
+            return Err(ManifestError::new(
+                "`args` must be an inline table: `args = { M = 1024 }`",
+            ));
         };
         for (name, value) in arguments {
             args.push((name.clone(), const_value(value)?));
         }
     }
-    Ok(ManifestEntry { file, instance: ManifestInstance { kernel, args } })
+    Ok(ManifestEntry {
+        file,
+        instance: ManifestInstance { kernel, args },
+    })
 }
 
 fn const_value(value: &toml::Value) -> Result<ConstValue, ManifestError> {
@@ -108,8 +128,14 @@ fn const_value(value: &toml::Value) -> Result<ConstValue, ManifestError> {
         toml::Value::Float(value) => ConstValue::float(*value),
         toml::Value::Boolean(value) => ConstValue::Bool(*value),
         toml::Value::String(text) => ConstValue::Str(text.clone()),
-        toml::Value::Array(items) => ConstValue::List(items.iter().map(const_value).collect::<Result<_, _>>()?),
-        other => return Err(ManifestError::new(format!("unsupported argument value `{other}`"))),
+        toml::Value::Array(items) => {
+            ConstValue::List(items.iter().map(const_value).collect::<Result<_, _>>()?)
+        }
+        other => {
+            return Err(ManifestError::new(format!(
+                "unsupported argument value `{other}`"
+            )));
+        }
     })
 }
 
@@ -123,17 +149,30 @@ mod tests {
         let manifest = parse_manifest(
             "[check]\ntarget = \"sm_80\"\n\n[[instance]]\nfile = \"gemm.py\"\nkernel = \"matmul\"\nargs = { M = 64, dtype = \"float16\" }\n",
         );
-        let Ok(manifest) = manifest else { panic!("{manifest:?}") };
+        let Ok(manifest) = manifest else {
+            panic!("{manifest:?}")
+        };
         assert_eq!(manifest.target, Some(Target::Sm80));
         assert_eq!(manifest.instances.len(), 1);
         assert_eq!(manifest.instances[0].file, "gemm.py");
-        assert_eq!(manifest.instances[0].instance.args[0], ("M".to_owned(), ConstValue::Int(64)));
+        assert_eq!(
+            manifest.instances[0].instance.args[0],
+            ("M".to_owned(), ConstValue::Int(64))
+        );
     }
 
     #[test]
     fn errors_say_what_is_wrong() {
         let error = parse_manifest("[[instance]]\nfile = \"a.py\"\n").err();
-        assert_eq!(error.map(|e| e.message), Some("an `[[instance]]` needs `kernel = \"...\"`".to_owned()));
-        assert!(parse_manifest("[check\n").err().and_then(|e| e.span).is_some());
+        assert_eq!(
+            error.map(|e| e.message),
+            Some("an `[[instance]]` needs `kernel = \"...\"`".to_owned())
+        );
+        assert!(
+            parse_manifest("[check\n")
+                .err()
+                .and_then(|e| e.span)
+                .is_some()
+        );
     }
 }

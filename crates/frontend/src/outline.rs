@@ -107,7 +107,13 @@ pub fn outline(parsed: &ParsedModule, text: &str) -> Outline {
     for stmt in context_statements(module, &names) {
         context.push_str(&normalized_text(parsed, text, stmt.range()));
     }
-    Outline { uses_tilelang, kernels, context: ContextSource { normalized: context } }
+    Outline {
+        uses_tilelang,
+        kernels,
+        context: ContextSource {
+            normalized: context,
+        },
+    }
 }
 
 /// The statements of `module` that make up a kernel's context: everything but kernel definitions,
@@ -122,7 +128,9 @@ pub(crate) fn context_statements<'a>(
             !kernel_names.contains(&def.name.as_str()) && !instantiates_kernel(stmt, kernel_names)
         }
         Stmt::Expr(_) => false,
-        Stmt::If(if_stmt) => !is_main_guard(&if_stmt.test) && !instantiates_kernel(stmt, kernel_names),
+        Stmt::If(if_stmt) => {
+            !is_main_guard(&if_stmt.test) && !instantiates_kernel(stmt, kernel_names)
+        }
         _ => !instantiates_kernel(stmt, kernel_names),
     })
 }
@@ -135,7 +143,8 @@ fn kernel_style(def: &StmtFunctionDef) -> Option<KernelStyle> {
                 Expr::Call(call) => &*call.func,
                 other => other,
             };
-            dotted_name(callee).is_some_and(|name| name == suffix || name.ends_with(&format!(".{suffix}")))
+            dotted_name(callee)
+                .is_some_and(|name| name == suffix || name.ends_with(&format!(".{suffix}")))
         })
     };
     if decorated("prim_func") {
@@ -172,13 +181,18 @@ fn contains_kernel_launch(body: &[Stmt]) -> bool {
     body.iter().any(|stmt| match stmt {
         Stmt::With(with) => {
             with.items.iter().any(|item| match &item.context_expr {
-                Expr::Call(call) => dotted_name(&call.func).is_some_and(|name| name.ends_with("Kernel")),
+                Expr::Call(call) => {
+                    dotted_name(&call.func).is_some_and(|name| name.ends_with("Kernel"))
+                }
                 _ => false,
             }) || contains_kernel_launch(&with.body)
         }
         Stmt::If(if_stmt) => {
             contains_kernel_launch(&if_stmt.body)
-                || if_stmt.elif_else_clauses.iter().any(|clause| contains_kernel_launch(&clause.body))
+                || if_stmt
+                    .elif_else_clauses
+                    .iter()
+                    .any(|clause| contains_kernel_launch(&clause.body))
         }
         _ => false,
     })
@@ -186,10 +200,14 @@ fn contains_kernel_launch(body: &[Stmt]) -> bool {
 
 fn imports_tilelang(module: &ModModule) -> bool {
     module.body.iter().any(|stmt| match stmt {
-        Stmt::Import(import) => import.names.iter().any(|alias| alias.name.as_str().starts_with("tilelang")),
-        Stmt::ImportFrom(import) => {
-            import.module.as_ref().is_some_and(|module| module.as_str().starts_with("tilelang"))
-        }
+        Stmt::Import(import) => import
+            .names
+            .iter()
+            .any(|alias| alias.name.as_str().starts_with("tilelang")),
+        Stmt::ImportFrom(import) => import
+            .module
+            .as_ref()
+            .is_some_and(|module| module.as_str().starts_with("tilelang")),
         _ => false,
     })
 }
@@ -223,14 +241,20 @@ impl<'a> Visitor<'a> for CallSiteFinder<'a, '_> {
         if let Expr::Call(call) = expr {
             let (target, is_compile) = match &*call.func {
                 Expr::Name(name) => (Some(name.id.as_str()), false),
-                Expr::Attribute(attribute) if attribute.attr.as_str() == "compile" => match &*attribute.value {
-                    Expr::Name(name) => (Some(name.id.as_str()), true),
-                    _ => (None, false),
-                },
+                Expr::Attribute(attribute) if attribute.attr.as_str() == "compile" => {
+                    match &*attribute.value {
+                        Expr::Name(name) => (Some(name.id.as_str()), true),
+                        _ => (None, false),
+                    }
+                }
                 _ => (None, false),
             };
             if let Some(kernel) = target.filter(|name| self.kernel_names.contains(name)) {
-                self.found.push(CallSite { kernel: kernel.to_owned(), call, is_compile });
+                self.found.push(CallSite {
+                    kernel: kernel.to_owned(),
+                    call,
+                    is_compile,
+                });
             }
         }
         walk_expr(self, expr);
@@ -239,7 +263,10 @@ impl<'a> Visitor<'a> for CallSiteFinder<'a, '_> {
 
 /// Every instantiating call inside `stmt`, in source order.
 pub(crate) fn call_sites<'a>(stmt: &'a Stmt, kernel_names: &[&str]) -> Vec<CallSite<'a>> {
-    let mut finder = CallSiteFinder { kernel_names, found: Vec::new() };
+    let mut finder = CallSiteFinder {
+        kernel_names,
+        found: Vec::new(),
+    };
     finder.visit_stmt(stmt);
     finder.found
 }

@@ -22,23 +22,63 @@ pub struct ParsedModule {
 pub struct SyntaxError {
     pub message: String,
     pub span: Span,
+    /// How many further syntax errors in the same top-level statement were folded into this one:
+    /// after the first error the parser's recovery often reports consequences of it.
+    pub follow_ups: usize,
 }
 
 impl ParsedModule {
     pub fn parse(text: &str) -> ParsedModule {
-        ParsedModule { inner: Arc::new(parse_unchecked_source(text, PySourceType::Python)) }
+        ParsedModule {
+            inner: Arc::new(parse_unchecked_source(text, PySourceType::Python)),
+        }
     }
 
     pub fn syntax(&self) -> &ModModule {
         self.inner.syntax()
     }
 
+    /// Every syntax error the parser reported, in order.
     pub fn errors(&self) -> Vec<SyntaxError> {
         self.inner
             .errors()
             .iter()
-            .map(|error| SyntaxError { message: error.error.to_string(), span: span_of(error.location) })
+            .map(|error| SyntaxError {
+                message: error.error.to_string(),
+                span: span_of(error.location),
+                follow_ups: 0,
+            })
             .collect()
+    }
+
+    /// The first syntax error of each top-level statement, with the count of the others in it: one
+    /// root cause, one diagnostic.
+    pub fn primary_errors(&self) -> Vec<SyntaxError> {
+        let statements: Vec<Span> = self
+            .syntax()
+            .body
+            .iter()
+            .map(|stmt| span_of(stmt.range()))
+            .collect();
+        let statement_of = |offset: u32| {
+            statements
+                .iter()
+                .position(|span| span.start <= offset && offset < span.end.max(span.start + 1))
+        };
+        let mut primary: Vec<(Option<usize>, SyntaxError)> = Vec::new();
+        let mut errors = self.errors();
+        errors.sort_by_key(|error| (error.span.start, error.span.end));
+        for error in errors {
+            let statement = statement_of(error.span.start);
+            match primary
+                .iter_mut()
+                .find(|(seen, _)| statement.is_some() && *seen == statement)
+            {
+                Some((_, first)) => first.follow_ups += 1,
+                None => primary.push((statement, error)),
+            }
+        }
+        primary.into_iter().map(|(_, error)| error).collect()
     }
 
     /// The byte ranges of every comment, in order.
@@ -84,20 +124,27 @@ pub(crate) fn normalized_text(parsed: &ParsedModule, text: &str, range: TextRang
     let mut out = String::with_capacity(end.saturating_sub(start));
     let mut line_start = start;
     while line_start < end {
-        let line_end = text[line_start..end].find('\n').map_or(end, |at| line_start + at);
+        let line_end = text[line_start..end]
+            .find('\n')
+            .map_or(end, |at| line_start + at);
         let inside_string = strings.iter().any(|string| {
             string.start().to_usize() < line_start && line_start < string.end().to_usize()
         });
         let mut line = String::new();
         let mut cursor = line_start;
-        for comment in comments.iter().filter(|c| {
-            c.start().to_usize() >= line_start && c.start().to_usize() < line_end
-        }) {
+        for comment in comments
+            .iter()
+            .filter(|c| c.start().to_usize() >= line_start && c.start().to_usize() < line_end)
+        {
             line.push_str(&text[cursor..comment.start().to_usize()]);
             cursor = comment.end().to_usize().min(line_end);
         }
         line.push_str(&text[cursor..line_end]);
-        let kept = if inside_string { line.as_str() } else { line.trim_end() };
+        let kept = if inside_string {
+            line.as_str()
+        } else {
+            line.trim_end()
+        };
         if inside_string || !kept.trim().is_empty() {
             out.push_str(kept);
             out.push('\n');
@@ -122,7 +169,8 @@ mod tests {
     #[test]
     fn comments_and_blank_lines_do_not_matter() {
         let plain = "def f(x):\n    y = x + 1\n    return y\n";
-        let commented = "def f(x):  # the factory\n\n    # a comment line\n    y = x + 1   \n\n    return y\n";
+        let commented =
+            "def f(x):  # the factory\n\n    # a comment line\n    y = x + 1   \n\n    return y\n";
         assert_eq!(normalize(plain), normalize(commented));
     }
 

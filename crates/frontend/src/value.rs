@@ -97,12 +97,19 @@ pub(crate) enum Value<'a> {
     Tuple(Rc<Vec<Value<'a>>>),
     List(Rc<Vec<Value<'a>>>),
     Dict(Rc<Vec<(Value<'a>, Value<'a>)>>),
-    Range { start: i64, stop: i64, step: i64 },
+    Range {
+        start: i64,
+        stop: i64,
+        step: i64,
+    },
     DType(DType),
     /// A symbolic integer: a loop variable, a block index, an unbound const, or arithmetic on them.
     Index(ExprId),
     /// A value only known when the kernel runs.
-    Data { id: DataId, dtype: Option<DType> },
+    Data {
+        id: DataId,
+        dtype: Option<DType>,
+    },
     Buffer(EntityId),
     /// `A[a:b, y]`: a region of a buffer, or one element when every dimension is a point.
     Region(Region),
@@ -117,16 +124,29 @@ pub(crate) enum Value<'a> {
     /// `tilelang.PassConfigKey`.
     PassConfigKeys,
     /// `T.Tensor(shape, dtype)`: the annotation of a tensor parameter.
-    TensorType { shape: Rc<Vec<Value<'a>>>, dtype: DType },
+    TensorType {
+        shape: Rc<Vec<Value<'a>>>,
+        dtype: DType,
+    },
     /// `T.Kernel(...)`, waiting for its `with`.
-    KernelFrame { grid: Vec<ExprId>, threads: Vec<i64> },
+    KernelFrame {
+        grid: Vec<ExprId>,
+        threads: Vec<i64>,
+    },
     /// `T.Parallel(...)`, `T.Pipelined(...)`, ..., waiting for its `for`.
-    LoopFrame { kind: LoopKind, extents: Vec<ExprId>, start: Option<ExprId> },
+    LoopFrame {
+        kind: LoopKind,
+        extents: Vec<ExprId>,
+        start: Option<ExprId>,
+    },
     Layout(Rc<LayoutAnnotation>),
     /// An eager-style tensor parameter not yet declared by `A: T.Tensor(...)`.
-    PendingTensor(Rc<str>),
+    PendingTensor,
     /// A kernel factory seen from driver code: calling it records an instance.
-    KernelRef { name: Rc<str>, compile: bool },
+    KernelRef {
+        name: Rc<str>,
+        compile: bool,
+    },
     /// A value tilec does not model (a torch tensor, a file handle); the text says what it was.
     Opaque(Rc<str>),
     /// The result of something that already failed with a diagnostic: using it fails silently.
@@ -169,7 +189,7 @@ impl<'a> Value<'a> {
             Value::KernelFrame { .. } => "a T.Kernel frame",
             Value::LoopFrame { .. } => "a loop frame",
             Value::Layout(_) => "a layout",
-            Value::PendingTensor(_) => "a tensor parameter",
+            Value::PendingTensor => "a tensor parameter",
             Value::KernelRef { .. } => "a kernel",
             Value::Opaque(_) => "a value tilec cannot evaluate",
             Value::Poison => "an invalid value",
@@ -202,9 +222,14 @@ impl<'a> Value<'a> {
             ConstValue::Str(text) => Value::str(text),
             ConstValue::DType(dtype) => Value::DType(*dtype),
             ConstValue::Tuple(items) => Value::tuple(items.iter().map(Value::from_const).collect()),
-            ConstValue::List(items) => Value::List(Rc::new(items.iter().map(Value::from_const).collect())),
+            ConstValue::List(items) => {
+                Value::List(Rc::new(items.iter().map(Value::from_const).collect()))
+            }
             ConstValue::Dict(entries) => Value::Dict(Rc::new(
-                entries.iter().map(|(k, v)| (Value::from_const(k), Value::from_const(v))).collect(),
+                entries
+                    .iter()
+                    .map(|(k, v)| (Value::from_const(k), Value::from_const(v)))
+                    .collect(),
             )),
         }
     }
@@ -218,8 +243,12 @@ impl<'a> Value<'a> {
             Value::Float(value) => ConstValue::float(*value),
             Value::Str(text) => ConstValue::Str(text.to_string()),
             Value::DType(dtype) => ConstValue::DType(*dtype),
-            Value::Tuple(items) => ConstValue::Tuple(items.iter().map(Value::to_const).collect::<Option<_>>()?),
-            Value::List(items) => ConstValue::List(items.iter().map(Value::to_const).collect::<Option<_>>()?),
+            Value::Tuple(items) => {
+                ConstValue::Tuple(items.iter().map(Value::to_const).collect::<Option<_>>()?)
+            }
+            Value::List(items) => {
+                ConstValue::List(items.iter().map(Value::to_const).collect::<Option<_>>()?)
+            }
             Value::Dict(entries) => ConstValue::Dict(
                 entries
                     .iter()
@@ -268,7 +297,10 @@ pub(crate) struct Frame<'a> {
 pub(crate) type Env<'a> = Rc<RefCell<Frame<'a>>>;
 
 pub(crate) fn new_env<'a>(parent: Option<Env<'a>>) -> Env<'a> {
-    Rc::new(RefCell::new(Frame { vars: FxHashMap::default(), parent }))
+    Rc::new(RefCell::new(Frame {
+        vars: FxHashMap::default(),
+        parent,
+    }))
 }
 
 pub(crate) fn lookup<'a>(env: &Env<'a>, name: &str) -> Option<Value<'a>> {
@@ -276,7 +308,10 @@ pub(crate) fn lookup<'a>(env: &Env<'a>, name: &str) -> Option<Value<'a>> {
     if let Some(value) = frame.vars.get(name) {
         return Some(value.clone());
     }
-    frame.parent.as_ref().and_then(|parent| lookup(parent, name))
+    frame
+        .parent
+        .as_ref()
+        .and_then(|parent| lookup(parent, name))
 }
 
 pub(crate) fn bind<'a>(env: &Env<'a>, name: &str, value: Value<'a>) {

@@ -147,23 +147,50 @@ impl Intrinsic {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum DataExpr {
     /// A Python float literal, by bit pattern, with the dtype it was given (`T.float32(1.0)`) if any.
-    Float { bits: u64, dtype: Option<DType> },
+    Float {
+        bits: u64,
+        dtype: Option<DType>,
+    },
     /// A Python int literal, with the dtype it was given if any.
-    Int { value: i64, dtype: Option<DType> },
+    Int {
+        value: i64,
+        dtype: Option<DType>,
+    },
     /// An index expression used as a value (int32).
     Index(ExprId),
     /// A read of one buffer element.
-    Load { buffer: EntityId, indices: Vec<ExprId> },
+    Load {
+        buffer: EntityId,
+        indices: Vec<ExprId>,
+    },
     /// A read of a scalar variable made with `T.alloc_var`.
     ReadVar(EntityId),
     Neg(DataId),
     Not(DataId),
-    Binary { op: BinaryOp, lhs: DataId, rhs: DataId },
-    Compare { op: CompareOp, lhs: DataId, rhs: DataId },
-    Call { intrinsic: Intrinsic, args: Vec<DataId> },
-    Cast { dtype: DType, value: DataId },
+    Binary {
+        op: BinaryOp,
+        lhs: DataId,
+        rhs: DataId,
+    },
+    Compare {
+        op: CompareOp,
+        lhs: DataId,
+        rhs: DataId,
+    },
+    Call {
+        intrinsic: Intrinsic,
+        args: Vec<DataId>,
+    },
+    Cast {
+        dtype: DType,
+        value: DataId,
+    },
     /// `T.if_then_else(cond, then, else)`.
-    Select { cond: DataId, then: DataId, otherwise: DataId },
+    Select {
+        cond: DataId,
+        then: DataId,
+        otherwise: DataId,
+    },
 }
 
 /// The data expressions of one world, in creation order.
@@ -209,7 +236,11 @@ impl DataArena {
                     self.loads(*arg, out);
                 }
             }
-            DataExpr::Select { cond, then, otherwise } => {
+            DataExpr::Select {
+                cond,
+                then,
+                otherwise,
+            } => {
                 self.loads(*cond, out);
                 self.loads(*then, out);
                 self.loads(*otherwise, out);

@@ -133,7 +133,10 @@ impl Diagnostic {
     }
 
     pub fn warning(code: Code, anchor: Anchor, message: impl Into<String>) -> Diagnostic {
-        Diagnostic { severity: Severity::Warning, ..Diagnostic::error(code, anchor, message) }
+        Diagnostic {
+            severity: Severity::Warning,
+            ..Diagnostic::error(code, anchor, message)
+        }
     }
 
     pub fn with_help(mut self, help: impl Into<String>) -> Diagnostic {
@@ -142,7 +145,10 @@ impl Diagnostic {
     }
 
     pub fn with_related(mut self, anchor: Anchor, message: impl Into<String>) -> Diagnostic {
-        self.related.push(Related { anchor, message: message.into() });
+        self.related.push(Related {
+            anchor,
+            message: message.into(),
+        });
         self
     }
 }

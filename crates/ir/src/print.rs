@@ -10,10 +10,18 @@ impl World {
     /// The whole world as indented text: one line per entity, children indented under parents.
     pub fn pretty(&self) -> String {
         let mut out = String::new();
-        let args: Vec<String> = self.args.iter().map(|(name, value)| format!("{name}={value}")).collect();
+        let args: Vec<String> = self
+            .args
+            .iter()
+            .map(|(name, value)| format!("{name}={value}"))
+            .collect();
         let _ = writeln!(out, "kernel {}({})", self.kernel_name, args.join(", "));
         if !self.pass_configs.is_empty() {
-            let configs: Vec<String> = self.pass_configs.iter().map(|(k, v)| format!("{k:?}: {v}")).collect();
+            let configs: Vec<String> = self
+                .pass_configs
+                .iter()
+                .map(|(k, v)| format!("{k:?}: {v}"))
+                .collect();
             let _ = writeln!(out, "  pass_configs {{{}}}", configs.join(", "));
         }
         if self.incomplete {
@@ -27,7 +35,12 @@ impl World {
 
     fn pretty_entity(&self, out: &mut String, entity: EntityId, depth: usize) {
         let indent = "  ".repeat(depth);
-        let _ = writeln!(out, "{indent}#{} {}", entity.index(), self.describe_entity(entity));
+        let _ = writeln!(
+            out,
+            "{indent}#{} {}",
+            entity.index(),
+            self.describe_entity(entity)
+        );
         for &child in self.body(entity) {
             self.pretty_entity(out, child, depth + 1);
         }
@@ -44,25 +57,50 @@ impl World {
         let name = self.name(entity);
         match self.kind(entity) {
             Some(EntityKind::Param) => {
-                let output = if self.outputs.contains(&entity) { " (output)" } else { "" };
+                let output = if self.outputs.contains(&entity) {
+                    " (output)"
+                } else {
+                    ""
+                };
                 format!("param {name}: {}{output}", self.buffer_type(entity))
             }
-            Some(EntityKind::Buffer) | Some(EntityKind::Var) => format!("buffer {name}: {}", self.buffer_type(entity)),
+            Some(EntityKind::Buffer) | Some(EntityKind::Var) => {
+                format!("buffer {name}: {}", self.buffer_type(entity))
+            }
             Some(EntityKind::Kernel) => match self.launches.get(entity) {
                 Some(launch) => {
-                    let grid: Vec<String> = launch.grid.iter().map(|&e| self.exprs.display(e).to_string()).collect();
-                    let vars: Vec<&str> = launch.block_vars.iter().map(|&v| self.exprs.var_info(v).name.as_str()).collect();
+                    let grid: Vec<String> = launch
+                        .grid
+                        .iter()
+                        .map(|&e| self.exprs.display(e).to_string())
+                        .collect();
+                    let vars: Vec<&str> = launch
+                        .block_vars
+                        .iter()
+                        .map(|&v| self.exprs.var_info(v).name.as_str())
+                        .collect();
                     let threads: Vec<String> = launch.threads.iter().map(i64::to_string).collect();
-                    format!("launch grid ({}) threads ({}) as ({})", grid.join(", "), threads.join(", "), vars.join(", "))
+                    format!(
+                        "launch grid ({}) threads ({}) as ({})",
+                        grid.join(", "),
+                        threads.join(", "),
+                        vars.join(", ")
+                    )
                 }
                 None => "launch".to_owned(),
             },
             Some(EntityKind::Loop) => match self.loops.get(entity) {
                 Some(info) => {
-                    let extents: Vec<String> = info.extents.iter().map(|&e| self.exprs.display(e).to_string()).collect();
+                    let extents: Vec<String> = info
+                        .extents
+                        .iter()
+                        .map(|&e| self.exprs.display(e).to_string())
+                        .collect();
                     let kind = match info.kind {
                         LoopKind::Parallel => "Parallel".to_owned(),
-                        LoopKind::Pipelined { num_stages } => format!("Pipelined[num_stages={num_stages}]"),
+                        LoopKind::Pipelined { num_stages } => {
+                            format!("Pipelined[num_stages={num_stages}]")
+                        }
                         LoopKind::Serial => "serial".to_owned(),
                         LoopKind::Unroll => "unroll".to_owned(),
                     };
@@ -76,8 +114,17 @@ impl World {
             },
             Some(EntityKind::Store) => match self.stores.get(entity) {
                 Some(store) => {
-                    let indices: Vec<String> = store.indices.iter().map(|&e| self.exprs.display(e).to_string()).collect();
-                    format!("{}[{}] = {}", self.name(store.buffer), indices.join(", "), self.display_data(store.value))
+                    let indices: Vec<String> = store
+                        .indices
+                        .iter()
+                        .map(|&e| self.exprs.display(e).to_string())
+                        .collect();
+                    format!(
+                        "{}[{}] = {}",
+                        self.name(store.buffer),
+                        indices.join(", "),
+                        self.display_data(store.value)
+                    )
                 }
                 None => "store".to_owned(),
             },
@@ -92,7 +139,10 @@ impl World {
     fn buffer_type(&self, buffer: EntityId) -> String {
         let dtype = self.dtypes.get(buffer).map_or("?", |dtype| dtype.name());
         let shape: Vec<String> = self.shapes.get(buffer).map_or_else(Vec::new, |shape| {
-            shape.iter().map(|&e| self.exprs.display(e).to_string()).collect()
+            shape
+                .iter()
+                .map(|&e| self.exprs.display(e).to_string())
+                .collect()
         });
         let scope = self.scopes.get(buffer).map_or("?", |scope| scope.name());
         format!("{dtype}[{}] {scope}", shape.join(", "))
@@ -102,21 +152,82 @@ impl World {
         let r = |region: &Region| self.display_region(region);
         match op {
             TileOp::Copy { src, dst } => format!("copy {} -> {}", r(src), r(dst)),
-            TileOp::Fill { dst, clear: true, .. } => format!("clear {}", r(dst)),
-            TileOp::Fill { dst, value, .. } => format!("fill {} with {}", r(dst), self.display_data(*value)),
-            TileOp::Gemm { a, b, c, transpose_a, transpose_b, policy, clear_accum, k_pack } => format!(
+            TileOp::Fill {
+                dst, clear: true, ..
+            } => format!("clear {}", r(dst)),
+            TileOp::Fill { dst, value, .. } => {
+                format!("fill {} with {}", r(dst), self.display_data(*value))
+            }
+            TileOp::Gemm {
+                a,
+                b,
+                c,
+                transpose_a,
+                transpose_b,
+                policy,
+                clear_accum,
+                k_pack,
+            } => format!(
                 "gemm {} x {} -> {} (transpose_A={transpose_a}, transpose_B={transpose_b}, policy={policy:?}, clear_accum={clear_accum}, k_pack={k_pack})",
-                r(a), r(b), r(c)
+                r(a),
+                r(b),
+                r(c)
             ),
-            TileOp::Reduce { kind, src, dst, dim, clear } => format!("{} {} -> {} (dim={dim}, clear={clear})", kind.name(), r(src), r(dst)),
-            TileOp::Cumsum { src, dst, dim, reverse } => format!("cumsum {} -> {} (dim={dim}, reverse={reverse})", r(src), r(dst)),
-            TileOp::AtomicAdd { dst, src: AtomicSource::Region(src) } => format!("atomic_add {} += {}", r(dst), r(src)),
-            TileOp::AtomicAdd { dst, src: AtomicSource::Value(value) } => format!("atomic_add {} += {}", r(dst), self.display_data(*value)),
-            TileOp::UseSwizzle { panel_size, column_major, enable } => format!("use_swizzle(panel_size={panel_size}, column_major={column_major}, enable={enable})"),
+            TileOp::Reduce {
+                kind,
+                src,
+                dst,
+                dim,
+                clear,
+            } => format!(
+                "{} {} -> {} (dim={dim}, clear={clear})",
+                kind.name(),
+                r(src),
+                r(dst)
+            ),
+            TileOp::Cumsum {
+                src,
+                dst,
+                dim,
+                reverse,
+            } => format!(
+                "cumsum {} -> {} (dim={dim}, reverse={reverse})",
+                r(src),
+                r(dst)
+            ),
+            TileOp::AtomicAdd {
+                dst,
+                src: AtomicSource::Region(src),
+            } => format!("atomic_add {} += {}", r(dst), r(src)),
+            TileOp::AtomicAdd {
+                dst,
+                src: AtomicSource::Value(value),
+            } => format!("atomic_add {} += {}", r(dst), self.display_data(*value)),
+            TileOp::UseSwizzle {
+                panel_size,
+                column_major,
+                enable,
+            } => format!(
+                "use_swizzle(panel_size={panel_size}, column_major={column_major}, enable={enable})"
+            ),
             TileOp::AnnotateLayout { buffer, layout } => {
-                let vars: Vec<&str> = layout.vars.iter().map(|&v| self.exprs.var_info(v).name.as_str()).collect();
-                let outputs: Vec<String> = layout.outputs.iter().map(|&e| self.exprs.display(e).to_string()).collect();
-                format!("annotate_layout {} = {:?}(({}) -> ({}))", self.name(*buffer), layout.kind, vars.join(", "), outputs.join(", "))
+                let vars: Vec<&str> = layout
+                    .vars
+                    .iter()
+                    .map(|&v| self.exprs.var_info(v).name.as_str())
+                    .collect();
+                let outputs: Vec<String> = layout
+                    .outputs
+                    .iter()
+                    .map(|&e| self.exprs.display(e).to_string())
+                    .collect();
+                format!(
+                    "annotate_layout {} = {:?}(({}) -> ({}))",
+                    self.name(*buffer),
+                    layout.kind,
+                    vars.join(", "),
+                    outputs.join(", ")
+                )
             }
         }
     }
@@ -131,13 +242,18 @@ impl World {
             .map(|(axis, dim)| match dim.extent {
                 None => self.exprs.display(dim.start).to_string(),
                 Some(extent) => {
-                    let whole = self.exprs.as_int(dim.start) == Some(0) && shape.and_then(|s| s.get(axis)) == Some(&extent);
+                    let whole = self.exprs.as_int(dim.start) == Some(0)
+                        && shape.and_then(|s| s.get(axis)) == Some(&extent);
                     if whole {
                         ":".to_owned()
                     } else {
                         match (self.exprs.as_int(dim.start), self.exprs.as_int(extent)) {
                             (Some(start), Some(extent)) => format!("{start}:{}", start + extent),
-                            _ => format!("{} : +{}", self.exprs.display(dim.start), self.exprs.display(extent)),
+                            _ => format!(
+                                "{} : +{}",
+                                self.exprs.display(dim.start),
+                                self.exprs.display(extent)
+                            ),
                         }
                     }
                 }
@@ -163,11 +279,17 @@ impl World {
                     None => out.write_str(&text),
                 }
             }
-            DataExpr::Int { value, dtype: Some(dtype) } => write!(out, "T.{dtype}({value})"),
+            DataExpr::Int {
+                value,
+                dtype: Some(dtype),
+            } => write!(out, "T.{dtype}({value})"),
             DataExpr::Int { value, dtype: None } => write!(out, "{value}"),
             DataExpr::Index(e) => write!(out, "{}", self.exprs.display(*e)),
             DataExpr::Load { buffer, indices } => {
-                let indices: Vec<String> = indices.iter().map(|&e| self.exprs.display(e).to_string()).collect();
+                let indices: Vec<String> = indices
+                    .iter()
+                    .map(|&e| self.exprs.display(e).to_string())
+                    .collect();
                 write!(out, "{}[{}]", self.name(*buffer), indices.join(", "))
             }
             DataExpr::ReadVar(var) => out.write_str(self.name(*var)),
@@ -179,8 +301,12 @@ impl World {
                 out.write_str("not ")?;
                 self.write_data(out, *inner, true)
             }
-            DataExpr::Binary { op, lhs, rhs } => self.write_infix(out, op.symbol(), *lhs, *rhs, nested),
-            DataExpr::Compare { op, lhs, rhs } => self.write_infix(out, op.symbol(), *lhs, *rhs, nested),
+            DataExpr::Binary { op, lhs, rhs } => {
+                self.write_infix(out, op.symbol(), *lhs, *rhs, nested)
+            }
+            DataExpr::Compare { op, lhs, rhs } => {
+                self.write_infix(out, op.symbol(), *lhs, *rhs, nested)
+            }
             DataExpr::Call { intrinsic, args } => {
                 write!(out, "T.{}(", intrinsic.name())?;
                 for (index, arg) in args.iter().enumerate() {
@@ -196,7 +322,11 @@ impl World {
                 self.write_data(out, *value, false)?;
                 out.write_str(")")
             }
-            DataExpr::Select { cond, then, otherwise } => {
+            DataExpr::Select {
+                cond,
+                then,
+                otherwise,
+            } => {
                 out.write_str("T.if_then_else(")?;
                 self.write_data(out, *cond, false)?;
                 out.write_str(", ")?;
@@ -208,7 +338,14 @@ impl World {
         }
     }
 
-    fn write_infix(&self, out: &mut String, symbol: &str, lhs: DataId, rhs: DataId, nested: bool) -> fmt::Result {
+    fn write_infix(
+        &self,
+        out: &mut String,
+        symbol: &str,
+        lhs: DataId,
+        rhs: DataId,
+        nested: bool,
+    ) -> fmt::Result {
         if nested {
             out.write_str("(")?;
         }

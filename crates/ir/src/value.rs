@@ -126,6 +126,9 @@ mod tests {
             ConstValue::Bool(true),
             ConstValue::Tuple(vec![ConstValue::Int(1)]),
         ]);
-        assert_eq!(value.to_string(), r#"(1024, 1e-05, 2.0, "float16", True, (1,))"#);
+        assert_eq!(
+            value.to_string(),
+            r#"(1024, 1e-05, 2.0, "float16", True, (1,))"#
+        );
     }
 }

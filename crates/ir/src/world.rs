@@ -389,12 +389,19 @@ impl World {
 
     /// The concrete shape of a buffer, when every extent is a constant.
     pub fn const_shape(&self, buffer: EntityId) -> Option<Vec<i64>> {
-        self.shapes.get(buffer)?.iter().map(|&extent| self.exprs.as_int(extent)).collect()
+        self.shapes
+            .get(buffer)?
+            .iter()
+            .map(|&extent| self.exprs.as_int(extent))
+            .collect()
     }
 
     /// Every buffer allocated in shared memory, in source order.
     pub fn shared_buffers(&self) -> impl Iterator<Item = EntityId> + '_ {
-        self.scopes.iter().filter(|(_, scope)| scope.is_shared()).map(|(entity, _)| entity)
+        self.scopes
+            .iter()
+            .filter(|(_, scope)| scope.is_shared())
+            .map(|(entity, _)| entity)
     }
 
     /// The region covering all of `buffer`.
@@ -405,7 +412,10 @@ impl World {
             buffer,
             dims: shape
                 .into_iter()
-                .map(|extent| RegionDim { start: zero, extent: Some(extent) })
+                .map(|extent| RegionDim {
+                    start: zero,
+                    extent: Some(extent),
+                })
                 .collect(),
         }
     }

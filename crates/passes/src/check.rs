@@ -2,7 +2,8 @@
 //! and shared-memory capacity per target.
 
 use tilec_ir::{
-    Anchor, Code, DType, Diagnostic, EntityId, EntityKind, ExprId, Region, Scope, Target, TileOp, World,
+    Anchor, Code, DType, Diagnostic, EntityId, EntityKind, ExprId, Region, Scope, Target, TileOp,
+    World,
 };
 
 use crate::regions::{certainly_differ, format_extents, resolve_extents, squeeze};
@@ -21,12 +22,23 @@ pub fn check_world(world: &World, target: Target) -> Vec<Diagnostic> {
     for (entity, op) in world.ops.iter() {
         let found = match op {
             TileOp::Copy { src, dst } => check_copy(&mut scratch, entity, src, dst),
-            TileOp::Gemm { a, b, c, transpose_a, transpose_b, .. } => {
-                check_gemm(&mut scratch, entity, [a, b, c], *transpose_a, *transpose_b)
+            TileOp::Gemm {
+                a,
+                b,
+                c,
+                transpose_a,
+                transpose_b,
+                ..
+            } => check_gemm(&mut scratch, entity, [a, b, c], *transpose_a, *transpose_b),
+            TileOp::Reduce { src, dst, dim, .. } => {
+                check_reduce(&mut scratch, entity, op.name(), src, dst, *dim)
             }
-            TileOp::Reduce { src, dst, dim, .. } => check_reduce(&mut scratch, entity, op.name(), src, dst, *dim),
-            TileOp::Cumsum { src, dst, dim, .. } => check_cumsum(&mut scratch, entity, src, dst, *dim),
-            TileOp::AnnotateLayout { buffer, layout } => check_annotation(world, entity, *buffer, &layout.shape),
+            TileOp::Cumsum { src, dst, dim, .. } => {
+                check_cumsum(&mut scratch, entity, src, dst, *dim)
+            }
+            TileOp::AnnotateLayout { buffer, layout } => {
+                check_annotation(world, entity, *buffer, &layout.shape)
+            }
             _ => Vec::new(),
         };
         diagnostics.extend(found);
@@ -40,12 +52,14 @@ fn shape_mismatch(entity: EntityId, message: String) -> Diagnostic {
 }
 
 fn check_copy(world: &mut World, entity: EntityId, src: &Region, dst: &Region) -> Vec<Diagnostic> {
-    let (Some(src_extents), Some(dst_extents)) =
-        (resolve_extents(world, src, Some(dst)), resolve_extents(world, dst, Some(src)))
-    else {
+    let (Some(src_extents), Some(dst_extents)) = (
+        resolve_extents(world, src, Some(dst)),
+        resolve_extents(world, dst, Some(src)),
+    ) else {
         return vec![shape_mismatch(
             entity,
-            "`T.copy` needs the extent of at least one side: pass a whole buffer or a slice".to_owned(),
+            "`T.copy` needs the extent of at least one side: pass a whole buffer or a slice"
+                .to_owned(),
         )];
     };
     let mut found = Vec::new();
@@ -69,15 +83,22 @@ fn check_copy(world: &mut World, entity: EntityId, src: &Region, dst: &Region) -
 
 /// A region that certainly runs past the end of an on-chip buffer. Global tensors are left alone:
 /// TileLang guards their accesses, so a tile hanging over the edge is legal there.
-fn out_of_bounds(world: &World, entity: EntityId, region: &Region, extents: &[ExprId]) -> Option<Diagnostic> {
+fn out_of_bounds(
+    world: &World,
+    entity: EntityId,
+    region: &Region,
+    extents: &[ExprId],
+) -> Option<Diagnostic> {
     if world.scopes.get(region.buffer) == Some(&Scope::Global) {
         return None;
     }
     let shape = world.shapes.get(region.buffer)?;
     for (axis, ((dim, &extent), &size)) in region.dims.iter().zip(extents).zip(shape).enumerate() {
-        let (Some(start), Some(extent), Some(size)) =
-            (world.exprs.as_int(dim.start), world.exprs.as_int(extent), world.exprs.as_int(size))
-        else {
+        let (Some(start), Some(extent), Some(size)) = (
+            world.exprs.as_int(dim.start),
+            world.exprs.as_int(extent),
+            world.exprs.as_int(size),
+        ) else {
             continue;
         };
         if start < 0 || start + extent > size {
@@ -107,15 +128,36 @@ fn matrix_extents(world: &mut World, region: &Region) -> Option<[ExprId; 2]> {
     }
 }
 
-fn check_gemm(world: &mut World, entity: EntityId, operands: [&Region; 3], transpose_a: bool, transpose_b: bool) -> Vec<Diagnostic> {
+fn check_gemm(
+    world: &mut World,
+    entity: EntityId,
+    operands: [&Region; 3],
+    transpose_a: bool,
+    transpose_b: bool,
+) -> Vec<Diagnostic> {
     let mut found = check_gemm_types(world, entity, operands);
     let [a, b, c] = operands;
-    let (Some(a_ext), Some(b_ext), Some(c_ext)) = (matrix_extents(world, a), matrix_extents(world, b), matrix_extents(world, c)) else {
-        found.push(shape_mismatch(entity, "`T.gemm` operands must be 2-D tiles".to_owned()));
+    let (Some(a_ext), Some(b_ext), Some(c_ext)) = (
+        matrix_extents(world, a),
+        matrix_extents(world, b),
+        matrix_extents(world, c),
+    ) else {
+        found.push(shape_mismatch(
+            entity,
+            "`T.gemm` operands must be 2-D tiles".to_owned(),
+        ));
         return found;
     };
-    let (m, k_a) = if transpose_a { (a_ext[1], a_ext[0]) } else { (a_ext[0], a_ext[1]) };
-    let (k_b, n) = if transpose_b { (b_ext[1], b_ext[0]) } else { (b_ext[0], b_ext[1]) };
+    let (m, k_a) = if transpose_a {
+        (a_ext[1], a_ext[0])
+    } else {
+        (a_ext[0], a_ext[1])
+    };
+    let (k_b, n) = if transpose_b {
+        (b_ext[1], b_ext[0])
+    } else {
+        (b_ext[0], b_ext[1])
+    };
     let dim_of = |transposed: bool, first: bool| if transposed == first { 1 } else { 0 };
     let name = |region: &Region| world.name(region.buffer).to_owned();
     let show = |e: ExprId| world.exprs.display(e).to_string();
@@ -134,7 +176,10 @@ fn check_gemm(world: &mut World, entity: EntityId, operands: [&Region; 3], trans
             entity,
             format!(
                 "`T.gemm` computes a {}×{} tile but the accumulator `{}` is {}",
-                show(m), show(n), name(c), format_extents(world, &c_ext),
+                show(m),
+                show(n),
+                name(c),
+                format_extents(world, &c_ext),
             ),
         ));
     }
@@ -145,7 +190,10 @@ fn check_gemm_types(world: &World, entity: EntityId, [a, b, c]: [&Region; 3]) ->
     let mut found = Vec::new();
     let scope = |region: &Region| world.scopes.get(region.buffer).copied();
     for (region, role) in [(a, "A"), (b, "B")] {
-        if !matches!(scope(region), Some(Scope::Shared | Scope::SharedDyn | Scope::Fragment)) {
+        if !matches!(
+            scope(region),
+            Some(Scope::Shared | Scope::SharedDyn | Scope::Fragment)
+        ) {
             found.push(Diagnostic::error(
                 Code::ScopeMismatch,
                 Anchor::Entity(entity),
@@ -154,11 +202,18 @@ fn check_gemm_types(world: &World, entity: EntityId, [a, b, c]: [&Region; 3]) ->
         }
     }
     if scope(c) != Some(Scope::Fragment) {
-        found.push(Diagnostic::error(
-            Code::ScopeMismatch,
-            Anchor::Entity(entity),
-            format!("`T.gemm` accumulates into a fragment, but `{}` is in {} memory", world.name(c.buffer), scope(c).map_or("unknown", Scope::name)),
-        ).with_help("allocate the accumulator with `T.alloc_fragment`"));
+        found.push(
+            Diagnostic::error(
+                Code::ScopeMismatch,
+                Anchor::Entity(entity),
+                format!(
+                    "`T.gemm` accumulates into a fragment, but `{}` is in {} memory",
+                    world.name(c.buffer),
+                    scope(c).map_or("unknown", Scope::name)
+                ),
+            )
+            .with_help("allocate the accumulator with `T.alloc_fragment`"),
+        );
     }
     let dtype = |region: &Region| world.dtypes.get(region.buffer).copied();
     if let (Some(a_type), Some(b_type)) = (dtype(a), dtype(b)) {
@@ -166,7 +221,11 @@ fn check_gemm_types(world: &World, entity: EntityId, [a, b, c]: [&Region; 3]) ->
             found.push(Diagnostic::error(
                 Code::DtypeMismatch,
                 Anchor::Entity(entity),
-                format!("`T.gemm` operands have different dtypes: `{}` is {a_type}, `{}` is {b_type}", world.name(a.buffer), world.name(b.buffer)),
+                format!(
+                    "`T.gemm` operands have different dtypes: `{}` is {a_type}, `{}` is {b_type}",
+                    world.name(a.buffer),
+                    world.name(b.buffer)
+                ),
             ));
         } else if let Some(c_type) = dtype(c) {
             let accepted: &[DType] = match a_type {
@@ -180,7 +239,11 @@ fn check_gemm_types(world: &World, entity: EntityId, [a, b, c]: [&Region; 3]) ->
                 found.push(Diagnostic::error(
                     Code::DtypeMismatch,
                     Anchor::Entity(entity),
-                    format!("a {a_type} `T.gemm` accumulates in {}, but `{}` is {c_type}", names.join(" or "), world.name(c.buffer)),
+                    format!(
+                        "a {a_type} `T.gemm` accumulates in {}, but `{}` is {c_type}",
+                        names.join(" or "),
+                        world.name(c.buffer)
+                    ),
                 ));
             }
         }
@@ -194,13 +257,30 @@ fn normalize_dim(dim: i64, rank: usize) -> Option<usize> {
     usize::try_from(dim).ok().filter(|&d| (d as i64) < rank)
 }
 
-fn check_reduce(world: &mut World, entity: EntityId, name: &str, src: &Region, dst: &Region, dim: i64) -> Vec<Diagnostic> {
+fn check_reduce(
+    world: &mut World,
+    entity: EntityId,
+    name: &str,
+    src: &Region,
+    dst: &Region,
+    dim: i64,
+) -> Vec<Diagnostic> {
     let mut found = on_chip_scopes(world, entity, name, &[src, dst]);
-    let (Some(src_ext), Some(dst_ext)) = (resolve_extents(world, src, None), resolve_extents(world, dst, None)) else {
+    let (Some(src_ext), Some(dst_ext)) = (
+        resolve_extents(world, src, None),
+        resolve_extents(world, dst, None),
+    ) else {
         return found;
     };
     let Some(axis) = normalize_dim(dim, src_ext.len()) else {
-        found.push(shape_mismatch(entity, format!("`T.{name}` reduces dimension {dim}, but `{}` has {} dimension(s)", world.name(src.buffer), src_ext.len())));
+        found.push(shape_mismatch(
+            entity,
+            format!(
+                "`T.{name}` reduces dimension {dim}, but `{}` has {} dimension(s)",
+                world.name(src.buffer),
+                src_ext.len()
+            ),
+        ));
         return found;
     };
     let mut expected = src_ext.clone();
@@ -217,28 +297,60 @@ fn check_reduce(world: &mut World, entity: EntityId, name: &str, src: &Region, d
             entity,
             format!(
                 "`T.{name}` over dimension {axis} of `{}` ({}) gives {}, but `{}` is {}",
-                world.name(src.buffer), format_extents(world, &src_ext), format_extents(world, &expected),
-                world.name(dst.buffer), format_extents(world, &dst_ext),
+                world.name(src.buffer),
+                format_extents(world, &src_ext),
+                format_extents(world, &expected),
+                world.name(dst.buffer),
+                format_extents(world, &dst_ext),
             ),
         ));
     }
     found
 }
 
-fn check_cumsum(world: &mut World, entity: EntityId, src: &Region, dst: &Region, dim: i64) -> Vec<Diagnostic> {
+fn check_cumsum(
+    world: &mut World,
+    entity: EntityId,
+    src: &Region,
+    dst: &Region,
+    dim: i64,
+) -> Vec<Diagnostic> {
     let mut found = on_chip_scopes(world, entity, "cumsum", &[src, dst]);
-    let (Some(src_ext), Some(dst_ext)) = (resolve_extents(world, src, None), resolve_extents(world, dst, None)) else {
+    let (Some(src_ext), Some(dst_ext)) = (
+        resolve_extents(world, src, None),
+        resolve_extents(world, dst, None),
+    ) else {
         return found;
     };
     if normalize_dim(dim, src_ext.len()).is_none() {
-        found.push(shape_mismatch(entity, format!("`T.cumsum` scans dimension {dim}, but `{}` has {} dimension(s)", world.name(src.buffer), src_ext.len())));
+        found.push(shape_mismatch(
+            entity,
+            format!(
+                "`T.cumsum` scans dimension {dim}, but `{}` has {} dimension(s)",
+                world.name(src.buffer),
+                src_ext.len()
+            ),
+        ));
     } else if certainly_differ(world, &src_ext, &dst_ext) {
-        found.push(shape_mismatch(entity, format!("`T.cumsum` writes a {} result into `{}` ({})", format_extents(world, &src_ext), world.name(dst.buffer), format_extents(world, &dst_ext))));
+        found.push(shape_mismatch(
+            entity,
+            format!(
+                "`T.cumsum` writes a {} result into `{}` ({})",
+                format_extents(world, &src_ext),
+                world.name(dst.buffer),
+                format_extents(world, &dst_ext)
+            ),
+        ));
     }
     found
 }
 
-fn on_chip_scopes(world: &World, entity: EntityId, name: &str, regions: &[&Region]) -> Vec<Diagnostic> {
+fn on_chip_scopes(
+    world: &World,
+    entity: EntityId,
+    name: &str,
+    regions: &[&Region],
+) -> Vec<Diagnostic> {
     regions
         .iter()
         .filter(|region| world.scopes.get(region.buffer) == Some(&Scope::Global))
@@ -246,18 +358,29 @@ fn on_chip_scopes(world: &World, entity: EntityId, name: &str, regions: &[&Regio
             Diagnostic::error(
                 Code::ScopeMismatch,
                 Anchor::Entity(entity),
-                format!("`T.{name}` works on fragments or shared memory, but `{}` is a global tensor", world.name(region.buffer)),
+                format!(
+                    "`T.{name}` works on fragments or shared memory, but `{}` is a global tensor",
+                    world.name(region.buffer)
+                ),
             )
             .with_help("copy the tile on chip with `T.copy` first")
         })
         .collect()
 }
 
-fn check_annotation(world: &World, entity: EntityId, buffer: EntityId, shape: &[i64]) -> Vec<Diagnostic> {
+fn check_annotation(
+    world: &World,
+    entity: EntityId,
+    buffer: EntityId,
+    shape: &[i64],
+) -> Vec<Diagnostic> {
     match world.const_shape(buffer) {
         Some(actual) if actual != shape => vec![shape_mismatch(
             entity,
-            format!("the layout annotated for `{}` has shape {shape:?}, but the buffer's shape is {actual:?}", world.name(buffer)),
+            format!(
+                "the layout annotated for `{}` has shape {shape:?}, but the buffer's shape is {actual:?}",
+                world.name(buffer)
+            ),
         )],
         _ => Vec::new(),
     }
@@ -285,7 +408,9 @@ fn check_shared_memory(world: &World, target: Target) -> Vec<Diagnostic> {
             .filter_map(|buffer| Some((buffer, buffer_bytes(world, buffer)?)))
             .collect();
         let total: u64 = buffers.iter().map(|(_, bytes)| bytes).sum();
-        let Some(&(first, first_bytes)) = buffers.first() else { continue };
+        let Some(&(first, first_bytes)) = buffers.first() else {
+            continue;
+        };
         if total <= limit {
             continue;
         }
@@ -298,9 +423,16 @@ fn check_shared_memory(world: &World, target: Target) -> Vec<Diagnostic> {
             ),
         )
         .with_help("use smaller tiles, fewer or narrower shared buffers, or keep data in fragments");
-        diagnostic.message.push_str(&format!(" (`{}` alone is {})", world.name(first), format_bytes(first_bytes)));
+        diagnostic.message.push_str(&format!(
+            " (`{}` alone is {})",
+            world.name(first),
+            format_bytes(first_bytes)
+        ));
         for &(buffer, bytes) in &buffers[1..] {
-            diagnostic = diagnostic.with_related(Anchor::Entity(buffer), format!("`{}` adds {}", world.name(buffer), format_bytes(bytes)));
+            diagnostic = diagnostic.with_related(
+                Anchor::Entity(buffer),
+                format!("`{}` adds {}", world.name(buffer), format_bytes(bytes)),
+            );
         }
         found.push(diagnostic);
     }
@@ -309,7 +441,9 @@ fn check_shared_memory(world: &World, target: Target) -> Vec<Diagnostic> {
 
 fn buffer_bytes(world: &World, buffer: EntityId) -> Option<u64> {
     let shape = world.const_shape(buffer)?;
-    let elements = shape.iter().try_fold(1u64, |acc, &extent| acc.checked_mul(u64::try_from(extent).ok()?))?;
+    let elements = shape.iter().try_fold(1u64, |acc, &extent| {
+        acc.checked_mul(u64::try_from(extent).ok()?)
+    })?;
     elements.checked_mul(world.dtypes.get(buffer)?.bytes())
 }
 
@@ -319,5 +453,9 @@ pub fn format_bytes(bytes: u64) -> String {
         return format!("{bytes} B");
     }
     let kib = bytes as f64 / 1024.0;
-    if bytes % 1024 == 0 { format!("{} KiB", bytes / 1024) } else { format!("{kib:.1} KiB") }
+    if bytes.is_multiple_of(1024) {
+        format!("{} KiB", bytes / 1024)
+    } else {
+        format!("{kib:.1} KiB")
+    }
 }

@@ -6,18 +6,32 @@ use tilec_ir::{ExprId, Region, World};
 /// The extents of `region`, where a region written only with point indices (`A[y, x]`) takes its
 /// extents from `other` (aligned at the trailing dimensions), and a point index next to a slice has
 /// extent 1. Returns `None` when `region` is all points and there is nothing to take extents from.
-pub fn resolve_extents(world: &mut World, region: &Region, other: Option<&Region>) -> Option<Vec<ExprId>> {
+pub fn resolve_extents(
+    world: &mut World,
+    region: &Region,
+    other: Option<&Region>,
+) -> Option<Vec<ExprId>> {
     let all_points = region.dims.iter().all(|dim| dim.extent.is_none());
     if !all_points || region.dims.is_empty() {
         let one = world.exprs.int(1);
-        return Some(region.dims.iter().map(|dim| dim.extent.unwrap_or(one)).collect());
+        return Some(
+            region
+                .dims
+                .iter()
+                .map(|dim| dim.extent.unwrap_or(one))
+                .collect(),
+        );
     }
     let other = other?;
     if other.dims.iter().all(|dim| dim.extent.is_none()) {
         return None;
     }
     let one = world.exprs.int(1);
-    let mut source: Vec<ExprId> = other.dims.iter().map(|dim| dim.extent.unwrap_or(one)).collect();
+    let mut source: Vec<ExprId> = other
+        .dims
+        .iter()
+        .map(|dim| dim.extent.unwrap_or(one))
+        .collect();
     let rank = region.dims.len();
     // Drop leading unit extents of the other side until the ranks fit, then pad with ones.
     while source.len() > rank && world.exprs.as_int(source[0]) == Some(1) {
@@ -33,7 +47,11 @@ pub fn resolve_extents(world: &mut World, region: &Region, other: Option<&Region
 
 /// The extents with unit dimensions removed: what must agree between two sides of a copy.
 pub fn squeeze(world: &World, extents: &[ExprId]) -> Vec<ExprId> {
-    extents.iter().copied().filter(|&extent| world.exprs.as_int(extent) != Some(1)).collect()
+    extents
+        .iter()
+        .copied()
+        .filter(|&extent| world.exprs.as_int(extent) != Some(1))
+        .collect()
 }
 
 /// Whether two extent lists certainly differ: some pair of extents are different constants, or the
@@ -50,5 +68,9 @@ pub fn format_extents(world: &World, extents: &[ExprId]) -> String {
     if extents.is_empty() {
         return "1".to_owned();
     }
-    extents.iter().map(|&e| world.exprs.display(e).to_string()).collect::<Vec<_>>().join("×")
+    extents
+        .iter()
+        .map(|&e| world.exprs.display(e).to_string())
+        .collect::<Vec<_>>()
+        .join("×")
 }
