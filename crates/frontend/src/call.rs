@@ -273,7 +273,7 @@ impl Builder {
                         self.error(
                             Code::MetaError,
                             span,
-                            format!("key {} not found", key.python_str()),
+                            format!("key {} not found", key.to_const().map_or_else(|| key.python_str(), |k| k.to_string())),
                         )
                     })
             }

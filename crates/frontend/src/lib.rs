@@ -32,3 +32,6 @@ pub use outline::{
     ContextSource, KernelOutline, KernelSource, KernelStyle, Outline, ParamOutline, outline,
 };
 pub use syntax::{ParsedModule, SyntaxError};
+
+#[cfg(test)]
+mod eval_tests;

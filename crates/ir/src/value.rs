@@ -44,7 +44,7 @@ impl fmt::Display for ConstValue {
             ConstValue::Bool(false) => f.write_str("False"),
             ConstValue::Int(value) => write!(f, "{value}"),
             ConstValue::Float(bits) => write_python_float(f, f64::from_bits(*bits)),
-            ConstValue::Str(text) => write!(f, "{text:?}"),
+            ConstValue::Str(text) => write_python_str(f, text),
             ConstValue::DType(dtype) => write!(f, "T.{dtype}"),
             ConstValue::Tuple(items) => {
                 f.write_str("(")?;
@@ -71,6 +71,20 @@ impl fmt::Display for ConstValue {
             }
         }
     }
+}
+
+/// Python's `repr` of a string: single quotes, backslash escapes.
+fn write_python_str(f: &mut fmt::Formatter<'_>, text: &str) -> fmt::Result {
+    f.write_str("'")?;
+    for c in text.chars() {
+        match c {
+            '\\' => f.write_str("\\\\")?,
+            '\'' => f.write_str("\\'")?,
+            '\n' => f.write_str("\\n")?,
+            c => f.write_fmt(format_args!("{c}"))?,
+        }
+    }
+    f.write_str("'")
 }
 
 fn write_items(f: &mut fmt::Formatter<'_>, items: &[ConstValue]) -> fmt::Result {
@@ -128,7 +142,7 @@ mod tests {
         ]);
         assert_eq!(
             value.to_string(),
-            r#"(1024, 1e-05, 2.0, "float16", True, (1,))"#
+            "(1024, 1e-05, 2.0, 'float16', True, (1,))"
         );
     }
 }

@@ -1,0 +1,171 @@
+//! Unit tests of the meta-evaluator: Python evaluated at compile time must give exactly what
+//! CPython gives, and what cannot be evaluated must say so.
+
+use crate::builder::Builder;
+use crate::syntax::ParsedModule;
+use crate::value::{lookup, new_env};
+
+/// Runs `source` as a module in strict mode and returns `str()` of the variable `result`, or the
+/// first diagnostic as `code: message`.
+fn run(source: &str) -> String {
+    let parsed = ParsedModule::parse(source);
+    assert!(parsed.errors().is_empty(), "test source does not parse: {source}");
+    let mut builder = Builder::new(true);
+    let env = new_env(None);
+    let _ = builder.exec_body(&env, &parsed.syntax().body);
+    if let Some(diagnostic) = builder.diagnostics.first() {
+        return format!("{}: {}", diagnostic.code, diagnostic.message);
+    }
+    match lookup(&env, "result") {
+        Some(value) => value.python_str(),
+        None => "<no result>".to_owned(),
+    }
+}
+
+fn expr(expression: &str) -> String {
+    run(&format!("import math\nimport tilelang.language as T\nresult = {expression}\n"))
+}
+
+#[test]
+fn arithmetic_follows_python() {
+    let cases = [
+        ("1 + 2 * 3", "7"),
+        ("7 // 2", "3"),
+        ("-7 // 2", "-4"),
+        ("7 // -2", "-4"),
+        ("-7 % 2", "1"),
+        ("7 % -2", "-1"),
+        ("7 / 2", "3.5"),
+        ("2 ** 10", "1024"),
+        ("2 ** -1", "0.5"),
+        ("1 << 20", "1048576"),
+        ("1024 >> 3", "128"),
+        ("6 & 3", "2"),
+        ("6 | 3", "7"),
+        ("6 ^ 3", "5"),
+        ("(1.0 / 64) ** 0.5 * 1.44269504", "0.18033688"),
+        ("7.5 // 2", "3.0"),
+        ("-7.5 % 2", "0.5"),
+        ("True + 1", "2"),
+        ("-(3)", "-3"),
+        ("~5", "-6"),
+        ("1e-5", "1e-05"),
+    ];
+    for (source, expected) in cases {
+        assert_eq!(expr(source), expected, "{source}");
+    }
+}
+
+#[test]
+fn comparisons_logic_and_conditionals() {
+    let cases = [
+        ("1 < 2 < 3", "True"),
+        ("1 < 3 < 2", "False"),
+        ("3 == 3.0", "True"),
+        ("'a' != 'b'", "True"),
+        ("None is None", "True"),
+        ("2 in (1, 2)", "True"),
+        ("'k' not in {'k': 1}", "False"),
+        ("0 or 5", "5"),
+        ("3 and 0", "0"),
+        ("not []", "True"),
+        ("'yes' if 2 > 1 else 'no'", "yes"),
+        ("T.float16 == 'float16'", "True"),
+    ];
+    for (source, expected) in cases {
+        assert_eq!(expr(source), expected, "{source}");
+    }
+}
+
+#[test]
+fn containers_strings_and_builtins() {
+    let cases = [
+        ("(1, 2) + (3,)", "(1, 2, 3)"),
+        ("[0] * 3", "[0, 0, 0]"),
+        ("(4, 5, 6)[-1]", "6"),
+        ("{'a': 1, 'b': 2}['b']", "2"),
+        ("[x * x for x in range(4) if x % 2 == 0]", "[0, 4]"),
+        ("tuple(i for i in (3, 2))", "(3, 2)"),
+        ("f'N={1024} is {\"ok\"}'", "N=1024 is ok"),
+        ("min(3, 1, 2)", "1"),
+        ("max([4, 9, 2])", "9"),
+        ("abs(-2.5)", "2.5"),
+        ("int(7.9)", "7"),
+        ("float(3)", "3.0"),
+        ("len((1, 2, 3))", "3"),
+        ("list(range(1, 7, 2))", "[1, 3, 5]"),
+        ("sum([1, 2, 3])", "6"),
+        ("divmod(-7, 2)", "(-4, 1)"),
+        ("list(enumerate('ab'))", "[(0, 'a'), (1, 'b')]"),
+        ("list(zip((1, 2), (3, 4)))", "[(1, 3), (2, 4)]"),
+        ("math.sqrt(16)", "4.0"),
+        ("math.log2(1024)", "10.0"),
+        ("math.ceil(2.1)", "3"),
+        ("math.pi > 3.14", "True"),
+        ("T.ceildiv(1000, 128)", "8"),
+        ("T.float32", "float32"),
+    ];
+    for (source, expected) in cases {
+        assert_eq!(expr(source), expected, "{source}");
+    }
+}
+
+#[test]
+fn functions_closures_and_control_flow() {
+    let source = "
+SCALE = 3
+
+def helper(x, y=2, *rest, **named):
+    return x * y + SCALE + len(rest) + len(named)
+
+def make_adder(n):
+    def add(x):
+        return x + n
+    return add
+
+total = 0
+for k in [1, 2, 3]:
+    if k == 2:
+        continue
+    total += k
+while total < 40:
+    total = total * 2
+result = (helper(5), helper(1, 1, 9, 9, z=1), make_adder(10)(5), (lambda a, b=1: a - b)(4), total)
+";
+    assert_eq!(run(source), "(13, 7, 15, 3, 64)");
+}
+
+#[test]
+fn errors_are_diagnostics_not_panics() {
+    let cases = [
+        ("1 // 0", "meta-error: integer division or modulo by zero"),
+        ("(1, 2)[5]", "meta-error: index 5 out of range for a sequence of length 2"),
+        ("undefined_thing + 1", "undefined-name: name `undefined_thing` is not defined"),
+        ("9223372036854775807 + 1", "meta-error: integer overflow or invalid operand at compile time"),
+        ("{'a': 1}['b']", "meta-error: key 'b' not found"),
+        ("T.tma_copy(1, 2)", "unsupported-syntax: `T.tma_copy` is not supported by tilec yet"),
+        ("T.copy(1, 2)", "invalid-call: `src` must be a buffer or a region of one, found an int"),
+    ];
+    for (source, expected) in cases {
+        assert_eq!(expr(source), expected, "{source}");
+    }
+}
+
+#[test]
+fn failing_assert_reports_its_message() {
+    let source = "N = 1000\nassert N % 32 == 0, f\"N={N} must be a multiple of 32\"\nresult = 1\n";
+    assert_eq!(run(source), "assertion-failed: assertion failed: N=1000 must be a multiple of 32");
+}
+
+#[test]
+fn endless_loops_stop_with_a_diagnostic() {
+    let message = run("x = 0\nwhile True:\n    x = x + 1\nresult = x\n");
+    assert!(message.starts_with("meta-error: compile-time evaluation did not finish"), "{message}");
+}
+
+#[test]
+fn dtype_spellings_and_typed_constants() {
+    assert_eq!(expr("T.dtype('float')"), "float32");
+    assert_eq!(expr("T.bfloat16"), "bfloat16");
+    assert_eq!(expr("T.float32(1.0)"), "<a runtime value>");
+}
