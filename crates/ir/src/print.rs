@@ -249,11 +249,10 @@ impl World {
                     } else {
                         match (self.exprs.as_int(dim.start), self.exprs.as_int(extent)) {
                             (Some(start), Some(extent)) => format!("{start}:{}", start + extent),
-                            _ => format!(
-                                "{} : +{}",
-                                self.exprs.display(dim.start),
-                                self.exprs.display(extent)
-                            ),
+                            _ => {
+                                let start = self.exprs.display(dim.start);
+                                format!("{start}:{start} + {}", self.exprs.display(extent))
+                            }
                         }
                     }
                 }
