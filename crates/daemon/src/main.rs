@@ -65,8 +65,29 @@ enum Command {
     },
 }
 
+/// The analysis runs on a thread with a large stack: the parser and the evaluator recurse over the
+/// syntax tree, and a machine-generated file can nest deeply. Only the pages used are committed.
+const ANALYSIS_STACK_BYTES: usize = 512 * 1024 * 1024;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let worker = std::thread::Builder::new()
+        .name("tilec".to_owned())
+        .stack_size(ANALYSIS_STACK_BYTES);
+    match worker
+        .spawn(move || run(cli))
+        .map(std::thread::JoinHandle::join)
+    {
+        Ok(Ok(code)) => code,
+        Ok(Err(_)) => ExitCode::from(101),
+        Err(error) => {
+            eprintln!("error: cannot start the analysis thread: {error}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Check {
             paths,

@@ -16,10 +16,16 @@ fn level(severity: Severity) -> Level {
     }
 }
 
+/// The longest underline printed: a diagnostic over a machine-generated expression thousands of
+/// characters long underlines its start rather than flooding the terminal.
+const MAX_UNDERLINE: usize = 160;
+
 /// Clamps a span to the text and to character boundaries, so rendering never panics.
 fn clamp(text: &str, span: Span) -> std::ops::Range<usize> {
     let mut start = (span.start as usize).min(text.len());
-    let mut end = (span.end as usize).clamp(start, text.len());
+    let mut end = (span.end as usize)
+        .clamp(start, text.len())
+        .min(start + MAX_UNDERLINE);
     while !text.is_char_boundary(start) {
         start -= 1;
     }

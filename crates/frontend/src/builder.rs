@@ -57,6 +57,7 @@ pub(crate) struct Builder {
     reported_names: FxHashSet<String>,
     steps: u64,
     pub depth: u32,
+    pub expr_depth: u32,
 }
 
 impl Builder {
@@ -74,6 +75,7 @@ impl Builder {
             reported_names: FxHashSet::default(),
             steps: 0,
             depth: 0,
+            expr_depth: 0,
         }
     }
 

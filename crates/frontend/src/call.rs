@@ -273,7 +273,11 @@ impl Builder {
                         self.error(
                             Code::MetaError,
                             span,
-                            format!("key {} not found", key.to_const().map_or_else(|| key.python_str(), |k| k.to_string())),
+                            format!(
+                                "key {} not found",
+                                key.to_const()
+                                    .map_or_else(|| key.python_str(), |k| k.to_string())
+                            ),
                         )
                     })
             }

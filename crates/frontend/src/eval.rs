@@ -17,6 +17,9 @@ use crate::outline::range_span;
 use crate::value::{Builtin, Env, Function, FunctionBody, Value, lookup, range_len};
 use tilec_ir::Span;
 
+/// How deeply expressions may nest: deeper ones are a diagnostic, not a stack overflow.
+const MAX_EXPR_DEPTH: u32 = 400;
+
 /// The evaluated arguments of a call.
 #[derive(Debug)]
 pub(crate) struct Args<'a> {
@@ -59,6 +62,20 @@ impl<'a> Args<'a> {
 impl Builder {
     pub(crate) fn eval<'a>(&mut self, env: &Env<'a>, expr: &'a Expr) -> Eval<Value<'a>> {
         let span = range_span(expr);
+        if self.expr_depth >= MAX_EXPR_DEPTH {
+            return Err(self.error(
+                Code::MetaError,
+                span,
+                format!("expression nested more than {MAX_EXPR_DEPTH} levels deep"),
+            ));
+        }
+        self.expr_depth += 1;
+        let result = self.eval_inner(env, expr, span);
+        self.expr_depth -= 1;
+        result
+    }
+
+    fn eval_inner<'a>(&mut self, env: &Env<'a>, expr: &'a Expr, span: Span) -> Eval<Value<'a>> {
         match expr {
             Expr::Name(name) => self.lookup_name(env, name.id.as_str(), span),
             Expr::NumberLiteral(number) => match &number.value {

@@ -9,7 +9,10 @@ use crate::value::{lookup, new_env};
 /// first diagnostic as `code: message`.
 fn run(source: &str) -> String {
     let parsed = ParsedModule::parse(source);
-    assert!(parsed.errors().is_empty(), "test source does not parse: {source}");
+    assert!(
+        parsed.errors().is_empty(),
+        "test source does not parse: {source}"
+    );
     let mut builder = Builder::new(true);
     let env = new_env(None);
     let _ = builder.exec_body(&env, &parsed.syntax().body);
@@ -23,7 +26,9 @@ fn run(source: &str) -> String {
 }
 
 fn expr(expression: &str) -> String {
-    run(&format!("import math\nimport tilelang.language as T\nresult = {expression}\n"))
+    run(&format!(
+        "import math\nimport tilelang.language as T\nresult = {expression}\n"
+    ))
 }
 
 #[test]
@@ -139,12 +144,27 @@ result = (helper(5), helper(1, 1, 9, 9, z=1), make_adder(10)(5), (lambda a, b=1:
 fn errors_are_diagnostics_not_panics() {
     let cases = [
         ("1 // 0", "meta-error: integer division or modulo by zero"),
-        ("(1, 2)[5]", "meta-error: index 5 out of range for a sequence of length 2"),
-        ("undefined_thing + 1", "undefined-name: name `undefined_thing` is not defined"),
-        ("9223372036854775807 + 1", "meta-error: integer overflow or invalid operand at compile time"),
+        (
+            "(1, 2)[5]",
+            "meta-error: index 5 out of range for a sequence of length 2",
+        ),
+        (
+            "undefined_thing + 1",
+            "undefined-name: name `undefined_thing` is not defined",
+        ),
+        (
+            "9223372036854775807 + 1",
+            "meta-error: integer overflow or invalid operand at compile time",
+        ),
         ("{'a': 1}['b']", "meta-error: key 'b' not found"),
-        ("T.tma_copy(1, 2)", "unsupported-syntax: `T.tma_copy` is not supported by tilec yet"),
-        ("T.copy(1, 2)", "invalid-call: `src` must be a buffer or a region of one, found an int"),
+        (
+            "T.tma_copy(1, 2)",
+            "unsupported-syntax: `T.tma_copy` is not supported by tilec yet",
+        ),
+        (
+            "T.copy(1, 2)",
+            "invalid-call: `src` must be a buffer or a region of one, found an int",
+        ),
     ];
     for (source, expected) in cases {
         assert_eq!(expr(source), expected, "{source}");
@@ -154,13 +174,19 @@ fn errors_are_diagnostics_not_panics() {
 #[test]
 fn failing_assert_reports_its_message() {
     let source = "N = 1000\nassert N % 32 == 0, f\"N={N} must be a multiple of 32\"\nresult = 1\n";
-    assert_eq!(run(source), "assertion-failed: assertion failed: N=1000 must be a multiple of 32");
+    assert_eq!(
+        run(source),
+        "assertion-failed: assertion failed: N=1000 must be a multiple of 32"
+    );
 }
 
 #[test]
 fn endless_loops_stop_with_a_diagnostic() {
     let message = run("x = 0\nwhile True:\n    x = x + 1\nresult = x\n");
-    assert!(message.starts_with("meta-error: compile-time evaluation did not finish"), "{message}");
+    assert!(
+        message.starts_with("meta-error: compile-time evaluation did not finish"),
+        "{message}"
+    );
 }
 
 #[test]

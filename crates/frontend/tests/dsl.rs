@@ -11,15 +11,30 @@ fn build(source: &str) -> String {
     let outline = outline(&parsed, source);
     let mut out = String::new();
     for spec in find_instances(&parsed, &outline, &[]) {
-        let Some(kernel) = outline.kernel(&spec.kernel) else { continue };
+        let Some(kernel) = outline.kernel(&spec.kernel) else {
+            continue;
+        };
         let world = build_world(&outline.context, &kernel.source, &spec.args);
         out.push_str(&world.pretty());
-        let positions = build_positions(&parsed, &outline, &spec.kernel, &spec.args, spec.origin.span());
-        assert_eq!(positions.spans.len(), world.kinds.len(), "the span table covers every entity");
+        let positions = build_positions(
+            &parsed,
+            &outline,
+            &spec.kernel,
+            &spec.args,
+            spec.origin.span(),
+        );
+        assert_eq!(
+            positions.spans.len(),
+            world.kinds.len(),
+            "the span table covers every entity"
+        );
         for diagnostic in &positions.diagnostics {
             let start = diagnostic_start(diagnostic);
             let line = source[..start as usize].matches('\n').count() + 1;
-            out.push_str(&format!("line {line}: {}: {}\n", diagnostic.code, diagnostic.message));
+            out.push_str(&format!(
+                "line {line}: {}: {}\n",
+                diagnostic.code, diagnostic.message
+            ));
         }
     }
     out
