@@ -108,6 +108,15 @@ pub fn instances(db: &dyn Db, file: SourceFile) -> Vec<Instance<'_>> {
     out
 }
 
+/// How the front end found an instance (its call site, if any).
+pub fn instance_spec<'db>(db: &'db dyn Db, instance: Instance<'db>) -> Option<&'db InstanceSpec> {
+    let file = instance.kernel(db).file(db);
+    let position = instances(db, file)
+        .iter()
+        .position(|candidate| *candidate == instance)?;
+    instance_origins(db, file).get(position)
+}
+
 /// Where an instance came from (its call site, if any).
 pub fn instance_origin<'db>(db: &'db dyn Db, instance: Instance<'db>) -> InstanceOrigin {
     let file = instance.kernel(db).file(db);
@@ -134,16 +143,11 @@ pub fn kernel_world<'db>(db: &'db dyn Db, instance: Instance<'db>) -> Arc<World>
 /// Where each entity of the instance's world was written, and the front end's diagnostics.
 #[salsa::tracked(returns(ref))]
 pub fn kernel_positions<'db>(db: &'db dyn Db, instance: Instance<'db>) -> KernelPositions {
-    let kernel = instance.kernel(db);
-    let file = kernel.file(db);
-    let origin = instance_origin(db, instance).span();
-    tilec_frontend::build_positions(
-        parse(db, file),
-        outline(db, file),
-        kernel.name(db),
-        instance.args(db),
-        origin,
-    )
+    let file = instance.kernel(db).file(db);
+    match instance_spec(db, instance) {
+        Some(spec) => tilec_frontend::build_positions(parse(db, file), outline(db, file), spec),
+        None => KernelPositions::default(),
+    }
 }
 
 /// The semantic checks of an instance for the configured target.

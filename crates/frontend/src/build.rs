@@ -6,6 +6,7 @@ use tilec_ir::{Anchor, Code, ConstValue, Diagnostic, Span, SpanTable, World};
 
 use crate::builder::{Builder, Eval, Stop};
 use crate::exec::Flow;
+use crate::instances::InstanceSpec;
 use crate::outline::{
     ContextSource, KernelSource, KernelStyle, Outline, context_statements, range_span,
 };
@@ -57,10 +58,9 @@ pub fn build_world(
 pub fn build_positions(
     parsed: &ParsedModule,
     outline: &Outline,
-    kernel_name: &str,
-    args: &[(String, ConstValue)],
-    origin: Option<Span>,
+    spec: &InstanceSpec,
 ) -> KernelPositions {
+    let kernel_name = spec.kernel.as_str();
     let module = parsed.syntax();
     let Some(kernel) = outline.kernel(kernel_name) else {
         return KernelPositions::default();
@@ -80,7 +80,14 @@ pub fn build_positions(
     let context: Vec<&Stmt> = context_statements(module, &names).collect();
     let mut builder = Builder::new(true);
     builder.world.kernel_name = kernel_name.to_owned();
-    builder.instantiate(&context, def, kernel.source.style, args, origin);
+    builder.unevaluated = spec.unevaluated.clone();
+    builder.instantiate(
+        &context,
+        def,
+        kernel.source.style,
+        &spec.args,
+        spec.origin.span(),
+    );
     let complete = !builder.world.incomplete;
     KernelPositions {
         spans: builder.spans,
@@ -196,17 +203,36 @@ impl Builder {
         origin: Option<Span>,
     ) -> Stop {
         let anchor = Anchor::Span(origin.unwrap_or_else(|| range_span(&def.name)));
-        let list = missing
+        let quote = |names: &[&str]| {
+            names
+                .iter()
+                .map(|name| format!("`{name}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let (opaque, absent): (Vec<&str>, Vec<&str>) = missing
             .iter()
-            .map(|name| format!("`{name}`"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let diagnostic = Diagnostic::error(
-            Code::MissingArgument,
-            anchor,
-            format!("this instance of `{}` has no value for {list}", def.name),
-        )
-        .with_help("pass it at the call site, give the parameter a default, or list the instance in tilec.toml");
+            .partition(|name| self.unevaluated.iter().any(|u| u == *name));
+        let mut message = format!(
+            "this instance of `{}` has no compile-time value for ",
+            def.name
+        );
+        match (opaque.is_empty(), absent.is_empty()) {
+            (true, _) => message.push_str(&quote(&absent)),
+            (false, true) => message.push_str(&format!(
+                "{}: this call passes values tilec cannot evaluate without running Python",
+                quote(&opaque)
+            )),
+            (false, false) => message.push_str(&format!(
+                "{} (not passed) or {} (passed values tilec cannot evaluate without running Python)",
+                quote(&absent),
+                quote(&opaque)
+            )),
+        }
+        let diagnostic = Diagnostic::error(Code::MissingArgument, anchor, message).with_help(
+            "pass literals or module constants at the call site, give the parameters defaults, \
+             or list the instance in tilec.toml",
+        );
         self.report(diagnostic)
     }
 

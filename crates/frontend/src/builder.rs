@@ -52,6 +52,8 @@ pub(crate) struct Builder {
     pub consts: FxHashMap<String, ConstValue>,
     /// Instantiating calls seen while evaluating driver code (only used when finding instances).
     pub calls: Vec<RecordedCall>,
+    /// Parameters the instance's call passes but tilec could not evaluate (for messages).
+    pub unevaluated: Vec<String>,
     /// `out_idx` of the kernel's decorator, applied once its parameters exist.
     pub pending_out_idx: Vec<i64>,
     reported_names: FxHashSet<String>,
@@ -72,6 +74,7 @@ impl Builder {
             consts: FxHashMap::default(),
             calls: Vec::new(),
             pending_out_idx: Vec::new(),
+            unevaluated: Vec::new(),
             reported_names: FxHashSet::default(),
             steps: 0,
             depth: 0,

@@ -25,6 +25,10 @@ impl Builder {
             Value::ModuleFn(Module::Language, name) => self.dsl_call(&name, args),
             Value::ModuleFn(Module::Math, name) => self.math_call(&name, args),
             Value::ModuleFn(Module::Tilelang, name) => self.tilelang_call(&name, args),
+            Value::ModuleFn(Module::Argparse, name) if &*name == "ArgumentParser" => {
+                Ok(Value::ArgParser(Rc::new(std::cell::RefCell::new(Vec::new()))))
+            }
+            Value::Method(receiver, name) => self.method_call(*receiver, &name, args),
             Value::DType(dtype) => self.typed_constant(dtype, args),
             Value::KernelRef { name, compile } => {
                 self.calls.push(crate::builder::RecordedCall {
@@ -181,6 +185,20 @@ impl Builder {
             (Value::Module(Module::Math), "tau") => Value::Float(std::f64::consts::TAU),
             (Value::Module(Module::Math), "inf") => Value::Float(f64::INFINITY),
             (Value::Module(Module::Math), _) => Value::ModuleFn(Module::Math, Rc::from(name)),
+            (Value::Module(Module::Argparse), _) => {
+                Value::ModuleFn(Module::Argparse, Rc::from(name))
+            }
+            (Value::ArgParser(_), _) => Value::Method(Box::new(base.clone()), Rc::from(name)),
+            (Value::Namespace(fields), _) => match fields.iter().find(|(field, _)| field == name) {
+                Some((_, value)) => value.clone(),
+                None => {
+                    return Err(self.error(
+                        Code::MetaError,
+                        span,
+                        format!("the parsed arguments have no `{name}`"),
+                    ));
+                }
+            },
             (Value::PolicyEnum, "Square") => Value::Policy(WarpPolicy::Square),
             (Value::PolicyEnum, "FullRow") => Value::Policy(WarpPolicy::FullRow),
             (Value::PolicyEnum, "FullCol") => Value::Policy(WarpPolicy::FullCol),
@@ -383,6 +401,68 @@ impl Builder {
             start,
             extent: Some(length),
         })
+    }
+
+    /// Methods of the values tilec models: an argument parser records `add_argument` defaults and
+    /// `parse_args()` returns them, which is what a kernel gets when its script runs without flags.
+    fn method_call<'a>(
+        &mut self,
+        receiver: Value<'a>,
+        name: &str,
+        args: Args<'a>,
+    ) -> Eval<Value<'a>> {
+        let Value::ArgParser(arguments) = receiver else {
+            return Err(self.error(
+                Code::UnsupportedSyntax,
+                args.span,
+                format!("`.{name}(...)` is not supported by tilec"),
+            ));
+        };
+        match name {
+            "add_argument" => {
+                let flags: Vec<String> = args
+                    .positional
+                    .iter()
+                    .filter_map(|(value, _)| match value {
+                        Value::Str(flag) => Some(flag.to_string()),
+                        _ => None,
+                    })
+                    .collect();
+                let dest = match args.keyword("dest") {
+                    Some(Value::Str(dest)) => dest.to_string(),
+                    _ => {
+                        let long = flags
+                            .iter()
+                            .find(|flag| flag.starts_with("--"))
+                            .or(flags.first());
+                        long.map_or_else(String::new, |flag| {
+                            flag.trim_start_matches('-').replace('-', "_")
+                        })
+                    }
+                };
+                let default = match args.keyword("default") {
+                    Some(value) => value.clone(),
+                    None if args
+                        .keyword("action")
+                        .is_some_and(|a| matches!(a, Value::Str(s) if &**s == "store_true")) =>
+                    {
+                        Value::Bool(false)
+                    }
+                    None => Value::None,
+                };
+                arguments.borrow_mut().push((dest, default));
+                Ok(Value::None)
+            }
+            "parse_args" | "parse_known_args" => {
+                let namespace = Value::Namespace(Rc::new(arguments.borrow().clone()));
+                Ok(if name == "parse_args" {
+                    namespace
+                } else {
+                    Value::tuple(vec![namespace, Value::List(Rc::new(Vec::new()))])
+                })
+            }
+            _ => Ok(Value::None),
+        }
     }
 
     fn tilelang_call<'a>(&mut self, name: &str, args: Args<'a>) -> Eval<Value<'a>> {

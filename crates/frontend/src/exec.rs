@@ -574,6 +574,7 @@ fn import_value<'a>(module: &str) -> Value<'a> {
         "tilelang" => Value::Module(Module::Tilelang),
         "tilelang.language" => Value::Module(Module::Language),
         "math" => Value::Module(Module::Math),
+        "argparse" => Value::Module(Module::Argparse),
         other => Value::Opaque(Rc::from(format!("module `{other}`"))),
     }
 }

@@ -24,6 +24,9 @@ pub struct InstanceSpec {
     /// Arguments by parameter (or eager const) name, as written at the call site.
     pub args: Vec<(String, ConstValue)>,
     pub origin: InstanceOrigin,
+    /// Parameters the call passes something for that cannot be evaluated without running Python
+    /// (a tensor, `sys.argv`): the instance lacks their values, and diagnostics say why.
+    pub unevaluated: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -63,10 +66,12 @@ pub fn find_instances(
     for kernel in &outline.kernels {
         let before = instances.len();
         for call in recorded.iter().filter(|call| call.kernel == kernel.name()) {
+            let (args, unevaluated) = bind_call_args(call, outline);
             instances.push(InstanceSpec {
                 kernel: call.kernel.clone(),
-                args: bind_call_args(call, outline),
+                args,
                 origin: InstanceOrigin::CallSite(call.span),
+                unevaluated,
             });
         }
         for entry in manifest
@@ -77,6 +82,7 @@ pub fn find_instances(
                 kernel: entry.kernel.clone(),
                 args: entry.args.clone(),
                 origin: InstanceOrigin::Manifest,
+                unevaluated: Vec::new(),
             });
         }
         let defaults_suffice = kernel.source.style == KernelStyle::Eager
@@ -86,6 +92,7 @@ pub fn find_instances(
                 kernel: kernel.name().to_owned(),
                 args: Vec::new(),
                 origin: InstanceOrigin::Defaults,
+                unevaluated: Vec::new(),
             });
         }
     }
@@ -145,23 +152,7 @@ fn record_calls(parsed: &ParsedModule, outline: &Outline) -> Vec<RecordedCall> {
         for site in call_sites(stmt, &names) {
             let span = range_span(site.call);
             if seen.insert(span) {
-                let mut fallback = Builder::new(false);
-                let scope = new_env(Some(globals.clone()));
-                let args = fallback.eval_args(&scope, site.call).ok();
-                calls.push(RecordedCall {
-                    span,
-                    kernel: site.kernel.clone(),
-                    is_compile: site.is_compile,
-                    positional: args.as_ref().map_or_else(Vec::new, |args| {
-                        args.positional.iter().map(|(v, _)| v.to_const()).collect()
-                    }),
-                    keywords: args.as_ref().map_or_else(Vec::new, |args| {
-                        args.keywords
-                            .iter()
-                            .map(|(k, v, _)| (k.clone(), v.to_const()))
-                            .collect()
-                    }),
-                });
+                calls.push(evaluate_each_argument(&globals, site));
             }
         }
     }
@@ -169,26 +160,74 @@ fn record_calls(parsed: &ParsedModule, outline: &Outline) -> Vec<RecordedCall> {
     calls
 }
 
-/// Names a call's arguments by the kernel's parameters; arguments tilec cannot evaluate (tensors)
-/// are left out.
-fn bind_call_args(call: &RecordedCall, outline: &Outline) -> Vec<(String, ConstValue)> {
-    let params = outline
-        .kernel(&call.kernel)
+/// A call site evaluation never reached: each argument is evaluated on its own in module scope, so
+/// one argument tilec cannot evaluate does not lose the others.
+fn evaluate_each_argument<'a>(
+    globals: &crate::value::Env<'a>,
+    site: crate::outline::CallSite<'a>,
+) -> RecordedCall {
+    let mut builder = Builder::new(false);
+    let scope = new_env(Some(globals.clone()));
+    let mut evaluate = |expr: &'a ruff_python_ast::Expr| {
+        builder
+            .eval(&scope, expr)
+            .ok()
+            .and_then(|value| value.to_const())
+    };
+    let positional = site.call.arguments.args.iter().map(&mut evaluate).collect();
+    let keywords = site
+        .call
+        .arguments
+        .keywords
+        .iter()
+        .filter_map(|keyword| {
+            Some((
+                keyword.arg.as_ref()?.as_str().to_owned(),
+                evaluate(&keyword.value),
+            ))
+        })
+        .collect();
+    RecordedCall {
+        span: range_span(site.call),
+        kernel: site.kernel,
+        is_compile: site.is_compile,
+        positional,
+        keywords,
+    }
+}
+
+/// Names a call's arguments by the kernel's parameters. Arguments tilec cannot evaluate are left
+/// out and named in the second list.
+fn bind_call_args(
+    call: &RecordedCall,
+    outline: &Outline,
+) -> (Vec<(String, ConstValue)>, Vec<String>) {
+    let kernel = outline.kernel(&call.kernel);
+    let params = kernel
         .map(|kernel| kernel.params.as_slice())
         .unwrap_or_default();
-    let mut args = Vec::new();
-    if !call.is_compile {
-        for (param, value) in params.iter().zip(&call.positional) {
-            if let Some(value) = value {
-                args.push((param.name.clone(), value.clone()));
-            }
+    let eager = kernel.is_some_and(|kernel| kernel.source.style == KernelStyle::Eager);
+    let positional = if call.is_compile {
+        &[][..]
+    } else {
+        &call.positional[..]
+    };
+    let named = params
+        .iter()
+        .map(|param| &param.name)
+        .zip(positional)
+        .chain(call.keywords.iter().map(|(name, value)| (name, value)));
+    let mut args: Vec<(String, ConstValue)> = Vec::new();
+    let mut unevaluated: Vec<String> = Vec::new();
+    for (name, value) in named {
+        args.retain(|(existing, _)| existing != name);
+        unevaluated.retain(|existing| existing != name);
+        match value {
+            Some(value) => args.push((name.clone(), value.clone())),
+            // An eager kernel is called with tensors: those are not meta arguments.
+            None if eager => {}
+            None => unevaluated.push(name.clone()),
         }
     }
-    for (name, value) in &call.keywords {
-        if let Some(value) = value {
-            args.retain(|(existing, _): &(String, ConstValue)| existing != name);
-            args.push((name.clone(), value.clone()));
-        }
-    }
-    args
+    (args, unevaluated)
 }

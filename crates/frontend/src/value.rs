@@ -19,6 +19,8 @@ pub(crate) enum Module {
     /// `tilelang` itself (`tilelang.jit`, `tilelang.compile`, `tilelang.PassConfigKey`).
     Tilelang,
     Math,
+    /// `argparse`: parsers are modelled so that `args.m` is the argument's default.
+    Argparse,
 }
 
 /// Python builtins the evaluator implements.
@@ -147,6 +149,12 @@ pub(crate) enum Value<'a> {
         name: Rc<str>,
         compile: bool,
     },
+    /// An `argparse.ArgumentParser`, with the arguments added so far and their defaults.
+    ArgParser(Rc<RefCell<Vec<(String, Value<'a>)>>>),
+    /// The result of `parse_args()`: every argument at its default.
+    Namespace(Rc<Vec<(String, Value<'a>)>>),
+    /// A method looked up on a value, waiting for its call (`parser.add_argument`).
+    Method(Box<Value<'a>>, Rc<str>),
     /// A value tilec does not model (a torch tensor, a file handle); the text says what it was.
     Opaque(Rc<str>),
     /// The result of something that already failed with a diagnostic: using it fails silently.
@@ -191,6 +199,9 @@ impl<'a> Value<'a> {
             Value::Layout(_) => "a layout",
             Value::PendingTensor => "a tensor parameter",
             Value::KernelRef { .. } => "a kernel",
+            Value::ArgParser(_) => "an argument parser",
+            Value::Namespace(_) => "parsed arguments",
+            Value::Method(..) => "a method",
             Value::Opaque(_) => "a value tilec cannot evaluate",
             Value::Poison => "an invalid value",
         }

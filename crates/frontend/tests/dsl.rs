@@ -16,13 +16,7 @@ fn build(source: &str) -> String {
         };
         let world = build_world(&outline.context, &kernel.source, &spec.args);
         out.push_str(&world.pretty());
-        let positions = build_positions(
-            &parsed,
-            &outline,
-            &spec.kernel,
-            &spec.args,
-            spec.origin.span(),
-        );
+        let positions = build_positions(&parsed, &outline, &spec);
         assert_eq!(
             positions.spans.len(),
             world.kinds.len(),
@@ -199,7 +193,7 @@ good()
                   #3 A[i] = A[i] * 2.0
             kernel good()
               (incomplete: the front end reported an error)
-            line 26: missing-argument: this instance of `good` has no value for `N`
+            line 26: missing-argument: this instance of `good` has no compile-time value for `N`
         "#]],
     );
 }
