@@ -132,8 +132,41 @@ pub fn file_diagnostics(db: &dyn Db, file: SourceFile) -> Vec<FileDiagnostic> {
             }
         }
     }
+    found.extend(uninstantiated_kernels(db, file));
     found.sort_by_key(|diagnostic| (diagnostic.span.start, diagnostic.span.end));
     found
+}
+
+/// An info diagnostic at each kernel that has no instance: it is parsed but cannot be evaluated,
+/// and the user should learn which parameters need values.
+fn uninstantiated_kernels(db: &dyn Db, file: SourceFile) -> Vec<FileDiagnostic> {
+    let instantiated: Vec<&str> = instances(db, file)
+        .iter()
+        .map(|instance| instance.kernel(db).name(db).as_str())
+        .collect();
+    outline(db, file)
+        .kernels
+        .iter()
+        .filter(|kernel| !instantiated.contains(&kernel.name()))
+        .map(|kernel| {
+            let required: Vec<String> =
+                kernel.params.iter().filter(|param| !param.has_default).map(|param| format!("`{}`", param.name)).collect();
+            FileDiagnostic {
+                code: Code::MissingArgument,
+                severity: Severity::Info,
+                message: format!(
+                    "`{}` is not instantiated in this file, so it is not analysed: it needs values for {}",
+                    kernel.name(),
+                    required.join(", ")
+                ),
+                span: kernel.name_span,
+                related: Vec::new(),
+                help: Some("call it (for example in `main()`), give its parameters defaults, or list an instance in tilec.toml".to_owned()),
+                kernel: Some(kernel.name().to_owned()),
+                instance: None,
+            }
+        })
+        .collect()
 }
 
 /// The instances of a file with their outcomes, for reports.

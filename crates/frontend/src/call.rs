@@ -188,7 +188,9 @@ impl Builder {
             (Value::Module(Module::Argparse), _) => {
                 Value::ModuleFn(Module::Argparse, Rc::from(name))
             }
-            (Value::ArgParser(_), _) => Value::Method(Box::new(base.clone()), Rc::from(name)),
+            (Value::ArgParser(_), _) | (Value::Dict(_), "get" | "keys" | "values" | "items") => {
+                Value::Method(Box::new(base.clone()), Rc::from(name))
+            }
             (Value::Namespace(fields), _) => match fields.iter().find(|(field, _)| field == name) {
                 Some((_, value)) => value.clone(),
                 None => {
@@ -411,6 +413,9 @@ impl Builder {
         name: &str,
         args: Args<'a>,
     ) -> Eval<Value<'a>> {
+        if let Value::Dict(entries) = &receiver {
+            return Ok(dict_method(entries, name, &args));
+        }
         let Value::ArgParser(arguments) = receiver else {
             return Err(self.error(
                 Code::UnsupportedSyntax,
@@ -808,6 +813,34 @@ impl Builder {
             };
         }
         Ok(best)
+    }
+}
+
+/// `dict.get`, `keys`, `values` and `items` on a compile-time dict.
+fn dict_method<'a>(entries: &[(Value<'a>, Value<'a>)], name: &str, args: &Args<'a>) -> Value<'a> {
+    match name {
+        "get" => {
+            let needle = args.get(0, "key").and_then(Value::to_const);
+            let found = entries
+                .iter()
+                .find(|(key, _)| needle.is_some() && key.to_const() == needle);
+            match found {
+                Some((_, value)) => value.clone(),
+                None => args.get(1, "default").cloned().unwrap_or(Value::None),
+            }
+        }
+        "keys" => Value::List(Rc::new(
+            entries.iter().map(|(key, _)| key.clone()).collect(),
+        )),
+        "values" => Value::List(Rc::new(
+            entries.iter().map(|(_, value)| value.clone()).collect(),
+        )),
+        _ => Value::List(Rc::new(
+            entries
+                .iter()
+                .map(|(key, value)| Value::tuple(vec![key.clone(), value.clone()]))
+                .collect(),
+        )),
     }
 }
 

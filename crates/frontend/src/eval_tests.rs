@@ -108,6 +108,9 @@ fn containers_strings_and_builtins() {
         ("math.ceil(2.1)", "3"),
         ("math.pi > 3.14", "True"),
         ("T.ceildiv(1000, 128)", "8"),
+        ("{'a': 1}.get('b', 7)", "7"),
+        ("list({'x': 1, 'y': 2}.keys())", "['x', 'y']"),
+        ("[k + str(v) for k, v in {'x': 1}.items()]", "['x1']"),
         ("T.float32", "float32"),
     ];
     for (source, expected) in cases {
@@ -186,6 +189,28 @@ fn endless_loops_stop_with_a_diagnostic() {
     assert!(
         message.starts_with("meta-error: compile-time evaluation did not finish"),
         "{message}"
+    );
+}
+
+#[test]
+fn unevaluable_module_values_are_reported_where_kernel_code_uses_them() {
+    let source = "import numpy as np\nBLOCK = int(np.int32(128))\nresult = BLOCK * 2\n";
+    let parsed = ParsedModule::parse(source);
+    let mut builder = Builder::new(false);
+    let env = new_env(None);
+    let _ = builder.exec_body(&env, &parsed.syntax().body[..2]);
+    builder.strict = true;
+    let _ = builder.exec_body(&env, &parsed.syntax().body[2..]);
+    let messages: Vec<String> = builder
+        .diagnostics
+        .iter()
+        .map(|d| format!("{}: {}", d.code, d.message))
+        .collect();
+    assert_eq!(
+        messages,
+        [
+            "unsupported-syntax: `BLOCK` cannot be used here: it is assigned from an expression tilec could not evaluate at compile time"
+        ]
     );
 }
 

@@ -37,7 +37,16 @@ impl Builder {
             match result {
                 Ok(Flow::Normal) => {}
                 Ok(flow) => return Ok(flow),
-                Err(Stop) => poison_targets(env, stmt),
+                // In kernel code the failure was reported, so later uses stay silent (Poison); in
+                // lenient module code nothing was reported, so later uses must say why (Opaque).
+                Err(Stop) if self.strict => bind_targets(env, stmt, &Value::Poison),
+                Err(Stop) => bind_targets(
+                    env,
+                    stmt,
+                    &Value::Opaque(Rc::from(
+                        "assigned from an expression tilec could not evaluate at compile time",
+                    )),
+                ),
             }
         }
         Ok(Flow::Normal)
@@ -120,7 +129,7 @@ impl Builder {
                     None => {
                         return Err(self.unsupported(
                             span,
-                            "`assert` on a runtime value (use `T.device_assert`)",
+                            "`assert` on a value only known when the kernel runs",
                         ));
                     }
                 }
@@ -547,9 +556,9 @@ fn loop_targets(target: &Expr) -> Vec<String> {
     }
 }
 
-/// After a failed statement, binds its assignment targets to `Poison` so that later uses do not
-/// report the same problem again as an undefined name.
-fn poison_targets<'a>(env: &Env<'a>, stmt: &'a Stmt) {
+/// After a failed statement, binds its assignment targets to `value`, so that later uses do not
+/// report the problem again as an undefined name.
+fn bind_targets<'a>(env: &Env<'a>, stmt: &'a Stmt, value: &Value<'a>) {
     let targets: Vec<&Expr> = match stmt {
         Stmt::Assign(assign) => assign.targets.iter().collect(),
         Stmt::AnnAssign(ann) => vec![&ann.target],
@@ -564,7 +573,7 @@ fn poison_targets<'a>(env: &Env<'a>, stmt: &'a Stmt) {
     };
     for target in targets {
         for name in loop_targets(target) {
-            bind(env, &name, Value::Poison);
+            bind(env, &name, value.clone());
         }
     }
 }

@@ -396,44 +396,90 @@ fn launch_of(world: &World, mut entity: EntityId) -> Option<EntityId> {
     }
 }
 
-/// Shared memory per launch: every allocation counted once. This is a lower bound of what the
-/// generated kernel uses (pipelining adds stage copies), so an error here is certain.
+/// The statements of a launch in execution order (loop bodies inline), for liveness.
+fn linearize(world: &World, entity: EntityId, out: &mut Vec<EntityId>) {
+    for &child in world.body(entity) {
+        match world.kind(child) {
+            Some(EntityKind::Loop | EntityKind::If) => {
+                out.push(child);
+                linearize(world, child, out);
+                for &other in world.else_bodies.get(child).map_or(&[][..], Vec::as_slice) {
+                    out.push(other);
+                    linearize(world, other, out);
+                }
+            }
+            _ => out.push(child),
+        }
+    }
+}
+
+/// Shared memory per launch, as the peak over program points of the buffers live there. A
+/// buffer's live range is taken from its first to its last access: that is never longer than the
+/// range TileLang's allocator must keep it for (it merges buffers whose ranges are disjoint), so the
+/// peak is a lower bound of what the kernel needs and an error here is certain.
 fn check_shared_memory(world: &World, target: Target) -> Vec<Diagnostic> {
     let limit = target.shared_memory_per_block();
     let mut found = Vec::new();
     for (launch, _) in world.launches.iter() {
-        let buffers: Vec<(EntityId, u64)> = world
+        let mut order = Vec::new();
+        linearize(world, launch, &mut order);
+        let live_ranges: Vec<(EntityId, u64, usize, usize)> = world
             .shared_buffers()
             .filter(|&buffer| launch_of(world, buffer) == Some(launch))
-            .filter_map(|buffer| Some((buffer, buffer_bytes(world, buffer)?)))
+            .filter_map(|buffer| {
+                let bytes = buffer_bytes(world, buffer)?;
+                let touches = |entity: &EntityId| {
+                    world
+                        .accesses
+                        .get(*entity)
+                        .is_some_and(|accesses| accesses.iter().any(|a| a.region.buffer == buffer))
+                };
+                let first = order.iter().position(touches)?;
+                let last = order.iter().rposition(touches)?;
+                Some((buffer, bytes, first, last))
+            })
             .collect();
-        let total: u64 = buffers.iter().map(|(_, bytes)| bytes).sum();
-        let Some(&(first, first_bytes)) = buffers.first() else {
+        let peak = (0..order.len())
+            .map(|point| {
+                let live: Vec<_> = live_ranges
+                    .iter()
+                    .filter(|(_, _, first, last)| *first <= point && point <= *last)
+                    .collect();
+                (
+                    live.iter().map(|(_, bytes, _, _)| bytes).sum::<u64>(),
+                    point,
+                    live,
+                )
+            })
+            .max_by_key(|(total, point, _)| (*total, std::cmp::Reverse(*point)));
+        let Some((total, point, live)) = peak else {
             continue;
         };
         if total <= limit {
             continue;
         }
+        let Some(&&(first, first_bytes, _, _)) = live.first() else {
+            continue;
+        };
         let mut diagnostic = Diagnostic::error(
             Code::SharedMemoryCapacity,
             Anchor::Entity(first),
             format!(
-                "this kernel allocates {} of shared memory in {} buffer(s); one block can use at most {} on {target}",
-                format_bytes(total), buffers.len(), format_bytes(limit),
+                "this kernel needs at least {} of shared memory: {} buffer(s) are live at the same time, and one block can use at most {} on {target} (`{}` alone is {})",
+                format_bytes(total), live.len(), format_bytes(limit), world.name(first), format_bytes(first_bytes),
             ),
         )
         .with_help("use smaller tiles, fewer or narrower shared buffers, or keep data in fragments");
-        diagnostic.message.push_str(&format!(
-            " (`{}` alone is {})",
-            world.name(first),
-            format_bytes(first_bytes)
-        ));
-        for &(buffer, bytes) in &buffers[1..] {
+        for &&(buffer, bytes, _, _) in &live[1..] {
             diagnostic = diagnostic.with_related(
                 Anchor::Entity(buffer),
                 format!("`{}` adds {}", world.name(buffer), format_bytes(bytes)),
             );
         }
+        diagnostic = diagnostic.with_related(
+            Anchor::Entity(order[point]),
+            "all of them are live here".to_owned(),
+        );
         found.push(diagnostic);
     }
     found
