@@ -27,12 +27,19 @@ pub fn run(paths: &[PathBuf], iterations: u32) -> Result<ExitCode> {
         );
     }
     let iterations = iterations.max(1);
+    let files = collect_python_files(paths)?;
+    let width = files
+        .iter()
+        .map(|path| path.display().to_string().len())
+        .max()
+        .unwrap_or(0)
+        .max(20);
     println!(
-        "{:<44} {:>9} {:>15} {:>15}",
+        "{:<width$} {:>9} {:>15} {:>15}",
         "file", "instances", "cold µs/inst", "edit µs/inst"
     );
     let (mut total_instances, mut total_cold, mut total_edit) = (0usize, 0.0f64, 0.0f64);
-    for path in collect_python_files(paths)? {
+    for path in files {
         let text = std::fs::read_to_string(&path)?;
         let mut cold = Vec::new();
         let mut count = 0;
@@ -69,7 +76,7 @@ pub fn run(paths: &[PathBuf], iterations: u32) -> Result<ExitCode> {
         total_cold += per_cold * count as f64;
         total_edit += per_edit * count as f64;
         println!(
-            "{:<44} {:>9} {:>15.1} {:>15.1}",
+            "{:<width$} {:>9} {:>15.1} {:>15.1}",
             path.display().to_string(),
             count,
             per_cold,
@@ -78,7 +85,7 @@ pub fn run(paths: &[PathBuf], iterations: u32) -> Result<ExitCode> {
     }
     if total_instances > 0 {
         println!(
-            "{:<44} {:>9} {:>15.1} {:>15.1}",
+            "{:<width$} {:>9} {:>15.1} {:>15.1}",
             "mean over instances",
             total_instances,
             total_cold / total_instances as f64,
