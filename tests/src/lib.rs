@@ -29,11 +29,16 @@ pub fn corpus_dir() -> Option<PathBuf> {
 /// Reads a corpus file by its path relative to the corpus folder.
 pub fn read_corpus(dir: &Path, relative: &str) -> String {
     let path = dir.join(relative);
-    std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("cannot read corpus file {}: {error}", path.display()))
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|error| panic!("cannot read corpus file {}: {error}", path.display()))
 }
 
 /// Creates the input for a file with the given text and no tilec.toml instances.
-pub fn source_file(db: &RootDatabase, path: impl Into<PathBuf>, text: impl Into<String>) -> SourceFile {
+pub fn source_file(
+    db: &RootDatabase,
+    path: impl Into<PathBuf>,
+    text: impl Into<String>,
+) -> SourceFile {
     SourceFile::new(db, path.into(), text.into(), Vec::new())
 }
 
@@ -66,7 +71,10 @@ pub fn line_of(db: &RootDatabase, file: SourceFile, offset: u32) -> usize {
 /// followed by its related locations.
 pub fn describe(db: &RootDatabase, file: SourceFile, diagnostic: &FileDiagnostic) -> String {
     let (line, column) = tilec_db::line_column(db, file, diagnostic.span.start);
-    let mut out = format!("{line}:{column} {} {}", diagnostic.severity, diagnostic.code);
+    let mut out = format!(
+        "{line}:{column} {} {}",
+        diagnostic.severity, diagnostic.code
+    );
     if let Some(kernel) = &diagnostic.kernel {
         let _ = write!(out, " [{kernel}");
         if let Some(index) = diagnostic.instance {
@@ -90,5 +98,89 @@ pub fn describe_all(db: &RootDatabase, file: SourceFile, diagnostics: &[FileDiag
     if diagnostics.is_empty() {
         return "    (no diagnostics)".to_owned();
     }
-    diagnostics.iter().map(|diagnostic| format!("    {}", describe(db, file, diagnostic))).collect::<Vec<_>>().join("\n")
+    diagnostics
+        .iter()
+        .map(|diagnostic| format!("    {}", describe(db, file, diagnostic)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The environment variable that marks a child process started by [`isolated`].
+const CHILD: &str = "TILEC_TESTS_CHILD";
+/// The environment variable naming the file in which a child records its current input.
+const INPUT: &str = "TILEC_TESTS_INPUT";
+
+/// Runs a test's `body` in a child process: this same test binary, re-run on this one test.
+///
+/// A stack overflow aborts the whole process and cannot be caught, so without this one bad input
+/// would take every other test of the binary down with it and show no input. In the child, `body`
+/// runs as usual (a panic fails it the ordinary way); the parent fails with the child's output, and
+/// with the last input the child recorded through [`record_input`], when the child did not succeed.
+///
+/// `test_name` is the test function's name (tests at the root of an integration test file are named
+/// by their function alone).
+pub fn isolated(test_name: &str, body: impl FnOnce()) {
+    if std::env::var_os(CHILD).is_some() {
+        body();
+        return;
+    }
+    let input = std::env::temp_dir().join(format!(
+        "tilec-tests-{}-{test_name}.input",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&input);
+    let exe = std::env::current_exe().expect("the test binary knows its own path");
+    let output = std::process::Command::new(exe)
+        .args([test_name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .env(INPUT, &input)
+        .output()
+        .expect("the test binary can be started again");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let last_input = std::fs::read_to_string(&input).ok();
+    let _ = std::fs::remove_file(&input);
+    if !output.status.success() {
+        let last_input = last_input.map_or_else(String::new, |text| {
+            format!("\n--- last input ---\n{text}\n---")
+        });
+        panic!(
+            "`{test_name}` failed in its child process ({}):\n{stdout}\n{stderr}{last_input}",
+            output.status
+        );
+    }
+    let ran = format!("test {test_name} ... ok");
+    assert!(
+        stdout.contains(&ran),
+        "the child process did not run `{test_name}`:\n{stdout}\n{stderr}"
+    );
+}
+
+/// Records the input a test is about to compile, so that [`isolated`] can show it if the process
+/// dies (a no-op outside a child process).
+pub fn record_input(text: &str) {
+    if let Some(path) = std::env::var_os(INPUT) {
+        let _ = std::fs::write(path, text);
+    }
+}
+
+/// The stack the analysis runs on, as in the `tilec` binary (`crates/daemon/src/main.rs`): the
+/// parser and the evaluator recurse over the syntax tree, so the compiler's contract is a large
+/// stack, of which only the pages used are committed.
+pub const ANALYSIS_STACK_BYTES: usize = 512 * 1024 * 1024;
+
+/// Runs `work` on a thread with the analysis stack and returns its result; a panic in `work` is
+/// resumed on the calling thread, so that it fails the test (or reaches `catch_unwind`) as usual.
+pub fn on_analysis_stack<T: Send>(work: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|scope| {
+        let worker = std::thread::Builder::new()
+            .name("analysis".to_owned())
+            .stack_size(ANALYSIS_STACK_BYTES)
+            .spawn_scoped(scope, work)
+            .expect("a thread with the analysis stack can be started");
+        match worker.join() {
+            Ok(value) => value,
+            Err(payload) => std::panic::resume_unwind(payload),
+        }
+    })
 }

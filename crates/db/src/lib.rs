@@ -5,6 +5,9 @@
 //! - It holds no compiler logic beyond gluing: every query calls one function of `tilec-frontend` or
 //!   `tilec-passes` on its inputs.
 //! - It never does I/O; the daemon and the language server read files and set inputs.
+//! - Queries recurse over syntax trees, so callers run them on a thread with a large stack (the CLI
+//!   uses 512 MiB, of which only the pages touched are committed); the evaluator bounds nesting and
+//!   call depth, but a default 2 MiB thread is not enough for a debug build on adversarial input.
 //! - Early cutoff is designed in: parsing is `no_eq` (its result is full of positions), a kernel's
 //!   world is built from the position-free normal form of its source, and positions come from their
 //!   own query. Editing one kernel re-runs the world and checks of that kernel only; a comment-only

@@ -125,6 +125,7 @@ impl Builder {
                     body: FunctionBody::Def(def),
                     closure: globals,
                     prim_func: true,
+                    defaults: Vec::new(),
                 };
                 self.instantiate_prim_func(&function)
             }

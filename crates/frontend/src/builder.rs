@@ -60,6 +60,8 @@ pub(crate) struct Builder {
     steps: u64,
     pub depth: u32,
     pub expr_depth: u32,
+    /// True while the body of a called helper runs: a failing statement ends the call.
+    pub abort_on_error: bool,
 }
 
 impl Builder {
@@ -79,6 +81,7 @@ impl Builder {
             steps: 0,
             depth: 0,
             expr_depth: 0,
+            abort_on_error: false,
         }
     }
 

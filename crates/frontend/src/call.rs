@@ -65,33 +65,46 @@ impl Builder {
                 "a `T.prim_func` cannot be called inside another kernel",
             ));
         }
+        self.enter_call(span)?;
+        let result = self.run_function(function, args, span);
+        self.depth -= 1;
+        result
+    }
+
+    fn run_function<'a>(
+        &mut self,
+        function: &Rc<Function<'a>>,
+        args: Args<'a>,
+        span: Span,
+    ) -> Eval<Value<'a>> {
         let frame = new_env(Some(function.closure.clone()));
         let parameters = match function.body {
             FunctionBody::Def(def) => Some(&*def.parameters),
             FunctionBody::Lambda(lambda) => lambda.parameters.as_deref(),
         };
         if let Some(parameters) = parameters {
-            self.bind_parameters(&frame, &function.closure, parameters, args, span)?;
+            self.bind_parameters(&frame, &function.defaults, parameters, args, span)?;
         }
-        self.enter_call(span)?;
-        let result = match function.body {
+        match function.body {
             FunctionBody::Lambda(lambda) => self.eval(&frame, &lambda.body),
-            FunctionBody::Def(def) => match self.exec_body(&frame, &def.body) {
-                Ok(Flow::Return(value)) => Ok(value),
-                Ok(_) => Ok(Value::None),
-                Err(stop) => Err(stop),
-            },
-        };
-        self.depth -= 1;
-        result
+            FunctionBody::Def(def) => {
+                let abort = std::mem::replace(&mut self.abort_on_error, true);
+                let result = self.exec_body(&frame, &def.body);
+                self.abort_on_error = abort;
+                match result? {
+                    Flow::Return(value) => Ok(value),
+                    _ => Ok(Value::None),
+                }
+            }
+        }
     }
 
     /// Binds call arguments to parameters as Python does (positional, keywords, defaults,
-    /// `*args`, `**kwargs`). Defaults are evaluated in the function's defining scope.
+    /// `*args`, `**kwargs`). Defaults were evaluated when the function was defined.
     pub(crate) fn bind_parameters<'a>(
         &mut self,
         frame: &Env<'a>,
-        defining: &Env<'a>,
+        defaults: &[(String, Value<'a>)],
         parameters: &'a ruff_python_ast::Parameters,
         args: Args<'a>,
         span: Span,
@@ -145,11 +158,8 @@ impl Builder {
             if frame.borrow().vars.contains_key(name) {
                 continue;
             }
-            match &param.default {
-                Some(default) => {
-                    let value = self.eval(defining, default)?;
-                    bind(frame, name, value);
-                }
+            match defaults.iter().find(|(param, _)| param == name) {
+                Some((_, value)) => bind(frame, name, value.clone()),
                 None => {
                     return Err(self.error(
                         Code::InvalidCall,

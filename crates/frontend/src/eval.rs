@@ -165,11 +165,10 @@ impl Builder {
                 let base = self.eval(env, &subscript.value)?;
                 self.subscript(env, base, &subscript.slice, span)
             }
-            Expr::Lambda(lambda) => Ok(Value::Function(Rc::new(Function {
-                body: FunctionBody::Lambda(lambda),
-                closure: env.clone(),
-                prim_func: false,
-            }))),
+            Expr::Lambda(lambda) => {
+                let function = self.define_function(env, FunctionBody::Lambda(lambda), false)?;
+                Ok(Value::Function(Rc::new(function)))
+            }
             Expr::ListComp(comp) => self
                 .comprehension(env, &comp.elt, &comp.generators, span)
                 .map(|items| Value::List(Rc::new(items))),
@@ -179,6 +178,34 @@ impl Builder {
             Expr::Starred(_) => Err(self.unsupported(span, "`*` outside a call's arguments")),
             _ => Err(self.unsupported(span, "this kind of expression")),
         }
+    }
+
+    /// A function value for a `def` or `lambda`, with its defaults evaluated now.
+    pub(crate) fn define_function<'a>(
+        &mut self,
+        env: &Env<'a>,
+        body: FunctionBody<'a>,
+        prim_func: bool,
+    ) -> Eval<Function<'a>> {
+        let parameters = match body {
+            FunctionBody::Def(def) => Some(&*def.parameters),
+            FunctionBody::Lambda(lambda) => lambda.parameters.as_deref(),
+        };
+        let mut defaults = Vec::new();
+        for param in parameters
+            .into_iter()
+            .flat_map(|p| p.iter_non_variadic_params())
+        {
+            if let Some(default) = &param.default {
+                defaults.push((param.name().as_str().to_owned(), self.eval(env, default)?));
+            }
+        }
+        Ok(Function {
+            body,
+            closure: env.clone(),
+            prim_func,
+            defaults,
+        })
     }
 
     pub(crate) fn unsupported(&mut self, span: Span, what: &str) -> Stop {

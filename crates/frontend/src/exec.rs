@@ -12,7 +12,7 @@ use crate::builder::{Block, Builder, Eval, Stop};
 use crate::dsl::load_accesses;
 use crate::eval::expr_span;
 use crate::outline::{dotted_name, range_span};
-use crate::value::{Env, Function, FunctionBody, Module, Value, bind, lookup};
+use crate::value::{Env, FunctionBody, Module, Value, bind, lookup};
 use tilec_ir::Span;
 
 /// How a statement ended.
@@ -37,6 +37,8 @@ impl Builder {
             match result {
                 Ok(Flow::Normal) => {}
                 Ok(flow) => return Ok(flow),
+                // Inside a called helper a failure ends the call, as an exception would in Python.
+                Err(Stop) if self.abort_on_error => return Err(Stop),
                 // In kernel code the failure was reported, so later uses stay silent (Poison); in
                 // lenient module code nothing was reported, so later uses must say why (Opaque).
                 Err(Stop) if self.strict => bind_targets(env, stmt, &Value::Poison),
@@ -104,11 +106,7 @@ impl Builder {
                     let name = dotted_name(&decorator.expression).unwrap_or_default();
                     prim_func |= name.ends_with("prim_func");
                 }
-                let function = Function {
-                    body: FunctionBody::Def(def),
-                    closure: env.clone(),
-                    prim_func,
-                };
+                let function = self.define_function(env, FunctionBody::Def(def), prim_func)?;
                 bind(env, def.name.as_str(), Value::Function(Rc::new(function)));
             }
             Stmt::Assert(assert) => {

@@ -81,6 +81,8 @@ pub(crate) struct Function<'a> {
     pub closure: Env<'a>,
     /// Decorated with `T.prim_func`: calling it is not allowed, instantiating it builds a kernel.
     pub prim_func: bool,
+    /// Parameter defaults, evaluated once where the function is defined, as Python does.
+    pub defaults: Vec<(String, Value<'a>)>,
 }
 
 #[derive(Clone, Copy, Debug)]

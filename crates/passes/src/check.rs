@@ -446,7 +446,8 @@ fn check_shared_memory(world: &World, target: Target) -> Vec<Diagnostic> {
                     .filter(|(_, _, first, last)| *first <= point && point <= *last)
                     .collect();
                 (
-                    live.iter().map(|(_, bytes, _, _)| bytes).sum::<u64>(),
+                    live.iter()
+                        .fold(0u64, |total, (_, bytes, _, _)| total.saturating_add(*bytes)),
                     point,
                     live,
                 )
@@ -485,12 +486,13 @@ fn check_shared_memory(world: &World, target: Target) -> Vec<Diagnostic> {
     found
 }
 
+/// The size of a buffer in bytes, saturating: a shape too large to count is still far too large.
 fn buffer_bytes(world: &World, buffer: EntityId) -> Option<u64> {
     let shape = world.const_shape(buffer)?;
-    let elements = shape.iter().try_fold(1u64, |acc, &extent| {
-        acc.checked_mul(u64::try_from(extent).ok()?)
-    })?;
-    elements.checked_mul(world.dtypes.get(buffer)?.bytes())
+    let elements = shape.iter().fold(1u64, |acc, &extent| {
+        acc.saturating_mul(u64::try_from(extent).unwrap_or(0))
+    });
+    Some(elements.saturating_mul(world.dtypes.get(buffer)?.bytes()))
 }
 
 /// `512 KiB`, `1.5 KiB`, `96 B`.
