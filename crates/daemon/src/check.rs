@@ -34,8 +34,8 @@ pub fn run(paths: &[PathBuf], format: Format, target: Option<&str>) -> Result<Ex
     let target = cli_target.or(workspace.manifest_target).unwrap_or_default();
     let db = &workspace.db;
     // The target rarely changes: high durability lets salsa skip re-validating what depends on it.
-    let _settings = Settings::builder(target)
-        .target_durability(salsa::Durability::HIGH)
+    let _settings = Settings::builder(target, workspace.manifest_pass_configs.clone())
+        .durability(salsa::Durability::HIGH)
         .new(db);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();

@@ -26,6 +26,8 @@ pub struct Workspace {
     pub manifest_problems: Vec<ManifestProblem>,
     /// The target named by the first tilec.toml that sets one.
     pub manifest_target: Option<tilec_ir::Target>,
+    /// The `[pass_configs]` of the tilec.toml files, in the order they were read.
+    pub manifest_pass_configs: Vec<(String, tilec_ir::ConstValue)>,
 }
 
 /// Every `.py` file under `paths` (files as given, folders recursively, sorted), skipping hidden
@@ -103,6 +105,7 @@ impl Workspace {
             files: Vec::new(),
             manifest_problems: Vec::new(),
             manifest_target: None,
+            manifest_pass_configs: Vec::new(),
         };
         let mut manifests: BTreeMap<PathBuf, Option<Manifest>> = BTreeMap::new();
         for path in files {

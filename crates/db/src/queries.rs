@@ -22,11 +22,14 @@ pub struct SourceFile {
     pub manifest: Vec<ManifestInstance>,
 }
 
-/// Settings that change rarely (set with high durability).
+/// Settings that change rarely (set with high durability): the target, and pass configs that
+/// apply to every kernel (from tilec.toml), over each kernel's own `pass_configs`.
 #[salsa::input(singleton, debug)]
 pub struct Settings {
     #[returns(copy)]
     pub target: Target,
+    #[returns(ref)]
+    pub pass_configs: Vec<(String, ConstValue)>,
 }
 
 /// The target of the current settings (sm_90 when none are set).
@@ -148,6 +151,23 @@ pub fn kernel_positions<'db>(db: &'db dyn Db, instance: Instance<'db>) -> Kernel
         Some(spec) => tilec_frontend::build_positions(parse(db, file), outline(db, file), spec),
         None => KernelPositions::default(),
     }
+}
+
+/// The pass configs an instance is compiled with: its `@tilelang.jit(pass_configs=...)`, with the
+/// project-wide settings taking precedence key by key.
+#[salsa::tracked(returns(ref))]
+pub fn effective_pass_configs<'db>(
+    db: &'db dyn Db,
+    instance: Instance<'db>,
+) -> Vec<(String, ConstValue)> {
+    let mut configs = kernel_world(db, instance).pass_configs.clone();
+    if let Some(settings) = Settings::try_get(db) {
+        for (key, value) in settings.pass_configs(db) {
+            configs.retain(|(existing, _)| existing != key);
+            configs.push((key.clone(), value.clone()));
+        }
+    }
+    configs
 }
 
 /// The semantic checks of an instance for the configured target.

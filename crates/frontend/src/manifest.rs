@@ -4,6 +4,9 @@
 //! [check]
 //! target = "sm_90"            # or "sm_80"; the CLI's --target overrides it
 //!
+//! [pass_configs]             # applied to every kernel, over the kernel's own pass_configs
+//! "tl.disable_tma_lower" = true
+//!
 //! [[instance]]
 //! file = "kernels/gemm.py"    # relative to the folder of this tilec.toml
 //! kernel = "matmul"
@@ -18,6 +21,8 @@ use crate::instances::ManifestInstance;
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Manifest {
     pub target: Option<Target>,
+    /// `[pass_configs]`: TileLang pass configs for every kernel (keys as `"tl.x"` strings).
+    pub pass_configs: Vec<(String, ConstValue)>,
     pub instances: Vec<ManifestEntry>,
 }
 
@@ -55,6 +60,18 @@ pub fn parse_manifest(text: &str) -> Result<Manifest, ManifestError> {
     for (key, value) in &table {
         match key.as_str() {
             "check" => manifest.target = read_check(value)?,
+            "pass_configs" => {
+                let Some(table) = value.as_table() else {
+                    return Err(ManifestError::new(
+                        "`pass_configs` must be a table of `\"tl.key\" = value`",
+                    ));
+                };
+                for (key, value) in table {
+                    manifest
+                        .pass_configs
+                        .push((key.clone(), const_value(value)?));
+                }
+            }
             "instance" => {
                 let Some(entries) = value.as_array() else {
                     return Err(ManifestError::new(
@@ -67,7 +84,7 @@ pub fn parse_manifest(text: &str) -> Result<Manifest, ManifestError> {
             }
             other => {
                 return Err(ManifestError::new(format!(
-                    "unknown key `{other}` (expected `check` or `instance`)"
+                    "unknown key `{other}` (expected `check`, `pass_configs` or `instance`)"
                 )));
             }
         }
@@ -153,11 +170,24 @@ mod tests {
             panic!("{manifest:?}")
         };
         assert_eq!(manifest.target, Some(Target::Sm80));
+        assert!(manifest.pass_configs.is_empty());
         assert_eq!(manifest.instances.len(), 1);
         assert_eq!(manifest.instances[0].file, "gemm.py");
         assert_eq!(
             manifest.instances[0].instance.args[0],
             ("M".to_owned(), ConstValue::Int(64))
+        );
+    }
+
+    #[test]
+    fn reads_pass_configs() {
+        let manifest = parse_manifest("[pass_configs]\n\"tl.disable_tma_lower\" = true\n");
+        let Ok(manifest) = manifest else {
+            panic!("{manifest:?}")
+        };
+        assert_eq!(
+            manifest.pass_configs,
+            vec![("tl.disable_tma_lower".to_owned(), ConstValue::Bool(true))]
         );
     }
 

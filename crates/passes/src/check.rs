@@ -399,24 +399,53 @@ fn launch_of(world: &World, mut entity: EntityId) -> Option<EntityId> {
 /// The statements of a launch in execution order (loop bodies inline), for liveness.
 fn linearize(world: &World, entity: EntityId, out: &mut Vec<EntityId>) {
     for &child in world.body(entity) {
-        match world.kind(child) {
-            Some(EntityKind::Loop | EntityKind::If) => {
-                out.push(child);
-                linearize(world, child, out);
-                for &other in world.else_bodies.get(child).map_or(&[][..], Vec::as_slice) {
-                    out.push(other);
-                    linearize(world, other, out);
-                }
-            }
-            _ => out.push(child),
+        out.push(child);
+        linearize(world, child, out);
+        for &other in world.else_bodies.get(child).map_or(&[][..], Vec::as_slice) {
+            out.push(other);
+            linearize(world, other, out);
         }
     }
 }
 
+/// The positions in `order` over which an access at `position` keeps a buffer live: the whole of
+/// its outermost enclosing loop (all iterations of a `T.Parallel` run at once, and no allocator
+/// frees a buffer between the iterations of a serial loop), or just that statement.
+fn live_span(world: &World, order: &[EntityId], position: usize) -> (usize, usize) {
+    let mut outermost_loop = None;
+    let mut entity = order[position];
+    while let Some(&parent) = world.parents.get(entity) {
+        if world.kind(entity) == Some(EntityKind::Loop) {
+            outermost_loop = Some(entity);
+        }
+        entity = parent;
+    }
+    let Some(outer) = outermost_loop else {
+        return (position, position);
+    };
+    let start = order.iter().position(|&e| e == outer).unwrap_or(position);
+    let end = (start..order.len())
+        .take_while(|&p| p == start || is_inside(world, order[p], outer))
+        .last()
+        .unwrap_or(position);
+    (start, end)
+}
+
+fn is_inside(world: &World, mut entity: EntityId, ancestor: EntityId) -> bool {
+    while let Some(&parent) = world.parents.get(entity) {
+        if parent == ancestor {
+            return true;
+        }
+        entity = parent;
+    }
+    false
+}
+
 /// Shared memory per launch, as the peak over program points of the buffers live there. A
-/// buffer's live range is taken from its first to its last access: that is never longer than the
-/// range TileLang's allocator must keep it for (it merges buffers whose ranges are disjoint), so the
-/// peak is a lower bound of what the kernel needs and an error here is certain.
+/// buffer's live range runs from its first to its last access, each widened to its outermost
+/// enclosing loop: never longer than the range TileLang's allocator must keep it for (it merges
+/// buffers whose ranges are disjoint), so the peak is a lower bound of what the kernel needs and an
+/// error here is certain.
 fn check_shared_memory(world: &World, target: Target) -> Vec<Diagnostic> {
     let limit = target.shared_memory_per_block();
     let mut found = Vec::new();
@@ -428,14 +457,15 @@ fn check_shared_memory(world: &World, target: Target) -> Vec<Diagnostic> {
             .filter(|&buffer| launch_of(world, buffer) == Some(launch))
             .filter_map(|buffer| {
                 let bytes = buffer_bytes(world, buffer)?;
-                let touches = |entity: &EntityId| {
-                    world
-                        .accesses
-                        .get(*entity)
-                        .is_some_and(|accesses| accesses.iter().any(|a| a.region.buffer == buffer))
-                };
-                let first = order.iter().position(touches)?;
-                let last = order.iter().rposition(touches)?;
+                let touching: Vec<usize> = (0..order.len())
+                    .filter(|&p| {
+                        world.accesses.get(order[p]).is_some_and(|accesses| {
+                            accesses.iter().any(|access| access.region.buffer == buffer)
+                        })
+                    })
+                    .collect();
+                let first = live_span(world, &order, *touching.first()?).0;
+                let last = live_span(world, &order, *touching.last()?).1;
                 Some((buffer, bytes, first, last))
             })
             .collect();
