@@ -35,6 +35,10 @@ pub(crate) struct RecordedCall {
 /// How many statements and calls one build may evaluate: Python loops at compile time are bounded
 /// so that a `while True:` in a factory reports an error instead of hanging the editor.
 const STEP_BUDGET: u64 = 2_000_000;
+
+/// Driver code (`main()`, benchmarks, argument parsing) is only read for the calls it makes, so it
+/// gets a smaller budget: a benchmark loop must not cost the editor more than a few milliseconds.
+pub(crate) const DRIVER_STEP_BUDGET: u64 = 100_000;
 const MAX_CALL_DEPTH: u32 = 64;
 
 #[derive(Debug)]
@@ -58,6 +62,7 @@ pub(crate) struct Builder {
     pub pending_out_idx: Vec<i64>,
     reported_names: FxHashSet<String>,
     steps: u64,
+    pub step_budget: u64,
     pub depth: u32,
     pub expr_depth: u32,
     /// True while the body of a called helper runs: a failing statement ends the call.
@@ -79,6 +84,7 @@ impl Builder {
             unevaluated: Vec::new(),
             reported_names: FxHashSet::default(),
             steps: 0,
+            step_budget: STEP_BUDGET,
             depth: 0,
             expr_depth: 0,
             abort_on_error: false,
@@ -121,14 +127,14 @@ impl Builder {
     /// Counts one evaluation step; fails once the budget is spent.
     pub(crate) fn step(&mut self, span: Span) -> Eval<()> {
         self.steps += 1;
-        if self.steps == STEP_BUDGET {
+        if self.steps == self.step_budget {
             return Err(self.error(
                 Code::MetaError,
                 span,
                 "compile-time evaluation did not finish (more than 2,000,000 steps): is there an endless loop?",
             ));
         }
-        if self.steps > STEP_BUDGET {
+        if self.steps > self.step_budget {
             return Err(Stop);
         }
         Ok(())

@@ -105,6 +105,7 @@ fn record_calls(parsed: &ParsedModule, outline: &Outline) -> Vec<RecordedCall> {
     let names: Vec<&str> = outline.kernels.iter().map(|kernel| kernel.name()).collect();
     let context: Vec<&Stmt> = context_statements(module, &names).collect();
     let mut builder = Builder::new(false);
+    builder.step_budget = crate::builder::DRIVER_STEP_BUDGET;
     let globals = module_env(&mut builder, &context);
     for name in &names {
         bind(
