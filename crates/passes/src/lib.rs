@@ -8,6 +8,7 @@
 //! - Nothing here panics on any world the front end can build.
 
 pub mod check;
+pub mod layout;
 pub mod regions;
 
 pub use check::check_world;
