@@ -2,10 +2,10 @@
 //! and shared-memory capacity per target.
 
 use tilec_ir::{
-    Anchor, Code, DType, Diagnostic, EntityId, EntityKind, ExprId, Region, Scope, Target, TileOp,
-    World,
+    Anchor, Code, DType, Diagnostic, EntityId, ExprId, Region, Scope, Target, TileOp, World,
 };
 
+use crate::liveness::{launch_of, linearize, live_range, peak};
 use crate::regions::{certainly_differ, format_extents, resolve_extents, squeeze};
 
 /// Every diagnostic the checks find in `world` for `target`, in entity order.
@@ -386,61 +386,6 @@ fn check_annotation(
     }
 }
 
-/// The launch a buffer belongs to (its outermost `T.Kernel` ancestor).
-fn launch_of(world: &World, mut entity: EntityId) -> Option<EntityId> {
-    loop {
-        if world.kind(entity) == Some(EntityKind::Kernel) {
-            return Some(entity);
-        }
-        entity = *world.parents.get(entity)?;
-    }
-}
-
-/// The statements of a launch in execution order (loop bodies inline), for liveness.
-fn linearize(world: &World, entity: EntityId, out: &mut Vec<EntityId>) {
-    for &child in world.body(entity) {
-        out.push(child);
-        linearize(world, child, out);
-        for &other in world.else_bodies.get(child).map_or(&[][..], Vec::as_slice) {
-            out.push(other);
-            linearize(world, other, out);
-        }
-    }
-}
-
-/// The positions in `order` over which an access at `position` keeps a buffer live: the whole of
-/// its outermost enclosing loop (all iterations of a `T.Parallel` run at once, and no allocator
-/// frees a buffer between the iterations of a serial loop), or just that statement.
-fn live_span(world: &World, order: &[EntityId], position: usize) -> (usize, usize) {
-    let mut outermost_loop = None;
-    let mut entity = order[position];
-    while let Some(&parent) = world.parents.get(entity) {
-        if world.kind(entity) == Some(EntityKind::Loop) {
-            outermost_loop = Some(entity);
-        }
-        entity = parent;
-    }
-    let Some(outer) = outermost_loop else {
-        return (position, position);
-    };
-    let start = order.iter().position(|&e| e == outer).unwrap_or(position);
-    let end = (start..order.len())
-        .take_while(|&p| p == start || is_inside(world, order[p], outer))
-        .last()
-        .unwrap_or(position);
-    (start, end)
-}
-
-fn is_inside(world: &World, mut entity: EntityId, ancestor: EntityId) -> bool {
-    while let Some(&parent) = world.parents.get(entity) {
-        if parent == ancestor {
-            return true;
-        }
-        entity = parent;
-    }
-    false
-}
-
 /// Shared memory per launch, as the peak over program points of the buffers live there. A
 /// buffer's live range runs from its first to its last access, each widened to its outermost
 /// enclosing loop: never longer than the range TileLang's allocator must keep it for (it merges
@@ -450,46 +395,22 @@ fn check_shared_memory(world: &World, target: Target) -> Vec<Diagnostic> {
     let limit = target.shared_memory_per_block();
     let mut found = Vec::new();
     for (launch, _) in world.launches.iter() {
-        let mut order = Vec::new();
-        linearize(world, launch, &mut order);
-        let live_ranges: Vec<(EntityId, u64, usize, usize)> = world
+        let order = linearize(world, launch);
+        let ranges: Vec<(EntityId, u64, usize, usize)> = world
             .shared_buffers()
             .filter(|&buffer| launch_of(world, buffer) == Some(launch))
             .filter_map(|buffer| {
-                let bytes = buffer_bytes(world, buffer)?;
-                let touching: Vec<usize> = (0..order.len())
-                    .filter(|&p| {
-                        world.accesses.get(order[p]).is_some_and(|accesses| {
-                            accesses.iter().any(|access| access.region.buffer == buffer)
-                        })
-                    })
-                    .collect();
-                let first = live_span(world, &order, *touching.first()?).0;
-                let last = live_span(world, &order, *touching.last()?).1;
-                Some((buffer, bytes, first, last))
+                let (first, last) = live_range(world, &order, buffer)?;
+                Some((buffer, buffer_bytes(world, buffer)?, first, last))
             })
             .collect();
-        let peak = (0..order.len())
-            .map(|point| {
-                let live: Vec<_> = live_ranges
-                    .iter()
-                    .filter(|(_, _, first, last)| *first <= point && point <= *last)
-                    .collect();
-                (
-                    live.iter()
-                        .fold(0u64, |total, (_, bytes, _, _)| total.saturating_add(*bytes)),
-                    point,
-                    live,
-                )
-            })
-            .max_by_key(|(total, point, _)| (*total, std::cmp::Reverse(*point)));
-        let Some((total, point, live)) = peak else {
+        let Some((point, total, live)) = peak(order.len(), &ranges) else {
             continue;
         };
         if total <= limit {
             continue;
         }
-        let Some(&&(first, first_bytes, _, _)) = live.first() else {
+        let Some(&(first, first_bytes)) = live.first() else {
             continue;
         };
         let mut diagnostic = Diagnostic::error(
@@ -497,11 +418,15 @@ fn check_shared_memory(world: &World, target: Target) -> Vec<Diagnostic> {
             Anchor::Entity(first),
             format!(
                 "this kernel needs at least {} of shared memory: {} buffer(s) are live at the same time, and one block can use at most {} on {target} (`{}` alone is {})",
-                format_bytes(total), live.len(), format_bytes(limit), world.name(first), format_bytes(first_bytes),
+                format_bytes(total),
+                live.len(),
+                format_bytes(limit),
+                world.name(first),
+                format_bytes(first_bytes),
             ),
         )
         .with_help("use smaller tiles, fewer or narrower shared buffers, or keep data in fragments");
-        for &&(buffer, bytes, _, _) in &live[1..] {
+        for &(buffer, bytes) in &live[1..] {
             diagnostic = diagnostic.with_related(
                 Anchor::Entity(buffer),
                 format!("`{}` adds {}", world.name(buffer), format_bytes(bytes)),
@@ -517,7 +442,7 @@ fn check_shared_memory(world: &World, target: Target) -> Vec<Diagnostic> {
 }
 
 /// The size of a buffer in bytes, saturating: a shape too large to count is still far too large.
-fn buffer_bytes(world: &World, buffer: EntityId) -> Option<u64> {
+pub(crate) fn buffer_bytes(world: &World, buffer: EntityId) -> Option<u64> {
     let shape = world.const_shape(buffer)?;
     let elements = shape.iter().fold(1u64, |acc, &extent| {
         acc.saturating_mul(u64::try_from(extent).unwrap_or(0))

@@ -9,6 +9,7 @@
 
 pub mod check;
 pub mod layout;
+pub mod liveness;
 pub mod regions;
 
 pub use check::check_world;

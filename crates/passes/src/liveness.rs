@@ -1,0 +1,100 @@
+//! Live ranges of buffers within a launch, and the peak of what is live at once: shared memory
+//! and registers are both sized by it.
+
+use tilec_ir::{EntityId, EntityKind, World};
+
+/// The launch an entity belongs to (its outermost `T.Kernel` ancestor).
+pub fn launch_of(world: &World, mut entity: EntityId) -> Option<EntityId> {
+    loop {
+        if world.kind(entity) == Some(EntityKind::Kernel) {
+            return Some(entity);
+        }
+        entity = *world.parents.get(entity)?;
+    }
+}
+
+/// The statements of a launch in execution order (loop bodies inline).
+pub fn linearize(world: &World, launch: EntityId) -> Vec<EntityId> {
+    let mut out = Vec::new();
+    linearize_into(world, launch, &mut out);
+    out
+}
+
+fn linearize_into(world: &World, entity: EntityId, out: &mut Vec<EntityId>) {
+    for &child in world.body(entity) {
+        out.push(child);
+        linearize_into(world, child, out);
+        for &other in world.else_bodies.get(child).map_or(&[][..], Vec::as_slice) {
+            out.push(other);
+            linearize_into(world, other, out);
+        }
+    }
+}
+
+/// The positions in `order` over which an access at `position` keeps a buffer live: the whole of
+/// its outermost enclosing loop (all iterations of a `T.Parallel` run at once, and no allocator
+/// frees a buffer between the iterations of a serial loop), or just that statement.
+fn live_span(world: &World, order: &[EntityId], position: usize) -> (usize, usize) {
+    let mut outermost_loop = None;
+    let mut entity = order[position];
+    while let Some(&parent) = world.parents.get(entity) {
+        if world.kind(entity) == Some(EntityKind::Loop) {
+            outermost_loop = Some(entity);
+        }
+        entity = parent;
+    }
+    let Some(outer) = outermost_loop else {
+        return (position, position);
+    };
+    let start = order.iter().position(|&e| e == outer).unwrap_or(position);
+    let end = (start..order.len())
+        .take_while(|&p| p == start || is_inside(world, order[p], outer))
+        .last()
+        .unwrap_or(position);
+    (start, end)
+}
+
+fn is_inside(world: &World, mut entity: EntityId, ancestor: EntityId) -> bool {
+    while let Some(&parent) = world.parents.get(entity) {
+        if parent == ancestor {
+            return true;
+        }
+        entity = parent;
+    }
+    false
+}
+
+/// The range of positions in `order` over which `buffer` is live, if it is ever accessed.
+pub fn live_range(world: &World, order: &[EntityId], buffer: EntityId) -> Option<(usize, usize)> {
+    let touching: Vec<usize> = (0..order.len())
+        .filter(|&p| {
+            world.accesses.get(order[p]).is_some_and(|accesses| {
+                accesses.iter().any(|access| access.region.buffer == buffer)
+            })
+        })
+        .collect();
+    let first = live_span(world, order, *touching.first()?).0;
+    let last = live_span(world, order, *touching.last()?).1;
+    Some((first, last))
+}
+
+/// The position where the most weight is live, that weight (saturating) and the items live there,
+/// given `(item, weight, first, last)` live ranges.
+pub fn peak<T: Copy>(
+    positions: usize,
+    ranges: &[(T, u64, usize, usize)],
+) -> Option<(usize, u64, Vec<(T, u64)>)> {
+    (0..positions)
+        .map(|point| {
+            let live: Vec<(T, u64)> = ranges
+                .iter()
+                .filter(|(_, _, first, last)| *first <= point && point <= *last)
+                .map(|(item, weight, _, _)| (*item, *weight))
+                .collect();
+            let total = live
+                .iter()
+                .fold(0u64, |sum, (_, weight)| sum.saturating_add(*weight));
+            (point, total, live)
+        })
+        .max_by_key(|(point, total, _)| (*total, std::cmp::Reverse(*point)))
+}
