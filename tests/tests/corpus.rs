@@ -12,16 +12,17 @@ use tilec_db::{FileDiagnostic, RootDatabase, SourceFile};
 use tilec_ir::{EntityKind, Severity, World};
 use tilec_tests::{corpus_dir, describe, describe_all, line_of, load_corpus, run_pipeline};
 
-/// Codes the compiler produces today. Entries of EXPECTED.toml with other codes (layout-conflict,
-/// data-race, register-pressure) belong to analyses that have not landed yet: they are skipped, but
-/// the file must still have no error the corpus does not list. So errors/layout_conflict_gemm_serial.py,
-/// whose only expected error is a layout-conflict, must currently have no error at all.
-const IMPLEMENTED: [&str; 5] = [
+/// Codes the compiler produces: every EXPECTED.toml entry with one of them is checked (code,
+/// severity, line, related lines), and no file may have an error the corpus does not list.
+const IMPLEMENTED: [&str; 8] = [
     "parse-error",
     "undefined-name",
     "unsupported-syntax",
     "shape-mismatch",
     "shared-memory-capacity",
+    "layout-conflict",
+    "data-race",
+    "register-pressure",
 ];
 
 /// One `[code, severity, line]` entry of EXPECTED.toml.

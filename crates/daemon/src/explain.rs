@@ -20,6 +20,9 @@ fn page(code: Code) -> &'static str {
         Code::ScopeMismatch => include_str!("../../../docs/codes/scope-mismatch.md"),
         Code::SharedMemoryCapacity => include_str!("../../../docs/codes/shared-memory-capacity.md"),
         Code::ConfigError => include_str!("../../../docs/codes/config-error.md"),
+        Code::LayoutConflict => include_str!("../../../docs/codes/layout-conflict.md"),
+        Code::DataRace => include_str!("../../../docs/codes/data-race.md"),
+        Code::RegisterPressure => include_str!("../../../docs/codes/register-pressure.md"),
     }
 }
 

@@ -8,7 +8,8 @@ use tilec_ir::{Anchor, Code, ConstValue, Diagnostic, Severity, Span, SpanTable};
 
 use crate::Db;
 use crate::queries::{
-    SourceFile, instance_checks, instance_origin, instances, kernel_positions, outline, parse,
+    SourceFile, instance_checks, instance_origin, instances, kernel_positions, layouts, outline,
+    parse, resources,
 };
 
 /// A secondary location of a diagnostic.
@@ -116,7 +117,9 @@ pub fn file_diagnostics(db: &dyn Db, file: SourceFile) -> Vec<FileDiagnostic> {
         let all = positions
             .diagnostics
             .iter()
-            .chain(instance_checks(db, *instance));
+            .chain(instance_checks(db, *instance))
+            .chain(&layouts(db, *instance).diagnostics)
+            .chain(&resources(db, *instance).diagnostics);
         for diagnostic in all {
             let Some(resolved) = to_file_diagnostic(diagnostic, &positions.spans, kernel, index)
             else {
@@ -182,6 +185,7 @@ pub fn instance_reports(db: &dyn Db, file: SourceFile) -> Vec<InstanceReport> {
                 .diagnostics
                 .iter()
                 .chain(instance_checks(db, *instance))
+                .chain(&layouts(db, *instance).diagnostics)
                 .any(|d| d.severity == Severity::Error);
             let file_errors = diagnostics.iter().any(|d| {
                 d.severity == Severity::Error

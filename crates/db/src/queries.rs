@@ -8,6 +8,8 @@ use tilec_frontend::{
     Outline, ParsedModule,
 };
 use tilec_ir::{ConstValue, Diagnostic, Target, World};
+use tilec_passes::layout::Layouts;
+use tilec_passes::resources::Resources;
 
 use crate::Db;
 
@@ -168,6 +170,23 @@ pub fn effective_pass_configs<'db>(
         }
     }
     configs
+}
+
+/// The inferred layouts of an instance's fragments and parallel loops, with their provenance.
+#[salsa::tracked(returns(ref))]
+pub fn layouts<'db>(db: &'db dyn Db, instance: Instance<'db>) -> Arc<Layouts> {
+    Arc::new(tilec_passes::layout::infer_layouts(kernel_world(
+        db, instance,
+    )))
+}
+
+/// Registers per fragment and per launch, from the layouts.
+#[salsa::tracked(returns(ref))]
+pub fn resources<'db>(db: &'db dyn Db, instance: Instance<'db>) -> Arc<Resources> {
+    Arc::new(tilec_passes::resources::estimate_resources(
+        kernel_world(db, instance),
+        layouts(db, instance),
+    ))
 }
 
 /// The semantic checks of an instance for the configured target.

@@ -47,10 +47,13 @@ pub enum Code {
     ScopeMismatch,
     SharedMemoryCapacity,
     ConfigError,
+    LayoutConflict,
+    DataRace,
+    RegisterPressure,
 }
 
 impl Code {
-    pub const ALL: [Code; 12] = [
+    pub const ALL: [Code; 15] = [
         Code::ParseError,
         Code::UndefinedName,
         Code::UnsupportedSyntax,
@@ -63,6 +66,9 @@ impl Code {
         Code::ScopeMismatch,
         Code::SharedMemoryCapacity,
         Code::ConfigError,
+        Code::LayoutConflict,
+        Code::DataRace,
+        Code::RegisterPressure,
     ];
 
     pub fn name(self) -> &'static str {
@@ -79,6 +85,9 @@ impl Code {
             Code::ScopeMismatch => "scope-mismatch",
             Code::SharedMemoryCapacity => "shared-memory-capacity",
             Code::ConfigError => "config-error",
+            Code::LayoutConflict => "layout-conflict",
+            Code::DataRace => "data-race",
+            Code::RegisterPressure => "register-pressure",
         }
     }
 

@@ -11,5 +11,6 @@ pub mod check;
 pub mod layout;
 pub mod liveness;
 pub mod regions;
+pub mod resources;
 
 pub use check::check_world;

@@ -78,12 +78,12 @@ pub fn live_range(world: &World, order: &[EntityId], buffer: EntityId) -> Option
     Some((first, last))
 }
 
+/// Where the most weight is live: the position, the total weight there, and the live items.
+pub type Peak<T> = (usize, u64, Vec<(T, u64)>);
+
 /// The position where the most weight is live, that weight (saturating) and the items live there,
 /// given `(item, weight, first, last)` live ranges.
-pub fn peak<T: Copy>(
-    positions: usize,
-    ranges: &[(T, u64, usize, usize)],
-) -> Option<(usize, u64, Vec<(T, u64)>)> {
+pub fn peak<T: Copy>(positions: usize, ranges: &[(T, u64, usize, usize)]) -> Option<Peak<T>> {
     (0..positions)
         .map(|point| {
             let live: Vec<(T, u64)> = ranges

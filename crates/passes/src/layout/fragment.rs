@@ -37,6 +37,37 @@ pub struct Collision {
     pub local: Vec<i64>,
 }
 
+/// Calls `visit` with every point of `shape`, row-major, reusing one buffer (the hot loops of
+/// inference enumerate tiles of thousands of points many times). Visits nothing when the domain is
+/// empty or larger than [`MAX_POINTS`]. `visit` returns false to stop early.
+pub fn for_each_point(shape: &[i64], mut visit: impl FnMut(&[i64]) -> bool) {
+    let total = shape.iter().try_fold(1u64, |acc, &extent| {
+        acc.checked_mul(u64::try_from(extent).ok()?)
+    });
+    match total {
+        Some(total) if total > 0 && total <= MAX_POINTS => {}
+        _ => return,
+    }
+    let mut point = vec![0i64; shape.len()];
+    loop {
+        if !visit(&point) {
+            return;
+        }
+        let mut dim = shape.len();
+        loop {
+            if dim == 0 {
+                return;
+            }
+            dim -= 1;
+            point[dim] += 1;
+            if point[dim] < shape[dim] {
+                break;
+            }
+            point[dim] = 0;
+        }
+    }
+}
+
 /// Every point of `shape`, row-major. Empty when the domain is empty or larger than [`MAX_POINTS`].
 pub fn points(shape: &[i64]) -> Vec<Vec<i64>> {
     let total = shape.iter().try_fold(1u64, |acc, &extent| {
@@ -63,6 +94,17 @@ pub fn points(shape: &[i64]) -> Vec<Vec<i64>> {
             point[dim] = 0;
         }
     }
+}
+
+/// The point with row-major number `ordinal` in `shape`.
+fn unflatten(mut ordinal: u64, shape: &[i64]) -> Vec<i64> {
+    let mut point = vec![0i64; shape.len()];
+    for (slot, &extent) in point.iter_mut().zip(shape).rev() {
+        let extent = u64::try_from(extent).unwrap_or(1).max(1);
+        *slot = (ordinal % extent) as i64;
+        ordinal /= extent;
+    }
+    point
 }
 
 /// Row-major flattening of `vars` over `shape`, as an expression: `i * 64 + j`.
@@ -172,13 +214,15 @@ impl FragmentLayout {
     /// The per-thread local shape: for each local dimension, the largest index plus one.
     pub fn local_shape(&self, arena: &ExprArena) -> Vec<i64> {
         let mut shape = vec![0i64; self.index.len()];
-        for point in points(&self.shape) {
-            if let Some(local) = self.local_of(arena, &point) {
-                for (extent, value) in shape.iter_mut().zip(local) {
+        for_each_point(&self.shape, |point| {
+            let env = self.env(point, 0);
+            for (extent, &expr) in shape.iter_mut().zip(&self.index) {
+                if let Some(value) = arena.eval(expr, &env) {
                     *extent = (*extent).max(value + 1);
                 }
             }
-        }
+            true
+        });
         shape
     }
 
@@ -190,35 +234,55 @@ impl FragmentLayout {
     /// The number of threads the layout uses: the largest thread plus one.
     pub fn thread_extent(&self, arena: &ExprArena) -> i64 {
         let mut extent = 0;
-        for point in points(&self.shape) {
+        for_each_point(&self.shape, |point| {
             for rep in 0..self.replicate {
-                if let Some(thread) = self.thread_of(arena, &point, rep) {
+                if let Some(thread) = self.thread_of(arena, point, rep) {
                     extent = extent.max(thread + 1);
                 }
             }
-        }
+            true
+        });
         extent
     }
 
     /// The first pair of (element, replica) that shares a thread and a register, if any.
     pub fn collision(&self, arena: &ExprArena) -> Option<Collision> {
-        let mut seen: rustc_hash::FxHashMap<(i64, Vec<i64>), (Vec<i64>, i64)> =
+        let local_shape = self.local_shape(arena);
+        // Keys are (thread, flattened register); values the row-major number of the element, so the
+        // hot loop allocates nothing per point.
+        let mut seen: rustc_hash::FxHashMap<(i64, i64), (u64, i64)> =
             rustc_hash::FxHashMap::default();
-        for point in points(&self.shape) {
-            let local = self.local_of(arena, &point)?;
+        let mut ordinal = 0u64;
+        let mut found = None;
+        for_each_point(&self.shape, |point| {
+            let env = self.env(point, 0);
+            let mut flat = 0i64;
+            for (&expr, &extent) in self.index.iter().zip(&local_shape) {
+                let Some(value) = arena.eval(expr, &env) else {
+                    return true;
+                };
+                flat = flat * extent.max(1) + value;
+            }
             for rep in 0..self.replicate {
-                let thread = self.thread_of(arena, &point, rep)?;
-                if let Some(first) = seen.insert((thread, local.clone()), (point.clone(), rep)) {
-                    return Some(Collision {
+                let Some(thread) = self.thread_of(arena, point, rep) else {
+                    continue;
+                };
+                if let Some((first, first_rep)) = seen.insert((thread, flat), (ordinal, rep)) {
+                    let local = self.local_of(arena, point).unwrap_or_default();
+                    let first = (unflatten(first, &self.shape), first_rep);
+                    found = Some(Collision {
                         first,
-                        second: (point.clone(), rep),
+                        second: (point.to_vec(), rep),
                         thread,
                         local,
                     });
+                    return false;
                 }
             }
-        }
-        None
+            ordinal += 1;
+            true
+        });
+        found
     }
 
     /// The threads holding `point` (one per replica).

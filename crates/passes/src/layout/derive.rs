@@ -1,0 +1,534 @@
+//! Deriving one layout from another through an access: a loop's layout from a fragment it reads,
+//! a fragment's from the loop that writes it, a reduction's destination from its source. Loop
+//! iterators that an access does not use become replication, condensed to the threads they really
+//! reach — decided by enumeration.
+
+use rustc_hash::FxHashSet;
+use tilec_ir::{ExprArena, ExprId, VarId};
+
+use super::fragment::{FragmentLayout, flatten, for_each_point, fresh_vars, points};
+
+/// Why a loop cannot run where a fragment's layout puts its data: one loop iteration would need
+/// the elements of two different threads (a serial iterator the layout spreads over threads).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Witness {
+    pub loop_point: Vec<i64>,
+    pub serial_var: Option<VarId>,
+    pub first: (Vec<i64>, i64),
+    pub second: (Vec<i64>, i64),
+}
+
+/// An environment for evaluating a formula: the listed variables take the given values, every
+/// other variable (block indices) is 0.
+fn env_of(bindings: &[(VarId, i64)]) -> impl Fn(VarId) -> Option<i64> + '_ {
+    move |var| {
+        Some(
+            bindings
+                .iter()
+                .find(|(v, _)| *v == var)
+                .map_or(0, |(_, value)| *value),
+        )
+    }
+}
+
+fn substitute_vars(arena: &mut ExprArena, expr: ExprId, map: &[(VarId, ExprId)]) -> ExprId {
+    arena.substitute(expr, &|var| {
+        map.iter().find(|(v, _)| *v == var).map(|(_, e)| *e)
+    })
+}
+
+/// The loop layout that runs each iteration on the thread holding the element it accesses.
+pub fn loop_from_buffer(
+    arena: &mut ExprArena,
+    buffer: &FragmentLayout,
+    indices: &[ExprId],
+    loop_vars: &[VarId],
+    loop_shape: &[i64],
+    serial: &[(VarId, i64)],
+) -> Result<FragmentLayout, Witness> {
+    if let Some(renamed) = identity_rename(arena, buffer, indices, loop_vars, loop_shape) {
+        return Ok(renamed);
+    }
+    let rep = arena.var("rep", Some(buffer.replicate));
+    let rep_expr = arena.var_expr(rep);
+    let mut map: Vec<(VarId, ExprId)> = buffer
+        .vars
+        .iter()
+        .copied()
+        .zip(indices.iter().copied())
+        .collect();
+    map.push((buffer.rep, rep_expr));
+    let thread_full = substitute_vars(arena, buffer.thread, &map);
+    check_serial_independence(
+        arena,
+        thread_full,
+        indices,
+        loop_vars,
+        loop_shape,
+        serial,
+        rep,
+        buffer.replicate,
+    )?;
+    let zero = arena.int(0);
+    let serial_zero: Vec<(VarId, ExprId)> = serial.iter().map(|&(v, _)| (v, zero)).collect();
+    let thread = substitute_vars(arena, thread_full, &serial_zero);
+    let mut candidates = Vec::new();
+    let from_buffer: Vec<ExprId> = buffer
+        .index
+        .iter()
+        .map(|&e| {
+            let through = substitute_vars(arena, e, &map);
+            substitute_vars(arena, through, &serial_zero)
+        })
+        .collect();
+    candidates.push(from_buffer);
+    candidates.push(vec![flatten(arena, loop_vars, loop_shape)]);
+    let base = FragmentLayout {
+        shape: loop_shape.to_vec(),
+        vars: loop_vars.to_vec(),
+        rep,
+        replicate: buffer.replicate,
+        thread,
+        index: Vec::new(),
+    };
+    Ok(best_index(arena, base, candidates))
+}
+
+/// When `indices` are exactly `target_vars` (an access `buf[i, j]` in a loop over `(i, j)` of the
+/// same shape), the layout over `target_vars` is `layout` with its variables renamed: nothing needs
+/// enumerating, since `layout` was already checked.
+fn identity_rename(
+    arena: &mut ExprArena,
+    layout: &FragmentLayout,
+    indices: &[ExprId],
+    target_vars: &[VarId],
+    target_shape: &[i64],
+) -> Option<FragmentLayout> {
+    let same_shape = layout.shape.as_slice() == target_shape && indices.len() == target_vars.len();
+    let identity = same_shape
+        && indices
+            .iter()
+            .zip(target_vars)
+            .all(|(&index, &var)| arena.var_expr(var) == index);
+    if !identity {
+        return None;
+    }
+    let rep = arena.var("rep", Some(layout.replicate));
+    let mut map: Vec<(VarId, ExprId)> = layout
+        .vars
+        .iter()
+        .copied()
+        .zip(indices.iter().copied())
+        .collect();
+    map.push((layout.rep, arena.var_expr(rep)));
+    let thread = substitute_vars(arena, layout.thread, &map);
+    let index = layout
+        .index
+        .iter()
+        .map(|&e| substitute_vars(arena, e, &map))
+        .collect();
+    Some(FragmentLayout {
+        shape: target_shape.to_vec(),
+        vars: target_vars.to_vec(),
+        rep,
+        replicate: layout.replicate,
+        thread,
+        index,
+    })
+}
+
+/// Fails with a witness when the thread holding the accessed element changes with a serial
+/// iterator inside the loop: one iteration would then need data from two threads.
+#[allow(clippy::too_many_arguments)]
+fn check_serial_independence(
+    arena: &ExprArena,
+    thread: ExprId,
+    indices: &[ExprId],
+    loop_vars: &[VarId],
+    loop_shape: &[i64],
+    serial: &[(VarId, i64)],
+    rep: VarId,
+    replicate: i64,
+) -> Result<(), Witness> {
+    let used: Vec<(VarId, i64)> = serial
+        .iter()
+        .copied()
+        .filter(|(var, _)| indices.iter().any(|&i| arena.vars_of(i).contains(var)))
+        .collect();
+    if used.is_empty() {
+        return Ok(());
+    }
+    let serial_shape: Vec<i64> = used.iter().map(|&(_, e)| e).collect();
+    let serial_points = points(&serial_shape);
+    for point in points(loop_shape) {
+        for r in 0..replicate {
+            let mut first: Option<(Vec<i64>, i64)> = None;
+            for values in &serial_points {
+                let mut bindings: Vec<(VarId, i64)> = loop_vars
+                    .iter()
+                    .copied()
+                    .zip(point.iter().copied())
+                    .collect();
+                bindings.extend(used.iter().map(|&(v, _)| v).zip(values.iter().copied()));
+                bindings.push((rep, r));
+                let env = env_of(&bindings);
+                let Some(t) = arena.eval(thread, &env) else {
+                    continue;
+                };
+                let element: Vec<i64> = indices
+                    .iter()
+                    .filter_map(|&i| arena.eval(i, &env))
+                    .collect();
+                match &first {
+                    None => first = Some((element, t)),
+                    Some((first_element, first_thread)) if *first_thread != t => {
+                        let var = used
+                            .iter()
+                            .zip(values)
+                            .find(|(_, v)| **v != 0)
+                            .map(|((var, _), _)| *var);
+                        return Err(Witness {
+                            loop_point: point.clone(),
+                            serial_var: var,
+                            first: (first_element.clone(), *first_thread),
+                            second: (element, t),
+                        });
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The layout of a fragment accessed by a laid-out loop, when each of its indices is one loop or
+/// serial variable: loop-indexed dimensions follow the loop's threads, serial-indexed ones stay in
+/// registers, and loop variables the access does not use become replication.
+pub fn buffer_from_loop(
+    arena: &mut ExprArena,
+    loop_layout: &FragmentLayout,
+    indices: &[ExprId],
+    buffer_shape: &[i64],
+    serial: &[(VarId, i64)],
+) -> Option<FragmentLayout> {
+    if indices.len() != buffer_shape.len() {
+        return None;
+    }
+    let vars = fresh_vars(arena, buffer_shape);
+    let identity = buffer_shape == loop_layout.shape.as_slice()
+        && indices
+            .iter()
+            .zip(&loop_layout.vars)
+            .all(|(&index, &var)| arena.var_expr(var) == index);
+    if identity {
+        // `buf[i, j]` in a loop over `(i, j)`: the buffer's layout is the loop's, renamed.
+        let own: Vec<ExprId> = vars.iter().map(|&v| arena.var_expr(v)).collect();
+        if let Some(renamed) = identity_rename(arena, loop_layout, &own, &vars, buffer_shape) {
+            return Some(renamed);
+        }
+    }
+    let mut to_buffer: Vec<(VarId, ExprId)> = Vec::new();
+    let mut serial_dims = Vec::new();
+    for (dim, &index) in indices.iter().enumerate() {
+        let [var] = arena.vars_of(index)[..] else {
+            return None;
+        };
+        if arena.var_expr(var) != index {
+            return None;
+        }
+        let buffer_var = arena.var_expr(vars[dim]);
+        if loop_layout.vars.contains(&var) {
+            if to_buffer.iter().any(|(v, _)| *v == var) {
+                return None;
+            }
+            to_buffer.push((var, buffer_var));
+        } else if serial.iter().any(|(v, _)| *v == var) {
+            serial_dims.push(dim);
+        } else {
+            return None;
+        }
+    }
+    let thread_expr = substitute_vars(arena, loop_layout.thread, &to_buffer);
+    let mut free: Vec<(VarId, i64)> = loop_layout
+        .vars
+        .iter()
+        .zip(&loop_layout.shape)
+        .filter(|(v, _)| !to_buffer.iter().any(|(u, _)| u == *v))
+        .map(|(&v, &e)| (v, e))
+        .collect();
+    free.push((loop_layout.rep, loop_layout.replicate));
+    let (thread, rep, replicate) = condense(arena, thread_expr, &vars, buffer_shape, &free)?;
+    let zero = arena.int(0);
+    let mut map = to_buffer.clone();
+    map.extend(free.iter().map(|&(v, _)| (v, zero)));
+    let mut from_loop: Vec<ExprId> = loop_layout
+        .index
+        .iter()
+        .map(|&e| substitute_vars(arena, e, &map))
+        .collect();
+    if !serial_dims.is_empty() {
+        let serial_vars: Vec<VarId> = serial_dims.iter().map(|&d| vars[d]).collect();
+        let serial_shape: Vec<i64> = serial_dims.iter().map(|&d| buffer_shape[d]).collect();
+        let inner = flatten(arena, &serial_vars, &serial_shape);
+        let size = arena.int(serial_shape.iter().product());
+        from_loop = from_loop
+            .into_iter()
+            .map(|e| {
+                let scaled = arena.mul(e, size);
+                arena.add(scaled, inner)
+            })
+            .collect();
+    }
+    let candidates = vec![from_loop, vec![flatten(arena, &vars, buffer_shape)]];
+    let base = FragmentLayout {
+        shape: buffer_shape.to_vec(),
+        vars,
+        rep,
+        replicate,
+        thread,
+        index: Vec::new(),
+    };
+    Some(best_index(arena, base, candidates))
+}
+
+/// The destination layout of a reduction over `dim`: the source's, with the reduced dimension
+/// folded into replication (every thread that held part of a row holds the row's result).
+pub fn reduce_layout(
+    arena: &mut ExprArena,
+    src: &FragmentLayout,
+    dim: usize,
+) -> Option<FragmentLayout> {
+    if dim >= src.shape.len() {
+        return None;
+    }
+    let mut shape = src.shape.clone();
+    shape.remove(dim);
+    if shape.is_empty() {
+        shape.push(1);
+    }
+    let vars = fresh_vars(arena, &shape);
+    let mut map: Vec<(VarId, ExprId)> = Vec::new();
+    let mut next = vars.iter();
+    for (d, &var) in src.vars.iter().enumerate() {
+        if d != dim
+            && let Some(&dst_var) = next.next()
+        {
+            map.push((var, arena.var_expr(dst_var)));
+        }
+    }
+    let thread_expr = substitute_vars(arena, src.thread, &map);
+    let free = vec![(src.vars[dim], src.shape[dim]), (src.rep, src.replicate)];
+    let (thread, rep, replicate) = condense(arena, thread_expr, &vars, &shape, &free)?;
+    let zero = arena.int(0);
+    let mut index_map = map.clone();
+    index_map.push((src.vars[dim], zero));
+    let from_src: Vec<ExprId> = src
+        .index
+        .iter()
+        .map(|&e| substitute_vars(arena, e, &index_map))
+        .collect();
+    let candidates = vec![from_src, vec![flatten(arena, &vars, &shape)]];
+    let base = FragmentLayout {
+        shape,
+        vars,
+        rep,
+        replicate,
+        thread,
+        index: Vec::new(),
+    };
+    Some(best_index(arena, base, candidates))
+}
+
+/// Rewrites `expr` so that the `free` variables become one replica variable over just the
+/// distinct threads they reach: each free variable is sampled at the largest stride that still
+/// reaches every thread it reaches in full. Returns `None` when the replicas would not be distinct
+/// threads.
+fn condense(
+    arena: &mut ExprArena,
+    expr: ExprId,
+    vars: &[VarId],
+    shape: &[i64],
+    free: &[(VarId, i64)],
+) -> Option<(ExprId, VarId, i64)> {
+    let elements = points(shape);
+    let mut steps: Vec<i64> = vec![1; free.len()];
+    for position in 0..free.len() {
+        let extent = free[position].1;
+        // Sampling only removes threads, so a sample reaches them all exactly when it reaches as
+        // many; strides that leave fewer samples than the full count cannot work.
+        let full = reach_counts(arena, expr, vars, &elements, free, &steps)?;
+        let needed = full.iter().copied().max().unwrap_or(1) as i64;
+        let stride = divisors_descending(extent)
+            .into_iter()
+            .filter(|&stride| extent / stride >= needed.min(extent))
+            .find(|&stride| {
+                let mut trial = steps.clone();
+                trial[position] = stride;
+                reach_counts(arena, expr, vars, &elements, free, &trial)
+                    .is_some_and(|counts| counts == full)
+            })
+            .unwrap_or(1);
+        steps[position] = stride;
+    }
+    let replicate: i64 = free
+        .iter()
+        .zip(&steps)
+        .map(|(&(_, extent), &step)| extent / step)
+        .product();
+    let rep = arena.var("rep", Some(replicate));
+    let mut radix = 1;
+    let mut map = Vec::new();
+    for (&(var, extent), &stride) in free.iter().zip(&steps) {
+        let count = extent / stride;
+        let rep_expr = arena.var_expr(rep);
+        let below = arena.int(radix);
+        let count_expr = arena.int(count);
+        let digit = arena.floordiv(rep_expr, below);
+        let digit = arena.floormod(digit, count_expr);
+        let stride_expr = arena.int(stride);
+        map.push((var, arena.mul(digit, stride_expr)));
+        radix *= count;
+    }
+    let thread = substitute_vars(arena, expr, &map);
+    distinct_replicas(arena, thread, vars, &elements, rep, replicate)
+        .then_some((thread, rep, replicate))
+}
+
+/// Every replica of every element must be a different thread.
+fn distinct_replicas(
+    arena: &ExprArena,
+    thread: ExprId,
+    vars: &[VarId],
+    elements: &[Vec<i64>],
+    rep: VarId,
+    replicate: i64,
+) -> bool {
+    let mut bindings: Vec<(VarId, i64)> = vars.iter().map(|&v| (v, 0)).collect();
+    bindings.push((rep, 0));
+    let mut seen = FxHashSet::default();
+    for element in elements {
+        seen.clear();
+        for (slot, &value) in bindings.iter_mut().zip(element) {
+            slot.1 = value;
+        }
+        for r in 0..replicate {
+            if let Some(last) = bindings.last_mut() {
+                last.1 = r;
+            }
+            match arena.eval(thread, &env_of(&bindings)) {
+                Some(value) if seen.insert(value) => {}
+                _ => return false,
+            }
+        }
+    }
+    true
+}
+
+fn divisors_descending(n: i64) -> Vec<i64> {
+    (1..=n.max(1)).rev().filter(|d| n % d == 0).collect()
+}
+
+/// For each element, how many distinct threads `expr` reaches when free variable `k` runs over
+/// `0, steps[k], 2·steps[k], ...`.
+fn reach_counts(
+    arena: &ExprArena,
+    expr: ExprId,
+    vars: &[VarId],
+    elements: &[Vec<i64>],
+    free: &[(VarId, i64)],
+    steps: &[i64],
+) -> Option<Vec<usize>> {
+    let sample_shape: Vec<i64> = free
+        .iter()
+        .zip(steps)
+        .map(|(&(_, extent), &step)| extent / step.max(1))
+        .collect();
+    let samples = points(&sample_shape);
+    let mut bindings: Vec<(VarId, i64)> = vars
+        .iter()
+        .map(|&v| (v, 0))
+        .chain(free.iter().map(|&(v, _)| (v, 0)))
+        .collect();
+    let mut counts = Vec::with_capacity(elements.len());
+    let mut seen = FxHashSet::default();
+    for element in elements {
+        seen.clear();
+        for (slot, &value) in bindings.iter_mut().zip(element) {
+            slot.1 = value;
+        }
+        for sample in &samples {
+            for (k, &choice) in sample.iter().enumerate() {
+                bindings[vars.len() + k].1 = choice * steps[k];
+            }
+            seen.insert(arena.eval(expr, &env_of(&bindings))?);
+        }
+        counts.push(seen.len());
+    }
+    Some(counts)
+}
+
+/// Completes `base` with the candidate local index that is collision-free and smallest, after
+/// dividing each candidate's expressions by the gcd of their values.
+fn best_index(
+    arena: &mut ExprArena,
+    base: FragmentLayout,
+    candidates: Vec<Vec<ExprId>>,
+) -> FragmentLayout {
+    let mut sized: Vec<(i64, FragmentLayout)> = candidates
+        .into_iter()
+        .map(|candidate| {
+            let index = candidate
+                .into_iter()
+                .map(|e| compact(arena, e, &base))
+                .collect();
+            let layout = FragmentLayout {
+                index,
+                ..base.clone()
+            };
+            (layout.local_size(arena), layout)
+        })
+        .collect();
+    // Smallest first: the first one without a collision is the answer, and the larger ones are
+    // never enumerated.
+    sized.sort_by_key(|(size, _)| *size);
+    for (_, layout) in sized {
+        if layout.collision(arena).is_none() {
+            return layout;
+        }
+    }
+    let index = vec![flatten(arena, &base.vars, &base.shape)];
+    FragmentLayout { index, ..base }
+}
+
+/// `e // g` where `g` is the gcd of every value `e` takes over the layout's domain.
+fn compact(arena: &mut ExprArena, expr: ExprId, layout: &FragmentLayout) -> ExprId {
+    let mut g = 0i64;
+    for_each_point(&layout.shape, |point| {
+        let env = |var: VarId| {
+            Some(
+                layout
+                    .vars
+                    .iter()
+                    .position(|&v| v == var)
+                    .map_or(0, |k| point[k]),
+            )
+        };
+        if let Some(value) = arena.eval(expr, &env) {
+            g = gcd(g, value);
+        }
+        g != 1
+    });
+    if g > 1 {
+        let divisor = arena.int(g);
+        arena.floordiv(expr, divisor)
+    } else if g == 0 {
+        arena.int(0)
+    } else {
+        expr
+    }
+}
+
+fn gcd(a: i64, b: i64) -> i64 {
+    if b == 0 { a.abs() } else { gcd(b, a % b) }
+}

@@ -1,0 +1,133 @@
+//! Diagnostics of layout inference: conflicts with a concrete counterexample and a fix, races of
+//! many iterations writing one element, and register pressure.
+
+use tilec_ir::{Anchor, Code, Diagnostic, EntityId, EntityKind, ExprArena, VarId, World};
+
+use super::derive::Witness;
+use super::fragment::points;
+use super::infer::{Inferred, LoopView, Origin};
+
+fn element(world: &World, buffer: EntityId, index: &[i64]) -> String {
+    let index: Vec<String> = index.iter().map(i64::to_string).collect();
+    format!("{}[{}]", world.name(buffer), index.join(", "))
+}
+
+fn origin_words(world: &World, inferred: &Inferred) -> String {
+    match &inferred.origin {
+        Origin::Gemm => "`T.gemm` gives it the tensor-core accumulator layout".to_owned(),
+        Origin::Annotation => "`T.annotate_layout` fixes it".to_owned(),
+        Origin::Broadcast => "it is read at a constant index, so every thread holds it".to_owned(),
+        Origin::Plan { vector } => format!("a loop planned with {vector}-wide vectors lays it out"),
+        Origin::Propagated { from } => match world.kind(*from) {
+            Some(EntityKind::Loop) => {
+                "the `T.Parallel` loop that accesses it first lays it out".to_owned()
+            }
+            Some(EntityKind::TileOp) => "the `T.copy` that fills it lays it out".to_owned(),
+            _ => format!("it follows the layout of `{}`", world.name(*from)),
+        },
+        Origin::Reduce { from } => format!("it is the result of reducing `{}`", world.name(*from)),
+    }
+}
+
+/// One loop iteration needs elements two threads hold.
+pub(super) fn conflict(
+    world: &World,
+    arena: &ExprArena,
+    inferred: &Inferred,
+    buffer: EntityId,
+    statement: EntityId,
+    witness: &Witness,
+) -> Diagnostic {
+    let name = world.name(buffer);
+    let serial = witness
+        .serial_var
+        .map_or("an inner serial loop".to_owned(), |v| {
+            format!("`{}`", arena.var_info(v).name)
+        });
+    let message = format!(
+        "`{name}` is read with {serial} running serially inside this parallel loop, so one iteration needs both {} and {}; but {} (thread = {}), which puts them on threads {} and {}",
+        element(world, buffer, &witness.first.0),
+        element(world, buffer, &witness.second.0),
+        origin_words(world, inferred),
+        arena.display(inferred.layout.thread),
+        witness.first.1,
+        witness.second.1,
+    );
+    Diagnostic::error(Code::LayoutConflict, Anchor::Entity(statement), message)
+        .with_related(Anchor::Entity(inferred.op), format!("`{name}`'s layout is fixed here"))
+        .with_help(format!(
+            "iterate {serial} with `T.Parallel` as well (`for i, j in T.Parallel(...)`), so each element is handled where it lives, or copy `{name}` to a shared buffer first (`T.copy({name}, {name}_shared)`) and read that"
+        ))
+}
+
+/// Stores that several iterations of one parallel loop make to the same element.
+pub(super) fn races(world: &World, loops: &[LoopView<'_>], arena: &ExprArena) -> Vec<Diagnostic> {
+    let mut found = Vec::new();
+    for view in loops {
+        let domain = points(view.shape);
+        for &(buffer, indices, statement) in &view.writes {
+            if world.kind(statement) != Some(EntityKind::Store)
+                || found.iter().any(|(s, _)| *s == statement)
+            {
+                continue;
+            }
+            if let Some(diagnostic) = race(world, arena, view, &domain, buffer, indices, statement)
+            {
+                found.push((statement, diagnostic));
+            }
+        }
+    }
+    found.into_iter().map(|(_, d)| d).collect()
+}
+
+fn race(
+    world: &World,
+    arena: &ExprArena,
+    view: &LoopView<'_>,
+    domain: &[Vec<i64>],
+    buffer: EntityId,
+    indices: &[tilec_ir::ExprId],
+    statement: EntityId,
+) -> Option<Diagnostic> {
+    let loop_var = |v: VarId| view.vars.contains(&v);
+    if indices.iter().any(|&i| {
+        arena
+            .vars_of(i)
+            .into_iter()
+            .any(|v| !loop_var(v) && arena.var_info(v).extent.is_some() && !is_block_var(world, v))
+    }) {
+        return None;
+    }
+    let mut writers: rustc_hash::FxHashMap<Vec<i64>, usize> = rustc_hash::FxHashMap::default();
+    for point in domain {
+        let env = |v: VarId| {
+            Some(
+                view.vars
+                    .iter()
+                    .position(|&u| u == v)
+                    .map_or(0, |k| point[k]),
+            )
+        };
+        let element: Option<Vec<i64>> = indices.iter().map(|&i| arena.eval(i, &env)).collect();
+        *writers.entry(element?).or_default() += 1;
+    }
+    let (element, &count) = writers.iter().max_by_key(|(_, count)| **count)?;
+    if count < 2 {
+        return None;
+    }
+    let message = format!(
+        "{count} iterations of this `T.Parallel` loop write `{}`: which value is left depends on which thread writes last",
+        self::element(world, buffer, element),
+    );
+    Some(
+        Diagnostic::warning(Code::DataRace, Anchor::Entity(statement), message)
+            .with_help("reduce into it with `T.reduce_sum`/`T.reduce_max`, accumulate with `T.atomic_add`, or index the store with every loop variable"),
+    )
+}
+
+fn is_block_var(world: &World, var: VarId) -> bool {
+    world
+        .launches
+        .iter()
+        .any(|(_, launch)| launch.block_vars.contains(&var))
+}

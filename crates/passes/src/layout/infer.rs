@@ -1,0 +1,825 @@
+//! Layout inference: a fragment layout for every fragment buffer and a loop layout for every
+//! parallel loop, in TileLang's three levels — strict (annotations, gemm accumulators, scalars read
+//! at a constant index), common (propagation through accesses until nothing changes), free (for each
+//! group of ops linked by fragments, plan each candidate loop in turn and keep the plan with the
+//! fewest registers). Every fact is decided by enumerating the tile's domain.
+
+use std::collections::BTreeMap;
+
+use tilec_ir::{
+    Access, AccessKind, Anchor, Code, Diagnostic, EntityId, EntityKind, ExprArena, ExprId,
+    LoopKind, Scope, TileOp, VarId, World,
+};
+
+use super::fragment::{FragmentLayout, flatten, fresh_vars, points};
+use crate::regions::resolve_extents;
+
+/// The most candidate roots free mode tries per group of linked ops.
+const MAX_ROOTS: usize = 4;
+
+/// How a layout came to be.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Origin {
+    /// `T.annotate_layout`.
+    Annotation,
+    /// The tensor-core accumulator layout a `T.gemm` requires.
+    Gemm,
+    /// Read at a constant index inside a parallel loop: every thread needs the element.
+    Broadcast,
+    /// Planned freely: consecutive chunks of `vector` elements to consecutive threads.
+    Plan { vector: i64 },
+    /// Derived from another layout through an access of this op.
+    Propagated { from: EntityId },
+    /// The destination of a reduction: the source's layout with the reduced dimension folded into
+    /// replication.
+    Reduce { from: EntityId },
+}
+
+/// A layout with its provenance: the op that established it, and the access it propagated through.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Inferred {
+    pub layout: FragmentLayout,
+    pub origin: Origin,
+    /// The op (tile op, loop or annotation) where this layout was decided.
+    pub op: EntityId,
+}
+
+/// The layouts of one instance: per fragment buffer and per parallel loop (or fragment copy).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Layouts {
+    /// The world's arena extended with the layouts' variables and formulas.
+    pub exprs: ExprArena,
+    pub buffers: BTreeMap<EntityId, Inferred>,
+    pub loops: BTreeMap<EntityId, (Inferred, i64)>,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// One op that layout inference reasons about: a parallel loop (or a copy, seen as one) with the
+/// buffer accesses of its body, or a reduction.
+#[derive(Clone, Debug)]
+enum Op {
+    Loop {
+        entity: EntityId,
+        vars: Vec<VarId>,
+        shape: Vec<i64>,
+        serial: Vec<(VarId, i64)>,
+        accesses: Vec<LoopAccess>,
+    },
+    Reduce {
+        entity: EntityId,
+        src: EntityId,
+        dst: EntityId,
+        dim: usize,
+    },
+}
+
+#[derive(Clone, Debug)]
+pub(super) struct LoopAccess {
+    pub buffer: EntityId,
+    pub indices: Vec<ExprId>,
+    pub write: bool,
+    /// The statement that makes the access (for diagnostics).
+    pub statement: EntityId,
+}
+
+impl Op {
+    fn entity(&self) -> EntityId {
+        match self {
+            Op::Loop { entity, .. } | Op::Reduce { entity, .. } => *entity,
+        }
+    }
+
+    fn fragments(&self, world: &World) -> Vec<EntityId> {
+        match self {
+            Op::Loop { accesses, .. } => {
+                let mut found: Vec<EntityId> = accesses
+                    .iter()
+                    .map(|a| a.buffer)
+                    .filter(|&b| is_fragment(world, b))
+                    .collect();
+                found.dedup();
+                found
+            }
+            Op::Reduce { src, dst, .. } => vec![*src, *dst],
+        }
+    }
+}
+
+fn is_fragment(world: &World, buffer: EntityId) -> bool {
+    world.scopes.get(buffer) == Some(&Scope::Fragment)
+}
+
+/// The state inference works on; free mode clones it to try each candidate root.
+#[derive(Clone, Debug)]
+struct State {
+    exprs: ExprArena,
+    buffers: BTreeMap<EntityId, Inferred>,
+    loops: BTreeMap<EntityId, (Inferred, i64)>,
+    conflicts: Vec<Diagnostic>,
+    failed: Vec<EntityId>,
+    /// (op, buffer) derivations that found no layout: their inputs are fixed once set, so they are
+    /// not retried on every pass.
+    dead_ends: Vec<(EntityId, EntityId)>,
+}
+
+/// Infers the layouts of every fragment and parallel loop of `world`.
+pub fn infer_layouts(world: &World) -> Layouts {
+    if world.incomplete {
+        return Layouts {
+            exprs: world.exprs.clone(),
+            ..Layouts::default()
+        };
+    }
+    let mut scratch = world.clone();
+    let ops = collect_ops(&mut scratch);
+    let threads = block_threads(world);
+    let mut state = State {
+        exprs: scratch.exprs.clone(),
+        buffers: BTreeMap::new(),
+        loops: BTreeMap::new(),
+        conflicts: Vec::new(),
+        failed: Vec::new(),
+        dead_ends: Vec::new(),
+    };
+    strict(&scratch, &ops, threads, &mut state);
+    propagate(&scratch, &ops, threads, &mut state);
+    free(&scratch, &ops, threads, &mut state);
+    let mut diagnostics = std::mem::take(&mut state.conflicts);
+    diagnostics.extend(super::diagnose::races(
+        &scratch,
+        &ops_view(&ops),
+        &state.exprs,
+    ));
+    Layouts {
+        exprs: state.exprs,
+        buffers: state.buffers,
+        loops: state.loops,
+        diagnostics,
+    }
+}
+
+/// The threads of the (first) launch: layouts are made for that block size.
+fn block_threads(world: &World) -> i64 {
+    world
+        .launches
+        .iter()
+        .next()
+        .map_or(128, |(_, launch)| launch.thread_count())
+}
+
+/// A read-only view of the loop ops for the diagnostics module.
+pub(super) struct LoopView<'a> {
+    pub vars: &'a [VarId],
+    pub shape: &'a [i64],
+    pub writes: Vec<(EntityId, &'a [ExprId], EntityId)>,
+}
+
+fn ops_view(ops: &[Op]) -> Vec<LoopView<'_>> {
+    ops.iter()
+        .filter_map(|op| match op {
+            Op::Loop {
+                vars,
+                shape,
+                accesses,
+                ..
+            } => Some(LoopView {
+                vars,
+                shape,
+                writes: accesses
+                    .iter()
+                    .filter(|a| a.write)
+                    .map(|a| (a.buffer, a.indices.as_slice(), a.statement))
+                    .collect(),
+            }),
+            Op::Reduce { .. } => None,
+        })
+        .collect()
+}
+
+// ----- collecting ops --------------------------------------------------------------------------
+
+fn collect_ops(world: &mut World) -> Vec<Op> {
+    let mut ops = Vec::new();
+    let entities: Vec<EntityId> = world.entities().collect();
+    for entity in entities {
+        match world.kind(entity) {
+            Some(EntityKind::Loop) => {
+                if let Some(op) = loop_op(world, entity) {
+                    ops.push(op);
+                }
+            }
+            Some(EntityKind::TileOp) => {
+                if let Some(op) = tile_op(world, entity) {
+                    ops.push(op);
+                }
+            }
+            _ => {}
+        }
+    }
+    ops
+}
+
+/// A `T.Parallel` loop that is not nested in another one, with every access in its body.
+fn loop_op(world: &World, entity: EntityId) -> Option<Op> {
+    let info = world.loops.get(entity)?;
+    if info.kind != LoopKind::Parallel {
+        return None;
+    }
+    let parent_is_parallel = world
+        .parents
+        .get(entity)
+        .and_then(|&p| world.loops.get(p))
+        .is_some_and(|parent| parent.kind == LoopKind::Parallel);
+    if parent_is_parallel {
+        return None;
+    }
+    let shape: Option<Vec<i64>> = info
+        .extents
+        .iter()
+        .map(|&e| world.exprs.as_int(e))
+        .collect();
+    let shape = shape?;
+    let mut accesses = Vec::new();
+    let mut serial = Vec::new();
+    collect_body_accesses(world, entity, &mut accesses, &mut serial);
+    Some(Op::Loop {
+        entity,
+        vars: info.vars.clone(),
+        shape,
+        serial,
+        accesses,
+    })
+}
+
+fn collect_body_accesses(
+    world: &World,
+    entity: EntityId,
+    out: &mut Vec<LoopAccess>,
+    serial: &mut Vec<(VarId, i64)>,
+) {
+    let children = world
+        .body(entity)
+        .iter()
+        .chain(world.else_bodies.get(entity).into_iter().flatten());
+    for &child in children {
+        if let Some(info) = world.loops.get(child) {
+            for (&var, &extent) in info.vars.iter().zip(&info.extents) {
+                serial.push((var, world.exprs.as_int(extent).unwrap_or(1)));
+            }
+        }
+        for access in world.accesses.get(child).into_iter().flatten() {
+            out.push(point_access(access, child));
+        }
+        if let Some(&cond) = world.conditions.get(child) {
+            let mut loads = Vec::new();
+            world.data.loads(cond, &mut loads);
+            for (buffer, indices) in loads {
+                out.push(LoopAccess {
+                    buffer,
+                    indices,
+                    write: false,
+                    statement: child,
+                });
+            }
+        }
+        collect_body_accesses(world, child, out, serial);
+    }
+}
+
+fn point_access(access: &Access, statement: EntityId) -> LoopAccess {
+    LoopAccess {
+        buffer: access.region.buffer,
+        indices: access.region.dims.iter().map(|dim| dim.start).collect(),
+        write: access.kind != AccessKind::Read,
+        statement,
+    }
+}
+
+/// Copies that touch a fragment are parallel loops over the fragment's side of the copy;
+/// reductions are ops of their own.
+fn tile_op(world: &mut World, entity: EntityId) -> Option<Op> {
+    let op = world.ops.get(entity)?.clone();
+    match op {
+        TileOp::Copy { src, dst } => {
+            if !is_fragment(world, src.buffer) && !is_fragment(world, dst.buffer) {
+                return None;
+            }
+            let src_extents = resolve_extents(world, &src, Some(&dst))?;
+            let dst_extents = resolve_extents(world, &dst, Some(&src))?;
+            let driver = if is_fragment(world, dst.buffer) {
+                &dst_extents
+            } else {
+                &src_extents
+            };
+            let shape: Vec<i64> = driver
+                .iter()
+                .map(|&e| world.exprs.as_int(e))
+                .collect::<Option<Vec<_>>>()?
+                .into_iter()
+                .filter(|&e| e != 1)
+                .collect();
+            let vars = fresh_vars(&mut world.exprs, &shape);
+            let src_indices = region_indices(world, &src, &src_extents, &vars);
+            let dst_indices = region_indices(world, &dst, &dst_extents, &vars);
+            let accesses = vec![
+                LoopAccess {
+                    buffer: src.buffer,
+                    indices: src_indices,
+                    write: false,
+                    statement: entity,
+                },
+                LoopAccess {
+                    buffer: dst.buffer,
+                    indices: dst_indices,
+                    write: true,
+                    statement: entity,
+                },
+            ];
+            Some(Op::Loop {
+                entity,
+                vars,
+                shape,
+                serial: Vec::new(),
+                accesses,
+            })
+        }
+        TileOp::Reduce { src, dst, dim, .. } => {
+            let rank = world.shapes.get(src.buffer)?.len() as i64;
+            let dim = if dim < 0 { dim + rank } else { dim };
+            Some(Op::Reduce {
+                entity,
+                src: src.buffer,
+                dst: dst.buffer,
+                dim: usize::try_from(dim).ok()?,
+            })
+        }
+        _ => None,
+    }
+}
+
+/// The indices of `region` for loop variables over its non-unit extents (trailing-aligned).
+fn region_indices(
+    world: &mut World,
+    region: &tilec_ir::Region,
+    extents: &[ExprId],
+    vars: &[VarId],
+) -> Vec<ExprId> {
+    let mut remaining = vars.iter().rev();
+    let mut indices: Vec<ExprId> = region
+        .dims
+        .iter()
+        .zip(extents)
+        .rev()
+        .map(|(dim, &extent)| {
+            if world.exprs.as_int(extent) == Some(1) {
+                return dim.start;
+            }
+            match remaining.next() {
+                Some(&var) => {
+                    let offset = world.exprs.var_expr(var);
+                    world.exprs.add(dim.start, offset)
+                }
+                None => dim.start,
+            }
+        })
+        .collect();
+    indices.reverse();
+    indices
+}
+
+// ----- strict ----------------------------------------------------------------------------------
+
+fn strict(world: &World, ops: &[Op], threads: i64, state: &mut State) {
+    for (entity, op) in world.ops.iter() {
+        match op {
+            TileOp::AnnotateLayout { buffer, layout }
+                if layout.kind == tilec_ir::LayoutKind::Fragment =>
+            {
+                if let Some(annotated) = annotation_layout(&mut state.exprs, layout) {
+                    state.buffers.insert(
+                        *buffer,
+                        Inferred {
+                            layout: annotated,
+                            origin: Origin::Annotation,
+                            op: entity,
+                        },
+                    );
+                }
+            }
+            TileOp::Gemm { c, policy, .. } if is_fragment(world, c.buffer) => {
+                let Some(shape) = world.const_shape(c.buffer) else {
+                    continue;
+                };
+                let [m, n] = shape[..] else { continue };
+                match super::tensor_core::accumulator_layout(
+                    &mut state.exprs,
+                    m,
+                    n,
+                    threads,
+                    *policy,
+                ) {
+                    Ok(layout) => {
+                        state.buffers.entry(c.buffer).or_insert(Inferred {
+                            layout,
+                            origin: Origin::Gemm,
+                            op: entity,
+                        });
+                    }
+                    Err(message) => state.conflicts.push(Diagnostic::error(
+                        Code::LayoutConflict,
+                        Anchor::Entity(entity),
+                        message,
+                    )),
+                }
+            }
+            _ => {}
+        }
+    }
+    // A fragment read at a constant index inside a parallel loop must be on every thread.
+    for op in ops {
+        let Op::Loop {
+            entity, accesses, ..
+        } = op
+        else {
+            continue;
+        };
+        for access in accesses
+            .iter()
+            .filter(|a| !a.write && is_fragment(world, a.buffer))
+        {
+            let constant = access
+                .indices
+                .iter()
+                .all(|&i| world.exprs.as_int(i).is_some());
+            if constant && !state.buffers.contains_key(&access.buffer) {
+                let Some(shape) = world.const_shape(access.buffer) else {
+                    continue;
+                };
+                let layout = FragmentLayout::fully_replicated(&mut state.exprs, &shape, threads);
+                state.buffers.insert(
+                    access.buffer,
+                    Inferred {
+                        layout,
+                        origin: Origin::Broadcast,
+                        op: *entity,
+                    },
+                );
+            }
+        }
+    }
+}
+
+/// The user's `T.Fragment(shape, forward_fn=...)`: outputs are `(thread, local...)`.
+fn annotation_layout(
+    arena: &mut ExprArena,
+    annotation: &tilec_ir::LayoutAnnotation,
+) -> Option<FragmentLayout> {
+    let (&thread, index) = annotation.outputs.split_first()?;
+    let rep = arena.var("rep", Some(1));
+    let index = if index.is_empty() {
+        vec![arena.int(0)]
+    } else {
+        index.to_vec()
+    };
+    Some(FragmentLayout {
+        shape: annotation.shape.clone(),
+        vars: annotation.vars.clone(),
+        rep,
+        replicate: 1,
+        thread,
+        index,
+    })
+}
+
+// ----- common propagation ----------------------------------------------------------------------
+
+/// Propagates layouts through every op until nothing changes.
+fn propagate(world: &World, ops: &[Op], threads: i64, state: &mut State) {
+    loop {
+        let mut changed = false;
+        for op in ops {
+            if state.failed.contains(&op.entity()) {
+                continue;
+            }
+            changed |= match op {
+                Op::Loop { .. } => step_loop(world, op, state),
+                Op::Reduce {
+                    entity,
+                    src,
+                    dst,
+                    dim,
+                } => step_reduce(world, *entity, *src, *dst, *dim, threads, state),
+            };
+        }
+        if !changed {
+            return;
+        }
+    }
+}
+
+fn step_loop(world: &World, op: &Op, state: &mut State) -> bool {
+    let Op::Loop {
+        entity,
+        vars,
+        shape,
+        serial,
+        accesses,
+    } = op
+    else {
+        return false;
+    };
+    let mut changed = false;
+    if !state.loops.contains_key(entity) {
+        let Some(source) = pick_source(world, accesses, state) else {
+            return false;
+        };
+        match super::derive::loop_from_buffer(
+            &mut state.exprs,
+            &state.buffers[&source.buffer].layout,
+            &source.indices,
+            vars,
+            shape,
+            serial,
+        ) {
+            Ok(layout) => {
+                let inferred = Inferred {
+                    layout,
+                    origin: Origin::Propagated {
+                        from: source.buffer,
+                    },
+                    op: *entity,
+                };
+                state.loops.insert(*entity, (inferred, 1));
+                changed = true;
+            }
+            Err(witness) => {
+                let diagnostic = super::diagnose::conflict(
+                    world,
+                    &state.exprs,
+                    &state.buffers[&source.buffer],
+                    source.buffer,
+                    source.statement,
+                    &witness,
+                );
+                state.conflicts.push(diagnostic);
+                state.failed.push(*entity);
+                return true;
+            }
+        }
+    }
+    let Some((loop_layout, _)) = state.loops.get(entity).cloned() else {
+        return changed;
+    };
+    for access in accesses.iter().filter(|a| is_fragment(world, a.buffer)) {
+        if state.buffers.contains_key(&access.buffer)
+            || state.dead_ends.contains(&(*entity, access.buffer))
+        {
+            continue;
+        }
+        let Some(shape) = world.const_shape(access.buffer) else {
+            continue;
+        };
+        match super::derive::buffer_from_loop(
+            &mut state.exprs,
+            &loop_layout.layout,
+            &access.indices,
+            &shape,
+            serial,
+        ) {
+            Some(layout) => {
+                state.buffers.insert(
+                    access.buffer,
+                    Inferred {
+                        layout,
+                        origin: Origin::Propagated { from: *entity },
+                        op: *entity,
+                    },
+                );
+                changed = true;
+            }
+            None => state.dead_ends.push((*entity, access.buffer)),
+        }
+    }
+    changed
+}
+
+/// The access a loop takes its layout from: a written fragment that has one, else the read
+/// fragment with a layout that is least replicated and has the most indices.
+fn pick_source<'a>(
+    world: &World,
+    accesses: &'a [LoopAccess],
+    state: &State,
+) -> Option<&'a LoopAccess> {
+    let laid_out =
+        |a: &&LoopAccess| is_fragment(world, a.buffer) && state.buffers.contains_key(&a.buffer);
+    if let Some(written) = accesses.iter().filter(laid_out).find(|a| a.write) {
+        return Some(written);
+    }
+    // As in TileLang's common level, only a read fragment that is not replicated decides a loop's
+    // layout; a replicated one (a row statistic read by every column) leaves the choice to the
+    // free level, where planning the loop costs fewer registers.
+    accesses
+        .iter()
+        .filter(laid_out)
+        .filter(|a| state.buffers[&a.buffer].layout.replicate == 1)
+        .filter(|a| !a.indices.iter().all(|&i| state.exprs.as_int(i).is_some()))
+        .max_by_key(|a| a.indices.len())
+}
+
+fn step_reduce(
+    world: &World,
+    entity: EntityId,
+    src: EntityId,
+    dst: EntityId,
+    dim: usize,
+    _threads: i64,
+    state: &mut State,
+) -> bool {
+    if state.buffers.contains_key(&dst)
+        || !is_fragment(world, dst)
+        || state.dead_ends.contains(&(entity, dst))
+    {
+        return false;
+    }
+    let Some(source) = state.buffers.get(&src).cloned() else {
+        return false;
+    };
+    match super::derive::reduce_layout(&mut state.exprs, &source.layout, dim) {
+        Some(layout) => {
+            state.buffers.insert(
+                dst,
+                Inferred {
+                    layout,
+                    origin: Origin::Reduce { from: src },
+                    op: entity,
+                },
+            );
+            true
+        }
+        None => {
+            state.dead_ends.push((entity, dst));
+            false
+        }
+    }
+}
+
+// ----- free mode -------------------------------------------------------------------------------
+
+/// For each group of ops linked by fragments that still lacks layouts, plans each candidate loop
+/// and keeps the complete result with the fewest registers.
+fn free(world: &World, ops: &[Op], threads: i64, state: &mut State) {
+    loop {
+        let pending: Vec<&Op> = ops
+            .iter()
+            .filter(|op| matches!(op, Op::Loop { entity, .. } if !state.loops.contains_key(entity) && !state.failed.contains(entity)))
+            .collect();
+        let Some(first) = pending.first() else { break };
+        let group = component(world, ops, first.entity());
+        // Every loop of the group is tried as the root: the cheapest layout of a fragment can come
+        // from a loop that only reads it (a row read by one thread in a serial loop).
+        // Trials cost a full propagation each; the first few roots in source order are where the
+        // data of a group enters, and trying more rarely changes the choice.
+        let roots: Vec<&&Op> = pending
+            .iter()
+            .filter(|op| group.contains(&op.entity()))
+            .take(MAX_ROOTS)
+            .collect();
+        let mut best: Option<(u64, State)> = None;
+        for candidate in roots {
+            let mut trial = state.clone();
+            plan_loop(world, candidate, threads, &mut trial);
+            propagate(world, ops, threads, &mut trial);
+            let cost = registers(world, &trial);
+            if best.as_ref().is_none_or(|(best_cost, _)| cost < *best_cost) {
+                best = Some((cost, trial));
+            }
+        }
+        match best {
+            Some((_, chosen)) => *state = chosen,
+            None => break,
+        }
+    }
+    // Fragments no loop touches (only filled or reduced into) get a plan over their own shape.
+    let fragments: Vec<EntityId> = world
+        .scopes
+        .iter()
+        .filter(|(_, s)| **s == Scope::Fragment)
+        .map(|(b, _)| b)
+        .collect();
+    for buffer in fragments {
+        if state.buffers.contains_key(&buffer) {
+            continue;
+        }
+        let Some(shape) = world.const_shape(buffer) else {
+            continue;
+        };
+        let layout = FragmentLayout::plan(&mut state.exprs, &shape, threads, 1);
+        state.buffers.insert(
+            buffer,
+            Inferred {
+                layout,
+                origin: Origin::Plan { vector: 1 },
+                op: buffer,
+            },
+        );
+        propagate(world, ops, threads, state);
+    }
+}
+
+fn plan_loop(world: &World, op: &Op, threads: i64, state: &mut State) {
+    let Op::Loop {
+        entity,
+        vars,
+        shape,
+        ..
+    } = op
+    else {
+        return;
+    };
+    let vector = super::vectorize::vector_width(world, op_accesses(op), vars, shape, threads);
+    let mut layout = FragmentLayout::plan(&mut state.exprs, shape, threads, vector);
+    // The plan's fresh variables stand for the loop's own.
+    let mapping: Vec<(VarId, ExprId)> = layout
+        .vars
+        .iter()
+        .zip(vars)
+        .map(|(&fresh, &own)| (fresh, state.exprs.var_expr(own)))
+        .collect();
+    let lookup = |var: VarId| {
+        mapping
+            .iter()
+            .find(|(fresh, _)| *fresh == var)
+            .map(|(_, own)| *own)
+    };
+    layout.thread = state.exprs.substitute(layout.thread, &lookup);
+    layout.index = layout
+        .index
+        .iter()
+        .map(|&e| state.exprs.substitute(e, &lookup))
+        .collect();
+    layout.vars = vars.clone();
+    state.loops.insert(
+        *entity,
+        (
+            Inferred {
+                layout,
+                origin: Origin::Plan { vector },
+                op: *entity,
+            },
+            vector,
+        ),
+    );
+}
+
+fn op_accesses(op: &Op) -> &[LoopAccess] {
+    match op {
+        Op::Loop { accesses, .. } => accesses,
+        Op::Reduce { .. } => &[],
+    }
+}
+
+/// The ops linked to `root` through shared fragment buffers.
+fn component(world: &World, ops: &[Op], root: EntityId) -> Vec<EntityId> {
+    let mut members = vec![root];
+    let mut buffers: Vec<EntityId> = Vec::new();
+    loop {
+        let before = members.len() + buffers.len();
+        for op in ops {
+            let fragments = op.fragments(world);
+            if members.contains(&op.entity()) {
+                for b in fragments {
+                    if !buffers.contains(&b) {
+                        buffers.push(b);
+                    }
+                }
+            } else if fragments.iter().any(|b| buffers.contains(b)) {
+                members.push(op.entity());
+            }
+        }
+        if members.len() + buffers.len() == before {
+            return members;
+        }
+    }
+}
+
+/// Registers per thread of every fragment laid out so far, with a large penalty per conflict, so
+/// that a conflict-free plan always wins. Layouts outside the group are the same in every trial, so
+/// counting them does not change which trial is cheapest.
+fn registers(world: &World, state: &State) -> u64 {
+    let mut total = state.conflicts.len() as u64 * 1_000_000;
+    for (buffer, inferred) in &state.buffers {
+        let bytes = world.dtypes.get(*buffer).map_or(4, |d| d.bytes());
+        total += (inferred.layout.local_size(&state.exprs) as u64 * bytes).div_ceil(4);
+    }
+    total
+}
+
+/// The loop variables' names and layout of a loop, for printing.
+pub fn loop_points(layout: &FragmentLayout) -> Vec<Vec<i64>> {
+    points(&layout.shape)
+}
+
+/// Flattens a loop's variables (used by the plan and by diagnostics).
+pub fn flat_index(arena: &mut ExprArena, vars: &[VarId], shape: &[i64]) -> ExprId {
+    flatten(arena, vars, shape)
+}

@@ -1,0 +1,613 @@
+//! Tensor-core fragment layouts for `T.gemm` on the `mma.sync` path (Ampere, m16n8k16).
+//!
+//! A gemm fixes the layout of its accumulator, and of an A operand that lives in registers, to the
+//! register layout of the `mma.sync` instruction tiled over the block's warps. TileLang's layout
+//! inference starts from these layouts and propagates them to every other fragment, so matching
+//! them exactly (as functions from element to thread and register) is what lets the rest of the
+//! inference agree with TileLang's.
+//!
+//! The warps are arranged in a grid of `warps_m × warps_n` chosen as TileLang's
+//! `ComputeDefaultWarpPartition` chooses it; each warp owns a `tile_m × tile_n` block of the
+//! output, and inside it every 16×16 micro tile (16×8 when the warp's columns are not a multiple
+//! of 16) is spread over the 32 lanes as the instruction's C fragment prescribes.
+
+use tilec_ir::{ExprArena, ExprId, VarId, WarpPolicy};
+
+use super::fragment::{FragmentLayout, fresh_vars};
+
+/// Threads per warp on every CUDA target.
+const WARP_SIZE: i64 = 32;
+/// Rows of one `mma.sync` tile: each warp must own a multiple of this many rows.
+const MMA_M: i64 = 16;
+/// Columns of the narrowest `mma.sync` tile (n8) on Ampere and later: each warp must own a
+/// multiple of this many columns.
+const MMA_N: i64 = 8;
+/// Reduction depth of one m16n8k16 instruction on 16-bit operands.
+const MMA_K: i64 = 16;
+/// No GPU block holds more than 32 warps; a far larger count can only be a mistake, and refusing
+/// it keeps the partition search (linear in the warp count) cheap on any input.
+const MAX_WARPS: i64 = 1024;
+
+/// Warps along M and N for a block tile, as TileLang's ComputeDefaultWarpPartition chooses them.
+///
+/// A partition is valid when the warps multiply to `warps` and every warp owns a multiple of 16
+/// rows and 8 columns. `FullRow` takes the valid partition with the most warps along M, `FullCol`
+/// the one with the most along N, and `Square` the one whose per-warp tile is closest in shape to
+/// the block tile (ties go to fewer warps along M). The `Square` score is computed in `f32`, as
+/// TileLang does, so that near-ties resolve the same way.
+pub fn warp_partition(
+    m: i64,
+    n: i64,
+    warps: i64,
+    policy: WarpPolicy,
+) -> Result<(i64, i64), String> {
+    check_partition_inputs(m, n, warps, policy)?;
+    let found = match policy {
+        WarpPolicy::FullRow => (1..=warps)
+            .rev()
+            .find(|&wm| warps % wm == 0 && is_valid_split(m, n, wm, warps / wm))
+            .map(|wm| (wm, warps / wm)),
+        WarpPolicy::FullCol => (1..=warps)
+            .rev()
+            .find(|&wn| warps % wn == 0 && is_valid_split(m, n, warps / wn, wn))
+            .map(|wn| (warps / wn, wn)),
+        WarpPolicy::Square => most_square_split(m, n, warps),
+    };
+    found.ok_or_else(|| no_partition_message(m, n, warps, policy, ""))
+}
+
+/// The mma.sync m16n8k16 accumulator (C) layout of an m×n block tile over `threads` threads.
+///
+/// Element `(i, j)` lives in warp `(i // tile_m, j // tile_n)`, whose threads start at
+/// `(j // tile_n) * warps_m * 32 + (i // tile_m) * 32` (warps are numbered M-fastest), on lane
+/// `i % 8 * 4 + j % 8 // 2`. Its register is
+/// `i % tile_m // 16 * (tile_n / 2) + j % tile_n // 8 * 4 + i % 16 // 8 * 2 + j % 2`: the warp's
+/// 16-row micro tiles in order, within one the n8 atoms in order, and within an atom the four
+/// registers `c0..c3` of the instruction. Nothing is replicated.
+pub fn accumulator_layout(
+    arena: &mut ExprArena,
+    m: i64,
+    n: i64,
+    threads: i64,
+    policy: WarpPolicy,
+) -> Result<FragmentLayout, String> {
+    let grid = WarpGrid::new(m, n, threads, policy)?;
+    let vars = fresh_vars(arena, &[m, n]);
+    let (row, col) = two_vars(&vars)?;
+    let (i, j) = (arena.var_expr(row), arena.var_expr(col));
+    let thread = grid.accumulator_thread(arena, i, j);
+    let index = grid.accumulator_register(arena, i, j);
+    let rep = arena.var("rep", Some(1));
+    Ok(FragmentLayout {
+        shape: vec![m, n],
+        vars,
+        rep,
+        replicate: 1,
+        thread,
+        index: vec![index],
+    })
+}
+
+/// The A-operand register layout (m×k, for `T.gemm` with A in a fragment), replicated over the N
+/// warps.
+///
+/// `n` is the gemm's N extent: the warp partition depends on it, so the A layout does too. The
+/// layout is that of 16-bit operands (m16n8k16). With `transposed` the buffer is k×m (A is read
+/// as its transpose) and element `(k, m)` sits where `(m, k)` sits in the plain layout.
+///
+/// Element `(i, j)` of the m×k operand lives on lane `i % 8 * 4 + j % 8 // 2` of warp row
+/// `i // tile_m`; every warp of that row holds a copy, so replica `rep` (of `warps_n`) adds
+/// `rep * warps_m * 32` to the thread. Its register is
+/// `i % tile_m // 16 * 8 + j // 16 * (8 * tile_m / 16) + j % 16 // 8 * 4 + i % 16 // 8 * 2 + j % 2`:
+/// the eight registers `a0..a7` of one 16×16 micro tile, micro tiles M-fastest, then along K.
+pub fn operand_a_layout(
+    arena: &mut ExprArena,
+    m: i64,
+    n: i64,
+    k: i64,
+    threads: i64,
+    policy: WarpPolicy,
+    transposed: bool,
+) -> Result<FragmentLayout, String> {
+    let grid = WarpGrid::new(m, n, threads, policy)?;
+    if k <= 0 || k % MMA_K != 0 {
+        return Err(format!(
+            "the gemm's reduction extent {k} is not a positive multiple of {MMA_K}, the depth of \
+             one m16n8k16 tensor-core instruction, so its A operand cannot be held in registers"
+        ));
+    }
+    let shape = if transposed { vec![k, m] } else { vec![m, k] };
+    let vars = fresh_vars(arena, &shape);
+    let (first, second) = two_vars(&vars)?;
+    let (row, depth) = if transposed {
+        (second, first)
+    } else {
+        (first, second)
+    };
+    let (i, j) = (arena.var_expr(row), arena.var_expr(depth));
+    let rep = arena.var("rep", Some(grid.warps_n));
+    let thread = grid.operand_a_thread(arena, i, j, rep);
+    let index = grid.operand_a_register(arena, i, j);
+    Ok(FragmentLayout {
+        shape,
+        vars,
+        rep,
+        replicate: grid.warps_n,
+        thread,
+        index: vec![index],
+    })
+}
+
+/// The two variables of a two-dimensional layout.
+fn two_vars(vars: &[VarId]) -> Result<(VarId, VarId), String> {
+    match *vars {
+        [first, second] => Ok((first, second)),
+        _ => Err("internal error: a gemm layout needs exactly two index variables".to_owned()),
+    }
+}
+
+/// Rejects shapes and warp counts no partition search should see, with the reason.
+fn check_partition_inputs(m: i64, n: i64, warps: i64, policy: WarpPolicy) -> Result<(), String> {
+    if m <= 0 || n <= 0 {
+        return Err(format!(
+            "a {m}×{n} gemm tile is empty: a tensor-core gemm needs at least {MMA_M} rows and \
+             {MMA_N} columns"
+        ));
+    }
+    if warps <= 0 {
+        return Err(format!(
+            "a tensor-core gemm needs at least one warp ({WARP_SIZE} threads), but the block has \
+             {} threads",
+            warps.saturating_mul(WARP_SIZE)
+        ));
+    }
+    if warps > MAX_WARPS {
+        return Err(format!(
+            "a block of {warps} warps is far more than a GPU block can hold (at most 32 warps, \
+             1024 threads)"
+        ));
+    }
+    if m % MMA_M != 0 {
+        let why = format!(", and {m} rows is not a multiple of {MMA_M}");
+        return Err(no_partition_message(m, n, warps, policy, &why));
+    }
+    if n % MMA_N != 0 {
+        let why = format!(", and {n} columns is not a multiple of {MMA_N}");
+        return Err(no_partition_message(m, n, warps, policy, &why));
+    }
+    Ok(())
+}
+
+/// The error for a tile that no arrangement of the warps covers; `why` adds a specific reason.
+fn no_partition_message(m: i64, n: i64, warps: i64, policy: WarpPolicy, why: &str) -> String {
+    let policy = match policy {
+        WarpPolicy::Square => "Square",
+        WarpPolicy::FullRow => "FullRow",
+        WarpPolicy::FullCol => "FullCol",
+    };
+    let plural = if warps == 1 { "warp" } else { "warps" };
+    format!(
+        "a {m}×{n} tile cannot be split over {warps} {plural} with the {policy} policy: each warp \
+         needs a multiple of {MMA_M} rows and {MMA_N} columns{why}; change the number of threads \
+         or the block tile"
+    )
+}
+
+/// True when `warps_m × warps_n` warps tile an m×n block with whole mma tiles per warp.
+fn is_valid_split(m: i64, n: i64, warps_m: i64, warps_n: i64) -> bool {
+    m % (warps_m * MMA_M) == 0 && n % (warps_n * MMA_N) == 0
+}
+
+/// The `Square` choice: the valid split whose ratio of per-warp mma tiles best matches m/n.
+///
+/// The arithmetic is single precision on purpose: TileLang scores candidates in `float` and keeps
+/// the first strictly better one, and only the same rounding guarantees the same winner.
+fn most_square_split(m: i64, n: i64, warps: i64) -> Option<(i64, i64)> {
+    let ideal = m as f32 / n as f32;
+    let mut best: Option<((i64, i64), f32)> = None;
+    for warps_m in (1..=warps).filter(|w| warps % w == 0) {
+        let warps_n = warps / warps_m;
+        if !is_valid_split(m, n, warps_m, warps_n) {
+            continue;
+        }
+        let rows = m as f32 / (warps_m * MMA_M) as f32;
+        let cols = n as f32 / (warps_n * MMA_N) as f32;
+        let balance = (rows / cols - ideal).abs();
+        if best.is_none_or(|(_, score)| balance < score) {
+            best = Some(((warps_m, warps_n), balance));
+        }
+    }
+    best.map(|(split, _)| split)
+}
+
+/// The block's warps arranged over the output tile, and the tile each warp owns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct WarpGrid {
+    warps_m: i64,
+    warps_n: i64,
+    tile_m: i64,
+    tile_n: i64,
+}
+
+impl WarpGrid {
+    /// The partition of an m×n tile over `threads` threads. Like TileLang, a block whose thread
+    /// count is not a multiple of 32 uses only its whole warps.
+    fn new(m: i64, n: i64, threads: i64, policy: WarpPolicy) -> Result<WarpGrid, String> {
+        let warps = threads / WARP_SIZE;
+        if threads <= 0 || warps == 0 {
+            return Err(format!(
+                "a tensor-core gemm needs at least one warp ({WARP_SIZE} threads), but the block \
+                 has {threads} threads"
+            ));
+        }
+        let (warps_m, warps_n) = warp_partition(m, n, warps, policy)?;
+        Ok(WarpGrid {
+            warps_m,
+            warps_n,
+            tile_m: m / warps_m,
+            tile_n: n / warps_n,
+        })
+    }
+
+    /// The accumulator's thread: the warp's first thread plus the lane.
+    fn accumulator_thread(&self, arena: &mut ExprArena, i: ExprId, j: ExprId) -> ExprId {
+        let warp_col = digit(arena, j, None, self.tile_n, self.warps_m * WARP_SIZE);
+        let warp_row = digit(arena, i, None, self.tile_m, WARP_SIZE);
+        let lane = lane(arena, i, j);
+        let warp = arena.add(warp_col, warp_row);
+        arena.add(warp, lane)
+    }
+
+    /// The accumulator's register. Each 16-row micro tile holds `tile_n / 8` n8 atoms of four
+    /// registers; the two-register halves of an atom are its upper and lower eight rows.
+    fn accumulator_register(&self, arena: &mut ExprArena, i: ExprId, j: ExprId) -> ExprId {
+        let micro_row = digit(arena, i, Some(self.tile_m), MMA_M, self.tile_n / 2);
+        let atom = digit(arena, j, Some(self.tile_n), MMA_N, 4);
+        let half = digit(arena, i, Some(MMA_M), 8, 2);
+        let pair = digit(arena, j, Some(2), 1, 1);
+        sum(arena, &[micro_row, atom, half, pair])
+    }
+
+    /// The A operand's thread: lane and warp row as for the accumulator, and one copy per warp
+    /// column, since every warp of a row multiplies the same rows of A.
+    fn operand_a_thread(&self, arena: &mut ExprArena, i: ExprId, j: ExprId, rep: VarId) -> ExprId {
+        let warp_row = digit(arena, i, None, self.tile_m, WARP_SIZE);
+        let lane = lane(arena, i, j);
+        let own = arena.add(warp_row, lane);
+        // A single warp column has a single copy; leaving out the replica term (always zero then)
+        // keeps the formula identical to the accumulator's.
+        if self.warps_n == 1 {
+            return own;
+        }
+        let rep = arena.var_expr(rep);
+        let copy = digit(arena, rep, None, 1, self.warps_m * WARP_SIZE);
+        arena.add(own, copy)
+    }
+
+    /// The A operand's register: eight per 16×16 micro tile (`a0..a7`: the k8 half picks four,
+    /// the upper or lower eight rows two, the column parity one), micro tiles M-fastest.
+    fn operand_a_register(&self, arena: &mut ExprArena, i: ExprId, j: ExprId) -> ExprId {
+        let micro_rows = self.tile_m / MMA_M;
+        let micro_row = digit(arena, i, Some(self.tile_m), MMA_M, 8);
+        // With one micro row per warp the k16 step and its k8 half fuse into `j // 8 * 4`; the
+        // split form is equal but prints less like TileLang's own formula.
+        let depth = if micro_rows == 1 {
+            digit(arena, j, None, 8, 4)
+        } else {
+            let step = digit(arena, j, None, MMA_K, 8 * micro_rows);
+            let half = digit(arena, j, Some(MMA_K), 8, 4);
+            arena.add(step, half)
+        };
+        let half = digit(arena, i, Some(MMA_M), 8, 2);
+        let pair = digit(arena, j, Some(2), 1, 1);
+        sum(arena, &[micro_row, depth, half, pair])
+    }
+}
+
+/// The lane holding element `(i, j)` of an mma fragment: rows of eight lanes four apart, each
+/// lane holding two adjacent columns.
+fn lane(arena: &mut ExprArena, i: ExprId, j: ExprId) -> ExprId {
+    let row = digit(arena, i, Some(8), 1, 4);
+    let col = digit(arena, j, Some(8), 2, 1);
+    arena.add(row, col)
+}
+
+/// `x % modulo // divisor * scale` (without the modulo when it is `None`), the shape of every
+/// term of a tensor-core layout.
+fn digit(
+    arena: &mut ExprArena,
+    x: ExprId,
+    modulo: Option<i64>,
+    divisor: i64,
+    scale: i64,
+) -> ExprId {
+    let reduced = match modulo {
+        Some(modulo) => {
+            let modulo = arena.int(modulo);
+            arena.floormod(x, modulo)
+        }
+        None => x,
+    };
+    let divisor = arena.int(divisor);
+    let quotient = arena.floordiv(reduced, divisor);
+    let scale = arena.int(scale);
+    arena.mul(quotient, scale)
+}
+
+/// The sum of several terms.
+fn sum(arena: &mut ExprArena, terms: &[ExprId]) -> ExprId {
+    let zero = arena.int(0);
+    terms.iter().fold(zero, |acc, &term| arena.add(acc, term))
+}
+
+#[cfg(test)]
+mod tests {
+    use tilec_ir::{ExprArena, WarpPolicy};
+
+    use super::{accumulator_layout, operand_a_layout, warp_partition};
+    use crate::layout::fragment::{FragmentLayout, points};
+
+    /// A layout transcribed from TileLang's printed output: (i, j) to (thread, local index).
+    type Formula = fn(i64, i64) -> (i64, i64);
+
+    /// `gemm.py` instances 0 and 1, `gemm_eager.py`, `gemm_splitk_atomic.py` (64×64 warp tiles):
+    /// Thread `_j // 64 * 64 + _i // 64 * 32 + _i % 8 * 4 + _j % 8 // 2`,
+    /// Index `_i % 64 // 16 * 32 + _j % 64 // 8 * 4 + _i % 16 // 8 * 2 + _j % 2`.
+    fn tilelang_gemm_64x64_warps(i: i64, j: i64) -> (i64, i64) {
+        let thread = j / 64 * 64 + i / 64 * 32 + i % 8 * 4 + j % 8 / 2;
+        let index = i % 64 / 16 * 32 + j % 64 / 8 * 4 + i % 16 / 8 * 2 + j % 2;
+        (thread, index)
+    }
+
+    /// `flash_attention_fwd.py` instance 1, acc_s, acc_s_cast and acc_o (16×128 warp tiles):
+    /// Thread `_i // 16 * 32 + _i % 8 * 4 + _j % 8 // 2`,
+    /// Index `_j // 8 * 4 + _i % 16 // 8 * 2 + _j % 2`.
+    fn tilelang_flash_attention(i: i64, j: i64) -> (i64, i64) {
+        let thread = i / 16 * 32 + i % 8 * 4 + j % 8 / 2;
+        let index = j / 8 * 4 + i % 16 / 8 * 2 + j % 2;
+        (thread, index)
+    }
+
+    /// Checks `layout` against `formula` at every point of its shape (with replica 0).
+    fn assert_matches(arena: &ExprArena, layout: &FragmentLayout, formula: Formula) {
+        let all = points(&layout.shape);
+        assert!(!all.is_empty(), "the layout's domain was not enumerated");
+        for point in all {
+            let (i, j) = (point[0], point[1]);
+            let (thread, index) = formula(i, j);
+            assert_eq!(
+                layout.thread_of(arena, &point, 0),
+                Some(thread),
+                "thread of {point:?}"
+            );
+            assert_eq!(
+                layout.local_of(arena, &point),
+                Some(vec![index]),
+                "index of {point:?}"
+            );
+        }
+    }
+
+    /// Builds an accumulator layout and checks the properties every accumulator must have: no
+    /// replication, injective, `m * n / threads` registers, every thread used.
+    fn accumulator(
+        arena: &mut ExprArena,
+        m: i64,
+        n: i64,
+        threads: i64,
+        policy: WarpPolicy,
+    ) -> Result<FragmentLayout, String> {
+        let layout = accumulator_layout(arena, m, n, threads, policy)?;
+        assert_eq!(layout.replicate, 1);
+        assert_eq!(layout.collision(arena), None);
+        assert_eq!(layout.local_size(arena), m * n / threads);
+        assert_eq!(layout.thread_extent(arena), threads);
+        Ok(layout)
+    }
+
+    fn show(arena: &ExprArena, layout: &FragmentLayout) -> String {
+        let index: Vec<String> = layout
+            .index
+            .iter()
+            .map(|&e| arena.display(e).to_string())
+            .collect();
+        format!(
+            "thread {} | index ({}) | replicate {}",
+            arena.display(layout.thread),
+            index.join(", "),
+            layout.replicate
+        )
+    }
+
+    #[test]
+    fn warp_partitions_match_tilelang() {
+        // gemm.py instance 0 (and gemm_eager, gemm_splitk): 2×2 warps of 64×64.
+        assert_eq!(warp_partition(128, 128, 4, WarpPolicy::Square), Ok((2, 2)));
+        // gemm.py instance 1: 2×4 warps of 64×64.
+        assert_eq!(warp_partition(128, 256, 8, WarpPolicy::Square), Ok((2, 4)));
+        // flash attention: FullRow puts all eight warps along M.
+        assert_eq!(warp_partition(128, 128, 8, WarpPolicy::FullRow), Ok((8, 1)));
+        // errors/layout_conflict_gemm_serial.py: 2×2 warps of 32×32.
+        assert_eq!(warp_partition(64, 64, 4, WarpPolicy::Square), Ok((2, 2)));
+        assert_eq!(warp_partition(128, 128, 8, WarpPolicy::FullCol), Ok((1, 8)));
+        // FullRow falls back to fewer warps along M when 16-row warps would not divide M.
+        assert_eq!(warp_partition(32, 128, 4, WarpPolicy::FullRow), Ok((2, 2)));
+        assert_eq!(warp_partition(16, 64, 4, WarpPolicy::Square), Ok((1, 4)));
+    }
+
+    #[test]
+    fn impossible_partitions_are_explained() {
+        assert_eq!(
+            warp_partition(128, 128, 3, WarpPolicy::Square),
+            Err(
+                "a 128×128 tile cannot be split over 3 warps with the Square policy: each warp \
+                 needs a multiple of 16 rows and 8 columns; change the number of threads or the \
+                 block tile"
+                    .to_owned()
+            )
+        );
+        let Err(rows) = warp_partition(24, 128, 4, WarpPolicy::FullRow) else {
+            panic!("24 rows cannot be split into 16-row warps");
+        };
+        assert!(rows.contains("24 rows is not a multiple of 16"), "{rows}");
+        let Err(cols) = warp_partition(64, 12, 1, WarpPolicy::FullCol) else {
+            panic!("12 columns cannot be split into 8-column warps");
+        };
+        assert!(cols.contains("12 columns is not a multiple of 8"), "{cols}");
+        assert!(warp_partition(16, 8, 2, WarpPolicy::Square).is_err());
+        assert!(warp_partition(0, 8, 1, WarpPolicy::Square).is_err());
+        assert!(warp_partition(16, 8, 0, WarpPolicy::Square).is_err());
+        assert!(warp_partition(16, 8, i64::MAX, WarpPolicy::Square).is_err());
+        let mut arena = ExprArena::new();
+        assert!(accumulator_layout(&mut arena, 128, 128, 16, WarpPolicy::Square).is_err());
+        assert!(accumulator_layout(&mut arena, 128, 128, -32, WarpPolicy::Square).is_err());
+        assert!(accumulator_layout(&mut arena, i64::MAX, 8, 32, WarpPolicy::Square).is_err());
+        assert!(operand_a_layout(&mut arena, 64, 64, 24, 128, WarpPolicy::Square, false).is_err());
+    }
+
+    #[test]
+    fn gemm_128x128_on_128_threads_matches_tilelang() -> Result<(), String> {
+        let mut arena = ExprArena::new();
+        let layout = accumulator(&mut arena, 128, 128, 128, WarpPolicy::Square)?;
+        assert_matches(&arena, &layout, tilelang_gemm_64x64_warps);
+        assert_eq!(layout.local_size(&arena), 128);
+        Ok(())
+    }
+
+    #[test]
+    fn gemm_128x256_on_256_threads_matches_tilelang() -> Result<(), String> {
+        let mut arena = ExprArena::new();
+        let layout = accumulator(&mut arena, 128, 256, 256, WarpPolicy::Square)?;
+        assert_matches(&arena, &layout, tilelang_gemm_64x64_warps);
+        Ok(())
+    }
+
+    #[test]
+    fn flash_attention_accumulators_match_tilelang() -> Result<(), String> {
+        // acc_s (Q·Kᵀ) and acc_o (P·V) are both 128×128 over 256 threads with FullRow.
+        let mut arena = ExprArena::new();
+        let layout = accumulator(&mut arena, 128, 128, 256, WarpPolicy::FullRow)?;
+        assert_matches(&arena, &layout, tilelang_flash_attention);
+        Ok(())
+    }
+
+    #[test]
+    fn splitk_accumulator_matches_tilelang() -> Result<(), String> {
+        // gemm_splitk_atomic.py: C_local is 128×128 over 128 threads, Square.
+        let mut arena = ExprArena::new();
+        let layout = accumulator(&mut arena, 128, 128, 128, WarpPolicy::Square)?;
+        assert_matches(&arena, &layout, tilelang_gemm_64x64_warps);
+        Ok(())
+    }
+
+    #[test]
+    fn layout_conflict_gemm_accumulator_is_injective() -> Result<(), String> {
+        // errors/layout_conflict_gemm_serial.py fails in TileLang before a layout is printed; the
+        // 64×64 accumulator over 128 threads uses 32×32 warp tiles.
+        let mut arena = ExprArena::new();
+        let layout = accumulator(&mut arena, 64, 64, 128, WarpPolicy::Square)?;
+        assert_eq!(layout.local_size(&arena), 32);
+        Ok(())
+    }
+
+    /// The flash-attention formulas as the arena prints them: TileLang's terms, in the arena's
+    /// canonical order (terms sorted by variable).
+    const FLASH_ATTENTION_TEXT: &str = "thread i // 16 * 32 + i % 8 * 4 + j % 8 // 2 | index (i % \
+                                        16 // 8 * 2 + j // 8 * 4 + j % 2) | replicate 1";
+
+    #[test]
+    fn accumulators_print_tilelangs_terms() -> Result<(), String> {
+        let mut arena = ExprArena::new();
+        let gemm = accumulator_layout(&mut arena, 128, 128, 128, WarpPolicy::Square)?;
+        assert_eq!(
+            show(&arena, &gemm),
+            "thread i // 64 * 32 + i % 8 * 4 + j // 64 * 64 + j % 8 // 2 | index (i % 16 // 8 * 2 \
+             + i % 64 // 16 * 32 + j % 64 // 8 * 4 + j % 2) | replicate 1"
+        );
+        let flash = accumulator_layout(&mut arena, 128, 128, 256, WarpPolicy::FullRow)?;
+        assert_eq!(show(&arena, &flash), FLASH_ATTENTION_TEXT);
+        Ok(())
+    }
+
+    #[test]
+    fn narrow_warp_tiles_use_n8_atoms() -> Result<(), String> {
+        // 8-column warp tiles (16×64 over 8 warps, FullCol) take one n8 atom per warp and micro
+        // row: four registers each, no gaps.
+        let mut arena = ExprArena::new();
+        let layout = accumulator(&mut arena, 32, 64, 256, WarpPolicy::FullCol)?;
+        assert_eq!(layout.local_shape(&arena), vec![8]);
+        // 64×48 over 2 warps gives 64×24 warp tiles: one 16-column micro tile would straddle
+        // two warps, so TileLang switches the whole warp to n8 atoms (three per micro row).
+        assert_eq!(warp_partition(64, 48, 2, WarpPolicy::Square), Ok((1, 2)));
+        let mixed = accumulator(&mut arena, 64, 48, 64, WarpPolicy::Square)?;
+        assert_eq!(mixed.local_shape(&arena), vec![48]);
+        Ok(())
+    }
+
+    #[test]
+    fn flash_attention_operand_a_equals_its_accumulator_layout() -> Result<(), String> {
+        // acc_s_cast is the A operand of the second gemm (128×128 by 128, 256 threads,
+        // FullRow). TileLang prints the accumulator formula for it; with all warps along M the
+        // A-fragment layout is the same function, without replication.
+        let mut arena = ExprArena::new();
+        let layout = operand_a_layout(&mut arena, 128, 128, 128, 256, WarpPolicy::FullRow, false)?;
+        assert_eq!(layout.replicate, 1);
+        assert_eq!(layout.collision(&arena), None);
+        assert_matches(&arena, &layout, tilelang_flash_attention);
+        assert_eq!(show(&arena, &layout), FLASH_ATTENTION_TEXT);
+        Ok(())
+    }
+
+    /// Checks that each element of an A layout sits on `copies` distinct threads and that no two
+    /// (element, replica) pairs share a register.
+    fn assert_replicated(arena: &ExprArena, layout: &FragmentLayout, copies: i64) {
+        assert_eq!(layout.replicate, copies);
+        assert_eq!(layout.collision(arena), None);
+        for point in points(&layout.shape) {
+            let mut threads = layout.threads_of(arena, &point);
+            threads.sort_unstable();
+            threads.dedup();
+            assert_eq!(threads.len() as i64, copies, "copies of {point:?}");
+        }
+    }
+
+    #[test]
+    fn operand_a_is_replicated_over_the_n_warps() -> Result<(), String> {
+        let mut arena = ExprArena::new();
+        // 128×128 output on 128 threads: 2×2 warps, so each A element lives in two warps.
+        let square = operand_a_layout(&mut arena, 128, 128, 32, 128, WarpPolicy::Square, false)?;
+        assert_replicated(&arena, &square, 2);
+        assert_eq!(square.local_size(&arena), 64 * 32 / 32);
+        assert_eq!(square.thread_extent(&arena), 128);
+        // 2×4 warps: four copies.
+        let wide = operand_a_layout(&mut arena, 128, 256, 64, 256, WarpPolicy::Square, false)?;
+        assert_replicated(&arena, &wide, 4);
+        let full_col = operand_a_layout(&mut arena, 64, 64, 16, 128, WarpPolicy::FullCol, false)?;
+        assert_replicated(&arena, &full_col, 4);
+        assert_eq!(full_col.local_size(&arena), 64 * 16 / 32);
+        Ok(())
+    }
+
+    #[test]
+    fn transposed_operand_a_is_the_transpose() -> Result<(), String> {
+        let mut arena = ExprArena::new();
+        let plain = operand_a_layout(&mut arena, 128, 128, 32, 128, WarpPolicy::Square, false)?;
+        let flipped = operand_a_layout(&mut arena, 128, 128, 32, 128, WarpPolicy::Square, true)?;
+        assert_eq!(flipped.shape, vec![32, 128]);
+        assert_replicated(&arena, &flipped, 2);
+        for point in points(&plain.shape) {
+            let swapped = [point[1], point[0]];
+            for rep in 0..2 {
+                assert_eq!(
+                    plain.thread_of(&arena, &point, rep),
+                    flipped.thread_of(&arena, &swapped, rep)
+                );
+            }
+            assert_eq!(
+                plain.local_of(&arena, &point),
+                flipped.local_of(&arena, &swapped)
+            );
+        }
+        Ok(())
+    }
+}
