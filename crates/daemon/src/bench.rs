@@ -1,5 +1,6 @@
-//! `tilec bench`: parse + evaluate + check time per kernel instance, cold (a fresh database each
-//! time, as `tilec check` pays it) and after an edit elsewhere in the file (as the editor pays it).
+//! `tilec bench`: per kernel instance, the cold time of parse + evaluate + checks, the cold time of
+//! layout inference on top of it (a fresh database each time, as `tilec check` pays them), and the
+//! time to recompute the file's diagnostics after an edit elsewhere in the file (as an editor pays).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -7,7 +8,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use salsa::Setter;
-use tilec_db::{RootDatabase, SourceFile, file_diagnostics, instances, outline};
+use tilec_db::{
+    RootDatabase, SourceFile, file_diagnostics, instance_checks, instances, kernel_positions,
+    layouts, outline, resources,
+};
 
 use crate::workspace::collect_python_files;
 
@@ -18,6 +22,66 @@ fn median(mut samples: Vec<Duration>) -> Duration {
 
 fn micros(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1e6
+}
+
+/// Median times of one file, in microseconds per instance.
+struct FileTimes {
+    instances: usize,
+    check: f64,
+    layouts: f64,
+    edit: f64,
+}
+
+/// Times the pipeline on one file: cold front end + checks, cold layout inference, and the
+/// recomputation of the file's diagnostics after an edit that changes no kernel.
+fn time_file(path: &std::path::Path, text: &str, iterations: u32) -> Option<FileTimes> {
+    let (mut check, mut layout) = (Vec::new(), Vec::new());
+    let mut count = 0;
+    for _ in 0..iterations {
+        let started = Instant::now();
+        let db = RootDatabase::default();
+        let file = SourceFile::new(&db, path.to_owned(), text.to_owned(), Vec::new());
+        if !outline(&db, file).uses_tilelang {
+            return None;
+        }
+        let all = instances(&db, file).clone();
+        for &instance in &all {
+            kernel_positions(&db, instance);
+            instance_checks(&db, instance);
+        }
+        check.push(started.elapsed());
+        let started = Instant::now();
+        for &instance in &all {
+            layouts(&db, instance);
+            resources(&db, instance);
+        }
+        file_diagnostics(&db, file);
+        layout.push(started.elapsed());
+        count = all.len();
+    }
+    if count == 0 {
+        return None;
+    }
+    // An edit that changes no kernel (a comment appended) re-parses and re-derives positions:
+    // what every keystroke outside the kernel being edited costs.
+    let mut db = RootDatabase::default();
+    let file = SourceFile::new(&db, path.to_owned(), text.to_owned(), Vec::new());
+    file_diagnostics(&db, file);
+    let mut edits = Vec::new();
+    for round in 0..iterations {
+        file.set_text(&mut db)
+            .to(format!("{text}\n# edit {round}\n"));
+        let started = Instant::now();
+        file_diagnostics(&db, file);
+        edits.push(started.elapsed());
+    }
+    let per = |samples: Vec<Duration>| micros(median(samples)) / count as f64;
+    Some(FileTimes {
+        instances: count,
+        check: per(check),
+        layouts: per(layout),
+        edit: per(edits),
+    })
 }
 
 pub fn run(paths: &[PathBuf], iterations: u32) -> Result<ExitCode> {
@@ -35,61 +99,40 @@ pub fn run(paths: &[PathBuf], iterations: u32) -> Result<ExitCode> {
         .unwrap_or(0)
         .max(20);
     println!(
-        "{:<width$} {:>9} {:>15} {:>15}",
-        "file", "instances", "cold µs/inst", "edit µs/inst"
+        "{:<width$} {:>9} {:>16} {:>16} {:>14}",
+        "file", "instances", "check µs/inst", "layouts µs/inst", "edit µs/inst"
     );
-    let (mut total_instances, mut total_cold, mut total_edit) = (0usize, 0.0f64, 0.0f64);
+    let mut totals = (0usize, 0.0f64, 0.0f64, 0.0f64);
     for path in files {
         let text = std::fs::read_to_string(&path)?;
-        let mut cold = Vec::new();
-        let mut count = 0;
-        for _ in 0..iterations {
-            let started = Instant::now();
-            let db = RootDatabase::default();
-            let file = SourceFile::new(&db, path.clone(), text.clone(), Vec::new());
-            if !outline(&db, file).uses_tilelang {
-                break;
-            }
-            file_diagnostics(&db, file);
-            count = instances(&db, file).len();
-            cold.push(started.elapsed());
-        }
-        if count == 0 {
+        let Some(times) = time_file(&path, &text, iterations) else {
             continue;
-        }
-        // An edit that changes no kernel (a comment appended) re-parses and re-derives positions:
-        // what every keystroke outside the kernel being edited costs.
-        let mut db = RootDatabase::default();
-        let file = SourceFile::new(&db, path.clone(), text.clone(), Vec::new());
-        file_diagnostics(&db, file);
-        let mut edits = Vec::new();
-        for round in 0..iterations {
-            file.set_text(&mut db)
-                .to(format!("{text}\n# edit {round}\n"));
-            let started = Instant::now();
-            file_diagnostics(&db, file);
-            edits.push(started.elapsed());
-        }
-        let per_cold = micros(median(cold)) / count as f64;
-        let per_edit = micros(median(edits)) / count as f64;
-        total_instances += count;
-        total_cold += per_cold * count as f64;
-        total_edit += per_edit * count as f64;
+        };
+        let n = times.instances as f64;
+        totals = (
+            totals.0 + times.instances,
+            totals.1 + times.check * n,
+            totals.2 + times.layouts * n,
+            totals.3 + times.edit * n,
+        );
         println!(
-            "{:<width$} {:>9} {:>15.1} {:>15.1}",
+            "{:<width$} {:>9} {:>16.1} {:>16.1} {:>14.1}",
             path.display().to_string(),
-            count,
-            per_cold,
-            per_edit
+            times.instances,
+            times.check,
+            times.layouts,
+            times.edit
         );
     }
-    if total_instances > 0 {
+    if totals.0 > 0 {
+        let n = totals.0 as f64;
         println!(
-            "{:<width$} {:>9} {:>15.1} {:>15.1}",
+            "{:<width$} {:>9} {:>16.1} {:>16.1} {:>14.1}",
             "mean over instances",
-            total_instances,
-            total_cold / total_instances as f64,
-            total_edit / total_instances as f64,
+            totals.0,
+            totals.1 / n,
+            totals.2 / n,
+            totals.3 / n
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -3,6 +3,7 @@
 mod bench;
 mod check;
 mod explain;
+mod layout;
 mod render;
 mod workspace;
 
@@ -53,6 +54,22 @@ enum Command {
         #[arg(long)]
         instance: Option<u32>,
     },
+    /// Print the inferred layout of every fragment and parallel loop: thread and local-index
+    /// formulas, replication, registers, where the layout came from, and a thread-ownership grid.
+    Layout {
+        file: PathBuf,
+        /// Only this kernel.
+        #[arg(long)]
+        kernel: Option<String>,
+        /// Only this instance of the kernel (0-based).
+        #[arg(long)]
+        instance: Option<u32>,
+        /// Only this fragment buffer.
+        #[arg(long)]
+        buffer: Option<String>,
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+    },
     /// Explain a diagnostic code (`tilec explain shape-mismatch`); without a code, list them.
     Explain { code: Option<String> },
     /// Measure parse + evaluate + check time per instance (use a release build).
@@ -100,10 +117,31 @@ fn run(cli: Cli) -> ExitCode {
             instance,
         } => check::print_ir(&file, kernel.as_deref(), instance),
         Command::Explain { code } => explain::run(code.as_deref()),
+        Command::Layout {
+            file,
+            kernel,
+            instance,
+            buffer,
+            format,
+        } => layout::run(
+            &file,
+            kernel.as_deref(),
+            instance,
+            buffer.as_deref(),
+            format,
+        ),
         Command::Bench { paths, iterations } => bench::run(&paths, iterations),
     };
     match result {
         Ok(code) => code,
+        // A reader that stops early (`tilec layout f.py | head`) is not an error.
+        Err(error)
+            if error
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            ExitCode::SUCCESS
+        }
         Err(error) => {
             eprintln!("error: {error:#}");
             ExitCode::from(2)

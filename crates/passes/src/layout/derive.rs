@@ -352,35 +352,31 @@ fn condense(
     free: &[(VarId, i64)],
 ) -> Option<(ExprId, VarId, i64)> {
     let elements = points(shape);
-    let mut steps: Vec<i64> = vec![1; free.len()];
+    // Each free variable is sampled as `stride · m` for `m < count`; at first, all of its range.
+    let mut samples: Vec<(i64, i64)> = free.iter().map(|&(_, extent)| (1, extent)).collect();
     for position in 0..free.len() {
         let extent = free[position].1;
         // Sampling only removes threads, so a sample reaches them all exactly when it reaches as
-        // many; strides that leave fewer samples than the full count cannot work.
-        let full = reach_counts(arena, expr, vars, &elements, free, &steps)?;
+        // many. The smallest sample that can is as many values as there are threads to reach;
+        // larger strides come first (a periodic pattern such as `j // 4 % 256` needs a prefix).
+        let full = reach_counts(arena, expr, vars, &elements, free, &samples)?;
         let needed = full.iter().copied().max().unwrap_or(1) as i64;
-        let stride = divisors_descending(extent)
+        let choice = divisors_descending(extent)
             .into_iter()
-            .filter(|&stride| extent / stride >= needed.min(extent))
+            .filter(|&stride| stride.saturating_mul(needed) <= extent)
             .find(|&stride| {
-                let mut trial = steps.clone();
-                trial[position] = stride;
+                let mut trial = samples.clone();
+                trial[position] = (stride, needed);
                 reach_counts(arena, expr, vars, &elements, free, &trial)
                     .is_some_and(|counts| counts == full)
-            })
-            .unwrap_or(1);
-        steps[position] = stride;
+            });
+        samples[position] = choice.map_or((1, extent), |stride| (stride, needed));
     }
-    let replicate: i64 = free
-        .iter()
-        .zip(&steps)
-        .map(|(&(_, extent), &step)| extent / step)
-        .product();
+    let replicate: i64 = samples.iter().map(|&(_, count)| count).product();
     let rep = arena.var("rep", Some(replicate));
     let mut radix = 1;
     let mut map = Vec::new();
-    for (&(var, extent), &stride) in free.iter().zip(&steps) {
-        let count = extent / stride;
+    for (&(var, _), &(stride, count)) in free.iter().zip(&samples) {
         let rep_expr = arena.var_expr(rep);
         let below = arena.int(radix);
         let count_expr = arena.int(count);
@@ -429,22 +425,18 @@ fn divisors_descending(n: i64) -> Vec<i64> {
     (1..=n.max(1)).rev().filter(|d| n % d == 0).collect()
 }
 
-/// For each element, how many distinct threads `expr` reaches when free variable `k` runs over
-/// `0, steps[k], 2·steps[k], ...`.
+/// For each element, how many distinct threads `expr` reaches when free variable `k` takes the
+/// values `stride · m` for `m < count`, with `(stride, count) = samples[k]`.
 fn reach_counts(
     arena: &ExprArena,
     expr: ExprId,
     vars: &[VarId],
     elements: &[Vec<i64>],
     free: &[(VarId, i64)],
-    steps: &[i64],
+    samples: &[(i64, i64)],
 ) -> Option<Vec<usize>> {
-    let sample_shape: Vec<i64> = free
-        .iter()
-        .zip(steps)
-        .map(|(&(_, extent), &step)| extent / step.max(1))
-        .collect();
-    let samples = points(&sample_shape);
+    let sample_shape: Vec<i64> = samples.iter().map(|&(_, count)| count).collect();
+    let choices = points(&sample_shape);
     let mut bindings: Vec<(VarId, i64)> = vars
         .iter()
         .map(|&v| (v, 0))
@@ -457,9 +449,9 @@ fn reach_counts(
         for (slot, &value) in bindings.iter_mut().zip(element) {
             slot.1 = value;
         }
-        for sample in &samples {
-            for (k, &choice) in sample.iter().enumerate() {
-                bindings[vars.len() + k].1 = choice * steps[k];
+        for choice in &choices {
+            for (k, &m) in choice.iter().enumerate() {
+                bindings[vars.len() + k].1 = m * samples[k].0;
             }
             seen.insert(arena.eval(expr, &env_of(&bindings))?);
         }
