@@ -802,11 +802,18 @@ fn component(world: &World, ops: &[Op], root: EntityId) -> Vec<EntityId> {
     }
 }
 
-/// Registers per thread of every fragment laid out so far, with a large penalty per conflict, so
-/// that a conflict-free plan always wins. Layouts outside the group are the same in every trial, so
+/// Registers per thread of every fragment laid out so far, with large penalties per conflict and
+/// per fragment left without a layout, so that a complete, conflict-free plan always wins. Layouts outside the group are the same in every trial, so
 /// counting them does not change which trial is cheapest.
 fn registers(world: &World, state: &State) -> u64 {
     let mut total = state.conflicts.len() as u64 * 1_000_000;
+    // A fragment the trial could not lay out at all is worse than any layout it could have had.
+    let unresolved = world
+        .scopes
+        .iter()
+        .filter(|(buffer, scope)| **scope == Scope::Fragment && !state.buffers.contains_key(buffer))
+        .count() as u64;
+    total += unresolved * 100_000;
     for (buffer, inferred) in &state.buffers {
         let bytes = world.dtypes.get(*buffer).map_or(4, |d| d.bytes());
         total += (inferred.layout.local_size(&state.exprs) as u64 * bytes).div_ceil(4);
