@@ -5,13 +5,13 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
-use tilec_db::{Settings, file_diagnostics, instance_reports, instances, kernel_world, outline};
+use anyhow::{Result, bail};
+use tilec_db::{Settings, file_diagnostics, instance_reports, kernel_world, outline};
 use tilec_ir::{Severity, Target};
 
 use crate::Format;
 use crate::render;
-use crate::workspace::Workspace;
+use crate::workspace::{Workspace, load_one, selected_instances};
 
 fn parse_target(name: Option<&str>) -> Result<Option<Target>> {
     match name {
@@ -112,39 +112,16 @@ pub fn run(paths: &[PathBuf], format: Format, target: Option<&str>) -> Result<Ex
 }
 
 pub fn print_ir(path: &Path, kernel: Option<&str>, instance: Option<u32>) -> Result<ExitCode> {
-    let workspace = Workspace::load(&[path.to_owned()])
-        .with_context(|| format!("cannot load {}", path.display()))?;
+    let (workspace, file) = load_one(path)?;
     let db = &workspace.db;
-    let Some(&file) = workspace.files.first() else {
-        bail!("{}: not a Python file", path.display())
-    };
-    let mut printed = 0;
-    for &candidate in instances(db, file) {
+    for candidate in selected_instances(db, file, kernel, instance)? {
         let name = candidate.kernel(db).name(db);
-        if kernel.is_some_and(|wanted| wanted != name)
-            || instance.is_some_and(|wanted| wanted != candidate.index(db))
-        {
-            continue;
-        }
         println!(
             "# {} :: {name} instance {}",
             path.display(),
             candidate.index(db)
         );
         println!("{}", kernel_world(db, candidate).pretty());
-        printed += 1;
-    }
-    if printed == 0 {
-        let names: Vec<&str> = outline(db, file).kernels.iter().map(|k| k.name()).collect();
-        bail!(
-            "no matching instance in {} (kernels: {})",
-            path.display(),
-            if names.is_empty() {
-                "none".to_owned()
-            } else {
-                names.join(", ")
-            }
-        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -5,17 +5,16 @@ use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, bail};
+use anyhow::Result;
 use serde_json::json;
 use tilec_db::{
-    Db, Instance, SourceFile, instances, kernel_positions, kernel_world, layouts, line_column,
-    resources,
+    Db, Instance, SourceFile, kernel_positions, kernel_world, layouts, line_column, resources,
 };
 use tilec_ir::{EntityId, World};
 use tilec_passes::layout::{FragmentLayout, Inferred, Layouts, Origin};
 
 use crate::Format;
-use crate::workspace::Workspace;
+use crate::workspace::{load_one, selected_instances};
 
 /// The largest grid printed: wider tiles show their top-left corner.
 const GRID_ROWS: i64 = 16;
@@ -28,30 +27,15 @@ pub fn run(
     buffer: Option<&str>,
     format: Format,
 ) -> Result<ExitCode> {
-    let workspace = Workspace::load(&[path.to_owned()])
-        .with_context(|| format!("cannot load {}", path.display()))?;
+    let (workspace, file) = load_one(path)?;
     let db = &workspace.db;
-    let Some(&file) = workspace.files.first() else {
-        bail!("{}: not a Python file", path.display())
-    };
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    let mut printed = 0;
-    for &candidate in instances(db, file) {
-        let name = candidate.kernel(db).name(db);
-        if kernel.is_some_and(|wanted| wanted != name)
-            || instance.is_some_and(|wanted| wanted != candidate.index(db))
-        {
-            continue;
-        }
-        printed += 1;
+    for candidate in selected_instances(db, file, kernel, instance)? {
         match format {
             Format::Human => print_human(&mut out, db, file, candidate, buffer),
             Format::Json => print_json(&mut out, db, file, candidate, buffer),
         }?;
-    }
-    if printed == 0 {
-        bail!("no matching instance in {}", path.display());
     }
     Ok(ExitCode::SUCCESS)
 }

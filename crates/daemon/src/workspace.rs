@@ -158,6 +158,51 @@ impl Workspace {
     }
 }
 
+/// Loads one file for a command that inspects it (`tilec ir`, `tilec layout`).
+pub fn load_one(path: &Path) -> Result<(Workspace, SourceFile)> {
+    let workspace = Workspace::load(&[path.to_owned()])
+        .with_context(|| format!("cannot load {}", path.display()))?;
+    let Some(&file) = workspace.files.first() else {
+        bail!("{}: not a Python file", path.display())
+    };
+    Ok((workspace, file))
+}
+
+/// The instances of `file` a command's `--kernel` and `--instance` select; an error names the
+/// kernels when none matches.
+pub fn selected_instances<'db>(
+    db: &'db dyn tilec_db::Db,
+    file: SourceFile,
+    kernel: Option<&str>,
+    instance: Option<u32>,
+) -> Result<Vec<tilec_db::Instance<'db>>> {
+    let selected: Vec<_> = tilec_db::instances(db, file)
+        .iter()
+        .copied()
+        .filter(|candidate| {
+            kernel.is_none_or(|wanted| wanted == candidate.kernel(db).name(db))
+                && instance.is_none_or(|wanted| wanted == candidate.index(db))
+        })
+        .collect();
+    if selected.is_empty() {
+        let names: Vec<&str> = tilec_db::outline(db, file)
+            .kernels
+            .iter()
+            .map(|k| k.name())
+            .collect();
+        let names = if names.is_empty() {
+            "none".to_owned()
+        } else {
+            names.join(", ")
+        };
+        bail!(
+            "no matching instance in {} (kernels: {names})",
+            file.path(db).display()
+        );
+    }
+    Ok(selected)
+}
+
 /// The `[[instance]]` entries of a manifest whose `file` is `file`.
 fn instances_for(
     manifest: Option<&Manifest>,

@@ -3,7 +3,7 @@
 
 use ruff_python_ast::visitor::{Visitor, walk_expr};
 use ruff_python_ast::{Expr, ModModule, Stmt, StmtFunctionDef};
-use ruff_text_size::{Ranged, TextRange};
+use ruff_text_size::Ranged;
 use tilec_ir::Span;
 
 use crate::syntax::{ParsedModule, normalized_text, span_of};
@@ -278,9 +278,4 @@ fn instantiates_kernel(stmt: &Stmt, kernel_names: &[&str]) -> bool {
 /// The range of a statement or expression, as a span.
 pub(crate) fn range_span(node: &impl Ranged) -> Span {
     span_of(node.range())
-}
-
-#[allow(dead_code)]
-pub(crate) fn text_range(span: Span) -> TextRange {
-    TextRange::new(span.start.into(), span.end.into())
 }

@@ -285,6 +285,21 @@ impl FragmentLayout {
         found
     }
 
+    /// `thread ... | index (...) | replicate r`: the layout on one line, for tests and messages.
+    pub fn describe(&self, arena: &ExprArena) -> String {
+        let index: Vec<String> = self
+            .index
+            .iter()
+            .map(|&e| arena.display(e).to_string())
+            .collect();
+        format!(
+            "thread {} | index ({}) | replicate {}",
+            arena.display(self.thread),
+            index.join(", "),
+            self.replicate
+        )
+    }
+
     /// The threads holding `point` (one per replica).
     pub fn threads_of(&self, arena: &ExprArena, point: &[i64]) -> Vec<i64> {
         (0..self.replicate)
@@ -299,20 +314,6 @@ mod tests {
 
     use super::FragmentLayout;
 
-    fn show(arena: &ExprArena, layout: &FragmentLayout) -> String {
-        let index: Vec<String> = layout
-            .index
-            .iter()
-            .map(|&e| arena.display(e).to_string())
-            .collect();
-        format!(
-            "thread {} | index ({}) | replicate {}",
-            arena.display(layout.thread),
-            index.join(", "),
-            layout.replicate
-        )
-    }
-
     #[test]
     fn plan_matches_tilelang_for_softmax_rows() {
         // softmax.py: x is (2, 4096) over 256 threads with 8-wide vectors; TileLang prints
@@ -320,7 +321,7 @@ mod tests {
         let mut arena = ExprArena::new();
         let layout = FragmentLayout::plan(&mut arena, &[2, 4096], 256, 8);
         assert_eq!(
-            show(&arena, &layout),
+            layout.describe(&arena),
             "thread j // 8 % 256 | index (i * 16 + j // 2048 * 8 + j % 8) | replicate 1"
         );
         assert_eq!(layout.local_size(&arena), 32);
@@ -333,7 +334,7 @@ mod tests {
         let mut arena = ExprArena::new();
         let layout = FragmentLayout::plan(&mut arena, &[8], 128, 1);
         assert_eq!(
-            show(&arena, &layout),
+            layout.describe(&arena),
             "thread i + rep * 8 | index (0) | replicate 16"
         );
         assert_eq!(layout.collision(&arena), None);
@@ -356,7 +357,7 @@ mod tests {
         let mut arena = ExprArena::new();
         let layout = FragmentLayout::fully_replicated(&mut arena, &[2], 128);
         assert_eq!(
-            show(&arena, &layout),
+            layout.describe(&arena),
             "thread rep | index (i) | replicate 128"
         );
         assert_eq!(layout.threads_of(&arena, &[1]).len(), 128);

@@ -11,7 +11,7 @@ use tilec_ir::{
     LoopKind, Scope, TileOp, VarId, World,
 };
 
-use super::fragment::{FragmentLayout, flatten, fresh_vars, points};
+use super::fragment::{FragmentLayout, fresh_vars};
 use crate::regions::resolve_extents;
 
 /// The most candidate roots free mode tries per group of linked ops.
@@ -142,7 +142,7 @@ pub fn infer_layouts(world: &World) -> Layouts {
         dead_ends: Vec::new(),
     };
     strict(&scratch, &ops, threads, &mut state);
-    propagate(&scratch, &ops, threads, &mut state);
+    propagate(&scratch, &ops, &mut state);
     free(&scratch, &ops, threads, &mut state);
     let mut diagnostics = std::mem::take(&mut state.conflicts);
     diagnostics.extend(super::diagnose::races(
@@ -494,7 +494,7 @@ fn annotation_layout(
 // ----- common propagation ----------------------------------------------------------------------
 
 /// Propagates layouts through every op until nothing changes.
-fn propagate(world: &World, ops: &[Op], threads: i64, state: &mut State) {
+fn propagate(world: &World, ops: &[Op], state: &mut State) {
     loop {
         let mut changed = false;
         for op in ops {
@@ -508,7 +508,7 @@ fn propagate(world: &World, ops: &[Op], threads: i64, state: &mut State) {
                     src,
                     dst,
                     dim,
-                } => step_reduce(world, *entity, *src, *dst, *dim, threads, state),
+                } => step_reduce(world, *entity, *src, *dst, *dim, state),
             };
         }
         if !changed {
@@ -632,7 +632,6 @@ fn step_reduce(
     src: EntityId,
     dst: EntityId,
     dim: usize,
-    _threads: i64,
     state: &mut State,
 ) -> bool {
     if state.buffers.contains_key(&dst)
@@ -688,7 +687,7 @@ fn free(world: &World, ops: &[Op], threads: i64, state: &mut State) {
         for candidate in roots {
             let mut trial = state.clone();
             plan_loop(world, candidate, threads, &mut trial);
-            propagate(world, ops, threads, &mut trial);
+            propagate(world, ops, &mut trial);
             let cost = registers(world, &trial);
             if best.as_ref().is_none_or(|(best_cost, _)| cost < *best_cost) {
                 best = Some((cost, trial));
@@ -722,7 +721,7 @@ fn free(world: &World, ops: &[Op], threads: i64, state: &mut State) {
                 op: buffer,
             },
         );
-        propagate(world, ops, threads, state);
+        propagate(world, ops, state);
     }
 }
 
@@ -819,14 +818,4 @@ fn registers(world: &World, state: &State) -> u64 {
         total += (inferred.layout.local_size(&state.exprs) as u64 * bytes).div_ceil(4);
     }
     total
-}
-
-/// The loop variables' names and layout of a loop, for printing.
-pub fn loop_points(layout: &FragmentLayout) -> Vec<Vec<i64>> {
-    points(&layout.shape)
-}
-
-/// Flattens a loop's variables (used by the plan and by diagnostics).
-pub fn flat_index(arena: &mut ExprArena, vars: &[VarId], shape: &[i64]) -> ExprId {
-    flatten(arena, vars, shape)
 }

@@ -1,5 +1,5 @@
-//! Layouts: fragment layouts, the algebra on them (decided by enumeration), and tensor-core and
-//! shared-memory layouts.
+//! Layouts: fragment layouts, the algebra on them (decided by enumeration), tensor-core layouts,
+//! and their inference over a kernel world.
 
 mod derive;
 mod diagnose;

@@ -405,20 +405,6 @@ mod tests {
         Ok(layout)
     }
 
-    fn show(arena: &ExprArena, layout: &FragmentLayout) -> String {
-        let index: Vec<String> = layout
-            .index
-            .iter()
-            .map(|&e| arena.display(e).to_string())
-            .collect();
-        format!(
-            "thread {} | index ({}) | replicate {}",
-            arena.display(layout.thread),
-            index.join(", "),
-            layout.replicate
-        )
-    }
-
     #[test]
     fn warp_partitions_match_tilelang() {
         // gemm.py instance 0 (and gemm_eager, gemm_splitk): 2×2 warps of 64×64.
@@ -520,12 +506,12 @@ mod tests {
         let mut arena = ExprArena::new();
         let gemm = accumulator_layout(&mut arena, 128, 128, 128, WarpPolicy::Square)?;
         assert_eq!(
-            show(&arena, &gemm),
+            gemm.describe(&arena),
             "thread i // 64 * 32 + i % 8 * 4 + j // 64 * 64 + j % 8 // 2 | index (i % 16 // 8 * 2 \
              + i % 64 // 16 * 32 + j % 64 // 8 * 4 + j % 2) | replicate 1"
         );
         let flash = accumulator_layout(&mut arena, 128, 128, 256, WarpPolicy::FullRow)?;
-        assert_eq!(show(&arena, &flash), FLASH_ATTENTION_TEXT);
+        assert_eq!(flash.describe(&arena), FLASH_ATTENTION_TEXT);
         Ok(())
     }
 
@@ -554,7 +540,7 @@ mod tests {
         assert_eq!(layout.replicate, 1);
         assert_eq!(layout.collision(&arena), None);
         assert_matches(&arena, &layout, tilelang_flash_attention);
-        assert_eq!(show(&arena, &layout), FLASH_ATTENTION_TEXT);
+        assert_eq!(layout.describe(&arena), FLASH_ATTENTION_TEXT);
         Ok(())
     }
 
