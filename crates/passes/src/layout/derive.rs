@@ -3,10 +3,9 @@
 //! iterators that an access does not use become replication, condensed to the threads they really
 //! reach — decided by enumeration.
 
-use rustc_hash::FxHashSet;
-use tilec_ir::{ExprArena, ExprId, VarId};
+use tilec_ir::{ExprArena, ExprId, ExprProgram, VarId};
 
-use super::fragment::{FragmentLayout, flatten, for_each_point, fresh_vars, points};
+use super::fragment::{CHUNK_POINTS, FragmentLayout, flatten, for_each_chunk, fresh_vars, points};
 
 /// Why a loop cannot run where a fragment's layout puts its data: one loop iteration would need
 /// the elements of two different threads (a serial iterator the layout spreads over threads).
@@ -20,17 +19,6 @@ pub struct Witness {
 
 /// An environment for evaluating a formula: the listed variables take the given values, every
 /// other variable (block indices) is 0.
-fn env_of(bindings: &[(VarId, i64)]) -> impl Fn(VarId) -> Option<i64> + '_ {
-    move |var| {
-        Some(
-            bindings
-                .iter()
-                .find(|(v, _)| *v == var)
-                .map_or(0, |(_, value)| *value),
-        )
-    }
-}
-
 fn substitute_vars(arena: &mut ExprArena, expr: ExprId, map: &[(VarId, ExprId)]) -> ExprId {
     arena.substitute(expr, &|var| {
         map.iter().find(|(v, _)| *v == var).map(|(_, e)| *e)
@@ -160,27 +148,26 @@ fn check_serial_independence(
     }
     let serial_shape: Vec<i64> = used.iter().map(|&(_, e)| e).collect();
     let serial_points = points(&serial_shape);
+    let mut inputs: Vec<VarId> = loop_vars.to_vec();
+    inputs.extend(used.iter().map(|&(v, _)| v));
+    inputs.push(rep);
+    let mut outputs = vec![thread];
+    outputs.extend(indices);
+    let mut program = ExprProgram::compile_zeroing(arena, &inputs, &outputs);
+    let mut input = vec![0; inputs.len()];
     for point in points(loop_shape) {
+        input[..point.len()].copy_from_slice(&point);
         for r in 0..replicate {
+            input[inputs.len() - 1] = r;
             let mut first: Option<(Vec<i64>, i64)> = None;
             for values in &serial_points {
-                let mut bindings: Vec<(VarId, i64)> = loop_vars
-                    .iter()
-                    .copied()
-                    .zip(point.iter().copied())
-                    .collect();
-                bindings.extend(used.iter().map(|&(v, _)| v).zip(values.iter().copied()));
-                bindings.push((rep, r));
-                let env = env_of(&bindings);
-                let Some(t) = arena.eval(thread, &env) else {
+                input[loop_vars.len()..loop_vars.len() + values.len()].copy_from_slice(values);
+                let Some(result) = program.run(&input) else {
                     continue;
                 };
-                let element: Vec<i64> = indices
-                    .iter()
-                    .filter_map(|&i| arena.eval(i, &env))
-                    .collect();
+                let (t, element) = (result[0], &result[1..]);
                 match &first {
-                    None => first = Some((element, t)),
+                    None => first = Some((element.to_vec(), t)),
                     Some((first_element, first_thread)) if *first_thread != t => {
                         let var = used
                             .iter()
@@ -191,7 +178,7 @@ fn check_serial_independence(
                             loop_point: point.clone(),
                             serial_var: var,
                             first: (first_element.clone(), *first_thread),
-                            second: (element, t),
+                            second: (element.to_vec(), t),
                         });
                     }
                     Some(_) => {}
@@ -352,14 +339,28 @@ fn condense(
     free: &[(VarId, i64)],
 ) -> Option<(ExprId, VarId, i64)> {
     let elements = points(shape);
-    // Each free variable is sampled as `stride · m` for `m < count`; at first, all of its range.
-    let mut samples: Vec<(i64, i64)> = free.iter().map(|&(_, extent)| (1, extent)).collect();
+    let inputs: Vec<VarId> = vars
+        .iter()
+        .copied()
+        .chain(free.iter().map(|&(v, _)| v))
+        .collect();
+    let mut program = ExprProgram::compile_zeroing(arena, &inputs, &[expr]);
+    let used = arena.vars_of(expr);
+    // Each free variable is sampled as `stride · m` for `m < count`; at first, all of its range,
+    // except that a variable the formula does not read reaches one thread.
+    let mut samples: Vec<(i64, i64)> = free
+        .iter()
+        .map(|&(var, extent)| (1, if used.contains(&var) { extent } else { 1 }))
+        .collect();
     for position in 0..free.len() {
         let extent = free[position].1;
+        if samples[position].1 == 1 {
+            continue;
+        }
         // Sampling only removes threads, so a sample reaches them all exactly when it reaches as
         // many. The smallest sample that can is as many values as there are threads to reach;
         // larger strides come first (a periodic pattern such as `j // 4 % 256` needs a prefix).
-        let full = reach_counts(arena, expr, vars, &elements, free, &samples)?;
+        let full = reach_counts(&mut program, &elements, &samples, None)?;
         let needed = full.iter().copied().max().unwrap_or(1) as i64;
         let choice = divisors_descending(extent)
             .into_iter()
@@ -367,8 +368,7 @@ fn condense(
             .find(|&stride| {
                 let mut trial = samples.clone();
                 trial[position] = (stride, needed);
-                reach_counts(arena, expr, vars, &elements, free, &trial)
-                    .is_some_and(|counts| counts == full)
+                reach_counts(&mut program, &elements, &trial, Some(&full)).is_some()
             });
         samples[position] = choice.map_or((1, extent), |stride| (stride, needed));
     }
@@ -400,25 +400,85 @@ fn distinct_replicas(
     rep: VarId,
     replicate: i64,
 ) -> bool {
-    let mut bindings: Vec<(VarId, i64)> = vars.iter().map(|&v| (v, 0)).collect();
-    bindings.push((rep, 0));
-    let mut seen = FxHashSet::default();
-    for element in elements {
-        seen.clear();
-        for (slot, &value) in bindings.iter_mut().zip(element) {
-            slot.1 = value;
-        }
-        for r in 0..replicate {
-            if let Some(last) = bindings.last_mut() {
-                last.1 = r;
+    let mut inputs = vars.to_vec();
+    inputs.push(rep);
+    let mut program = ExprProgram::compile_zeroing(arena, &inputs, &[thread]);
+    let replicas = vec![(0..replicate).collect::<Vec<i64>>()];
+    let mut scratch = Vec::new();
+    let mut distinct = true;
+    let evaluated = for_each_group(&mut program, elements, &replicas, |_, threads| {
+        distinct = distinct_count(threads, &mut scratch) == threads.len();
+        distinct
+    });
+    evaluated.is_some() && distinct
+}
+
+/// Evaluates the one-output `program`, whose inputs are an element's coordinates followed by
+/// extra values, at every element and every row of the extras, in batches; calls
+/// `visit(element, values)` with one element's values, one per row. `extra_columns[d][r]` is extra
+/// input `d` of row `r`. `None` where the program fails; stops early when `visit` returns false.
+fn for_each_group(
+    program: &mut ExprProgram,
+    elements: &[Vec<i64>],
+    extra_columns: &[Vec<i64>],
+    mut visit: impl FnMut(usize, &[i64]) -> bool,
+) -> Option<()> {
+    let Some(first) = elements.first() else {
+        return Some(());
+    };
+    // Without extra inputs there is one row: the element itself.
+    let rows = extra_columns.first().map_or(1, Vec::len);
+    if rows == 0 {
+        return Some(());
+    }
+    let dims = first.len();
+    let mut columns: Vec<Vec<i64>> = vec![Vec::new(); dims + extra_columns.len()];
+    let per_chunk = (CHUNK_POINTS / rows).max(1);
+    let mut values = Vec::new();
+    for (chunk_number, chunk) in elements.chunks(per_chunk).enumerate() {
+        columns.iter_mut().for_each(Vec::clear);
+        for element in chunk {
+            for (column, &value) in columns.iter_mut().zip(element) {
+                column.extend(std::iter::repeat_n(value, rows));
             }
-            match arena.eval(thread, &env_of(&bindings)) {
-                Some(value) if seen.insert(value) => {}
-                _ => return false,
+            for (column, extra) in columns[dims..].iter_mut().zip(extra_columns) {
+                column.extend_from_slice(extra);
+            }
+        }
+        let refs: Vec<&[i64]> = columns.iter().map(Vec::as_slice).collect();
+        let batch = program.run_batch(&refs, chunk.len() * rows)?;
+        values.clear();
+        values.extend_from_slice(batch.column(0));
+        for (k, group) in values.chunks(rows).enumerate() {
+            if !visit(chunk_number * per_chunk + k, group) {
+                return Some(());
             }
         }
     }
-    true
+    Some(())
+}
+
+/// How many distinct values `values` holds. Thread numbers are small, so they are counted in a
+/// bitmap (`scratch`, reused between calls and left all zero); other values are sorted.
+fn distinct_count(values: &[i64], scratch: &mut Vec<u64>) -> usize {
+    const BITMAP_VALUES: i64 = 1 << 12;
+    if values.iter().all(|&v| (0..BITMAP_VALUES).contains(&v)) {
+        scratch.resize((BITMAP_VALUES / 64) as usize, 0);
+        let mut count = 0;
+        for &v in values {
+            let (word, bit) = ((v / 64) as usize, 1u64 << (v % 64));
+            count += usize::from(scratch[word] & bit == 0);
+            scratch[word] |= bit;
+        }
+        for &v in values {
+            scratch[(v / 64) as usize] = 0;
+        }
+        return count;
+    }
+    let mut sorted = values.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    sorted.len()
 }
 
 fn divisors_descending(n: i64) -> Vec<i64> {
@@ -426,38 +486,33 @@ fn divisors_descending(n: i64) -> Vec<i64> {
 }
 
 /// For each element, how many distinct threads `expr` reaches when free variable `k` takes the
-/// values `stride · m` for `m < count`, with `(stride, count) = samples[k]`.
+/// values `stride · m` for `m < count`, with `(stride, count) = samples[k]`. With `expected`, stops
+/// (returning `None`) at the first element whose count differs from it.
 fn reach_counts(
-    arena: &ExprArena,
-    expr: ExprId,
-    vars: &[VarId],
+    program: &mut ExprProgram,
     elements: &[Vec<i64>],
-    free: &[(VarId, i64)],
     samples: &[(i64, i64)],
+    expected: Option<&[usize]>,
 ) -> Option<Vec<usize>> {
     let sample_shape: Vec<i64> = samples.iter().map(|&(_, count)| count).collect();
-    let choices = points(&sample_shape);
-    let mut bindings: Vec<(VarId, i64)> = vars
-        .iter()
-        .map(|&v| (v, 0))
-        .chain(free.iter().map(|&(v, _)| (v, 0)))
-        .collect();
+    // One column per free variable: its sampled value in each combination, row-major.
+    let mut choices: Vec<Vec<i64>> = vec![Vec::new(); samples.len()];
+    for_each_chunk(&sample_shape, |_, columns, _| {
+        for ((choice, column), &(stride, _)) in choices.iter_mut().zip(columns).zip(samples) {
+            choice.extend(column.iter().map(|&m| m * stride));
+        }
+        true
+    });
     let mut counts = Vec::with_capacity(elements.len());
-    let mut seen = FxHashSet::default();
-    for element in elements {
-        seen.clear();
-        for (slot, &value) in bindings.iter_mut().zip(element) {
-            slot.1 = value;
-        }
-        for choice in &choices {
-            for (k, &m) in choice.iter().enumerate() {
-                bindings[vars.len() + k].1 = m * samples[k].0;
-            }
-            seen.insert(arena.eval(expr, &env_of(&bindings))?);
-        }
-        counts.push(seen.len());
-    }
-    Some(counts)
+    let mut scratch = Vec::new();
+    let mut matches = true;
+    for_each_group(program, elements, &choices, |element, threads| {
+        let count = distinct_count(threads, &mut scratch);
+        matches = expected.is_none_or(|expected| expected.get(element) == Some(&count));
+        counts.push(count);
+        matches
+    })?;
+    (matches && counts.len() == elements.len()).then_some(counts)
 }
 
 /// Completes `base` with the candidate local index that is collision-free and smallest, after
@@ -496,18 +551,19 @@ fn best_index(
 /// `e // g` where `g` is the gcd of every value `e` takes over the layout's domain.
 fn compact(arena: &mut ExprArena, expr: ExprId, layout: &FragmentLayout) -> ExprId {
     let mut g = 0i64;
-    for_each_point(&layout.shape, |point| {
-        let env = |var: VarId| {
-            Some(
-                layout
-                    .vars
-                    .iter()
-                    .position(|&v| v == var)
-                    .map_or(0, |k| point[k]),
-            )
-        };
-        if let Some(value) = arena.eval(expr, &env) {
-            g = gcd(g, value);
+    let mut program = ExprProgram::compile_zeroing(arena, &layout.vars, &[expr]);
+    for_each_chunk(&layout.shape, |_, columns, len| {
+        match program.run_batch(columns, len) {
+            Some(batch) => g = batch.column(0).iter().fold(g, |g, &value| gcd(g, value)),
+            None => {
+                // Some point has no value (a division by zero): the gcd of those that do.
+                for p in 0..len {
+                    let point: Vec<i64> = columns.iter().map(|column| column[p]).collect();
+                    if let Some(value) = program.run_one(&point) {
+                        g = gcd(g, value);
+                    }
+                }
+            }
         }
         g != 1
     });

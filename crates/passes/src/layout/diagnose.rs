@@ -1,11 +1,17 @@
 //! Diagnostics of layout inference: conflicts with a concrete counterexample and a fix, races of
 //! many iterations writing one element, and register pressure.
 
-use tilec_ir::{Anchor, Code, Diagnostic, EntityId, EntityKind, ExprArena, VarId, World};
+use tilec_ir::{
+    Anchor, Code, Diagnostic, EntityId, EntityKind, Expr, ExprArena, ExprId, ExprProgram, VarId,
+    World,
+};
 
 use super::derive::Witness;
-use super::fragment::points;
+use super::fragment::for_each_chunk;
 use super::infer::{Inferred, LoopView, Origin};
+
+/// Stores with more indices than this are not checked for races (no tile has that many).
+const MAX_STORE_DIMS: usize = 8;
 
 fn element(world: &World, buffer: EntityId, index: &[i64]) -> String {
     let index: Vec<String> = index.iter().map(i64::to_string).collect();
@@ -64,15 +70,13 @@ pub(super) fn conflict(
 pub(super) fn races(world: &World, loops: &[LoopView<'_>], arena: &ExprArena) -> Vec<Diagnostic> {
     let mut found = Vec::new();
     for view in loops {
-        let domain = points(view.shape);
         for &(buffer, indices, statement) in &view.writes {
             if world.kind(statement) != Some(EntityKind::Store)
                 || found.iter().any(|(s, _)| *s == statement)
             {
                 continue;
             }
-            if let Some(diagnostic) = race(world, arena, view, &domain, buffer, indices, statement)
-            {
+            if let Some(diagnostic) = race(world, arena, view, buffer, indices, statement) {
                 found.push((statement, diagnostic));
             }
         }
@@ -84,9 +88,8 @@ fn race(
     world: &World,
     arena: &ExprArena,
     view: &LoopView<'_>,
-    domain: &[Vec<i64>],
     buffer: EntityId,
-    indices: &[tilec_ir::ExprId],
+    indices: &[ExprId],
     statement: EntityId,
 ) -> Option<Diagnostic> {
     let loop_var = |v: VarId| view.vars.contains(&v);
@@ -98,18 +101,34 @@ fn race(
     }) {
         return None;
     }
-    let mut writers: rustc_hash::FxHashMap<Vec<i64>, usize> = rustc_hash::FxHashMap::default();
-    for point in domain {
-        let env = |v: VarId| {
-            Some(
-                view.vars
-                    .iter()
-                    .position(|&u| u == v)
-                    .map_or(0, |k| point[k]),
-            )
+    // Elements are keyed by a fixed-size array so that the loop over the domain allocates nothing;
+    // stores with more dimensions than any tile uses are not checked.
+    if indices.len() > MAX_STORE_DIMS {
+        return None;
+    }
+    if writes_each_element_once(arena, view, indices) {
+        return None;
+    }
+    let mut program = ExprProgram::compile_zeroing(arena, view.vars, indices);
+    let mut writers: rustc_hash::FxHashMap<[i64; MAX_STORE_DIMS], usize> =
+        rustc_hash::FxHashMap::default();
+    let mut failed = false;
+    for_each_chunk(view.shape, |_, columns, len| {
+        let Some(batch) = program.run_batch(columns, len) else {
+            failed = true;
+            return false;
         };
-        let element: Option<Vec<i64>> = indices.iter().map(|&i| arena.eval(i, &env)).collect();
-        *writers.entry(element?).or_default() += 1;
+        for p in 0..len {
+            let mut key = [0; MAX_STORE_DIMS];
+            for (k, slot) in key.iter_mut().enumerate().take(indices.len()) {
+                *slot = batch.column(k)[p];
+            }
+            *writers.entry(key).or_default() += 1;
+        }
+        true
+    });
+    if failed {
+        return None;
     }
     let (element, &count) = writers.iter().max_by_key(|(_, count)| **count)?;
     if count < 2 {
@@ -117,12 +136,29 @@ fn race(
     }
     let message = format!(
         "{count} iterations of this `T.Parallel` loop write `{}`: which value is left depends on which thread writes last",
-        self::element(world, buffer, element),
+        self::element(world, buffer, &element[..indices.len()]),
     );
     Some(
         Diagnostic::warning(Code::DataRace, Anchor::Entity(statement), message)
             .with_help("reduce into it with `T.reduce_sum`/`T.reduce_max`, accumulate with `T.atomic_add`, or index the store with every loop variable"),
     )
+}
+
+/// Whether the store is indexed by distinct loop variables, one per dimension, that together are
+/// every loop variable with more than one value: then each iteration writes its own element, and
+/// no enumeration is needed.
+fn writes_each_element_once(arena: &ExprArena, view: &LoopView<'_>, indices: &[ExprId]) -> bool {
+    let mut used = Vec::with_capacity(indices.len());
+    for &index in indices {
+        match *arena.get(index) {
+            Expr::Var(var) if view.vars.contains(&var) && !used.contains(&var) => used.push(var),
+            _ => return false,
+        }
+    }
+    view.vars
+        .iter()
+        .zip(view.shape)
+        .all(|(var, &extent)| extent <= 1 || used.contains(var))
 }
 
 fn is_block_var(world: &World, var: VarId) -> bool {
