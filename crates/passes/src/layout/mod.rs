@@ -1,12 +1,16 @@
 //! Layouts: fragment layouts, the algebra on them (decided by enumeration), tensor-core layouts,
 //! and their inference over a kernel world.
 
+pub mod algebra;
 mod derive;
 mod diagnose;
 pub mod fragment;
 pub mod infer;
+pub mod shared;
 pub mod tensor_core;
 mod vectorize;
 
+pub use algebra::{Access, FragmentInverse, IndexMap, RepeatOn, RepeatOrder, Uncontained};
 pub use fragment::{Collision, FragmentLayout, flatten, fresh_vars, points};
 pub use infer::{Inferred, Layouts, Origin, infer_layouts};
+pub use shared::{BankSwizzle, SharedLayout, Swizzle, gemm_operand_layout, merge_swizzles};

@@ -1,10 +1,10 @@
 //! Tensor-core fragment layouts for `T.gemm` on the `mma.sync` path (Ampere, m16n8k16).
 //!
-//! A gemm fixes the layout of its accumulator, and of an A operand that lives in registers, to the
-//! register layout of the `mma.sync` instruction tiled over the block's warps. TileLang's layout
-//! inference starts from these layouts and propagates them to every other fragment, so matching
-//! them exactly (as functions from element to thread and register) is what lets the rest of the
-//! inference agree with TileLang's.
+//! A gemm fixes the layout of its accumulator, and of A or B operands that live in registers, to
+//! the register layout of the `mma.sync` instruction tiled over the block's warps. TileLang's
+//! layout inference starts from these layouts and propagates them to every other fragment, so
+//! matching them exactly (as functions from element to thread and register) is what lets the rest
+//! of the inference agree with TileLang's.
 //!
 //! The warps are arranged in a grid of `warps_m × warps_n` chosen as TileLang's
 //! `ComputeDefaultWarpPartition` chooses it; each warp owns a `tile_m × tile_n` block of the
@@ -110,12 +110,7 @@ pub fn operand_a_layout(
     transposed: bool,
 ) -> Result<FragmentLayout, String> {
     let grid = WarpGrid::new(m, n, threads, policy)?;
-    if k <= 0 || k % MMA_K != 0 {
-        return Err(format!(
-            "the gemm's reduction extent {k} is not a positive multiple of {MMA_K}, the depth of \
-             one m16n8k16 tensor-core instruction, so its A operand cannot be held in registers"
-        ));
-    }
+    check_reduction_depth(k, "A")?;
     let shape = if transposed { vec![k, m] } else { vec![m, k] };
     let vars = fresh_vars(arena, &shape);
     let (first, second) = two_vars(&vars)?;
@@ -136,6 +131,65 @@ pub fn operand_a_layout(
         thread,
         index: vec![index],
     })
+}
+
+/// The B-operand register layout (k×n, for `T.gemm` with B in a fragment), replicated over the M
+/// warps.
+///
+/// `m` is the gemm's M extent, which the warp partition depends on. The layout is that of 16-bit
+/// operands (m16n8k16). With `transposed` (`transpose_B=True`) the buffer is n×k and element
+/// `(n, k)` sits where `(k, n)` sits in the plain layout; TileLang builds the two from the same
+/// base fragment, so one is exactly the transpose of the other.
+///
+/// Element `(k, n)` lives on lane `n % 8 * 4 + k % 8 // 2` (the instruction's B fragment: lane
+/// `4g + t` holds column `g`, rows `2t, 2t + 1, 2t + 8, 2t + 9` in `b0..b3`) of warp column
+/// `n // tile_n`; every warp of that column holds a copy, so replica `rep` (of `warps_m`) adds
+/// `rep * 32`, and the warp column adds `warps_m * 32` per step (warps are numbered M-fastest).
+/// Its register is `n % tile_n // 8 * 4 + k // 16 * (tile_n / 2) + k % 16 // 8 * 2 + k % 2`: the
+/// four registers `b0..b3` of each n8 atom, atoms along N, then k16 steps.
+pub fn operand_b_layout(
+    arena: &mut ExprArena,
+    m: i64,
+    n: i64,
+    k: i64,
+    threads: i64,
+    policy: WarpPolicy,
+    transposed: bool,
+) -> Result<FragmentLayout, String> {
+    let grid = WarpGrid::new(m, n, threads, policy)?;
+    check_reduction_depth(k, "B")?;
+    let shape = if transposed { vec![n, k] } else { vec![k, n] };
+    let vars = fresh_vars(arena, &shape);
+    let (first, second) = two_vars(&vars)?;
+    let (depth_var, col_var) = if transposed {
+        (second, first)
+    } else {
+        (first, second)
+    };
+    let (depth, col) = (arena.var_expr(depth_var), arena.var_expr(col_var));
+    let rep = arena.var("rep", Some(grid.warps_m));
+    let thread = grid.operand_b_thread(arena, depth, col, rep);
+    let index = grid.operand_b_register(arena, depth, col);
+    Ok(FragmentLayout {
+        shape,
+        vars,
+        rep,
+        replicate: grid.warps_m,
+        thread,
+        index: vec![index],
+    })
+}
+
+/// Rejects a reduction extent that whole m16n8k16 instructions do not cover.
+fn check_reduction_depth(k: i64, operand: &str) -> Result<(), String> {
+    if k <= 0 || k % MMA_K != 0 {
+        return Err(format!(
+            "the gemm's reduction extent {k} is not a positive multiple of {MMA_K}, the depth of \
+             one m16n8k16 tensor-core instruction, so its {operand} operand cannot be held in \
+             registers"
+        ));
+    }
+    Ok(())
 }
 
 /// The two variables of a two-dimensional layout.
@@ -302,6 +356,31 @@ impl WarpGrid {
         let pair = digit(arena, j, Some(2), 1, 1);
         sum(arena, &[micro_row, depth, half, pair])
     }
+
+    /// The B operand's thread: the lane of column `n` and depth `k`, one copy per warp row
+    /// (TileLang replicates the warp's fragment before spreading it over the warp columns, so
+    /// the replica sits where the accumulator's warp row does).
+    fn operand_b_thread(&self, arena: &mut ExprArena, k: ExprId, n: ExprId, rep: VarId) -> ExprId {
+        let warp_col = digit(arena, n, None, self.tile_n, self.warps_m * WARP_SIZE);
+        let lane = lane(arena, n, k);
+        let own = arena.add(warp_col, lane);
+        if self.warps_m == 1 {
+            return own;
+        }
+        let rep = arena.var_expr(rep);
+        let copy = digit(arena, rep, None, 1, WARP_SIZE);
+        arena.add(own, copy)
+    }
+
+    /// The B operand's register: four per n8 atom (`b0..b3`: the k8 half picks two, the depth
+    /// parity one), atoms along the warp's columns, then one block of `tile_n / 2` per k16 step.
+    fn operand_b_register(&self, arena: &mut ExprArena, k: ExprId, n: ExprId) -> ExprId {
+        let atom = digit(arena, n, Some(self.tile_n), MMA_N, 4);
+        let step = digit(arena, k, None, MMA_K, self.tile_n / 2);
+        let half = digit(arena, k, Some(MMA_K), 8, 2);
+        let pair = digit(arena, k, Some(2), 1, 1);
+        sum(arena, &[atom, step, half, pair])
+    }
 }
 
 /// The lane holding element `(i, j)` of an mma fragment: rows of eight lanes four apart, each
@@ -344,8 +423,9 @@ fn sum(arena: &mut ExprArena, terms: &[ExprId]) -> ExprId {
 mod tests {
     use tilec_ir::{ExprArena, WarpPolicy};
 
-    use super::{accumulator_layout, operand_a_layout, warp_partition};
-    use crate::layout::fragment::{FragmentLayout, points};
+    use super::{accumulator_layout, operand_a_layout, operand_b_layout, warp_partition};
+    use crate::layout::algebra::{RepeatOn, RepeatOrder, inverse, repeat, replicate};
+    use crate::layout::fragment::{FragmentLayout, fresh_vars, points};
 
     /// A layout transcribed from TileLang's printed output: (i, j) to (thread, local index).
     type Formula = fn(i64, i64) -> (i64, i64);
@@ -594,6 +674,235 @@ mod tests {
                 flipped.local_of(&arena, &swapped)
             );
         }
+        Ok(())
+    }
+
+    #[test]
+    fn operand_b_lanes_match_the_ptx_fragment_table() -> Result<(), String> {
+        // PTX ISA, m16n8k16 .f16 B fragment: lane 4g + t holds column n = g, rows
+        // k = 2t, 2t + 1, 2t + 8, 2t + 9 in b0..b3. One warp, K×N = 16×8.
+        let mut arena = ExprArena::new();
+        let layout = operand_b_layout(&mut arena, 16, 8, 16, 32, WarpPolicy::Square, false)?;
+        assert_eq!(layout.shape, vec![16, 8]);
+        assert_eq!(layout.replicate, 1);
+        assert_eq!(layout.local_size(&arena), 4);
+        let table = inverse(&arena, &layout)?;
+        assert_eq!(table.holes(), 0);
+        let expected: [[[i64; 2]; 4]; 4] = [
+            [[0, 0], [1, 0], [8, 0], [9, 0]],
+            [[2, 0], [3, 0], [10, 0], [11, 0]],
+            [[4, 0], [5, 0], [12, 0], [13, 0]],
+            [[6, 0], [7, 0], [14, 0], [15, 0]],
+        ];
+        for (lane, registers) in expected.iter().enumerate() {
+            for (register, element) in registers.iter().enumerate() {
+                assert_eq!(
+                    table.element_at(lane as i64, &[register as i64]),
+                    Some((element.to_vec(), 0)),
+                    "lane {lane}, b{register}"
+                );
+            }
+        }
+        // Lane 5 (g = 1, t = 1) holds column 1.
+        assert_eq!(table.element_at(5, &[2]), Some((vec![10, 1], 0)));
+        Ok(())
+    }
+
+    #[test]
+    fn operand_b_second_n8_atom_takes_registers_4_to_7() -> Result<(), String> {
+        let mut arena = ExprArena::new();
+        let layout = operand_b_layout(&mut arena, 16, 16, 16, 32, WarpPolicy::Square, false)?;
+        assert_eq!(layout.local_size(&arena), 8);
+        let table = inverse(&arena, &layout)?;
+        assert_eq!(table.element_at(0, &[4]), Some((vec![0, 8], 0)));
+        assert_eq!(table.element_at(3, &[7]), Some((vec![15, 8], 0)));
+        // The transposed buffer (N×K) holds the same elements with the indices swapped.
+        let flipped = operand_b_layout(&mut arena, 16, 16, 16, 32, WarpPolicy::Square, true)?;
+        assert_eq!(
+            inverse(&arena, &flipped)?.element_at(3, &[7]),
+            Some((vec![8, 15], 0))
+        );
+        Ok(())
+    }
+
+    /// Which gemm operand a TileLang recipe builds.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    enum Operand {
+        A,
+        B,
+    }
+
+    /// TileLang's `make_mma_load_layout` for 16-bit operands, built with the layout algebra from
+    /// its base fragment (`shared_16x16_to_mma_{a,b}_32x8_layout`): the base repeated over the
+    /// warp's micro tiles on registers, then over the warps on threads, and replicated over the
+    /// other warp dimension (A after the thread repeat, B before it).
+    fn tilelang_operand(
+        arena: &mut ExprArena,
+        operand: Operand,
+        (m, n, k): (i64, i64, i64),
+        threads: i64,
+        policy: WarpPolicy,
+        transposed: bool,
+    ) -> Result<FragmentLayout, String> {
+        let (warps_m, warps_n) = warp_partition(m, n, threads / 32, policy)?;
+        let (tile_m, tile_n) = (m / warps_m, n / warps_n);
+        let micro_n = if tile_n % 16 == 0 { 16 } else { 8 };
+        let (micro_s, warp_s, block_s, copies) = match operand {
+            Operand::A => (16, tile_m / 16, warps_m, warps_n),
+            Operand::B => (micro_n, tile_n / micro_n, warps_n, warps_m),
+        };
+        // "sr": the spatial index first (A as M×K, B as N×K).
+        let sr = (operand == Operand::A) != transposed;
+        let base = base_operand(arena, operand, micro_s, sr);
+        let (warp_repeats, order) = if sr {
+            ([warp_s, k / 16], RepeatOrder::FirstDimFastest)
+        } else {
+            ([k / 16, warp_s], RepeatOrder::LastDimFastest)
+        };
+        let warp = repeat(arena, &base, &warp_repeats, RepeatOn::Registers, order)?;
+        let block_repeats = if sr { [block_s, 1] } else { [1, block_s] };
+        let on_threads = |arena: &mut ExprArena, layout: &FragmentLayout| {
+            repeat(
+                arena,
+                layout,
+                &block_repeats,
+                RepeatOn::Threads,
+                RepeatOrder::LastDimFastest,
+            )
+        };
+        match operand {
+            Operand::A => {
+                let spread = on_threads(arena, &warp)?;
+                replicate(arena, &spread, copies)
+            }
+            Operand::B => {
+                let copied = replicate(arena, &warp, copies)?;
+                on_threads(arena, &copied)
+            }
+        }
+    }
+
+    /// The 16-bit mma base fragment of one warp: lane `4 * (s % 8) + r % 8 // 2`; register
+    /// `4 * (r // 8) + 2 * (s // 8) + r % 2` for A, `4 * (s // 8) + 2 * (r // 8) + r % 2` for B.
+    fn base_operand(
+        arena: &mut ExprArena,
+        operand: Operand,
+        micro_s: i64,
+        sr: bool,
+    ) -> FragmentLayout {
+        let shape = if sr { [micro_s, 16] } else { [16, micro_s] };
+        let vars = fresh_vars(arena, &shape);
+        let (first, second) = (arena.var_expr(vars[0]), arena.var_expr(vars[1]));
+        let (s, r) = if sr { (first, second) } else { (second, first) };
+        let lane = super::lane(arena, s, r);
+        let (r_scale, s_scale) = match operand {
+            Operand::A => (4, 2),
+            Operand::B => (2, 4),
+        };
+        let depth = super::digit(arena, r, None, 8, r_scale);
+        let row = super::digit(arena, s, None, 8, s_scale);
+        let pair = super::digit(arena, r, Some(2), 1, 1);
+        let index = super::sum(arena, &[depth, row, pair]);
+        let rep = arena.var("rep", Some(1));
+        FragmentLayout {
+            shape: shape.to_vec(),
+            vars,
+            rep,
+            replicate: 1,
+            thread: lane,
+            index: vec![index],
+        }
+    }
+
+    /// Checks that two layouts are the same function of (element, replica).
+    fn assert_same_function(arena: &ExprArena, ours: &FragmentLayout, theirs: &FragmentLayout) {
+        assert_eq!(ours.shape, theirs.shape);
+        assert_eq!(ours.replicate, theirs.replicate);
+        for point in points(&ours.shape) {
+            for rep in 0..ours.replicate {
+                assert_eq!(
+                    ours.thread_of(arena, &point, rep),
+                    theirs.thread_of(arena, &point, rep),
+                    "thread of {point:?}, replica {rep}"
+                );
+            }
+            assert_eq!(
+                ours.local_of(arena, &point),
+                theirs.local_of(arena, &point),
+                "register of {point:?}"
+            );
+        }
+    }
+
+    /// (m, n, k, threads, policy) of gemms covering every partition shape: square warps, wide
+    /// warp grids, all warps along M or N, and n8-wide warp tiles.
+    const GEMMS: [(i64, i64, i64, i64, WarpPolicy); 6] = [
+        (128, 128, 32, 128, WarpPolicy::Square),
+        (128, 256, 64, 256, WarpPolicy::Square),
+        (128, 128, 32, 256, WarpPolicy::FullRow),
+        (64, 64, 16, 128, WarpPolicy::FullCol),
+        (64, 48, 32, 64, WarpPolicy::Square),
+        (32, 64, 16, 256, WarpPolicy::FullCol),
+    ];
+
+    #[test]
+    fn operand_b_matches_tilelangs_recipe() -> Result<(), String> {
+        for (m, n, k, threads, policy) in GEMMS {
+            for transposed in [false, true] {
+                let mut arena = ExprArena::new();
+                let ours = operand_b_layout(&mut arena, m, n, k, threads, policy, transposed)?;
+                let theirs = tilelang_operand(
+                    &mut arena,
+                    Operand::B,
+                    (m, n, k),
+                    threads,
+                    policy,
+                    transposed,
+                )?;
+                assert_same_function(&arena, &ours, &theirs);
+                assert_eq!(ours.collision(&arena), None);
+                let (warps_m, warps_n) = warp_partition(m, n, threads / 32, policy)?;
+                assert_eq!(ours.replicate, warps_m);
+                assert_eq!(ours.local_size(&arena), n / warps_n * k / 32);
+                assert_eq!(ours.thread_extent(&arena), threads);
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn operand_a_matches_tilelangs_recipe() -> Result<(), String> {
+        for (m, n, k, threads, policy) in GEMMS {
+            for transposed in [false, true] {
+                let mut arena = ExprArena::new();
+                let ours = operand_a_layout(&mut arena, m, n, k, threads, policy, transposed)?;
+                let theirs = tilelang_operand(
+                    &mut arena,
+                    Operand::A,
+                    (m, n, k),
+                    threads,
+                    policy,
+                    transposed,
+                )?;
+                assert_same_function(&arena, &ours, &theirs);
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn operand_b_is_replicated_over_the_m_warps() -> Result<(), String> {
+        let mut arena = ExprArena::new();
+        // 2×2 warps: each B element is in the two warps of its warp column, 32 threads apart.
+        let square = operand_b_layout(&mut arena, 128, 128, 32, 128, WarpPolicy::Square, false)?;
+        assert_replicated(&arena, &square, 2);
+        assert_eq!(square.threads_of(&arena, &[0, 64]), vec![64, 96]);
+        // FullRow puts every warp along M: eight copies, and the whole of N in each warp.
+        let full_row = operand_b_layout(&mut arena, 128, 128, 32, 256, WarpPolicy::FullRow, true)?;
+        assert_replicated(&arena, &full_row, 8);
+        assert_eq!(full_row.local_size(&arena), 128 * 32 / 32);
+        assert!(operand_b_layout(&mut arena, 64, 64, 24, 128, WarpPolicy::Square, false).is_err());
+        assert!(operand_b_layout(&mut arena, 64, 64, 16, 96, WarpPolicy::Square, false).is_err());
         Ok(())
     }
 }
