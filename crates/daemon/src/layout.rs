@@ -1,11 +1,11 @@
 //! `tilec layout`: the inferred layout of every fragment and parallel loop of a file's instances,
-//! as formulas, a thread-ownership grid, or JSON Lines.
+//! as formulas, a thread-ownership grid, or JSON Lines; with `--svg`, a picture per fragment.
 
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 use serde_json::json;
 use tilec_db::{
     Db, Instance, SourceFile, kernel_positions, kernel_world, layouts, line_column, resources,
@@ -14,6 +14,7 @@ use tilec_ir::{EntityId, World};
 use tilec_passes::layout::{FragmentLayout, Inferred, Layouts, Origin};
 
 use crate::Format;
+use crate::svg::{Picture, write_pictures};
 use crate::workspace::{load_one, selected_instances};
 
 /// The largest grid printed: wider tiles show their top-left corner.
@@ -26,18 +27,89 @@ pub fn run(
     instance: Option<u32>,
     buffer: Option<&str>,
     format: Format,
+    svg: Option<&Path>,
 ) -> Result<ExitCode> {
     let (workspace, file) = load_one(path)?;
     let db = &workspace.db;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    for candidate in selected_instances(db, file, kernel, instance)? {
+    let selected = selected_instances(db, file, kernel, instance)?;
+    if let Some(svg) = svg {
+        write_svgs(&mut out, db, file, &selected, buffer, format, svg)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    for candidate in selected {
         match format {
             Format::Human => print_human(&mut out, db, file, candidate, buffer),
             Format::Json => print_json(&mut out, db, file, candidate, buffer),
         }?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--svg OUT`: draws every selected fragment (see [`write_pictures`] for where the files go) and
+/// prints the paths written, one per line or as JSON Lines.
+fn write_svgs(
+    out: &mut impl Write,
+    db: &dyn Db,
+    file: SourceFile,
+    selected: &[Instance<'_>],
+    wanted: Option<&str>,
+    format: Format,
+    target: &Path,
+) -> Result<()> {
+    let mut pictures = Vec::new();
+    let mut available = Vec::new();
+    for &instance in selected {
+        let world = kernel_world(db, instance);
+        let layouts = layouts(db, instance);
+        let resources = resources(db, instance);
+        for (&buffer, inferred) in &layouts.buffers {
+            let name = world.name(buffer);
+            available.push(name);
+            if wanted.is_some_and(|w| w != name) {
+                continue;
+            }
+            pictures.push(Picture {
+                kernel: instance.kernel(db).name(db),
+                instance: instance.index(db),
+                buffer: name,
+                registers: resources.fragment_registers.get(&buffer).copied(),
+                layout: &inferred.layout,
+                arena: &layouts.exprs,
+            });
+        }
+    }
+    if pictures.is_empty() {
+        available.sort_unstable();
+        available.dedup();
+        let available = if available.is_empty() {
+            "they have no fragment buffers".to_owned()
+        } else {
+            format!("fragments: {}", available.join(", "))
+        };
+        bail!(
+            "no fragment{} to draw in the selected instances of {} ({available})",
+            wanted.map_or(String::new(), |w| format!(" named `{w}`")),
+            file.path(db).display()
+        );
+    }
+    let written = write_pictures(target, &pictures)?;
+    for (picture, path) in pictures.iter().zip(&written) {
+        match format {
+            Format::Human => writeln!(out, "{}", path.display())?,
+            Format::Json => writeln!(
+                out,
+                "{}",
+                json!({
+                    "kind": "svg", "file": file.path(db).display().to_string(),
+                    "kernel": picture.kernel, "instance": picture.instance,
+                    "buffer": picture.buffer, "svg": path.display().to_string(),
+                })
+            )?,
+        }
+    }
+    Ok(())
 }
 
 fn line_of(

@@ -5,6 +5,7 @@ mod check;
 mod explain;
 mod layout;
 mod render;
+mod svg;
 mod workspace;
 
 use std::path::PathBuf;
@@ -69,6 +70,12 @@ enum Command {
         buffer: Option<String>,
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
+        /// Instead of printing the layouts, draw each selected fragment as an SVG thread-ownership
+        /// map. One fragment is written to OUT (or into OUT when it is a folder); several go into
+        /// the folder OUT (created if missing) as `<kernel>-<instance>-<buffer>.svg`. The paths
+        /// written are printed.
+        #[arg(long, value_name = "OUT")]
+        svg: Option<PathBuf>,
     },
     /// Explain a diagnostic code (`tilec explain shape-mismatch`); without a code, list them.
     Explain { code: Option<String> },
@@ -123,12 +130,14 @@ fn run(cli: Cli) -> ExitCode {
             instance,
             buffer,
             format,
+            svg,
         } => layout::run(
             &file,
             kernel.as_deref(),
             instance,
             buffer.as_deref(),
             format,
+            svg.as_deref(),
         ),
         Command::Bench { paths, iterations } => bench::run(&paths, iterations),
     };
