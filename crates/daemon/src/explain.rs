@@ -23,6 +23,8 @@ fn page(code: Code) -> &'static str {
         Code::LayoutConflict => include_str!("../../../docs/codes/layout-conflict.md"),
         Code::DataRace => include_str!("../../../docs/codes/data-race.md"),
         Code::RegisterPressure => include_str!("../../../docs/codes/register-pressure.md"),
+        Code::InvalidLayout => include_str!("../../../docs/codes/invalid-layout.md"),
+        Code::UnevenPartition => include_str!("../../../docs/codes/uneven-partition.md"),
     }
 }
 

@@ -50,10 +50,12 @@ pub enum Code {
     LayoutConflict,
     DataRace,
     RegisterPressure,
+    InvalidLayout,
+    UnevenPartition,
 }
 
 impl Code {
-    pub const ALL: [Code; 15] = [
+    pub const ALL: [Code; 17] = [
         Code::ParseError,
         Code::UndefinedName,
         Code::UnsupportedSyntax,
@@ -69,6 +71,8 @@ impl Code {
         Code::LayoutConflict,
         Code::DataRace,
         Code::RegisterPressure,
+        Code::InvalidLayout,
+        Code::UnevenPartition,
     ];
 
     pub fn name(self) -> &'static str {
@@ -88,6 +92,8 @@ impl Code {
             Code::LayoutConflict => "layout-conflict",
             Code::DataRace => "data-race",
             Code::RegisterPressure => "register-pressure",
+            Code::InvalidLayout => "invalid-layout",
+            Code::UnevenPartition => "uneven-partition",
         }
     }
 

@@ -7,8 +7,9 @@ use tilec_ir::{
 };
 
 use super::derive::Witness;
-use super::fragment::for_each_chunk;
+use super::fragment::{FragmentLayout, for_each_chunk, for_each_point};
 use super::infer::{Inferred, LoopView, Origin};
+use super::validate::Misplaced;
 
 /// Stores with more indices than this are not checked for races (no tile has that many).
 const MAX_STORE_DIMS: usize = 8;
@@ -64,6 +65,64 @@ pub(super) fn conflict(
         .with_help(format!(
             "iterate {serial} with `T.Parallel` as well (`for i, j in T.Parallel(...)`), so each element is handled where it lives, or copy `{name}` to a shared buffer first (`T.copy({name}, {name}_shared)`) and read that"
         ))
+}
+
+/// The fragment access a loop makes on threads that do not hold the element (see
+/// [`super::validate`]).
+pub(super) struct MisplacedAccess<'a> {
+    pub buffer: EntityId,
+    pub inferred: &'a Inferred,
+    pub statement: EntityId,
+    pub loop_layout: &'a Inferred,
+    pub misplaced: &'a Misplaced,
+}
+
+impl MisplacedAccess<'_> {
+    pub fn diagnostic(&self, world: &World, arena: &ExprArena) -> Diagnostic {
+        let name = world.name(self.buffer);
+        let at = element(world, self.buffer, &self.misplaced.element);
+        let owners: Vec<String> = self.misplaced.owners.iter().map(i64::to_string).collect();
+        let origin = origin_words(world, self.inferred);
+        let formula = arena.display(self.inferred.layout.thread);
+        let message = if self.misplaced.stale_owner {
+            format!(
+                "this loop writes {at}, but never on thread {}, which also holds it: {origin} (thread = {formula}), so that copy keeps a stale value",
+                self.misplaced.thread,
+            )
+        } else {
+            let names: Vec<String> = self
+                .misplaced
+                .variables
+                .iter()
+                .map(|&v| arena.var_info(v).name.clone())
+                .collect();
+            let values: Vec<String> = self
+                .misplaced
+                .iteration
+                .iter()
+                .map(i64::to_string)
+                .collect();
+            format!(
+                "iteration ({}) = ({}) of this loop runs on thread {} and accesses {at}, but {origin} (thread = {formula}), which puts {at} on thread {}",
+                names.join(", "),
+                values.join(", "),
+                self.misplaced.thread,
+                owners.join(", "),
+            )
+        };
+        Diagnostic::error(Code::LayoutConflict, Anchor::Entity(self.statement), message)
+            .with_related(
+                Anchor::Entity(self.inferred.op),
+                format!("`{name}`'s layout is fixed here"),
+            )
+            .with_related(
+                Anchor::Entity(self.loop_layout.op),
+                format!("the loop's layout: {}", origin_words(world, self.loop_layout)),
+            )
+            .with_help(format!(
+                "copy `{name}` to a shared buffer (`T.copy({name}, {name}_shared)`) and access that, or annotate a layout for one of the fragments (`T.annotate_layout`) that agrees with the other"
+            ))
+    }
 }
 
 /// Stores that several iterations of one parallel loop make to the same element.
@@ -166,4 +225,115 @@ fn is_block_var(world: &World, var: VarId) -> bool {
         .launches
         .iter()
         .any(|(_, launch)| launch.block_vars.contains(&var))
+}
+
+/// Validates a `T.annotate_layout` fragment before inference trusts it.
+pub(super) struct AnnotationCheck {
+    pub annotation: EntityId,
+    pub buffer: EntityId,
+    pub threads: i64,
+}
+
+impl AnnotationCheck {
+    /// Why the annotated `layout` cannot be the buffer's layout, if it cannot: a thread outside
+    /// the block, or two elements in one register of one thread. (An annotation of another shape
+    /// is a `shape-mismatch` the checks report.)
+    pub fn problem(
+        &self,
+        world: &World,
+        arena: &ExprArena,
+        layout: &FragmentLayout,
+    ) -> Option<Diagnostic> {
+        let name = world.name(self.buffer);
+        if let Some((point, thread)) = thread_outside(arena, layout, self.threads) {
+            let message = format!(
+                "the annotated layout of `{name}` puts {} on thread {thread}, but the block has threads 0..{}",
+                element(world, self.buffer, &point),
+                self.threads,
+            );
+            return Some(self.error(message).with_help(format!(
+                "the thread formula must stay in 0..{} (the `threads=` of `T.Kernel`)",
+                self.threads
+            )));
+        }
+        let collision = layout.collision(arena)?;
+        let message = format!(
+            "the annotated layout of `{name}` puts {} and {} both in register {:?} of thread {}: one would overwrite the other",
+            element(world, self.buffer, &collision.first.0),
+            element(world, self.buffer, &collision.second.0),
+            collision.local,
+            collision.thread,
+        );
+        Some(self.error(message).with_help(
+            "give the elements a thread holds distinct local indices (the outputs after the thread)",
+        ))
+    }
+
+    fn error(&self, message: String) -> Diagnostic {
+        Diagnostic::error(
+            Code::InvalidLayout,
+            Anchor::Entity(self.annotation),
+            message,
+        )
+    }
+}
+
+/// The first element whose thread is negative or not below `threads`.
+fn thread_outside(
+    arena: &ExprArena,
+    layout: &FragmentLayout,
+    threads: i64,
+) -> Option<(Vec<i64>, i64)> {
+    let mut found = None;
+    for_each_point(&layout.shape, |point| {
+        for rep in 0..layout.replicate {
+            if let Some(thread) = layout.thread_of(arena, point, rep)
+                && !(0..threads).contains(&thread)
+            {
+                found = Some((point.to_vec(), thread));
+                return false;
+            }
+        }
+        true
+    });
+    found
+}
+
+/// Planned fragment loops whose iterations do not divide evenly among the block's threads.
+pub(super) fn uneven_partitions(
+    loops: &[LoopView<'_>],
+    layouts: &std::collections::BTreeMap<EntityId, (Inferred, i64)>,
+    arena: &ExprArena,
+    threads: i64,
+) -> Vec<Diagnostic> {
+    let mut found = Vec::new();
+    for view in loops.iter().filter(|view| view.touches_fragment) {
+        let Some((inferred, _)) = layouts.get(&view.entity) else {
+            continue;
+        };
+        if !matches!(inferred.origin, Origin::Plan { .. }) {
+            continue;
+        }
+        let loads = inferred.layout.thread_loads(arena, threads);
+        let (Some(&most), Some(&fewest)) = (loads.iter().max(), loads.iter().min()) else {
+            continue;
+        };
+        if most == fewest {
+            continue;
+        }
+        let iterations: i64 = view.shape.iter().product();
+        let heavy = loads.iter().filter(|&&load| load == most).count();
+        let message = format!(
+            "this fragment loop's {iterations} iterations do not divide evenly among {threads} threads: {heavy} threads take {most} and {} take fewer, so every thread keeps registers for {most} and the rest are padding",
+            loads.len() - heavy,
+        );
+        let help = format!(
+            "make the loop a multiple of {threads} iterations, or launch a thread count that divides {iterations}"
+        );
+        found.push(
+            Diagnostic::warning(Code::UnevenPartition, Anchor::Entity(view.entity), message)
+                .with_help(help),
+        );
+    }
+    found
 }

@@ -28,6 +28,57 @@ pub struct FragmentLayout {
     pub index: Vec<ExprId>,
 }
 
+/// Marks an [`Owners`] entry whose thread formula has no value.
+pub const NO_THREAD: i64 = -1;
+
+/// Which threads hold each element of a fragment: a table built once by enumeration, so that a
+/// containment check costs one lookup per access.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Owners {
+    replicate: usize,
+    shape: Vec<i64>,
+    /// `threads[e * replicate..][..replicate]`: the sorted owners of the element with row-major
+    /// number `e`.
+    threads: Vec<i64>,
+}
+
+impl Owners {
+    /// The row-major number of `point`, or `None` when it lies outside the fragment.
+    pub fn ordinal(&self, point: &[i64]) -> Option<usize> {
+        if point.len() != self.shape.len() {
+            return None;
+        }
+        let mut ordinal = 0usize;
+        for (&index, &extent) in point.iter().zip(&self.shape) {
+            if !(0..extent).contains(&index) {
+                return None;
+            }
+            ordinal = ordinal * extent as usize + index as usize;
+        }
+        Some(ordinal)
+    }
+
+    /// The sorted threads holding the element with row-major number `ordinal`.
+    pub fn of(&self, ordinal: usize) -> &[i64] {
+        let start = ordinal * self.replicate;
+        self.threads
+            .get(start..start + self.replicate)
+            .unwrap_or(&[])
+    }
+
+    pub fn replicate(&self) -> usize {
+        self.replicate
+    }
+
+    pub fn shape(&self) -> &[i64] {
+        &self.shape
+    }
+
+    pub fn elements(&self) -> usize {
+        self.threads.len() / self.replicate.max(1)
+    }
+}
+
 /// Two (element, replica) pairs that land in the same register of the same thread.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Collision {
@@ -454,6 +505,51 @@ impl FragmentLayout {
             true
         });
         extent
+    }
+
+    /// How many (element, replica) pairs each thread `0..threads` holds; pairs on other threads
+    /// are not counted.
+    pub fn thread_loads(&self, arena: &ExprArena, threads: i64) -> Vec<u64> {
+        let mut loads = vec![0u64; usize::try_from(threads).unwrap_or(0)];
+        self.for_each_chunk_mapped(arena, |_, _, per_replica, _| {
+            for thread in per_replica.iter().flatten().flatten() {
+                if let Some(load) = usize::try_from(*thread).ok().and_then(|t| loads.get_mut(t)) {
+                    *load += 1;
+                }
+            }
+            true
+        });
+        loads
+    }
+
+    /// The threads holding each element, as a table for containment checks.
+    pub fn owners(&self, arena: &ExprArena) -> Owners {
+        let replicate = usize::try_from(self.replicate).unwrap_or(0);
+        let size = self
+            .shape
+            .iter()
+            .try_fold(1usize, |acc, &e| acc.checked_mul(usize::try_from(e).ok()?))
+            .unwrap_or(0);
+        let mut threads = vec![NO_THREAD; size.saturating_mul(replicate)];
+        self.for_each_chunk_mapped(arena, |first, len, per_replica, _| {
+            for (rep, column) in per_replica.iter().enumerate() {
+                for (p, thread) in column.iter().enumerate().take(len) {
+                    let slot = (first as usize + p) * replicate + rep;
+                    if let (Some(thread), Some(entry)) = (thread, threads.get_mut(slot)) {
+                        *entry = *thread;
+                    }
+                }
+            }
+            true
+        });
+        for group in threads.chunks_mut(replicate.max(1)) {
+            group.sort_unstable();
+        }
+        Owners {
+            replicate,
+            shape: self.shape.clone(),
+            threads,
+        }
     }
 
     /// The first pair of (element, replica) that shares a thread and a register, if any.

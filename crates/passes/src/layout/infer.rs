@@ -120,6 +120,8 @@ struct State {
     /// (op, buffer) derivations that found no layout: their inputs are fixed once set, so they are
     /// not retried on every pass.
     dead_ends: Vec<(EntityId, EntityId)>,
+    /// Reduce layouts derived so far, by (source layout, reduced dimension).
+    reductions: Vec<((FragmentLayout, usize), Option<FragmentLayout>)>,
 }
 
 /// Infers the layouts of every fragment and parallel loop of `world`.
@@ -140,15 +142,20 @@ pub fn infer_layouts(world: &World) -> Layouts {
         conflicts: Vec::new(),
         failed: Vec::new(),
         dead_ends: Vec::new(),
+        reductions: Vec::new(),
     };
     strict(&scratch, &ops, threads, &mut state);
     propagate(&scratch, &ops, &mut state);
     free(&scratch, &ops, threads, &mut state);
+    validate_accesses(&scratch, &ops, &mut state);
     let mut diagnostics = std::mem::take(&mut state.conflicts);
-    diagnostics.extend(super::diagnose::races(
-        &scratch,
-        &ops_view(&ops),
+    let views = ops_view(&scratch, &ops);
+    diagnostics.extend(super::diagnose::races(&scratch, &views, &state.exprs));
+    diagnostics.extend(super::diagnose::uneven_partitions(
+        &views,
+        &state.loops,
         &state.exprs,
+        threads,
     ));
     Layouts {
         exprs: state.exprs,
@@ -156,6 +163,107 @@ pub fn infer_layouts(world: &World) -> Layouts {
         loops: state.loops,
         diagnostics,
     }
+}
+
+/// Checks every fragment access of every laid-out loop against the fragment's layout, and reports
+/// the first misplaced access of each loop as a conflict.
+fn validate_accesses(world: &World, ops: &[Op], state: &mut State) {
+    let mut owners: BTreeMap<EntityId, super::fragment::Owners> = BTreeMap::new();
+    for op in ops {
+        let Op::Loop {
+            entity,
+            serial,
+            accesses,
+            ..
+        } = op
+        else {
+            continue;
+        };
+        let Some((loop_layout, _)) = state.loops.get(entity).cloned() else {
+            continue;
+        };
+        if state.failed.contains(entity) {
+            continue;
+        }
+        for access in accesses {
+            let Some(inferred) = state.buffers.get(&access.buffer).cloned() else {
+                continue;
+            };
+            if super::validate::same_layout(
+                &mut state.exprs,
+                &loop_layout.layout,
+                &inferred.layout,
+                &access.indices,
+            ) || reduced_in_loop_layout(ops, state, &loop_layout.layout, &inferred, access)
+            {
+                continue;
+            }
+            let table = owners
+                .entry(access.buffer)
+                .or_insert_with(|| inferred.layout.owners(&state.exprs));
+            let loop_shape = super::validate::LoopShape {
+                layout: &loop_layout.layout,
+                serial,
+            };
+            let Some(misplaced) = super::validate::misplaced_access(
+                &state.exprs,
+                &loop_shape,
+                &inferred.layout,
+                table,
+                &access.indices,
+                access.write,
+            ) else {
+                continue;
+            };
+            let report = super::diagnose::MisplacedAccess {
+                buffer: access.buffer,
+                inferred: &inferred,
+                statement: access.statement,
+                loop_layout: &loop_layout,
+                misplaced: &misplaced,
+            };
+            state.conflicts.push(report.diagnostic(world, &state.exprs));
+            // One conflict per loop: the others usually share its cause.
+            break;
+        }
+    }
+}
+
+/// Whether `inferred` is, as a function, the layout of a reduction's result (it may be a copy of
+/// one, like `scores_scale` next to `scores_max`), accessed in a loop laid out like the reduction's
+/// source (see [`super::validate::reduced_in_source_layout`]).
+fn reduced_in_loop_layout(
+    ops: &[Op],
+    state: &mut State,
+    loop_layout: &FragmentLayout,
+    inferred: &Inferred,
+    access: &LoopAccess,
+) -> bool {
+    for op in ops {
+        let Op::Reduce { src, dst, dim, .. } = op else {
+            continue;
+        };
+        let (Some(source), Some(result)) = (
+            state.buffers.get(src).cloned(),
+            state.buffers.get(dst).cloned(),
+        ) else {
+            continue;
+        };
+        let same = *dst == access.buffer
+            || super::validate::same_function(&mut state.exprs, &result.layout, &inferred.layout);
+        if same
+            && super::validate::reduced_in_source_layout(
+                &mut state.exprs,
+                loop_layout,
+                &access.indices,
+                &source.layout,
+                *dim,
+            )
+        {
+            return true;
+        }
+    }
+    false
 }
 
 /// The threads of the (first) launch: layouts are made for that block size.
@@ -169,20 +277,27 @@ fn block_threads(world: &World) -> i64 {
 
 /// A read-only view of the loop ops for the diagnostics module.
 pub(super) struct LoopView<'a> {
+    /// The loop (or the copy seen as one).
+    pub entity: EntityId,
+    /// Whether any access of the loop is to a fragment.
+    pub touches_fragment: bool,
     pub vars: &'a [VarId],
     pub shape: &'a [i64],
     pub writes: Vec<(EntityId, &'a [ExprId], EntityId)>,
 }
 
-fn ops_view(ops: &[Op]) -> Vec<LoopView<'_>> {
+fn ops_view<'a>(world: &World, ops: &'a [Op]) -> Vec<LoopView<'a>> {
     ops.iter()
         .filter_map(|op| match op {
             Op::Loop {
+                entity,
                 vars,
                 shape,
                 accesses,
                 ..
             } => Some(LoopView {
+                entity: *entity,
+                touches_fragment: accesses.iter().any(|a| is_fragment(world, a.buffer)),
                 vars,
                 shape,
                 writes: accesses
@@ -395,16 +510,7 @@ fn strict(world: &World, ops: &[Op], threads: i64, state: &mut State) {
             TileOp::AnnotateLayout { buffer, layout }
                 if layout.kind == tilec_ir::LayoutKind::Fragment =>
             {
-                if let Some(annotated) = annotation_layout(&mut state.exprs, layout) {
-                    state.buffers.insert(
-                        *buffer,
-                        Inferred {
-                            layout: annotated,
-                            origin: Origin::Annotation,
-                            op: entity,
-                        },
-                    );
-                }
+                annotate(world, entity, *buffer, layout, threads, state);
             }
             TileOp::Gemm { c, policy, .. } if is_fragment(world, c.buffer) => {
                 let Some(shape) = world.const_shape(c.buffer) else {
@@ -467,6 +573,40 @@ fn strict(world: &World, ops: &[Op], threads: i64, state: &mut State) {
             }
         }
     }
+}
+
+/// Takes a `T.annotate_layout` fragment as the buffer's layout, unless it is invalid: then the
+/// diagnostic says why and the buffer is inferred as if it were not annotated.
+fn annotate(
+    world: &World,
+    entity: EntityId,
+    buffer: EntityId,
+    annotation: &tilec_ir::LayoutAnnotation,
+    threads: i64,
+    state: &mut State,
+) {
+    let Some(layout) = annotation_layout(&mut state.exprs, annotation) else {
+        return;
+    };
+    if world.const_shape(buffer).as_deref() != Some(layout.shape.as_slice()) {
+        // The checks report the mismatch; a layout of another shape is of no use.
+        return;
+    }
+    let check = super::diagnose::AnnotationCheck {
+        annotation: entity,
+        buffer,
+        threads,
+    };
+    if let Some(problem) = check.problem(world, &state.exprs, &layout) {
+        state.conflicts.push(problem);
+        return;
+    }
+    let inferred = Inferred {
+        layout,
+        origin: Origin::Annotation,
+        op: entity,
+    };
+    state.buffers.insert(buffer, inferred);
 }
 
 /// The user's `T.Fragment(shape, forward_fn=...)`: outputs are `(thread, local...)`.
@@ -643,7 +783,19 @@ fn step_reduce(
     let Some(source) = state.buffers.get(&src).cloned() else {
         return false;
     };
-    match super::derive::reduce_layout(&mut state.exprs, &source.layout, dim) {
+    // Row statistics of one tile (`scores_max`, `scores_sum`) reduce the same layout over the same
+    // dimension: derive it once. The result is a function of its inputs only, so sharing it (and
+    // its variables) between buffers changes nothing.
+    let key = (source.layout.clone(), dim);
+    let derived = match state.reductions.iter().find(|(k, _)| *k == key) {
+        Some((_, derived)) => derived.clone(),
+        None => {
+            let derived = super::derive::reduce_layout(&mut state.exprs, &source.layout, dim);
+            state.reductions.push((key, derived.clone()));
+            derived
+        }
+    };
+    match derived {
         Some(layout) => {
             state.buffers.insert(
                 dst,

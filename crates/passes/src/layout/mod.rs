@@ -8,6 +8,7 @@ pub mod fragment;
 pub mod infer;
 pub mod shared;
 pub mod tensor_core;
+mod validate;
 mod vectorize;
 
 pub use algebra::{Access, FragmentInverse, IndexMap, RepeatOn, RepeatOrder, Uncontained};
