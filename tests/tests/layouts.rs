@@ -289,3 +289,33 @@ fn editing_one_factory_reruns_layouts_of_that_kernel_only() {
         "only axpy's layout queries re-run"
     );
 }
+
+#[test]
+fn shared_memory_counts_pipeline_stages_and_occupancy_follows() {
+    let Some(dir) = corpus_dir() else { return };
+    on_analysis_stack(|| {
+        let (db, file) = load_corpus(&dir, "gemm.py");
+        let inst = instance(&db, file, "matmul", 0);
+        let world = kernel_world(&db, inst);
+        let resources = resources(&db, inst);
+        let shared: Vec<(String, u64, i64)> = resources
+            .shared
+            .iter()
+            .map(|(&b, s)| (world.name(b).to_owned(), s.bytes, s.stages))
+            .collect();
+        // 128×32 and 32×128 float16 tiles, each filled inside `T.Pipelined(..., num_stages=3)`.
+        assert_eq!(
+            shared,
+            vec![
+                ("A_shared".to_owned(), 3 * 8192, 3),
+                ("B_shared".to_owned(), 3 * 8192, 3)
+            ]
+        );
+        let (&launch, &peak) = resources.peak_shared.iter().next().expect("one launch");
+        assert_eq!(peak, 48 * 1024);
+        // sm_90: 228 KiB per multiprocessor / (48 KiB + 1 KiB reserved) = 4 blocks; 128 fragment
+        // registers × 128 threads also allow exactly 4.
+        let occupancy = resources.occupancy[&launch];
+        assert_eq!(occupancy.blocks_per_sm, 4);
+    });
+}

@@ -11,7 +11,9 @@ use tilec_db::{
     Db, Instance, SourceFile, kernel_positions, kernel_world, layouts, line_column, resources,
 };
 use tilec_ir::{EntityId, World};
+use tilec_passes::check::format_bytes;
 use tilec_passes::layout::{FragmentLayout, Inferred, Layouts, Origin};
+use tilec_passes::resources::Resources;
 
 use crate::Format;
 use crate::svg::{Picture, write_pictures};
@@ -112,6 +114,74 @@ fn write_svgs(
     Ok(())
 }
 
+/// Per launch: threads, shared memory (each buffer with its stages), fragment registers at the
+/// peak, and blocks per multiprocessor.
+fn print_launches(
+    out: &mut impl Write,
+    world: &World,
+    resources: &Resources,
+) -> std::io::Result<()> {
+    for (launch, info) in world.launches.iter() {
+        let shared = resources.peak_shared.get(&launch).copied().unwrap_or(0);
+        let registers = resources.peak_registers.get(&launch).copied().unwrap_or(0);
+        writeln!(
+            out,
+            "launch: {} threads, {} shared memory at the peak, ~{registers} fragment registers per thread at the peak",
+            info.thread_count(),
+            format_bytes(shared),
+        )?;
+        for (&buffer, shared) in &resources.shared {
+            let stages = if shared.stages > 1 {
+                format!(" ({} stages)", shared.stages)
+            } else {
+                String::new()
+            };
+            writeln!(
+                out,
+                "  shared {}: {}{stages}",
+                world.name(buffer),
+                format_bytes(shared.bytes)
+            )?;
+        }
+        if let Some(occupancy) = resources.occupancy.get(&launch) {
+            writeln!(
+                out,
+                "  {} block(s) per multiprocessor, limited by {}",
+                occupancy.blocks_per_sm,
+                occupancy.limited_by.name()
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// The JSON Lines record of each launch (`"kind": "kernel"`).
+fn launch_records(world: &World, resources: &Resources) -> Vec<serde_json::Value> {
+    world
+        .launches
+        .iter()
+        .map(|(launch, info)| {
+            let shared: serde_json::Map<String, serde_json::Value> = resources
+                .shared
+                .iter()
+                .map(|(&buffer, shared)| {
+                    let value = json!({"bytes": shared.bytes, "stages": shared.stages});
+                    (world.name(buffer).to_owned(), value)
+                })
+                .collect();
+            let occupancy = resources.occupancy.get(&launch);
+            json!({
+                "threads": info.thread_count(),
+                "shared_bytes": resources.peak_shared.get(&launch),
+                "shared_buffers": shared,
+                "fragment_registers_per_thread": resources.peak_registers.get(&launch),
+                "blocks_per_sm": occupancy.map(|o| o.blocks_per_sm),
+                "occupancy_limited_by": occupancy.map(|o| o.limited_by.name()),
+            })
+        })
+        .collect()
+}
+
 fn line_of(
     db: &dyn Db,
     file: SourceFile,
@@ -164,6 +234,9 @@ fn print_human(
         instance.kernel(db).name(db),
         instance.index(db)
     )?;
+    if wanted.is_none() {
+        print_launches(out, world, resources)?;
+    }
     for (&buffer, inferred) in &layouts.buffers {
         if wanted.is_some_and(|w| w != world.name(buffer)) {
             continue;
@@ -301,6 +374,17 @@ fn print_json(
             "extents": inferred.layout.shape, "thread": thread, "vector_width": vector,
         });
         writeln!(out, "{object}")?;
+    }
+    for mut record in launch_records(world, resources) {
+        if let Some(fields) = record.as_object_mut() {
+            let mut line = serde_json::Map::new();
+            line.insert("kind".to_owned(), json!("kernel"));
+            line.insert("file".to_owned(), json!(path));
+            line.insert("kernel".to_owned(), json!(kernel));
+            line.insert("instance".to_owned(), json!(instance.index(db)));
+            line.append(fields);
+            writeln!(out, "{}", serde_json::Value::Object(line))?;
+        }
     }
     Ok(())
 }

@@ -180,12 +180,14 @@ pub fn layouts<'db>(db: &'db dyn Db, instance: Instance<'db>) -> Arc<Layouts> {
     )))
 }
 
-/// Registers per fragment and per launch, from the layouts.
+/// Registers per fragment and per launch from the layouts, shared memory and occupancy for the
+/// configured target.
 #[salsa::tracked(returns(ref))]
 pub fn resources<'db>(db: &'db dyn Db, instance: Instance<'db>) -> Arc<Resources> {
     Arc::new(tilec_passes::resources::estimate_resources(
         kernel_world(db, instance),
         layouts(db, instance),
+        target(db),
     ))
 }
 

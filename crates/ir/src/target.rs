@@ -39,6 +39,36 @@ impl Target {
     }
 }
 
+impl Target {
+    /// Shared memory of one streaming multiprocessor that blocks can use, in bytes.
+    pub fn shared_memory_per_sm(self) -> u64 {
+        match self {
+            Target::Sm80 => 164 * 1024,
+            Target::Sm90 => 228 * 1024,
+        }
+    }
+
+    /// Shared memory the driver reserves for each resident block (both architectures).
+    pub fn reserved_shared_memory_per_block(self) -> u64 {
+        1024
+    }
+
+    /// Resident threads one multiprocessor can hold.
+    pub fn threads_per_sm(self) -> u64 {
+        2048
+    }
+
+    /// Resident blocks one multiprocessor can hold.
+    pub fn blocks_per_sm(self) -> u64 {
+        32
+    }
+
+    /// 32-bit registers of one multiprocessor.
+    pub fn registers_per_sm(self) -> u64 {
+        65536
+    }
+}
+
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())

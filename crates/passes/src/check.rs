@@ -2,7 +2,8 @@
 //! and shared-memory capacity per target.
 
 use tilec_ir::{
-    Anchor, Code, DType, Diagnostic, EntityId, ExprId, Region, Scope, Target, TileOp, World,
+    Anchor, Code, DType, Diagnostic, EntityId, ExprId, LoopInfo, LoopKind, Region, Scope, Target,
+    TileOp, World,
 };
 
 use crate::liveness::{launch_of, linearize, live_range, peak};
@@ -401,7 +402,7 @@ fn check_shared_memory(world: &World, target: Target) -> Vec<Diagnostic> {
             .filter(|&buffer| launch_of(world, buffer) == Some(launch))
             .filter_map(|buffer| {
                 let (first, last) = live_range(world, &order, buffer)?;
-                Some((buffer, buffer_bytes(world, buffer)?, first, last))
+                Some((buffer, staged_bytes(world, buffer)?, first, last))
             })
             .collect();
         let Some((point, total, live)) = peak(order.len(), &ranges) else {
@@ -439,6 +440,41 @@ fn check_shared_memory(world: &World, target: Target) -> Vec<Diagnostic> {
         found.push(diagnostic);
     }
     found
+}
+
+/// How many copies of a shared buffer a software pipeline keeps: `num_stages` when a `T.copy`
+/// inside a `T.Pipelined(..., num_stages=k)` loop fills it (each stage loads ahead into its own
+/// copy, as TileLang's pipeline planning does), else 1.
+pub fn pipeline_stages(world: &World, buffer: EntityId) -> i64 {
+    world
+        .ops
+        .iter()
+        .filter(|(_, op)| matches!(op, TileOp::Copy { dst, .. } if dst.buffer == buffer))
+        .filter_map(|(entity, _)| enclosing_stages(world, entity))
+        .max()
+        .unwrap_or(1)
+}
+
+/// The `num_stages` of the innermost pipelined loop around `entity`, when it has two or more.
+fn enclosing_stages(world: &World, entity: EntityId) -> Option<i64> {
+    let mut current = world.parents.get(entity).copied();
+    while let Some(parent) = current {
+        if let Some(LoopInfo {
+            kind: LoopKind::Pipelined { num_stages },
+            ..
+        }) = world.loops.get(parent)
+        {
+            return (*num_stages >= 2).then_some(*num_stages);
+        }
+        current = world.parents.get(parent).copied();
+    }
+    None
+}
+
+/// The shared memory a buffer takes, with every pipeline stage.
+pub fn staged_bytes(world: &World, buffer: EntityId) -> Option<u64> {
+    let stages = u64::try_from(pipeline_stages(world, buffer)).unwrap_or(1);
+    Some(buffer_bytes(world, buffer)?.saturating_mul(stages))
 }
 
 /// The size of a buffer in bytes, saturating: a shape too large to count is still far too large.

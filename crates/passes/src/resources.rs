@@ -1,9 +1,13 @@
 //! Resource estimates from the inferred layouts: registers per thread for each fragment and for
-//! the kernel (the fragments live at its peak), and the register-pressure warning.
+//! the kernel (the fragments live at its peak), shared memory per buffer (pipeline stages
+//! included) and at its peak, the blocks one multiprocessor can hold, and the register-pressure
+//! warning.
 
 use std::collections::BTreeMap;
 
-use tilec_ir::{Anchor, Code, Diagnostic, EntityId, Scope, World};
+use tilec_ir::{Anchor, Code, Diagnostic, EntityId, Scope, Target, World};
+
+use crate::check::{pipeline_stages, staged_bytes};
 
 use crate::layout::Layouts;
 use crate::liveness::{launch_of, linearize, live_range, peak};
@@ -17,12 +21,60 @@ pub struct Resources {
     pub fragment_registers: BTreeMap<EntityId, u64>,
     /// Per launch: the registers of the fragments live at the peak.
     pub peak_registers: BTreeMap<EntityId, u64>,
+    /// Per shared buffer: its bytes and its pipeline stages (the bytes count every stage).
+    pub shared: BTreeMap<EntityId, SharedBuffer>,
+    /// Per launch: the bytes of the shared buffers live at the peak.
+    pub peak_shared: BTreeMap<EntityId, u64>,
+    /// Per launch: how many of its blocks one multiprocessor holds at once.
+    pub occupancy: BTreeMap<EntityId, Occupancy>,
     pub diagnostics: Vec<Diagnostic>,
 }
 
-/// Estimates registers from the layouts of `world`'s fragments.
-pub fn estimate_resources(world: &World, layouts: &Layouts) -> Resources {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SharedBuffer {
+    pub bytes: u64,
+    pub stages: i64,
+}
+
+/// Blocks per multiprocessor and the resource that limits them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Occupancy {
+    pub blocks_per_sm: u64,
+    pub limited_by: OccupancyLimit,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OccupancyLimit {
+    Threads,
+    SharedMemory,
+    /// Registers, counting the fragments' estimate only (the compiler adds addresses and counters).
+    Registers,
+    Blocks,
+}
+
+impl OccupancyLimit {
+    pub fn name(self) -> &'static str {
+        match self {
+            OccupancyLimit::Threads => "threads",
+            OccupancyLimit::SharedMemory => "shared memory",
+            OccupancyLimit::Registers => "registers",
+            OccupancyLimit::Blocks => "the block limit",
+        }
+    }
+}
+
+/// Estimates registers, shared memory and occupancy from the layouts of `world`'s fragments, for
+/// `target`.
+pub fn estimate_resources(world: &World, layouts: &Layouts, target: Target) -> Resources {
     let mut resources = Resources::default();
+    for buffer in world.shared_buffers() {
+        if let Some(bytes) = staged_bytes(world, buffer) {
+            let stages = pipeline_stages(world, buffer);
+            resources
+                .shared
+                .insert(buffer, SharedBuffer { bytes, stages });
+        }
+    }
     for (&buffer, inferred) in &layouts.buffers {
         let bytes = world.dtypes.get(buffer).map_or(4, |dtype| dtype.bytes());
         let elements = u64::try_from(inferred.layout.local_size(&layouts.exprs)).unwrap_or(0);
@@ -42,10 +94,29 @@ pub fn estimate_resources(world: &World, layouts: &Layouts) -> Resources {
                 Some((buffer, registers, first, last))
             })
             .collect();
-        let Some((_, total, live)) = peak(order.len(), &ranges) else {
-            continue;
-        };
+        let shared_ranges: Vec<(EntityId, u64, usize, usize)> = resources
+            .shared
+            .iter()
+            .filter(|(buffer, _)| launch_of(world, **buffer) == Some(launch))
+            .filter_map(|(&buffer, shared)| {
+                let (first, last) = live_range(world, &order, buffer)?;
+                Some((buffer, shared.bytes, first, last))
+            })
+            .collect();
+        let shared = peak(order.len(), &shared_ranges).map_or(0, |(_, total, _)| total);
+        resources.peak_shared.insert(launch, shared);
+        let (_, total, live) = peak(order.len(), &ranges).unwrap_or((0, 0, Vec::new()));
         resources.peak_registers.insert(launch, total);
+        let threads = world
+            .launches
+            .get(launch)
+            .map_or(0, |l| u64::try_from(l.thread_count()).unwrap_or(0));
+        let demand = BlockDemand {
+            threads,
+            shared,
+            registers_per_thread: total,
+        };
+        resources.occupancy.insert(launch, demand.occupancy(target));
         if total > MAX_REGISTERS_PER_THREAD {
             resources
                 .diagnostics
@@ -86,4 +157,46 @@ fn pressure(world: &World, layouts: &Layouts, total: u64, live: &[(EntityId, u64
         );
     }
     diagnostic
+}
+
+/// What one block asks of a multiprocessor.
+#[derive(Clone, Copy, Debug)]
+pub struct BlockDemand {
+    pub threads: u64,
+    pub shared: u64,
+    pub registers_per_thread: u64,
+}
+
+impl BlockDemand {
+    /// How many such blocks fit on one multiprocessor of `target`, and what runs out first. The
+    /// register count is rounded up to a multiple of 8 per thread, as the hardware allocates;
+    /// only the fragments' registers are known, so the register limit is an upper bound.
+    pub fn occupancy(self, target: Target) -> Occupancy {
+        let by_threads = target.threads_per_sm() / self.threads.max(1);
+        let per_block_shared = self.shared + target.reserved_shared_memory_per_block();
+        let by_shared = if self.shared == 0 {
+            u64::MAX
+        } else {
+            target.shared_memory_per_sm() / per_block_shared
+        };
+        let registers = self.registers_per_thread.div_ceil(8) * 8 * self.threads;
+        let by_registers = target
+            .registers_per_sm()
+            .checked_div(registers)
+            .unwrap_or(u64::MAX);
+        let limits = [
+            (target.blocks_per_sm(), OccupancyLimit::Blocks),
+            (by_threads, OccupancyLimit::Threads),
+            (by_shared, OccupancyLimit::SharedMemory),
+            (by_registers, OccupancyLimit::Registers),
+        ];
+        let (blocks_per_sm, limited_by) = limits
+            .into_iter()
+            .min_by_key(|(blocks, _)| *blocks)
+            .unwrap_or((0, OccupancyLimit::Blocks));
+        Occupancy {
+            blocks_per_sm,
+            limited_by,
+        }
+    }
 }
