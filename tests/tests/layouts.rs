@@ -6,9 +6,11 @@ use std::collections::HashMap;
 
 use proptest::prelude::*;
 use salsa::Setter;
-use tilec_db::{Instance, RootDatabase, SourceFile, instances, kernel_world, layouts, resources};
+use tilec_db::{
+    Instance, RootDatabase, SourceFile, instances, kernel_world, layouts, loop_plans, resources,
+};
 use tilec_ir::ExprArena;
-use tilec_passes::layout::{FragmentLayout, Layouts, Origin, points};
+use tilec_passes::layout::{FragmentLayout, Layouts, LoopPlan, Origin, points};
 use tilec_tests::{corpus_dir, load_corpus, on_analysis_stack};
 
 fn instance<'db>(
@@ -115,6 +117,22 @@ fn sparse_thread_map_infers_and_its_second_loop_runs_on_four_threads() {
         .collect();
     threads.sort_unstable();
     assert_eq!(threads, vec![0, 16, 32, 48]);
+    // The first loop fills the 64 threads; the second has no closed-form inverse and is
+    // recorded as a guarded plan on its four threads instead of failing (TileLang 0.1.15 fails).
+    let plans: Vec<&LoopPlan> = loop_plans(&db, inst).values().collect();
+    assert_eq!(
+        plans,
+        vec![
+            &LoopPlan::Dense {
+                threads: 64,
+                per_thread: 1
+            },
+            &LoopPlan::Guarded {
+                active: vec![0, 16, 32, 48],
+                per_thread: 1
+            }
+        ]
+    );
 }
 
 #[test]

@@ -8,11 +8,12 @@ use std::process::ExitCode;
 use anyhow::{Result, bail};
 use serde_json::json;
 use tilec_db::{
-    Db, Instance, SourceFile, kernel_positions, kernel_world, layouts, line_column, resources,
+    Db, Instance, SourceFile, kernel_positions, kernel_world, layouts, line_column, loop_plans,
+    resources,
 };
 use tilec_ir::{EntityId, World};
 use tilec_passes::check::format_bytes;
-use tilec_passes::layout::{FragmentLayout, Inferred, Layouts, Origin};
+use tilec_passes::layout::{FragmentLayout, Inferred, Layouts, LoopPlan, Origin};
 use tilec_passes::resources::Resources;
 
 use crate::Format;
@@ -155,6 +156,36 @@ fn print_launches(
     Ok(())
 }
 
+fn plan_words(plan: &LoopPlan) -> String {
+    match plan {
+        LoopPlan::Dense {
+            threads,
+            per_thread,
+        } => format!("dense: each of {threads} threads runs {per_thread} iteration(s)"),
+        LoopPlan::Guarded { active, per_thread } => {
+            let shown: Vec<String> = active.iter().take(8).map(i64::to_string).collect();
+            let more = if active.len() > 8 { ", ..." } else { "" };
+            format!(
+                "guarded (sparse thread map, no closed-form inverse): threads {}{more} ({} of them) run up to {per_thread} iteration(s), each checking the thread formula",
+                shown.join(", "),
+                active.len(),
+            )
+        }
+    }
+}
+
+fn plan_record(plan: &LoopPlan) -> serde_json::Value {
+    match plan {
+        LoopPlan::Dense {
+            threads,
+            per_thread,
+        } => json!({"kind": "dense", "threads": threads, "per_thread": per_thread}),
+        LoopPlan::Guarded { active, per_thread } => {
+            json!({"kind": "guarded", "active_threads": active, "per_thread": per_thread})
+        }
+    }
+}
+
 /// The JSON Lines record of each launch (`"kind": "kernel"`).
 fn launch_records(world: &World, resources: &Resources) -> Vec<serde_json::Value> {
     world
@@ -279,6 +310,9 @@ fn print_human(
                 "loop {line} over {:?}: thread = {thread}, vector width {vector}",
                 inferred.layout.shape
             )?;
+            if let Some(plan) = loop_plans(db, instance).get(&entity) {
+                writeln!(out, "  {}", plan_words(plan))?;
+            }
         }
     }
     writeln!(out)?;
@@ -372,6 +406,7 @@ fn print_json(
             "kind": "loop", "file": path, "kernel": kernel, "instance": instance.index(db),
             "line": line_of(db, file, instance, entity), "vars": var_names(&inferred.layout),
             "extents": inferred.layout.shape, "thread": thread, "vector_width": vector,
+            "plan": loop_plans(db, instance).get(&entity).map(plan_record),
         });
         writeln!(out, "{object}")?;
     }

@@ -180,6 +180,16 @@ pub fn layouts<'db>(db: &'db dyn Db, instance: Instance<'db>) -> Arc<Layouts> {
     )))
 }
 
+/// How each laid-out loop's iterations go to threads: what lowering needs, apart from `layouts`
+/// so that diagnostics and hovers do not wait for it.
+#[salsa::tracked(returns(ref))]
+pub fn loop_plans<'db>(
+    db: &'db dyn Db,
+    instance: Instance<'db>,
+) -> Arc<std::collections::BTreeMap<tilec_ir::EntityId, tilec_passes::layout::LoopPlan>> {
+    Arc::new(tilec_passes::layout::plan_loops(layouts(db, instance)))
+}
+
 /// Registers per fragment and per launch from the layouts, shared memory and occupancy for the
 /// configured target.
 #[salsa::tracked(returns(ref))]

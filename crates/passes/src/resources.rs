@@ -173,13 +173,16 @@ impl BlockDemand {
     /// only the fragments' registers are known, so the register limit is an upper bound.
     pub fn occupancy(self, target: Target) -> Occupancy {
         let by_threads = target.threads_per_sm() / self.threads.max(1);
-        let per_block_shared = self.shared + target.reserved_shared_memory_per_block();
+        let per_block_shared = self
+            .shared
+            .saturating_add(target.reserved_shared_memory_per_block());
         let by_shared = if self.shared == 0 {
             u64::MAX
         } else {
             target.shared_memory_per_sm() / per_block_shared
         };
-        let registers = self.registers_per_thread.div_ceil(8) * 8 * self.threads;
+        let registers =
+            (self.registers_per_thread.div_ceil(8).saturating_mul(8)).saturating_mul(self.threads);
         let by_registers = target
             .registers_per_sm()
             .checked_div(registers)

@@ -497,29 +497,52 @@ impl FragmentLayout {
 
     /// The number of threads the layout uses: the largest thread plus one.
     pub fn thread_extent(&self, arena: &ExprArena) -> i64 {
-        let mut extent = 0;
-        self.for_each_chunk_mapped(arena, |_, _, threads, _| {
-            for thread in threads.iter().flatten().flatten() {
-                extent = extent.max(thread + 1);
-            }
-            true
-        });
-        extent
+        self.thread_histogram(arena).len() as i64
     }
 
     /// How many (element, replica) pairs each thread `0..threads` holds; pairs on other threads
     /// are not counted.
     pub fn thread_loads(&self, arena: &ExprArena, threads: i64) -> Vec<u64> {
-        let mut loads = vec![0u64; usize::try_from(threads).unwrap_or(0)];
-        self.for_each_chunk_mapped(arena, |_, _, per_replica, _| {
-            for thread in per_replica.iter().flatten().flatten() {
-                if let Some(load) = usize::try_from(*thread).ok().and_then(|t| loads.get_mut(t)) {
-                    *load += 1;
+        let mut loads = self.thread_histogram(arena);
+        loads.resize(usize::try_from(threads).unwrap_or(0), 0);
+        loads
+    }
+
+    /// How many (element, replica) pairs each thread holds, for threads `0..=largest`, in one
+    /// batched pass over the domain extended by the replica. Negative threads, and threads beyond
+    /// any block, are not counted.
+    pub fn thread_histogram(&self, arena: &ExprArena) -> Vec<u64> {
+        const MAX_THREAD: i64 = 1 << 16;
+        let mut domain = self.shape.clone();
+        domain.push(self.replicate);
+        let mut inputs = self.vars.clone();
+        inputs.push(self.rep);
+        let mut program = ExprProgram::compile(arena, &inputs, &[self.thread]);
+        let mut histogram: Vec<u64> = Vec::new();
+        let mut count = |thread: i64| {
+            if (0..MAX_THREAD).contains(&thread) {
+                let slot = thread as usize;
+                if slot >= histogram.len() {
+                    histogram.resize(slot + 1, 0);
+                }
+                histogram[slot] += 1;
+            }
+        };
+        for_each_chunk(&domain, |_, columns, len| {
+            match program.run_batch(columns, len) {
+                Some(batch) => batch.column(0).iter().for_each(|&t| count(t)),
+                None => {
+                    for p in 0..len {
+                        let point: Vec<i64> = columns.iter().map(|column| column[p]).collect();
+                        if let Some(thread) = program.run_one(&point) {
+                            count(thread);
+                        }
+                    }
                 }
             }
             true
         });
-        loads
+        histogram
     }
 
     /// The threads holding each element, as a table for containment checks.

@@ -54,6 +54,20 @@ pub struct Layouts {
     pub diagnostics: Vec<Diagnostic>,
 }
 
+/// How lowering runs a laid-out loop on the threads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LoopPlan {
+    /// Every thread `0..threads` runs exactly `per_thread` iterations, one per local index: the
+    /// layout fills the (thread, local) box, so each thread walks its local indices and maps each
+    /// back to an iteration.
+    Dense { threads: i64, per_thread: i64 },
+    /// The layout leaves holes in the (thread, local) box (a sparse thread map such as
+    /// `thread = i * 16 + j` over a 4-iteration loop): each thread runs the iterations whose
+    /// thread formula names it, checking the formula as a guard, instead of inverting it. Only the
+    /// `active` threads have work; each has at most `per_thread` iterations.
+    Guarded { active: Vec<i64>, per_thread: i64 },
+}
+
 /// One op that layout inference reasons about: a parallel loop (or a copy, seen as one) with the
 /// buffer accesses of its body, or a reduction.
 #[derive(Clone, Debug)]
@@ -264,6 +278,53 @@ fn reduced_in_loop_layout(
         }
     }
     false
+}
+
+/// The plan of every laid-out loop: what lowering needs, kept out of [`infer_layouts`] so that
+/// the editor's path (diagnostics, hovers) does not pay for it. Loops laid out from the same tile
+/// (every loop over `acc_s` in flash attention) share a thread function; the plan is enumerated
+/// once per function.
+pub fn plan_loops(layouts: &Layouts) -> BTreeMap<EntityId, LoopPlan> {
+    let mut arena = layouts.exprs.clone();
+    let mut known: Vec<(FragmentLayout, i64, LoopPlan)> = Vec::new();
+    let mut plans = BTreeMap::new();
+    for (&entity, (inferred, _)) in &layouts.loops {
+        let layout = &inferred.layout;
+        let local_size = layout.local_size(&arena);
+        let reused = known.iter().find(|(seen, size, _)| {
+            *size == local_size && super::validate::same_function(&mut arena, seen, layout)
+        });
+        let plan = match reused {
+            Some((_, _, plan)) => plan.clone(),
+            None => {
+                let plan = loop_plan(&arena, layout, local_size);
+                known.push((layout.clone(), local_size, plan.clone()));
+                plan
+            }
+        };
+        plans.insert(entity, plan);
+    }
+    plans
+}
+
+/// Dense when every thread up to the largest one used runs the same number of iterations, which
+/// is the number of local indices; guarded otherwise.
+fn loop_plan(arena: &ExprArena, layout: &FragmentLayout, local_size: i64) -> LoopPlan {
+    let loads = layout.thread_histogram(arena);
+    let threads = loads.len() as i64;
+    let per_thread = loads.iter().copied().max().unwrap_or(0) as i64;
+    if loads.iter().all(|&load| load as i64 == per_thread) && per_thread == local_size {
+        return LoopPlan::Dense {
+            threads,
+            per_thread,
+        };
+    }
+    let active = (0..threads)
+        .zip(&loads)
+        .filter(|(_, load)| **load > 0)
+        .map(|(thread, _)| thread)
+        .collect();
+    LoopPlan::Guarded { active, per_thread }
 }
 
 /// The threads of the (first) launch: layouts are made for that block size.

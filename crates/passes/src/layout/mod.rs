@@ -13,5 +13,5 @@ mod vectorize;
 
 pub use algebra::{Access, FragmentInverse, IndexMap, RepeatOn, RepeatOrder, Uncontained};
 pub use fragment::{Collision, FragmentLayout, flatten, fresh_vars, points};
-pub use infer::{Inferred, Layouts, Origin, infer_layouts};
+pub use infer::{Inferred, Layouts, LoopPlan, Origin, infer_layouts, plan_loops};
 pub use shared::{BankSwizzle, SharedLayout, Swizzle, gemm_operand_layout, merge_swizzles};
