@@ -169,33 +169,29 @@ fn race(
         return None;
     }
     let mut program = ExprProgram::compile_zeroing(arena, view.vars, indices);
-    let mut writers: rustc_hash::FxHashMap<[i64; MAX_STORE_DIMS], usize> =
-        rustc_hash::FxHashMap::default();
+    // Every element written, one column per index, for the whole loop.
+    let mut written: Vec<Vec<i64>> = vec![Vec::new(); indices.len()];
     let mut failed = false;
     for_each_chunk(view.shape, |_, columns, len| {
         let Some(batch) = program.run_batch(columns, len) else {
             failed = true;
             return false;
         };
-        for p in 0..len {
-            let mut key = [0; MAX_STORE_DIMS];
-            for (k, slot) in key.iter_mut().enumerate().take(indices.len()) {
-                *slot = batch.column(k)[p];
-            }
-            *writers.entry(key).or_default() += 1;
+        for (k, column) in written.iter_mut().enumerate() {
+            column.extend_from_slice(batch.column(k));
         }
         true
     });
     if failed {
         return None;
     }
-    let (element, &count) = writers.iter().max_by_key(|(_, count)| **count)?;
+    let (element, count) = most_written(&written)?;
     if count < 2 {
         return None;
     }
     let message = format!(
         "{count} iterations of this `T.Parallel` loop write `{}`: which value is left depends on which thread writes last",
-        self::element(world, buffer, &element[..indices.len()]),
+        self::element(world, buffer, &element),
     );
     Some(
         Diagnostic::warning(Code::DataRace, Anchor::Entity(statement), message)
@@ -203,14 +199,67 @@ fn race(
     )
 }
 
-/// Whether the store is indexed by distinct loop variables, one per dimension, that together are
+/// The element written most often (the first in row-major order among equals) and its count.
+/// Elements are counted in a dense table over their bounding box, which is small for any tile.
+fn most_written(written: &[Vec<i64>]) -> Option<(Vec<i64>, u32)> {
+    const MAX_BOX: i64 = 1 << 24;
+    let bounds: Vec<(i64, i64)> = written
+        .iter()
+        .map(|column| Some((*column.iter().min()?, *column.iter().max()?)))
+        .collect::<Option<_>>()?;
+    let extents: Vec<i64> = bounds
+        .iter()
+        .map(|&(low, high)| high.checked_sub(low).and_then(|d| d.checked_add(1)))
+        .collect::<Option<_>>()?;
+    let volume = extents
+        .iter()
+        .try_fold(1i64, |acc, &e| acc.checked_mul(e))
+        .filter(|&v| v <= MAX_BOX)?;
+    let points = written.first().map_or(0, Vec::len);
+    let mut ordinals = vec![0i64; points];
+    for ((column, &(low, _)), &extent) in written.iter().zip(&bounds).zip(&extents) {
+        for (ordinal, &index) in ordinals.iter_mut().zip(column) {
+            *ordinal = *ordinal * extent + (index - low);
+        }
+    }
+    let mut counts = vec![0u32; volume as usize];
+    for &ordinal in &ordinals {
+        counts[ordinal as usize] += 1;
+    }
+    let (best, &count) = counts
+        .iter()
+        .enumerate()
+        .max_by_key(|&(ordinal, &count)| (count, std::cmp::Reverse(ordinal)))?;
+    let mut rest = best as i64;
+    let mut element = vec![0i64; extents.len()];
+    for ((slot, &extent), &(low, _)) in element.iter_mut().zip(&extents).zip(&bounds).rev() {
+        *slot = low + rest % extent;
+        rest /= extent;
+    }
+    Some((element, count))
+}
+
+/// The loop variable `v` when `index` is `v` plus terms without loop variables (block offsets such
+/// as `by * 128 + i`), which makes the index a one-to-one function of `v`.
+fn offset_loop_var(arena: &ExprArena, loop_vars: &[VarId], index: ExprId) -> Option<VarId> {
+    let free_of_loop_vars = |e: ExprId| arena.vars_of(e).iter().all(|v| !loop_vars.contains(v));
+    match *arena.get(index) {
+        Expr::Var(var) if loop_vars.contains(&var) => Some(var),
+        Expr::Add(a, b) if free_of_loop_vars(a) => offset_loop_var(arena, loop_vars, b),
+        Expr::Add(a, b) if free_of_loop_vars(b) => offset_loop_var(arena, loop_vars, a),
+        _ => None,
+    }
+}
+
+/// Whether the store is indexed by distinct loop variables (each plus an offset free of loop
+/// variables), one per dimension, that together are
 /// every loop variable with more than one value: then each iteration writes its own element, and
 /// no enumeration is needed.
 fn writes_each_element_once(arena: &ExprArena, view: &LoopView<'_>, indices: &[ExprId]) -> bool {
     let mut used = Vec::with_capacity(indices.len());
     for &index in indices {
-        match *arena.get(index) {
-            Expr::Var(var) if view.vars.contains(&var) && !used.contains(&var) => used.push(var),
+        match offset_loop_var(arena, view.vars, index) {
+            Some(var) if !used.contains(&var) => used.push(var),
             _ => return false,
         }
     }

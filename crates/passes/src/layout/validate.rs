@@ -204,7 +204,8 @@ pub(super) fn misplaced_access(
                 continue;
             };
             let holders = owners.of(ordinal);
-            if let Some(slot) = holders.iter().position(|&owner| owner == thread) {
+            // Holders are sorted: a fully replicated fragment has every thread here.
+            if let Ok(slot) = holders.binary_search(&thread) {
                 if let Some(written) = written.as_mut() {
                     written[ordinal * owners.replicate() + slot] = true;
                 }
