@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use tilec_db::{FileDiagnostic, RootDatabase, SourceFile};
+use tilec_db::{FileDiagnostic, Instance, RootDatabase, SourceFile, instances};
 
 /// The corpus folder (`shared/corpus` beside the clone), or `None` when this checkout has none.
 ///
@@ -42,6 +42,19 @@ pub fn source_file(
     SourceFile::new(db, path.into(), text.into(), Vec::new())
 }
 
+/// The instance `index` of `kernel` in `file`; panics (failing the test) when there is none.
+pub fn instance<'db>(
+    db: &'db RootDatabase,
+    file: SourceFile,
+    kernel: &str,
+    index: u32,
+) -> Instance<'db> {
+    *instances(db, file)
+        .iter()
+        .find(|i| i.kernel(db).name(db) == kernel && i.index(db) == index)
+        .unwrap_or_else(|| panic!("no instance {kernel}#{index}"))
+}
+
 /// Loads a corpus file into a fresh database.
 pub fn load_corpus(dir: &Path, relative: &str) -> (RootDatabase, SourceFile) {
     let db = RootDatabase::default();
@@ -54,7 +67,7 @@ pub fn load_corpus(dir: &Path, relative: &str) -> (RootDatabase, SourceFile) {
 pub fn run_pipeline(db: &RootDatabase, file: SourceFile) -> Vec<FileDiagnostic> {
     let diagnostics = tilec_db::file_diagnostics(db, file).clone();
     let _reports = tilec_db::instance_reports(db, file);
-    for &instance in tilec_db::instances(db, file) {
+    for &instance in instances(db, file) {
         let _world = tilec_db::kernel_world(db, instance);
         let _checks = tilec_db::instance_checks(db, instance);
         let _positions = tilec_db::kernel_positions(db, instance);

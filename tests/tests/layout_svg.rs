@@ -11,22 +11,10 @@
 mod picture;
 
 use picture::{MAX_COLUMNS, MAX_ROWS, Picture, fragment_svg, write_pictures};
-use tilec_db::{Instance, RootDatabase, SourceFile, instances, kernel_world, layouts, resources};
+use tilec_db::{Instance, RootDatabase, kernel_world, layouts, resources};
 use tilec_ir::ExprArena;
 use tilec_passes::layout::{FragmentLayout, flatten, fresh_vars};
-use tilec_tests::{corpus_dir, load_corpus, on_analysis_stack};
-
-fn instance<'db>(
-    db: &'db RootDatabase,
-    file: SourceFile,
-    kernel: &str,
-    index: u32,
-) -> Instance<'db> {
-    *instances(db, file)
-        .iter()
-        .find(|i| i.kernel(db).name(db) == kernel && i.index(db) == index)
-        .unwrap_or_else(|| panic!("no instance {kernel}#{index}"))
-}
+use tilec_tests::{corpus_dir, instance, load_corpus, on_analysis_stack};
 
 /// The picture of fragment `buffer` of `inst`, built as `tilec layout --svg` builds it.
 fn picture<'a>(db: &'a RootDatabase, inst: Instance<'a>, buffer: &'a str) -> Picture<'a> {

@@ -6,24 +6,10 @@ use std::collections::HashMap;
 
 use proptest::prelude::*;
 use salsa::Setter;
-use tilec_db::{
-    Instance, RootDatabase, SourceFile, instances, kernel_world, layouts, loop_plans, resources,
-};
+use tilec_db::{Instance, RootDatabase, instances, kernel_world, layouts, loop_plans, resources};
 use tilec_ir::ExprArena;
 use tilec_passes::layout::{FragmentLayout, Layouts, LoopPlan, Origin, points};
-use tilec_tests::{corpus_dir, load_corpus, on_analysis_stack};
-
-fn instance<'db>(
-    db: &'db RootDatabase,
-    file: SourceFile,
-    kernel: &str,
-    index: u32,
-) -> Instance<'db> {
-    *instances(db, file)
-        .iter()
-        .find(|i| i.kernel(db).name(db) == kernel && i.index(db) == index)
-        .unwrap_or_else(|| panic!("no instance {kernel}#{index}"))
-}
+use tilec_tests::{corpus_dir, instance, load_corpus, on_analysis_stack};
 
 /// The layout of the fragment named `buffer`.
 fn fragment<'a>(

@@ -24,10 +24,14 @@ use tilec_ir::Target;
 use tilec_passes::layout::{FragmentLayout, Origin, points};
 use tilec_tests::{corpus_dir, load_corpus, on_analysis_stack};
 
-/// A tiny evaluator for the formulas TileLang prints: integers, the variables `_i`, `_j`, `_k`, `_l`
-/// (the logical indices, in order) and `_rep` (the replica), `+ - * // %`, unary minus and
-/// parentheses, with Python's semantics (`//` floors, `%` takes the divisor's sign).
+/// The formulas TileLang prints, read with ruff's Python parser (which the front end uses too) and
+/// evaluated with the expression arena's floor division and modulo: integers, the variables `_i`,
+/// `_j`, `_k`, `_l` (the logical indices, in order) and `_rep` (the replica), `+ - * // %`, unary
+/// minus and parentheses.
 mod formula {
+    use ruff_python_ast::{Expr, Number, Operator, UnaryOp};
+    use tilec_ir::expr::{floor_div, floor_mod};
+
     /// A parsed formula.
     #[derive(Clone, Debug)]
     pub enum Formula {
@@ -36,16 +40,7 @@ mod formula {
         Dim(usize),
         Rep,
         Neg(Box<Formula>),
-        Binary(Op, Box<Formula>, Box<Formula>),
-    }
-
-    #[derive(Clone, Copy, Debug)]
-    pub enum Op {
-        Add,
-        Sub,
-        Mul,
-        FloorDiv,
-        Mod,
+        Binary(Operator, Box<Formula>, Box<Formula>),
     }
 
     impl Formula {
@@ -60,198 +55,70 @@ mod formula {
                 Formula::Binary(op, left, right) => {
                     let (a, b) = (left.eval(point, rep)?, right.eval(point, rep)?);
                     match op {
-                        Op::Add => a.checked_add(b),
-                        Op::Sub => a.checked_sub(b),
-                        Op::Mul => a.checked_mul(b),
-                        Op::FloorDiv => floor_div(a, b),
-                        Op::Mod => a.checked_sub(b.checked_mul(floor_div(a, b)?)?),
+                        Operator::Add => a.checked_add(b),
+                        Operator::Sub => a.checked_sub(b),
+                        Operator::Mult => a.checked_mul(b),
+                        Operator::FloorDiv => floor_div(a, b),
+                        _ => floor_mod(a, b),
                     }
                 }
             }
         }
     }
 
-    /// Python's `a // b`: the quotient rounded towards negative infinity.
-    fn floor_div(a: i64, b: i64) -> Option<i64> {
-        let quotient = a.checked_div(b)?;
-        let inexact = a.checked_rem(b)? != 0;
-        Some(if inexact && ((a < 0) != (b < 0)) {
-            quotient - 1
-        } else {
-            quotient
-        })
+    fn parse_expression(text: &str) -> Result<Expr, String> {
+        ruff_python_parser::parse_expression(text)
+            .map(|parsed| parsed.into_expr())
+            .map_err(|error| format!("{text:?}: {error}"))
     }
 
-    #[derive(Clone, Debug, PartialEq, Eq)]
-    enum Token {
-        Int(i64),
-        Name(String),
-        /// One of `+ - * % ( ) ,`, or `/` standing for `//`.
-        Punct(char),
-    }
-
-    fn tokenize(text: &str) -> Result<Vec<Token>, String> {
-        let mut tokens = Vec::new();
-        let mut chars = text.chars().peekable();
-        while let Some(&c) = chars.peek() {
-            if c.is_whitespace() {
-                chars.next();
-            } else if c.is_ascii_digit() {
-                let mut digits = String::new();
-                while let Some(&d) = chars.peek().filter(|d| d.is_ascii_digit()) {
-                    digits.push(d);
-                    chars.next();
-                }
-                let value = digits.parse().map_err(|e| format!("{digits}: {e}"))?;
-                tokens.push(Token::Int(value));
-            } else if c == '_' || c.is_ascii_alphabetic() {
-                let mut name = String::new();
-                while let Some(&d) = chars
-                    .peek()
-                    .filter(|d| **d == '_' || d.is_ascii_alphanumeric())
-                {
-                    name.push(d);
-                    chars.next();
-                }
-                tokens.push(Token::Name(name));
-            } else if c == '/' {
-                chars.next();
-                if chars.next() != Some('/') {
-                    return Err(format!("`/` is not `//` in {text:?}"));
-                }
-                tokens.push(Token::Punct('/'));
-            } else if "+-*%(),".contains(c) {
-                chars.next();
-                tokens.push(Token::Punct(c));
-            } else {
-                return Err(format!("unexpected {c:?} in {text:?}"));
+    fn convert(expr: &Expr) -> Result<Formula, String> {
+        match expr {
+            Expr::NumberLiteral(literal) => match &literal.value {
+                Number::Int(value) => value
+                    .as_i64()
+                    .map(Formula::Int)
+                    .ok_or_else(|| format!("{value} does not fit")),
+                other => Err(format!("not an integer: {other:?}")),
+            },
+            Expr::Name(name) => match name.id.as_str() {
+                "_i" => Ok(Formula::Dim(0)),
+                "_j" => Ok(Formula::Dim(1)),
+                "_k" => Ok(Formula::Dim(2)),
+                "_l" => Ok(Formula::Dim(3)),
+                "_rep" => Ok(Formula::Rep),
+                other => Err(format!("unknown variable {other}")),
+            },
+            Expr::UnaryOp(unary) if unary.op == UnaryOp::USub => {
+                Ok(Formula::Neg(Box::new(convert(&unary.operand)?)))
             }
-        }
-        Ok(tokens)
-    }
-
-    /// Recursive descent over Python's precedence: `+ -` below `* // %` below unary minus.
-    struct Parser {
-        tokens: Vec<Token>,
-        pos: usize,
-    }
-
-    impl Parser {
-        fn peek(&self) -> Option<&Token> {
-            self.tokens.get(self.pos)
-        }
-
-        fn eat(&mut self, c: char) -> bool {
-            let found = self.peek() == Some(&Token::Punct(c));
-            if found {
-                self.pos += 1;
-            }
-            found
-        }
-
-        fn expr(&mut self) -> Result<Formula, String> {
-            let mut left = self.term()?;
-            loop {
-                let op = if self.eat('+') {
-                    Op::Add
-                } else if self.eat('-') {
-                    Op::Sub
-                } else {
-                    return Ok(left);
-                };
-                left = Formula::Binary(op, Box::new(left), Box::new(self.term()?));
-            }
-        }
-
-        fn term(&mut self) -> Result<Formula, String> {
-            let mut left = self.unary()?;
-            loop {
-                let op = if self.eat('*') {
-                    Op::Mul
-                } else if self.eat('/') {
-                    Op::FloorDiv
-                } else if self.eat('%') {
-                    Op::Mod
-                } else {
-                    return Ok(left);
-                };
-                left = Formula::Binary(op, Box::new(left), Box::new(self.unary()?));
-            }
-        }
-
-        fn unary(&mut self) -> Result<Formula, String> {
-            if self.eat('-') {
-                return Ok(Formula::Neg(Box::new(self.unary()?)));
-            }
-            let token = self.peek().cloned();
-            self.pos += 1;
-            match token {
-                Some(Token::Int(value)) => Ok(Formula::Int(value)),
-                Some(Token::Name(name)) => match name.as_str() {
-                    "_i" => Ok(Formula::Dim(0)),
-                    "_j" => Ok(Formula::Dim(1)),
-                    "_k" => Ok(Formula::Dim(2)),
-                    "_l" => Ok(Formula::Dim(3)),
-                    "_rep" => Ok(Formula::Rep),
-                    _ => Err(format!("unknown variable {name}")),
-                },
-                Some(Token::Punct('(')) => {
-                    let inner = self.expr()?;
-                    if self.eat(')') {
-                        Ok(inner)
-                    } else {
-                        Err("missing `)`".to_owned())
-                    }
-                }
-                other => Err(format!("unexpected {other:?}")),
-            }
-        }
-
-        fn finish<T>(&self, value: T, text: &str) -> Result<T, String> {
-            if self.pos == self.tokens.len() {
-                Ok(value)
-            } else {
-                Err(format!("trailing input in {text:?}"))
-            }
+            Expr::BinOp(binary) => match binary.op {
+                Operator::Add
+                | Operator::Sub
+                | Operator::Mult
+                | Operator::FloorDiv
+                | Operator::Mod => Ok(Formula::Binary(
+                    binary.op,
+                    Box::new(convert(&binary.left)?),
+                    Box::new(convert(&binary.right)?),
+                )),
+                other => Err(format!("unexpected operator {other:?}")),
+            },
+            other => Err(format!("unexpected expression {other:?}")),
         }
     }
 
     /// Parses one formula, such as `_i // 16 * 32 + _rep`.
     pub fn parse(text: &str) -> Result<Formula, String> {
-        let mut parser = Parser {
-            tokens: tokenize(text)?,
-            pos: 0,
-        };
-        let formula = parser.expr()?;
-        parser.finish(formula, text)
+        convert(&parse_expression(text)?)
     }
 
     /// Parses a Python tuple of formulas, such as `(_i % 8, 0,)` or `(128, 64)`.
     pub fn parse_tuple(text: &str) -> Result<Vec<Formula>, String> {
-        let mut parser = Parser {
-            tokens: tokenize(text)?,
-            pos: 0,
-        };
-        if !parser.eat('(') {
-            return Err(format!("a tuple starts with `(`: {text:?}"));
+        match parse_expression(text)? {
+            Expr::Tuple(tuple) => tuple.elts.iter().map(convert).collect(),
+            _ => Err(format!("not a tuple: {text:?}")),
         }
-        let mut items = Vec::new();
-        // `()`, `(a,)`, `(a, b)` and `(a, b,)`.
-        if !parser.eat(')') {
-            loop {
-                items.push(parser.expr()?);
-                if parser.eat(')') {
-                    break;
-                }
-                if !parser.eat(',') {
-                    return Err(format!("expected `,` or `)` in {text:?}"));
-                }
-                if parser.eat(')') {
-                    break;
-                }
-            }
-        }
-        parser.finish(items, text)
     }
 
     #[test]

@@ -14,7 +14,8 @@ use tilec_db::{
 use tilec_ir::{EntityId, World};
 use tilec_passes::check::format_bytes;
 use tilec_passes::layout::{FragmentLayout, Inferred, Layouts, LoopPlan, Origin};
-use tilec_passes::resources::Resources;
+use tilec_passes::liveness::launch_of;
+use tilec_passes::resources::{Resources, SharedBuffer};
 
 use crate::Format;
 use crate::svg::{Picture, write_pictures};
@@ -131,7 +132,7 @@ fn print_launches(
             info.thread_count(),
             format_bytes(shared),
         )?;
-        for (&buffer, shared) in &resources.shared {
+        for (&buffer, shared) in shared_of(world, resources, launch) {
             let stages = if shared.stages > 1 {
                 format!(" ({} stages)", shared.stages)
             } else {
@@ -186,20 +187,31 @@ fn plan_record(plan: &LoopPlan) -> serde_json::Value {
     }
 }
 
+/// The shared buffers of one launch (a file's kernel may launch more than once).
+fn shared_of<'a>(
+    world: &'a World,
+    resources: &'a Resources,
+    launch: EntityId,
+) -> impl Iterator<Item = (&'a EntityId, &'a SharedBuffer)> + 'a {
+    resources
+        .shared
+        .iter()
+        .filter(move |(buffer, _)| launch_of(world, **buffer) == Some(launch))
+}
+
 /// The JSON Lines record of each launch (`"kind": "kernel"`).
 fn launch_records(world: &World, resources: &Resources) -> Vec<serde_json::Value> {
     world
         .launches
         .iter()
         .map(|(launch, info)| {
-            let shared: serde_json::Map<String, serde_json::Value> = resources
-                .shared
-                .iter()
-                .map(|(&buffer, shared)| {
-                    let value = json!({"bytes": shared.bytes, "stages": shared.stages});
-                    (world.name(buffer).to_owned(), value)
-                })
-                .collect();
+            let shared: serde_json::Map<String, serde_json::Value> =
+                shared_of(world, resources, launch)
+                    .map(|(&buffer, shared)| {
+                        let value = json!({"bytes": shared.bytes, "stages": shared.stages});
+                        (world.name(buffer).to_owned(), value)
+                    })
+                    .collect();
             let occupancy = resources.occupancy.get(&launch);
             json!({
                 "threads": info.thread_count(),

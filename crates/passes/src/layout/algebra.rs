@@ -11,7 +11,7 @@
 
 use tilec_ir::{ExprArena, ExprId, VarId};
 
-use super::fragment::{FragmentLayout, for_each_point, fresh_vars};
+use super::fragment::{FragmentLayout, for_each_point, fresh_vars, unflatten};
 use super::shared::{SharedLayout, enumerable};
 
 /// The largest `threads × registers` table [`inverse`] builds.
@@ -427,7 +427,7 @@ impl FragmentInverse {
             .zip(&self.local_shape)
             .fold(0i64, |acc, (&x, &n)| acc * n + x);
         let (ordinal, replica) = self.ordinal_at(thread, flat)?;
-        Some((point_of(ordinal, &self.shape), replica))
+        Some((unflatten(ordinal, &self.shape), replica))
     }
 
     /// Like [`Self::element_at`] with a flattened register and the element's row-major number,
@@ -510,7 +510,7 @@ fn fill_inverse(
         Some((taken, point, rep, thread)) => Err(format!(
             "the fragment is not injective: {:?} (replica {}) and {point:?} (replica {rep}) \
              share a register of thread {thread}",
-            point_of(taken / replicate, &fragment.shape),
+            unflatten(taken / replicate, &fragment.shape),
             taken % replicate
         )),
         None => Ok(()),
@@ -860,17 +860,6 @@ fn substitute(arena: &mut ExprArena, e: ExprId, from: &[VarId], to: &[ExprId]) -
 /// True when `0 <= point[d] < shape[d]` for every dimension.
 fn inside(point: &[i64], shape: &[i64]) -> bool {
     point.len() == shape.len() && point.iter().zip(shape).all(|(&x, &n)| 0 <= x && x < n)
-}
-
-/// The point with row-major number `ordinal` in `shape`.
-fn point_of(mut ordinal: u64, shape: &[i64]) -> Vec<i64> {
-    let mut point = vec![0i64; shape.len()];
-    for (slot, &extent) in point.iter_mut().zip(shape).rev() {
-        let extent = u64::try_from(extent).unwrap_or(1).max(1);
-        *slot = i64::try_from(ordinal % extent).unwrap_or(0);
-        ordinal /= extent;
-    }
-    point
 }
 
 #[cfg(test)]

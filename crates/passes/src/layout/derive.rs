@@ -17,9 +17,12 @@ pub struct Witness {
     pub second: (Vec<i64>, i64),
 }
 
-/// An environment for evaluating a formula: the listed variables take the given values, every
-/// other variable (block indices) is 0.
-fn substitute_vars(arena: &mut ExprArena, expr: ExprId, map: &[(VarId, ExprId)]) -> ExprId {
+/// `expr` with each variable of `map` replaced by its expression.
+pub(super) fn substitute_vars(
+    arena: &mut ExprArena,
+    expr: ExprId,
+    map: &[(VarId, ExprId)],
+) -> ExprId {
     arena.substitute(expr, &|var| {
         map.iter().find(|(v, _)| *v == var).map(|(_, e)| *e)
     })

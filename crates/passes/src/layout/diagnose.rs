@@ -11,9 +11,6 @@ use super::fragment::{FragmentLayout, for_each_chunk, for_each_point};
 use super::infer::{Inferred, LoopView, Origin};
 use super::validate::Misplaced;
 
-/// Stores with more indices than this are not checked for races (no tile has that many).
-const MAX_STORE_DIMS: usize = 8;
-
 fn element(world: &World, buffer: EntityId, index: &[i64]) -> String {
     let index: Vec<String> = index.iter().map(i64::to_string).collect();
     format!("{}[{}]", world.name(buffer), index.join(", "))
@@ -158,11 +155,6 @@ fn race(
             .into_iter()
             .any(|v| !loop_var(v) && arena.var_info(v).extent.is_some() && !is_block_var(world, v))
     }) {
-        return None;
-    }
-    // Elements are keyed by a fixed-size array so that the loop over the domain allocates nothing;
-    // stores with more dimensions than any tile uses are not checked.
-    if indices.len() > MAX_STORE_DIMS {
         return None;
     }
     if writes_each_element_once(arena, view, indices) {

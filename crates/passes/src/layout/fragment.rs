@@ -292,7 +292,7 @@ pub fn points(shape: &[i64]) -> Vec<Vec<i64>> {
 }
 
 /// The point with row-major number `ordinal` in `shape`.
-fn unflatten(mut ordinal: u64, shape: &[i64]) -> Vec<i64> {
+pub(super) fn unflatten(mut ordinal: u64, shape: &[i64]) -> Vec<i64> {
     let mut point = vec![0i64; shape.len()];
     for (slot, &extent) in point.iter_mut().zip(shape).rev() {
         let extent = u64::try_from(extent).unwrap_or(1).max(1);
@@ -404,15 +404,6 @@ impl FragmentLayout {
     pub fn local_of(&self, arena: &ExprArena, point: &[i64]) -> Option<Vec<i64>> {
         let env = self.env(point, 0);
         self.index.iter().map(|&e| arena.eval(e, &env)).collect()
-    }
-
-    /// The formulas compiled over `(vars..., rep)`: output 0 is the thread, then the local index.
-    pub fn program(&self, arena: &ExprArena) -> ExprProgram {
-        let mut inputs = self.vars.clone();
-        inputs.push(self.rep);
-        let mut outputs = vec![self.thread];
-        outputs.extend(&self.index);
-        ExprProgram::compile(arena, &inputs, &outputs)
     }
 
     /// The per-thread local shape: for each local dimension, the largest index plus one.

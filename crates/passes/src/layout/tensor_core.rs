@@ -111,26 +111,17 @@ pub fn operand_a_layout(
 ) -> Result<FragmentLayout, String> {
     let grid = WarpGrid::new(m, n, threads, policy)?;
     check_reduction_depth(k, "A")?;
-    let shape = if transposed { vec![k, m] } else { vec![m, k] };
-    let vars = fresh_vars(arena, &shape);
-    let (first, second) = two_vars(&vars)?;
-    let (row, depth) = if transposed {
-        (second, first)
-    } else {
-        (first, second)
-    };
-    let (i, j) = (arena.var_expr(row), arena.var_expr(depth));
-    let rep = arena.var("rep", Some(grid.warps_n));
-    let thread = grid.operand_a_thread(arena, i, j, rep);
-    let index = grid.operand_a_register(arena, i, j);
-    Ok(FragmentLayout {
-        shape,
-        vars,
-        rep,
-        replicate: grid.warps_n,
-        thread,
-        index: vec![index],
-    })
+    // Built over (row, depth); the replicas are the warps along N that share a row of warps.
+    operand_layout(
+        arena,
+        [m, k],
+        transposed,
+        grid.warps_n,
+        |arena, i, j, rep| {
+            let thread = grid.operand_a_thread(arena, i, j, rep);
+            (thread, grid.operand_a_register(arena, i, j))
+        },
+    )
 }
 
 /// The B-operand register layout (k×n, for `T.gemm` with B in a fragment), replicated over the M
@@ -158,23 +149,49 @@ pub fn operand_b_layout(
 ) -> Result<FragmentLayout, String> {
     let grid = WarpGrid::new(m, n, threads, policy)?;
     check_reduction_depth(k, "B")?;
-    let shape = if transposed { vec![n, k] } else { vec![k, n] };
+    // Built over (depth, column); the replicas are the warps along M that share a column.
+    operand_layout(
+        arena,
+        [k, n],
+        transposed,
+        grid.warps_m,
+        |arena, depth, col, rep| {
+            let thread = grid.operand_b_thread(arena, depth, col, rep);
+            (thread, grid.operand_b_register(arena, depth, col))
+        },
+    )
+}
+
+/// The frame both operand layouts share: a tile of shape `plain` (or its transpose, whose element
+/// `(b, a)` sits where `(a, b)` does), `replicate` replicas, and thread and register formulas that
+/// `formulas` builds over the plain coordinates and the replica variable.
+fn operand_layout(
+    arena: &mut ExprArena,
+    plain: [i64; 2],
+    transposed: bool,
+    replicate: i64,
+    formulas: impl FnOnce(&mut ExprArena, ExprId, ExprId, VarId) -> (ExprId, ExprId),
+) -> Result<FragmentLayout, String> {
+    let shape = if transposed {
+        vec![plain[1], plain[0]]
+    } else {
+        plain.to_vec()
+    };
     let vars = fresh_vars(arena, &shape);
     let (first, second) = two_vars(&vars)?;
-    let (depth_var, col_var) = if transposed {
+    let (outer, inner) = if transposed {
         (second, first)
     } else {
         (first, second)
     };
-    let (depth, col) = (arena.var_expr(depth_var), arena.var_expr(col_var));
-    let rep = arena.var("rep", Some(grid.warps_m));
-    let thread = grid.operand_b_thread(arena, depth, col, rep);
-    let index = grid.operand_b_register(arena, depth, col);
+    let (a, b) = (arena.var_expr(outer), arena.var_expr(inner));
+    let rep = arena.var("rep", Some(replicate));
+    let (thread, index) = formulas(arena, a, b, rep);
     Ok(FragmentLayout {
         shape,
         vars,
         rep,
-        replicate: grid.warps_m,
+        replicate,
         thread,
         index: vec![index],
     })

@@ -9,7 +9,8 @@
 
 use tilec_ir::{ExprArena, ExprId, ExprProgram, VarId};
 
-use super::fragment::{FragmentLayout, Owners, for_each_chunk};
+use super::derive::substitute_vars;
+use super::fragment::{FragmentLayout, Owners, for_each_chunk, unflatten};
 
 /// Iterations × replicas × serial values beyond this are not checked (no real tile comes close).
 const MAX_CHECKED: i64 = 1 << 22;
@@ -46,24 +47,12 @@ pub(super) fn same_layout(
     fragment: &FragmentLayout,
     indices: &[ExprId],
 ) -> bool {
-    if fragment.shape != loop_layout.shape || fragment.replicate != loop_layout.replicate {
-        return false;
-    }
-    let in_order = indices
-        .iter()
-        .zip(&loop_layout.vars)
-        .all(|(&index, &var)| arena.var_expr(var) == index);
-    if !in_order || indices.len() != loop_layout.vars.len() {
-        return false;
-    }
-    let mut renaming: Vec<(VarId, ExprId)> = fragment
-        .vars
-        .iter()
-        .zip(&loop_layout.vars)
-        .map(|(&own, &var)| (own, arena.var_expr(var)))
-        .collect();
-    renaming.push((fragment.rep, arena.var_expr(loop_layout.rep)));
-    rename(arena, fragment.thread, &renaming) == loop_layout.thread
+    let in_order = indices.len() == loop_layout.vars.len()
+        && indices
+            .iter()
+            .zip(&loop_layout.vars)
+            .all(|(&index, &var)| arena.var_expr(var) == index);
+    in_order && same_function(arena, fragment, loop_layout)
 }
 
 /// Whether two layouts put every element on the same threads: the same shape and replication, and
@@ -83,16 +72,7 @@ pub(super) fn same_function(
         .map(|(&own, &var)| (own, arena.var_expr(var)))
         .collect();
     renaming.push((first.rep, arena.var_expr(second.rep)));
-    rename(arena, first.thread, &renaming) == second.thread
-}
-
-fn rename(arena: &mut ExprArena, expr: ExprId, renaming: &[(VarId, ExprId)]) -> ExprId {
-    arena.substitute(expr, &|var| {
-        renaming
-            .iter()
-            .find(|(own, _)| *own == var)
-            .map(|(_, e)| *e)
-    })
+    substitute_vars(arena, first.thread, &renaming) == second.thread
 }
 
 /// Whether a fragment reduced from `source` over dimension `dim` is accessed at `indices` by a loop
@@ -150,7 +130,7 @@ pub(super) fn reduced_in_source_layout(
         .map(|(&own, &var)| (own, arena.var_expr(var)))
         .collect();
     renaming.push((source.rep, arena.var_expr(loop_layout.rep)));
-    rename(arena, source.thread, &renaming) == loop_layout.thread
+    substitute_vars(arena, source.thread, &renaming) == loop_layout.thread
 }
 
 /// The first access of `fragment` at `indices` by `loop_shape` that runs on a thread not holding
@@ -243,23 +223,13 @@ fn stale_owner(fragment: &FragmentLayout, owners: &Owners, written: &[bool]) -> 
         return Some(Misplaced {
             iteration: Vec::new(),
             variables: Vec::new(),
-            element: unflatten(ordinal, &fragment.shape),
+            element: unflatten(ordinal as u64, &fragment.shape),
             thread: holders.get(slot).copied().unwrap_or(-1),
             owners: holders.to_vec(),
             stale_owner: true,
         });
     }
     None
-}
-
-fn unflatten(mut ordinal: usize, shape: &[i64]) -> Vec<i64> {
-    let mut point = vec![0; shape.len()];
-    for (slot, &extent) in point.iter_mut().zip(shape).rev() {
-        let extent = extent.max(1) as usize;
-        *slot = (ordinal % extent) as i64;
-        ordinal /= extent;
-    }
-    point
 }
 
 #[cfg(test)]
