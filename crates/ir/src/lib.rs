@@ -19,6 +19,7 @@ mod print;
 pub mod program;
 pub mod span;
 pub mod target;
+pub mod thread;
 pub mod value;
 pub mod world;
 
@@ -29,5 +30,6 @@ pub use expr::{Expr, ExprArena, ExprId, VarId};
 pub use program::{BatchOutputs, ExprProgram};
 pub use span::{Span, SpanTable};
 pub use target::Target;
+pub use thread::ThreadProgram;
 pub use value::ConstValue;
 pub use world::*;

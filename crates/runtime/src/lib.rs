@@ -1,1 +1,10 @@
-//! The CPU emulator of the thread program and the CUDA backend (cudarc: NVRTC, module cache, launch).
+//! The CPU emulator of the thread program and the CUDA backend (cudarc: NVRTC, module cache, launch),
+//! with the host tensors both of them read and write.
+//!
+//! Invariants of this crate:
+//! - It decides nothing about layouts or lowering: it runs a [`tilec_ir::ThreadProgram`] as given.
+//! - Nothing here panics on a program, an input or a missing driver: failures are values.
+
+pub mod tensor;
+
+pub use tensor::HostTensor;

@@ -1,0 +1,215 @@
+//! The thread program: what one thread of one block executes, after lowering.
+//!
+//! Lowering (in `tilec-passes`) turns a kernel world plus its layouts into a [`ThreadProgram`]. It is
+//! the single description of what runs: the CUDA printer prints it statement by statement and the CPU
+//! emulator executes it, so whatever the emulator proves about a program holds for the generated CUDA.
+//!
+//! The program is written for one thread. Every index is an integer expression in the program's own
+//! [`ExprArena`] over a small set of variables: the flat thread index, the block indices, loop
+//! variables, `let`-bound indices and the kernel's scalar parameters (symbolic dimensions). Element
+//! values are [`Value`] nodes in the program's value arena.
+//!
+//! Two execution rules tie the printer and the emulator together:
+//! - statements run in lockstep within a block: a [`Value::ShuffleXor`] reads its operand as computed by
+//!   the partner lane for the same statement, as `__shfl_xor_sync` does when the whole warp is active;
+//! - loop extents never depend on the thread index, so every thread of a block reaches every
+//!   [`Stmt::Barrier`] the same number of times unless it sits under a thread-dependent `if` (which
+//!   the emulator reports as an error).
+
+use crate::data::{BinaryOp, CompareOp, Intrinsic};
+use crate::dtype::DType;
+use crate::expr::{ExprArena, ExprId, VarId};
+
+/// The id of a buffer of a thread program (an index into [`ThreadProgram::buffers`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BufferId(pub u32);
+
+impl BufferId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// The id of an element value (an index into [`ThreadProgram::values`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ValueId(pub u32);
+
+impl ValueId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// Where a buffer's elements live.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Memory {
+    /// A tensor parameter: the `param`-th entry of [`ThreadProgram::params`].
+    Global { param: usize },
+    /// A slice of the block's dynamic shared memory, `offset` bytes from its start.
+    Shared { offset: i64 },
+    /// A per-thread register array (a fragment's local part, an `alloc_local`, a scalar variable or a
+    /// temporary of lowering).
+    Local,
+}
+
+/// One buffer the program reads or writes, addressed by a flat element index.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct BufferDecl {
+    /// A C identifier, unique within the program.
+    pub name: String,
+    pub dtype: DType,
+    pub memory: Memory,
+    /// The logical shape, over the program's scalar parameters for global tensors; constant otherwise.
+    pub shape: Vec<ExprId>,
+    /// How many elements the flat index may address (the product of `shape` for global tensors).
+    pub elements: ExprId,
+}
+
+/// A tensor parameter of the kernel, in signature order.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TensorParam {
+    pub name: String,
+    pub buffer: BufferId,
+    pub access: ParamAccess,
+}
+
+/// How the kernel uses a tensor parameter. The emulator poisons write-only tensors before a run and
+/// reports every element left unwritten after it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ParamAccess {
+    Read,
+    Write,
+    ReadWrite,
+}
+
+/// A scalar `int32` parameter: a symbolic dimension (`T.dynamic`) passed at launch.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ScalarParam {
+    pub name: String,
+    pub var: VarId,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    Neg,
+    Not,
+    Intrinsic(Intrinsic),
+}
+
+/// One node of an element computation. Every node knows its dtype; operands of a binary node have
+/// the node's dtype already (lowering inserts the casts), except comparisons, whose operands share a
+/// dtype and whose result is `Bool`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Value {
+    /// A float constant, by bit pattern of its `f64` value.
+    Float { bits: u64, dtype: DType },
+    Int { value: i64, dtype: DType },
+    /// An index expression as an `int32` value.
+    Index(ExprId),
+    /// The element `buffer[index]`.
+    Load { buffer: BufferId, index: ExprId },
+    Unary { op: UnaryOp, arg: ValueId, dtype: DType },
+    Binary { op: BinaryOp, lhs: ValueId, rhs: ValueId, dtype: DType },
+    Compare { op: CompareOp, lhs: ValueId, rhs: ValueId },
+    Cast { dtype: DType, value: ValueId },
+    Select { cond: ValueId, then: ValueId, otherwise: ValueId, dtype: DType },
+    /// `value` as computed by lane `lane ^ mask` of the same warp (`__shfl_xor_sync(0xffffffff, ..)`).
+    ShuffleXor { value: ValueId, mask: u32, dtype: DType },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AtomicOp {
+    Add,
+    Max,
+    Min,
+}
+
+/// One statement of the thread program.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Stmt {
+    /// `for var in 0..extent`; `unroll` asks the printer for `#pragma unroll`. The extent never
+    /// depends on the thread index.
+    For { var: VarId, extent: ExprId, unroll: bool, body: Vec<Stmt> },
+    /// Binds `var` to an index for the rest of the enclosing statement list.
+    Let { var: VarId, value: ExprId },
+    If { cond: ValueId, then: Vec<Stmt>, otherwise: Vec<Stmt> },
+    /// `buffer[index] = value` (the value is converted to the buffer's dtype when they differ).
+    Store { buffer: BufferId, index: ExprId, value: ValueId },
+    /// `lanes` consecutive elements copied with one access of `lanes × element size` bytes: both
+    /// buffers have the same dtype and both indices are multiples of `lanes`.
+    VectorCopy { dst: BufferId, dst_index: ExprId, src: BufferId, src_index: ExprId, lanes: u32 },
+    /// An atomic read-modify-write of one global or shared element.
+    Atomic { op: AtomicOp, buffer: BufferId, index: ExprId, value: ValueId },
+    /// `__syncthreads()`: every thread of the block waits for all others.
+    Barrier,
+    /// A comment the printer keeps (which source operation a group of statements comes from).
+    Comment(String),
+}
+
+/// The lowered form of one `with T.Kernel(...)` launch of one kernel instance.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThreadProgram {
+    /// The CUDA function name, a C identifier.
+    pub name: String,
+    pub exprs: ExprArena,
+    pub values: Vec<Value>,
+    pub buffers: Vec<BufferDecl>,
+    pub params: Vec<TensorParam>,
+    pub scalars: Vec<ScalarParam>,
+    /// Blocks per grid dimension (x, y, z), over the scalar parameters.
+    pub grid: [ExprId; 3],
+    /// Threads per block dimension (x, y, z).
+    pub block: [i64; 3],
+    /// The flat thread index `threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)`.
+    pub thread: VarId,
+    /// `blockIdx.x`, `blockIdx.y`, `blockIdx.z`.
+    pub block_index: [VarId; 3],
+    /// Bytes of dynamic shared memory per block.
+    pub shared_bytes: i64,
+    pub body: Vec<Stmt>,
+}
+
+impl ThreadProgram {
+    pub fn value(&self, id: ValueId) -> &Value {
+        &self.values[id.index()]
+    }
+
+    pub fn buffer(&self, id: BufferId) -> &BufferDecl {
+        &self.buffers[id.index()]
+    }
+
+    /// Threads per block.
+    pub fn threads(&self) -> i64 {
+        self.block.iter().product()
+    }
+
+    /// The dtype a value has.
+    pub fn dtype_of(&self, id: ValueId) -> DType {
+        match self.value(id) {
+            Value::Float { dtype, .. }
+            | Value::Int { dtype, .. }
+            | Value::Unary { dtype, .. }
+            | Value::Binary { dtype, .. }
+            | Value::Cast { dtype, .. }
+            | Value::Select { dtype, .. }
+            | Value::ShuffleXor { dtype, .. } => *dtype,
+            Value::Index(_) => DType::Int32,
+            Value::Load { buffer, .. } => self.buffer(*buffer).dtype,
+            Value::Compare { .. } => DType::Bool,
+        }
+    }
+
+    /// Appends a value node and returns its id.
+    pub fn add_value(&mut self, value: Value) -> ValueId {
+        let id = ValueId(u32::try_from(self.values.len()).unwrap_or(u32::MAX));
+        self.values.push(value);
+        id
+    }
+
+    /// Appends a buffer declaration and returns its id.
+    pub fn add_buffer(&mut self, buffer: BufferDecl) -> BufferId {
+        let id = BufferId(u32::try_from(self.buffers.len()).unwrap_or(u32::MAX));
+        self.buffers.push(buffer);
+        id
+    }
+}

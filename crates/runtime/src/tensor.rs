@@ -1,0 +1,207 @@
+//! Host tensors: the values a kernel reads and writes, kept as `f64` and rounded to their dtype.
+//!
+//! Every element type the kernels use (fp16, bf16, fp32, int8..int32, bool) is exactly representable in
+//! an `f64`, so one representation serves the emulator, the inputs of a GPU launch and the comparison
+//! of results. Conversion to and from device bytes happens only at the edges.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use tilec_ir::DType;
+
+/// A dense row-major tensor on the host.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostTensor {
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+    pub values: Vec<f64>,
+}
+
+impl HostTensor {
+    pub fn zeros(dtype: DType, shape: &[usize]) -> HostTensor {
+        HostTensor { dtype, shape: shape.to_vec(), values: vec![0.0; shape.iter().product()] }
+    }
+
+    /// Uniform random values in [-1, 1) for floats and [-8, 8) for integers, rounded to `dtype`; the
+    /// same seed always gives the same tensor.
+    pub fn random(dtype: DType, shape: &[usize], seed: u64) -> HostTensor {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let count: usize = shape.iter().product();
+        let values = (0..count)
+            .map(|_| {
+                let raw = if dtype.is_float() {
+                    rng.gen_range(-1.0..1.0)
+                } else if dtype == DType::Bool {
+                    f64::from(u8::from(rng.gen_bool(0.5)))
+                } else {
+                    f64::from(rng.gen_range(-8i32..8))
+                };
+                round_to(dtype, raw)
+            })
+            .collect();
+        HostTensor { dtype, shape: shape.to_vec(), values }
+    }
+
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// The elements as the device stores them (little endian).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut bytes = Vec::with_capacity(self.values.len() * element_bytes(self.dtype));
+        for &value in &self.values {
+            push_element(&mut bytes, self.dtype, value);
+        }
+        bytes
+    }
+
+    /// Reads elements stored as the device stores them; `None` when the byte count does not match.
+    pub fn from_bytes(dtype: DType, shape: &[usize], bytes: &[u8]) -> Option<HostTensor> {
+        let size = element_bytes(dtype);
+        let count: usize = shape.iter().product();
+        if bytes.len() != count * size {
+            return None;
+        }
+        let values = bytes.chunks_exact(size).map(|chunk| read_element(dtype, chunk)).collect();
+        Some(HostTensor { dtype, shape: shape.to_vec(), values })
+    }
+}
+
+/// The size of one element on the device, in bytes.
+pub fn element_bytes(dtype: DType) -> usize {
+    match dtype {
+        DType::Bool | DType::Int8 | DType::UInt8 | DType::Float8E4M3 | DType::Float8E5M2 => 1,
+        DType::Int16 | DType::UInt16 | DType::Float16 | DType::BFloat16 => 2,
+        DType::Int32 | DType::UInt32 | DType::Float32 => 4,
+        DType::Int64 | DType::UInt64 | DType::Float64 => 8,
+    }
+}
+
+/// `value` as the nearest value of `dtype` (round to nearest even for floats; integers wrap as in C).
+pub fn round_to(dtype: DType, value: f64) -> f64 {
+    match dtype {
+        DType::Float64 => value,
+        DType::Float32 => f64::from(value as f32),
+        DType::Float16 => half::f16::from_f64(value).to_f64(),
+        DType::BFloat16 => half::bf16::from_f64(value).to_f64(),
+        DType::Float8E4M3 | DType::Float8E5M2 => decode_fp8(dtype, encode_fp8(dtype, value)),
+        DType::Bool => f64::from(u8::from(value != 0.0)),
+        DType::Int8 => f64::from(value as i64 as i8),
+        DType::Int16 => f64::from(value as i64 as i16),
+        DType::Int32 => f64::from(value as i64 as i32),
+        DType::Int64 => value.trunc(),
+        DType::UInt8 => f64::from(value as i64 as u8),
+        DType::UInt16 => f64::from(value as i64 as u16),
+        DType::UInt32 => f64::from(value as i64 as u32),
+        DType::UInt64 => value.trunc().max(0.0),
+    }
+}
+
+/// The value of an fp8 code: e4m3 is the `fn` variant (no infinities, 0x7f is NaN), e5m2 is IEEE-like.
+fn decode_fp8(dtype: DType, code: u8) -> f64 {
+    let (exponent_bits, bias) = if dtype == DType::Float8E4M3 { (4, 7) } else { (5, 15) };
+    let mantissa_bits = 7 - exponent_bits;
+    let sign = if code & 0x80 != 0 { -1.0 } else { 1.0 };
+    let exponent = i32::from((code & 0x7f) >> mantissa_bits);
+    let mantissa = f64::from(code & ((1 << mantissa_bits) - 1));
+    let scale = f64::from(1u32 << mantissa_bits);
+    let max_exponent = (1 << exponent_bits) - 1;
+    if dtype == DType::Float8E4M3 && code & 0x7f == 0x7f {
+        return f64::NAN;
+    }
+    if dtype == DType::Float8E5M2 && exponent == max_exponent {
+        return if mantissa == 0.0 { sign * f64::INFINITY } else { f64::NAN };
+    }
+    if exponent == 0 {
+        sign * mantissa / scale * 2f64.powi(1 - bias)
+    } else {
+        sign * (1.0 + mantissa / scale) * 2f64.powi(exponent - bias)
+    }
+}
+
+/// The fp8 code nearest to `value` (ties to the even code), saturating at the largest finite value.
+fn encode_fp8(dtype: DType, value: f64) -> u8 {
+    if value.is_nan() {
+        return 0x7f;
+    }
+    let sign = if value.is_sign_negative() { 0x80 } else { 0 };
+    let mut best = 0u8;
+    let mut best_error = f64::INFINITY;
+    for code in 0..0x80u8 {
+        let candidate = decode_fp8(dtype, code);
+        if !candidate.is_finite() {
+            continue;
+        }
+        let error = (candidate - value.abs()).abs();
+        if error < best_error || (error == best_error && code % 2 == 0) {
+            best = code;
+            best_error = error;
+        }
+    }
+    sign | best
+}
+
+fn push_element(bytes: &mut Vec<u8>, dtype: DType, value: f64) {
+    match dtype {
+        DType::Float64 => bytes.extend_from_slice(&value.to_le_bytes()),
+        DType::Float32 => bytes.extend_from_slice(&(value as f32).to_le_bytes()),
+        DType::Float16 => bytes.extend_from_slice(&half::f16::from_f64(value).to_le_bytes()),
+        DType::Float8E4M3 | DType::Float8E5M2 => bytes.push(encode_fp8(dtype, value)),
+        DType::BFloat16 => bytes.extend_from_slice(&half::bf16::from_f64(value).to_le_bytes()),
+        DType::Bool | DType::UInt8 => bytes.push(value as i64 as u8),
+        DType::Int8 => bytes.extend_from_slice(&(value as i64 as i8).to_le_bytes()),
+        DType::Int16 => bytes.extend_from_slice(&(value as i64 as i16).to_le_bytes()),
+        DType::UInt16 => bytes.extend_from_slice(&(value as i64 as u16).to_le_bytes()),
+        DType::Int32 => bytes.extend_from_slice(&(value as i64 as i32).to_le_bytes()),
+        DType::UInt32 => bytes.extend_from_slice(&(value as i64 as u32).to_le_bytes()),
+        DType::Int64 => bytes.extend_from_slice(&(value as i64).to_le_bytes()),
+        DType::UInt64 => bytes.extend_from_slice(&(value as u64).to_le_bytes()),
+    }
+}
+
+fn read_element(dtype: DType, chunk: &[u8]) -> f64 {
+    let mut buf = [0u8; 8];
+    buf[..chunk.len()].copy_from_slice(chunk);
+    let [b0, b1, b2, b3, ..] = buf;
+    match dtype {
+        DType::Float64 => f64::from_le_bytes(buf),
+        DType::Float32 => f64::from(f32::from_le_bytes([b0, b1, b2, b3])),
+        DType::Float16 => half::f16::from_le_bytes([b0, b1]).to_f64(),
+        DType::Float8E4M3 | DType::Float8E5M2 => decode_fp8(dtype, b0),
+        DType::BFloat16 => half::bf16::from_le_bytes([b0, b1]).to_f64(),
+        DType::Bool | DType::UInt8 => f64::from(b0),
+        DType::Int8 => f64::from(i8::from_le_bytes([b0])),
+        DType::Int16 => f64::from(i16::from_le_bytes([b0, b1])),
+        DType::UInt16 => f64::from(u16::from_le_bytes([b0, b1])),
+        DType::Int32 => f64::from(i32::from_le_bytes([b0, b1, b2, b3])),
+        DType::UInt32 => f64::from(u32::from_le_bytes([b0, b1, b2, b3])),
+        DType::Int64 => i64::from_le_bytes(buf) as f64,
+        DType::UInt64 => u64::from_le_bytes(buf) as f64,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_round_trip_for_every_dtype() {
+        for dtype in DType::ALL {
+            let tensor = HostTensor::random(dtype, &[3, 5], 7);
+            let bytes = tensor.to_bytes();
+            assert_eq!(bytes.len(), 15 * element_bytes(dtype));
+            assert_eq!(HostTensor::from_bytes(dtype, &[3, 5], &bytes), Some(tensor), "{dtype:?}");
+        }
+    }
+
+    #[test]
+    fn rounding_matches_the_formats() {
+        assert_eq!(round_to(DType::Float16, 1.0 + 1.0 / 4096.0), 1.0);
+        assert_eq!(round_to(DType::BFloat16, 1.0 + 1.0 / 256.0), 1.0);
+        assert_eq!(round_to(DType::Int8, 200.0), -56.0);
+        assert_eq!(HostTensor::random(DType::Float32, &[4], 1), HostTensor::random(DType::Float32, &[4], 1));
+    }
+}
