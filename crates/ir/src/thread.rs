@@ -19,6 +19,7 @@
 use crate::data::{BinaryOp, CompareOp, Intrinsic};
 use crate::dtype::DType;
 use crate::expr::{ExprArena, ExprId, VarId};
+use crate::world::EntityId;
 
 /// The id of a buffer of a thread program (an index into [`ThreadProgram::buffers`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -142,8 +143,10 @@ pub enum Stmt {
     Atomic { op: AtomicOp, buffer: BufferId, index: ExprId, value: ValueId },
     /// `__syncthreads()`: every thread of the block waits for all others.
     Barrier,
-    /// A comment the printer keeps (which source operation a group of statements comes from).
-    Comment(String),
+    /// Statements lowered from one entity of the kernel world (a tile op, a parallel loop, a store):
+    /// the printer prints `label` as a comment above them, and the emulator names `origin` in what
+    /// it reports, which the caller maps to a source range.
+    Block { origin: Option<EntityId>, label: String, body: Vec<Stmt> },
 }
 
 /// The lowered form of one `with T.Kernel(...)` launch of one kernel instance.
