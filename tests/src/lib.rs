@@ -55,6 +55,24 @@ pub fn instance<'db>(
         .unwrap_or_else(|| panic!("no instance {kernel}#{index}"))
 }
 
+/// Instance `index` of `kernel` with some arguments replaced or added (`tilec run --with`).
+pub fn instance_with<'db>(
+    db: &'db RootDatabase,
+    file: SourceFile,
+    kernel: &str,
+    overrides: &[(&str, tilec_ir::ConstValue)],
+) -> Instance<'db> {
+    let base = instance(db, file, kernel, 0);
+    let mut args = base.args(db).clone();
+    for (name, value) in overrides {
+        match args.iter_mut().find(|(arg, _)| arg == name) {
+            Some(slot) => slot.1 = value.clone(),
+            None => args.push(((*name).to_owned(), value.clone())),
+        }
+    }
+    Instance::new(db, base.kernel(db), base.index(db), args)
+}
+
 /// Loads a corpus file into a fresh database.
 pub fn load_corpus(dir: &Path, relative: &str) -> (RootDatabase, SourceFile) {
     let db = RootDatabase::default();

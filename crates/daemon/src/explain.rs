@@ -25,6 +25,7 @@ fn page(code: Code) -> &'static str {
         Code::RegisterPressure => include_str!("../../../docs/codes/register-pressure.md"),
         Code::InvalidLayout => include_str!("../../../docs/codes/invalid-layout.md"),
         Code::UnevenPartition => include_str!("../../../docs/codes/uneven-partition.md"),
+        Code::CannotLower => include_str!("../../../docs/codes/cannot-lower.md"),
     }
 }
 

@@ -206,3 +206,16 @@ pub fn resources<'db>(db: &'db dyn Db, instance: Instance<'db>) -> Arc<Resources
 pub fn instance_checks<'db>(db: &'db dyn Db, instance: Instance<'db>) -> Vec<Diagnostic> {
     tilec_passes::check_world(kernel_world(db, instance), target(db))
 }
+
+/// The thread programs of an instance (one per launch), or why it cannot be lowered. Lowering
+/// failures are not file diagnostics: a kernel that cannot run yet still checks clean.
+#[salsa::tracked(returns(ref))]
+pub fn thread_programs<'db>(
+    db: &'db dyn Db,
+    instance: Instance<'db>,
+) -> Arc<Result<Vec<tilec_ir::ThreadProgram>, Vec<Diagnostic>>> {
+    Arc::new(tilec_passes::lower::lower_world(
+        kernel_world(db, instance),
+        layouts(db, instance),
+    ))
+}

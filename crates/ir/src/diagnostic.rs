@@ -52,10 +52,11 @@ pub enum Code {
     RegisterPressure,
     InvalidLayout,
     UnevenPartition,
+    CannotLower,
 }
 
 impl Code {
-    pub const ALL: [Code; 17] = [
+    pub const ALL: [Code; 18] = [
         Code::ParseError,
         Code::UndefinedName,
         Code::UnsupportedSyntax,
@@ -73,6 +74,7 @@ impl Code {
         Code::RegisterPressure,
         Code::InvalidLayout,
         Code::UnevenPartition,
+        Code::CannotLower,
     ];
 
     pub fn name(self) -> &'static str {
@@ -94,6 +96,7 @@ impl Code {
             Code::RegisterPressure => "register-pressure",
             Code::InvalidLayout => "invalid-layout",
             Code::UnevenPartition => "uneven-partition",
+            Code::CannotLower => "cannot-lower",
         }
     }
 

@@ -103,19 +103,53 @@ pub enum UnaryOp {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Value {
     /// A float constant, by bit pattern of its `f64` value.
-    Float { bits: u64, dtype: DType },
-    Int { value: i64, dtype: DType },
+    Float {
+        bits: u64,
+        dtype: DType,
+    },
+    Int {
+        value: i64,
+        dtype: DType,
+    },
     /// An index expression as an `int32` value.
     Index(ExprId),
     /// The element `buffer[index]`.
-    Load { buffer: BufferId, index: ExprId },
-    Unary { op: UnaryOp, arg: ValueId, dtype: DType },
-    Binary { op: BinaryOp, lhs: ValueId, rhs: ValueId, dtype: DType },
-    Compare { op: CompareOp, lhs: ValueId, rhs: ValueId },
-    Cast { dtype: DType, value: ValueId },
-    Select { cond: ValueId, then: ValueId, otherwise: ValueId, dtype: DType },
+    Load {
+        buffer: BufferId,
+        index: ExprId,
+    },
+    Unary {
+        op: UnaryOp,
+        arg: ValueId,
+        dtype: DType,
+    },
+    Binary {
+        op: BinaryOp,
+        lhs: ValueId,
+        rhs: ValueId,
+        dtype: DType,
+    },
+    Compare {
+        op: CompareOp,
+        lhs: ValueId,
+        rhs: ValueId,
+    },
+    Cast {
+        dtype: DType,
+        value: ValueId,
+    },
+    Select {
+        cond: ValueId,
+        then: ValueId,
+        otherwise: ValueId,
+        dtype: DType,
+    },
     /// `value` as computed by lane `lane ^ mask` of the same warp (`__shfl_xor_sync(0xffffffff, ..)`).
-    ShuffleXor { value: ValueId, mask: u32, dtype: DType },
+    ShuffleXor {
+        value: ValueId,
+        mask: u32,
+        dtype: DType,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -130,23 +164,51 @@ pub enum AtomicOp {
 pub enum Stmt {
     /// `for var in 0..extent`; `unroll` asks the printer for `#pragma unroll`. The extent never
     /// depends on the thread index.
-    For { var: VarId, extent: ExprId, unroll: bool, body: Vec<Stmt> },
+    For {
+        var: VarId,
+        extent: ExprId,
+        unroll: bool,
+        body: Vec<Stmt>,
+    },
     /// Binds `var` to an index for the rest of the enclosing statement list.
     Let { var: VarId, value: ExprId },
-    If { cond: ValueId, then: Vec<Stmt>, otherwise: Vec<Stmt> },
+    If {
+        cond: ValueId,
+        then: Vec<Stmt>,
+        otherwise: Vec<Stmt>,
+    },
     /// `buffer[index] = value` (the value is converted to the buffer's dtype when they differ).
-    Store { buffer: BufferId, index: ExprId, value: ValueId },
+    Store {
+        buffer: BufferId,
+        index: ExprId,
+        value: ValueId,
+    },
     /// `lanes` consecutive elements copied with one access of `lanes × element size` bytes: both
     /// buffers have the same dtype and both indices are multiples of `lanes`.
-    VectorCopy { dst: BufferId, dst_index: ExprId, src: BufferId, src_index: ExprId, lanes: u32 },
+    VectorCopy {
+        dst: BufferId,
+        dst_index: ExprId,
+        src: BufferId,
+        src_index: ExprId,
+        lanes: u32,
+    },
     /// An atomic read-modify-write of one global or shared element.
-    Atomic { op: AtomicOp, buffer: BufferId, index: ExprId, value: ValueId },
+    Atomic {
+        op: AtomicOp,
+        buffer: BufferId,
+        index: ExprId,
+        value: ValueId,
+    },
     /// `__syncthreads()`: every thread of the block waits for all others.
     Barrier,
     /// Statements lowered from one entity of the kernel world (a tile op, a parallel loop, a store):
     /// the printer prints `label` as a comment above them, and the emulator names `origin` in what
     /// it reports, which the caller maps to a source range.
-    Block { origin: Option<EntityId>, label: String, body: Vec<Stmt> },
+    Block {
+        origin: Option<EntityId>,
+        label: String,
+        body: Vec<Stmt>,
+    },
 }
 
 /// The lowered form of one `with T.Kernel(...)` launch of one kernel instance.

@@ -10,6 +10,7 @@
 pub mod check;
 pub mod layout;
 pub mod liveness;
+pub mod lower;
 pub mod regions;
 pub mod resources;
 

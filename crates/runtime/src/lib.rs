@@ -5,6 +5,14 @@
 //! - It decides nothing about layouts or lowering: it runs a [`tilec_ir::ThreadProgram`] as given.
 //! - Nothing here panics on a program, an input or a missing driver: failures are values.
 
+pub mod compare;
+pub mod cuda;
+pub mod emulator;
+pub mod inputs;
+pub mod npy;
 pub mod tensor;
 
+pub use compare::{Comparison, compare, tolerance_for};
+pub use cuda::{CudaDevice, Unavailable};
+pub use emulator::{EmulatorError, EmulatorReport, run_program};
 pub use tensor::HostTensor;

@@ -18,7 +18,11 @@ pub struct HostTensor {
 
 impl HostTensor {
     pub fn zeros(dtype: DType, shape: &[usize]) -> HostTensor {
-        HostTensor { dtype, shape: shape.to_vec(), values: vec![0.0; shape.iter().product()] }
+        HostTensor {
+            dtype,
+            shape: shape.to_vec(),
+            values: vec![0.0; shape.iter().product()],
+        }
     }
 
     /// Uniform random values in [-1, 1) for floats and [-8, 8) for integers, rounded to `dtype`; the
@@ -38,7 +42,11 @@ impl HostTensor {
                 round_to(dtype, raw)
             })
             .collect();
-        HostTensor { dtype, shape: shape.to_vec(), values }
+        HostTensor {
+            dtype,
+            shape: shape.to_vec(),
+            values,
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -65,8 +73,15 @@ impl HostTensor {
         if bytes.len() != count * size {
             return None;
         }
-        let values = bytes.chunks_exact(size).map(|chunk| read_element(dtype, chunk)).collect();
-        Some(HostTensor { dtype, shape: shape.to_vec(), values })
+        let values = bytes
+            .chunks_exact(size)
+            .map(|chunk| read_element(dtype, chunk))
+            .collect();
+        Some(HostTensor {
+            dtype,
+            shape: shape.to_vec(),
+            values,
+        })
     }
 }
 
@@ -102,7 +117,11 @@ pub fn round_to(dtype: DType, value: f64) -> f64 {
 
 /// The value of an fp8 code: e4m3 is the `fn` variant (no infinities, 0x7f is NaN), e5m2 is IEEE-like.
 fn decode_fp8(dtype: DType, code: u8) -> f64 {
-    let (exponent_bits, bias) = if dtype == DType::Float8E4M3 { (4, 7) } else { (5, 15) };
+    let (exponent_bits, bias) = if dtype == DType::Float8E4M3 {
+        (4, 7)
+    } else {
+        (5, 15)
+    };
     let mantissa_bits = 7 - exponent_bits;
     let sign = if code & 0x80 != 0 { -1.0 } else { 1.0 };
     let exponent = i32::from((code & 0x7f) >> mantissa_bits);
@@ -113,7 +132,11 @@ fn decode_fp8(dtype: DType, code: u8) -> f64 {
         return f64::NAN;
     }
     if dtype == DType::Float8E5M2 && exponent == max_exponent {
-        return if mantissa == 0.0 { sign * f64::INFINITY } else { f64::NAN };
+        return if mantissa == 0.0 {
+            sign * f64::INFINITY
+        } else {
+            f64::NAN
+        };
     }
     if exponent == 0 {
         sign * mantissa / scale * 2f64.powi(1 - bias)
@@ -193,7 +216,11 @@ mod tests {
             let tensor = HostTensor::random(dtype, &[3, 5], 7);
             let bytes = tensor.to_bytes();
             assert_eq!(bytes.len(), 15 * element_bytes(dtype));
-            assert_eq!(HostTensor::from_bytes(dtype, &[3, 5], &bytes), Some(tensor), "{dtype:?}");
+            assert_eq!(
+                HostTensor::from_bytes(dtype, &[3, 5], &bytes),
+                Some(tensor),
+                "{dtype:?}"
+            );
         }
     }
 
@@ -202,6 +229,9 @@ mod tests {
         assert_eq!(round_to(DType::Float16, 1.0 + 1.0 / 4096.0), 1.0);
         assert_eq!(round_to(DType::BFloat16, 1.0 + 1.0 / 256.0), 1.0);
         assert_eq!(round_to(DType::Int8, 200.0), -56.0);
-        assert_eq!(HostTensor::random(DType::Float32, &[4], 1), HostTensor::random(DType::Float32, &[4], 1));
+        assert_eq!(
+            HostTensor::random(DType::Float32, &[4], 1),
+            HostTensor::random(DType::Float32, &[4], 1)
+        );
     }
 }

@@ -88,7 +88,7 @@ enum Op {
 }
 
 #[derive(Clone, Debug)]
-pub(super) struct LoopAccess {
+pub(crate) struct LoopAccess {
     pub buffer: EntityId,
     pub indices: Vec<ExprId>,
     pub write: bool,
@@ -480,41 +480,25 @@ fn tile_op(world: &mut World, entity: EntityId) -> Option<Op> {
             if !is_fragment(world, src.buffer) && !is_fragment(world, dst.buffer) {
                 return None;
             }
-            let src_extents = resolve_extents(world, &src, Some(&dst))?;
-            let dst_extents = resolve_extents(world, &dst, Some(&src))?;
-            let driver = if is_fragment(world, dst.buffer) {
-                &dst_extents
-            } else {
-                &src_extents
-            };
-            let shape: Vec<i64> = driver
-                .iter()
-                .map(|&e| world.exprs.as_int(e))
-                .collect::<Option<Vec<_>>>()?
-                .into_iter()
-                .filter(|&e| e != 1)
-                .collect();
-            let vars = fresh_vars(&mut world.exprs, &shape);
-            let src_indices = region_indices(world, &src, &src_extents, &vars);
-            let dst_indices = region_indices(world, &dst, &dst_extents, &vars);
+            let copy = copy_loop(world, &src, &dst)?;
             let accesses = vec![
                 LoopAccess {
                     buffer: src.buffer,
-                    indices: src_indices,
+                    indices: copy.src_indices,
                     write: false,
                     statement: entity,
                 },
                 LoopAccess {
                     buffer: dst.buffer,
-                    indices: dst_indices,
+                    indices: copy.dst_indices,
                     write: true,
                     statement: entity,
                 },
             ];
             Some(Op::Loop {
                 entity,
-                vars,
-                shape,
+                vars: copy.vars,
+                shape: copy.shape,
                 serial: Vec::new(),
                 accesses,
             })
@@ -533,8 +517,48 @@ fn tile_op(world: &mut World, entity: EntityId) -> Option<Op> {
     }
 }
 
+/// A `T.copy` seen as a parallel loop: fresh variables over the non-unit extents of the copied
+/// tile (the fragment side's, when there is one), and the indices each side reads or writes.
+#[derive(Clone, Debug)]
+pub(crate) struct CopyLoop {
+    pub vars: Vec<VarId>,
+    pub shape: Vec<i64>,
+    pub src_indices: Vec<ExprId>,
+    pub dst_indices: Vec<ExprId>,
+}
+
+pub(crate) fn copy_loop(
+    world: &mut World,
+    src: &tilec_ir::Region,
+    dst: &tilec_ir::Region,
+) -> Option<CopyLoop> {
+    let src_extents = resolve_extents(world, src, Some(dst))?;
+    let dst_extents = resolve_extents(world, dst, Some(src))?;
+    let driver = if is_fragment(world, dst.buffer) || !is_fragment(world, src.buffer) {
+        &dst_extents
+    } else {
+        &src_extents
+    };
+    let shape: Vec<i64> = driver
+        .iter()
+        .map(|&e| world.exprs.as_int(e))
+        .collect::<Option<Vec<_>>>()?
+        .into_iter()
+        .filter(|&e| e != 1)
+        .collect();
+    let vars = fresh_vars(&mut world.exprs, &shape);
+    let src_indices = region_indices(world, src, &src_extents, &vars);
+    let dst_indices = region_indices(world, dst, &dst_extents, &vars);
+    Some(CopyLoop {
+        vars,
+        shape,
+        src_indices,
+        dst_indices,
+    })
+}
+
 /// The indices of `region` for loop variables over its non-unit extents (trailing-aligned).
-fn region_indices(
+pub(crate) fn region_indices(
     world: &mut World,
     region: &tilec_ir::Region,
     extents: &[ExprId],
@@ -970,17 +994,98 @@ fn plan_loop(world: &World, op: &Op, threads: i64, state: &mut State) {
         .map(|&e| state.exprs.substitute(e, &lookup))
         .collect();
     layout.vars = vars.clone();
-    state.loops.insert(
-        *entity,
-        (
-            Inferred {
+    let planned = Inferred {
+        layout,
+        origin: Origin::Plan { vector },
+        op: *entity,
+    };
+    // As TileLang validates each candidate against the fragments the loop touches, a plan that
+    // puts an already laid-out fragment's element on the wrong thread gives way to the layout
+    // derived from that fragment (a replicated row statistic copied out, say).
+    let chosen = if fits_fragments(op, &planned.layout, state) {
+        (planned, vector)
+    } else {
+        match from_laid_out_read(op, state) {
+            Some(derived) => (derived, 1),
+            None => (planned, vector),
+        }
+    };
+    state.loops.insert(*entity, chosen);
+}
+
+/// Whether every laid-out fragment the loop accesses holds each accessed element on the thread
+/// `layout` runs the iteration on.
+fn fits_fragments(op: &Op, layout: &FragmentLayout, state: &mut State) -> bool {
+    let Op::Loop {
+        serial, accesses, ..
+    } = op
+    else {
+        return true;
+    };
+    for access in accesses {
+        let Some(inferred) = state.buffers.get(&access.buffer).cloned() else {
+            continue;
+        };
+        if super::validate::same_layout(&mut state.exprs, layout, &inferred.layout, &access.indices)
+        {
+            continue;
+        }
+        let owners = inferred.layout.owners(&state.exprs);
+        let shape = super::validate::LoopShape { layout, serial };
+        if super::validate::misplaced_access(
+            &state.exprs,
+            &shape,
+            &inferred.layout,
+            &owners,
+            &access.indices,
+            access.write,
+        )
+        .is_some()
+        {
+            return false;
+        }
+    }
+    true
+}
+
+/// The loop layout derived from a laid-out fragment the loop reads (replicated ones included),
+/// when one fits every fragment the loop accesses.
+fn from_laid_out_read(op: &Op, state: &mut State) -> Option<Inferred> {
+    let Op::Loop {
+        entity,
+        vars,
+        shape,
+        serial,
+        accesses,
+    } = op
+    else {
+        return None;
+    };
+    for access in accesses.iter().filter(|a| !a.write) {
+        let Some(inferred) = state.buffers.get(&access.buffer).cloned() else {
+            continue;
+        };
+        let Ok(layout) = super::derive::loop_from_buffer(
+            &mut state.exprs,
+            &inferred.layout,
+            &access.indices,
+            vars,
+            shape,
+            serial,
+        ) else {
+            continue;
+        };
+        if fits_fragments(op, &layout, state) {
+            return Some(Inferred {
                 layout,
-                origin: Origin::Plan { vector },
+                origin: Origin::Propagated {
+                    from: access.buffer,
+                },
                 op: *entity,
-            },
-            vector,
-        ),
-    );
+            });
+        }
+    }
+    None
 }
 
 fn op_accesses(op: &Op) -> &[LoopAccess] {

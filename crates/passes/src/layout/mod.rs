@@ -9,7 +9,7 @@ pub mod infer;
 pub mod shared;
 pub mod tensor_core;
 mod validate;
-mod vectorize;
+pub(crate) mod vectorize;
 
 pub use algebra::{Access, FragmentInverse, IndexMap, RepeatOn, RepeatOrder, Uncontained};
 pub use fragment::{Collision, FragmentLayout, flatten, fresh_vars, points};

@@ -8,7 +8,7 @@ use super::infer::LoopAccess;
 
 const VECTOR_BYTES: i64 = 16;
 
-pub(super) fn vector_width(
+pub(crate) fn vector_width(
     world: &World,
     accesses: &[LoopAccess],
     vars: &[VarId],

@@ -1,0 +1,919 @@
+//! Lowering: a kernel world and its layouts become one [`ThreadProgram`] per `T.Kernel` launch.
+//!
+//! Parallel loops run through their loop layouts (each thread walks its own iterations, found by
+//! inverting the layout in `iteration`), tile operations become explicit per-thread loops, shared
+//! memory gets a plan with offsets, and barriers are inserted where one thread's shared-memory
+//! writes meet other threads' accesses. Anything the lowering cannot express becomes a diagnostic
+//! on the entity that needs it, never a panic and never a silently wrong program.
+
+mod iteration;
+mod reduce;
+mod shared_plan;
+mod sync;
+mod tile;
+mod values;
+
+use std::collections::BTreeMap;
+
+use tilec_ir::data::CompareOp;
+use tilec_ir::thread::{
+    BufferDecl, BufferId, Memory, ParamAccess, ScalarParam, Stmt, TensorParam, Value, ValueId,
+};
+use tilec_ir::{
+    Anchor, Code, DType, Diagnostic, EntityId, EntityKind, ExprArena, ExprId, LoopKind, Scope,
+    ThreadProgram, TileOp, VarId, World,
+};
+
+use crate::layout::{FragmentLayout, Layouts};
+use iteration::Iteration;
+
+/// Why an entity could not be lowered (becomes a `cannot-lower` diagnostic on it).
+#[derive(Clone, Debug)]
+pub(crate) struct Unlowerable {
+    message: String,
+}
+
+impl Unlowerable {
+    pub(crate) fn new(message: impl Into<String>) -> Unlowerable {
+        Unlowerable {
+            message: message.into(),
+        }
+    }
+}
+
+/// Lowers every launch of `world`; the diagnostics say what could not be lowered and where.
+pub fn lower_world(
+    world: &World,
+    layouts: &Layouts,
+) -> Result<Vec<ThreadProgram>, Vec<Diagnostic>> {
+    if world.incomplete {
+        return Err(Vec::new());
+    }
+    // A program lowered from conflicting layouts would compute wrong results: the layout errors
+    // are the answer.
+    let layout_errors: Vec<Diagnostic> = layouts
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity == tilec_ir::Severity::Error)
+        .cloned()
+        .collect();
+    if !layout_errors.is_empty() {
+        return Err(layout_errors);
+    }
+    let launches: Vec<EntityId> = world
+        .roots
+        .iter()
+        .copied()
+        .filter(|&e| world.kind(e) == Some(EntityKind::Kernel))
+        .collect();
+    let mut programs = Vec::new();
+    let mut diagnostics = Vec::new();
+    for (position, &launch) in launches.iter().enumerate() {
+        let name = if launches.len() == 1 {
+            c_identifier(&world.kernel_name)
+        } else {
+            format!("{}_{position}", c_identifier(&world.kernel_name))
+        };
+        match lower_launch(world, layouts, launch, name) {
+            Ok(program) => programs.push(program),
+            Err(diagnostic) => diagnostics.push(diagnostic),
+        }
+    }
+    if diagnostics.is_empty() {
+        Ok(programs)
+    } else {
+        Err(diagnostics)
+    }
+}
+
+/// `name` with every character that C does not allow in an identifier replaced.
+pub fn c_identifier(name: &str) -> String {
+    let mut out: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    if out.is_empty() || out.starts_with(|c: char| c.is_ascii_digit()) {
+        out.insert(0, 'k');
+    }
+    out
+}
+
+/// Lowers one launch.
+pub fn lower_launch(
+    world: &World,
+    layouts: &Layouts,
+    launch: EntityId,
+    name: String,
+) -> Result<ThreadProgram, Diagnostic> {
+    let mut lowering = Lowering::new(world, layouts, launch, name).map_err(|e| e.at(launch))?;
+    let body = world.body(launch).to_vec();
+    let mut stmts = Vec::new();
+    for entity in body {
+        lowering
+            .statement(entity, &mut stmts)
+            .map_err(|e| e.at(entity))?;
+    }
+    lowering.program.body = stmts;
+    Ok(lowering.program)
+}
+
+impl Unlowerable {
+    fn at(self, entity: EntityId) -> Diagnostic {
+        Diagnostic::error(
+            Code::CannotLower,
+            Anchor::Entity(entity),
+            format!("cannot lower this to a thread program: {}", self.message),
+        )
+    }
+}
+
+/// A fragment's storage: its layout and the per-thread register array it lives in.
+#[derive(Clone, Debug)]
+pub(crate) struct FragmentStorage {
+    layout: FragmentLayout,
+    local_shape: Vec<i64>,
+}
+
+impl FragmentStorage {
+    /// The flat register index of `buffer[indices]` in the thread that holds it.
+    fn local_index(&self, arena: &mut ExprArena, indices: &[ExprId]) -> ExprId {
+        let map: Vec<(VarId, ExprId)> = self
+            .layout
+            .vars
+            .iter()
+            .copied()
+            .zip(indices.iter().copied())
+            .collect();
+        let lookup = |v: VarId| map.iter().find(|(var, _)| *var == v).map(|(_, e)| *e);
+        let mut flat = arena.int(0);
+        for (&index, &extent) in self.layout.index.iter().zip(&self.local_shape) {
+            let local = arena.substitute(index, &lookup);
+            let e = arena.int(extent);
+            let scaled = arena.mul(flat, e);
+            flat = arena.add(scaled, local);
+        }
+        flat
+    }
+
+    fn local_size(&self) -> i64 {
+        self.local_shape.iter().product()
+    }
+}
+
+/// The lowering of one launch in progress.
+pub(crate) struct Lowering<'w> {
+    world: &'w World,
+    layouts: &'w Layouts,
+    launch: EntityId,
+    program: ThreadProgram,
+    buffers: BTreeMap<EntityId, BufferId>,
+    fragments: BTreeMap<EntityId, FragmentStorage>,
+    threads: i64,
+    /// The replica variable of the laid-out loop being lowered, when it has more than one replica:
+    /// stores to shared and global memory then run on replica 0 only.
+    replica: Option<VarId>,
+    sync: sync::SyncState,
+}
+
+impl<'w> Lowering<'w> {
+    fn new(
+        world: &'w World,
+        layouts: &'w Layouts,
+        launch: EntityId,
+        name: String,
+    ) -> Result<Lowering<'w>, Unlowerable> {
+        let info = world
+            .launches
+            .get(launch)
+            .ok_or_else(|| Unlowerable::new("the launch has no grid"))?;
+        let threads = info.thread_count();
+        let mut exprs = layouts.exprs.clone();
+        let thread = exprs.var("tx", Some(threads));
+        let mut block_index = [thread; 3];
+        for (k, slot) in block_index.iter_mut().enumerate() {
+            *slot = match info.block_vars.get(k) {
+                Some(&var) => var,
+                None => exprs.var(["bx", "by", "bz"][k], Some(1)),
+            };
+        }
+        let one = exprs.int(1);
+        let mut grid = [one; 3];
+        for (slot, &extent) in grid.iter_mut().zip(&info.grid) {
+            *slot = extent;
+        }
+        let mut block = [1i64; 3];
+        block[0] = threads;
+        let program = ThreadProgram {
+            name,
+            exprs,
+            values: Vec::new(),
+            buffers: Vec::new(),
+            params: Vec::new(),
+            scalars: Vec::new(),
+            grid,
+            block,
+            thread,
+            block_index,
+            shared_bytes: 0,
+            body: Vec::new(),
+        };
+        let mut lowering = Lowering {
+            world,
+            layouts,
+            launch,
+            program,
+            buffers: BTreeMap::new(),
+            fragments: BTreeMap::new(),
+            threads,
+            replica: None,
+            sync: sync::SyncState::default(),
+        };
+        lowering.declare_params();
+        lowering.declare_buffers()?;
+        Ok(lowering)
+    }
+
+    fn declare_params(&mut self) {
+        let world = self.world;
+        let mut scalar_vars: Vec<VarId> = Vec::new();
+        for &param in &world.params {
+            let shape = world.shapes.get(param).cloned().unwrap_or_default();
+            for &extent in &shape {
+                for var in world.exprs.vars_of(extent) {
+                    if !scalar_vars.contains(&var) {
+                        scalar_vars.push(var);
+                    }
+                }
+            }
+            let elements = shape.iter().fold(self.program.exprs.int(1), |acc, &e| {
+                self.program.exprs.mul(acc, e)
+            });
+            let buffer = self.program.add_buffer(BufferDecl {
+                name: c_identifier(world.name(param)),
+                dtype: world.dtypes.get(param).copied().unwrap_or(DType::Float32),
+                memory: Memory::Global {
+                    param: self.program.params.len(),
+                },
+                shape,
+                elements,
+            });
+            self.buffers.insert(param, buffer);
+            self.program.params.push(TensorParam {
+                name: c_identifier(world.name(param)),
+                buffer,
+                access: self.param_access(param),
+            });
+        }
+        for var in scalar_vars {
+            let name = c_identifier(&world.exprs.var_info(var).name);
+            self.program.scalars.push(ScalarParam { name, var });
+        }
+    }
+
+    /// Whether the launch reads, writes or both reads and writes `param`.
+    fn param_access(&self, param: EntityId) -> ParamAccess {
+        let (mut read, mut write) = (false, false);
+        for entity in crate::liveness::linearize(self.world, self.launch) {
+            for access in self.world.accesses.get(entity).into_iter().flatten() {
+                if access.region.buffer == param {
+                    match access.kind {
+                        tilec_ir::AccessKind::Read => read = true,
+                        tilec_ir::AccessKind::Write => write = true,
+                        tilec_ir::AccessKind::ReadWrite => (read, write) = (true, true),
+                    }
+                }
+            }
+            if let Some(TileOp::AtomicAdd { dst, .. }) = self.world.ops.get(entity)
+                && dst.buffer == param
+            {
+                read = true;
+            }
+        }
+        match (read, write) {
+            (_, false) => ParamAccess::Read,
+            (false, true) => ParamAccess::Write,
+            (true, true) => ParamAccess::ReadWrite,
+        }
+    }
+
+    /// Declares the launch's fragments, locals and scalar variables, and plans shared memory.
+    fn declare_buffers(&mut self) -> Result<(), Unlowerable> {
+        let world = self.world;
+        let order = crate::liveness::linearize(world, self.launch);
+        let mut shared = Vec::new();
+        for &entity in &order {
+            match world.kind(entity) {
+                Some(EntityKind::Var) => self.declare_local(entity, vec![1])?,
+                Some(EntityKind::Buffer) => match world.scopes.get(entity) {
+                    Some(Scope::Fragment) => self.declare_fragment(entity)?,
+                    Some(Scope::Local | Scope::LocalVar) => {
+                        let shape = world.const_shape(entity).ok_or_else(|| {
+                            Unlowerable::new("a local buffer needs a constant shape")
+                        })?;
+                        self.declare_local(entity, shape)?;
+                    }
+                    Some(scope) if scope.is_shared() => shared.push(entity),
+                    _ => {}
+                },
+                _ => {}
+            }
+        }
+        let placed = shared_plan::plan(world, &order, &shared)?;
+        for (entity, offset) in placed.offsets {
+            let shape = world.const_shape(entity).unwrap_or_default();
+            self.add_buffer(entity, Memory::Shared { offset }, &shape);
+        }
+        self.program.shared_bytes = placed.bytes;
+        Ok(())
+    }
+
+    fn add_buffer(&mut self, entity: EntityId, memory: Memory, shape: &[i64]) -> BufferId {
+        let shape: Vec<ExprId> = shape.iter().map(|&e| self.program.exprs.int(e)).collect();
+        let count: i64 = shape
+            .iter()
+            .filter_map(|&e| self.program.exprs.as_int(e))
+            .product();
+        let elements = self.program.exprs.int(count);
+        let name = self.unique_name(self.world.name(entity));
+        let id = self.program.add_buffer(BufferDecl {
+            name,
+            dtype: self
+                .world
+                .dtypes
+                .get(entity)
+                .copied()
+                .unwrap_or(DType::Float32),
+            memory,
+            shape,
+            elements,
+        });
+        self.buffers.insert(entity, id);
+        id
+    }
+
+    fn unique_name(&self, base: &str) -> String {
+        let base = c_identifier(base);
+        let taken = |name: &str| self.program.buffers.iter().any(|b| b.name == name);
+        if !taken(&base) {
+            return base;
+        }
+        (1..)
+            .map(|k| format!("{base}_{k}"))
+            .find(|name| !taken(name))
+            .unwrap_or(base)
+    }
+
+    fn declare_local(&mut self, entity: EntityId, shape: Vec<i64>) -> Result<(), Unlowerable> {
+        self.add_buffer(entity, Memory::Local, &shape);
+        Ok(())
+    }
+
+    fn declare_fragment(&mut self, entity: EntityId) -> Result<(), Unlowerable> {
+        let Some(inferred) = self.layouts.buffers.get(&entity) else {
+            // A fragment nothing uses has no layout and needs no registers.
+            return Ok(());
+        };
+        let layout = inferred.layout.clone();
+        let local_shape = layout.local_shape(&self.program.exprs);
+        let storage = FragmentStorage {
+            layout,
+            local_shape,
+        };
+        let size = storage.local_size();
+        let id = self.add_buffer(entity, Memory::Local, &[size]);
+        // The logical shape is the fragment's; addressing goes through the layout instead.
+        let _ = id;
+        self.fragments.insert(entity, storage);
+        Ok(())
+    }
+
+    pub(super) fn buffer_of(&self, entity: EntityId) -> Result<BufferId, Unlowerable> {
+        self.buffers.get(&entity).copied().ok_or_else(|| {
+            Unlowerable::new(format!(
+                "`{}` has no storage (no layout was inferred for it)",
+                self.world.name(entity)
+            ))
+        })
+    }
+
+    fn scope_of(&self, entity: EntityId) -> Option<Scope> {
+        if self.world.kind(entity) == Some(EntityKind::Var) {
+            return Some(Scope::LocalVar);
+        }
+        self.world.scopes.get(entity).copied()
+    }
+
+    /// Lowers one statement of a launch or loop body (outside parallel loops).
+    fn statement(&mut self, entity: EntityId, out: &mut Vec<Stmt>) -> Result<(), Unlowerable> {
+        match self.world.kind(entity) {
+            Some(EntityKind::Loop) => self.lower_loop(entity, out),
+            Some(EntityKind::TileOp) => self.tile_op(entity, out),
+            Some(EntityKind::Store) => self.top_level_store(entity, out),
+            Some(EntityKind::If) => self.lower_if(entity, out, false),
+            _ => Ok(()),
+        }
+    }
+
+    fn lower_loop(&mut self, entity: EntityId, out: &mut Vec<Stmt>) -> Result<(), Unlowerable> {
+        let info = self
+            .world
+            .loops
+            .get(entity)
+            .ok_or_else(|| Unlowerable::new("a loop without bounds"))?
+            .clone();
+        if info.kind == LoopKind::Parallel {
+            return self.parallel_loop(entity, out);
+        }
+        let (var, extent) = match (info.vars.as_slice(), info.extents.as_slice()) {
+            ([var], [extent]) => (*var, *extent),
+            _ => return Err(Unlowerable::new("a serial loop over several variables")),
+        };
+        self.sync.begin_loop();
+        let mut body = Vec::new();
+        for child in self.world.body(entity).to_vec() {
+            self.statement(child, &mut body)?;
+        }
+        self.sync.end_loop(&mut body);
+        out.push(Stmt::For {
+            var,
+            extent,
+            unroll: info.kind == LoopKind::Unroll,
+            body,
+        });
+        Ok(())
+    }
+
+    /// A runtime `if`; inside a laid-out loop (`inside`) its branches hold per-iteration statements.
+    fn lower_if(
+        &mut self,
+        entity: EntityId,
+        out: &mut Vec<Stmt>,
+        inside: bool,
+    ) -> Result<(), Unlowerable> {
+        let cond = *self
+            .world
+            .conditions
+            .get(entity)
+            .ok_or_else(|| Unlowerable::new("an `if` without a condition"))?;
+        let cond = self.value_as(cond, DType::Bool)?;
+        let mut then = Vec::new();
+        let mut otherwise = Vec::new();
+        for child in self.world.body(entity).to_vec() {
+            self.nested(child, &mut then, inside)?;
+        }
+        for child in self
+            .world
+            .else_bodies
+            .get(entity)
+            .cloned()
+            .unwrap_or_default()
+        {
+            self.nested(child, &mut otherwise, inside)?;
+        }
+        out.push(Stmt::If {
+            cond,
+            then,
+            otherwise,
+        });
+        Ok(())
+    }
+
+    fn nested(
+        &mut self,
+        entity: EntityId,
+        out: &mut Vec<Stmt>,
+        inside: bool,
+    ) -> Result<(), Unlowerable> {
+        if inside {
+            self.iteration_statement(entity, out)
+        } else {
+            self.statement(entity, out)
+        }
+    }
+
+    /// A store outside any parallel loop: every thread computes it; for shared and global memory
+    /// thread 0 alone writes, so that the element has one writer.
+    fn top_level_store(
+        &mut self,
+        entity: EntityId,
+        out: &mut Vec<Stmt>,
+    ) -> Result<(), Unlowerable> {
+        let mut stmts = Vec::new();
+        self.store(entity, &mut stmts)?;
+        let store = self.world.stores.get(entity).map(|s| s.buffer);
+        let on_chip_private = store.is_some_and(|b| {
+            matches!(
+                self.scope_of(b),
+                Some(Scope::Fragment | Scope::Local | Scope::LocalVar)
+            )
+        });
+        let accesses = self.entity_shared_accesses(entity);
+        self.sync.before(&accesses, out);
+        if on_chip_private {
+            out.extend(stmts);
+        } else {
+            let first = self.thread_is(0);
+            out.push(Stmt::If {
+                cond: first,
+                then: stmts,
+                otherwise: Vec::new(),
+            });
+        }
+        Ok(())
+    }
+
+    /// `thread == value` as a condition.
+    fn thread_is(&mut self, value: i64) -> ValueId {
+        let t = self.program.exprs.var_expr(self.program.thread);
+        let v = self.program.exprs.int(value);
+        self.compare_indices(CompareOp::Eq, t, v)
+    }
+
+    pub(super) fn compare_indices(&mut self, op: CompareOp, lhs: ExprId, rhs: ExprId) -> ValueId {
+        let lhs = self.program.add_value(Value::Index(lhs));
+        let rhs = self.program.add_value(Value::Index(rhs));
+        self.program.add_value(Value::Compare { op, lhs, rhs })
+    }
+
+    pub(super) fn and(&mut self, lhs: Option<ValueId>, rhs: ValueId) -> ValueId {
+        match lhs {
+            None => rhs,
+            Some(lhs) => self.program.add_value(Value::Binary {
+                op: tilec_ir::data::BinaryOp::And,
+                lhs,
+                rhs,
+                dtype: DType::Bool,
+            }),
+        }
+    }
+
+    /// A `T.Parallel` loop: each thread runs the iterations its loop layout gives it.
+    fn parallel_loop(&mut self, entity: EntityId, out: &mut Vec<Stmt>) -> Result<(), Unlowerable> {
+        let layout = match self.layouts.loops.get(&entity) {
+            Some((inferred, _)) => inferred.layout.clone(),
+            None => {
+                let info = self
+                    .world
+                    .loops
+                    .get(entity)
+                    .cloned()
+                    .ok_or_else(|| Unlowerable::new("a loop without bounds"))?;
+                self.planned_layout(&info.vars, &info.extents, 1)?
+            }
+        };
+        let accesses = self.entity_shared_accesses(entity);
+        self.sync.before(&accesses, out);
+        let label = format!("T.Parallel({})", shape_text(&layout.shape));
+        let body = self.world.body(entity).to_vec();
+        let stmts = self.run_laid_out(&layout, |lowering, stmts| {
+            for &child in &body {
+                lowering.iteration_statement(child, stmts)?;
+            }
+            Ok(())
+        })?;
+        out.push(Stmt::Block {
+            origin: Some(entity),
+            label,
+            body: stmts,
+        });
+        self.sync.after(&accesses);
+        Ok(())
+    }
+
+    /// A plan for a loop inference did not lay out (it touches no fragment).
+    fn planned_layout(
+        &mut self,
+        vars: &[VarId],
+        extents: &[ExprId],
+        vector: i64,
+    ) -> Result<FragmentLayout, Unlowerable> {
+        let shape: Vec<i64> = extents
+            .iter()
+            .map(|&e| self.program.exprs.as_int(e))
+            .collect::<Option<_>>()
+            .ok_or_else(|| {
+                Unlowerable::new("a parallel loop with extents unknown at compile time")
+            })?;
+        let mut layout =
+            FragmentLayout::plan(&mut self.program.exprs, &shape, self.threads, vector);
+        rename_vars(&mut self.program.exprs, &mut layout, vars);
+        Ok(layout)
+    }
+
+    /// Runs `body` (which emits the statements of one iteration over `layout.vars`) on the
+    /// iterations each thread owns under `layout`.
+    fn run_laid_out(
+        &mut self,
+        layout: &FragmentLayout,
+        body: impl FnOnce(&mut Self, &mut Vec<Stmt>) -> Result<(), Unlowerable>,
+    ) -> Result<Vec<Stmt>, Unlowerable> {
+        let schedule = iteration::schedule(
+            &mut self.program.exprs,
+            layout,
+            self.threads,
+            self.program.thread,
+        );
+        let saved = self.replica;
+        self.replica = (layout.replicate > 1).then_some(layout.rep);
+        let mut inner = Vec::new();
+        let result = body(self, &mut inner);
+        self.replica = saved;
+        result?;
+        Ok(match schedule {
+            Iteration::Closed {
+                step,
+                threads,
+                steps,
+                coords,
+                rep,
+                bound,
+            } => self.closed_loop(layout, step, [threads, steps], coords, rep, bound, inner),
+            Iteration::Scan => self.scan_loop(layout, inner),
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn closed_loop(
+        &mut self,
+        layout: &FragmentLayout,
+        step: VarId,
+        [threads, steps]: [i64; 2],
+        coords: Vec<ExprId>,
+        rep: ExprId,
+        bound: Option<(ExprId, i64)>,
+        inner: Vec<Stmt>,
+    ) -> Vec<Stmt> {
+        let mut body: Vec<Stmt> = layout
+            .vars
+            .iter()
+            .zip(coords)
+            .map(|(&var, value)| Stmt::Let { var, value })
+            .collect();
+        if layout.replicate > 1 {
+            body.push(Stmt::Let {
+                var: layout.rep,
+                value: rep,
+            });
+        }
+        match bound {
+            Some((flat, limit)) => {
+                let limit = self.program.exprs.int(limit);
+                let cond = self.compare_indices(CompareOp::Lt, flat, limit);
+                body.push(Stmt::If {
+                    cond,
+                    then: inner,
+                    otherwise: Vec::new(),
+                });
+            }
+            None => body.extend(inner),
+        }
+        let extent = self.program.exprs.int(steps);
+        let looped = vec![Stmt::For {
+            var: step,
+            extent,
+            unroll: steps <= 64,
+            body,
+        }];
+        if threads >= self.threads {
+            return looped;
+        }
+        let t = self.program.exprs.var_expr(self.program.thread);
+        let limit = self.program.exprs.int(threads);
+        let cond = self.compare_indices(CompareOp::Lt, t, limit);
+        vec![Stmt::If {
+            cond,
+            then: looped,
+            otherwise: Vec::new(),
+        }]
+    }
+
+    /// Every thread walks the whole iteration space and runs what the layout gives it.
+    fn scan_loop(&mut self, layout: &FragmentLayout, inner: Vec<Stmt>) -> Vec<Stmt> {
+        let t = self.program.exprs.var_expr(self.program.thread);
+        let mine = self.compare_indices(CompareOp::Eq, layout.thread, t);
+        let mut body = vec![Stmt::If {
+            cond: mine,
+            then: inner,
+            otherwise: Vec::new(),
+        }];
+        let rep_extent = self.program.exprs.int(layout.replicate);
+        body = vec![Stmt::For {
+            var: layout.rep,
+            extent: rep_extent,
+            unroll: false,
+            body,
+        }];
+        for (&var, &extent) in layout.vars.iter().zip(&layout.shape).rev() {
+            let extent = self.program.exprs.int(extent);
+            body = vec![Stmt::For {
+                var,
+                extent,
+                unroll: false,
+                body,
+            }];
+        }
+        body
+    }
+
+    /// One statement of a parallel loop's body, for one iteration.
+    fn iteration_statement(
+        &mut self,
+        entity: EntityId,
+        out: &mut Vec<Stmt>,
+    ) -> Result<(), Unlowerable> {
+        match self.world.kind(entity) {
+            Some(EntityKind::Store) => self.store(entity, out),
+            Some(EntityKind::If) => self.lower_if(entity, out, true),
+            Some(EntityKind::Loop) => {
+                let info = self
+                    .world
+                    .loops
+                    .get(entity)
+                    .cloned()
+                    .ok_or_else(|| Unlowerable::new("a loop without bounds"))?;
+                let mut body = Vec::new();
+                for child in self.world.body(entity).to_vec() {
+                    self.iteration_statement(child, &mut body)?;
+                }
+                // Nested loops run inside one iteration; several variables nest row-major.
+                for (&var, &extent) in info.vars.iter().zip(&info.extents).rev() {
+                    body = vec![Stmt::For {
+                        var,
+                        extent,
+                        unroll: info.kind == LoopKind::Unroll,
+                        body,
+                    }];
+                }
+                out.extend(body);
+                Ok(())
+            }
+            Some(EntityKind::TileOp) => match self.world.ops.get(entity) {
+                Some(TileOp::AtomicAdd { dst, src }) => {
+                    self.element_atomic(dst.clone(), src.clone(), out)
+                }
+                Some(op) => Err(Unlowerable::new(format!(
+                    "`T.{}` inside a parallel loop",
+                    op.name()
+                ))),
+                None => Ok(()),
+            },
+            _ => Ok(()),
+        }
+    }
+
+    /// `buffer[indices] = value`, with bounds guards on global accesses the compiler cannot prove
+    /// in range and a replica guard on shared and global stores of replicated loops.
+    fn store(&mut self, entity: EntityId, out: &mut Vec<Stmt>) -> Result<(), Unlowerable> {
+        let store = self
+            .world
+            .stores
+            .get(entity)
+            .ok_or_else(|| Unlowerable::new("a store without a target"))?
+            .clone();
+        let dtype = self
+            .world
+            .dtypes
+            .get(store.buffer)
+            .copied()
+            .unwrap_or(DType::Float32);
+        let value = self.value_as(store.value, dtype)?;
+        let (buffer, index) = if self.world.kind(store.buffer) == Some(EntityKind::Var) {
+            (self.buffer_of(store.buffer)?, self.program.exprs.int(0))
+        } else {
+            self.address(store.buffer, &store.indices)?
+        };
+        let mut guard = self.bounds_guard(store.buffer, &store.indices, None);
+        let mut loads = Vec::new();
+        self.world.data.loads(store.value, &mut loads);
+        for (loaded, indices) in loads {
+            guard = self.bounds_guard(loaded, &indices, guard);
+        }
+        if let Some(rep) = self.replica
+            && !matches!(
+                self.scope_of(store.buffer),
+                Some(Scope::Fragment | Scope::Local | Scope::LocalVar)
+            )
+        {
+            let r = self.program.exprs.var_expr(rep);
+            let zero = self.program.exprs.int(0);
+            let first = self.compare_indices(CompareOp::Eq, r, zero);
+            guard = Some(self.and(guard, first));
+        }
+        let stmt = Stmt::Store {
+            buffer,
+            index,
+            value,
+        };
+        out.push(match guard {
+            Some(cond) => Stmt::If {
+                cond,
+                then: vec![stmt],
+                otherwise: Vec::new(),
+            },
+            None => stmt,
+        });
+        Ok(())
+    }
+
+    /// Adds to `guard` the conditions that keep `buffer[indices]` inside a global buffer, for the
+    /// indices whose range the compiler cannot prove.
+    pub(super) fn bounds_guard(
+        &mut self,
+        buffer: EntityId,
+        indices: &[ExprId],
+        mut guard: Option<ValueId>,
+    ) -> Option<ValueId> {
+        if self.scope_of(buffer) != Some(Scope::Global) {
+            return guard;
+        }
+        let shape = self.world.shapes.get(buffer).cloned().unwrap_or_default();
+        for (&index, &extent) in indices.iter().zip(&shape) {
+            let bounds = self.program.exprs.bounds(index);
+            let limit = self.program.exprs.as_int(extent);
+            let (low_ok, high_ok) = match (bounds, limit) {
+                (Some((low, high)), Some(limit)) => (low >= 0, high < limit),
+                (Some((low, _)), None) => (low >= 0, false),
+                _ => (false, false),
+            };
+            if !low_ok {
+                let zero = self.program.exprs.int(0);
+                let cond = self.compare_indices(CompareOp::Ge, index, zero);
+                guard = Some(self.and(guard, cond));
+            }
+            if !high_ok {
+                let cond = self.compare_indices(CompareOp::Lt, index, extent);
+                guard = Some(self.and(guard, cond));
+            }
+        }
+        guard
+    }
+
+    /// The shared buffers an entity (and everything nested in it) reads and writes.
+    fn entity_shared_accesses(&self, entity: EntityId) -> sync::Accesses {
+        let mut accesses = sync::Accesses::default();
+        let mut stack = vec![entity];
+        while let Some(current) = stack.pop() {
+            for access in self.world.accesses.get(current).into_iter().flatten() {
+                if let Some(&id) = self.buffers.get(&access.region.buffer)
+                    && self
+                        .scope_of(access.region.buffer)
+                        .is_some_and(Scope::is_shared)
+                {
+                    accesses.add(id, access.kind);
+                }
+            }
+            if let Some(&cond) = self.world.conditions.get(current) {
+                let mut loads = Vec::new();
+                self.world.data.loads(cond, &mut loads);
+                for (buffer, _) in loads {
+                    if let Some(&id) = self.buffers.get(&buffer)
+                        && self.scope_of(buffer).is_some_and(Scope::is_shared)
+                    {
+                        accesses.add(id, tilec_ir::AccessKind::Read);
+                    }
+                }
+            }
+            stack.extend(self.world.body(current).iter().copied());
+            stack.extend(
+                self.world
+                    .else_bodies
+                    .get(current)
+                    .into_iter()
+                    .flatten()
+                    .copied(),
+            );
+        }
+        accesses
+    }
+}
+
+/// Renames a freshly made layout's variables to `vars` (the loop's own).
+pub(crate) fn rename_vars(arena: &mut ExprArena, layout: &mut FragmentLayout, vars: &[VarId]) {
+    let mapping: Vec<(VarId, ExprId)> = layout
+        .vars
+        .iter()
+        .zip(vars)
+        .map(|(&fresh, &own)| (fresh, arena.var_expr(own)))
+        .collect();
+    let lookup = |var: VarId| {
+        mapping
+            .iter()
+            .find(|(fresh, _)| *fresh == var)
+            .map(|(_, own)| *own)
+    };
+    layout.thread = arena.substitute(layout.thread, &lookup);
+    layout.index = layout
+        .index
+        .iter()
+        .map(|&e| arena.substitute(e, &lookup))
+        .collect();
+    layout.vars = vars.to_vec();
+}
+
+fn shape_text(shape: &[i64]) -> String {
+    shape
+        .iter()
+        .map(i64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -1,0 +1,72 @@
+//! The shared-memory plan: a byte offset for every shared buffer of a launch, 16-byte aligned, with
+//! buffers whose live ranges do not overlap sharing space (first fit, largest first).
+
+use tilec_ir::{EntityId, World};
+
+use super::Unlowerable;
+
+const ALIGNMENT: i64 = 16;
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SharedPlacement {
+    pub offsets: Vec<(EntityId, i64)>,
+    pub bytes: i64,
+}
+
+/// Places `buffers` (shared buffers of the launch whose statements are `order`).
+pub(crate) fn plan(
+    world: &World,
+    order: &[EntityId],
+    buffers: &[EntityId],
+) -> Result<SharedPlacement, Unlowerable> {
+    let mut items: Vec<(EntityId, i64, (usize, usize))> = Vec::new();
+    for &buffer in buffers {
+        let bytes = crate::check::buffer_bytes(world, buffer).ok_or_else(|| {
+            Unlowerable::new(format!(
+                "shared buffer `{}` needs a shape known at compile time",
+                world.name(buffer)
+            ))
+        })?;
+        let bytes =
+            i64::try_from(bytes).map_err(|_| Unlowerable::new("a shared buffer too large"))?;
+        // A buffer nothing touches still gets space, live nowhere.
+        let live = crate::liveness::live_range(world, order, buffer).unwrap_or((usize::MAX, 0));
+        items.push((buffer, bytes, live));
+    }
+    items.sort_by_key(|&(buffer, bytes, _)| (std::cmp::Reverse(bytes), buffer));
+    let mut placed: Vec<(EntityId, i64, i64, (usize, usize))> = Vec::new();
+    for (buffer, bytes, live) in items {
+        let overlapping = |other: &(usize, usize)| live.0 <= other.1 && other.0 <= live.1;
+        let mut offset = 0;
+        let mut blockers: Vec<(i64, i64)> = placed
+            .iter()
+            .filter(|(_, _, _, other)| overlapping(other))
+            .map(|&(_, start, size, _)| (start, start + size))
+            .collect();
+        blockers.sort_unstable();
+        for (start, end) in blockers {
+            if offset + bytes <= start {
+                break;
+            }
+            offset = offset.max(align(end));
+        }
+        placed.push((buffer, offset, bytes, live));
+    }
+    let bytes = placed
+        .iter()
+        .map(|&(_, offset, size, _)| align(offset + size))
+        .max()
+        .unwrap_or(0);
+    placed.sort_by_key(|&(buffer, ..)| buffer);
+    Ok(SharedPlacement {
+        offsets: placed
+            .iter()
+            .map(|&(buffer, offset, ..)| (buffer, offset))
+            .collect(),
+        bytes,
+    })
+}
+
+fn align(bytes: i64) -> i64 {
+    (bytes + ALIGNMENT - 1) / ALIGNMENT * ALIGNMENT
+}

@@ -1,0 +1,914 @@
+//! Tile operations as per-thread statements: `T.copy`, `T.fill`/`T.clear`, `T.reduce_*`,
+//! `T.cumsum` and `T.atomic_add`.
+
+use tilec_ir::data::{BinaryOp, CompareOp};
+use tilec_ir::thread::{AtomicOp, BufferDecl, Memory, Stmt, Value, ValueId};
+use tilec_ir::{
+    AccessKind, AtomicSource, DType, DataId, EntityId, ExprId, ReduceKind, Region, Scope, TileOp,
+    VarId, World,
+};
+
+use super::{Lowering, Unlowerable, rename_vars, sync};
+
+/// A tile region seen as a loop: variables over its non-unit extents and the indices they give.
+struct RegionLoop {
+    vars: Vec<VarId>,
+    shape: Vec<i64>,
+    indices: Vec<ExprId>,
+}
+
+impl Lowering<'_> {
+    pub(super) fn tile_op(
+        &mut self,
+        entity: EntityId,
+        out: &mut Vec<Stmt>,
+    ) -> Result<(), Unlowerable> {
+        let Some(op) = self.world.ops.get(entity).cloned() else {
+            return Ok(());
+        };
+        let accesses = self.entity_shared_accesses(entity);
+        let mut stmts = Vec::new();
+        match &op {
+            TileOp::Copy { src, dst } => {
+                self.sync.before(&accesses, out);
+                self.copy(entity, src, dst, &mut stmts)?;
+            }
+            TileOp::Fill { dst, value, .. } => {
+                self.sync.before(&accesses, out);
+                self.fill(dst, *value, &mut stmts)?;
+            }
+            TileOp::Reduce {
+                kind,
+                src,
+                dst,
+                dim,
+                clear,
+            } => {
+                self.sync.before(&accesses, out);
+                self.reduce(*kind, src, dst, *dim, *clear, &mut stmts)?;
+            }
+            TileOp::Cumsum {
+                src,
+                dst,
+                dim,
+                reverse,
+            } => {
+                self.sync.before(&accesses, out);
+                self.cumsum(src, dst, *dim, *reverse, &mut stmts)?;
+            }
+            TileOp::AtomicAdd { dst, src } => {
+                self.sync.before(&accesses, out);
+                self.tile_atomic(entity, dst, src, &mut stmts)?;
+            }
+            TileOp::Gemm { .. } => {
+                return Err(Unlowerable::new(
+                    "`T.gemm` needs the tensor-core lowering, which tilec does not have yet",
+                ));
+            }
+            // Rasterization only reorders blocks, so leaving it out changes no result.
+            TileOp::UseSwizzle { .. } | TileOp::AnnotateLayout { .. } => return Ok(()),
+        }
+        out.push(Stmt::Block {
+            origin: Some(entity),
+            label: format!("T.{}", op.name()),
+            body: stmts,
+        });
+        self.sync.after(&accesses);
+        Ok(())
+    }
+
+    /// `T.copy(src, dst)`: a parallel loop over the tile (laid out by inference when a fragment is
+    /// involved, planned otherwise), converting dtypes, skipping out-of-range destination
+    /// elements and reading zero for out-of-range source elements.
+    fn copy(
+        &mut self,
+        entity: EntityId,
+        src: &Region,
+        dst: &Region,
+        out: &mut Vec<Stmt>,
+    ) -> Result<(), Unlowerable> {
+        let mut scratch = self.scratch_world();
+        let copy = crate::layout::infer::copy_loop(&mut scratch, src, dst).ok_or_else(|| {
+            Unlowerable::new("the extents of this copy are not known at compile time")
+        })?;
+        self.program.exprs = scratch.exprs;
+        let layout = match self.layouts.loops.get(&entity) {
+            Some((inferred, _)) => {
+                let mut layout = inferred.layout.clone();
+                rename_vars(&mut self.program.exprs, &mut layout, &copy.vars);
+                layout
+            }
+            None => {
+                let accesses = [
+                    crate::layout::infer::LoopAccess {
+                        buffer: src.buffer,
+                        indices: copy.src_indices.clone(),
+                        write: false,
+                        statement: entity,
+                    },
+                    crate::layout::infer::LoopAccess {
+                        buffer: dst.buffer,
+                        indices: copy.dst_indices.clone(),
+                        write: true,
+                        statement: entity,
+                    },
+                ];
+                let mut world = self.scratch_world();
+                let vector = crate::layout::vectorize::vector_width(
+                    &world,
+                    &accesses,
+                    &copy.vars,
+                    &copy.shape,
+                    self.threads,
+                );
+                self.program.exprs = std::mem::take(&mut world.exprs);
+                let extents: Vec<ExprId> = copy
+                    .shape
+                    .iter()
+                    .map(|&e| self.program.exprs.int(e))
+                    .collect();
+                self.planned_layout(&copy.vars, &extents, vector)?
+            }
+        };
+        let (src_buffer, dst_buffer) = (src.buffer, dst.buffer);
+        let stmts = self.run_laid_out(&layout, |lowering, stmts| {
+            lowering.copy_element(
+                src_buffer,
+                &copy.src_indices,
+                dst_buffer,
+                &copy.dst_indices,
+                stmts,
+            )
+        })?;
+        out.extend(stmts);
+        Ok(())
+    }
+
+    /// The world with the program's arena, for helpers that build index expressions in a world.
+    fn scratch_world(&mut self) -> World {
+        let mut world = self.world.clone();
+        world.exprs = std::mem::take(&mut self.program.exprs);
+        world
+    }
+
+    fn copy_element(
+        &mut self,
+        src: EntityId,
+        src_indices: &[ExprId],
+        dst: EntityId,
+        dst_indices: &[ExprId],
+        out: &mut Vec<Stmt>,
+    ) -> Result<(), Unlowerable> {
+        let dtype = self
+            .world
+            .dtypes
+            .get(dst)
+            .copied()
+            .unwrap_or(DType::Float32);
+        let (src_id, src_index) = self.address(src, src_indices)?;
+        let loaded = self.program.add_value(Value::Load {
+            buffer: src_id,
+            index: src_index,
+        });
+        let value = self.cast(loaded, dtype);
+        let src_guard = self.bounds_guard(src, src_indices, None);
+        let mut stmts = self.store_value(dst, dst_indices, value)?;
+        if let Some(cond) = src_guard {
+            let zero = self.zero(dtype);
+            let padding = self.store_value(dst, dst_indices, zero)?;
+            stmts = vec![Stmt::If {
+                cond,
+                then: stmts,
+                otherwise: padding,
+            }];
+        }
+        out.extend(stmts);
+        Ok(())
+    }
+
+    pub(super) fn zero(&mut self, dtype: DType) -> ValueId {
+        self.constant(0.0, dtype)
+    }
+
+    pub(super) fn constant(&mut self, value: f64, dtype: DType) -> ValueId {
+        self.program.add_value(if dtype.is_float() {
+            Value::Float {
+                bits: value.to_bits(),
+                dtype,
+            }
+        } else {
+            Value::Int {
+                value: value as i64,
+                dtype,
+            }
+        })
+    }
+
+    /// `buffer[indices] = value` with the destination's bounds guard and the replica guard.
+    pub(super) fn store_value(
+        &mut self,
+        buffer: EntityId,
+        indices: &[ExprId],
+        value: ValueId,
+    ) -> Result<Vec<Stmt>, Unlowerable> {
+        let (id, index) = self.address(buffer, indices)?;
+        let mut guard = self.bounds_guard(buffer, indices, None);
+        guard = self.replica_guard(buffer, guard);
+        let stmt = Stmt::Store {
+            buffer: id,
+            index,
+            value,
+        };
+        Ok(vec![match guard {
+            Some(cond) => Stmt::If {
+                cond,
+                then: vec![stmt],
+                otherwise: Vec::new(),
+            },
+            None => stmt,
+        }])
+    }
+
+    /// Adds "replica 0" to `guard` for a store to shared or global memory in a replicated loop.
+    pub(super) fn replica_guard(
+        &mut self,
+        buffer: EntityId,
+        guard: Option<ValueId>,
+    ) -> Option<ValueId> {
+        let private = matches!(
+            self.scope_of(buffer),
+            Some(Scope::Fragment | Scope::Local | Scope::LocalVar)
+        );
+        match self.replica {
+            Some(rep) if !private => {
+                let r = self.program.exprs.var_expr(rep);
+                let zero = self.program.exprs.int(0);
+                let first = self.compare_indices(CompareOp::Eq, r, zero);
+                Some(self.and(guard, first))
+            }
+            _ => guard,
+        }
+    }
+
+    /// The loop over a region's non-unit extents.
+    fn region_loop(&mut self, region: &Region) -> Result<RegionLoop, Unlowerable> {
+        let mut world = self.scratch_world();
+        let extents = crate::regions::resolve_extents(&mut world, region, None);
+        let result = extents.and_then(|extents| {
+            let shape: Vec<i64> = extents
+                .iter()
+                .map(|&e| world.exprs.as_int(e))
+                .collect::<Option<Vec<_>>>()?
+                .into_iter()
+                .filter(|&e| e != 1)
+                .collect();
+            let vars = crate::layout::fresh_vars(&mut world.exprs, &shape);
+            let indices = crate::layout::infer::region_indices(&mut world, region, &extents, &vars);
+            Some(RegionLoop {
+                vars,
+                shape,
+                indices,
+            })
+        });
+        self.program.exprs = world.exprs;
+        result.ok_or_else(|| {
+            Unlowerable::new("the extents of this region are not known at compile time")
+        })
+    }
+
+    /// `T.fill(dst, value)` / `T.clear(dst)`: a whole fragment is filled register by register;
+    /// shared and global regions through a planned loop.
+    fn fill(
+        &mut self,
+        dst: &Region,
+        value: DataId,
+        out: &mut Vec<Stmt>,
+    ) -> Result<(), Unlowerable> {
+        let dtype = self
+            .world
+            .dtypes
+            .get(dst.buffer)
+            .copied()
+            .unwrap_or(DType::Float32);
+        let value = self.value_as(value, dtype)?;
+        if let Some(storage) = self.fragments.get(&dst.buffer).cloned() {
+            let id = self.buffer_of(dst.buffer)?;
+            let region = self.region_loop(dst)?;
+            let whole = self.world.const_shape(dst.buffer).is_some_and(|shape| {
+                shape
+                    .iter()
+                    .filter(|&&e| e != 1)
+                    .copied()
+                    .collect::<Vec<_>>()
+                    == region.shape
+            });
+            if !whole {
+                return Err(Unlowerable::new("filling part of a fragment"));
+            }
+            let var = self.program.exprs.var("r", Some(storage.local_size()));
+            let index = self.program.exprs.var_expr(var);
+            let extent = self.program.exprs.int(storage.local_size());
+            out.push(Stmt::For {
+                var,
+                extent,
+                unroll: storage.local_size() <= 64,
+                body: vec![Stmt::Store {
+                    buffer: id,
+                    index,
+                    value,
+                }],
+            });
+            return Ok(());
+        }
+        let region = self.region_loop(dst)?;
+        let extents: Vec<ExprId> = region
+            .shape
+            .iter()
+            .map(|&e| self.program.exprs.int(e))
+            .collect();
+        let layout = self.planned_layout(&region.vars, &extents, 1)?;
+        let buffer = dst.buffer;
+        let stmts = self.run_laid_out(&layout, |lowering, stmts| {
+            let placed = lowering.store_value(buffer, &region.indices, value)?;
+            stmts.extend(placed);
+            Ok(())
+        })?;
+        out.extend(stmts);
+        Ok(())
+    }
+
+    /// The element form of `T.atomic_add(dst[i], value)` inside a parallel loop.
+    pub(super) fn element_atomic(
+        &mut self,
+        dst: Region,
+        src: AtomicSource,
+        out: &mut Vec<Stmt>,
+    ) -> Result<(), Unlowerable> {
+        let AtomicSource::Value(value) = src else {
+            return Err(Unlowerable::new(
+                "the tile form of `T.atomic_add` inside a parallel loop",
+            ));
+        };
+        let indices: Vec<ExprId> = dst.dims.iter().map(|d| d.start).collect();
+        let dtype = self
+            .world
+            .dtypes
+            .get(dst.buffer)
+            .copied()
+            .unwrap_or(DType::Float32);
+        let value = self.value_as(value, dtype)?;
+        self.atomic_store(dst.buffer, &indices, value, out)
+    }
+
+    fn atomic_store(
+        &mut self,
+        buffer: EntityId,
+        indices: &[ExprId],
+        value: ValueId,
+        out: &mut Vec<Stmt>,
+    ) -> Result<(), Unlowerable> {
+        let (id, index) = self.address(buffer, indices)?;
+        let guard = self.bounds_guard(buffer, indices, None);
+        let guard = self.replica_guard(buffer, guard);
+        let stmt = Stmt::Atomic {
+            op: AtomicOp::Add,
+            buffer: id,
+            index,
+            value,
+        };
+        out.push(match guard {
+            Some(cond) => Stmt::If {
+                cond,
+                then: vec![stmt],
+                otherwise: Vec::new(),
+            },
+            None => stmt,
+        });
+        Ok(())
+    }
+
+    /// The tile form of `T.atomic_add(dst, src)`: a copy whose stores are atomic additions.
+    fn tile_atomic(
+        &mut self,
+        entity: EntityId,
+        dst: &Region,
+        src: &AtomicSource,
+        out: &mut Vec<Stmt>,
+    ) -> Result<(), Unlowerable> {
+        let src = match src {
+            AtomicSource::Region(src) => src,
+            AtomicSource::Value(value) => return self.scalar_atomic(dst, *value, out),
+        };
+        let mut scratch = self.scratch_world();
+        let copy = crate::layout::infer::copy_loop(&mut scratch, src, dst).ok_or_else(|| {
+            Unlowerable::new("the extents of this atomic add are not known at compile time")
+        })?;
+        self.program.exprs = scratch.exprs;
+        let layout = match self.layouts.loops.get(&entity) {
+            Some((inferred, _)) => {
+                let mut layout = inferred.layout.clone();
+                rename_vars(&mut self.program.exprs, &mut layout, &copy.vars);
+                layout
+            }
+            None => {
+                let extents: Vec<ExprId> = copy
+                    .shape
+                    .iter()
+                    .map(|&e| self.program.exprs.int(e))
+                    .collect();
+                self.planned_layout(&copy.vars, &extents, 1)?
+            }
+        };
+        let (src_buffer, dst_buffer) = (src.buffer, dst.buffer);
+        let stmts = self.run_laid_out(&layout, |lowering, stmts| {
+            let dtype = lowering
+                .world
+                .dtypes
+                .get(dst_buffer)
+                .copied()
+                .unwrap_or(DType::Float32);
+            let (id, index) = lowering.address(src_buffer, &copy.src_indices)?;
+            let loaded = lowering
+                .program
+                .add_value(Value::Load { buffer: id, index });
+            let value = lowering.cast(loaded, dtype);
+            lowering.atomic_store(dst_buffer, &copy.dst_indices, value, stmts)
+        })?;
+        out.extend(stmts);
+        Ok(())
+    }
+
+    /// `T.atomic_add(dst[i], value)` outside a parallel loop: thread 0 adds once per block.
+    fn scalar_atomic(
+        &mut self,
+        dst: &Region,
+        value: DataId,
+        out: &mut Vec<Stmt>,
+    ) -> Result<(), Unlowerable> {
+        let dtype = self
+            .world
+            .dtypes
+            .get(dst.buffer)
+            .copied()
+            .unwrap_or(DType::Float32);
+        let value = self.value_as(value, dtype)?;
+        let indices: Vec<ExprId> = dst.dims.iter().map(|d| d.start).collect();
+        let mut stmts = Vec::new();
+        self.atomic_store(dst.buffer, &indices, value, &mut stmts)?;
+        let first = self.thread_is(0);
+        out.push(Stmt::If {
+            cond: first,
+            then: stmts,
+            otherwise: Vec::new(),
+        });
+        Ok(())
+    }
+
+    /// `T.cumsum(src, dst, dim, reverse)` on shared memory: one thread per line scans it serially.
+    fn cumsum(
+        &mut self,
+        src: &Region,
+        dst: &Region,
+        dim: i64,
+        reverse: bool,
+        out: &mut Vec<Stmt>,
+    ) -> Result<(), Unlowerable> {
+        if self.fragments.contains_key(&src.buffer) || self.fragments.contains_key(&dst.buffer) {
+            return Err(Unlowerable::new(
+                "`T.cumsum` of a fragment (stage it through shared memory)",
+            ));
+        }
+        let shape = self
+            .world
+            .const_shape(src.buffer)
+            .ok_or_else(|| Unlowerable::new("`T.cumsum` needs a shape known at compile time"))?;
+        let rank = shape.len() as i64;
+        let dim = usize::try_from(if dim < 0 { dim + rank } else { dim }).map_err(|_| {
+            Unlowerable::new("`T.cumsum` over a dimension the buffer does not have")
+        })?;
+        let length = *shape.get(dim).ok_or_else(|| {
+            Unlowerable::new("`T.cumsum` over a dimension the buffer does not have")
+        })?;
+        let lines: i64 = shape
+            .iter()
+            .enumerate()
+            .filter(|&(k, _)| k != dim)
+            .map(|(_, &e)| e)
+            .product();
+        let dtype = self
+            .world
+            .dtypes
+            .get(dst.buffer)
+            .copied()
+            .unwrap_or(DType::Float32);
+        let accumulator = self.temporary("acc", dtype, 1);
+        let rounds = (lines + self.threads - 1) / self.threads;
+        let round = self.program.exprs.var("line_round", Some(rounds));
+        let position = self.program.exprs.var("k", Some(length));
+        let t = self.program.exprs.var_expr(self.program.thread);
+        let r = self.program.exprs.var_expr(round);
+        let threads = self.program.exprs.int(self.threads);
+        let scaled = self.program.exprs.mul(r, threads);
+        let line = self.program.exprs.add(scaled, t);
+        let k = self.program.exprs.var_expr(position);
+        let along = if reverse {
+            let last = self.program.exprs.int(length - 1);
+            self.program.exprs.sub(last, k)
+        } else {
+            k
+        };
+        // The line number spread over the other dimensions, row-major.
+        let others: Vec<i64> = shape
+            .iter()
+            .enumerate()
+            .filter(|&(j, _)| j != dim)
+            .map(|(_, &e)| e)
+            .collect();
+        let mut coords =
+            super::iteration::unflatten_expr(&mut self.program.exprs, line, &others).into_iter();
+        let indices: Vec<ExprId> = (0..shape.len())
+            .map(|j| {
+                if j == dim {
+                    along
+                } else {
+                    coords.next().unwrap_or(along)
+                }
+            })
+            .collect();
+        let src_indices = offset_indices(&mut self.program.exprs, src, &indices);
+        let dst_indices = offset_indices(&mut self.program.exprs, dst, &indices);
+        let zero_index = self.program.exprs.int(0);
+        let zero = self.zero(dtype);
+        let running = self.program.add_value(Value::Load {
+            buffer: accumulator,
+            index: zero_index,
+        });
+        let (src_id, src_index) = self.address(src.buffer, &src_indices)?;
+        let element = self.program.add_value(Value::Load {
+            buffer: src_id,
+            index: src_index,
+        });
+        let element = self.cast(element, dtype);
+        let sum = self.program.add_value(Value::Binary {
+            op: BinaryOp::Add,
+            lhs: running,
+            rhs: element,
+            dtype,
+        });
+        let (dst_id, dst_index) = self.address(dst.buffer, &dst_indices)?;
+        let extent = self.program.exprs.int(length);
+        let scan = vec![
+            Stmt::Store {
+                buffer: accumulator,
+                index: zero_index,
+                value: zero,
+            },
+            Stmt::For {
+                var: position,
+                extent,
+                unroll: false,
+                body: vec![
+                    Stmt::Store {
+                        buffer: accumulator,
+                        index: zero_index,
+                        value: sum,
+                    },
+                    Stmt::Store {
+                        buffer: dst_id,
+                        index: dst_index,
+                        value: running,
+                    },
+                ],
+            },
+        ];
+        let limit = self.program.exprs.int(lines);
+        let cond = self.compare_indices(CompareOp::Lt, line, limit);
+        let extent = self.program.exprs.int(rounds);
+        out.push(Stmt::For {
+            var: round,
+            extent,
+            unroll: false,
+            body: vec![Stmt::If {
+                cond,
+                then: scan,
+                otherwise: Vec::new(),
+            }],
+        });
+        Ok(())
+    }
+
+    /// A per-thread scratch register array of lowering.
+    pub(super) fn temporary(
+        &mut self,
+        name: &str,
+        dtype: DType,
+        elements: i64,
+    ) -> tilec_ir::thread::BufferId {
+        let name = self.unique_name(name);
+        let count = self.program.exprs.int(elements);
+        self.program.add_buffer(BufferDecl {
+            name,
+            dtype,
+            memory: Memory::Local,
+            shape: vec![count],
+            elements: count,
+        })
+    }
+
+    /// `T.reduce_*(src, dst, dim)`: each thread folds the elements it holds, then the threads that
+    /// hold parts of the same line combine them with XOR shuffles within a warp and through a
+    /// shared-memory workspace across warps.
+    fn reduce(
+        &mut self,
+        kind: ReduceKind,
+        src: &Region,
+        dst: &Region,
+        dim: i64,
+        clear: bool,
+        out: &mut Vec<Stmt>,
+    ) -> Result<(), Unlowerable> {
+        let (Some(source), Some(result)) = (
+            self.fragments.get(&src.buffer).cloned(),
+            self.fragments.get(&dst.buffer).cloned(),
+        ) else {
+            return Err(Unlowerable::new(
+                "`T.reduce_*` between buffers that are not both fragments",
+            ));
+        };
+        let rank = source.layout.shape.len() as i64;
+        let dim = usize::try_from(if dim < 0 { dim + rank } else { dim }).map_err(|_| {
+            Unlowerable::new("a reduction over a dimension the buffer does not have")
+        })?;
+        let plan = super::reduce::plan(
+            &mut self.program.exprs,
+            &source.layout,
+            &result,
+            dim,
+            self.threads,
+            self.program.thread,
+        )?;
+        let dtype = self
+            .world
+            .dtypes
+            .get(dst.buffer)
+            .copied()
+            .unwrap_or(DType::Float32);
+        let src_dtype = self
+            .world
+            .dtypes
+            .get(src.buffer)
+            .copied()
+            .unwrap_or(DType::Float32);
+        let src_id = self.buffer_of(src.buffer)?;
+        let dst_id = self.buffer_of(dst.buffer)?;
+        let partial = self.temporary("partial", dtype, plan.slots.len() as i64);
+        // Fold each thread's own elements, slot by slot.
+        for (slot, sources) in plan.slots.iter().enumerate() {
+            let slot_index = self.program.exprs.int(slot as i64);
+            let mut acc = self.constant(reduce_init(kind), dtype);
+            for &source_index in sources {
+                let loaded = self.program.add_value(Value::Load {
+                    buffer: src_id,
+                    index: source_index,
+                });
+                let element = self.cast(loaded, dtype);
+                let element = self.reduce_operand(kind, element, dtype);
+                acc = self.combine(kind, acc, element, dtype);
+            }
+            out.push(Stmt::Store {
+                buffer: partial,
+                index: slot_index,
+                value: acc,
+            });
+        }
+        self.all_reduce_shuffles(
+            kind,
+            partial,
+            plan.slots.len(),
+            &plan.warp_masks,
+            dtype,
+            out,
+        );
+        if !plan.block_masks.is_empty() {
+            self.all_reduce_shared(
+                kind,
+                partial,
+                plan.slots.len(),
+                &plan.block_masks,
+                dtype,
+                out,
+            );
+        }
+        for slot in 0..plan.slots.len() {
+            let slot_index = self.program.exprs.int(slot as i64);
+            let reduced = self.program.add_value(Value::Load {
+                buffer: partial,
+                index: slot_index,
+            });
+            let value = if clear {
+                reduced
+            } else {
+                let old = self.program.add_value(Value::Load {
+                    buffer: dst_id,
+                    index: plan.dst_slots[slot],
+                });
+                self.combine(kind, old, reduced, dtype)
+            };
+            out.push(Stmt::Store {
+                buffer: dst_id,
+                index: plan.dst_slots[slot],
+                value,
+            });
+        }
+        let _ = src_dtype;
+        Ok(())
+    }
+
+    fn reduce_operand(&mut self, kind: ReduceKind, value: ValueId, dtype: DType) -> ValueId {
+        if matches!(kind, ReduceKind::AbsSum | ReduceKind::AbsMax) {
+            self.program.add_value(Value::Unary {
+                op: tilec_ir::thread::UnaryOp::Intrinsic(tilec_ir::Intrinsic::Abs),
+                arg: value,
+                dtype,
+            })
+        } else {
+            value
+        }
+    }
+
+    fn combine(&mut self, kind: ReduceKind, lhs: ValueId, rhs: ValueId, dtype: DType) -> ValueId {
+        match kind {
+            ReduceKind::Sum | ReduceKind::AbsSum => self.program.add_value(Value::Binary {
+                op: BinaryOp::Add,
+                lhs,
+                rhs,
+                dtype,
+            }),
+            ReduceKind::Max | ReduceKind::AbsMax | ReduceKind::Min => {
+                let op = if kind == ReduceKind::Min {
+                    CompareOp::Lt
+                } else {
+                    CompareOp::Gt
+                };
+                let cond = self.program.add_value(Value::Compare { op, lhs, rhs });
+                self.program.add_value(Value::Select {
+                    cond,
+                    then: lhs,
+                    otherwise: rhs,
+                    dtype,
+                })
+            }
+        }
+    }
+
+    fn all_reduce_shuffles(
+        &mut self,
+        kind: ReduceKind,
+        partial: tilec_ir::thread::BufferId,
+        slots: usize,
+        masks: &[u32],
+        dtype: DType,
+        out: &mut Vec<Stmt>,
+    ) {
+        for &mask in masks {
+            for slot in 0..slots {
+                let index = self.program.exprs.int(slot as i64);
+                let mine = self.program.add_value(Value::Load {
+                    buffer: partial,
+                    index,
+                });
+                let theirs = self.program.add_value(Value::ShuffleXor {
+                    value: mine,
+                    mask,
+                    dtype,
+                });
+                let combined = self.combine(kind, mine, theirs, dtype);
+                out.push(Stmt::Store {
+                    buffer: partial,
+                    index,
+                    value: combined,
+                });
+            }
+        }
+    }
+
+    /// Combines partials across warps: every thread writes its partials to a workspace, and after
+    /// a barrier each thread folds its group's entries in thread order, so every member gets the
+    /// same bits.
+    fn all_reduce_shared(
+        &mut self,
+        kind: ReduceKind,
+        partial: tilec_ir::thread::BufferId,
+        slots: usize,
+        masks: &[u32],
+        dtype: DType,
+        out: &mut Vec<Stmt>,
+    ) {
+        let workspace = self.workspace(dtype, slots as i64 * self.threads);
+        let mut accesses = sync::Accesses::default();
+        accesses.add(workspace, AccessKind::ReadWrite);
+        self.sync.before(&accesses, out);
+        let t = self.program.exprs.var_expr(self.program.thread);
+        let threads = self.program.exprs.int(self.threads);
+        for slot in 0..slots {
+            let slot_index = self.program.exprs.int(slot as i64);
+            let base = self.program.exprs.int(slot as i64 * self.threads);
+            let at = self.program.exprs.add(base, t);
+            let mine = self.program.add_value(Value::Load {
+                buffer: partial,
+                index: slot_index,
+            });
+            out.push(Stmt::Store {
+                buffer: workspace,
+                index: at,
+                value: mine,
+            });
+        }
+        out.push(Stmt::Barrier);
+        // The group's lowest member: the thread index with every mask bit cleared.
+        let mut low = t;
+        for &mask in masks {
+            let m = self.program.exprs.int(i64::from(mask));
+            let two = self.program.exprs.int(2);
+            let shifted = self.program.exprs.floordiv(t, m);
+            let bit = self.program.exprs.floormod(shifted, two);
+            let value = self.program.exprs.mul(bit, m);
+            low = self.program.exprs.sub(low, value);
+        }
+        let members = subset_sums(masks);
+        for slot in 0..slots {
+            let slot_index = self.program.exprs.int(slot as i64);
+            let mut acc: Option<ValueId> = None;
+            for &member in &members {
+                let offset = self.program.exprs.int(slot as i64 * self.threads + member);
+                let at = self.program.exprs.add(low, offset);
+                let entry = self.program.add_value(Value::Load {
+                    buffer: workspace,
+                    index: at,
+                });
+                acc = Some(match acc {
+                    None => entry,
+                    Some(acc) => self.combine(kind, acc, entry, dtype),
+                });
+            }
+            if let Some(value) = acc {
+                out.push(Stmt::Store {
+                    buffer: partial,
+                    index: slot_index,
+                    value,
+                });
+            }
+        }
+        let _ = threads;
+        self.sync.after(&accesses);
+    }
+
+    /// A shared-memory scratch area for cross-warp reductions, placed after the planned buffers.
+    fn workspace(&mut self, dtype: DType, elements: i64) -> tilec_ir::thread::BufferId {
+        let bytes = elements * dtype.bytes() as i64;
+        let offset = (self.program.shared_bytes + 15) / 16 * 16;
+        self.program.shared_bytes = offset + (bytes + 15) / 16 * 16;
+        let name = self.unique_name("reduce_workspace");
+        let count = self.program.exprs.int(elements);
+        self.program.add_buffer(BufferDecl {
+            name,
+            dtype,
+            memory: Memory::Shared { offset },
+            shape: vec![count],
+            elements: count,
+        })
+    }
+}
+
+/// Every sum of a subset of `masks` (distinct bits), ascending.
+fn subset_sums(masks: &[u32]) -> Vec<i64> {
+    let mut sums = vec![0i64];
+    for &mask in masks {
+        let more: Vec<i64> = sums.iter().map(|&s| s + i64::from(mask)).collect();
+        sums.extend(more);
+    }
+    sums.sort_unstable();
+    sums
+}
+
+fn reduce_init(kind: ReduceKind) -> f64 {
+    match kind {
+        ReduceKind::Sum | ReduceKind::AbsSum | ReduceKind::AbsMax => 0.0,
+        ReduceKind::Max => f64::NEG_INFINITY,
+        ReduceKind::Min => f64::INFINITY,
+    }
+}
+
+/// `region`'s start plus `indices` in each dimension.
+fn offset_indices(
+    arena: &mut tilec_ir::ExprArena,
+    region: &Region,
+    indices: &[ExprId],
+) -> Vec<ExprId> {
+    region
+        .dims
+        .iter()
+        .zip(indices)
+        .map(|(dim, &index)| arena.add(dim.start, index))
+        .collect()
+}

@@ -1,0 +1,250 @@
+//! Element computations: the world's data expressions as thread-program values, with TVM's dtype
+//! rules made explicit (every node gets a dtype, operands are cast to it).
+
+use tilec_ir::data::{BinaryOp, DataExpr};
+use tilec_ir::thread::{UnaryOp, Value, ValueId};
+use tilec_ir::{DType, DataId, EntityId, ExprId};
+
+use super::{Lowering, Unlowerable};
+
+/// The wider of two dtypes as TVM combines operands: floats win over integers, more bits win, and
+/// fp16 with bf16 meet in fp32.
+pub(super) fn promote(a: Option<DType>, b: Option<DType>) -> Option<DType> {
+    match (a, b) {
+        (None, other) | (other, None) => other,
+        (Some(a), Some(b)) if a == b => Some(a),
+        (Some(a), Some(b)) => Some(match (a.is_float(), b.is_float()) {
+            (true, false) => a,
+            (false, true) => b,
+            _ if a.bytes() != b.bytes() => {
+                if a.bytes() > b.bytes() {
+                    a
+                } else {
+                    b
+                }
+            }
+            (true, true) => DType::Float32,
+            _ => a,
+        }),
+    }
+}
+
+impl Lowering<'_> {
+    /// The dtype an expression has on its own; `None` for untyped Python literals, which take the
+    /// dtype of what they are combined with.
+    pub(super) fn natural_dtype(&self, data: DataId) -> Option<DType> {
+        match self.world.data.get(data) {
+            DataExpr::Float { dtype, .. } | DataExpr::Int { dtype, .. } => *dtype,
+            DataExpr::Index(_) => Some(DType::Int32),
+            DataExpr::Load { buffer, .. } | DataExpr::ReadVar(buffer) => {
+                self.world.dtypes.get(*buffer).copied()
+            }
+            DataExpr::Neg(inner) => self.natural_dtype(*inner),
+            DataExpr::Not(_) | DataExpr::Compare { .. } => Some(DType::Bool),
+            DataExpr::Binary { op, lhs, rhs } => {
+                if matches!(op, BinaryOp::And | BinaryOp::Or) {
+                    return Some(DType::Bool);
+                }
+                promote(self.natural_dtype(*lhs), self.natural_dtype(*rhs))
+            }
+            DataExpr::Call { args, .. } => args
+                .iter()
+                .fold(None, |acc, &arg| promote(acc, self.natural_dtype(arg))),
+            DataExpr::Cast { dtype, .. } => Some(*dtype),
+            DataExpr::Select {
+                then, otherwise, ..
+            } => promote(self.natural_dtype(*then), self.natural_dtype(*otherwise)),
+        }
+    }
+
+    fn literal_default(&self, data: DataId) -> DType {
+        match self.world.data.get(data) {
+            DataExpr::Float { .. } => DType::Float32,
+            _ => DType::Int32,
+        }
+    }
+
+    /// Lowers `data` to a value of dtype `want` (casting when its own dtype differs).
+    pub(super) fn value_as(&mut self, data: DataId, want: DType) -> Result<ValueId, Unlowerable> {
+        let value = self.value(data, Some(want))?;
+        Ok(self.cast(value, want))
+    }
+
+    pub(super) fn cast(&mut self, value: ValueId, want: DType) -> ValueId {
+        if self.program.dtype_of(value) == want {
+            return value;
+        }
+        self.program.add_value(Value::Cast { dtype: want, value })
+    }
+
+    /// Lowers `data`; `hint` types untyped literals.
+    pub(super) fn value(
+        &mut self,
+        data: DataId,
+        hint: Option<DType>,
+    ) -> Result<ValueId, Unlowerable> {
+        let dtype = self
+            .natural_dtype(data)
+            .or(hint)
+            .unwrap_or_else(|| self.literal_default(data));
+        let node = match self.world.data.get(data).clone() {
+            DataExpr::Float { bits, .. } => Value::Float { bits, dtype },
+            DataExpr::Int { value, .. } if dtype.is_float() => Value::Float {
+                bits: (value as f64).to_bits(),
+                dtype,
+            },
+            DataExpr::Int { value, .. } => Value::Int { value, dtype },
+            DataExpr::Index(expr) => Value::Index(expr),
+            DataExpr::Load { buffer, indices } => {
+                let (buffer, index) = self.address(buffer, &indices)?;
+                Value::Load { buffer, index }
+            }
+            DataExpr::ReadVar(var) => {
+                let zero = self.program.exprs.int(0);
+                let buffer = self.buffer_of(var)?;
+                Value::Load {
+                    buffer,
+                    index: zero,
+                }
+            }
+            DataExpr::Neg(inner) => {
+                let arg = self.value_as(inner, dtype)?;
+                Value::Unary {
+                    op: UnaryOp::Neg,
+                    arg,
+                    dtype,
+                }
+            }
+            DataExpr::Not(inner) => {
+                let arg = self.value_as(inner, DType::Bool)?;
+                Value::Unary {
+                    op: UnaryOp::Not,
+                    arg,
+                    dtype: DType::Bool,
+                }
+            }
+            DataExpr::Binary { op, lhs, rhs } => {
+                let operand = if matches!(op, BinaryOp::And | BinaryOp::Or) {
+                    DType::Bool
+                } else {
+                    dtype
+                };
+                let lhs = self.value_as(lhs, operand)?;
+                let rhs = self.value_as(rhs, operand)?;
+                Value::Binary {
+                    op,
+                    lhs,
+                    rhs,
+                    dtype,
+                }
+            }
+            DataExpr::Compare { op, lhs, rhs } => {
+                let common = promote(self.natural_dtype(lhs), self.natural_dtype(rhs))
+                    .unwrap_or_else(|| self.literal_default(lhs));
+                let lhs = self.value_as(lhs, common)?;
+                let rhs = self.value_as(rhs, common)?;
+                Value::Compare { op, lhs, rhs }
+            }
+            DataExpr::Call { intrinsic, args } => {
+                let lowered = args
+                    .iter()
+                    .map(|&arg| self.value_as(arg, dtype))
+                    .collect::<Result<Vec<_>, _>>()?;
+                match lowered.as_slice() {
+                    [arg] => Value::Unary {
+                        op: UnaryOp::Intrinsic(intrinsic),
+                        arg: *arg,
+                        dtype,
+                    },
+                    [lhs, rhs] => self.binary_intrinsic(intrinsic, *lhs, *rhs, dtype),
+                    _ => {
+                        return Err(Unlowerable::new(format!(
+                            "`T.{}` with {} arguments",
+                            intrinsic.name(),
+                            args.len()
+                        )));
+                    }
+                }
+            }
+            DataExpr::Cast { dtype, value } => {
+                let inner = self.value(value, Some(dtype))?;
+                Value::Cast {
+                    dtype,
+                    value: inner,
+                }
+            }
+            DataExpr::Select {
+                cond,
+                then,
+                otherwise,
+            } => {
+                let cond = self.value_as(cond, DType::Bool)?;
+                let then = self.value_as(then, dtype)?;
+                let otherwise = self.value_as(otherwise, dtype)?;
+                Value::Select {
+                    cond,
+                    then,
+                    otherwise,
+                    dtype,
+                }
+            }
+        };
+        Ok(self.program.add_value(node))
+    }
+
+    /// `T.max(a, b)` and `T.min(a, b)` as a comparison and a select, so that the thread program has
+    /// one two-operand form for them.
+    fn binary_intrinsic(
+        &mut self,
+        intrinsic: tilec_ir::Intrinsic,
+        lhs: ValueId,
+        rhs: ValueId,
+        dtype: DType,
+    ) -> Value {
+        let op = if intrinsic == tilec_ir::Intrinsic::Min {
+            tilec_ir::data::CompareOp::Lt
+        } else {
+            tilec_ir::data::CompareOp::Gt
+        };
+        let cond = self.program.add_value(Value::Compare { op, lhs, rhs });
+        Value::Select {
+            cond,
+            then: lhs,
+            otherwise: rhs,
+            dtype,
+        }
+    }
+
+    /// The program buffer and flat element index of `buffer[indices]`, as the current thread sees
+    /// it: global and shared buffers row-major, fragments through their layout's local index.
+    pub(super) fn address(
+        &mut self,
+        buffer: EntityId,
+        indices: &[ExprId],
+    ) -> Result<(tilec_ir::thread::BufferId, ExprId), Unlowerable> {
+        let id = self.buffer_of(buffer)?;
+        let index = match self.fragments.get(&buffer) {
+            Some(fragment) => fragment.local_index(&mut self.program.exprs, indices),
+            None => {
+                let shape = self.program.buffer(id).shape.clone();
+                row_major(&mut self.program.exprs, indices, &shape)
+            }
+        };
+        Ok((id, index))
+    }
+}
+
+/// The row-major flat index of `indices` in `shape` (missing leading indices count as zero).
+pub(super) fn row_major(
+    arena: &mut tilec_ir::ExprArena,
+    indices: &[ExprId],
+    shape: &[ExprId],
+) -> ExprId {
+    let mut flat = arena.int(0);
+    let skip = shape.len().saturating_sub(indices.len());
+    for (&index, &extent) in indices.iter().zip(&shape[skip..]) {
+        let scaled = arena.mul(flat, extent);
+        flat = arena.add(scaled, index);
+    }
+    flat
+}

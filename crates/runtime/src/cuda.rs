@@ -1,0 +1,1290 @@
+//! The CUDA backend: opens the GPU through cudarc, compiles CUDA C with NVRTC (once per source and
+//! target in each process), moves [`HostTensor`]s to and from the device, launches kernels and times
+//! them with CUDA events.
+//!
+//! Nothing here links against CUDA. cudarc loads `libcuda` and `libnvrtc` at run time, so the crate
+//! builds and its tests pass on a machine without either. cudarc panics (instead of returning an error)
+//! when it first needs a library that is absent, so [`CudaDevice::open`] checks for both libraries
+//! before any other call, and every public entry point runs under `catch_unwind` as a second guard (a
+//! driver older than the bindings also panics, on the first call of a function it lacks). A missing GPU
+//! is therefore always a value, [`Unavailable`], and a failed compile or launch is a [`CompileFailure`]
+//! or a [`CudaError`].
+
+// The workspace denies unsafe code; this module is the one place that talks to the driver and NVRTC.
+// Every unsafe block says why it holds.
+#![allow(unsafe_code)]
+
+use std::any::Any;
+use std::ffi::{CString, c_char};
+use std::fmt;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags, CUfunction_attribute, CUresult};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DriverError, LaunchConfig,
+    PushKernelArg,
+};
+use cudarc::nvrtc::Ptx;
+use dashmap::DashMap;
+use tilec_ir::{DType, Target};
+
+use crate::tensor::{HostTensor, element_bytes};
+
+/// Dynamic shared memory a block may use without opting in through a function attribute.
+const DEFAULT_DYNAMIC_SHARED_BYTES: u32 = 48 * 1024;
+
+/// Why the GPU cannot be used. The caller decides what to do instead (usually: run the CPU emulator).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Unavailable {
+    /// No `libcuda.so` could be loaded: the NVIDIA driver is not installed (or not visible).
+    NoDriverLibrary,
+    /// No `libnvrtc.so` could be loaded: the CUDA toolkit's runtime compiler is missing.
+    NoNvrtcLibrary,
+    /// The driver loaded but reports no CUDA device.
+    NoDevice,
+    /// The driver loaded but failed while opening device 0.
+    Driver { during: &'static str, error: String },
+    /// cudarc panicked while opening the device (for example a driver older than the bindings).
+    Panicked(String),
+}
+
+impl fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unavailable::NoDriverLibrary => {
+                f.write_str("no CUDA driver library found (libcuda.so could not be loaded)")
+            }
+            Unavailable::NoNvrtcLibrary => f.write_str(
+                "no NVRTC library found (libnvrtc.so could not be loaded; it comes with the CUDA toolkit)",
+            ),
+            Unavailable::NoDevice => f.write_str("the CUDA driver found no GPU"),
+            Unavailable::Driver { during, error } => {
+                write!(f, "the CUDA driver failed while {during}: {error}")
+            }
+            Unavailable::Panicked(message) => {
+                write!(f, "the CUDA bindings failed while opening the GPU: {message}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for Unavailable {}
+
+/// A failed driver call on an open device: what was being done and what the driver said.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CudaError {
+    /// What was being done, as a phrase ("running kernel `gemm`").
+    pub during: String,
+    /// The driver's error name and description, or our own explanation.
+    pub message: String,
+}
+
+impl CudaError {
+    fn new(during: impl Into<String>, message: impl Into<String>) -> CudaError {
+        CudaError {
+            during: during.into(),
+            message: message.into(),
+        }
+    }
+
+    /// Turns a driver error into a `CudaError`; used as `map_err(CudaError::driver("..."))`.
+    fn driver(during: impl Into<String>) -> impl FnOnce(DriverError) -> CudaError {
+        let during = during.into();
+        move |error| CudaError {
+            during,
+            message: describe_driver_error(error),
+        }
+    }
+}
+
+impl fmt::Display for CudaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CUDA error while {}: {}", self.during, self.message)
+    }
+}
+
+impl std::error::Error for CudaError {}
+
+/// A kernel that could not be compiled or loaded. `log` is NVRTC's log, verbatim, so that diagnostics
+/// can quote the compiler's own lines.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompileFailure {
+    /// One sentence saying what failed.
+    pub message: String,
+    /// NVRTC's program log (empty when the failure happened before or after NVRTC ran).
+    pub log: String,
+    /// The NVRTC options the source was compiled with.
+    pub options: Vec<String>,
+}
+
+impl CompileFailure {
+    fn before_nvrtc(message: impl Into<String>) -> CompileFailure {
+        CompileFailure {
+            message: message.into(),
+            log: String::new(),
+            options: Vec::new(),
+        }
+    }
+}
+
+impl fmt::Display for CompileFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)?;
+        if !self.log.trim().is_empty() {
+            write!(f, "\n{}", self.log.trim_end())?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for CompileFailure {}
+
+/// How one source is compiled: the target architecture plus what TileLang-generated code may need
+/// (header directories, extra flags).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CompileSettings {
+    /// A real architecture such as `"sm_90"` (NVRTC then also produces a cubin and runs ptxas).
+    pub arch: String,
+    pub include_paths: Vec<String>,
+    pub extra_options: Vec<String>,
+}
+
+impl CompileSettings {
+    pub fn for_arch(arch: &str) -> CompileSettings {
+        CompileSettings {
+            arch: arch.to_string(),
+            include_paths: Vec::new(),
+            extra_options: Vec::new(),
+        }
+    }
+
+    /// The NVRTC command line for these settings.
+    ///
+    /// `--use_fast_math` is deliberately absent: results must follow IEEE division, square root and
+    /// denormals so that they match the CPU emulator. `-lineinfo` keeps source lines in the code for
+    /// profilers and sanitizers at no run-time cost, and `-Xptxas -v` makes ptxas report registers,
+    /// spills and shared memory into the log (see [`CompiledKernel::ptxas_info`]).
+    pub fn nvrtc_options(&self) -> Vec<String> {
+        let mut options = vec![
+            format!("--gpu-architecture={}", self.arch),
+            "-std=c++17".to_string(),
+            "-lineinfo".to_string(),
+            "--ptxas-options=-v".to_string(),
+        ];
+        options.extend(
+            self.include_paths
+                .iter()
+                .map(|path| format!("--include-path={path}")),
+        );
+        options.extend(self.extra_options.iter().cloned());
+        options
+    }
+}
+
+/// What NVRTC produced for one (source, options) pair; independent of any device context.
+#[derive(Debug)]
+struct CompiledImage {
+    ptx: String,
+    /// Present when the target is a real architecture; loading it skips the driver's PTX JIT.
+    cubin: Option<Vec<u8>>,
+    log: String,
+}
+
+type ImageSlot = Arc<OnceLock<Result<Arc<CompiledImage>, CompileFailure>>>;
+
+/// The process-wide NVRTC cache, keyed by a hash of (source, options). Each key holds a `OnceLock`, so
+/// two threads asking for the same source wait for one compilation instead of running two, while
+/// different sources compile in parallel. Failures are cached too: the same source fails the same way.
+fn image_cache() -> &'static DashMap<u64, ImageSlot> {
+    static CACHE: OnceLock<DashMap<u64, ImageSlot>> = OnceLock::new();
+    CACHE.get_or_init(DashMap::new)
+}
+
+/// How many times NVRTC actually ran in this process (cache hits do not count).
+static NVRTC_RUNS: AtomicUsize = AtomicUsize::new(0);
+
+/// The number of NVRTC compilations this process has run; a cache hit leaves it unchanged.
+pub fn nvrtc_compilations() -> usize {
+    NVRTC_RUNS.load(Ordering::Relaxed)
+}
+
+/// A kernel function loaded on a device, with what the compiler said about it.
+#[derive(Clone, Debug)]
+pub struct CompiledKernel {
+    name: String,
+    arch: String,
+    function: CudaFunction,
+    image: Arc<CompiledImage>,
+}
+
+impl CompiledKernel {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn arch(&self) -> &str {
+        &self.arch
+    }
+
+    /// The PTX NVRTC generated (for `--emit ptx` and for reading).
+    pub fn ptx(&self) -> &str {
+        &self.image.ptx
+    }
+
+    /// NVRTC's full log of the successful compile: warnings and the ptxas report.
+    pub fn log(&self) -> &str {
+        &self.image.log
+    }
+
+    /// The `ptxas info` lines of the log (registers, spills, shared memory per kernel), when ptxas
+    /// ran for this compile.
+    ///
+    /// NVRTC from CUDA 13 on keeps ptxas results in the CUDA compute cache (`~/.nv/ComputeCache`,
+    /// keyed by the PTX), and a cache hit leaves the log empty; `CUDA_CACHE_DISABLE=1` makes ptxas
+    /// run (and report) every time. [`CompiledKernel::resources`] is always available.
+    pub fn ptxas_info(&self) -> Option<String> {
+        let lines: Vec<&str> = self
+            .image
+            .log
+            .lines()
+            .filter(|line| line.trim_start().starts_with("ptxas"))
+            .collect();
+        (!lines.is_empty()).then(|| lines.join("\n"))
+    }
+
+    /// What the loaded function uses, as the driver reports it; `None` if the driver fails to say.
+    pub fn resources(&self) -> Option<KernelResources> {
+        guarded(
+            |_| (),
+            || {
+                let function = &self.function;
+                Ok(KernelResources {
+                    registers: function.num_regs().map_err(|_| ())?,
+                    local_bytes: function.local_size_bytes().map_err(|_| ())?,
+                    static_shared_bytes: function.shared_size_bytes().map_err(|_| ())?,
+                    max_threads_per_block: function.max_threads_per_block().map_err(|_| ())?,
+                })
+            },
+        )
+        .ok()
+    }
+}
+
+/// Per-kernel resource use, from the driver's function attributes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelResources {
+    /// Registers per thread.
+    pub registers: i32,
+    /// Local memory per thread in bytes; nonzero usually means register spills.
+    pub local_bytes: i32,
+    /// Statically declared shared memory per block in bytes.
+    pub static_shared_bytes: i32,
+    /// The most threads a block of this kernel may have (registers can make it less than 1024).
+    pub max_threads_per_block: i32,
+}
+
+/// A tensor in device memory, stored as raw bytes in the layout [`HostTensor::to_bytes`] produces.
+#[derive(Debug)]
+pub struct DeviceTensor {
+    dtype: DType,
+    shape: Vec<usize>,
+    byte_len: usize,
+    /// At least one byte long: the driver refuses empty allocations, so empty tensors get a pad byte.
+    data: CudaSlice<u8>,
+}
+
+impl DeviceTensor {
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// Size of the elements in bytes (without the pad byte of an empty tensor).
+    pub fn byte_len(&self) -> usize {
+        self.byte_len
+    }
+}
+
+/// One kernel argument: a tensor is passed as its device pointer, a scalar by value.
+#[derive(Clone, Copy, Debug)]
+pub enum LaunchArg<'a> {
+    Tensor(&'a DeviceTensor),
+    I32(i32),
+}
+
+/// How often [`CudaDevice::time_launches`] runs a kernel: untimed warm-up runs first, then timed ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Repetitions {
+    pub warmup: usize,
+    pub iterations: usize,
+}
+
+/// Kernel times from CUDA events, one event pair around each timed launch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Timing {
+    pub median_ms: f64,
+    pub min_ms: f64,
+    pub max_ms: f64,
+    /// Every timed launch, in launch order.
+    pub samples_ms: Vec<f64>,
+}
+
+impl Timing {
+    /// Summarises samples; `None` for no samples.
+    pub fn from_samples(samples_ms: Vec<f64>) -> Option<Timing> {
+        let mut sorted = samples_ms.clone();
+        sorted.sort_by(f64::total_cmp);
+        let (&min_ms, &max_ms) = (sorted.first()?, sorted.last()?);
+        let middle = sorted.len() / 2;
+        let median_ms = if sorted.len() % 2 == 1 {
+            sorted[middle]
+        } else {
+            (sorted[middle - 1] + sorted[middle]) / 2.0
+        };
+        Some(Timing {
+            median_ms,
+            min_ms,
+            max_ms,
+            samples_ms,
+        })
+    }
+}
+
+/// Device 0, its stream, and the modules loaded into its context.
+#[derive(Debug)]
+pub struct CudaDevice {
+    context: Arc<CudaContext>,
+    /// All work goes to this one stream, so every operation is ordered after the previous one.
+    stream: Arc<CudaStream>,
+    name: String,
+    compute_capability: (i32, i32),
+    /// The opt-in maximum of dynamic shared memory per block.
+    max_shared_bytes: u32,
+    /// Modules are per context, so they are cached per device, keyed like the NVRTC cache.
+    modules: DashMap<u64, Arc<CudaModule>>,
+}
+
+impl CudaDevice {
+    /// Opens device 0, or says why the GPU cannot be used. Never panics.
+    pub fn open() -> Result<CudaDevice, Unavailable> {
+        // SAFETY: `is_culib_present` only tries to dlopen the candidate library names and closes them
+        // again; it calls no function of the library.
+        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+            return Err(Unavailable::NoDriverLibrary);
+        }
+        // SAFETY: as above, for libnvrtc.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            return Err(Unavailable::NoNvrtcLibrary);
+        }
+        guarded(Unavailable::Panicked, CudaDevice::open_device_zero)
+    }
+
+    fn open_device_zero() -> Result<CudaDevice, Unavailable> {
+        let fail = |during: &'static str| {
+            move |error: DriverError| match error.0 {
+                CUresult::CUDA_ERROR_NO_DEVICE | CUresult::CUDA_ERROR_INVALID_DEVICE => {
+                    Unavailable::NoDevice
+                }
+                _ => Unavailable::Driver {
+                    during,
+                    error: describe_driver_error(error),
+                },
+            }
+        };
+        let context = CudaContext::new(0).map_err(fail("opening device 0"))?;
+        let name = context.name().map_err(fail("reading the device name"))?;
+        let compute_capability = context
+            .compute_capability()
+            .map_err(fail("reading the compute capability"))?;
+        let max_shared = context
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+            .map_err(fail("reading the shared memory limit"))?;
+        let stream = context.default_stream();
+        Ok(CudaDevice {
+            context,
+            stream,
+            name,
+            compute_capability,
+            max_shared_bytes: u32::try_from(max_shared).unwrap_or(DEFAULT_DYNAMIC_SHARED_BYTES),
+            modules: DashMap::new(),
+        })
+    }
+
+    /// The device's marketing name ("NVIDIA H100 80GB HBM3").
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn compute_capability(&self) -> (i32, i32) {
+        self.compute_capability
+    }
+
+    /// The architecture to compile for: `sm_90` on any 9.x device, `sm_80` on any 8.x device, and so
+    /// on. Code for `sm_X0` runs on every `X.y` device, and it is what the code generator targets.
+    pub fn default_arch(&self) -> String {
+        format!("sm_{}0", self.compute_capability.0)
+    }
+
+    /// The code generator's target for this device, when it has one.
+    pub fn target(&self) -> Option<Target> {
+        Target::from_name(&self.default_arch())
+    }
+
+    /// The largest dynamic shared memory one block may request, in bytes.
+    pub fn max_shared_bytes(&self) -> u32 {
+        self.max_shared_bytes
+    }
+
+    /// Compiles `source` for `arch` with the default settings and loads `kernel_name` from it.
+    pub fn compile(
+        &self,
+        source: &str,
+        kernel_name: &str,
+        arch: &str,
+    ) -> Result<CompiledKernel, CompileFailure> {
+        self.compile_with(source, kernel_name, &CompileSettings::for_arch(arch))
+    }
+
+    /// Compiles `source` (once per process for the same source and settings) and loads
+    /// `kernel_name`, which must be declared `extern "C" __global__`.
+    pub fn compile_with(
+        &self,
+        source: &str,
+        kernel_name: &str,
+        settings: &CompileSettings,
+    ) -> Result<CompiledKernel, CompileFailure> {
+        let panicked = |message| CompileFailure::before_nvrtc(format!("NVRTC failed: {message}"));
+        guarded(panicked, || {
+            check_compile_inputs(source, kernel_name, settings)?;
+            let options = settings.nvrtc_options();
+            let key = cache_key(source, &options);
+            let slot = image_cache().entry(key).or_default().clone();
+            // The shard lock of the map is released here; only callers of this same key wait.
+            let image = slot.get_or_init(|| run_nvrtc(source, &options)).clone()?;
+            let module = self
+                .load_module(key, &image)
+                .map_err(|error| CompileFailure {
+                    message: format!("the driver could not load the compiled module: {error}"),
+                    log: image.log.clone(),
+                    options: options.clone(),
+                })?;
+            let function = module
+                .load_function(kernel_name)
+                .map_err(|error| CompileFailure {
+                    message: if error.0 == CUresult::CUDA_ERROR_NOT_FOUND {
+                        format!(
+                            "the compiled module has no kernel named `{kernel_name}` \
+                         (is it declared extern \"C\" __global__?)"
+                        )
+                    } else {
+                        format!(
+                            "could not load kernel `{kernel_name}`: {}",
+                            describe_driver_error(error)
+                        )
+                    },
+                    log: image.log.clone(),
+                    options,
+                })?;
+            Ok(CompiledKernel {
+                name: kernel_name.to_string(),
+                arch: settings.arch.clone(),
+                function,
+                image,
+            })
+        })
+    }
+
+    fn load_module(&self, key: u64, image: &CompiledImage) -> Result<Arc<CudaModule>, String> {
+        if let Some(module) = self.modules.get(&key) {
+            return Ok(module.clone());
+        }
+        let code = match &image.cubin {
+            Some(cubin) => Ptx::from_binary(cubin.clone()),
+            None => Ptx::from_src(image.ptx.clone()),
+        };
+        let module = self
+            .context
+            .load_module(code)
+            .map_err(describe_driver_error)?;
+        // Two threads may both load the module; the first one stored wins and the other is dropped.
+        Ok(self.modules.entry(key).or_insert(module).clone())
+    }
+
+    /// Copies a host tensor to the device.
+    pub fn upload(&self, tensor: &HostTensor) -> Result<DeviceTensor, CudaError> {
+        let during = "copying a tensor to the GPU";
+        check_host_tensor(tensor, during)?;
+        guarded(panic_error(during), || {
+            let bytes = tensor.to_bytes();
+            let data = if bytes.is_empty() {
+                self.stream.alloc_zeros::<u8>(1)
+            } else {
+                self.stream.clone_htod(&bytes)
+            }
+            .map_err(CudaError::driver(during))?;
+            Ok(DeviceTensor {
+                dtype: tensor.dtype,
+                shape: tensor.shape.clone(),
+                byte_len: bytes.len(),
+                data,
+            })
+        })
+    }
+
+    /// A zero-filled device tensor (for outputs).
+    pub fn zeros(&self, dtype: DType, shape: &[usize]) -> Result<DeviceTensor, CudaError> {
+        let during = "allocating a tensor on the GPU";
+        let byte_len = shape
+            .iter()
+            .try_fold(element_bytes(dtype), |size, &extent| {
+                size.checked_mul(extent)
+            })
+            .ok_or_else(|| CudaError::new(during, format!("the shape {shape:?} is too large")))?;
+        guarded(panic_error(during), || {
+            let data = self
+                .stream
+                .alloc_zeros::<u8>(byte_len.max(1))
+                .map_err(CudaError::driver(during))?;
+            Ok(DeviceTensor {
+                dtype,
+                shape: shape.to_vec(),
+                byte_len,
+                data,
+            })
+        })
+    }
+
+    /// Copies a device tensor back into a host tensor of the same dtype and shape.
+    pub fn download(&self, tensor: &DeviceTensor) -> Result<HostTensor, CudaError> {
+        let during = "copying a tensor from the GPU";
+        guarded(panic_error(during), || {
+            let mut bytes = self
+                .stream
+                .clone_dtoh(&tensor.data)
+                .map_err(CudaError::driver(during))?;
+            // The copy synchronises the stream when it ends, but swallows an error from that wait, so
+            // wait again to see it (for example a fault of the kernel that wrote the tensor).
+            self.stream
+                .synchronize()
+                .map_err(CudaError::driver(during))?;
+            bytes.truncate(tensor.byte_len);
+            HostTensor::from_bytes(tensor.dtype, &tensor.shape, &bytes).ok_or_else(|| {
+                CudaError::new(
+                    during,
+                    "the device buffer does not match the tensor's shape",
+                )
+            })
+        })
+    }
+
+    /// Launches `kernel` once and waits for it; a fault in the kernel comes back as a `CudaError`.
+    pub fn launch(
+        &self,
+        kernel: &CompiledKernel,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_bytes: u32,
+        args: &[LaunchArg<'_>],
+    ) -> Result<(), CudaError> {
+        let config = self.prepare_launch(kernel, grid, block, shared_bytes, args)?;
+        let during = format!("running kernel `{}`", kernel.name);
+        guarded(panic_error(&during), || {
+            self.enqueue(kernel, config, args)?;
+            self.stream
+                .synchronize()
+                .map_err(CudaError::driver(during.clone()))
+        })
+    }
+
+    /// Runs `kernel` `warmup` times untimed, then `iterations` times between CUDA event pairs, and
+    /// returns the median and minimum of the timed runs.
+    pub fn time_launches(
+        &self,
+        kernel: &CompiledKernel,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_bytes: u32,
+        args: &[LaunchArg<'_>],
+        repetitions: Repetitions,
+    ) -> Result<Timing, CudaError> {
+        let during = format!("timing kernel `{}`", kernel.name);
+        if repetitions.iterations == 0 {
+            return Err(CudaError::new(
+                during,
+                "at least one timed iteration is needed",
+            ));
+        }
+        // Checks and attributes are settled before the loop, so that host work between the start
+        // event and the launch stays as small as possible.
+        let config = self.prepare_launch(kernel, grid, block, shared_bytes, args)?;
+        guarded(panic_error(&during), || {
+            for _ in 0..repetitions.warmup {
+                self.enqueue(kernel, config, args)?;
+            }
+            self.stream
+                .synchronize()
+                .map_err(CudaError::driver(during.clone()))?;
+            let mut events = Vec::with_capacity(repetitions.iterations);
+            for _ in 0..repetitions.iterations {
+                let record = || {
+                    self.stream
+                        .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                        .map_err(CudaError::driver(during.clone()))
+                };
+                let start = record()?;
+                self.enqueue(kernel, config, args)?;
+                events.push((start, record()?));
+            }
+            self.stream
+                .synchronize()
+                .map_err(CudaError::driver(during.clone()))?;
+            let samples = events
+                .iter()
+                .map(|(start, end)| start.elapsed_ms(end).map(f64::from))
+                .collect::<Result<Vec<f64>, DriverError>>()
+                .map_err(CudaError::driver(during.clone()))?;
+            Timing::from_samples(samples)
+                .ok_or_else(|| CudaError::new(during.clone(), "no launch was timed"))
+        })
+    }
+
+    /// Checks a launch against the device's and the kernel's limits, so that mistakes get a clear
+    /// message instead of the driver's bare "invalid argument", and raises the function's
+    /// dynamic shared memory limit when the launch needs more than the default 48 KiB.
+    fn prepare_launch(
+        &self,
+        kernel: &CompiledKernel,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_bytes: u32,
+        args: &[LaunchArg<'_>],
+    ) -> Result<LaunchConfig, CudaError> {
+        let during = format!("launching kernel `{}`", kernel.name);
+        if grid.contains(&0) || block.contains(&0) {
+            return Err(CudaError::new(
+                during,
+                format!("grid {grid:?} and block {block:?} must have no zero extent"),
+            ));
+        }
+        if shared_bytes > self.max_shared_bytes {
+            return Err(CudaError::new(
+                during,
+                format!(
+                    "{shared_bytes} bytes of dynamic shared memory requested, but the device allows \
+                     at most {} per block",
+                    self.max_shared_bytes
+                ),
+            ));
+        }
+        for (index, arg) in args.iter().enumerate() {
+            if let LaunchArg::Tensor(tensor) = arg
+                && tensor.data.context() != &self.context
+            {
+                return Err(CudaError::new(
+                    during,
+                    format!("argument {index} is a tensor of another CUDA context"),
+                ));
+            }
+        }
+        guarded(panic_error(&during), || {
+            let threads = u64::from(block[0]) * u64::from(block[1]) * u64::from(block[2]);
+            let max_threads = kernel
+                .function
+                .max_threads_per_block()
+                .map_err(CudaError::driver(during.clone()))?;
+            if threads > u64::try_from(max_threads).unwrap_or(0) {
+                return Err(CudaError::new(
+                    during,
+                    format!(
+                        "block {block:?} has {threads} threads, but the kernel allows at most \
+                         {max_threads} (registers per thread limit this)"
+                    ),
+                ));
+            }
+            if shared_bytes > DEFAULT_DYNAMIC_SHARED_BYTES {
+                // `set_attribute` does not make the context current itself.
+                self.context
+                    .bind_to_thread()
+                    .map_err(CudaError::driver(during.clone()))?;
+                let bytes = i32::try_from(shared_bytes).unwrap_or(i32::MAX);
+                kernel
+                    .function
+                    .set_attribute(
+                        CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        bytes,
+                    )
+                    .map_err(CudaError::driver(during.clone()))?;
+            }
+            Ok(LaunchConfig {
+                grid_dim: (grid[0], grid[1], grid[2]),
+                block_dim: (block[0], block[1], block[2]),
+                shared_mem_bytes: shared_bytes,
+            })
+        })
+    }
+
+    /// Queues one launch on the stream without waiting for it.
+    fn enqueue(
+        &self,
+        kernel: &CompiledKernel,
+        config: LaunchConfig,
+        args: &[LaunchArg<'_>],
+    ) -> Result<(), CudaError> {
+        let mut builder = self.stream.launch_builder(&kernel.function);
+        for arg in args {
+            match arg {
+                LaunchArg::Tensor(tensor) => builder.arg(&tensor.data),
+                LaunchArg::I32(value) => builder.arg(value),
+            };
+        }
+        // SAFETY: the driver cannot check argument types, so this relies on the caller: the code
+        // generator emits the kernel signature and the argument list from the same parameter list
+        // (tensors as pointers, scalars as `int`), and out-of-bounds accesses come back as a driver
+        // error at the next synchronisation, not as host memory corruption. Every pointer passed
+        // refers to memory borrowed for the whole call, and `launch`/`time_launches` wait for the
+        // stream before returning, so no buffer is freed while the kernel runs.
+        unsafe { builder.launch(config) }
+            .map(|_| ())
+            .map_err(CudaError::driver(format!(
+                "launching kernel `{}`",
+                kernel.name
+            )))
+    }
+}
+
+/// Rejects inputs that would make cudarc panic (interior NUL bytes) or that are not a target name, so
+/// NVRTC never sees a stray option smuggled in through the architecture.
+fn check_compile_inputs(
+    source: &str,
+    kernel_name: &str,
+    settings: &CompileSettings,
+) -> Result<(), CompileFailure> {
+    if source.contains('\0') {
+        return Err(CompileFailure::before_nvrtc(
+            "the CUDA source contains a NUL byte",
+        ));
+    }
+    let is_identifier = kernel_name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && kernel_name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !is_identifier {
+        return Err(CompileFailure::before_nvrtc(format!(
+            "`{kernel_name}` is not a valid kernel name"
+        )));
+    }
+    if !is_architecture_name(&settings.arch) {
+        return Err(CompileFailure::before_nvrtc(format!(
+            "`{}` is not a GPU architecture (expected a name such as sm_90)",
+            settings.arch
+        )));
+    }
+    let options = settings.include_paths.iter().chain(&settings.extra_options);
+    if options.clone().any(|option| option.contains('\0')) {
+        return Err(CompileFailure::before_nvrtc(
+            "an NVRTC option contains a NUL byte",
+        ));
+    }
+    Ok(())
+}
+
+/// `sm_90`, `sm_90a`, `compute_80` and the like.
+fn is_architecture_name(arch: &str) -> bool {
+    let Some(rest) = arch
+        .strip_prefix("sm_")
+        .or_else(|| arch.strip_prefix("compute_"))
+    else {
+        return false;
+    };
+    let digits = rest.trim_end_matches(|c: char| c.is_ascii_lowercase());
+    !digits.is_empty()
+        && digits.len() + 1 >= rest.len()
+        && digits.chars().all(|c| c.is_ascii_digit())
+}
+
+fn cache_key(source: &str, options: &[String]) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    source.hash(&mut hasher);
+    options.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// An NVRTC program handle that is destroyed when dropped, on every path out of [`run_nvrtc`].
+struct Program {
+    raw: cudarc::nvrtc::sys::nvrtcProgram,
+    /// NVRTC may keep pointing into the source, so it lives as long as the program.
+    _source: CString,
+}
+
+impl Drop for Program {
+    fn drop(&mut self) {
+        // SAFETY: `raw` came from `create_program` and is destroyed exactly once, here. A failure to
+        // destroy leaks the program; there is nothing better to do in `drop`.
+        let _ = unsafe { cudarc::nvrtc::result::destroy_program(self.raw) };
+    }
+}
+
+/// Runs NVRTC on one source. The log is read on success as well, because warnings and the ptxas
+/// report are worth showing; that is why this goes below cudarc's `compile_ptx_with_opts`, which
+/// returns the log only on failure.
+fn run_nvrtc(source: &str, options: &[String]) -> Result<Arc<CompiledImage>, CompileFailure> {
+    use cudarc::nvrtc::result;
+
+    NVRTC_RUNS.fetch_add(1, Ordering::Relaxed);
+    let failure = |message: String, log: String| CompileFailure {
+        message,
+        log,
+        options: options.to_vec(),
+    };
+    let source = CString::new(source)
+        .map_err(|_| failure("the CUDA source contains a NUL byte".into(), String::new()))?;
+    let raw = result::create_program(&source, None).map_err(|error| {
+        failure(
+            format!("NVRTC could not create a program ({:?})", error.0),
+            String::new(),
+        )
+    })?;
+    let program = Program {
+        raw,
+        _source: source,
+    };
+    // SAFETY: `program.raw` is a live program (destroyed only when `program` drops, after this
+    // function), and no option contains a NUL byte (checked by `check_compile_inputs`; our own options
+    // are literals), so `compile_program` cannot panic on building C strings.
+    let compiled = unsafe { result::compile_program(program.raw, options) };
+    // SAFETY: the program is live, and reading the log is valid after compilation whatever its result.
+    let log = unsafe { result::get_program_log(program.raw) }
+        .map(|chars| c_chars_to_string(&chars))
+        .unwrap_or_default();
+    if let Err(error) = compiled {
+        return Err(failure(
+            format!("NVRTC could not compile the source ({:?})", error.0),
+            log,
+        ));
+    }
+    // SAFETY: the program is live and compiled successfully, so its PTX is available.
+    let ptx = unsafe { result::get_ptx(program.raw) }
+        .map(|chars| c_chars_to_string(&chars))
+        .map_err(|error| {
+            failure(
+                format!("NVRTC produced no PTX ({:?})", error.0),
+                log.clone(),
+            )
+        })?;
+    // SAFETY: as above; a cubin exists only for a real architecture, and `get_cubin` handles its
+    // absence.
+    let cubin = unsafe { get_cubin(program.raw) };
+    Ok(Arc::new(CompiledImage { ptx, cubin, log }))
+}
+
+/// The cubin of a compiled program, or `None` when NVRTC made none (a virtual architecture).
+///
+/// # Safety
+///
+/// `program` must be a live NVRTC program that compiled successfully.
+unsafe fn get_cubin(program: cudarc::nvrtc::sys::nvrtcProgram) -> Option<Vec<u8>> {
+    use cudarc::nvrtc::sys;
+
+    let mut size = 0usize;
+    // SAFETY: `program` is live (the caller's contract) and `size` is a valid place to write to.
+    unsafe { sys::nvrtcGetCUBINSize(program, &mut size) }
+        .result()
+        .ok()?;
+    if size == 0 {
+        return None;
+    }
+    let mut cubin = vec![0u8; size];
+    // SAFETY: `cubin` has exactly the size NVRTC reported for this program's cubin.
+    unsafe { sys::nvrtcGetCUBIN(program, cubin.as_mut_ptr().cast::<c_char>()) }
+        .result()
+        .ok()?;
+    Some(cubin)
+}
+
+/// A NUL-terminated C string from NVRTC as text (NVRTC's logs and PTX are ASCII).
+fn c_chars_to_string(chars: &[c_char]) -> String {
+    let bytes: Vec<u8> = chars
+        .iter()
+        .map(|&c| c as u8)
+        .take_while(|&b| b != 0)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// `CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered`.
+fn describe_driver_error(error: DriverError) -> String {
+    let name = error
+        .error_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| format!("{:?}", error.0));
+    match error.error_string() {
+        Ok(text) => format!("{name}: {}", text.to_string_lossy()),
+        Err(_) => name,
+    }
+}
+
+fn host_tensor_mismatch(tensor: &HostTensor) -> Option<String> {
+    let count = tensor
+        .shape
+        .iter()
+        .try_fold(1usize, |count, &extent| count.checked_mul(extent));
+    (count != Some(tensor.values.len())).then(|| {
+        format!(
+            "the tensor has {} values but its shape {:?} says otherwise",
+            tensor.values.len(),
+            tensor.shape
+        )
+    })
+}
+
+fn check_host_tensor(tensor: &HostTensor, during: &str) -> Result<(), CudaError> {
+    match host_tensor_mismatch(tensor) {
+        Some(message) => Err(CudaError::new(during, message)),
+        None => Ok(()),
+    }
+}
+
+fn panic_error(during: &str) -> impl FnOnce(String) -> CudaError + use<> {
+    let during = during.to_string();
+    move |message| CudaError::new(during, format!("the CUDA bindings panicked: {message}"))
+}
+
+/// Runs `body`, turning a panic inside cudarc into an error made by `on_panic` from the message.
+fn guarded<T, E>(
+    on_panic: impl FnOnce(String) -> E,
+    body: impl FnOnce() -> Result<T, E>,
+) -> Result<T, E> {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(result) => result,
+        Err(payload) => Err(on_panic(panic_message(payload.as_ref()))),
+    }
+}
+
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(message) = payload.downcast_ref::<String>() {
+        message.clone()
+    } else if let Some(message) = payload.downcast_ref::<&str>() {
+        (*message).to_string()
+    } else {
+        "unknown panic".to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const VECTOR_ADD: &str = r#"
+extern "C" __global__ void vector_add(float* out, const float* a, const float* b, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = a[i] + b[i];
+}
+"#;
+
+    /// Opens the GPU, or prints why the GPU part of a test is skipped.
+    fn device_or_skip(test: &str) -> Option<CudaDevice> {
+        match CudaDevice::open() {
+            Ok(device) => Some(device),
+            Err(why) => {
+                eprintln!("{test}: skipping the GPU part, CUDA is unavailable: {why}");
+                None
+            }
+        }
+    }
+
+    #[test]
+    fn open_is_an_error_without_a_gpu_and_runs_vector_add_with_one() {
+        let device = match CudaDevice::open() {
+            Ok(device) => device,
+            Err(why) => {
+                assert!(!why.to_string().is_empty());
+                eprintln!("no GPU here ({why}); checked that opening fails cleanly");
+                return;
+            }
+        };
+        eprintln!("GPU: {} {:?}", device.name(), device.compute_capability());
+        assert!(device.default_arch().starts_with("sm_"));
+        let kernel = device
+            .compile(VECTOR_ADD, "vector_add", &device.default_arch())
+            .expect("vector_add compiles");
+        let n = 1000usize;
+        let a = HostTensor::random(DType::Float32, &[n], 1);
+        let b = HostTensor::random(DType::Float32, &[n], 2);
+        let a_dev = device.upload(&a).expect("upload a");
+        let b_dev = device.upload(&b).expect("upload b");
+        let out_dev = device
+            .zeros(DType::Float32, &[n])
+            .expect("allocate the output");
+        let args = [
+            LaunchArg::Tensor(&out_dev),
+            LaunchArg::Tensor(&a_dev),
+            LaunchArg::Tensor(&b_dev),
+            LaunchArg::I32(n as i32),
+        ];
+        device
+            .launch(&kernel, [4, 1, 1], [256, 1, 1], 0, &args)
+            .expect("vector_add runs");
+        let out = device.download(&out_dev).expect("download the output");
+        assert_eq!(out.shape, vec![n]);
+        for i in 0..n {
+            let expected = f64::from((a.values[i] as f32) + (b.values[i] as f32));
+            assert_eq!(out.values[i], expected, "element {i}");
+        }
+        let timing = device
+            .time_launches(
+                &kernel,
+                [4, 1, 1],
+                [256, 1, 1],
+                0,
+                &args,
+                Repetitions {
+                    warmup: 2,
+                    iterations: 5,
+                },
+            )
+            .expect("timing runs");
+        assert_eq!(timing.samples_ms.len(), 5);
+        assert!(timing.min_ms > 0.0 && timing.min_ms <= timing.median_ms);
+        eprintln!(
+            "vector_add: median {:.4} ms; {:?}; ptxas: {:?}",
+            timing.median_ms,
+            kernel.resources(),
+            kernel.ptxas_info()
+        );
+    }
+
+    #[test]
+    fn the_same_source_compiles_once() {
+        let Some(device) = device_or_skip("the_same_source_compiles_once") else {
+            return;
+        };
+        let source = format!("{VECTOR_ADD}\n// cache test\n");
+        let arch = device.default_arch();
+        let first = device
+            .compile(&source, "vector_add", &arch)
+            .expect("first compile");
+        let again = device
+            .compile(&source, "vector_add", &arch)
+            .expect("second compile");
+        assert!(
+            Arc::ptr_eq(&first.image, &again.image),
+            "the second compile must hit the cache"
+        );
+        assert!(nvrtc_compilations() >= 1);
+        assert!(again.ptx().contains("vector_add"));
+    }
+
+    #[test]
+    fn a_virtual_architecture_loads_through_ptx() {
+        let Some(device) = device_or_skip("a_virtual_architecture_loads_through_ptx") else {
+            return;
+        };
+        // NVRTC makes no cubin for a virtual architecture, so the driver JIT-compiles the PTX.
+        let arch = format!("compute_{}0", device.compute_capability().0);
+        let kernel = device
+            .compile(VECTOR_ADD, "vector_add", &arch)
+            .expect("vector_add compiles to PTX");
+        assert!(kernel.ptx().contains(".entry vector_add"));
+        let resources = kernel
+            .resources()
+            .expect("the driver reports the kernel's resources");
+        assert!(resources.registers > 0 && resources.max_threads_per_block >= 256);
+        let tensor = HostTensor::random(DType::Float16, &[3, 5], 9);
+        let on_device = device.upload(&tensor).expect("upload");
+        assert_eq!(device.download(&on_device).expect("download"), tensor);
+        let empty = device
+            .upload(&HostTensor::zeros(DType::Float32, &[0, 4]))
+            .expect("upload");
+        assert_eq!(device.download(&empty).expect("download").shape, vec![0, 4]);
+    }
+
+    #[test]
+    fn a_syntax_error_is_a_compile_failure_with_the_log() {
+        let Some(device) = device_or_skip("a_syntax_error_is_a_compile_failure_with_the_log")
+        else {
+            return;
+        };
+        let broken = "extern \"C\" __global__ void broken(float* out) { out[0] = 1.0f +; }";
+        let failure = device
+            .compile(broken, "broken", &device.default_arch())
+            .expect_err("a syntax error");
+        assert!(failure.log.contains("error"), "{failure}");
+        assert!(failure.message.contains("NVRTC"), "{failure}");
+        let missing = device
+            .compile(VECTOR_ADD, "no_such_kernel", &device.default_arch())
+            .expect_err("a missing kernel");
+        assert!(missing.message.contains("no_such_kernel"), "{missing}");
+    }
+
+    #[test]
+    fn large_dynamic_shared_memory() {
+        let Some(device) = device_or_skip("large_dynamic_shared_memory") else {
+            return;
+        };
+        // Fills 64 KiB of dynamic shared memory and reads it back, which needs the opt-in attribute.
+        let source = r#"
+extern "C" __global__ void shared_copy(float* out, int n) {
+    extern __shared__ float buffer[];
+    for (int i = threadIdx.x; i < n; i += blockDim.x) buffer[i] = (float)i;
+    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = buffer[n - 1 - i];
+}
+extern "C" __global__ void fault(float* out) {
+    float* wild = (float*)0x10;
+    out[0] = *wild;
+}
+"#;
+        let arch = device.default_arch();
+        let n = 16 * 1024usize;
+        let kernel = device
+            .compile(source, "shared_copy", &arch)
+            .expect("shared_copy compiles");
+        let out = device
+            .zeros(DType::Float32, &[n])
+            .expect("allocate the output");
+        let bytes = (n * 4) as u32;
+        device
+            .launch(
+                &kernel,
+                [1, 1, 1],
+                [256, 1, 1],
+                bytes,
+                &[LaunchArg::Tensor(&out), LaunchArg::I32(n as i32)],
+            )
+            .expect("64 KiB of dynamic shared memory can be used");
+        let host = device.download(&out).expect("download the output");
+        assert!(
+            host.values
+                .iter()
+                .enumerate()
+                .all(|(i, &v)| v == (n - 1 - i) as f64)
+        );
+        let too_much = device.max_shared_bytes() + 1;
+        let error = device
+            .launch(
+                &kernel,
+                [1, 1, 1],
+                [256, 1, 1],
+                too_much,
+                &[LaunchArg::Tensor(&out), LaunchArg::I32(1)],
+            )
+            .expect_err("too much shared memory");
+        assert!(error.message.contains("shared memory"), "{error}");
+    }
+
+    /// A kernel that faults must come back as a `CudaError`. A fault poisons the whole process's CUDA
+    /// state, so the faulting launch runs in a child process: this same test binary, running only this
+    /// test, with an environment variable that selects the child's part.
+    #[test]
+    fn a_kernel_fault_is_an_error() {
+        const CHILD: &str = "TILEC_CUDA_FAULT_CHILD";
+        let Some(device) = device_or_skip("a_kernel_fault_is_an_error") else {
+            return;
+        };
+        let source = r#"
+extern "C" __global__ void fault(float* out) {
+    float* wild = (float*)0x10;
+    out[0] = *wild;
+}
+"#;
+        if std::env::var_os(CHILD).is_some() {
+            let kernel = device
+                .compile(source, "fault", &device.default_arch())
+                .expect("the faulting kernel compiles");
+            let target = device
+                .zeros(DType::Float32, &[1])
+                .expect("allocate the target");
+            let error = device
+                .launch(
+                    &kernel,
+                    [1, 1, 1],
+                    [1, 1, 1],
+                    0,
+                    &[LaunchArg::Tensor(&target)],
+                )
+                .expect_err("the fault is reported");
+            eprintln!("expected fault: {error}");
+            assert!(error.message.contains("CUDA_ERROR"), "{error}");
+            assert!(device.download(&target).is_err(), "the fault is sticky");
+            return;
+        }
+        drop(device);
+        let test_path = module_path!().split_once("::").map_or("", |(_, path)| path);
+        let output =
+            std::process::Command::new(std::env::current_exe().expect("the test binary path"))
+                .args([
+                    "--exact",
+                    &format!("{test_path}::a_kernel_fault_is_an_error"),
+                    "--nocapture",
+                ])
+                .env(CHILD, "1")
+                .output()
+                .expect("the child process runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        eprintln!("child: {stderr}");
+        assert!(output.status.success(), "{stderr}");
+        assert!(
+            stderr.contains("expected fault"),
+            "the child must have run the test: {stderr}"
+        );
+    }
+
+    #[test]
+    fn architecture_names() {
+        assert!(is_architecture_name("sm_90"));
+        assert!(is_architecture_name("sm_90a"));
+        assert!(is_architecture_name("compute_80"));
+        assert!(!is_architecture_name("sm_"));
+        assert!(!is_architecture_name("sm_90 --use_fast_math"));
+        assert!(!is_architecture_name("90"));
+    }
+
+    #[test]
+    fn compile_inputs_are_checked_before_nvrtc() {
+        let settings = CompileSettings::for_arch("sm_90");
+        assert!(check_compile_inputs("__global__ void k() {}", "k", &settings).is_ok());
+        assert!(check_compile_inputs("a\0b", "k", &settings).is_err());
+        assert!(check_compile_inputs("", "not a name", &settings).is_err());
+        assert!(check_compile_inputs("", "k", &CompileSettings::for_arch("-O3")).is_err());
+        let options = settings.nvrtc_options();
+        assert!(options.contains(&"--gpu-architecture=sm_90".to_string()));
+        assert!(!options.iter().any(|option| option.contains("fast_math")));
+    }
+
+    #[test]
+    fn timing_summary() {
+        let timing = Timing::from_samples(vec![3.0, 1.0, 2.0, 10.0]).expect("four samples");
+        assert_eq!(
+            (timing.min_ms, timing.median_ms, timing.max_ms),
+            (1.0, 2.5, 10.0)
+        );
+        assert_eq!(
+            Timing::from_samples(vec![2.0, 1.0, 3.0])
+                .expect("three samples")
+                .median_ms,
+            2.0
+        );
+        assert_eq!(Timing::from_samples(Vec::new()), None);
+    }
+
+    #[test]
+    fn unavailable_messages_say_what_is_missing() {
+        assert!(Unavailable::NoDriverLibrary.to_string().contains("libcuda"));
+        assert!(Unavailable::NoNvrtcLibrary.to_string().contains("libnvrtc"));
+        let failure = CompileFailure {
+            message: "NVRTC could not compile the source".into(),
+            log: "k.cu(1): error: expected an expression\n".into(),
+            options: Vec::new(),
+        };
+        assert!(failure.to_string().ends_with("expected an expression"));
+    }
+}

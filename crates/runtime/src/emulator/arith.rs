@@ -1,0 +1,223 @@
+//! Element arithmetic: what one value node computes from its operands in one thread.
+//!
+//! Every value is carried as an `f64` holding a value of the node's dtype exactly. Float results are
+//! computed in `f64` and rounded once to the node's dtype with [`round_to`]. For `+ - * /` and `sqrt`
+//! that equals the IEEE operation in the narrower format, because `f64` carries more than twice the
+//! significand bits of `f32`, `f16` and `bf16` plus two, so the double rounding is innocuous. Other
+//! intrinsics (`exp`, `tanh`, ...) are computed correctly rounded-ish in `f64`; the GPU's versions are
+//! approximations, so results that use them match only up to a tolerance.
+//!
+//! Integer results are computed on `i64` and wrapped to the dtype's width, as C does for unsigned
+//! types and as the GPU does for signed ones. Integer `/` truncates toward zero: TileLang's `/` on
+//! integers is TVM's `tir.Div`, which has C semantics, and the CUDA printer prints it as C's `/`.
+//! `//` and `%` are floor division and floor modulo (TVM's `floordiv`/`floormod`), for floats too.
+
+use tilec_ir::DType;
+use tilec_ir::data::{BinaryOp, CompareOp, Intrinsic};
+use tilec_ir::expr::{floor_div, floor_mod};
+use tilec_ir::thread::UnaryOp;
+
+use crate::tensor::round_to;
+
+/// `value` wrapped to the width and signedness of the integer dtype (`Bool` to 0 or 1).
+pub(super) fn wrap_int(dtype: DType, value: i64) -> i64 {
+    match dtype {
+        DType::Bool => i64::from(value != 0),
+        DType::Int8 => i64::from(value as i8),
+        DType::Int16 => i64::from(value as i16),
+        DType::Int32 => i64::from(value as i32),
+        DType::UInt8 => i64::from(value as u8),
+        DType::UInt16 => i64::from(value as u16),
+        DType::UInt32 => i64::from(value as u32),
+        _ => value,
+    }
+}
+
+/// The value of an integer constant of `dtype`.
+pub(super) fn int_constant(dtype: DType, value: i64) -> f64 {
+    if dtype.is_float() {
+        round_to(dtype, value as f64)
+    } else {
+        wrap_int(dtype, value) as f64
+    }
+}
+
+fn is_integral(dtype: DType) -> bool {
+    !dtype.is_float()
+}
+
+pub(super) fn unary(op: UnaryOp, dtype: DType, x: f64) -> Result<f64, String> {
+    match op {
+        UnaryOp::Neg if is_integral(dtype) => Ok(wrap_int(dtype, (x as i64).wrapping_neg()) as f64),
+        UnaryOp::Neg => Ok(round_to(dtype, -x)),
+        // `~x` on an integer flips its bits; on `bool` (and, leniently, on floats) it is `not`.
+        UnaryOp::Not if dtype.is_int() => Ok(wrap_int(dtype, !(x as i64)) as f64),
+        UnaryOp::Not => Ok(round_to(dtype, f64::from(u8::from(x == 0.0)))),
+        UnaryOp::Intrinsic(intrinsic) => intrinsic_value(intrinsic, dtype, x),
+    }
+}
+
+fn intrinsic_value(intrinsic: Intrinsic, dtype: DType, x: f64) -> Result<f64, String> {
+    let value = match intrinsic {
+        Intrinsic::Abs if is_integral(dtype) => {
+            return Ok(wrap_int(dtype, (x as i64).wrapping_abs()) as f64);
+        }
+        Intrinsic::Exp => x.exp(),
+        Intrinsic::Exp2 => x.exp2(),
+        Intrinsic::Log => x.ln(),
+        Intrinsic::Log2 => x.log2(),
+        Intrinsic::Sqrt => x.sqrt(),
+        Intrinsic::Rsqrt => 1.0 / x.sqrt(),
+        Intrinsic::Abs => x.abs(),
+        Intrinsic::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+        Intrinsic::Tanh => x.tanh(),
+        // A value node has one operand; lowering expresses two-operand `max`/`min` otherwise.
+        Intrinsic::Max | Intrinsic::Min => {
+            return Err(format!(
+                "`{}` takes two operands but is a unary node",
+                intrinsic.name()
+            ));
+        }
+    };
+    Ok(round_to(dtype, value))
+}
+
+pub(super) fn binary(op: BinaryOp, dtype: DType, a: f64, b: f64) -> Result<f64, String> {
+    match op {
+        BinaryOp::And => return Ok(round_to(dtype, f64::from(u8::from(a != 0.0 && b != 0.0)))),
+        BinaryOp::Or => return Ok(round_to(dtype, f64::from(u8::from(a != 0.0 || b != 0.0)))),
+        _ => {}
+    }
+    if dtype.is_float() {
+        float_binary(op, dtype, a, b)
+    } else {
+        int_binary(op, dtype, a as i64, b as i64)
+    }
+}
+
+fn float_binary(op: BinaryOp, dtype: DType, a: f64, b: f64) -> Result<f64, String> {
+    let value = match op {
+        BinaryOp::Add => a + b,
+        BinaryOp::Sub => a - b,
+        BinaryOp::Mul => a * b,
+        BinaryOp::Div => a / b,
+        BinaryOp::FloorDiv => (a / b).floor(),
+        BinaryOp::Mod => a - (a / b).floor() * b,
+        BinaryOp::Pow => a.powf(b),
+        _ => return Err(format!("`{}` on {dtype} operands", op.symbol())),
+    };
+    Ok(round_to(dtype, value))
+}
+
+fn int_binary(op: BinaryOp, dtype: DType, a: i64, b: i64) -> Result<f64, String> {
+    let division_by_zero = || format!("integer division by zero (`{}`)", op.symbol());
+    let value = match op {
+        BinaryOp::Add => a.wrapping_add(b),
+        BinaryOp::Sub => a.wrapping_sub(b),
+        BinaryOp::Mul => a.wrapping_mul(b),
+        BinaryOp::Div | BinaryOp::FloorDiv | BinaryOp::Mod if b == 0 => {
+            return Err(division_by_zero());
+        }
+        BinaryOp::Div => a.wrapping_div(b),
+        // Only `i64::MIN // -1` overflows; it wraps like every other integer result.
+        BinaryOp::FloorDiv => floor_div(a, b).unwrap_or(a.wrapping_neg()),
+        BinaryOp::Mod => floor_mod(a, b).unwrap_or(0),
+        BinaryOp::Pow => int_pow(a, b)?,
+        BinaryOp::BitAnd => a & b,
+        BinaryOp::BitOr => a | b,
+        BinaryOp::BitXor => a ^ b,
+        BinaryOp::Shl | BinaryOp::Shr => shift(op, dtype, a, b)?,
+        BinaryOp::And | BinaryOp::Or => i64::from(op == BinaryOp::And && a != 0 && b != 0),
+    };
+    Ok(wrap_int(dtype, value) as f64)
+}
+
+/// `a ** b` on integers; a negative exponent truncates `1 / a^-b` toward zero.
+fn int_pow(a: i64, b: i64) -> Result<i64, String> {
+    if b < 0 {
+        return match a {
+            0 => Err("integer `0 ** negative`".to_owned()),
+            1 => Ok(1),
+            -1 => Ok(if b % 2 == 0 { 1 } else { -1 }),
+            _ => Ok(0),
+        };
+    }
+    let exponent = u32::try_from(b).map_err(|_| format!("integer exponent {b} is too large"))?;
+    Ok(a.wrapping_pow(exponent))
+}
+
+/// `a << b` or `a >> b`: shifting by the width or more is undefined in C, so it is reported.
+fn shift(op: BinaryOp, dtype: DType, a: i64, b: i64) -> Result<i64, String> {
+    let width = dtype.bytes() * 8;
+    let amount = u32::try_from(b)
+        .ok()
+        .filter(|&amount| u64::from(amount) < width);
+    let Some(amount) = amount else {
+        return Err(format!("shift of a {dtype} by {b}"));
+    };
+    Ok(if op == BinaryOp::Shl {
+        a.wrapping_shl(amount)
+    } else {
+        a >> amount
+    })
+}
+
+pub(super) fn compare(op: CompareOp, a: f64, b: f64) -> f64 {
+    let result = match op {
+        CompareOp::Lt => a < b,
+        CompareOp::Le => a <= b,
+        CompareOp::Gt => a > b,
+        CompareOp::Ge => a >= b,
+        CompareOp::Eq => a == b,
+        CompareOp::Ne => a != b,
+    };
+    f64::from(u8::from(result))
+}
+
+/// `value` converted to `dtype` as a C cast does: floats round to nearest even, float to integer
+/// truncates toward zero, integers wrap.
+pub(super) fn cast(dtype: DType, value: f64) -> f64 {
+    if dtype.is_int() && value.is_finite() {
+        wrap_int(dtype, value.trunc() as i64) as f64
+    } else {
+        round_to(dtype, value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integer_division_truncates_and_floor_division_floors() {
+        assert_eq!(binary(BinaryOp::Div, DType::Int32, -7.0, 2.0), Ok(-3.0));
+        assert_eq!(
+            binary(BinaryOp::FloorDiv, DType::Int32, -7.0, 2.0),
+            Ok(-4.0)
+        );
+        assert_eq!(binary(BinaryOp::Mod, DType::Int32, -7.0, 2.0), Ok(1.0));
+        assert!(binary(BinaryOp::Div, DType::Int32, 1.0, 0.0).is_err());
+        assert_eq!(binary(BinaryOp::Mod, DType::Float32, -7.5, 2.0), Ok(0.5));
+    }
+
+    #[test]
+    fn integers_wrap_to_their_width() {
+        let big = f64::from(i32::MAX);
+        assert_eq!(binary(BinaryOp::Mul, DType::Int32, big, big), Ok(1.0));
+        assert_eq!(binary(BinaryOp::Add, DType::UInt8, 255.0, 1.0), Ok(0.0));
+        assert_eq!(cast(DType::Int32, -2.7), -2.0);
+        assert!(binary(BinaryOp::Shl, DType::Int32, 1.0, 32.0).is_err());
+    }
+
+    #[test]
+    fn floats_round_once_to_the_node_dtype() {
+        let tiny = 1.0 / 4096.0;
+        assert_eq!(binary(BinaryOp::Add, DType::Float16, 1.0, tiny), Ok(1.0));
+        assert_eq!(
+            binary(BinaryOp::Add, DType::Float32, 1.0, tiny),
+            Ok(1.0 + tiny)
+        );
+        let sigmoid = unary(UnaryOp::Intrinsic(Intrinsic::Sigmoid), DType::Float64, 0.0);
+        assert_eq!(sigmoid, Ok(0.5));
+    }
+}

@@ -1,0 +1,272 @@
+//! What the emulator reports when a program misbehaves: the kind of fault plus where it happened.
+//!
+//! Every fault found while a block runs names the innermost enclosing [`tilec_ir::thread::Stmt::Block`]
+//! (its `origin` entity, which the caller maps to a source range, and its `label`), the block index
+//! and, where one thread is to blame, that thread. Faults found before the run (a malformed program or
+//! arguments that do not match the declarations) and after it (unwritten outputs) carry no site.
+
+use std::fmt;
+
+use tilec_ir::EntityId;
+
+/// A fault of a program run, with the place it happened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EmulatorError {
+    pub kind: ErrorKind,
+    /// The `origin` of the innermost enclosing statement block, when it has one.
+    pub origin: Option<EntityId>,
+    /// The `label` of the innermost enclosing statement block.
+    pub label: Option<String>,
+    /// The block index `(x, y, z)` that was running.
+    pub block: Option<[u32; 3]>,
+    /// The flat thread index the fault is charged to.
+    pub thread: Option<u32>,
+}
+
+impl EmulatorError {
+    /// A fault without a site: found before or after the blocks ran.
+    pub fn new(kind: ErrorKind) -> EmulatorError {
+        EmulatorError {
+            kind,
+            origin: None,
+            label: None,
+            block: None,
+            thread: None,
+        }
+    }
+
+    pub(super) fn malformed(message: impl Into<String>) -> Fault {
+        Box::new(EmulatorError::new(ErrorKind::Malformed(message.into())))
+    }
+
+    pub(super) fn argument(name: &str, message: impl Into<String>) -> Fault {
+        Box::new(EmulatorError::new(ErrorKind::BadArgument {
+            name: name.to_owned(),
+            message: message.into(),
+        }))
+    }
+}
+
+/// An error as the emulator passes it around internally: boxed, so that results stay small.
+pub(super) type Fault = Box<EmulatorError>;
+
+/// Why an index expression has no value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IndexFault {
+    DivisionByZero,
+    Overflow,
+    /// The expression reads a variable that is not bound where it is evaluated (by name).
+    Unbound(String),
+}
+
+/// Which two accesses of a shared element conflict. The first named thread made the earlier access.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RaceKind {
+    /// A write, then a read by another thread.
+    ReadAfterWrite,
+    /// A read, then a write by another thread.
+    WriteAfterRead,
+    /// Two writes by different threads.
+    WriteAfterWrite,
+}
+
+/// The kinds of fault the emulator detects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The program breaks an invariant of [`tilec_ir::ThreadProgram`] (a bad id, a value that refers to
+    /// a later value, a shared buffer outside the shared arena, ...).
+    Malformed(String),
+    /// A tensor or scalar argument does not match the program's declaration of it.
+    BadArgument { name: String, message: String },
+    /// An index (of `buffer`, or of a loop extent or `let` when `None`) could not be evaluated.
+    IndexFault {
+        buffer: Option<String>,
+        fault: IndexFault,
+    },
+    OutOfBounds {
+        buffer: String,
+        index: i64,
+        elements: i64,
+    },
+    /// A shared element read before any thread of the block wrote it.
+    UninitializedShared { buffer: String, index: i64 },
+    /// A register (local) element read before the thread wrote it.
+    UninitializedLocal { buffer: String, index: i64 },
+    /// A shared element read through `buffer` while its bytes were last written through `other`, a
+    /// different buffer placed over the same bytes.
+    SharedAlias {
+        buffer: String,
+        index: i64,
+        other: String,
+    },
+    /// Two threads accessed one shared element between two barriers, at least one of them writing.
+    Race {
+        buffer: String,
+        index: i64,
+        kind: RaceKind,
+        first: i64,
+        second: i64,
+    },
+    /// A write-only parameter's element read before the kernel wrote it.
+    PoisonedRead { buffer: String, index: i64 },
+    /// A write to a parameter declared read-only.
+    WriteToReadOnly { buffer: String, index: i64 },
+    /// Elements of a write-only parameter that no thread wrote: `first` is the multi-index of the
+    /// first of them and `count` how many there are.
+    Unwritten {
+        param: String,
+        first: Vec<i64>,
+        count: usize,
+    },
+    /// `__syncthreads()` reached by only `active` of the block's `threads` threads.
+    DivergentBarrier { active: usize, threads: usize },
+    /// A shuffle read the value of a thread that was not executing the statement.
+    ShuffleInactiveLane { partner: i64, mask: u32 },
+    /// A loop extent depends on the thread index (the program would not run in lockstep).
+    ThreadDependentExtent,
+    /// A vector access whose index is not a multiple of its lane count, or whose address is not aligned
+    /// to the vector's size.
+    Misaligned {
+        buffer: String,
+        index: i64,
+        lanes: u32,
+    },
+    /// Element arithmetic without a defined result: integer division by zero, a shift by more than the
+    /// width, a bit operation on floats.
+    Arithmetic(String),
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ErrorKind::Malformed(message) => write!(f, "malformed thread program: {message}"),
+            ErrorKind::BadArgument { name, message } => write!(f, "argument `{name}`: {message}"),
+            ErrorKind::IndexFault { buffer, fault } => {
+                match buffer {
+                    Some(buffer) => write!(f, "index of `{buffer}`: ")?,
+                    None => f.write_str("index: ")?,
+                }
+                match fault {
+                    IndexFault::DivisionByZero => f.write_str("division by zero"),
+                    IndexFault::Overflow => f.write_str("integer overflow"),
+                    IndexFault::Unbound(name) => write!(f, "variable `{name}` is not bound"),
+                }
+            }
+            ErrorKind::OutOfBounds {
+                buffer,
+                index,
+                elements,
+            } => {
+                write!(
+                    f,
+                    "out-of-bounds access `{buffer}[{index}]` (it has {elements} elements)"
+                )
+            }
+            ErrorKind::UninitializedShared { buffer, index } => {
+                write!(
+                    f,
+                    "read of shared `{buffer}[{index}]`, which no thread of the block wrote"
+                )
+            }
+            ErrorKind::UninitializedLocal { buffer, index } => {
+                write!(
+                    f,
+                    "read of local `{buffer}[{index}]` before the thread wrote it"
+                )
+            }
+            ErrorKind::SharedAlias {
+                buffer,
+                index,
+                other,
+            } => write!(
+                f,
+                "read of shared `{buffer}[{index}]` whose bytes were last written through `{other}`"
+            ),
+            ErrorKind::Race {
+                buffer,
+                index,
+                kind,
+                first,
+                second,
+            } => {
+                let (earlier, later) = match kind {
+                    RaceKind::ReadAfterWrite => ("written", "read"),
+                    RaceKind::WriteAfterRead => ("read", "written"),
+                    RaceKind::WriteAfterWrite => ("written", "written"),
+                };
+                write!(
+                    f,
+                    "shared-memory race on `{buffer}[{index}]`: {earlier} by thread {first}, then \
+                     {later} by thread {second}, with no barrier between"
+                )
+            }
+            ErrorKind::PoisonedRead { buffer, index } => {
+                write!(
+                    f,
+                    "read of output `{buffer}[{index}]` before the kernel wrote it"
+                )
+            }
+            ErrorKind::WriteToReadOnly { buffer, index } => {
+                write!(
+                    f,
+                    "write to `{buffer}[{index}]`, a parameter declared read-only"
+                )
+            }
+            ErrorKind::Unwritten {
+                param,
+                first,
+                count,
+            } => {
+                let first: Vec<String> = first.iter().map(i64::to_string).collect();
+                write!(
+                    f,
+                    "output `{param}` has {count} element(s) the kernel never wrote, the first at [{}]",
+                    first.join(", ")
+                )
+            }
+            ErrorKind::DivergentBarrier { active, threads } => write!(
+                f,
+                "barrier in divergent code: reached by {active} of the block's {threads} threads"
+            ),
+            ErrorKind::ShuffleInactiveLane { partner, mask } => write!(
+                f,
+                "shuffle (xor {mask}) reads thread {partner}, which is not executing the statement"
+            ),
+            ErrorKind::ThreadDependentExtent => {
+                f.write_str("a loop extent depends on the thread index")
+            }
+            ErrorKind::Misaligned {
+                buffer,
+                index,
+                lanes,
+            } => {
+                write!(
+                    f,
+                    "misaligned {lanes}-lane vector access `{buffer}[{index}]`"
+                )
+            }
+            ErrorKind::Arithmetic(message) => f.write_str(message),
+        }
+    }
+}
+
+impl fmt::Display for EmulatorError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.kind)?;
+        if let Some([x, y, z]) = self.block {
+            write!(f, " in block ({x}, {y}, {z})")?;
+        }
+        if let Some(thread) = self.thread {
+            write!(f, " thread {thread}")?;
+        }
+        if let Some(label) = &self.label {
+            write!(f, ", in `{label}`")?;
+        }
+        if let Some(origin) = self.origin {
+            write!(f, " (entity {})", origin.index())?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for EmulatorError {}

@@ -1,0 +1,405 @@
+//! Values evaluated column-wise: one column of `f64` per value node, one entry per executing thread.
+//!
+//! A statement evaluates its values for all threads that execute it ("lanes", numbered by position in
+//! the statement's thread list). Each node is evaluated once per statement (the memo) even when two
+//! subtrees share it, which is also what makes [`Value::ShuffleXor`] lockstep-exact: the partner's
+//! operand is the entry of the same column.
+//!
+//! A `Select` evaluates each side only for the lanes that pick it, as C's `?:` does, so a guarded
+//! load in the unpicked side is never checked. Narrowing the lanes opens a scope: a column computed
+//! in a scope covers all lanes of that scope, so it serves nested (smaller) scopes too, and it is
+//! forgotten when its scope closes, before a sibling scope with other lanes could use it.
+
+use tilec_ir::thread::{Value, ValueId};
+
+use super::Machine;
+use super::arith;
+use super::error::{ErrorKind, Fault};
+use crate::tensor::round_to;
+
+/// No column, no lane.
+const NONE: u32 = u32::MAX;
+/// How deeply value nodes may nest; deeper programs are refused rather than overflowing the stack.
+const MAX_NESTING: u32 = 2048;
+
+/// The per-statement evaluation state.
+#[derive(Debug, Default)]
+pub(super) struct Frame {
+    /// Lanes of the running statement.
+    lanes: usize,
+    /// The column pool; the first `used` are this statement's.
+    columns: Vec<Vec<f64>>,
+    used: usize,
+    /// Per value node, its column in this statement, or [`NONE`].
+    memo: Vec<u32>,
+    /// Memo entries made in this statement, with the scope depth they were made at.
+    touched: Vec<(u32, u32)>,
+    depth: u32,
+    /// Per lane, the depth of the innermost open scope that contains it.
+    in_scope: Vec<u32>,
+    /// Per thread of the block, its lane in this statement (filled on first use by a shuffle).
+    lane_of: Vec<u32>,
+    lane_of_ready: bool,
+}
+
+impl Frame {
+    pub fn new(values: usize) -> Frame {
+        Frame {
+            memo: vec![NONE; values],
+            ..Frame::default()
+        }
+    }
+
+    /// Starts a statement executed by `lanes` threads.
+    pub fn begin(&mut self, lanes: usize) {
+        for (value, _) in self.touched.drain(..) {
+            if let Some(slot) = self.memo.get_mut(value as usize) {
+                *slot = NONE;
+            }
+        }
+        self.lanes = lanes;
+        self.used = 0;
+        self.depth = 0;
+        self.in_scope.clear();
+        self.in_scope.resize(lanes, 0);
+        self.lane_of_ready = false;
+    }
+
+    /// A fresh column for this statement.
+    fn alloc(&mut self) -> usize {
+        if self.used == self.columns.len() {
+            self.columns.push(Vec::new());
+        }
+        let column = self.used;
+        self.columns[column].resize(self.lanes, 0.0);
+        self.used += 1;
+        column
+    }
+
+    fn lookup(&self, value: ValueId) -> Option<usize> {
+        self.memo
+            .get(value.index())
+            .filter(|&&column| column != NONE)
+            .map(|&column| column as usize)
+    }
+
+    fn remember(&mut self, value: ValueId, column: usize) {
+        if let Some(slot) = self.memo.get_mut(value.index()) {
+            *slot = column as u32;
+            self.touched.push((value.0, self.depth));
+        }
+    }
+
+    fn open_scope(&mut self, lanes: &[u32]) {
+        self.depth += 1;
+        for &lane in lanes {
+            self.in_scope[lane as usize] = self.depth;
+        }
+    }
+
+    fn close_scope(&mut self, lanes: &[u32]) {
+        while let Some(&(value, depth)) = self.touched.last() {
+            if depth < self.depth {
+                break;
+            }
+            self.memo[value as usize] = NONE;
+            self.touched.pop();
+        }
+        self.depth -= 1;
+        for &lane in lanes {
+            self.in_scope[lane as usize] = self.depth;
+        }
+    }
+
+    /// The values of `column`, one per lane.
+    pub fn column(&self, column: usize) -> &[f64] {
+        self.columns.get(column).map_or(&[], Vec::as_slice)
+    }
+
+    /// Takes a column out of the pool to fill it (put it back with [`Frame::put`]).
+    fn take(&mut self, column: usize) -> Vec<f64> {
+        std::mem::take(&mut self.columns[column])
+    }
+
+    fn put(&mut self, column: usize, values: Vec<f64>) {
+        self.columns[column] = values;
+    }
+}
+
+impl Machine<'_, '_> {
+    /// Evaluates `value` for every lane of a statement executed by `active`.
+    pub(super) fn eval_all(&mut self, value: ValueId, active: &[u32]) -> Result<usize, Fault> {
+        let lanes: Vec<u32> = (0..active.len() as u32).collect();
+        self.eval(value, active, &lanes, MAX_NESTING)
+    }
+
+    /// Evaluates `value` for the lanes `sel`, which are exactly the lanes of the innermost open scope;
+    /// returns its column.
+    fn eval(
+        &mut self,
+        value: ValueId,
+        active: &[u32],
+        sel: &[u32],
+        nesting: u32,
+    ) -> Result<usize, Fault> {
+        if let Some(column) = self.frame.lookup(value) {
+            return Ok(column);
+        }
+        let nesting = nesting.checked_sub(1).ok_or_else(|| {
+            self.fault(ErrorKind::Malformed("values nest too deeply".into()), None)
+        })?;
+        let program = self.program;
+        let node = program.values.get(value.index()).ok_or_else(|| {
+            self.fault(
+                ErrorKind::Malformed(format!("value id {} out of range", value.index())),
+                None,
+            )
+        })?;
+        let column = match *node {
+            Value::Float { bits, dtype } => {
+                self.constant(sel, round_to(dtype, f64::from_bits(bits)))
+            }
+            Value::Int { value, dtype } => self.constant(sel, arith::int_constant(dtype, value)),
+            Value::Index(e) => self.index_value(e, active, sel)?,
+            Value::Load { buffer, index } => self.load(buffer.index(), index, active, sel)?,
+            Value::Unary { op, arg, dtype } => {
+                let arg = self.eval(arg, active, sel, nesting)?;
+                self.map1(arg, active, sel, |x| arith::unary(op, dtype, x))?
+            }
+            Value::Binary {
+                op,
+                lhs,
+                rhs,
+                dtype,
+            } => {
+                let lhs = self.eval(lhs, active, sel, nesting)?;
+                let rhs = self.eval(rhs, active, sel, nesting)?;
+                self.map2(lhs, rhs, active, sel, |a, b| arith::binary(op, dtype, a, b))?
+            }
+            Value::Compare { op, lhs, rhs } => {
+                let lhs = self.eval(lhs, active, sel, nesting)?;
+                let rhs = self.eval(rhs, active, sel, nesting)?;
+                self.map2(lhs, rhs, active, sel, |a, b| Ok(arith::compare(op, a, b)))?
+            }
+            Value::Cast { dtype, value } => {
+                let value = self.eval(value, active, sel, nesting)?;
+                self.map1(value, active, sel, |x| Ok(arith::cast(dtype, x)))?
+            }
+            Value::Select {
+                cond,
+                then,
+                otherwise,
+                dtype,
+            } => self.select([cond, then, otherwise], active, sel, nesting, |x| {
+                round_to(dtype, x)
+            })?,
+            Value::ShuffleXor { value, mask, dtype } => {
+                let operand = self.eval(value, active, sel, nesting)?;
+                self.shuffle(operand, mask, active, sel, |x| round_to(dtype, x))?
+            }
+        };
+        self.frame.remember(value, column);
+        Ok(column)
+    }
+
+    fn constant(&mut self, sel: &[u32], value: f64) -> usize {
+        let column = self.frame.alloc();
+        let mut out = self.frame.take(column);
+        for &lane in sel {
+            out[lane as usize] = value;
+        }
+        self.frame.put(column, out);
+        column
+    }
+
+    /// The threads of the lanes `sel`.
+    fn threads_of(active: &[u32], sel: &[u32]) -> Vec<u32> {
+        sel.iter()
+            .map(|&lane| active.get(lane as usize).copied().unwrap_or(0))
+            .collect()
+    }
+
+    fn index_value(
+        &mut self,
+        e: tilec_ir::ExprId,
+        active: &[u32],
+        sel: &[u32],
+    ) -> Result<usize, Fault> {
+        let threads = Self::threads_of(active, sel);
+        let indices = self.index(e, &threads, None)?;
+        let column = self.frame.alloc();
+        let mut out = self.frame.take(column);
+        for (&lane, &index) in sel.iter().zip(&indices) {
+            out[lane as usize] = arith::wrap_int(tilec_ir::DType::Int32, index) as f64;
+        }
+        self.frame.put(column, out);
+        Ok(column)
+    }
+
+    fn load(
+        &mut self,
+        buffer: usize,
+        e: tilec_ir::ExprId,
+        active: &[u32],
+        sel: &[u32],
+    ) -> Result<usize, Fault> {
+        let threads = Self::threads_of(active, sel);
+        let indices = self.index(e, &threads, Some(buffer))?;
+        let column = self.frame.alloc();
+        let mut out = self.frame.take(column);
+        for ((&lane, &thread), &index) in sel.iter().zip(&threads).zip(&indices) {
+            let value = self.memory.load(&self.buffers, buffer, index, thread);
+            out[lane as usize] = value.map_err(|kind| self.fault(kind, Some(thread)))?;
+        }
+        self.frame.put(column, out);
+        Ok(column)
+    }
+
+    /// A new column with `f` applied to `arg` in every lane of `sel`.
+    fn map1(
+        &mut self,
+        arg: usize,
+        active: &[u32],
+        sel: &[u32],
+        f: impl Fn(f64) -> Result<f64, String>,
+    ) -> Result<usize, Fault> {
+        let column = self.frame.alloc();
+        let mut out = self.frame.take(column);
+        let a = self.frame.column(arg);
+        for &lane in sel {
+            let lane = lane as usize;
+            out[lane] = f(a[lane]).map_err(|message| self.arithmetic(message, active, lane))?;
+        }
+        self.frame.put(column, out);
+        Ok(column)
+    }
+
+    fn map2(
+        &mut self,
+        lhs: usize,
+        rhs: usize,
+        active: &[u32],
+        sel: &[u32],
+        f: impl Fn(f64, f64) -> Result<f64, String>,
+    ) -> Result<usize, Fault> {
+        let column = self.frame.alloc();
+        let mut out = self.frame.take(column);
+        let (a, b) = (self.frame.column(lhs), self.frame.column(rhs));
+        for &lane in sel {
+            let lane = lane as usize;
+            out[lane] =
+                f(a[lane], b[lane]).map_err(|message| self.arithmetic(message, active, lane))?;
+        }
+        self.frame.put(column, out);
+        Ok(column)
+    }
+
+    fn arithmetic(&self, message: String, active: &[u32], lane: usize) -> Fault {
+        self.fault(ErrorKind::Arithmetic(message), active.get(lane).copied())
+    }
+
+    /// `cond ? then : otherwise`, evaluating each side only in the lanes that pick it.
+    fn select(
+        &mut self,
+        [cond, then, otherwise]: [ValueId; 3],
+        active: &[u32],
+        sel: &[u32],
+        nesting: u32,
+        round: impl Fn(f64) -> f64,
+    ) -> Result<usize, Fault> {
+        let cond = self.eval(cond, active, sel, nesting)?;
+        let picks = self.frame.column(cond);
+        let (yes, no): (Vec<u32>, Vec<u32>) =
+            sel.iter().partition(|&&lane| picks[lane as usize] != 0.0);
+        let then = self.eval_in_scope(then, active, sel, &yes, nesting)?;
+        let otherwise = self.eval_in_scope(otherwise, active, sel, &no, nesting)?;
+        let column = self.frame.alloc();
+        let mut out = self.frame.take(column);
+        for (lanes, side) in [(&yes, then), (&no, otherwise)] {
+            let Some(side) = side else { continue };
+            let values = self.frame.column(side);
+            for &lane in lanes {
+                out[lane as usize] = round(values[lane as usize]);
+            }
+        }
+        self.frame.put(column, out);
+        Ok(column)
+    }
+
+    /// Evaluates `value` for `sub`, a subset of the current scope's lanes `sel`, opening a narrower
+    /// scope when it is a proper subset; `None` when `sub` is empty.
+    fn eval_in_scope(
+        &mut self,
+        value: ValueId,
+        active: &[u32],
+        sel: &[u32],
+        sub: &[u32],
+        nesting: u32,
+    ) -> Result<Option<usize>, Fault> {
+        if sub.is_empty() {
+            return Ok(None);
+        }
+        if sub.len() == sel.len() {
+            return self.eval(value, active, sel, nesting).map(Some);
+        }
+        self.frame.open_scope(sub);
+        let column = self.eval(value, active, sub, nesting);
+        self.frame.close_scope(sub);
+        column.map(Some)
+    }
+
+    /// Lane `t` gets `operand` of thread `t ^ mask` of its warp, which must be executing too.
+    fn shuffle(
+        &mut self,
+        operand: usize,
+        mask: u32,
+        active: &[u32],
+        sel: &[u32],
+        round: impl Fn(f64) -> f64,
+    ) -> Result<usize, Fault> {
+        self.fill_lane_of(active);
+        let column = self.frame.alloc();
+        let mut out = self.frame.take(column);
+        let values = self.frame.column(operand);
+        for &lane in sel {
+            let thread = active.get(lane as usize).copied().unwrap_or(0);
+            let partner = (thread & !31) | ((thread & 31) ^ mask);
+            let partner_lane = self
+                .frame
+                .lane_of
+                .get(partner as usize)
+                .copied()
+                .unwrap_or(NONE);
+            let in_scope = self
+                .frame
+                .in_scope
+                .get(partner_lane as usize)
+                .is_some_and(|&d| d == self.frame.depth);
+            if !in_scope {
+                let kind = ErrorKind::ShuffleInactiveLane {
+                    partner: i64::from(partner),
+                    mask,
+                };
+                return Err(self.fault(kind, Some(thread)));
+            }
+            out[lane as usize] = round(values[partner_lane as usize]);
+        }
+        self.frame.put(column, out);
+        Ok(column)
+    }
+
+    /// Fills the thread → lane map of the running statement.
+    fn fill_lane_of(&mut self, active: &[u32]) {
+        if self.frame.lane_of_ready {
+            return;
+        }
+        self.frame.lane_of.clear();
+        self.frame.lane_of.resize(self.threads, NONE);
+        for (lane, &thread) in active.iter().enumerate() {
+            if let Some(slot) = self.frame.lane_of.get_mut(thread as usize) {
+                *slot = lane as u32;
+            }
+        }
+        self.frame.lane_of_ready = true;
+    }
+}

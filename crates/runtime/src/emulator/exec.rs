@@ -1,0 +1,382 @@
+//! Statements executed in lockstep: each statement runs for all threads executing it before the next
+//! statement starts.
+//!
+//! A statement list runs with a fixed list of threads (ascending), the "active" threads: all threads
+//! of the block at the top, the threads whose condition held (or failed) inside an `if`. Within a
+//! statement every value is computed for all active threads first and memory is written afterwards,
+//! thread by thread in ascending order, as a warp's single instruction would.
+
+use tilec_ir::thread::{AtomicOp, Stmt, ValueId};
+use tilec_ir::{EntityId, ExprId, ThreadProgram, VarId};
+
+use super::EmulatorReport;
+use super::error::{EmulatorError, ErrorKind, Fault};
+use super::eval::Frame;
+use super::index::{BatchFault, Binding, Env, Indexer, UniformFault};
+use super::memory::{BufferInfo, Memory};
+
+/// Everything a running program touches.
+#[derive(Debug)]
+pub(super) struct Machine<'p, 't> {
+    pub program: &'p ThreadProgram,
+    pub buffers: Vec<BufferInfo<'p>>,
+    pub threads: usize,
+    pub memory: Memory<'t>,
+    pub env: Env,
+    pub indexer: Indexer<'p>,
+    pub frame: Frame,
+    /// The enclosing statement blocks, innermost last.
+    pub sites: Vec<(Option<EntityId>, &'p str)>,
+    /// The running block's index.
+    pub block: [u32; 3],
+    pub report: EmulatorReport,
+    /// Bindings shadowed by `let`s, restored when their statement list ends.
+    pub shadowed: Vec<(usize, Binding)>,
+}
+
+impl<'p> Machine<'p, '_> {
+    /// An error at the current site, charged to `thread`.
+    pub(super) fn fault(&self, kind: ErrorKind, thread: Option<u32>) -> Fault {
+        let site = self.sites.last();
+        Box::new(EmulatorError {
+            kind,
+            origin: site.and_then(|(origin, _)| *origin),
+            label: site.map(|(_, label)| (*label).to_owned()),
+            block: Some(self.block),
+            thread,
+        })
+    }
+
+    /// Runs one block of the grid.
+    pub(super) fn run_block(&mut self, block: [u32; 3]) -> Result<(), Fault> {
+        self.block = block;
+        self.memory.begin_block();
+        for (&var, &index) in self.program.block_index.iter().zip(&block) {
+            if let Some(binding) = self.env.vars.get_mut(var.index()) {
+                *binding = Binding::Uniform(i64::from(index));
+            }
+        }
+        let all: Vec<u32> = (0..self.threads as u32).collect();
+        self.report.blocks += 1;
+        let program = self.program;
+        self.exec_list(&program.body, &all)
+    }
+
+    fn exec_list(&mut self, stmts: &'p [Stmt], active: &[u32]) -> Result<(), Fault> {
+        let shadowed = self.shadowed.len();
+        for stmt in stmts {
+            self.exec(stmt, active)?;
+        }
+        while self.shadowed.len() > shadowed {
+            if let Some((var, binding)) = self.shadowed.pop() {
+                self.env.vars[var] = binding;
+            }
+        }
+        Ok(())
+    }
+
+    fn exec(&mut self, stmt: &'p Stmt, active: &[u32]) -> Result<(), Fault> {
+        self.report.statements += 1;
+        self.report.thread_statements += active.len() as u64;
+        self.frame.begin(active.len());
+        match stmt {
+            Stmt::For {
+                var, extent, body, ..
+            } => self.exec_for(*var, *extent, body, active),
+            Stmt::Let { var, value } => self.exec_let(*var, *value, active),
+            Stmt::If {
+                cond,
+                then,
+                otherwise,
+            } => self.exec_if(*cond, then, otherwise, active),
+            Stmt::Store {
+                buffer,
+                index,
+                value,
+            } => self.exec_store(buffer.index(), *index, *value, active),
+            Stmt::VectorCopy {
+                dst,
+                dst_index,
+                src,
+                src_index,
+                lanes,
+            } => self.exec_vector_copy(
+                [dst.index(), src.index()],
+                [*dst_index, *src_index],
+                *lanes,
+                active,
+            ),
+            Stmt::Atomic {
+                op,
+                buffer,
+                index,
+                value,
+            } => self.exec_atomic(*op, buffer.index(), *index, *value, active),
+            Stmt::Barrier => self.exec_barrier(active),
+            Stmt::Block {
+                origin,
+                label,
+                body,
+            } => {
+                self.sites.push((*origin, label));
+                self.exec_list(body, active)?;
+                self.sites.pop();
+                Ok(())
+            }
+        }
+    }
+
+    /// The index `e` in each of `threads`; `buffer` names what it indexes, for messages.
+    pub(super) fn index(
+        &mut self,
+        e: ExprId,
+        threads: &[u32],
+        buffer: Option<usize>,
+    ) -> Result<Vec<i64>, Fault> {
+        self.indexer
+            .eval(&self.env, e, threads)
+            .map_err(|fault| match fault {
+                BatchFault::Fault(fault, thread) => {
+                    let buffer = buffer
+                        .map(|b| self.buffers.get(b).map_or("?", |info| info.name).to_owned());
+                    self.fault(ErrorKind::IndexFault { buffer, fault }, thread)
+                }
+                BatchFault::BadId => {
+                    self.malformed(format!("expression id {} out of range", e.index()))
+                }
+            })
+    }
+
+    fn malformed(&self, message: String) -> Fault {
+        self.fault(ErrorKind::Malformed(message), None)
+    }
+
+    fn var_slot(&self, var: VarId) -> Result<usize, Fault> {
+        let index = var.index();
+        if index < self.env.vars.len() {
+            Ok(index)
+        } else {
+            Err(self.malformed(format!("variable id {index} out of range")))
+        }
+    }
+
+    fn exec_for(
+        &mut self,
+        var: VarId,
+        extent: ExprId,
+        body: &'p [Stmt],
+        active: &[u32],
+    ) -> Result<(), Fault> {
+        let slot = self.var_slot(var)?;
+        let extent = self
+            .indexer
+            .eval_uniform(&self.env, extent)
+            .map_err(|fault| match fault {
+                UniformFault::Fault(fault) => self.fault(
+                    ErrorKind::IndexFault {
+                        buffer: None,
+                        fault,
+                    },
+                    None,
+                ),
+                UniformFault::ThreadDependent => self.fault(ErrorKind::ThreadDependentExtent, None),
+                UniformFault::BadId => {
+                    self.malformed(format!("expression id {} out of range", extent.index()))
+                }
+            })?;
+        let outer = std::mem::replace(&mut self.env.vars[slot], Binding::Unbound);
+        for i in 0..extent.max(0) {
+            self.env.vars[slot] = Binding::Uniform(i);
+            self.exec_list(body, active)?;
+        }
+        self.env.vars[slot] = outer;
+        Ok(())
+    }
+
+    fn exec_let(&mut self, var: VarId, value: ExprId, active: &[u32]) -> Result<(), Fault> {
+        let slot = self.var_slot(var)?;
+        let binding = if self.indexer.depends_on_thread(&self.env, value) {
+            let values = self.index(value, active, None)?;
+            let mut per_thread = vec![0; self.threads];
+            for (&thread, &v) in active.iter().zip(&values) {
+                if let Some(entry) = per_thread.get_mut(thread as usize) {
+                    *entry = v;
+                }
+            }
+            Binding::PerThread(per_thread)
+        } else {
+            let first = active.first().map_or(&[][..], std::slice::from_ref);
+            match self.index(value, first, None)?.first() {
+                Some(&v) => Binding::Uniform(v),
+                None => Binding::Unbound,
+            }
+        };
+        let outer = std::mem::replace(&mut self.env.vars[slot], binding);
+        self.shadowed.push((slot, outer));
+        Ok(())
+    }
+
+    fn exec_if(
+        &mut self,
+        cond: ValueId,
+        then: &'p [Stmt],
+        otherwise: &'p [Stmt],
+        active: &[u32],
+    ) -> Result<(), Fault> {
+        let column = self.eval_all(cond, active)?;
+        let picks = self.frame.column(column);
+        let (mut yes, mut no) = (Vec::new(), Vec::new());
+        for (&thread, &pick) in active.iter().zip(picks) {
+            if pick != 0.0 {
+                yes.push(thread)
+            } else {
+                no.push(thread)
+            }
+        }
+        if !yes.is_empty() && !then.is_empty() {
+            self.exec_list(then, &yes)?;
+        }
+        if !no.is_empty() && !otherwise.is_empty() {
+            self.exec_list(otherwise, &no)?;
+        }
+        Ok(())
+    }
+
+    fn exec_store(
+        &mut self,
+        buffer: usize,
+        index: ExprId,
+        value: ValueId,
+        active: &[u32],
+    ) -> Result<(), Fault> {
+        let indices = self.index(index, active, Some(buffer))?;
+        let column = self.eval_all(value, active)?;
+        for (lane, (&thread, &index)) in active.iter().zip(&indices).enumerate() {
+            let value = self
+                .frame
+                .column(column)
+                .get(lane)
+                .copied()
+                .unwrap_or(f64::NAN);
+            self.memory
+                .store(&self.buffers, buffer, index, thread, value)
+                .map_err(|kind| self.fault(kind, Some(thread)))?;
+        }
+        Ok(())
+    }
+
+    fn exec_atomic(
+        &mut self,
+        op: AtomicOp,
+        buffer: usize,
+        index: ExprId,
+        value: ValueId,
+        active: &[u32],
+    ) -> Result<(), Fault> {
+        let indices = self.index(index, active, Some(buffer))?;
+        let column = self.eval_all(value, active)?;
+        for (lane, (&thread, &index)) in active.iter().zip(&indices).enumerate() {
+            let value = self
+                .frame
+                .column(column)
+                .get(lane)
+                .copied()
+                .unwrap_or(f64::NAN);
+            self.memory
+                .atomic(&self.buffers, buffer, index, thread, op, value)
+                .map_err(|kind| self.fault(kind, Some(thread)))?;
+        }
+        Ok(())
+    }
+
+    /// Copies `lanes` elements per thread: all threads read, then all threads write.
+    fn exec_vector_copy(
+        &mut self,
+        [dst, src]: [usize; 2],
+        [dst_index, src_index]: [ExprId; 2],
+        lanes: u32,
+        active: &[u32],
+    ) -> Result<(), Fault> {
+        self.check_vector_buffers(dst, src, lanes)?;
+        let sources = self.index(src_index, active, Some(src))?;
+        let targets = self.index(dst_index, active, Some(dst))?;
+        let width = i64::from(lanes);
+        let mut staged = Vec::with_capacity(active.len() * lanes as usize);
+        for (&thread, &start) in active.iter().zip(&sources) {
+            self.check_vector_index(src, start, lanes, thread)?;
+            for offset in 0..width {
+                let value = self.memory.load(&self.buffers, src, start + offset, thread);
+                staged.push(value.map_err(|kind| self.fault(kind, Some(thread)))?);
+            }
+        }
+        let mut values = staged.into_iter();
+        for (&thread, &start) in active.iter().zip(&targets) {
+            self.check_vector_index(dst, start, lanes, thread)?;
+            for offset in 0..width {
+                let value = values.next().unwrap_or(f64::NAN);
+                self.memory
+                    .store(&self.buffers, dst, start + offset, thread, value)
+                    .map_err(|kind| self.fault(kind, Some(thread)))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn check_vector_buffers(&self, dst: usize, src: usize, lanes: u32) -> Result<(), Fault> {
+        let (Some(d), Some(s)) = (self.buffers.get(dst), self.buffers.get(src)) else {
+            return Err(self.malformed("vector copy: buffer id out of range".to_owned()));
+        };
+        if lanes == 0 || d.dtype != s.dtype {
+            let message = format!(
+                "vector copy of {lanes} lane(s) from `{}` ({}) to `{}` ({})",
+                s.name, s.dtype, d.name, d.dtype
+            );
+            return Err(self.malformed(message));
+        }
+        Ok(())
+    }
+
+    /// A vector access must start at a multiple of its lane count, and in shared memory also at an
+    /// address aligned to the whole vector (global tensors are allocated with ample alignment).
+    fn check_vector_index(
+        &self,
+        buffer: usize,
+        index: i64,
+        lanes: u32,
+        thread: u32,
+    ) -> Result<(), Fault> {
+        let Some(info) = self.buffers.get(buffer) else {
+            return Err(self.malformed("vector copy: buffer id out of range".to_owned()));
+        };
+        let width = i64::from(lanes);
+        let vector_bytes = (info.size as i64) * width;
+        let address = match info.place {
+            super::memory::Place::Shared { offset, .. } => {
+                offset as i64 + index.wrapping_mul(info.size as i64)
+            }
+            _ => 0,
+        };
+        if index.rem_euclid(width) != 0 || address.rem_euclid(vector_bytes) != 0 {
+            let kind = ErrorKind::Misaligned {
+                buffer: info.name.to_owned(),
+                index,
+                lanes,
+            };
+            return Err(self.fault(kind, Some(thread)));
+        }
+        Ok(())
+    }
+
+    fn exec_barrier(&mut self, active: &[u32]) -> Result<(), Fault> {
+        if active.len() != self.threads {
+            let kind = ErrorKind::DivergentBarrier {
+                active: active.len(),
+                threads: self.threads,
+            };
+            return Err(self.fault(kind, active.first().copied()));
+        }
+        self.memory.barrier();
+        self.report.barriers += 1;
+        Ok(())
+    }
+}

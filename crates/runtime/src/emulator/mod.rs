@@ -1,0 +1,176 @@
+//! The CPU emulator of the thread program: runs a [`ThreadProgram`] on host tensors and reports
+//! every fault that would make the generated CUDA wrong or undefined.
+//!
+//! Execution follows the two rules of [`tilec_ir::thread`]. Blocks run one after another (x fastest,
+//! then y, then z). Within a block all threads run in lockstep: each statement executes for all
+//! threads that reach it before the next statement starts (see [`exec`]), values are computed
+//! column-wise over those threads (see [`eval`]), and an `if` splits the threads into the two
+//! branches, which run one after the other.
+//!
+//! Values are carried as `f64` and rounded to their node's dtype after every operation (see
+//! [`arith`]), so fp16, bf16 and fp32 arithmetic is reproduced bit for bit; transcendental
+//! intrinsics are computed in `f64` and only match the GPU up to a tolerance. Integers are carried in
+//! the same `f64`s, exact up to 2^53 (so `int64`/`uint64` values beyond that lose bits).
+//!
+//! What is checked (see [`memory`] for the memory model and the race detector):
+//! - out-of-bounds indices in every memory, and index arithmetic that divides by zero or overflows;
+//! - reads of shared elements no thread of the block wrote, of registers the thread did not write,
+//!   and of output elements the kernel did not write yet; output elements left unwritten at the end;
+//! - unsynchronised shared-memory accesses: two threads touching one element between two barriers,
+//!   at least one writing (atomics exempt);
+//! - barriers reached by only part of the block, shuffles that read a thread not executing the
+//!   statement, loop extents that depend on the thread, misaligned vector copies.
+//!
+//! Known limits: global memory has no race detection (two blocks writing one element go unnoticed);
+//! an atomic and a plain access of one shared element in one epoch are not reported; 64-bit
+//! integers are exact only up to 2^53.
+
+mod arith;
+mod error;
+mod eval;
+mod exec;
+mod index;
+mod memory;
+mod setup;
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+
+use tilec_ir::ThreadProgram;
+use tilec_ir::thread::ParamAccess;
+
+pub use error::{EmulatorError, ErrorKind, IndexFault, RaceKind};
+
+use crate::tensor::HostTensor;
+use exec::Machine;
+
+/// What a run executed, for a "what ran" line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EmulatorReport {
+    pub blocks: u64,
+    pub threads_per_block: u64,
+    /// Statements executed, each counted once per block and loop iteration however many threads
+    /// executed it.
+    pub statements: u64,
+    /// Statements executed summed over the threads that executed them.
+    pub thread_statements: u64,
+    /// Barriers passed, summed over blocks.
+    pub barriers: u64,
+    pub global_loads: u64,
+    pub global_stores: u64,
+    pub shared_loads: u64,
+    pub shared_stores: u64,
+    pub atomics: u64,
+}
+
+impl fmt::Display for EmulatorReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} block(s) × {} thread(s): {} statements ({} thread-statements), {} barriers, \
+             global {} loads / {} stores, shared {} loads / {} stores, {} atomics",
+            self.blocks,
+            self.threads_per_block,
+            self.statements,
+            self.thread_statements,
+            self.barriers,
+            self.global_loads,
+            self.global_stores,
+            self.shared_loads,
+            self.shared_stores,
+            self.atomics
+        )
+    }
+}
+
+/// Runs every block of `program` on `tensors` (`tensors[k]` is the tensor of `program.params[k]`)
+/// with the scalar parameters `scalars` (`scalars[j]` binds `program.scalars[j]`).
+///
+/// Write-only parameters are poisoned first (NaN for floats) and every element left unwritten is an
+/// error. On success the tensors hold the kernel's results; on an error their contents are whatever
+/// the run had written up to the fault.
+pub fn run_program(
+    program: &ThreadProgram,
+    tensors: &mut [HostTensor],
+    scalars: &[i64],
+) -> Result<EmulatorReport, EmulatorError> {
+    let mut indexer = index::Indexer::new(&program.exprs);
+    let setup = setup::prepare(program, tensors, scalars, &mut indexer).map_err(|fault| *fault)?;
+    let access: Vec<ParamAccess> = program.params.iter().map(|param| param.access).collect();
+    let memory = memory::Memory::new(
+        tensors,
+        access,
+        &setup.buffers,
+        setup.shared_bytes,
+        setup.threads,
+    );
+    let mut machine = Machine {
+        program,
+        buffers: setup.buffers,
+        threads: setup.threads,
+        memory,
+        env: setup.env,
+        indexer,
+        frame: eval::Frame::new(program.values.len()),
+        sites: Vec::new(),
+        block: [0; 3],
+        report: EmulatorReport {
+            threads_per_block: setup.threads as u64,
+            ..EmulatorReport::default()
+        },
+        shadowed: Vec::new(),
+    };
+    let [gx, gy, gz] = setup.grid;
+    for z in 0..gz {
+        for y in 0..gy {
+            for x in 0..gx {
+                machine.run_block([x, y, z]).map_err(|fault| *fault)?;
+            }
+        }
+    }
+    check_unwritten(program, &machine.memory, &setup.shapes)?;
+    let counts = machine.memory.counts;
+    Ok(EmulatorReport {
+        global_loads: counts.global_loads,
+        global_stores: counts.global_stores,
+        shared_loads: counts.shared_loads,
+        shared_stores: counts.shared_stores,
+        atomics: counts.atomics,
+        ..machine.report
+    })
+}
+
+/// Reports the first write-only parameter with elements the kernel never wrote.
+fn check_unwritten(
+    program: &ThreadProgram,
+    memory: &memory::Memory<'_>,
+    shapes: &[Vec<i64>],
+) -> Result<(), EmulatorError> {
+    for ((param, written), shape) in program.params.iter().zip(&memory.written).zip(shapes) {
+        let Some(written) = written else { continue };
+        let count = written.iter().filter(|&&done| !done).count();
+        let Some(first) = written.iter().position(|&done| !done) else {
+            continue;
+        };
+        let kind = ErrorKind::Unwritten {
+            param: param.name.clone(),
+            first: unravel(first as i64, shape),
+            count,
+        };
+        return Err(EmulatorError::new(kind));
+    }
+    Ok(())
+}
+
+/// The row-major multi-index of flat element `flat` in `shape`.
+fn unravel(mut flat: i64, shape: &[i64]) -> Vec<i64> {
+    let mut index = vec![0; shape.len()];
+    for (slot, &extent) in index.iter_mut().zip(shape).rev() {
+        if extent > 0 {
+            *slot = flat % extent;
+            flat /= extent;
+        }
+    }
+    index
+}

@@ -1,0 +1,310 @@
+//! Checks a program and its arguments before anything runs, and evaluates the declarations.
+//!
+//! Everything that does not change while blocks run is settled here: the scalar parameters are bound,
+//! every buffer's element count is evaluated, shared buffers are checked to lie inside the shared
+//! arena and tensors to match their parameters, and the value arena is checked to refer only
+//! backwards (so evaluating a value always terminates).
+
+use tilec_ir::thread::{BufferDecl, Memory as MemoryKind, Value, ValueId};
+use tilec_ir::{ExprId, ThreadProgram, VarId};
+
+use super::error::{EmulatorError, ErrorKind, Fault, IndexFault};
+use super::index::{Binding, Env, Indexer, UniformFault};
+use super::memory::{BufferInfo, Place};
+use crate::tensor::{HostTensor, element_bytes};
+
+/// CUDA's limit on threads per block.
+const MAX_THREADS: i64 = 1024;
+/// More shared memory than any GPU has; larger declarations are mistakes, refused before allocating.
+const MAX_SHARED_BYTES: i64 = 1 << 24;
+/// Local elements over all buffers and threads of a block that the emulator allocates at most.
+const MAX_LOCAL_ELEMENTS: usize = 1 << 24;
+
+/// What the run needs from the declarations.
+#[derive(Debug)]
+pub(super) struct Setup<'p> {
+    pub buffers: Vec<BufferInfo<'p>>,
+    pub threads: usize,
+    pub grid: [u32; 3],
+    pub shared_bytes: usize,
+    /// Scalars and the thread index bound; block indices are bound per block.
+    pub env: Env,
+    /// Per parameter, the shape to report unwritten elements in.
+    pub shapes: Vec<Vec<i64>>,
+}
+
+pub(super) fn prepare<'p>(
+    program: &'p ThreadProgram,
+    tensors: &[HostTensor],
+    scalars: &[i64],
+    indexer: &mut Indexer<'p>,
+) -> Result<Setup<'p>, Fault> {
+    check_values(program)?;
+    let env = bind_scalars(program, scalars)?;
+    let threads = check_block(program)?;
+    let mut grid = [0; 3];
+    for (extent, &e) in grid.iter_mut().zip(&program.grid) {
+        let value = uniform(indexer, &env, e, "grid extent")?;
+        // CUDA allows up to 2^31 - 1 blocks in x and 65535 in y and z; 2^31 - 1 bounds them all.
+        *extent = u32::try_from(value)
+            .ok()
+            .filter(|&blocks| blocks <= i32::MAX as u32)
+            .ok_or_else(|| EmulatorError::malformed(format!("grid extent {value} out of range")))?;
+    }
+    let shared_bytes = usize::try_from(program.shared_bytes)
+        .ok()
+        .filter(|&bytes| bytes as i64 <= MAX_SHARED_BYTES)
+        .ok_or_else(|| {
+            EmulatorError::malformed(format!(
+                "shared_bytes {} out of range",
+                program.shared_bytes
+            ))
+        })?;
+    let mut buffers = Vec::with_capacity(program.buffers.len());
+    let mut slots = (0, 0, 0);
+    for (id, decl) in program.buffers.iter().enumerate() {
+        let info = buffer_info(program, indexer, &env, id, decl, &mut slots, shared_bytes)?;
+        buffers.push(info);
+    }
+    if slots.2 * threads > MAX_LOCAL_ELEMENTS {
+        return Err(EmulatorError::malformed(
+            "local buffers too large to emulate",
+        ));
+    }
+    let shapes = check_tensors(program, tensors, &buffers, indexer, &env)?;
+    Ok(Setup {
+        buffers,
+        threads,
+        grid,
+        shared_bytes,
+        env,
+        shapes,
+    })
+}
+
+/// Checks that every value refers only to earlier values, so that evaluation terminates.
+fn check_values(program: &ThreadProgram) -> Result<(), Fault> {
+    for (index, value) in program.values.iter().enumerate() {
+        for operand in operands(value).into_iter().flatten() {
+            if operand.index() >= index {
+                return Err(EmulatorError::malformed(format!(
+                    "value {index} refers to value {}, which is not an earlier one",
+                    operand.index()
+                )));
+            }
+        }
+        if let Value::ShuffleXor { mask, .. } = value
+            && *mask >= 32
+        {
+            return Err(EmulatorError::malformed(format!(
+                "shuffle mask {mask} is not a lane mask"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The value operands of a node.
+fn operands(value: &Value) -> [Option<ValueId>; 3] {
+    match *value {
+        Value::Float { .. } | Value::Int { .. } | Value::Index(_) | Value::Load { .. } => [None; 3],
+        Value::Unary { arg, .. } => [Some(arg), None, None],
+        Value::Cast { value, .. } | Value::ShuffleXor { value, .. } => [Some(value), None, None],
+        Value::Binary { lhs, rhs, .. } | Value::Compare { lhs, rhs, .. } => {
+            [Some(lhs), Some(rhs), None]
+        }
+        Value::Select {
+            cond,
+            then,
+            otherwise,
+            ..
+        } => [Some(cond), Some(then), Some(otherwise)],
+    }
+}
+
+fn check_var(program: &ThreadProgram, var: VarId) -> Result<usize, Fault> {
+    let index = var.index();
+    if index < program.exprs.num_vars() {
+        Ok(index)
+    } else {
+        Err(EmulatorError::malformed(format!(
+            "variable id {index} out of range"
+        )))
+    }
+}
+
+/// The environment with the scalar parameters and the thread index bound.
+fn bind_scalars(program: &ThreadProgram, scalars: &[i64]) -> Result<Env, Fault> {
+    if scalars.len() != program.scalars.len() {
+        let message = format!(
+            "{} scalar(s) expected, {} given",
+            program.scalars.len(),
+            scalars.len()
+        );
+        return Err(EmulatorError::argument(&program.name, message));
+    }
+    let mut env = Env::new(program.exprs.num_vars());
+    for (param, &value) in program.scalars.iter().zip(scalars) {
+        let index = check_var(program, param.var)?;
+        env.vars[index] = Binding::Uniform(value);
+    }
+    let thread = check_var(program, program.thread)?;
+    env.vars[thread] = Binding::Thread;
+    for &var in &program.block_index {
+        check_var(program, var)?;
+    }
+    Ok(env)
+}
+
+/// The number of threads per block.
+fn check_block(program: &ThreadProgram) -> Result<usize, Fault> {
+    let [x, y, z] = program.block;
+    let threads = x.checked_mul(y).and_then(|xy| xy.checked_mul(z));
+    match threads {
+        Some(threads) if x >= 1 && y >= 1 && z >= 1 && threads <= MAX_THREADS => {
+            Ok(threads as usize)
+        }
+        _ => Err(EmulatorError::malformed(format!(
+            "block shape [{x}, {y}, {z}] is not a valid CUDA block"
+        ))),
+    }
+}
+
+/// Evaluates a declaration's expression, which may only read scalar parameters.
+fn uniform(indexer: &mut Indexer<'_>, env: &Env, e: ExprId, what: &str) -> Result<i64, Fault> {
+    indexer.eval_uniform(env, e).map_err(|fault| {
+        let fault = match fault {
+            UniformFault::Fault(fault) => fault,
+            UniformFault::ThreadDependent => IndexFault::Unbound("the thread index".to_owned()),
+            UniformFault::BadId => {
+                return EmulatorError::malformed(format!("{what}: expression id out of range"));
+            }
+        };
+        Box::new(EmulatorError::new(ErrorKind::IndexFault {
+            buffer: Some(what.to_owned()),
+            fault,
+        }))
+    })
+}
+
+fn buffer_info<'p>(
+    program: &ThreadProgram,
+    indexer: &mut Indexer<'_>,
+    env: &Env,
+    id: usize,
+    decl: &'p BufferDecl,
+    slots: &mut (usize, usize, usize),
+    shared_bytes: usize,
+) -> Result<BufferInfo<'p>, Fault> {
+    let count = uniform(indexer, env, decl.elements, &decl.name)?;
+    let elements = usize::try_from(count).map_err(|_| {
+        EmulatorError::malformed(format!("buffer `{}` has {count} elements", decl.name))
+    })?;
+    let size = element_bytes(decl.dtype);
+    let place = match decl.memory {
+        MemoryKind::Global { param } => {
+            if program.params.get(param).map(|p| p.buffer.index()) != Some(id) {
+                return Err(EmulatorError::malformed(format!(
+                    "global buffer `{}` names parameter {param}, which is not its parameter",
+                    decl.name
+                )));
+            }
+            Place::Global { param }
+        }
+        MemoryKind::Shared { offset } => {
+            let end = elements
+                .checked_mul(size)
+                .and_then(|bytes| bytes.checked_add(offset as usize));
+            let inside = offset >= 0
+                && (offset as usize).is_multiple_of(size)
+                && end.is_some_and(|end| end <= shared_bytes);
+            if !inside {
+                return Err(EmulatorError::malformed(format!(
+                    "shared buffer `{}` ({elements} × {size} bytes at offset {offset}) is misaligned or outside \
+                     the {shared_bytes}-byte shared arena",
+                    decl.name
+                )));
+            }
+            slots.0 += 1;
+            Place::Shared {
+                offset: offset as usize,
+                slot: slots.0 - 1,
+            }
+        }
+        MemoryKind::Local => {
+            slots.1 += 1;
+            slots.2 = slots.2.saturating_add(elements);
+            Place::Local { slot: slots.1 - 1 }
+        }
+    };
+    Ok(BufferInfo {
+        name: &decl.name,
+        dtype: decl.dtype,
+        place,
+        elements,
+        size,
+    })
+}
+
+/// Checks every tensor against its parameter; returns the shapes to report elements in.
+fn check_tensors(
+    program: &ThreadProgram,
+    tensors: &[HostTensor],
+    buffers: &[BufferInfo<'_>],
+    indexer: &mut Indexer<'_>,
+    env: &Env,
+) -> Result<Vec<Vec<i64>>, Fault> {
+    if tensors.len() != program.params.len() {
+        let message = format!(
+            "{} tensor(s) expected, {} given",
+            program.params.len(),
+            tensors.len()
+        );
+        return Err(EmulatorError::argument(&program.name, message));
+    }
+    let mut shapes = Vec::with_capacity(tensors.len());
+    for (param, tensor) in program.params.iter().zip(tensors) {
+        let info = buffers.get(param.buffer.index()).ok_or_else(|| {
+            EmulatorError::malformed(format!("parameter `{}` has no buffer", param.name))
+        })?;
+        if tensor.dtype != info.dtype {
+            let message = format!("dtype {} expected, {} given", info.dtype, tensor.dtype);
+            return Err(EmulatorError::argument(&param.name, message));
+        }
+        if tensor.values.len() != tensor.shape.iter().product::<usize>()
+            || tensor.values.len() != info.elements
+        {
+            let message = format!(
+                "{} element(s) expected, a tensor of shape {:?} with {} value(s) given",
+                info.elements,
+                tensor.shape,
+                tensor.values.len()
+            );
+            return Err(EmulatorError::argument(&param.name, message));
+        }
+        let decl = program.buffer(param.buffer);
+        shapes.push(declared_shape(indexer, env, decl, tensor));
+    }
+    Ok(shapes)
+}
+
+/// The declared shape when it evaluates and matches the tensor's size, else the tensor's shape.
+fn declared_shape(
+    indexer: &mut Indexer<'_>,
+    env: &Env,
+    decl: &BufferDecl,
+    tensor: &HostTensor,
+) -> Vec<i64> {
+    let declared: Option<Vec<i64>> = decl
+        .shape
+        .iter()
+        .map(|&e| indexer.eval_uniform(env, e).ok())
+        .collect();
+    let matches = |shape: &Vec<i64>| {
+        shape.iter().try_fold(1i64, |n, &d| n.checked_mul(d)) == Some(tensor.len() as i64)
+    };
+    match declared {
+        Some(shape) if matches(&shape) => shape,
+        _ => tensor.shape.iter().map(|&d| d as i64).collect(),
+    }
+}

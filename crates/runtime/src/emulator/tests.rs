@@ -1,0 +1,765 @@
+//! Tests of the emulator on small thread programs built by hand.
+
+use tilec_ir::data::{BinaryOp, CompareOp};
+use tilec_ir::thread::{
+    BufferDecl, BufferId, Memory as MemoryKind, ParamAccess, ScalarParam, Stmt, TensorParam, Value,
+    ValueId,
+};
+use tilec_ir::{DType, EntityId, ExprArena, ExprId, ThreadProgram, VarId};
+
+use super::{EmulatorError, ErrorKind, RaceKind, run_program};
+use crate::tensor::{HostTensor, round_to};
+
+/// Builds thread programs with one-dimensional blocks.
+struct Builder {
+    p: ThreadProgram,
+    origins: usize,
+}
+
+impl Builder {
+    fn new(threads: i64) -> Builder {
+        let mut exprs = ExprArena::new();
+        let thread = exprs.var("tx", Some(threads));
+        let block_index = [
+            exprs.var("bx", None),
+            exprs.var("by", None),
+            exprs.var("bz", None),
+        ];
+        let one = exprs.int(1);
+        let p = ThreadProgram {
+            name: "kernel".to_owned(),
+            exprs,
+            values: Vec::new(),
+            buffers: Vec::new(),
+            params: Vec::new(),
+            scalars: Vec::new(),
+            grid: [one, one, one],
+            block: [threads, 1, 1],
+            thread,
+            block_index,
+            shared_bytes: 0,
+            body: Vec::new(),
+        };
+        Builder { p, origins: 0 }
+    }
+
+    fn int(&mut self, value: i64) -> ExprId {
+        self.p.exprs.int(value)
+    }
+
+    fn tx(&mut self) -> ExprId {
+        self.p.exprs.var_expr(self.p.thread)
+    }
+
+    /// `bx * threads + tx`.
+    fn global_thread(&mut self) -> ExprId {
+        let bx = self.p.exprs.var_expr(self.p.block_index[0]);
+        let width = self.int(self.p.block[0]);
+        let base = self.p.exprs.mul(bx, width);
+        let tx = self.tx();
+        self.p.exprs.add(base, tx)
+    }
+
+    fn scalar(&mut self, name: &str) -> ExprId {
+        let var: VarId = self.p.exprs.var(name, None);
+        self.p.scalars.push(ScalarParam {
+            name: name.to_owned(),
+            var,
+        });
+        self.p.exprs.var_expr(var)
+    }
+
+    fn param(
+        &mut self,
+        name: &str,
+        dtype: DType,
+        shape: Vec<ExprId>,
+        access: ParamAccess,
+    ) -> BufferId {
+        let mut elements = self.int(1);
+        for &extent in &shape {
+            elements = self.p.exprs.mul(elements, extent);
+        }
+        let param = self.p.params.len();
+        let memory = MemoryKind::Global { param };
+        let buffer = self.p.add_buffer(BufferDecl {
+            name: name.to_owned(),
+            dtype,
+            memory,
+            shape,
+            elements,
+        });
+        self.p.params.push(TensorParam {
+            name: name.to_owned(),
+            buffer,
+            access,
+        });
+        buffer
+    }
+
+    /// A shared buffer placed after the ones declared so far, at a 16-byte boundary.
+    fn shared(&mut self, name: &str, dtype: DType, elements: i64) -> BufferId {
+        let offset = (self.p.shared_bytes + 15) / 16 * 16;
+        self.p.shared_bytes = offset + elements * dtype.bytes() as i64;
+        self.shared_at(name, dtype, elements, offset)
+    }
+
+    fn shared_at(&mut self, name: &str, dtype: DType, elements: i64, offset: i64) -> BufferId {
+        let count = self.int(elements);
+        let memory = MemoryKind::Shared { offset };
+        self.p.add_buffer(BufferDecl {
+            name: name.to_owned(),
+            dtype,
+            memory,
+            shape: vec![count],
+            elements: count,
+        })
+    }
+
+    fn local(&mut self, name: &str, dtype: DType, elements: i64) -> BufferId {
+        let count = self.int(elements);
+        let memory = MemoryKind::Local;
+        self.p.add_buffer(BufferDecl {
+            name: name.to_owned(),
+            dtype,
+            memory,
+            shape: vec![count],
+            elements: count,
+        })
+    }
+
+    fn value(&mut self, value: Value) -> ValueId {
+        self.p.add_value(value)
+    }
+
+    fn load(&mut self, buffer: BufferId, index: ExprId) -> ValueId {
+        self.value(Value::Load { buffer, index })
+    }
+
+    fn f32(&mut self, x: f64) -> ValueId {
+        self.value(Value::Float {
+            bits: x.to_bits(),
+            dtype: DType::Float32,
+        })
+    }
+
+    fn binary(&mut self, op: BinaryOp, lhs: ValueId, rhs: ValueId, dtype: DType) -> ValueId {
+        self.value(Value::Binary {
+            op,
+            lhs,
+            rhs,
+            dtype,
+        })
+    }
+
+    /// `a <op> b` on two indices.
+    fn compare(&mut self, op: CompareOp, a: ExprId, b: ExprId) -> ValueId {
+        let lhs = self.value(Value::Index(a));
+        let rhs = self.value(Value::Index(b));
+        self.value(Value::Compare { op, lhs, rhs })
+    }
+
+    /// A statement block with a fresh origin.
+    fn block(&mut self, label: &str, body: Vec<Stmt>) -> Stmt {
+        self.origins += 1;
+        Stmt::Block {
+            origin: Some(EntityId::from_index(self.origins)),
+            label: label.to_owned(),
+            body,
+        }
+    }
+
+    fn finish(mut self, body: Vec<Stmt>) -> ThreadProgram {
+        self.p.body = body;
+        self.p
+    }
+}
+
+fn store(buffer: BufferId, index: ExprId, value: ValueId) -> Stmt {
+    Stmt::Store {
+        buffer,
+        index,
+        value,
+    }
+}
+
+fn when(cond: ValueId, then: Vec<Stmt>) -> Stmt {
+    Stmt::If {
+        cond,
+        then,
+        otherwise: Vec::new(),
+    }
+}
+
+fn err(result: Result<super::EmulatorReport, EmulatorError>) -> EmulatorError {
+    match result {
+        Ok(report) => panic!("expected an error, the program ran: {report}"),
+        Err(error) => error,
+    }
+}
+
+/// `C[i] = A[i] + B[i]` for `i = bx * 64 + tx < n`, over `ceildiv(n, 64)` blocks; `guard` adds the
+/// bounds check and `constant` stores 1.0 instead of the sum.
+fn elementwise(guard: bool, constant: bool) -> ThreadProgram {
+    let mut b = Builder::new(64);
+    let n = b.scalar("n");
+    let a = b.param("A", DType::Float32, vec![n], ParamAccess::Read);
+    let bb = b.param("B", DType::Float32, vec![n], ParamAccess::Read);
+    let c = b.param("C", DType::Float32, vec![n], ParamAccess::Write);
+    let width = b.int(64);
+    b.p.grid[0] = b.p.exprs.ceildiv(n, width);
+    let i = b.global_thread();
+    let value = if constant {
+        b.f32(1.0)
+    } else {
+        let (x, y) = (b.load(a, i), b.load(bb, i));
+        b.binary(BinaryOp::Add, x, y, DType::Float32)
+    };
+    let mut body = vec![store(c, i, value)];
+    if guard {
+        let inside = b.compare(CompareOp::Lt, i, n);
+        body = vec![when(inside, body)];
+    }
+    let stmt = b.block("C[i] = A[i] + B[i]", body);
+    b.finish(vec![stmt])
+}
+
+fn elementwise_tensors(n: usize) -> Vec<HostTensor> {
+    vec![
+        HostTensor::random(DType::Float32, &[n], 1),
+        HostTensor::random(DType::Float32, &[n], 2),
+        HostTensor::zeros(DType::Float32, &[n]),
+    ]
+}
+
+#[test]
+fn elementwise_add_with_a_bounds_guard() {
+    let program = elementwise(true, false);
+    let mut tensors = elementwise_tensors(100);
+    let report = run_program(&program, &mut tensors, &[100]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(report.blocks, 2);
+    assert_eq!(report.global_stores, 100);
+    for k in 0..100 {
+        let expected = round_to(DType::Float32, tensors[0].values[k] + tensors[1].values[k]);
+        assert_eq!(tensors[2].values[k], expected, "element {k}");
+    }
+}
+
+#[test]
+fn out_of_bounds_store_names_buffer_index_and_thread() {
+    let program = elementwise(false, true);
+    let mut tensors = elementwise_tensors(100);
+    let error = err(run_program(&program, &mut tensors, &[100]));
+    assert_eq!(
+        error.kind,
+        ErrorKind::OutOfBounds {
+            buffer: "C".to_owned(),
+            index: 100,
+            elements: 100
+        }
+    );
+    assert_eq!(error.block, Some([1, 0, 0]));
+    assert_eq!(error.thread, Some(36));
+    assert_eq!(error.label.as_deref(), Some("C[i] = A[i] + B[i]"));
+    assert_eq!(error.origin, Some(EntityId::from_index(1)));
+    let message = error.to_string();
+    assert!(
+        message.contains("`C[100]`") && message.contains("thread 36"),
+        "{message}"
+    );
+}
+
+#[test]
+fn arguments_are_checked_against_the_declarations() {
+    let program = elementwise(true, false);
+    let mut tensors = elementwise_tensors(100);
+    let error = err(run_program(&program, &mut tensors, &[99]));
+    assert!(
+        matches!(&error.kind, ErrorKind::BadArgument { name, .. } if name == "A"),
+        "{error}"
+    );
+    tensors[1] = HostTensor::zeros(DType::Float16, &[100]);
+    let error = err(run_program(&program, &mut tensors, &[100]));
+    assert!(
+        matches!(&error.kind, ErrorKind::BadArgument { name, .. } if name == "B"),
+        "{error}"
+    );
+    assert!(run_program(&program, &mut tensors, &[]).is_err());
+}
+
+#[test]
+fn partly_unwritten_output_is_reported() {
+    let mut b = Builder::new(64);
+    let (rows, cols) = (b.int(4), b.int(25));
+    let c = b.param("C", DType::Float32, vec![rows, cols], ParamAccess::Write);
+    b.p.grid[0] = b.int(2);
+    let i = b.global_thread();
+    let limit = b.int(90);
+    let inside = b.compare(CompareOp::Lt, i, limit);
+    let one = b.f32(1.0);
+    let program = b.finish(vec![when(inside, vec![store(c, i, one)])]);
+    let mut tensors = vec![HostTensor::zeros(DType::Float32, &[4, 25])];
+    let error = err(run_program(&program, &mut tensors, &[]));
+    assert_eq!(
+        error.kind,
+        ErrorKind::Unwritten {
+            param: "C".to_owned(),
+            first: vec![3, 15],
+            count: 10
+        }
+    );
+    assert!(
+        tensors[0].values[95].is_nan(),
+        "unwritten float outputs are poisoned"
+    );
+}
+
+/// Sums 64 values: butterfly shuffles within each warp, then the two warp sums through shared
+/// memory, with or without the barrier between.
+fn block_sum(barrier: bool) -> ThreadProgram {
+    let mut b = Builder::new(64);
+    let sixty_four = b.int(64);
+    let one = b.int(1);
+    let a = b.param("A", DType::Float32, vec![sixty_four], ParamAccess::Read);
+    let out = b.param("Out", DType::Float32, vec![one], ParamAccess::Write);
+    let partial = b.shared("partial", DType::Float32, 2);
+    let acc = b.local("acc", DType::Float32, 1);
+    let (zero, tx) = (b.int(0), b.tx());
+    let x = b.load(a, tx);
+    let mut warp = vec![store(acc, zero, x)];
+    for mask in [16, 8, 4, 2, 1] {
+        let mine = b.load(acc, zero);
+        let theirs = b.value(Value::ShuffleXor {
+            value: mine,
+            mask,
+            dtype: DType::Float32,
+        });
+        let sum = b.binary(BinaryOp::Add, mine, theirs, DType::Float32);
+        warp.push(store(acc, zero, sum));
+    }
+    let warp_size = b.int(32);
+    let lane = b.p.exprs.floormod(tx, warp_size);
+    let warp_index = b.p.exprs.floordiv(tx, warp_size);
+    let first_lane = b.compare(CompareOp::Eq, lane, zero);
+    let total = b.load(acc, zero);
+    warp.push(when(first_lane, vec![store(partial, warp_index, total)]));
+    let warp_stmt = b.block("warp reduce", warp);
+    let mut body = vec![warp_stmt];
+    if barrier {
+        body.push(Stmt::Barrier);
+    }
+    let first_thread = b.compare(CompareOp::Eq, tx, zero);
+    let (s0, s1) = (b.load(partial, zero), b.load(partial, one));
+    let sum = b.binary(BinaryOp::Add, s0, s1, DType::Float32);
+    let final_stmt = b.block(
+        "block reduce",
+        vec![when(first_thread, vec![store(out, zero, sum)])],
+    );
+    body.push(final_stmt);
+    b.finish(body)
+}
+
+/// The butterfly sum of one warp's 32 values in f32, as lane 0 computes it.
+fn warp_sum(values: &[f64]) -> f64 {
+    let mut lanes = values.to_vec();
+    for mask in [16, 8, 4, 2, 1] {
+        lanes = (0..32)
+            .map(|l| round_to(DType::Float32, lanes[l] + lanes[l ^ mask]))
+            .collect();
+    }
+    lanes[0]
+}
+
+#[test]
+fn block_sum_with_shuffles_and_a_barrier_is_exact() {
+    let program = block_sum(true);
+    let mut tensors = vec![
+        HostTensor::random(DType::Float32, &[64], 5),
+        HostTensor::zeros(DType::Float32, &[1]),
+    ];
+    let report = run_program(&program, &mut tensors, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let values = &tensors[0].values;
+    let expected = round_to(
+        DType::Float32,
+        warp_sum(&values[..32]) + warp_sum(&values[32..]),
+    );
+    assert_eq!(tensors[1].values[0], expected);
+    assert_eq!(report.barriers, 1);
+    assert_eq!(report.shared_stores, 2);
+}
+
+#[test]
+fn block_sum_without_the_barrier_is_a_race() {
+    let program = block_sum(false);
+    let mut tensors = vec![
+        HostTensor::random(DType::Float32, &[64], 5),
+        HostTensor::zeros(DType::Float32, &[1]),
+    ];
+    let error = err(run_program(&program, &mut tensors, &[]));
+    let expected = ErrorKind::Race {
+        buffer: "partial".to_owned(),
+        index: 1,
+        kind: RaceKind::ReadAfterWrite,
+        first: 32,
+        second: 0,
+    };
+    assert_eq!(error.kind, expected);
+    assert_eq!(error.label.as_deref(), Some("block reduce"));
+    let message = error.to_string();
+    assert!(
+        message.contains("thread 32") && message.contains("thread 0"),
+        "{message}"
+    );
+}
+
+#[test]
+fn storing_into_float16_rounds() {
+    let mut b = Builder::new(1);
+    let two = b.int(2);
+    let out = b.param("Out", DType::Float16, vec![two], ParamAccess::Write);
+    let (zero, one) = (b.int(0), b.int(1));
+    let x = b.f32(1.0 + 1.0 / 4096.0);
+    let tiny = b.value(Value::Float {
+        bits: (1.0f64 / 4096.0).to_bits(),
+        dtype: DType::Float16,
+    });
+    let h_one = b.value(Value::Float {
+        bits: 1.0f64.to_bits(),
+        dtype: DType::Float16,
+    });
+    let sum = b.binary(BinaryOp::Add, h_one, tiny, DType::Float16);
+    let program = b.finish(vec![store(out, zero, x), store(out, one, sum)]);
+    let mut tensors = vec![HostTensor::zeros(DType::Float16, &[2])];
+    run_program(&program, &mut tensors, &[]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(tensors[0].values, vec![1.0, 1.0]);
+}
+
+#[test]
+fn barrier_under_a_thread_dependent_if_is_an_error() {
+    let mut b = Builder::new(64);
+    let (tx, half) = (b.tx(), b.int(32));
+    let low = b.compare(CompareOp::Lt, tx, half);
+    let stmt = b.block("divergent", vec![when(low, vec![Stmt::Barrier])]);
+    let program = b.finish(vec![stmt]);
+    let error = err(run_program(&program, &mut [], &[]));
+    assert_eq!(
+        error.kind,
+        ErrorKind::DivergentBarrier {
+            active: 32,
+            threads: 64
+        }
+    );
+    assert!(error.to_string().contains("barrier in divergent code"));
+}
+
+/// `S[4t..4t+4] = A[4t..4t+4]`, barrier, `C[4t..4t+4] = S[4u..4u+4]` with `u = (t + 1) % 64`;
+/// `misalign` shifts the first source index by two elements.
+fn vector_copy(misalign: bool, barrier: bool) -> ThreadProgram {
+    let mut b = Builder::new(64);
+    let n = b.int(256);
+    let a = b.param("A", DType::Float32, vec![n], ParamAccess::Read);
+    let c = b.param("C", DType::Float32, vec![n], ParamAccess::Write);
+    let s = b.shared("S", DType::Float32, 256);
+    let (tx, four, one, sixty_four) = (b.tx(), b.int(4), b.int(1), b.int(64));
+    let mine = b.p.exprs.mul(tx, four);
+    let source = if misalign {
+        let two = b.int(2);
+        b.p.exprs.add(mine, two)
+    } else {
+        mine
+    };
+    let next = b.p.exprs.add(tx, one);
+    let next = b.p.exprs.floormod(next, sixty_four);
+    let theirs = b.p.exprs.mul(next, four);
+    let mut body = vec![Stmt::VectorCopy {
+        dst: s,
+        dst_index: mine,
+        src: a,
+        src_index: source,
+        lanes: 4,
+    }];
+    if barrier {
+        body.push(Stmt::Barrier);
+    }
+    body.push(Stmt::VectorCopy {
+        dst: c,
+        dst_index: mine,
+        src: s,
+        src_index: theirs,
+        lanes: 4,
+    });
+    let stmt = b.block("copy", body);
+    b.finish(vec![stmt])
+}
+
+#[test]
+fn vector_copies_move_four_lanes() {
+    let program = vector_copy(false, true);
+    let mut tensors = vec![
+        HostTensor::random(DType::Float32, &[256], 9),
+        HostTensor::zeros(DType::Float32, &[256]),
+    ];
+    run_program(&program, &mut tensors, &[]).unwrap_or_else(|e| panic!("{e}"));
+    for t in 0..64 {
+        for l in 0..4 {
+            assert_eq!(
+                tensors[1].values[4 * t + l],
+                tensors[0].values[4 * ((t + 1) % 64) + l]
+            );
+        }
+    }
+}
+
+#[test]
+fn misaligned_or_unsynchronised_vector_copies_are_errors() {
+    let tensors = || {
+        vec![
+            HostTensor::random(DType::Float32, &[256], 9),
+            HostTensor::zeros(DType::Float32, &[256]),
+        ]
+    };
+    let error = err(run_program(&vector_copy(true, true), &mut tensors(), &[]));
+    assert_eq!(
+        error.kind,
+        ErrorKind::Misaligned {
+            buffer: "A".to_owned(),
+            index: 2,
+            lanes: 4
+        }
+    );
+    assert_eq!(error.thread, Some(0));
+    let error = err(run_program(&vector_copy(false, false), &mut tensors(), &[]));
+    assert!(
+        matches!(
+            error.kind,
+            ErrorKind::Race {
+                first: 1,
+                second: 0,
+                ..
+            }
+        ),
+        "{error}"
+    );
+}
+
+#[test]
+fn select_evaluates_only_the_picked_side() {
+    let mut b = Builder::new(64);
+    let (n, padded) = (b.int(100), b.int(128));
+    let a = b.param("A", DType::Float32, vec![n], ParamAccess::Read);
+    let c = b.param("C", DType::Float32, vec![padded], ParamAccess::Write);
+    b.p.grid[0] = b.int(2);
+    let i = b.global_thread();
+    let inside = b.compare(CompareOp::Lt, i, n);
+    let (x, zero) = (b.load(a, i), b.f32(0.0));
+    let picked = b.value(Value::Select {
+        cond: inside,
+        then: x,
+        otherwise: zero,
+        dtype: DType::Float32,
+    });
+    let program = b.finish(vec![store(c, i, picked)]);
+    let mut tensors = vec![
+        HostTensor::random(DType::Float32, &[100], 3),
+        HostTensor::zeros(DType::Float32, &[128]),
+    ];
+    run_program(&program, &mut tensors, &[]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(tensors[1].values[..100], tensors[0].values[..]);
+    assert!(tensors[1].values[100..].iter().all(|&v| v == 0.0));
+}
+
+#[test]
+fn shuffle_from_an_inactive_lane_is_an_error() {
+    let mut b = Builder::new(32);
+    let n = b.int(32);
+    let a = b.param("A", DType::Float32, vec![n], ParamAccess::Read);
+    let c = b.param("C", DType::Float32, vec![n], ParamAccess::ReadWrite);
+    let (tx, sixteen) = (b.tx(), b.int(16));
+    let low = b.compare(CompareOp::Lt, tx, sixteen);
+    let x = b.load(a, tx);
+    let theirs = b.value(Value::ShuffleXor {
+        value: x,
+        mask: 16,
+        dtype: DType::Float32,
+    });
+    let program = b.finish(vec![when(low, vec![store(c, tx, theirs)])]);
+    let mut tensors = vec![
+        HostTensor::random(DType::Float32, &[32], 3),
+        HostTensor::zeros(DType::Float32, &[32]),
+    ];
+    let error = err(run_program(&program, &mut tensors, &[]));
+    assert_eq!(
+        error.kind,
+        ErrorKind::ShuffleInactiveLane {
+            partner: 16,
+            mask: 16
+        }
+    );
+    assert_eq!(error.thread, Some(0));
+}
+
+#[test]
+fn loops_lets_and_thread_dependent_extents() {
+    // for k in 0..4: let j = tx * 4 + k; C[j] = j (as float)
+    let mut b = Builder::new(8);
+    let n = b.int(32);
+    let c = b.param("C", DType::Float32, vec![n], ParamAccess::Write);
+    let (tx, four) = (b.tx(), b.int(4));
+    let k = b.p.exprs.var("k", Some(4));
+    let j = b.p.exprs.var("j", None);
+    let (k_expr, j_expr) = (b.p.exprs.var_expr(k), b.p.exprs.var_expr(j));
+    let base = b.p.exprs.mul(tx, four);
+    let value = b.p.exprs.add(base, k_expr);
+    let index = b.value(Value::Index(j_expr));
+    let as_float = b.value(Value::Cast {
+        dtype: DType::Float32,
+        value: index,
+    });
+    let body = vec![Stmt::Let { var: j, value }, store(c, j_expr, as_float)];
+    let program = b.finish(vec![Stmt::For {
+        var: k,
+        extent: four,
+        unroll: false,
+        body,
+    }]);
+    let mut tensors = vec![HostTensor::zeros(DType::Float32, &[32])];
+    run_program(&program, &mut tensors, &[]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        tensors[0].values,
+        (0..32).map(f64::from).collect::<Vec<_>>()
+    );
+
+    let mut program = program;
+    if let Some(Stmt::For { extent, .. }) = program.body.first_mut() {
+        *extent = tx;
+    }
+    let error = err(run_program(&program, &mut tensors, &[]));
+    assert_eq!(error.kind, ErrorKind::ThreadDependentExtent);
+}
+
+#[test]
+fn uninitialised_shared_and_poisoned_output_reads() {
+    let mut b = Builder::new(4);
+    let n = b.int(4);
+    let c = b.param("C", DType::Float32, vec![n], ParamAccess::Write);
+    let s = b.shared("S", DType::Float32, 4);
+    let tx = b.tx();
+    let x = b.load(s, tx);
+    let program = b.finish(vec![store(c, tx, x)]);
+    let mut tensors = vec![HostTensor::zeros(DType::Float32, &[4])];
+    let error = err(run_program(&program, &mut tensors, &[]));
+    assert_eq!(
+        error.kind,
+        ErrorKind::UninitializedShared {
+            buffer: "S".to_owned(),
+            index: 0
+        }
+    );
+
+    let mut b = Builder::new(4);
+    let n = b.int(4);
+    let c = b.param("C", DType::Float32, vec![n], ParamAccess::Write);
+    let tx = b.tx();
+    let x = b.load(c, tx);
+    let program = b.finish(vec![store(c, tx, x)]);
+    let error = err(run_program(&program, &mut tensors, &[]));
+    assert_eq!(
+        error.kind,
+        ErrorKind::PoisonedRead {
+            buffer: "C".to_owned(),
+            index: 0
+        }
+    );
+}
+
+#[test]
+fn shared_bytes_reused_by_another_buffer_after_a_barrier() {
+    // `S` (float32 × 4) and `H` (float16 × 8) share the same 16 bytes: S is written and read, then,
+    // after a barrier, H is written and read. Reading S afterwards reads bytes written through H.
+    let mut b = Builder::new(4);
+    let (n, eight) = (b.int(4), b.int(8));
+    let a = b.param("A", DType::Float32, vec![n], ParamAccess::Read);
+    let c = b.param("C", DType::Float32, vec![n], ParamAccess::Write);
+    let h_out = b.param("D", DType::Float16, vec![eight], ParamAccess::Write);
+    b.p.shared_bytes = 16;
+    let s = b.shared_at("S", DType::Float32, 4, 0);
+    let h = b.shared_at("H", DType::Float16, 8, 0);
+    let (tx, two, one) = (b.tx(), b.int(2), b.int(1));
+    let x = b.load(a, tx);
+    let from_s = b.load(s, tx);
+    let even = b.p.exprs.mul(tx, two);
+    let odd = b.p.exprs.add(even, one);
+    let half = b.value(Value::Cast {
+        dtype: DType::Float16,
+        value: x,
+    });
+    let (h_even, h_odd) = (b.load(h, even), b.load(h, odd));
+    let body = vec![
+        store(s, tx, x),
+        store(c, tx, from_s),
+        Stmt::Barrier,
+        store(h, even, half),
+        store(h, odd, half),
+        store(h_out, even, h_even),
+        store(h_out, odd, h_odd),
+    ];
+    let program = b.finish(body.clone());
+    let mut tensors = vec![
+        HostTensor::random(DType::Float32, &[4], 4),
+        HostTensor::zeros(DType::Float32, &[4]),
+        HostTensor::zeros(DType::Float16, &[8]),
+    ];
+    run_program(&program, &mut tensors, &[]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(tensors[1].values, tensors[0].values);
+
+    let mut b2 = Builder {
+        p: program,
+        origins: 0,
+    };
+    let stale = b2.load(s, tx);
+    let mut body = body;
+    body.push(Stmt::Barrier);
+    body.push(store(c, tx, stale));
+    let program = b2.finish(body);
+    let error = err(run_program(&program, &mut tensors, &[]));
+    assert_eq!(
+        error.kind,
+        ErrorKind::SharedAlias {
+            buffer: "S".to_owned(),
+            index: 0,
+            other: "H".to_owned()
+        }
+    );
+}
+
+#[test]
+fn malformed_programs_are_errors_not_panics() {
+    let mut program = elementwise(true, false);
+    let forward = ValueId(program.values.len() as u32 + 5);
+    program.values.push(Value::Cast {
+        dtype: DType::Float32,
+        value: forward,
+    });
+    let error = err(run_program(&program, &mut elementwise_tensors(100), &[100]));
+    assert!(matches!(error.kind, ErrorKind::Malformed(_)), "{error}");
+
+    let mut program = elementwise(true, false);
+    program.body.push(Stmt::Store {
+        buffer: BufferId(99),
+        index: program.grid[0],
+        value: ValueId(0),
+    });
+    let error = err(run_program(&program, &mut elementwise_tensors(100), &[100]));
+    assert!(matches!(error.kind, ErrorKind::Malformed(_)), "{error}");
+}
+
+#[test]
+fn a_large_elementwise_grid_runs() {
+    let program = elementwise(true, false);
+    let n = 256 * 256;
+    let mut tensors = elementwise_tensors(n);
+    let start = std::time::Instant::now();
+    let report = run_program(&program, &mut tensors, &[n as i64]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(report.blocks, 1024);
+    eprintln!("{report} in {:?}", start.elapsed());
+}

@@ -1,0 +1,294 @@
+//! The SIMT corpus kernels, lowered to thread programs and run in the emulator at small sizes,
+//! against references computed here in f64 (independently of tilec's lowering).
+
+use tilec_ir::ConstValue;
+use tilec_runtime::inputs::make_tensors;
+use tilec_runtime::{HostTensor, compare, run_program, tolerance_for};
+use tilec_tests::{corpus_dir, instance_with, load_corpus, on_analysis_stack};
+
+/// Lowers `kernel` of `file` with `overrides`, runs it on seeded inputs and returns the tensors
+/// after the run (inputs unchanged, outputs written).
+fn emulate(file: &str, kernel: &str, overrides: &[(&str, i64)]) -> Option<Vec<HostTensor>> {
+    let dir = corpus_dir()?;
+    let overrides: Vec<(&str, ConstValue)> = overrides
+        .iter()
+        .map(|&(name, value)| (name, ConstValue::Int(value)))
+        .collect();
+    Some(on_analysis_stack(|| {
+        let (db, source) = load_corpus(&dir, file);
+        let instance = instance_with(&db, source, kernel, &overrides);
+        let programs = match tilec_db::thread_programs(&db, instance).as_ref() {
+            Ok(programs) => programs.clone(),
+            Err(diagnostics) => panic!("{file}: cannot lower: {diagnostics:#?}"),
+        };
+        assert_eq!(programs.len(), 1, "{file}: one launch");
+        let program = &programs[0];
+        let mut tensors = make_tensors(program, &[], 42).expect("shapes evaluate");
+        if let Err(error) = run_program(program, &mut tensors, &[]) {
+            panic!("{file}: emulator: {error}");
+        }
+        tensors
+    }))
+}
+
+fn map(input: &HostTensor, f: impl Fn(f64) -> f64) -> Vec<f64> {
+    input.values.iter().map(|&x| f(x)).collect()
+}
+
+/// Asserts `actual` matches `expected` (f64 values rounded to the output dtype) within the dtype's
+/// tolerance.
+fn assert_matches(name: &str, actual: &HostTensor, expected: Vec<f64>) {
+    let expected = HostTensor {
+        dtype: actual.dtype,
+        shape: actual.shape.clone(),
+        values: expected
+            .into_iter()
+            .map(|x| tilec_runtime::tensor::round_to(actual.dtype, x))
+            .collect(),
+    };
+    let comparison = compare(actual, &expected);
+    assert!(
+        comparison.passes(tolerance_for(actual.dtype)),
+        "{name}: {comparison:?}"
+    );
+}
+
+fn rows(t: &HostTensor) -> Vec<&[f64]> {
+    let width = *t.shape.last().unwrap_or(&1);
+    t.values.chunks(width).collect()
+}
+
+#[test]
+fn elementwise_add() {
+    let overrides = [
+        ("M", 256),
+        ("N", 512),
+        ("block_M", 32),
+        ("block_N", 64),
+        ("threads", 128),
+    ];
+    let Some(t) = emulate("elementwise_add.py", "elementwise_add", &overrides) else {
+        return;
+    };
+    let expected = t[0]
+        .values
+        .iter()
+        .zip(&t[1].values)
+        .map(|(a, b)| a + b)
+        .collect();
+    assert_matches("C", &t[2], expected);
+}
+
+#[test]
+fn vector_add_eager() {
+    let Some(t) = emulate(
+        "vector_add_eager.py",
+        "vector_add",
+        &[("N", 4096), ("block_N", 256), ("threads", 128)],
+    ) else {
+        return;
+    };
+    let expected = t[0]
+        .values
+        .iter()
+        .zip(&t[1].values)
+        .map(|(a, b)| a + b)
+        .collect();
+    assert_matches("C", &t[2], expected);
+}
+
+#[test]
+fn transpose_shared() {
+    let Some(t) = emulate(
+        "transpose_shared.py",
+        "transpose",
+        &[("M", 128), ("N", 64), ("block", 32), ("threads", 128)],
+    ) else {
+        return;
+    };
+    let (m, n) = (128, 64);
+    let expected = (0..n * m)
+        .map(|k| t[0].values[(k % m) * n + k / m])
+        .collect();
+    assert_matches("B", &t[1], expected);
+}
+
+#[test]
+fn row_reduce() {
+    let Some(t) = emulate(
+        "row_reduce.py",
+        "row_reduce",
+        &[("M", 64), ("N", 128), ("block_M", 8)],
+    ) else {
+        return;
+    };
+    let sums = rows(&t[0]).iter().map(|r| r.iter().sum()).collect();
+    let maxes = rows(&t[0])
+        .iter()
+        .map(|r| r.iter().copied().fold(f64::NEG_INFINITY, f64::max))
+        .collect();
+    assert_matches("RowSum", &t[1], sums);
+    assert_matches("RowMax", &t[2], maxes);
+}
+
+fn softmax_rows(x: &HostTensor) -> Vec<f64> {
+    rows(x)
+        .iter()
+        .flat_map(|r| {
+            let max = r.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let sum: f64 = r.iter().map(|v| (v - max).exp()).sum();
+            r.iter()
+                .map(move |v| (v - max).exp() / sum)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[test]
+fn softmax() {
+    let Some(t) = emulate(
+        "softmax.py",
+        "softmax",
+        &[("M", 16), ("N", 512), ("block_M", 2)],
+    ) else {
+        return;
+    };
+    assert_matches("Y", &t[1], softmax_rows(&t[0]));
+}
+
+#[test]
+fn rms_norm_eager() {
+    let Some(t) = emulate("rms_norm_eager.py", "rms_norm", &[("M", 16), ("N", 256)]) else {
+        return;
+    };
+    let n = 256.0;
+    let expected = rows(&t[0])
+        .iter()
+        .flat_map(|r| {
+            let scale = 1.0 / (r.iter().map(|v| v * v).sum::<f64>() / n + 1e-6).sqrt();
+            r.iter().map(move |v| v * scale).collect::<Vec<_>>()
+        })
+        .collect();
+    assert_matches("Y", &t[1], expected);
+}
+
+#[test]
+fn layernorm() {
+    let Some(t) = emulate("layernorm.py", "layernorm", &[("M", 8), ("N", 256)]) else {
+        return;
+    };
+    let n = 256.0;
+    let (w, b) = (&t[1].values, &t[2].values);
+    let expected = rows(&t[0])
+        .iter()
+        .flat_map(|r| {
+            let mean = r.iter().sum::<f64>() / n;
+            let var = r.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
+            let rstd = 1.0 / (var + 1e-5).sqrt();
+            r.iter()
+                .enumerate()
+                .map(move |(j, v)| (v - mean) * rstd * w[j] + b[j])
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_matches("Y", &t[3], expected);
+}
+
+#[test]
+fn cumsum() {
+    let Some(t) = emulate(
+        "cumsum.py",
+        "chunk_cumsum",
+        &[("M", 64), ("N", 32), ("block_M", 16)],
+    ) else {
+        return;
+    };
+    let expected = rows(&t[0])
+        .iter()
+        .flat_map(|r| {
+            r.iter()
+                .scan(0.0, |acc, v| {
+                    *acc += v;
+                    Some(*acc)
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_matches("Y", &t[1], expected);
+}
+
+#[test]
+fn pointwise_family() {
+    let Some(t) = emulate(
+        "pointwise_family.py",
+        "relu",
+        &[("N", 1024), ("block", 256)],
+    ) else {
+        return;
+    };
+    assert_matches("relu", &t[1], map(&t[0], |x| x.max(0.0)));
+    let Some(t) = emulate(
+        "pointwise_family.py",
+        "square_tile",
+        &[("M", 64), ("N", 64), ("block_M", 32), ("block_N", 32)],
+    ) else {
+        return;
+    };
+    assert_matches("square", &t[1], map(&t[0], |x| x * x));
+    let Some(t) = emulate(
+        "pointwise_family.py",
+        "sigmoid",
+        &[("N", 1024), ("block", 256)],
+    ) else {
+        return;
+    };
+    assert_matches("sigmoid", &t[1], map(&t[0], |x| 1.0 / (1.0 + (-x).exp())));
+}
+
+#[test]
+fn scalar_broadcast() {
+    let Some(t) = emulate(
+        "scalar_broadcast.py",
+        "scale_by_first",
+        &[("M", 64), ("N", 64), ("block_M", 32), ("block_N", 32)],
+    ) else {
+        return;
+    };
+    let first = t[0].values[0];
+    assert_matches("B", &t[1], map(&t[0], |x| x * first));
+}
+
+#[test]
+fn meta_list_unroll() {
+    let Some(t) = emulate("meta_list_unroll.py", "gather_three", &[("N", 16)]) else {
+        return;
+    };
+    let a = &t[0].values;
+    assert_matches("B", &t[1], vec![a[0], a[2], a[4]]);
+}
+
+#[test]
+fn sparse_and_annotated_thread_maps() {
+    for (file, kernel) in [
+        ("layout_sparse_thread_map.py", "plan_then_buffer_layout"),
+        ("layout_annotated.py", "annotated"),
+    ] {
+        let Some(t) = emulate(file, kernel, &[]) else {
+            return;
+        };
+        let expected = (0..4).map(|row| t[0].values[row * 16]).collect();
+        assert_matches(file, &t[1], expected);
+    }
+}
+
+#[test]
+fn serial_inner_read() {
+    let Some(t) = emulate(
+        "layout_serial_inner_read.py",
+        "copy_rows",
+        &[("M", 16), ("N", 16)],
+    ) else {
+        return;
+    };
+    assert_matches("O", &t[1], t[0].values.clone());
+}
