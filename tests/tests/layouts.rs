@@ -323,3 +323,64 @@ fn shared_memory_counts_pipeline_stages_and_occupancy_follows() {
         assert_eq!(occupancy.blocks_per_sm, 4);
     });
 }
+
+/// The storage offsets of a shared buffer's layout at a few points.
+fn shared_offsets(
+    db: &RootDatabase,
+    inst: Instance<'_>,
+    buffer: &str,
+    points: &[&[i64]],
+) -> (String, Vec<i64>) {
+    let world = kernel_world(db, inst);
+    let layouts = layouts(db, inst);
+    let (_, assigned) = layouts
+        .shared
+        .iter()
+        .find(|(entity, _)| world.name(**entity) == buffer)
+        .unwrap_or_else(|| panic!("no shared layout for {buffer}"));
+    let offsets = points
+        .iter()
+        .map(|point| {
+            let mut out = Vec::new();
+            assigned
+                .map
+                .eval_into(&layouts.exprs, point, &mut out)
+                .expect("evaluates");
+            out[0]
+        })
+        .collect();
+    (assigned.description.clone(), offsets)
+}
+
+#[test]
+fn gemm_operands_in_shared_memory_get_tilelangs_swizzles() {
+    let Some(dir) = corpus_dir() else { return };
+    let (db, file) = load_corpus(&dir, "gemm.py");
+    let inst = instance(&db, file, "matmul", 0);
+    // A_shared is 128 × 32 halfs: 64-byte rows, so TileLang's half-bank swizzle, where element
+    // (i, j) goes to vec + ((c ^ (s / 2)) + s * 4) * 8 with s = i % 8, c = j / 8 % 4, vec = j % 8:
+    // (2, 8) → 64 and (3, 31) → 7 + (2 + 12) * 8 = 119. B_shared, 32 × 128 halfs, has 256-byte
+    // rows and takes the full-bank one, vec + ((c ^ s) + s * 8) * 8 within each 64-column panel:
+    // (1, 0) → 72 and (1, 8) → 64.
+    let (a, a_offsets) = shared_offsets(
+        &db,
+        inst,
+        "A_shared",
+        &[&[0, 0], &[1, 0], &[2, 8], &[3, 31]],
+    );
+    assert!(a.starts_with("64-byte XOR swizzle"), "{a}");
+    assert_eq!(a_offsets, vec![0, 32, 64, 119]);
+    let (b, b_offsets) = shared_offsets(&db, inst, "B_shared", &[&[0, 0], &[1, 0], &[1, 8]]);
+    assert!(b.starts_with("128-byte XOR swizzle"), "{b}");
+    assert_eq!(b_offsets, vec![0, 72, 64]);
+}
+
+#[test]
+fn shared_buffers_no_op_constrains_are_row_major() {
+    let Some(dir) = corpus_dir() else { return };
+    let (db, file) = load_corpus(&dir, "transpose_shared.py");
+    let inst = instance(&db, file, "transpose", 0);
+    let (description, offsets) = shared_offsets(&db, inst, "tile", &[&[0, 1], &[1, 0], &[63, 63]]);
+    assert_eq!(description, "row-major");
+    assert_eq!(offsets, vec![1, 64, 64 * 64 - 1]);
+}

@@ -121,6 +121,7 @@ fn write_svgs(
 fn print_launches(
     out: &mut impl Write,
     world: &World,
+    layouts: &Layouts,
     resources: &Resources,
 ) -> std::io::Result<()> {
     for (launch, info) in world.launches.iter() {
@@ -138,9 +139,14 @@ fn print_launches(
             } else {
                 String::new()
             };
+            let layout = layouts
+                .shared
+                .get(&buffer)
+                .map(|assigned| shared_layout_words(world, assigned))
+                .unwrap_or_default();
             writeln!(
                 out,
-                "  shared {}: {}{stages}",
+                "  shared {}: {}{stages}{layout}",
                 world.name(buffer),
                 format_bytes(shared.bytes)
             )?;
@@ -155,6 +161,20 @@ fn print_launches(
         }
     }
     Ok(())
+}
+
+/// `, full-bank swizzle (from the `T.gemm`)`: how a shared buffer is stored and why.
+fn shared_layout_words(world: &World, assigned: &tilec_passes::layout::SharedAssigned) -> String {
+    use tilec_passes::layout::SharedOrigin;
+    let why = match assigned.origin {
+        SharedOrigin::Annotation => " (from `T.annotate_layout`)".to_owned(),
+        SharedOrigin::GemmOperand => format!(
+            " (operand of the `T.{}`)",
+            world.ops.get(assigned.op).map_or("gemm", |op| op.name())
+        ),
+        SharedOrigin::RowMajor => String::new(),
+    };
+    format!(", {}{why}", assigned.description)
 }
 
 fn plan_words(plan: &LoopPlan) -> String {
@@ -278,7 +298,7 @@ fn print_human(
         instance.index(db)
     )?;
     if wanted.is_none() {
-        print_launches(out, world, resources)?;
+        print_launches(out, world, layouts, resources)?;
     }
     for (&buffer, inferred) in &layouts.buffers {
         if wanted.is_some_and(|w| w != world.name(buffer)) {

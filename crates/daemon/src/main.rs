@@ -5,6 +5,7 @@ mod check;
 mod explain;
 mod layout;
 mod render;
+mod run;
 mod svg;
 mod workspace;
 
@@ -28,6 +29,12 @@ enum Format {
     Human,
     /// JSON Lines: one `instance` object per instance, one `diagnostic` object per diagnostic.
     Json,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Emit {
+    /// CUDA C++ that NVRTC compiles without any header.
+    Cuda,
 }
 
 #[derive(Debug, Subcommand)]
@@ -79,6 +86,54 @@ enum Command {
     },
     /// Explain a diagnostic code (`tilec explain shape-mismatch`); without a code, list them.
     Explain { code: Option<String> },
+    /// Run a kernel instance: on the GPU when there is one, on the CPU emulator otherwise. Inputs
+    /// are seeded random values; prints where it ran, the time and the bytes moved per second.
+    Run {
+        file: PathBuf,
+        /// The kernel to run (the factory or jit function name); default: the first.
+        #[arg(long)]
+        kernel: Option<String>,
+        /// Which instance of the kernel (0-based); default: the first.
+        #[arg(long)]
+        instance: Option<u32>,
+        /// Override a factory argument or const by name: `--with M=256 --with dtype=float32`.
+        #[arg(long = "with", value_name = "NAME=VALUE")]
+        with: Vec<String>,
+        #[arg(long, value_enum, default_value_t = run::DeviceChoice::Auto)]
+        device: run::DeviceChoice,
+        /// Write every tensor parameter as DIR/in/<param>.npy before the launch and
+        /// DIR/out/<param>.npy after it (bfloat16 as float32).
+        #[arg(long, value_name = "DIR")]
+        save: Option<PathBuf>,
+        /// Time 50 launches after 5 warm-up launches and report the median (GPU only).
+        #[arg(long)]
+        bench: bool,
+        /// On a GPU, also run the emulator on the same inputs and compare (small launches only).
+        #[arg(long)]
+        check: bool,
+        /// Seed of the random inputs.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
+    /// Write generated code: `tilec build FILE --emit cuda --out DIR` writes one `.cu` file per
+    /// launch of each selected instance.
+    Build {
+        file: PathBuf,
+        #[arg(long)]
+        kernel: Option<String>,
+        #[arg(long)]
+        instance: Option<u32>,
+        #[arg(long = "with", value_name = "NAME=VALUE")]
+        with: Vec<String>,
+        /// What to emit (only `cuda` for now).
+        #[arg(long, value_enum, default_value_t = Emit::Cuda)]
+        emit: Emit,
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        /// GPU architecture: sm_80 or sm_90.
+        #[arg(long, default_value = "sm_90")]
+        target: String,
+    },
     /// Measure parse + evaluate + check time per instance (use a release build).
     Bench {
         /// Files or folders (default: the current folder).
@@ -140,6 +195,43 @@ fn run(cli: Cli) -> ExitCode {
             svg.as_deref(),
         ),
         Command::Bench { paths, iterations } => bench::run(&paths, iterations),
+        Command::Run {
+            file,
+            kernel,
+            instance,
+            with,
+            device,
+            save,
+            bench,
+            check,
+            seed,
+        } => run::run(
+            &file,
+            &run::RunOptions {
+                kernel,
+                instance,
+                with,
+                device,
+                save,
+                bench,
+                check,
+                seed,
+            },
+        ),
+        Command::Build {
+            file,
+            kernel,
+            instance,
+            with,
+            emit: Emit::Cuda,
+            out,
+            target,
+        } => match tilec_ir::Target::from_name(&target) {
+            Some(target) => run::build(&file, kernel.as_deref(), instance, &with, &out, target),
+            None => Err(anyhow::anyhow!(
+                "unknown target `{target}` (expected sm_80 or sm_90)"
+            )),
+        },
     };
     match result {
         Ok(code) => code,

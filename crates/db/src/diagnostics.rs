@@ -8,8 +8,8 @@ use tilec_ir::{Anchor, Code, ConstValue, Diagnostic, Severity, Span, SpanTable};
 
 use crate::Db;
 use crate::queries::{
-    SourceFile, instance_checks, instance_origin, instances, kernel_positions, layouts, outline,
-    parse, resources,
+    Instance, SourceFile, instance_checks, instance_origin, instances, kernel_positions, layouts,
+    outline, parse, resources, thread_programs,
 };
 
 /// A secondary location of a diagnostic.
@@ -200,5 +200,19 @@ pub fn instance_reports(db: &dyn Db, file: SourceFile) -> Vec<InstanceReport> {
                 has_errors: own_errors || file_errors || !positions.complete,
             }
         })
+        .collect()
+}
+
+/// Why an instance cannot be lowered to thread programs, positioned in its file; empty when it
+/// lowers. (`tilec run` and `tilec build` report these; `tilec check` does not.)
+pub fn lowering_diagnostics(db: &dyn Db, instance: Instance<'_>) -> Vec<FileDiagnostic> {
+    let Err(diagnostics) = thread_programs(db, instance).as_ref() else {
+        return Vec::new();
+    };
+    let positions = kernel_positions(db, instance);
+    let kernel = instance.kernel(db).name(db);
+    diagnostics
+        .iter()
+        .filter_map(|d| to_file_diagnostic(d, &positions.spans, kernel, instance.index(db)))
         .collect()
 }

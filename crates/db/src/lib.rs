@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 
 pub use diagnostics::{
     FileDiagnostic, InstanceReport, RelatedLocation, file_diagnostics, instance_reports,
-    line_column,
+    line_column, lowering_diagnostics,
 };
 pub use queries::*;
 

@@ -8,6 +8,7 @@
 //! - Nothing here panics on any world the front end can build.
 
 pub mod check;
+pub mod cuda;
 pub mod layout;
 pub mod liveness;
 pub mod lower;

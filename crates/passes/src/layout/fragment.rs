@@ -302,6 +302,17 @@ pub(super) fn unflatten(mut ordinal: u64, shape: &[i64]) -> Vec<i64> {
     point
 }
 
+/// The row-major flat index of `indices` in `shape`.
+pub fn flatten_exprs(arena: &mut ExprArena, indices: &[ExprId], shape: &[i64]) -> ExprId {
+    let mut flat = arena.int(0);
+    for (&index, &extent) in indices.iter().zip(shape) {
+        let e = arena.int(extent);
+        let scaled = arena.mul(flat, e);
+        flat = arena.add(scaled, index);
+    }
+    flat
+}
+
 /// Row-major flattening of `vars` over `shape`, as an expression: `i * 64 + j`.
 pub fn flatten(arena: &mut ExprArena, vars: &[VarId], shape: &[i64]) -> ExprId {
     let mut flat = arena.int(0);

@@ -51,6 +51,8 @@ pub struct Layouts {
     pub exprs: ExprArena,
     pub buffers: BTreeMap<EntityId, Inferred>,
     pub loops: BTreeMap<EntityId, (Inferred, i64)>,
+    /// The storage layout of every shared buffer with a constant shape.
+    pub shared: BTreeMap<EntityId, super::shared_infer::SharedAssigned>,
     pub diagnostics: Vec<Diagnostic>,
 }
 
@@ -171,10 +173,13 @@ pub fn infer_layouts(world: &World) -> Layouts {
         &state.exprs,
         threads,
     ));
+    let (shared, shared_diagnostics) = super::shared_infer::infer_shared(world, &mut state.exprs);
+    diagnostics.extend(shared_diagnostics);
     Layouts {
         exprs: state.exprs,
         buffers: state.buffers,
         loops: state.loops,
+        shared,
         diagnostics,
     }
 }

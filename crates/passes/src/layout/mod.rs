@@ -7,6 +7,7 @@ mod diagnose;
 pub mod fragment;
 pub mod infer;
 pub mod shared;
+pub mod shared_infer;
 pub mod tensor_core;
 mod validate;
 pub(crate) mod vectorize;
@@ -15,3 +16,4 @@ pub use algebra::{Access, FragmentInverse, IndexMap, RepeatOn, RepeatOrder, Unco
 pub use fragment::{Collision, FragmentLayout, flatten, fresh_vars, points};
 pub use infer::{Inferred, Layouts, LoopPlan, Origin, infer_layouts, plan_loops};
 pub use shared::{BankSwizzle, SharedLayout, Swizzle, gemm_operand_layout, merge_swizzles};
+pub use shared_infer::{SharedAssigned, SharedOrigin};

@@ -318,7 +318,7 @@ impl<'w> Lowering<'w> {
                 _ => {}
             }
         }
-        let placed = shared_plan::plan(world, &order, &shared)?;
+        let placed = shared_plan::plan(world, self.layouts, &order, &shared)?;
         for (entity, offset) in placed.offsets {
             let shape = world.const_shape(entity).unwrap_or_default();
             self.add_buffer(entity, Memory::Shared { offset }, &shape);

@@ -16,17 +16,27 @@ pub(crate) struct SharedPlacement {
 /// Places `buffers` (shared buffers of the launch whose statements are `order`).
 pub(crate) fn plan(
     world: &World,
+    layouts: &crate::layout::Layouts,
     order: &[EntityId],
     buffers: &[EntityId],
 ) -> Result<SharedPlacement, Unlowerable> {
     let mut items: Vec<(EntityId, i64, (usize, usize))> = Vec::new();
     for &buffer in buffers {
-        let bytes = crate::check::buffer_bytes(world, buffer).ok_or_else(|| {
-            Unlowerable::new(format!(
-                "shared buffer `{}` needs a shape known at compile time",
-                world.name(buffer)
-            ))
-        })?;
+        // A padded layout stores more than the tile's elements.
+        let storage = layouts.shared.get(&buffer).and_then(|assigned| {
+            let element = world.dtypes.get(buffer)?.bytes();
+            u64::try_from(assigned.storage_elements)
+                .ok()
+                .map(|n| n * element)
+        });
+        let bytes = storage
+            .or_else(|| crate::check::buffer_bytes(world, buffer))
+            .ok_or_else(|| {
+                Unlowerable::new(format!(
+                    "shared buffer `{}` needs a shape known at compile time",
+                    world.name(buffer)
+                ))
+            })?;
         let bytes =
             i64::try_from(bytes).map_err(|_| Unlowerable::new("a shared buffer too large"))?;
         // A buffer nothing touches still gets space, live nowhere.

@@ -225,6 +225,20 @@ impl Lowering<'_> {
         let id = self.buffer_of(buffer)?;
         let index = match self.fragments.get(&buffer) {
             Some(fragment) => fragment.local_index(&mut self.program.exprs, indices),
+            None if self.layouts.shared.contains_key(&buffer) => {
+                let map = &self.layouts.shared[&buffer].map;
+                let bindings: Vec<(tilec_ir::VarId, ExprId)> = map
+                    .vars
+                    .iter()
+                    .copied()
+                    .zip(indices.iter().copied())
+                    .collect();
+                let lookup = |v| bindings.iter().find(|(var, _)| *var == v).map(|(_, e)| *e);
+                match map.outputs.first().copied() {
+                    Some(offset) => self.program.exprs.substitute(offset, &lookup),
+                    None => self.program.exprs.int(0),
+                }
+            }
             None => {
                 let shape = self.program.buffer(id).shape.clone();
                 row_major(&mut self.program.exprs, indices, &shape)

@@ -42,6 +42,52 @@ pub(super) fn int_constant(dtype: DType, value: i64) -> f64 {
     }
 }
 
+/// The rounding to `dtype` as a plain function, chosen once for a batch of values.
+pub(super) fn rounder(dtype: DType) -> fn(f64) -> f64 {
+    match dtype {
+        DType::Float64 => |x| x,
+        DType::Float32 => |x| f64::from(x as f32),
+        DType::Float16 => |x| half::f16::from_f64(x).to_f64(),
+        DType::BFloat16 => |x| half::bf16::from_f64(x).to_f64(),
+        DType::Bool => |x| f64::from(u8::from(x != 0.0)),
+        DType::Int8 => |x| round_to(DType::Int8, x),
+        DType::Int16 => |x| round_to(DType::Int16, x),
+        DType::Int32 => |x| round_to(DType::Int32, x),
+        DType::Int64 => |x| round_to(DType::Int64, x),
+        DType::UInt8 => |x| round_to(DType::UInt8, x),
+        DType::UInt16 => |x| round_to(DType::UInt16, x),
+        DType::UInt32 => |x| round_to(DType::UInt32, x),
+        DType::UInt64 => |x| round_to(DType::UInt64, x),
+        DType::Float8E4M3 => |x| round_to(DType::Float8E4M3, x),
+        DType::Float8E5M2 => |x| round_to(DType::Float8E5M2, x),
+    }
+}
+
+/// The common float operations that cannot fail, as plain functions of their operands, for the
+/// widths kernels compute in; `None` for everything else (see [`binary`]).
+pub(super) fn fast_binary(op: BinaryOp, dtype: DType) -> Option<fn(f64, f64) -> f64> {
+    let f: fn(f64, f64) -> f64 = match (op, dtype) {
+        (BinaryOp::Add, DType::Float32) => |a, b| f64::from((a + b) as f32),
+        (BinaryOp::Sub, DType::Float32) => |a, b| f64::from((a - b) as f32),
+        (BinaryOp::Mul, DType::Float32) => |a, b| f64::from((a * b) as f32),
+        (BinaryOp::Div, DType::Float32) => |a, b| f64::from((a / b) as f32),
+        (BinaryOp::Add, DType::Float64) => |a, b| a + b,
+        (BinaryOp::Sub, DType::Float64) => |a, b| a - b,
+        (BinaryOp::Mul, DType::Float64) => |a, b| a * b,
+        (BinaryOp::Div, DType::Float64) => |a, b| a / b,
+        (BinaryOp::Add, DType::Float16) => |a, b| half::f16::from_f64(a + b).to_f64(),
+        (BinaryOp::Sub, DType::Float16) => |a, b| half::f16::from_f64(a - b).to_f64(),
+        (BinaryOp::Mul, DType::Float16) => |a, b| half::f16::from_f64(a * b).to_f64(),
+        (BinaryOp::Div, DType::Float16) => |a, b| half::f16::from_f64(a / b).to_f64(),
+        (BinaryOp::Add, DType::BFloat16) => |a, b| half::bf16::from_f64(a + b).to_f64(),
+        (BinaryOp::Sub, DType::BFloat16) => |a, b| half::bf16::from_f64(a - b).to_f64(),
+        (BinaryOp::Mul, DType::BFloat16) => |a, b| half::bf16::from_f64(a * b).to_f64(),
+        (BinaryOp::Div, DType::BFloat16) => |a, b| half::bf16::from_f64(a / b).to_f64(),
+        _ => return None,
+    };
+    Some(f)
+}
+
 fn is_integral(dtype: DType) -> bool {
     !dtype.is_float()
 }
@@ -207,6 +253,33 @@ mod tests {
         assert_eq!(binary(BinaryOp::Add, DType::UInt8, 255.0, 1.0), Ok(0.0));
         assert_eq!(cast(DType::Int32, -2.7), -2.0);
         assert!(binary(BinaryOp::Shl, DType::Int32, 1.0, 32.0).is_err());
+    }
+
+    #[test]
+    fn fast_kernels_and_rounders_agree_with_the_general_path() {
+        let samples = [0.1, -3.75, 1e-7, 65504.0, 1.0 / 3.0, f64::MAX, -0.0];
+        for dtype in DType::ALL {
+            for &x in &samples {
+                let (a, b) = (rounder(dtype)(x), round_to(dtype, x));
+                assert!(a == b || (a.is_nan() && b.is_nan()), "{dtype} {x}");
+            }
+        }
+        for op in [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div] {
+            for dtype in [
+                DType::Float16,
+                DType::BFloat16,
+                DType::Float32,
+                DType::Float64,
+            ] {
+                let Some(fast) = fast_binary(op, dtype) else {
+                    panic!("{op} {dtype}")
+                };
+                for &x in &samples {
+                    let (x, y) = (round_to(dtype, x), round_to(dtype, 0.3));
+                    assert_eq!(Ok(fast(x, y)), binary(op, dtype, x, y), "{op} {dtype}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -10,6 +10,8 @@
 //! in a scope covers all lanes of that scope, so it serves nested (smaller) scopes too, and it is
 //! forgotten when its scope closes, before a sibling scope with other lanes could use it.
 
+use std::borrow::Cow;
+
 use tilec_ir::thread::{Value, ValueId};
 
 use super::Machine;
@@ -174,7 +176,12 @@ impl Machine<'_, '_> {
             } => {
                 let lhs = self.eval(lhs, active, sel, nesting)?;
                 let rhs = self.eval(rhs, active, sel, nesting)?;
-                self.map2(lhs, rhs, active, sel, |a, b| arith::binary(op, dtype, a, b))?
+                match arith::fast_binary(op, dtype) {
+                    Some(fast) => self.map2_fast(lhs, rhs, sel, fast),
+                    None => {
+                        self.map2(lhs, rhs, active, sel, |a, b| arith::binary(op, dtype, a, b))?
+                    }
+                }
             }
             Value::Compare { op, lhs, rhs } => {
                 let lhs = self.eval(lhs, active, sel, nesting)?;
@@ -190,12 +197,16 @@ impl Machine<'_, '_> {
                 then,
                 otherwise,
                 dtype,
-            } => self.select([cond, then, otherwise], active, sel, nesting, |x| {
-                round_to(dtype, x)
-            })?,
+            } => self.select(
+                [cond, then, otherwise],
+                active,
+                sel,
+                nesting,
+                arith::rounder(dtype),
+            )?,
             Value::ShuffleXor { value, mask, dtype } => {
                 let operand = self.eval(value, active, sel, nesting)?;
-                self.shuffle(operand, mask, active, sel, |x| round_to(dtype, x))?
+                self.shuffle(operand, mask, active, sel, arith::rounder(dtype))?
             }
         };
         self.frame.remember(value, column);
@@ -212,11 +223,16 @@ impl Machine<'_, '_> {
         column
     }
 
-    /// The threads of the lanes `sel`.
-    fn threads_of(active: &[u32], sel: &[u32]) -> Vec<u32> {
-        sel.iter()
-            .map(|&lane| active.get(lane as usize).copied().unwrap_or(0))
-            .collect()
+    /// The threads of the lanes `sel`: `active` itself when `sel` is every lane.
+    fn threads_of<'a>(active: &'a [u32], sel: &[u32]) -> Cow<'a, [u32]> {
+        if sel.len() == active.len() {
+            // `sel` is a subset of the lanes in ascending order, so all of them in order.
+            return Cow::Borrowed(active);
+        }
+        let threads = sel
+            .iter()
+            .map(|&lane| active.get(lane as usize).copied().unwrap_or(0));
+        Cow::Owned(threads.collect())
     }
 
     fn index_value(
@@ -245,13 +261,17 @@ impl Machine<'_, '_> {
     ) -> Result<usize, Fault> {
         let threads = Self::threads_of(active, sel);
         let indices = self.index(e, &threads, Some(buffer))?;
+        let Some(info) = self.buffers.get(buffer) else {
+            let message = format!("buffer id {buffer} out of range");
+            return Err(self.fault(ErrorKind::Malformed(message), None));
+        };
         let column = self.frame.alloc();
         let mut out = self.frame.take(column);
-        for ((&lane, &thread), &index) in sel.iter().zip(&threads).zip(&indices) {
-            let value = self.memory.load(&self.buffers, buffer, index, thread);
-            out[lane as usize] = value.map_err(|kind| self.fault(kind, Some(thread)))?;
-        }
+        let loaded = self
+            .memory
+            .load_lanes(info, &threads, &indices, sel, &mut out);
         self.frame.put(column, out);
+        loaded.map_err(|(kind, thread)| self.fault(kind, Some(thread)))?;
         Ok(column)
     }
 
@@ -292,6 +312,23 @@ impl Machine<'_, '_> {
         }
         self.frame.put(column, out);
         Ok(column)
+    }
+
+    /// [`Machine::map2`] for an operation that cannot fail, in a plain loop.
+    fn map2_fast(&mut self, lhs: usize, rhs: usize, sel: &[u32], f: fn(f64, f64) -> f64) -> usize {
+        let column = self.frame.alloc();
+        let mut out = self.frame.take(column);
+        let (a, b) = (self.frame.column(lhs), self.frame.column(rhs));
+        if a.len() == out.len() && b.len() == out.len() {
+            let mut k = 0;
+            while k < sel.len() {
+                let lane = sel[k] as usize;
+                out[lane] = f(a[lane], b[lane]);
+                k += 1;
+            }
+        }
+        self.frame.put(column, out);
+        column
     }
 
     fn arithmetic(&self, message: String, active: &[u32], lane: usize) -> Fault {

@@ -160,6 +160,9 @@ impl<'p> Machine<'p, '_> {
         }
     }
 
+    /// A loop: its extent is evaluated each time the loop is reached (an inner loop's extent may
+    /// depend on an outer loop variable) and must be the same in every thread, which is what lets
+    /// all threads run the body in lockstep.
     fn exec_for(
         &mut self,
         var: VarId,
@@ -251,18 +254,12 @@ impl<'p> Machine<'p, '_> {
     ) -> Result<(), Fault> {
         let indices = self.index(index, active, Some(buffer))?;
         let column = self.eval_all(value, active)?;
-        for (lane, (&thread, &index)) in active.iter().zip(&indices).enumerate() {
-            let value = self
-                .frame
-                .column(column)
-                .get(lane)
-                .copied()
-                .unwrap_or(f64::NAN);
-            self.memory
-                .store(&self.buffers, buffer, index, thread, value)
-                .map_err(|kind| self.fault(kind, Some(thread)))?;
-        }
-        Ok(())
+        let Some(info) = self.buffers.get(buffer) else {
+            return Err(self.malformed(format!("buffer id {buffer} out of range")));
+        };
+        let values = self.frame.column(column);
+        let stored = self.memory.store_lanes(info, active, &indices, values);
+        stored.map_err(|(kind, thread)| self.fault(kind, Some(thread)))
     }
 
     fn exec_atomic(
@@ -275,16 +272,13 @@ impl<'p> Machine<'p, '_> {
     ) -> Result<(), Fault> {
         let indices = self.index(index, active, Some(buffer))?;
         let column = self.eval_all(value, active)?;
-        for (lane, (&thread, &index)) in active.iter().zip(&indices).enumerate() {
-            let value = self
-                .frame
-                .column(column)
-                .get(lane)
-                .copied()
-                .unwrap_or(f64::NAN);
-            self.memory
-                .atomic(&self.buffers, buffer, index, thread, op, value)
-                .map_err(|kind| self.fault(kind, Some(thread)))?;
+        let Some(info) = self.buffers.get(buffer) else {
+            return Err(self.malformed(format!("buffer id {buffer} out of range")));
+        };
+        let values = self.frame.column(column);
+        for ((&thread, &index), &value) in active.iter().zip(&indices).zip(values) {
+            let done = self.memory.atomic(info, index, op, value);
+            done.map_err(|kind| self.fault(kind, Some(thread)))?;
         }
         Ok(())
     }
@@ -300,26 +294,38 @@ impl<'p> Machine<'p, '_> {
         self.check_vector_buffers(dst, src, lanes)?;
         let sources = self.index(src_index, active, Some(src))?;
         let targets = self.index(dst_index, active, Some(dst))?;
-        let width = i64::from(lanes);
-        let mut staged = Vec::with_capacity(active.len() * lanes as usize);
-        for (&thread, &start) in active.iter().zip(&sources) {
-            self.check_vector_index(src, start, lanes, thread)?;
-            for offset in 0..width {
-                let value = self.memory.load(&self.buffers, src, start + offset, thread);
-                staged.push(value.map_err(|kind| self.fault(kind, Some(thread)))?);
-            }
+        for (&thread, (&source, &target)) in active.iter().zip(sources.iter().zip(&targets)) {
+            self.check_vector_index(src, source, lanes, thread)?;
+            self.check_vector_index(dst, target, lanes, thread)?;
         }
-        let mut values = staged.into_iter();
-        for (&thread, &start) in active.iter().zip(&targets) {
-            self.check_vector_index(dst, start, lanes, thread)?;
-            for offset in 0..width {
-                let value = values.next().unwrap_or(f64::NAN);
-                self.memory
-                    .store(&self.buffers, dst, start + offset, thread, value)
-                    .map_err(|kind| self.fault(kind, Some(thread)))?;
-            }
-        }
-        Ok(())
+        // One access per element, thread by thread: thread `k`'s elements are `k * lanes ..`.
+        let width = lanes as usize;
+        let threads: Vec<u32> = active
+            .iter()
+            .flat_map(|&t| std::iter::repeat_n(t, width))
+            .collect();
+        let spread = |starts: &[i64]| -> Vec<i64> {
+            let offsets = 0..i64::from(lanes);
+            starts
+                .iter()
+                .flat_map(|&start| offsets.clone().map(move |l| start + l))
+                .collect()
+        };
+        let (sources, targets) = (spread(&sources), spread(&targets));
+        let positions: Vec<u32> = (0..threads.len() as u32).collect();
+        let mut staged = vec![0.0; threads.len()];
+        let (Some(src_info), Some(dst_info)) = (self.buffers.get(src), self.buffers.get(dst))
+        else {
+            return Err(self.malformed("vector copy: buffer id out of range".to_owned()));
+        };
+        let loaded = self
+            .memory
+            .load_lanes(src_info, &threads, &sources, &positions, &mut staged);
+        loaded.map_err(|(kind, thread)| self.fault(kind, Some(thread)))?;
+        let stored = self
+            .memory
+            .store_lanes(dst_info, &threads, &targets, &staged);
+        stored.map_err(|(kind, thread)| self.fault(kind, Some(thread)))
     }
 
     fn check_vector_buffers(&self, dst: usize, src: usize, lanes: u32) -> Result<(), Fault> {

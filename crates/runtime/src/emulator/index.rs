@@ -160,6 +160,18 @@ impl<'p> Indexer<'p> {
         if threads.is_empty() {
             return Ok(Vec::new());
         }
+        // An index that is the same in every thread is computed once.
+        if compiled.vars.iter().all(|&var| env.get(var).is_uniform()) {
+            let inputs: Vec<i64> = compiled
+                .vars
+                .iter()
+                .map(|&var| env.get(var).at(0).unwrap_or(0))
+                .collect();
+            return match compiled.program.run_one(&inputs) {
+                Some(value) => Ok(vec![value; threads.len()]),
+                None => Err(first_failure(arena, env, e, &threads[..1])),
+            };
+        }
         let columns: Vec<Vec<i64>> = compiled
             .vars
             .iter()

@@ -3,31 +3,39 @@
 //! - Global memory is the host tensors. A write-only parameter has a "written" bitmap: reading an
 //!   element before the kernel wrote it is an error, and so is leaving one unwritten.
 //! - Shared memory is one arena of `shared_bytes` bytes per block. Each shared buffer keeps its
-//!   element values in its own vector, and every byte of the arena records which buffer last wrote
-//!   it and in which block. A read through buffer `B` checks that every byte of the element was last
-//!   written through `B` in this block, so buffers that overlap in bytes (shared memory reused by
-//!   buffers with disjoint lifetimes) behave exactly as on the GPU for every program that does not
-//!   reinterpret bytes, and a program that does is reported. The same per-byte record carries the
-//!   race detector's state (below).
+//!   element values, and the state of each element, in its own vectors. Buffers may overlap in bytes
+//!   (shared memory reused by buffers with disjoint lifetimes): for those, and only those, every byte
+//!   also records which buffer last wrote it in which block, and a read through buffer `B` checks that
+//!   every byte of the element was last written through `B`. Overlapping buffers thus behave exactly
+//!   as on the GPU for every program that does not reinterpret bytes, and a program that does is
+//!   reported.
 //! - Local memory is one array per thread and buffer, with a per-element stamp of the block that
 //!   last wrote it, so that reading a register before writing it is reported.
 //!
 //! Race detection: time within a block is cut into barrier epochs (a global counter, incremented at
-//! every block start and every barrier, so nothing needs clearing between blocks). Each shared byte
-//! remembers its last writer and the epoch of that write, and up to two distinct readers of the
-//! current read epoch. A write conflicts with a write or read by another thread in the same epoch, a
-//! read with a write by another thread in the same epoch. Two remembered readers suffice: when a
-//! thread writes, at least one of two distinct readers is another thread. Atomics are exempt: they
-//! update values and ownership but not the race state.
+//! every block start and every barrier, so nothing needs clearing between blocks). Each shared
+//! element remembers its last writer and the epoch of that write, and up to two distinct readers of
+//! the current read epoch. A write conflicts with a write or read by another thread in the same
+//! epoch, a read with a write by another thread in the same epoch. Two remembered readers suffice:
+//! when a thread writes, at least one of two distinct readers is another thread. A write through a
+//! buffer that overlaps others also checks the overlapped elements of those others. Atomics are
+//! exempt: they update values and ownership but not the race state.
+//!
+//! Accesses come in batches, one per statement and buffer ("lanes": the executing threads, each
+//! with its index), so that the buffer's kind is looked at once per batch, not once per element.
 
 use tilec_ir::DType;
 use tilec_ir::thread::{AtomicOp, ParamAccess};
 
+use super::arith::rounder;
 use super::error::{ErrorKind, RaceKind};
-use crate::tensor::{HostTensor, round_to};
+use crate::tensor::HostTensor;
 
 /// No thread.
 const NONE: u32 = u32::MAX;
+
+/// A fault of one access, with the thread that made it.
+pub(super) type LaneFault = (ErrorKind, u32);
 
 /// Where a buffer's elements are kept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,7 +43,7 @@ pub(super) enum Place {
     Global {
         param: usize,
     },
-    /// `slot` is the buffer's value vector among the shared ones.
+    /// `slot` is the buffer's entry among the shared ones.
     Shared {
         offset: usize,
         slot: usize,
@@ -56,19 +64,37 @@ pub(super) struct BufferInfo<'p> {
     pub size: usize,
 }
 
-/// The per-byte record of the shared arena.
+/// The race and initialisation state of one shared element.
 #[derive(Clone, Copy, Debug, Default)]
-struct ByteState {
+struct ElementState {
     /// The block serial of the last write (0: never written).
     stamp: u32,
-    /// The buffer the last write went through.
-    owner: u32,
     writer: u32,
     write_epoch: u32,
     reader: u32,
     /// A second reader distinct from `reader`, or [`NONE`].
     other_reader: u32,
     read_epoch: u32,
+}
+
+/// One shared buffer's storage.
+#[derive(Clone, Debug)]
+struct SharedBuffer {
+    buffer: usize,
+    name: String,
+    offset: usize,
+    size: usize,
+    values: Vec<f64>,
+    states: Vec<ElementState>,
+    /// The shared buffers (by slot) whose bytes overlap this one's.
+    overlaps: Vec<usize>,
+}
+
+/// The last write of one byte of an overlapped region: through which buffer, in which block.
+#[derive(Clone, Copy, Debug, Default)]
+struct ByteOwner {
+    buffer: u32,
+    stamp: u32,
 }
 
 /// Access counts for the report.
@@ -87,8 +113,9 @@ pub(super) struct Memory<'t> {
     pub access: Vec<ParamAccess>,
     /// Per parameter, for write-only ones: which elements the kernel wrote.
     pub written: Vec<Option<Vec<bool>>>,
-    shared: Vec<Vec<f64>>,
-    bytes: Vec<ByteState>,
+    shared: Vec<SharedBuffer>,
+    /// Byte owners of the shared arena, kept only when some buffers overlap.
+    owners: Vec<ByteOwner>,
     local: Vec<Vec<f64>>,
     local_stamps: Vec<Vec<u32>>,
     block_serial: u32,
@@ -105,34 +132,38 @@ impl<'t> Memory<'t> {
         shared_bytes: usize,
         threads: usize,
     ) -> Memory<'t> {
-        let mut written = Vec::with_capacity(tensors.len());
-        for (tensor, access) in tensors.iter_mut().zip(&access) {
-            if *access != ParamAccess::Write {
-                written.push(None);
-                continue;
-            }
-            if tensor.dtype.is_float() {
-                tensor.values.fill(f64::NAN);
-            }
-            written.push(Some(vec![false; tensor.values.len()]));
-        }
+        let written = poison(tensors, &access);
         let (mut shared, mut local, mut local_stamps) = (Vec::new(), Vec::new(), Vec::new());
-        for buffer in buffers {
-            match buffer.place {
-                Place::Shared { .. } => shared.push(vec![0.0; buffer.elements]),
+        for (buffer, info) in buffers.iter().enumerate() {
+            match info.place {
+                Place::Shared { offset, .. } => shared.push(SharedBuffer {
+                    buffer,
+                    name: info.name.to_owned(),
+                    offset,
+                    size: info.size,
+                    values: vec![0.0; info.elements],
+                    states: vec![ElementState::default(); info.elements],
+                    overlaps: Vec::new(),
+                }),
                 Place::Local { .. } => {
-                    local.push(vec![0.0; buffer.elements * threads]);
-                    local_stamps.push(vec![0; buffer.elements * threads]);
+                    local.push(vec![0.0; info.elements * threads]);
+                    local_stamps.push(vec![0; info.elements * threads]);
                 }
                 Place::Global { .. } => {}
             }
         }
+        let any_overlap = find_overlaps(&mut shared);
+        let owners = if any_overlap {
+            vec![ByteOwner::default(); shared_bytes]
+        } else {
+            Vec::new()
+        };
         Memory {
             tensors,
             access,
             written,
             shared,
-            bytes: vec![ByteState::default(); shared_bytes],
+            owners,
             local,
             local_stamps,
             block_serial: 0,
@@ -152,109 +183,154 @@ impl<'t> Memory<'t> {
         self.epoch = self.epoch.wrapping_add(1);
     }
 
-    pub fn load(
+    /// Loads `buffer[indices[k]]` for `threads[k]` into `out[lanes[k]]`.
+    pub fn load_lanes(
         &mut self,
-        buffers: &[BufferInfo<'_>],
-        buffer: usize,
-        index: i64,
-        thread: u32,
-    ) -> Result<f64, ErrorKind> {
-        let info = buffer_info(buffers, buffer)?;
-        let element = check_bounds(info, index)?;
+        info: &BufferInfo<'_>,
+        threads: &[u32],
+        indices: &[i64],
+        lanes: &[u32],
+        out: &mut [f64],
+    ) -> Result<(), LaneFault> {
+        let n = threads.len().min(indices.len()).min(lanes.len());
+        let (threads, indices, lanes) = (&threads[..n], &indices[..n], &lanes[..n]);
         match info.place {
-            Place::Global { param } => self.global_load(info, param, element),
-            Place::Shared { offset, slot } => {
-                self.shared_check(buffers, buffer, offset, element, thread, Access::Read)?;
-                self.counts.shared_loads += 1;
-                value_at(&self.shared, slot, element)
-            }
-            Place::Local { slot } => {
-                let at = element + thread as usize * info.elements;
-                let stamp = self
-                    .local_stamps
-                    .get(slot)
-                    .and_then(|stamps| stamps.get(at));
-                if stamp != Some(&self.block_serial) {
-                    return Err(ErrorKind::UninitializedLocal {
-                        buffer: info.name.to_owned(),
-                        index,
-                    });
+            Place::Global { param } => {
+                for k in 0..n {
+                    let thread = threads[k];
+                    let element = check_bounds(info, indices[k]).map_err(|kind| (kind, thread))?;
+                    let value = self.global_load(info, param, element);
+                    out[lanes[k] as usize] = value.map_err(|kind| (kind, thread))?;
                 }
-                value_at(&self.local, slot, at)
             }
-        }
-    }
-
-    /// Stores `value`, converted to the buffer's dtype.
-    pub fn store(
-        &mut self,
-        buffers: &[BufferInfo<'_>],
-        buffer: usize,
-        index: i64,
-        thread: u32,
-        value: f64,
-    ) -> Result<(), ErrorKind> {
-        let info = buffer_info(buffers, buffer)?;
-        let element = check_bounds(info, index)?;
-        let value = round_to(info.dtype, value);
-        match info.place {
-            Place::Global { param } => self.global_store(info, param, element, value),
-            Place::Shared { offset, slot } => {
-                self.shared_check(buffers, buffer, offset, element, thread, Access::Write)?;
-                self.counts.shared_stores += 1;
-                set_value(&mut self.shared, slot, element, value)
-            }
-            Place::Local { slot } => {
-                let at = element + thread as usize * info.elements;
-                if let Some(stamp) = self
-                    .local_stamps
+            Place::Shared { slot, .. } => {
+                self.counts.shared_loads += n as u64;
+                let (serial, epoch) = (self.block_serial, self.epoch);
+                let shared = self
+                    .shared
                     .get_mut(slot)
-                    .and_then(|stamps| stamps.get_mut(at))
-                {
-                    *stamp = self.block_serial;
+                    .ok_or_else(|| (missing(info), 0))?;
+                if shared.overlaps.is_empty() {
+                    let access = Lanes {
+                        threads,
+                        indices,
+                        lanes,
+                    };
+                    return shared_load_plain(shared, info, (serial, epoch), access, out);
                 }
-                set_value(&mut self.local, slot, at, value)
+                for k in 0..n {
+                    let thread = threads[k];
+                    let element = check_bounds(info, indices[k]).map_err(|kind| (kind, thread))?;
+                    let value = self.shared_read(info, slot, element, thread);
+                    out[lanes[k] as usize] = value.map_err(|kind| (kind, thread))?;
+                }
+            }
+            Place::Local { slot } => {
+                let serial = self.block_serial;
+                let (values, stamps) = local_storage(&self.local, &self.local_stamps, slot)?;
+                let mut k = 0;
+                while k < n {
+                    let (thread, index) = (threads[k], indices[k]);
+                    let at = local_at(info, index, thread, values.len())
+                        .map_err(|kind| (kind, thread))?;
+                    if stamps[at] != serial {
+                        let buffer = info.name.to_owned();
+                        return Err((ErrorKind::UninitializedLocal { buffer, index }, thread));
+                    }
+                    out[lanes[k] as usize] = values[at];
+                    k += 1;
+                }
             }
         }
+        Ok(())
     }
 
-    /// An atomic read-modify-write of a global or shared element; returns nothing, as the
-    /// statement form discards the old value.
+    /// Stores `values[k]`, converted to the buffer's dtype, at `buffer[indices[k]]` for `threads[k]`.
+    pub fn store_lanes(
+        &mut self,
+        info: &BufferInfo<'_>,
+        threads: &[u32],
+        indices: &[i64],
+        values: &[f64],
+    ) -> Result<(), LaneFault> {
+        let round = rounder(info.dtype);
+        let n = threads.len().min(indices.len()).min(values.len());
+        match info.place {
+            Place::Global { param } => {
+                for k in 0..n {
+                    let thread = threads[k];
+                    let element = check_bounds(info, indices[k]).map_err(|kind| (kind, thread))?;
+                    let stored = self.global_store(info, param, element, round(values[k]));
+                    stored.map_err(|kind| (kind, thread))?;
+                }
+            }
+            Place::Shared { slot, .. } => {
+                for k in 0..n {
+                    let thread = threads[k];
+                    let element = check_bounds(info, indices[k]).map_err(|kind| (kind, thread))?;
+                    let stored = self.shared_write(info, slot, element, thread, round(values[k]));
+                    stored.map_err(|kind| (kind, thread))?;
+                }
+                self.counts.shared_stores += n as u64;
+            }
+            Place::Local { slot } => {
+                let serial = self.block_serial;
+                let (storage, stamps) =
+                    local_storage_mut(&mut self.local, &mut self.local_stamps, slot)?;
+                let mut k = 0;
+                while k < n {
+                    let thread = threads[k];
+                    let at = local_at(info, indices[k], thread, storage.len())
+                        .map_err(|kind| (kind, thread))?;
+                    storage[at] = round(values[k]);
+                    stamps[at] = serial;
+                    k += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// An atomic read-modify-write of a global or shared element (the old value is discarded, as
+    /// the statement form has no result).
     pub fn atomic(
         &mut self,
-        buffers: &[BufferInfo<'_>],
-        buffer: usize,
+        info: &BufferInfo<'_>,
         index: i64,
-        thread: u32,
         op: AtomicOp,
         operand: f64,
     ) -> Result<(), ErrorKind> {
-        let info = buffer_info(buffers, buffer)?;
         let element = check_bounds(info, index)?;
         self.counts.atomics += 1;
-        let old = match info.place {
-            Place::Global { param } => self.global_load(info, param, element)?,
-            Place::Shared { offset, slot } => {
-                self.shared_check(buffers, buffer, offset, element, thread, Access::Atomic)?;
-                value_at(&self.shared, slot, element)?
-            }
-            Place::Local { .. } => {
-                return Err(ErrorKind::Malformed(format!(
-                    "atomic on local buffer `{}`",
-                    info.name
-                )));
-            }
-        };
-        let new = match op {
+        let combine = |old: f64| match op {
             AtomicOp::Add => old + operand,
             AtomicOp::Max => old.max(operand),
             AtomicOp::Min => old.min(operand),
         };
-        let new = round_to(info.dtype, new);
+        let round = rounder(info.dtype);
         match info.place {
-            Place::Global { param } => self.global_store(info, param, element, new),
-            Place::Shared { slot, .. } => set_value(&mut self.shared, slot, element, new),
-            Place::Local { .. } => Ok(()),
+            Place::Global { param } => {
+                let old = self.global_load(info, param, element)?;
+                self.global_store(info, param, element, round(combine(old)))
+            }
+            Place::Shared { slot, .. } => {
+                self.shared_initialised(info, slot, element)?;
+                let serial = self.block_serial;
+                let shared = self.shared.get_mut(slot).ok_or_else(|| missing(info))?;
+                let (Some(value), Some(state)) = (
+                    shared.values.get_mut(element),
+                    shared.states.get_mut(element),
+                ) else {
+                    return Err(missing(info));
+                };
+                *value = round(combine(*value));
+                state.stamp = serial;
+                Ok(())
+            }
+            Place::Local { .. } => Err(ErrorKind::Malformed(format!(
+                "atomic on local buffer `{}`",
+                info.name
+            ))),
         }
     }
 
@@ -309,177 +385,283 @@ impl<'t> Memory<'t> {
         Ok(())
     }
 
-    /// Checks and records one access of a shared element, byte by byte.
-    fn shared_check(
+    /// Checks that a shared element holds a value written through its own buffer in this block.
+    fn shared_initialised(
+        &self,
+        info: &BufferInfo<'_>,
+        slot: usize,
+        element: usize,
+    ) -> Result<(), ErrorKind> {
+        let shared = self.shared.get(slot).ok_or_else(|| missing(info))?;
+        let uninitialised = || ErrorKind::UninitializedShared {
+            buffer: info.name.to_owned(),
+            index: element as i64,
+        };
+        if !shared.overlaps.is_empty() {
+            let start = shared.offset + element * shared.size;
+            for owner in self.owners.get(start..start + shared.size).unwrap_or(&[]) {
+                if owner.stamp != self.block_serial {
+                    return Err(uninitialised());
+                }
+                if owner.buffer as usize != shared.buffer {
+                    let other = self.shared_name(owner.buffer as usize);
+                    return Err(ErrorKind::SharedAlias {
+                        buffer: info.name.to_owned(),
+                        index: element as i64,
+                        other,
+                    });
+                }
+            }
+        }
+        match shared.states.get(element) {
+            Some(state) if state.stamp == self.block_serial => Ok(()),
+            _ => Err(uninitialised()),
+        }
+    }
+
+    /// The name of the shared buffer with id `buffer`, for messages.
+    fn shared_name(&self, buffer: usize) -> String {
+        let shared = self.shared.iter().find(|shared| shared.buffer == buffer);
+        shared.map_or_else(|| format!("#{buffer}"), |shared| shared.name.clone())
+    }
+
+    fn shared_read(
         &mut self,
-        buffers: &[BufferInfo<'_>],
-        buffer: usize,
-        offset: usize,
+        info: &BufferInfo<'_>,
+        slot: usize,
         element: usize,
         thread: u32,
-        access: Access,
+    ) -> Result<f64, ErrorKind> {
+        self.shared_initialised(info, slot, element)?;
+        let epoch = self.epoch;
+        let shared = self.shared.get_mut(slot).ok_or_else(|| missing(info))?;
+        let (Some(&value), Some(state)) =
+            (shared.values.get(element), shared.states.get_mut(element))
+        else {
+            return Err(missing(info));
+        };
+        if let Some(writer) = note_read(state, epoch, thread) {
+            let kind = RaceKind::ReadAfterWrite;
+            return Err(race(info, element, kind, writer, thread));
+        }
+        Ok(value)
+    }
+
+    fn shared_write(
+        &mut self,
+        info: &BufferInfo<'_>,
+        slot: usize,
+        element: usize,
+        thread: u32,
+        value: f64,
     ) -> Result<(), ErrorKind> {
-        let size = buffers.get(buffer).map_or(1, |info| info.size);
-        let start = offset + element * size;
-        let (serial, epoch, owner) = (self.block_serial, self.epoch, buffer as u32);
-        let bytes = self.bytes.get_mut(start..start + size).ok_or_else(|| {
-            ErrorKind::Malformed(format!(
-                "shared buffer `{}` lies outside the shared arena",
-                name(buffers, buffer)
-            ))
-        })?;
-        for byte in bytes {
-            let fault = match access {
-                Access::Read => read_byte(byte, serial, epoch, owner, thread),
-                Access::Write => write_byte(byte, serial, epoch, owner, thread),
-                Access::Atomic => atomic_byte(byte, serial, owner),
+        let (serial, epoch) = (self.block_serial, self.epoch);
+        let shared = self.shared.get_mut(slot).ok_or_else(|| missing(info))?;
+        let (Some(target), Some(state)) = (
+            shared.values.get_mut(element),
+            shared.states.get_mut(element),
+        ) else {
+            return Err(missing(info));
+        };
+        if let Some((kind, first)) = conflict_with_write(state, epoch, thread) {
+            return Err(race(info, element, kind, first, thread));
+        }
+        *target = value;
+        state.writer = thread;
+        state.write_epoch = epoch;
+        state.stamp = serial;
+        if !shared.overlaps.is_empty() {
+            self.write_overlapped(info, slot, element, thread)?;
+        }
+        Ok(())
+    }
+
+    /// A write through a buffer that overlaps others: checks the overlapped elements of the others
+    /// for conflicting accesses and takes ownership of the written bytes.
+    fn write_overlapped(
+        &mut self,
+        info: &BufferInfo<'_>,
+        slot: usize,
+        element: usize,
+        thread: u32,
+    ) -> Result<(), ErrorKind> {
+        let Some(shared) = self.shared.get(slot) else {
+            return Err(missing(info));
+        };
+        let (buffer, start) = (shared.buffer as u32, shared.offset + element * shared.size);
+        let end = start + shared.size;
+        let overlaps = shared.overlaps.clone();
+        for other in overlaps {
+            let Some(other) = self.shared.get(other) else {
+                continue;
             };
-            if let Err(fault) = fault {
-                return Err(fault.describe(buffers, buffer, element));
+            let other_end = other.offset + other.values.len() * other.size;
+            if other_end <= start || end <= other.offset {
+                continue;
             }
+            let first = (start.max(other.offset) - other.offset) / other.size;
+            let last = (end.min(other_end) - 1 - other.offset) / other.size;
+            for state in other.states.get(first..=last).unwrap_or(&[]) {
+                if let Some((kind, first_thread)) = conflict_with_write(state, self.epoch, thread) {
+                    return Err(race(info, element, kind, first_thread, thread));
+                }
+            }
+        }
+        let serial = self.block_serial;
+        for owner in self.owners.get_mut(start..end).unwrap_or(&mut []) {
+            *owner = ByteOwner {
+                buffer,
+                stamp: serial,
+            };
         }
         Ok(())
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Access {
-    Read,
-    Write,
-    Atomic,
-}
-
-/// A fault found on one byte, before it is described with buffer names.
+/// The threads, indices and output lanes of a batch of accesses, of equal lengths.
 #[derive(Clone, Copy, Debug)]
-enum ByteFault {
-    Uninitialized,
-    Alias {
-        owner: u32,
-    },
-    Race {
-        kind: RaceKind,
-        first: u32,
-        second: u32,
-    },
+struct Lanes<'a> {
+    threads: &'a [u32],
+    indices: &'a [i64],
+    lanes: &'a [u32],
 }
 
-impl ByteFault {
-    fn describe(self, buffers: &[BufferInfo<'_>], buffer: usize, element: usize) -> ErrorKind {
-        let (buffer_name, index) = (name(buffers, buffer).to_owned(), element as i64);
-        match self {
-            ByteFault::Uninitialized => ErrorKind::UninitializedShared {
-                buffer: buffer_name,
-                index,
-            },
-            ByteFault::Alias { owner } => ErrorKind::SharedAlias {
-                buffer: buffer_name,
-                index,
-                other: name(buffers, owner as usize).to_owned(),
-            },
-            ByteFault::Race {
-                kind,
-                first,
-                second,
-            } => ErrorKind::Race {
-                buffer: buffer_name,
-                index,
-                kind,
-                first: i64::from(first),
-                second: i64::from(second),
-            },
+/// Loads from a shared buffer that no other overlaps, the common case, in one tight loop: the
+/// element state alone tells whether the value was written in this block and by whom.
+fn shared_load_plain(
+    shared: &mut SharedBuffer,
+    info: &BufferInfo<'_>,
+    (serial, epoch): (u32, u32),
+    access: Lanes<'_>,
+    out: &mut [f64],
+) -> Result<(), LaneFault> {
+    let values = &shared.values[..];
+    let states = &mut shared.states[..];
+    let n = access.threads.len();
+    let mut k = 0;
+    while k < n {
+        let (thread, index) = (access.threads[k], access.indices[k]);
+        if index < 0 || index as usize >= values.len() {
+            return Err((
+                check_bounds(info, index)
+                    .err()
+                    .unwrap_or_else(|| missing(info)),
+                thread,
+            ));
         }
-    }
-}
-
-fn read_byte(
-    byte: &mut ByteState,
-    serial: u32,
-    epoch: u32,
-    owner: u32,
-    thread: u32,
-) -> Result<(), ByteFault> {
-    if byte.stamp != serial {
-        return Err(ByteFault::Uninitialized);
-    }
-    if byte.owner != owner {
-        return Err(ByteFault::Alias { owner: byte.owner });
-    }
-    if byte.write_epoch == epoch && byte.writer != thread {
-        return Err(ByteFault::Race {
-            kind: RaceKind::ReadAfterWrite,
-            first: byte.writer,
-            second: thread,
-        });
-    }
-    if byte.read_epoch != epoch {
-        byte.read_epoch = epoch;
-        byte.reader = thread;
-        byte.other_reader = NONE;
-    } else if byte.reader != thread && byte.other_reader == NONE {
-        byte.other_reader = thread;
+        let element = index as usize;
+        let state = &mut states[element];
+        if state.stamp != serial {
+            let buffer = info.name.to_owned();
+            return Err((ErrorKind::UninitializedShared { buffer, index }, thread));
+        }
+        if let Some(writer) = note_read(state, epoch, thread) {
+            let kind = RaceKind::ReadAfterWrite;
+            return Err((race(info, element, kind, writer, thread), thread));
+        }
+        out[access.lanes[k] as usize] = values[element];
+        k += 1;
     }
     Ok(())
 }
 
-fn write_byte(
-    byte: &mut ByteState,
-    serial: u32,
-    epoch: u32,
-    owner: u32,
+/// The position of `thread`'s element `index` in a local buffer's storage of `len` values.
+fn local_at(
+    info: &BufferInfo<'_>,
+    index: i64,
     thread: u32,
-) -> Result<(), ByteFault> {
-    // The write epoch of a byte never written in this block belongs to an earlier block, whose
-    // epochs all lie before this block's, so no stamp check is needed here.
-    if byte.write_epoch == epoch && byte.writer != thread {
-        return Err(ByteFault::Race {
-            kind: RaceKind::WriteAfterWrite,
-            first: byte.writer,
-            second: thread,
-        });
+    len: usize,
+) -> Result<usize, ErrorKind> {
+    let element = check_bounds(info, index)?;
+    let at = element + thread as usize * info.elements;
+    if at < len { Ok(at) } else { Err(missing(info)) }
+}
+
+/// Poisons the write-only tensors (NaN for floats) and returns their "written" bitmaps.
+fn poison(tensors: &mut [HostTensor], access: &[ParamAccess]) -> Vec<Option<Vec<bool>>> {
+    let mut written = Vec::with_capacity(tensors.len());
+    for (tensor, access) in tensors.iter_mut().zip(access) {
+        if *access != ParamAccess::Write {
+            written.push(None);
+            continue;
+        }
+        if tensor.dtype.is_float() {
+            tensor.values.fill(f64::NAN);
+        }
+        written.push(Some(vec![false; tensor.values.len()]));
     }
-    if byte.read_epoch == epoch {
-        let other = if byte.reader != thread {
-            byte.reader
+    written
+}
+
+/// Records in each shared buffer which others overlap its bytes; whether any do.
+fn find_overlaps(shared: &mut [SharedBuffer]) -> bool {
+    let ranges: Vec<(usize, usize)> = shared
+        .iter()
+        .map(|s| (s.offset, s.offset + s.values.len() * s.size))
+        .collect();
+    let mut any = false;
+    for (slot, buffer) in shared.iter_mut().enumerate() {
+        let (start, end) = ranges[slot];
+        for (other, &(other_start, other_end)) in ranges.iter().enumerate() {
+            if other != slot && start < other_end && other_start < end {
+                buffer.overlaps.push(other);
+                any = true;
+            }
+        }
+    }
+    any
+}
+
+/// Records a read by `thread` in `epoch`; returns the other thread that wrote the element in the same
+/// epoch, if one did (then nothing is recorded: the run stops).
+fn note_read(state: &mut ElementState, epoch: u32, thread: u32) -> Option<u32> {
+    if state.write_epoch == epoch && state.writer != thread {
+        return Some(state.writer);
+    }
+    if state.read_epoch != epoch {
+        state.read_epoch = epoch;
+        state.reader = thread;
+        state.other_reader = NONE;
+    } else if state.reader != thread && state.other_reader == NONE {
+        state.other_reader = thread;
+    }
+    None
+}
+
+/// The conflict a write by `thread` has with earlier accesses of the element in `epoch`: the race
+/// kind and the other thread.
+fn conflict_with_write(state: &ElementState, epoch: u32, thread: u32) -> Option<(RaceKind, u32)> {
+    // A state last written in an earlier block has an earlier epoch, so unwritten elements pass.
+    if state.write_epoch == epoch && state.writer != thread {
+        return Some((RaceKind::WriteAfterWrite, state.writer));
+    }
+    if state.read_epoch == epoch {
+        let other = if state.reader != thread {
+            state.reader
         } else {
-            byte.other_reader
+            state.other_reader
         };
         if other != NONE {
-            return Err(ByteFault::Race {
-                kind: RaceKind::WriteAfterRead,
-                first: other,
-                second: thread,
-            });
+            return Some((RaceKind::WriteAfterRead, other));
         }
     }
-    byte.writer = thread;
-    byte.write_epoch = epoch;
-    byte.owner = owner;
-    byte.stamp = serial;
-    Ok(())
+    None
 }
 
-/// An atomic reads the old value, so the byte must hold one of this buffer; it then owns the byte.
-fn atomic_byte(byte: &mut ByteState, serial: u32, owner: u32) -> Result<(), ByteFault> {
-    if byte.stamp != serial {
-        return Err(ByteFault::Uninitialized);
+fn race(
+    info: &BufferInfo<'_>,
+    element: usize,
+    kind: RaceKind,
+    first: u32,
+    second: u32,
+) -> ErrorKind {
+    ErrorKind::Race {
+        buffer: info.name.to_owned(),
+        index: element as i64,
+        kind,
+        first: i64::from(first),
+        second: i64::from(second),
     }
-    if byte.owner != owner {
-        return Err(ByteFault::Alias { owner: byte.owner });
-    }
-    Ok(())
-}
-
-fn buffer_info<'a, 'p>(
-    buffers: &'a [BufferInfo<'p>],
-    buffer: usize,
-) -> Result<&'a BufferInfo<'p>, ErrorKind> {
-    buffers
-        .get(buffer)
-        .ok_or_else(|| ErrorKind::Malformed(format!("buffer id {buffer} out of range")))
-}
-
-fn name<'p>(buffers: &[BufferInfo<'p>], buffer: usize) -> &'p str {
-    buffers.get(buffer).map_or("?", |info| info.name)
 }
 
 /// The element number of `index`, or the out-of-bounds fault.
@@ -498,23 +680,30 @@ fn missing(info: &BufferInfo<'_>) -> ErrorKind {
     ErrorKind::Malformed(format!("buffer `{}` has no storage", info.name))
 }
 
-fn value_at(vectors: &[Vec<f64>], slot: usize, at: usize) -> Result<f64, ErrorKind> {
-    vectors
-        .get(slot)
-        .and_then(|values| values.get(at))
-        .copied()
-        .ok_or_else(|| ErrorKind::Malformed(format!("storage slot {slot} has no element {at}")))
+fn local_storage<'a>(
+    local: &'a [Vec<f64>],
+    stamps: &'a [Vec<u32>],
+    slot: usize,
+) -> Result<(&'a [f64], &'a [u32]), LaneFault> {
+    match (local.get(slot), stamps.get(slot)) {
+        (Some(values), Some(stamps)) => Ok((values, stamps)),
+        _ => Err((
+            ErrorKind::Malformed(format!("local storage slot {slot} missing")),
+            0,
+        )),
+    }
 }
 
-fn set_value(
-    vectors: &mut [Vec<f64>],
+fn local_storage_mut<'a>(
+    local: &'a mut [Vec<f64>],
+    stamps: &'a mut [Vec<u32>],
     slot: usize,
-    at: usize,
-    value: f64,
-) -> Result<(), ErrorKind> {
-    let target = vectors.get_mut(slot).and_then(|values| values.get_mut(at));
-    let target = target
-        .ok_or_else(|| ErrorKind::Malformed(format!("storage slot {slot} has no element {at}")))?;
-    *target = value;
-    Ok(())
+) -> Result<(&'a mut [f64], &'a mut [u32]), LaneFault> {
+    match (local.get_mut(slot), stamps.get_mut(slot)) {
+        (Some(values), Some(stamps)) => Ok((values, stamps)),
+        _ => Err((
+            ErrorKind::Malformed(format!("local storage slot {slot} missing")),
+            0,
+        )),
+    }
 }

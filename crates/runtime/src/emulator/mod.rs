@@ -3,16 +3,16 @@
 //!
 //! Execution follows the two rules of [`tilec_ir::thread`]. Blocks run one after another (x fastest,
 //! then y, then z). Within a block all threads run in lockstep: each statement executes for all
-//! threads that reach it before the next statement starts (see [`exec`]), values are computed
-//! column-wise over those threads (see [`eval`]), and an `if` splits the threads into the two
+//! threads that reach it before the next statement starts (see `exec.rs`), values are computed
+//! column-wise over those threads (see `eval.rs`), and an `if` splits the threads into the two
 //! branches, which run one after the other.
 //!
 //! Values are carried as `f64` and rounded to their node's dtype after every operation (see
-//! [`arith`]), so fp16, bf16 and fp32 arithmetic is reproduced bit for bit; transcendental
+//! `arith.rs`), so fp16, bf16 and fp32 arithmetic is reproduced bit for bit; transcendental
 //! intrinsics are computed in `f64` and only match the GPU up to a tolerance. Integers are carried in
 //! the same `f64`s, exact up to 2^53 (so `int64`/`uint64` values beyond that lose bits).
 //!
-//! What is checked (see [`memory`] for the memory model and the race detector):
+//! What is checked (see `memory.rs` for the memory model and the race detector):
 //! - out-of-bounds indices in every memory, and index arithmetic that divides by zero or overflows;
 //! - reads of shared elements no thread of the block wrote, of registers the thread did not write,
 //!   and of output elements the kernel did not write yet; output elements left unwritten at the end;
@@ -21,9 +21,13 @@
 //! - barriers reached by only part of the block, shuffles that read a thread not executing the
 //!   statement, loop extents that depend on the thread, misaligned vector copies.
 //!
-//! Known limits: global memory has no race detection (two blocks writing one element go unnoticed);
-//! an atomic and a plain access of one shared element in one epoch are not reported; 64-bit
-//! integers are exact only up to 2^53.
+//! Shared buffers may overlap in bytes (the shared-memory plan reuses bytes across disjoint
+//! lifetimes); reading bytes through another buffer than the one that last wrote them is reported.
+//!
+//! Known limits: global memory has no race detection (two threads or blocks writing one element go
+//! unnoticed); an atomic and a plain access of one shared element in one epoch are not reported;
+//! 64-bit integers are exact only up to 2^53; one error stops the run (the first in block order,
+//! then statement order, then thread order).
 
 mod arith;
 mod error;

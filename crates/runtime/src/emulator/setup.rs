@@ -33,6 +33,15 @@ pub(super) struct Setup<'p> {
     pub shapes: Vec<Vec<i64>>,
 }
 
+/// Counts of the storage slots handed out so far: shared buffers, local buffers, and local elements
+/// per thread.
+#[derive(Clone, Copy, Debug, Default)]
+struct Slots {
+    shared: usize,
+    local: usize,
+    local_elements: usize,
+}
+
 pub(super) fn prepare<'p>(
     program: &'p ThreadProgram,
     tensors: &[HostTensor],
@@ -61,12 +70,12 @@ pub(super) fn prepare<'p>(
             ))
         })?;
     let mut buffers = Vec::with_capacity(program.buffers.len());
-    let mut slots = (0, 0, 0);
+    let mut slots = Slots::default();
     for (id, decl) in program.buffers.iter().enumerate() {
         let info = buffer_info(program, indexer, &env, id, decl, &mut slots, shared_bytes)?;
         buffers.push(info);
     }
-    if slots.2 * threads > MAX_LOCAL_ELEMENTS {
+    if slots.local_elements.saturating_mul(threads) > MAX_LOCAL_ELEMENTS {
         return Err(EmulatorError::malformed(
             "local buffers too large to emulate",
         ));
@@ -193,7 +202,7 @@ fn buffer_info<'p>(
     env: &Env,
     id: usize,
     decl: &'p BufferDecl,
-    slots: &mut (usize, usize, usize),
+    slots: &mut Slots,
     shared_bytes: usize,
 ) -> Result<BufferInfo<'p>, Fault> {
     let count = uniform(indexer, env, decl.elements, &decl.name)?;
@@ -225,16 +234,18 @@ fn buffer_info<'p>(
                     decl.name
                 )));
             }
-            slots.0 += 1;
+            slots.shared += 1;
             Place::Shared {
                 offset: offset as usize,
-                slot: slots.0 - 1,
+                slot: slots.shared - 1,
             }
         }
         MemoryKind::Local => {
-            slots.1 += 1;
-            slots.2 = slots.2.saturating_add(elements);
-            Place::Local { slot: slots.1 - 1 }
+            slots.local += 1;
+            slots.local_elements = slots.local_elements.saturating_add(elements);
+            Place::Local {
+                slot: slots.local - 1,
+            }
         }
     };
     Ok(BufferInfo {

@@ -763,3 +763,256 @@ fn a_large_elementwise_grid_runs() {
     assert_eq!(report.blocks, 1024);
     eprintln!("{report} in {:?}", start.elapsed());
 }
+
+/// A tiled GEMM `C = A × B` of `size × size` float32 matrices: 64 × 64 tiles of C per block of 128
+/// threads, K in steps of 32 through shared memory, 32 register accumulators per thread.
+fn gemm(size: i64) -> ThreadProgram {
+    let mut b = Builder::new(128);
+    let n = b.int(size);
+    let a = b.param("A", DType::Float32, vec![n, n], ParamAccess::Read);
+    let bm = b.param("B", DType::Float32, vec![n, n], ParamAccess::Read);
+    let c = b.param("C", DType::Float32, vec![n, n], ParamAccess::Write);
+    let a_s = b.shared("As", DType::Float32, 64 * 32);
+    let b_s = b.shared("Bs", DType::Float32, 32 * 64);
+    let acc = b.local("acc", DType::Float32, 32);
+    b.p.grid = [b.int(size / 64), b.int(size / 64), b.int(1)];
+    let (tx, bx, by) = (b.tx(), b.p.block_index[0], b.p.block_index[1]);
+    let e = &mut b.p.exprs;
+    let (bx, by) = (e.var_expr(bx), e.var_expr(by));
+    let (ko, ki, r, el) = (
+        e.var("ko", None),
+        e.var("ki", Some(32)),
+        e.var("r", Some(32)),
+        e.var("e", Some(16)),
+    );
+    let (ko_e, ki_e, r_e, el_e) = (
+        e.var_expr(ko),
+        e.var_expr(ki),
+        e.var_expr(r),
+        e.var_expr(el),
+    );
+    let (c16, c32, c64, c128) = (e.int(16), e.int(32), e.int(64), e.int(128));
+    // Tile loads: element `idx = e * 128 + tx` of the 64 × 32 A tile and of the 32 × 64 B tile.
+    let idx = e.mul(el_e, c128);
+    let idx = e.add(idx, tx);
+    let (by64, bx64, ko32) = (e.mul(by, c64), e.mul(bx, c64), e.mul(ko_e, c32));
+    let (row_a, col_a) = (e.floordiv(idx, c32), e.floormod(idx, c32));
+    let row_a = e.add(by64, row_a);
+    let row_a = e.mul(row_a, n);
+    let col_a = e.add(ko32, col_a);
+    let global_a = e.add(row_a, col_a);
+    let (row_b, col_b) = (e.floordiv(idx, c64), e.floormod(idx, c64));
+    let row_b = e.add(ko32, row_b);
+    let row_b = e.mul(row_b, n);
+    let col_b = e.add(bx64, col_b);
+    let global_b = e.add(row_b, col_b);
+    // Accumulator `r` of a thread is element `r * 128 + tx` of the 64 × 64 C tile.
+    let element = e.mul(r_e, c128);
+    let element = e.add(element, tx);
+    let (row, col) = (e.floordiv(element, c64), e.floormod(element, c64));
+    let row32 = e.mul(row, c32);
+    let a_index = e.add(row32, ki_e);
+    let ki64 = e.mul(ki_e, c64);
+    let b_index = e.add(ki64, col);
+    let row_c = e.add(by64, row);
+    let row_c = e.mul(row_c, n);
+    let col_c = e.add(bx64, col);
+    let global_c = e.add(row_c, col_c);
+    let k_steps = e.int(size / 32);
+    let zero = b.f32(0.0);
+    let init = Stmt::For {
+        var: r,
+        extent: c32,
+        unroll: true,
+        body: vec![store(acc, r_e, zero)],
+    };
+    let (from_a, from_b) = (b.load(a, global_a), b.load(bm, global_b));
+    let tile_loads = vec![store(a_s, idx, from_a), store(b_s, idx, from_b)];
+    let loads = Stmt::For {
+        var: el,
+        extent: c16,
+        unroll: true,
+        body: tile_loads,
+    };
+    let (x, y, old) = (b.load(a_s, a_index), b.load(b_s, b_index), b.load(acc, r_e));
+    let product = b.binary(BinaryOp::Mul, x, y, DType::Float32);
+    let sum = b.binary(BinaryOp::Add, old, product, DType::Float32);
+    let accumulate = Stmt::For {
+        var: r,
+        extent: c32,
+        unroll: true,
+        body: vec![store(acc, r_e, sum)],
+    };
+    let mac = Stmt::For {
+        var: ki,
+        extent: c32,
+        unroll: false,
+        body: vec![accumulate],
+    };
+    let body = vec![loads, Stmt::Barrier, mac, Stmt::Barrier];
+    let main = Stmt::For {
+        var: ko,
+        extent: k_steps,
+        unroll: false,
+        body,
+    };
+    let result = b.load(acc, r_e);
+    let write = Stmt::For {
+        var: r,
+        extent: c32,
+        unroll: true,
+        body: vec![store(c, global_c, result)],
+    };
+    let stmt = b.block("gemm", vec![init, main, write]);
+    b.finish(vec![stmt])
+}
+
+#[test]
+fn tiled_gemm_matches_sequential_float32_sums() {
+    let size = 128;
+    let program = gemm(size as i64);
+    let mut tensors = vec![
+        HostTensor::random(DType::Float32, &[size, size], 1),
+        HostTensor::random(DType::Float32, &[size, size], 2),
+        HostTensor::zeros(DType::Float32, &[size, size]),
+    ];
+    let report = run_program(&program, &mut tensors, &[]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((report.blocks, report.barriers), (4, 4 * 8));
+    let f32_round = |x: f64| round_to(DType::Float32, x);
+    for i in 0..size {
+        for j in 0..size {
+            let (a, b) = (&tensors[0].values, &tensors[1].values);
+            let sum = (0..size).fold(0.0, |s, k| {
+                f32_round(s + f32_round(a[i * size + k] * b[k * size + j]))
+            });
+            assert_eq!(tensors[2].values[i * size + j], sum, "C[{i}, {j}]");
+        }
+    }
+}
+
+#[test]
+fn deep_value_chains_are_refused_not_overflowing() {
+    for (depth, ok) in [(1000, true), (5000, false)] {
+        let mut b = Builder::new(32);
+        let n = b.int(32);
+        let c = b.param("C", DType::Float32, vec![n], ParamAccess::Write);
+        let mut value = b.f32(1.0);
+        for _ in 0..depth {
+            value = b.value(Value::Unary {
+                op: tilec_ir::thread::UnaryOp::Neg,
+                arg: value,
+                dtype: DType::Float32,
+            });
+        }
+        let tx = b.tx();
+        let program = b.finish(vec![store(c, tx, value)]);
+        let mut tensors = vec![HostTensor::zeros(DType::Float32, &[32])];
+        let result = run_program(&program, &mut tensors, &[]);
+        assert_eq!(result.is_ok(), ok, "{depth}: {result:?}");
+    }
+}
+
+#[test]
+fn atomics_accumulate_in_global_and_shared_memory() {
+    let mut b = Builder::new(64);
+    let two = b.int(2);
+    let out = b.param("Out", DType::Float32, vec![two], ParamAccess::ReadWrite);
+    let s = b.shared("S", DType::Float32, 1);
+    b.p.grid[0] = b.int(2);
+    let (tx, zero, one) = (b.tx(), b.int(0), b.int(1));
+    let first = b.compare(CompareOp::Eq, tx, zero);
+    let (unit, ten) = (b.f32(1.0), b.f32(10.0));
+    let total = b.load(s, zero);
+    let atomic = |buffer, index| Stmt::Atomic {
+        op: tilec_ir::thread::AtomicOp::Add,
+        buffer,
+        index,
+        value: unit,
+    };
+    let body = vec![
+        atomic(out, zero),
+        when(first, vec![store(s, zero, ten)]),
+        Stmt::Barrier,
+        atomic(s, zero),
+        Stmt::Barrier,
+        when(first, vec![store(out, one, total)]),
+    ];
+    let program = b.finish(body);
+    let mut tensors = vec![HostTensor::zeros(DType::Float32, &[2])];
+    let report = run_program(&program, &mut tensors, &[]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(tensors[0].values, vec![128.0, 74.0]);
+    assert_eq!(report.atomics, 256);
+}
+
+#[test]
+fn races_between_overlapping_shared_buffers_are_found() {
+    // `S` (float32 × 4) and `H` (float16 × 8) share 16 bytes. Thread t reads S[t], then, with no
+    // barrier, writes H[2 (t + 1) % 8], the low half of S[(t + 1) % 4], which thread t + 1 read.
+    let mut b = Builder::new(4);
+    let n = b.int(4);
+    let a = b.param("A", DType::Float32, vec![n], ParamAccess::Read);
+    let c = b.param("C", DType::Float32, vec![n], ParamAccess::Write);
+    b.p.shared_bytes = 16;
+    let s = b.shared_at("S", DType::Float32, 4, 0);
+    let h = b.shared_at("H", DType::Float16, 8, 0);
+    let (tx, one, two, eight) = (b.tx(), b.int(1), b.int(2), b.int(8));
+    let next = b.p.exprs.add(tx, one);
+    let next = b.p.exprs.mul(next, two);
+    let next = b.p.exprs.floormod(next, eight);
+    let (x, from_s) = (b.load(a, tx), b.load(s, tx));
+    let half = b.value(Value::Cast {
+        dtype: DType::Float16,
+        value: x,
+    });
+    let body = vec![
+        store(s, tx, x),
+        Stmt::Barrier,
+        store(c, tx, from_s),
+        store(h, next, half),
+    ];
+    let program = b.finish(body);
+    let mut tensors = vec![
+        HostTensor::random(DType::Float32, &[4], 4),
+        HostTensor::zeros(DType::Float32, &[4]),
+    ];
+    let error = err(run_program(&program, &mut tensors, &[]));
+    let expected = ErrorKind::Race {
+        buffer: "H".to_owned(),
+        index: 2,
+        kind: RaceKind::WriteAfterRead,
+        first: 1,
+        second: 0,
+    };
+    assert_eq!(error.kind, expected);
+}
+
+#[test]
+fn integer_values_follow_c_and_python_semantics() {
+    // C[t] = (t - 8) / 3 (truncating) and D[t] = (t - 8) // 3 (floor), as int32 values.
+    let mut b = Builder::new(16);
+    let n = b.int(16);
+    let c = b.param("C", DType::Int32, vec![n], ParamAccess::Write);
+    let d = b.param("D", DType::Int32, vec![n], ParamAccess::Write);
+    let (tx, eight) = (b.tx(), b.int(8));
+    let shifted = b.p.exprs.sub(tx, eight);
+    let x = b.value(Value::Index(shifted));
+    let three = b.value(Value::Int {
+        value: 3,
+        dtype: DType::Int32,
+    });
+    let truncated = b.binary(BinaryOp::Div, x, three, DType::Int32);
+    let floored = b.binary(BinaryOp::FloorDiv, x, three, DType::Int32);
+    let program = b.finish(vec![store(c, tx, truncated), store(d, tx, floored)]);
+    let mut tensors = vec![
+        HostTensor::zeros(DType::Int32, &[16]),
+        HostTensor::zeros(DType::Int32, &[16]),
+    ];
+    run_program(&program, &mut tensors, &[]).unwrap_or_else(|e| panic!("{e}"));
+    for t in 0..16i32 {
+        assert_eq!(tensors[0].values[t as usize], f64::from((t - 8) / 3));
+        assert_eq!(
+            tensors[1].values[t as usize],
+            f64::from((t - 8).div_euclid(3))
+        );
+    }
+}

@@ -1,0 +1,464 @@
+//! `tilec run` and `tilec build --emit cuda`: lower an instance to thread programs, then run them
+//! on the GPU (NVRTC + cudarc) or on the CPU emulator, or write their CUDA source.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use tilec_db::{Db, Instance, SourceFile, lowering_diagnostics, thread_programs};
+use tilec_ir::{ConstValue, Target, ThreadProgram};
+use tilec_runtime::cuda::{LaunchArg, Repetitions};
+use tilec_runtime::{CudaDevice, HostTensor, compare, inputs, npy, run_program, tolerance_for};
+
+use crate::render;
+use crate::workspace::{load_one, selected_instances};
+
+/// Where `tilec run` executes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DeviceChoice {
+    /// The GPU when there is one, the CPU emulator otherwise.
+    Auto,
+    Cpu,
+    Cuda,
+}
+
+/// What `tilec run` was asked to do.
+#[derive(Debug)]
+pub struct RunOptions {
+    pub kernel: Option<String>,
+    pub instance: Option<u32>,
+    pub with: Vec<String>,
+    pub device: DeviceChoice,
+    pub save: Option<PathBuf>,
+    pub bench: bool,
+    pub check: bool,
+    pub seed: u64,
+}
+
+/// The emulator runs at most this many thread-iterations of blocks × threads for `--check`; beyond
+/// it the comparison is skipped with a note, since the emulator would take minutes.
+const CHECK_LIMIT_THREADS: i64 = 1 << 20;
+
+pub fn run(path: &Path, options: &RunOptions) -> Result<ExitCode> {
+    let (workspace, file) = load_one(path)?;
+    let db = &workspace.db;
+    let instance = pick_instance(
+        db,
+        file,
+        options.kernel.as_deref(),
+        options.instance,
+        &options.with,
+    )?;
+    let programs = match lowered(db, file, instance)? {
+        Some(programs) => programs,
+        None => return Ok(ExitCode::from(1)),
+    };
+    let scalars = scalar_values(db, instance, &programs)?;
+    let describe = describe_instance(db, instance);
+    let device = open_device(options.device)?;
+    let mut stdout = std::io::stdout().lock();
+    let program = first_program(&programs)?;
+    let mut tensors =
+        inputs::make_tensors(program, &scalars, options.seed).map_err(anyhow::Error::msg)?;
+    if let Some(dir) = &options.save {
+        save_tensors(&dir.join("in"), program, &tensors)?;
+    }
+    let inputs_before = tensors.clone();
+    match &device {
+        Some(device) => {
+            let seconds = run_on_gpu(device, &programs, &scalars, &mut tensors, options.bench)?;
+            report(
+                &mut stdout,
+                &describe,
+                &format!("GPU ({})", device.name()),
+                program,
+                &tensors,
+                seconds,
+                options.bench,
+            )?;
+            if options.check {
+                check_against_emulator(&mut stdout, &programs, &scalars, inputs_before, &tensors)?;
+            }
+        }
+        None => {
+            let started = Instant::now();
+            for program in &programs {
+                run_program(program, &mut tensors, &scalars)
+                    .map_err(|error| anyhow::anyhow!("emulator: {error}"))?;
+            }
+            let seconds = started.elapsed().as_secs_f64();
+            report(
+                &mut stdout,
+                &describe,
+                "the CPU emulator",
+                program,
+                &tensors,
+                seconds,
+                false,
+            )?;
+        }
+    }
+    if let Some(dir) = &options.save {
+        save_tensors(&dir.join("out"), program, &tensors)?;
+        writeln!(
+            stdout,
+            "saved inputs to {} and outputs to {}",
+            dir.join("in").display(),
+            dir.join("out").display()
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn first_program(programs: &[ThreadProgram]) -> Result<&ThreadProgram> {
+    programs
+        .first()
+        .context("the kernel has no `with T.Kernel(...)` launch")
+}
+
+/// The selected instance with `--with NAME=VALUE` applied to its arguments.
+fn pick_instance<'db>(
+    db: &'db dyn Db,
+    file: SourceFile,
+    kernel: Option<&str>,
+    index: Option<u32>,
+    with: &[String],
+) -> Result<Instance<'db>> {
+    let selected = selected_instances(db, file, kernel, index)?;
+    let base = *selected.first().context("no instance selected")?;
+    if selected.len() > 1 {
+        eprintln!(
+            "note: {} instances match; running `{}` instance {} (choose with --kernel and --instance)",
+            selected.len(),
+            base.kernel(db).name(db),
+            base.index(db)
+        );
+    }
+    if with.is_empty() {
+        return Ok(base);
+    }
+    let mut args = base.args(db).clone();
+    for assignment in with {
+        let (name, value) = assignment
+            .split_once('=')
+            .with_context(|| format!("--with expects NAME=VALUE, got `{assignment}`"))?;
+        let value = parse_value(value.trim());
+        match args.iter_mut().find(|(arg, _)| arg == name.trim()) {
+            Some(slot) => slot.1 = value,
+            None => args.push((name.trim().to_owned(), value)),
+        }
+    }
+    Ok(Instance::new(db, base.kernel(db), base.index(db), args))
+}
+
+/// A `--with` value as Python would read the literal: int, float, bool, None or a string.
+fn parse_value(text: &str) -> ConstValue {
+    if let Ok(int) = text.parse::<i64>() {
+        return ConstValue::Int(int);
+    }
+    if let Ok(float) = text.parse::<f64>() {
+        return ConstValue::float(float);
+    }
+    match text {
+        "True" | "true" => ConstValue::Bool(true),
+        "False" | "false" => ConstValue::Bool(false),
+        "None" => ConstValue::None,
+        _ => ConstValue::Str(text.trim_matches(|c| c == '"' || c == '\'').to_owned()),
+    }
+}
+
+/// The instance's thread programs, or `None` after printing why it cannot be lowered (its check
+/// diagnostics first, since an error there usually explains the rest).
+fn lowered(
+    db: &dyn Db,
+    file: SourceFile,
+    instance: Instance<'_>,
+) -> Result<Option<Vec<ThreadProgram>>> {
+    if let Ok(programs) = thread_programs(db, instance).as_ref() {
+        return Ok(Some(programs.clone()));
+    }
+    let path = file.path(db);
+    let text = file.text(db);
+    let mut problems: Vec<_> = tilec_db::file_diagnostics(db, file)
+        .iter()
+        .filter(|d| d.severity == tilec_ir::Severity::Error)
+        .filter(|d| d.kernel.as_deref() == Some(instance.kernel(db).name(db).as_str()))
+        .cloned()
+        .collect();
+    if problems.is_empty() {
+        problems = lowering_diagnostics(db, instance);
+    }
+    for diagnostic in &problems {
+        eprintln!("{}\n", render::human(path, text, diagnostic, false));
+    }
+    if problems.is_empty() {
+        eprintln!("error: the kernel could not be evaluated far enough to run (see `tilec check`)");
+    }
+    Ok(None)
+}
+
+/// Values for the programs' symbolic dimensions, from the instance's arguments by name.
+fn scalar_values(
+    db: &dyn Db,
+    instance: Instance<'_>,
+    programs: &[ThreadProgram],
+) -> Result<Vec<i64>> {
+    let Some(program) = programs.first() else {
+        return Ok(Vec::new());
+    };
+    program
+        .scalars
+        .iter()
+        .map(|scalar| {
+            instance
+                .args(db)
+                .iter()
+                .find(|(name, _)| *name == scalar.name)
+                .and_then(|(_, value)| match value {
+                    ConstValue::Int(v) => Some(*v),
+                    _ => None,
+                })
+                .with_context(|| {
+                    format!(
+                        "the dynamic dimension `{}` needs a value: pass --with {}=<int>",
+                        scalar.name, scalar.name
+                    )
+                })
+        })
+        .collect()
+}
+
+fn describe_instance(db: &dyn Db, instance: Instance<'_>) -> String {
+    let args: Vec<String> = instance
+        .args(db)
+        .iter()
+        .map(|(name, value)| format!("{name}={}", render::const_json(value)))
+        .collect();
+    format!("{}({})", instance.kernel(db).name(db), args.join(", "))
+}
+
+/// The GPU to run on, or `None` for the emulator (with a note when `auto` found none).
+fn open_device(choice: DeviceChoice) -> Result<Option<CudaDevice>> {
+    match choice {
+        DeviceChoice::Cpu => Ok(None),
+        DeviceChoice::Cuda => CudaDevice::open()
+            .map(Some)
+            .map_err(|why| anyhow::anyhow!("no GPU to run on: {why}")),
+        DeviceChoice::Auto => match CudaDevice::open() {
+            Ok(device) => Ok(Some(device)),
+            Err(why) => {
+                eprintln!("note: no GPU ({why}); running on the CPU emulator");
+                Ok(None)
+            }
+        },
+    }
+}
+
+/// Compiles and launches every program on the GPU; returns the seconds of the (median, with
+/// `bench`) launch sequence.
+fn run_on_gpu(
+    device: &CudaDevice,
+    programs: &[ThreadProgram],
+    scalars: &[i64],
+    tensors: &mut [HostTensor],
+    bench: bool,
+) -> Result<f64> {
+    let target = device.target().unwrap_or(Target::Sm90);
+    let arch = device.default_arch();
+    let uploaded: Vec<_> = tensors
+        .iter()
+        .map(|t| device.upload(t))
+        .collect::<Result<_, _>>()
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut seconds = 0.0;
+    for program in programs {
+        let source = tilec_passes::cuda::emit_cuda(program, &target);
+        let kernel = device
+            .compile(&source, &program.name, &arch)
+            .map_err(|failure| {
+                anyhow::anyhow!(
+                    "NVRTC could not compile `{}`: {}\n{}",
+                    program.name,
+                    failure.message,
+                    failure.log
+                )
+            })?;
+        let grid = launch_grid(program, scalars)?;
+        let block = program.block.map(|b| u32::try_from(b).unwrap_or(1));
+        let shared = u32::try_from(program.shared_bytes).context("shared memory too large")?;
+        let mut args: Vec<LaunchArg<'_>> = uploaded.iter().map(LaunchArg::Tensor).collect();
+        args.extend(scalars.iter().map(|&s| LaunchArg::I32(s as i32)));
+        let repetitions = if bench {
+            Repetitions {
+                warmup: 5,
+                iterations: 50,
+            }
+        } else {
+            Repetitions {
+                warmup: 0,
+                iterations: 1,
+            }
+        };
+        let timing = device
+            .time_launches(&kernel, grid, block, shared, &args, repetitions)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        seconds += timing.median_ms / 1e3;
+    }
+    for (slot, device_tensor) in tensors.iter_mut().zip(&uploaded) {
+        *slot = device
+            .download(device_tensor)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    Ok(seconds)
+}
+
+fn launch_grid(program: &ThreadProgram, scalars: &[i64]) -> Result<[u32; 3]> {
+    let env = |var| {
+        program
+            .scalars
+            .iter()
+            .position(|s| s.var == var)
+            .and_then(|k| scalars.get(k).copied())
+    };
+    let mut grid = [1u32; 3];
+    for (slot, &extent) in grid.iter_mut().zip(&program.grid) {
+        let value = program
+            .exprs
+            .eval(extent, &env)
+            .context("the grid does not evaluate")?;
+        *slot = u32::try_from(value).context("the grid extent is out of range")?;
+    }
+    Ok(grid)
+}
+
+fn report(
+    out: &mut impl Write,
+    describe: &str,
+    where_: &str,
+    program: &ThreadProgram,
+    tensors: &[HostTensor],
+    seconds: f64,
+    bench: bool,
+) -> Result<()> {
+    let bytes = inputs::bytes_moved(program, tensors) as f64;
+    let what = if bench {
+        "median of 50 launches"
+    } else {
+        "one launch"
+    };
+    writeln!(
+        out,
+        "ran {describe} on {where_}: {} ({what}), {:.1} GB/s moved",
+        format_seconds(seconds),
+        bytes / seconds.max(1e-12) / 1e9
+    )?;
+    Ok(())
+}
+
+fn format_seconds(seconds: f64) -> String {
+    if seconds < 1e-3 {
+        format!("{:.1} µs", seconds * 1e6)
+    } else if seconds < 1.0 {
+        format!("{:.2} ms", seconds * 1e3)
+    } else {
+        format!("{seconds:.2} s")
+    }
+}
+
+/// `--check`: runs the emulator on the same inputs (when the launch is small enough) and compares
+/// every written tensor.
+fn check_against_emulator(
+    out: &mut impl Write,
+    programs: &[ThreadProgram],
+    scalars: &[i64],
+    mut tensors: Vec<HostTensor>,
+    gpu: &[HostTensor],
+) -> Result<()> {
+    let program = first_program(programs)?;
+    let grid = launch_grid(program, scalars)?;
+    let size = grid.iter().map(|&g| i64::from(g)).product::<i64>() * program.threads();
+    if size > CHECK_LIMIT_THREADS {
+        writeln!(
+            out,
+            "check skipped: {size} threads in all is too many for the emulator (limit {CHECK_LIMIT_THREADS}); pass smaller sizes with --with"
+        )?;
+        return Ok(());
+    }
+    for program in programs {
+        run_program(program, &mut tensors, scalars)
+            .map_err(|error| anyhow::anyhow!("emulator: {error}"))?;
+    }
+    for (param, (emulated, actual)) in program.params.iter().zip(tensors.iter().zip(gpu)) {
+        if param.access == tilec_ir::thread::ParamAccess::Read {
+            continue;
+        }
+        let comparison = compare(actual, emulated);
+        let verdict = if comparison.passes(tolerance_for(actual.dtype)) {
+            "matches"
+        } else {
+            "DIFFERS FROM"
+        };
+        writeln!(
+            out,
+            "check: GPU `{}` {verdict} the emulator: {comparison}",
+            param.name
+        )?;
+        if verdict != "matches" {
+            bail!("the GPU result differs from the emulator");
+        }
+    }
+    Ok(())
+}
+
+fn save_tensors(dir: &Path, program: &ThreadProgram, tensors: &[HostTensor]) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    for (param, tensor) in program.params.iter().zip(tensors) {
+        let path = dir.join(format!("{}.npy", param.name));
+        npy::write_npy(&path, tensor)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// `tilec build FILE --emit cuda --out DIR`: writes one `.cu` file per launch of each selected
+/// instance and prints the paths.
+pub fn build(
+    path: &Path,
+    kernel: Option<&str>,
+    instance: Option<u32>,
+    with: &[String],
+    out_dir: &Path,
+    target: Target,
+) -> Result<ExitCode> {
+    let (workspace, file) = load_one(path)?;
+    let db = &workspace.db;
+    let mut stdout = std::io::stdout().lock();
+    std::fs::create_dir_all(out_dir)
+        .with_context(|| format!("cannot create {}", out_dir.display()))?;
+    let mut failed = false;
+    let selected = if with.is_empty() {
+        selected_instances(db, file, kernel, instance)?
+    } else {
+        vec![pick_instance(db, file, kernel, instance, with)?]
+    };
+    for candidate in selected {
+        let Some(programs) = lowered(db, file, candidate)? else {
+            failed = true;
+            continue;
+        };
+        for program in &programs {
+            let name = format!("{}-{}.cu", program.name, candidate.index(db));
+            let path = out_dir.join(name);
+            std::fs::write(&path, tilec_passes::cuda::emit_cuda(program, &target))
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            writeln!(stdout, "{}", path.display())?;
+        }
+    }
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,326 @@
+// ---- tilec prelude ----------------------------------------------------------------------------
+// Element types and helpers that every kernel tilec prints relies on. The translation unit includes
+// no header at all: everything below is built from what NVRTC declares by itself (threadIdx,
+// atomicCAS, __uint_as_float, the math functions), so the same text compiles wherever NVRTC runs.
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#error "tilec kernels need sm_80 or newer: bfloat16 rounding uses cvt.rn.bf16.f32"
+#endif
+
+// 16-bit and 8-bit floats are kept in memory as their bit patterns. Kernels compute on them as
+// float: a load widens exactly, and every arithmetic result is rounded back to the element type at
+// once, so a float variable always holds a value of the type and results match the CPU emulator.
+struct tl_half {
+    unsigned short bits;
+};
+struct tl_bfloat16 {
+    unsigned short bits;
+};
+struct tl_fp8_e4m3 {
+    unsigned char bits;
+};
+struct tl_fp8_e5m2 {
+    unsigned char bits;
+};
+
+// Infinities and NaN by bit pattern, because a literal such as 1e39f would only warn.
+__device__ __forceinline__ float tl_float_inf() { return __uint_as_float(0x7f800000u); }
+__device__ __forceinline__ float tl_float_nan() { return __uint_as_float(0x7fc00000u); }
+__device__ __forceinline__ double tl_double_inf() { return __longlong_as_double(0x7ff0000000000000ll); }
+__device__ __forceinline__ double tl_double_nan() { return __longlong_as_double(0x7ff8000000000000ll); }
+
+// fp16 conversions with the PTX instructions cuda_fp16.h uses (round to nearest even).
+__device__ __forceinline__ float tl_half_to_float(tl_half x) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x.bits));
+    return f;
+}
+__device__ __forceinline__ tl_half tl_float_to_half(float f) {
+    tl_half x;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(x.bits) : "f"(f));
+    return x;
+}
+
+// bfloat16 is the upper half of a float, so widening is a shift; narrowing needs sm_80's cvt.
+__device__ __forceinline__ float tl_bfloat16_to_float(tl_bfloat16 x) {
+    return __uint_as_float((unsigned int)x.bits << 16);
+}
+__device__ __forceinline__ tl_bfloat16 tl_float_to_bfloat16(float f) {
+    tl_bfloat16 x;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(x.bits) : "f"(f));
+    return x;
+}
+
+// fp8 in software, because sm_80 has no fp8 conversions. e4m3 is the "fn" variant (no
+// infinities, S.1111.111 is NaN); e5m2 is IEEE-like. Narrowing rounds to nearest even, saturates
+// at the largest finite value (infinities included) and turns NaN into 0x7f, as the emulator does.
+__device__ __forceinline__ float tl_e4m3_to_float(tl_fp8_e4m3 x) {
+    unsigned int sign = (x.bits & 0x80u) << 24;
+    unsigned int exponent = (x.bits >> 3) & 0xfu;
+    unsigned int mantissa = x.bits & 0x7u;
+    if (exponent == 0xfu && mantissa == 0x7u) {
+        return __uint_as_float(sign | 0x7fc00000u);
+    }
+    if (exponent == 0u) {
+        return __uint_as_float(sign | __float_as_uint((float)mantissa * 0.001953125f));
+    }
+    return __uint_as_float(sign | ((exponent + 120u) << 23) | (mantissa << 20));
+}
+__device__ __forceinline__ float tl_e5m2_to_float(tl_fp8_e5m2 x) {
+    // An e5m2 code is the upper byte of the fp16 code of the same value.
+    tl_half h;
+    h.bits = (unsigned short)(x.bits << 8);
+    return tl_half_to_float(h);
+}
+// The code of the finite 8-bit float nearest to `magnitude` (ties to the even code), for a format
+// with `mantissa_bits` fraction bits whose smallest normal value has float exponent field
+// `min_normal_field`. Subnormals share the quantum of the smallest normals, so one formula covers
+// both, and a mantissa that rounds up to the next power of two carries into the exponent.
+__device__ __forceinline__ unsigned int tl_fp8_code(float magnitude, unsigned int mantissa_bits,
+                                                    unsigned int min_normal_field) {
+    unsigned int field = __float_as_uint(magnitude) >> 23;
+    if (field < min_normal_field) {
+        field = min_normal_field;
+    }
+    float quantum = __uint_as_float((field - mantissa_bits) << 23);
+    unsigned int steps = (unsigned int)rintf(magnitude / quantum);
+    return ((field - min_normal_field + 1u) << mantissa_bits) + steps - (1u << mantissa_bits);
+}
+__device__ __forceinline__ tl_fp8_e4m3 tl_float_to_e4m3(float f) {
+    tl_fp8_e4m3 x;
+    float magnitude = fabsf(f);
+    unsigned int sign = (__float_as_uint(f) >> 24) & 0x80u;
+    if (magnitude != magnitude) {
+        x.bits = 0x7fu;
+    } else if (magnitude >= 448.0f) {
+        x.bits = (unsigned char)(sign | 0x7eu);
+    } else {
+        x.bits = (unsigned char)(sign | tl_fp8_code(magnitude, 3u, 121u));
+    }
+    return x;
+}
+__device__ __forceinline__ tl_fp8_e5m2 tl_float_to_e5m2(float f) {
+    tl_fp8_e5m2 x;
+    float magnitude = fabsf(f);
+    unsigned int sign = (__float_as_uint(f) >> 24) & 0x80u;
+    if (magnitude != magnitude) {
+        x.bits = 0x7fu;
+    } else if (magnitude >= 57344.0f) {
+        x.bits = (unsigned char)(sign | 0x7bu);
+    } else {
+        x.bits = (unsigned char)(sign | tl_fp8_code(magnitude, 2u, 113u));
+    }
+    return x;
+}
+
+// A float rounded to the nearest value of a narrower type, still as a float.
+__device__ __forceinline__ float tl_round_f16(float f) { return tl_half_to_float(tl_float_to_half(f)); }
+__device__ __forceinline__ float tl_round_bf16(float f) {
+    return tl_bfloat16_to_float(tl_float_to_bfloat16(f));
+}
+__device__ __forceinline__ float tl_round_e4m3(float f) { return tl_e4m3_to_float(tl_float_to_e4m3(f)); }
+__device__ __forceinline__ float tl_round_e5m2(float f) { return tl_e5m2_to_float(tl_float_to_e5m2(f)); }
+
+// The hardware's double-to-float conversion flushes results below the smallest normal float to
+// zero, so those are computed here from their exact integer multiple of 2^-149.
+__device__ __forceinline__ unsigned int tl_double_sign(double d) {
+    return (unsigned int)((unsigned long long)__double_as_longlong(d) >> 32) & 0x80000000u;
+}
+__device__ __forceinline__ float tl_double_to_float(double d) {
+    if (!(fabs(d) < 0x1p-126)) {
+        return (float)d;
+    }
+    return __uint_as_float(tl_double_sign(d) | (unsigned int)rint(fabs(d) * 0x1p149));
+}
+// Narrowing a double: a float with rounding to odd (truncate toward zero, then set the last bit if
+// anything was cut off) keeps enough information that rounding it again to nearest even, to any
+// type at least two bits narrower than float, gives the correctly rounded double; rounding the
+// double to the nearest float first would round twice.
+__device__ __forceinline__ float tl_double_to_float_odd(double d) {
+    if (fabs(d) < 0x1p-126) {
+        double scaled = fabs(d) * 0x1p149;
+        double whole = trunc(scaled);
+        unsigned int sticky = whole != scaled ? 1u : 0u;
+        return __uint_as_float(tl_double_sign(d) | (unsigned int)whole | sticky);
+    }
+    float f = (float)d;
+    double back = (double)f;
+    if (back == d || d != d) {
+        return f;
+    }
+    unsigned int bits = __float_as_uint(f);
+    if (fabs(back) > fabs(d)) {
+        bits -= 1u;
+    }
+    return __uint_as_float(bits | 1u);
+}
+__device__ __forceinline__ tl_half tl_float_to_half(double d) { return tl_float_to_half(tl_double_to_float_odd(d)); }
+__device__ __forceinline__ tl_bfloat16 tl_float_to_bfloat16(double d) {
+    return tl_float_to_bfloat16(tl_double_to_float_odd(d));
+}
+__device__ __forceinline__ tl_fp8_e4m3 tl_float_to_e4m3(double d) { return tl_float_to_e4m3(tl_double_to_float_odd(d)); }
+__device__ __forceinline__ tl_fp8_e5m2 tl_float_to_e5m2(double d) { return tl_float_to_e5m2(tl_double_to_float_odd(d)); }
+__device__ __forceinline__ float tl_round_f16(double d) { return tl_round_f16(tl_double_to_float_odd(d)); }
+__device__ __forceinline__ float tl_round_bf16(double d) { return tl_round_bf16(tl_double_to_float_odd(d)); }
+__device__ __forceinline__ float tl_round_e4m3(double d) { return tl_round_e4m3(tl_double_to_float_odd(d)); }
+__device__ __forceinline__ float tl_round_e5m2(double d) { return tl_round_e5m2(tl_double_to_float_odd(d)); }
+
+// Float to 64-bit integer, truncating toward zero and saturating as Rust's `as` does, NaN giving 0:
+// the conversion instructions saturate but turn NaN into the most negative value.
+__device__ __forceinline__ long long tl_to_int64(float x) { return x != x ? 0ll : __float2ll_rz(x); }
+__device__ __forceinline__ long long tl_to_int64(double x) { return x != x ? 0ll : __double2ll_rz(x); }
+__device__ __forceinline__ unsigned long long tl_to_uint64(float x) { return x != x ? 0ull : __float2ull_rz(x); }
+__device__ __forceinline__ unsigned long long tl_to_uint64(double x) { return x != x ? 0ull : __double2ull_rz(x); }
+
+// Integer helpers with Python's semantics: division rounds toward negative infinity and the
+// remainder takes the divisor's sign. The printer names the type where the operands may differ.
+template <typename T>
+__device__ __forceinline__ T tl_floordiv(T a, T b) {
+    T q = a / b;
+    T r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;
+}
+template <typename T>
+__device__ __forceinline__ T tl_floormod(T a, T b) {
+    T r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+// Float floor modulo as TVM and the emulator define it, in double: a - floor(a / b) * b, with the
+// product rounded on its own (a fused multiply-add would round once and differ).
+__device__ __forceinline__ double tl_floormod(double a, double b) {
+    return a - __dmul_rn(floor(a / b), b);
+}
+template <typename T>
+__device__ __forceinline__ T tl_min(T a, T b) {
+    return b < a ? b : a;
+}
+template <typename T>
+__device__ __forceinline__ T tl_max(T a, T b) {
+    return a < b ? b : a;
+}
+template <typename T>
+__device__ __forceinline__ T tl_abs(T a) {
+    return a < 0 ? -a : a;
+}
+// Integer power by squaring, wrapping like every other integer operation. A negative exponent
+// gives the truncated quotient 1 / base**-exponent, which is 0 unless |base| is 1.
+template <typename T>
+__device__ __forceinline__ T tl_ipow(T base, T exponent) {
+    if (exponent < 0) {
+        return base == 1 ? 1 : (base == -1 ? ((exponent & 1) ? -1 : 1) : 0);
+    }
+    unsigned long long result = 1ull;
+    unsigned long long factor = (unsigned long long)base;
+    for (unsigned long long e = (unsigned long long)exponent; e != 0ull; e >>= 1) {
+        if (e & 1ull) {
+            result *= factor;
+        }
+        factor *= factor;
+    }
+    return (T)result;
+}
+
+// Atomic read-modify-write where the hardware has no instruction: a compare-and-swap loop that
+// retries until no other thread changed the word in between. The operations combine the current
+// element with the operand as a value of the compute type.
+struct tl_op_add {
+    template <typename T>
+    __device__ __forceinline__ T operator()(T a, T b) const {
+        return a + b;
+    }
+};
+struct tl_op_max {
+    __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
+    __device__ __forceinline__ double operator()(double a, double b) const { return fmax(a, b); }
+    template <typename T>
+    __device__ __forceinline__ T operator()(T a, T b) const {
+        return a < b ? b : a;
+    }
+};
+struct tl_op_min {
+    __device__ __forceinline__ float operator()(float a, float b) const { return fminf(a, b); }
+    __device__ __forceinline__ double operator()(double a, double b) const { return fmin(a, b); }
+    template <typename T>
+    __device__ __forceinline__ T operator()(T a, T b) const {
+        return b < a ? b : a;
+    }
+};
+template <typename Op>
+__device__ __forceinline__ void tl_atomic_cas_f32(float* address, float value, Op op) {
+    unsigned int* word = (unsigned int*)address;
+    unsigned int old = *word;
+    unsigned int assumed;
+    do {
+        assumed = old;
+        old = atomicCAS(word, assumed, __float_as_uint(op(__uint_as_float(assumed), value)));
+    } while (old != assumed);
+}
+template <typename Op>
+__device__ __forceinline__ void tl_atomic_cas_f64(double* address, double value, Op op) {
+    unsigned long long* word = (unsigned long long*)address;
+    unsigned long long old = *word;
+    unsigned long long assumed;
+    do {
+        assumed = old;
+        double updated = op(__longlong_as_double((long long)assumed), value);
+        old = atomicCAS(word, assumed, (unsigned long long)__double_as_longlong(updated));
+    } while (old != assumed);
+}
+
+// Elements of one or two bytes are updated through the aligned 32-bit word that holds them. These
+// overloads move between an element, its bits and its compute type.
+__device__ __forceinline__ float tl_widen(tl_half x) { return tl_half_to_float(x); }
+__device__ __forceinline__ float tl_widen(tl_bfloat16 x) { return tl_bfloat16_to_float(x); }
+__device__ __forceinline__ float tl_widen(tl_fp8_e4m3 x) { return tl_e4m3_to_float(x); }
+__device__ __forceinline__ float tl_widen(tl_fp8_e5m2 x) { return tl_e5m2_to_float(x); }
+template <typename T>
+__device__ __forceinline__ T tl_widen(T x) {
+    return x;
+}
+__device__ __forceinline__ tl_half tl_narrow(float v, tl_half*) { return tl_float_to_half(v); }
+__device__ __forceinline__ tl_bfloat16 tl_narrow(float v, tl_bfloat16*) { return tl_float_to_bfloat16(v); }
+__device__ __forceinline__ tl_fp8_e4m3 tl_narrow(float v, tl_fp8_e4m3*) { return tl_float_to_e4m3(v); }
+__device__ __forceinline__ tl_fp8_e5m2 tl_narrow(float v, tl_fp8_e5m2*) { return tl_float_to_e5m2(v); }
+template <typename V, typename T>
+__device__ __forceinline__ T tl_narrow(V v, T*) {
+    return (T)v;
+}
+__device__ __forceinline__ unsigned int tl_bits(tl_half x) { return x.bits; }
+__device__ __forceinline__ unsigned int tl_bits(tl_bfloat16 x) { return x.bits; }
+__device__ __forceinline__ unsigned int tl_bits(tl_fp8_e4m3 x) { return x.bits; }
+__device__ __forceinline__ unsigned int tl_bits(tl_fp8_e5m2 x) { return x.bits; }
+template <typename T>
+__device__ __forceinline__ unsigned int tl_bits(T x) {
+    return (unsigned int)x;
+}
+template <typename T>
+__device__ __forceinline__ T tl_from_bits(unsigned int bits, T*) {
+    T x;
+    x.bits = bits;
+    return x;
+}
+__device__ __forceinline__ bool tl_from_bits(unsigned int bits, bool*) { return bits != 0u; }
+__device__ __forceinline__ signed char tl_from_bits(unsigned int bits, signed char*) { return (signed char)bits; }
+__device__ __forceinline__ unsigned char tl_from_bits(unsigned int bits, unsigned char*) {
+    return (unsigned char)bits;
+}
+__device__ __forceinline__ short tl_from_bits(unsigned int bits, short*) { return (short)bits; }
+__device__ __forceinline__ unsigned short tl_from_bits(unsigned int bits, unsigned short*) {
+    return (unsigned short)bits;
+}
+template <typename T, typename V, typename Op>
+__device__ __forceinline__ void tl_atomic_cas_small(T* address, V value, Op op) {
+    unsigned long long at = (unsigned long long)address;
+    unsigned int* word = (unsigned int*)(at & ~3ull);
+    unsigned int shift = (unsigned int)(at & 3ull) * 8u;
+    unsigned int mask = (sizeof(T) == 1 ? 0xffu : 0xffffu) << shift;
+    unsigned int old = *word;
+    unsigned int assumed;
+    do {
+        assumed = old;
+        T element = tl_from_bits((assumed & mask) >> shift, address);
+        T updated = tl_narrow(op((V)tl_widen(element), value), address);
+        old = atomicCAS(word, assumed, (assumed & ~mask) | ((tl_bits(updated) << shift) & mask));
+    } while (old != assumed);
+}
+// ---- end of the tilec prelude -----------------------------------------------------------------

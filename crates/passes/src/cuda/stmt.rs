@@ -1,0 +1,289 @@
+//! Statements: each [`Stmt`] of the program becomes the corresponding C statement.
+
+use tilec_ir::thread::{AtomicOp, BufferId, Memory, ParamAccess, Stmt, ValueId};
+use tilec_ir::{DType, ExprId, VarId};
+
+use super::index::IndexType;
+use super::types::{compute_type, storage_type};
+use super::value::CExpr;
+use super::{MAX_DEPTH, Printer, STATEMENT_BUDGET, comment_text, stmt_kind};
+
+impl Printer<'_> {
+    /// Prints a statement list in order.
+    pub(super) fn stmts(&mut self, stmts: &[Stmt]) {
+        for stmt in stmts {
+            self.budget = STATEMENT_BUDGET;
+            self.stmt(stmt);
+        }
+    }
+
+    fn stmt(&mut self, stmt: &Stmt) {
+        if self.scopes.len() > MAX_DEPTH {
+            let comment = self.invalid(&format!(
+                "a {} statement is nested too deeply to print",
+                stmt_kind(stmt)
+            ));
+            self.line(&comment);
+            return;
+        }
+        match stmt {
+            Stmt::For {
+                var,
+                extent,
+                unroll,
+                body,
+            } => self.for_loop(*var, *extent, *unroll, body),
+            Stmt::Let { var, value } => self.let_binding(*var, *value),
+            Stmt::If {
+                cond,
+                then,
+                otherwise,
+            } => self.if_else(*cond, then, otherwise),
+            Stmt::Store {
+                buffer,
+                index,
+                value,
+            } => self.store(*buffer, *index, *value),
+            Stmt::VectorCopy {
+                dst,
+                dst_index,
+                src,
+                src_index,
+                lanes,
+            } => self.vector_copy((*dst, *dst_index), (*src, *src_index), *lanes),
+            Stmt::Atomic {
+                op,
+                buffer,
+                index,
+                value,
+            } => self.atomic(*op, *buffer, *index, *value),
+            Stmt::Barrier => self.line("__syncthreads();"),
+            Stmt::Block { label, body, .. } => self.block(label, body),
+        }
+    }
+
+    /// Prints `body` one level deeper, inside a C scope of its own.
+    fn nested(&mut self, body: &[Stmt]) {
+        self.indent += 1;
+        self.open_scope();
+        self.stmts(body);
+        self.close_scope();
+        self.indent -= 1;
+    }
+
+    fn for_loop(&mut self, var: VarId, extent: ExprId, unroll: bool, body: &[Stmt]) {
+        // The bound is printed before the variable is bound: it is evaluated outside the loop.
+        let extent = self.index(extent).text;
+        self.open_scope();
+        let Some(name) = self.bind(var) else {
+            let comment = self.invalid("a loop variable is not in the arena");
+            self.line(&comment);
+            self.close_scope();
+            return;
+        };
+        if unroll {
+            self.line("#pragma unroll");
+        }
+        self.line(&format!(
+            "for (int {name} = 0; {name} < {extent}; ++{name}) {{"
+        ));
+        self.nested(body);
+        self.line("}");
+        self.close_scope();
+    }
+
+    /// `const int v = ..;`, or `long long` when the value's range is not known to fit an `int`
+    /// and the variable's declared extent does not promise it either.
+    fn let_binding(&mut self, var: VarId, value: ExprId) {
+        let index = self.index(value);
+        let extent_fits = var.index() < self.program.exprs.num_vars()
+            && self
+                .program
+                .exprs
+                .var_info(var)
+                .extent
+                .is_some_and(|extent| extent <= i64::from(i32::MAX) + 1);
+        let Some(name) = self.bind(var) else {
+            let comment = self.invalid("a let-bound variable is not in the arena");
+            self.line(&comment);
+            return;
+        };
+        let line = match index.ty {
+            IndexType::Int => format!("const int {name} = {};", index.text),
+            IndexType::Long if extent_fits => format!("const int {name} = (int)({});", index.text),
+            IndexType::Long => {
+                self.long_names.insert(name.clone());
+                format!("const long long {name} = {};", index.text)
+            }
+        };
+        self.line(&line);
+    }
+
+    fn if_else(&mut self, cond: ValueId, then: &[Stmt], otherwise: &[Stmt]) {
+        let (cond, _) = self.root_value(cond);
+        self.line(&format!("if ({}) {{", cond.text));
+        self.nested(then);
+        if otherwise.is_empty() {
+            self.line("}");
+        } else {
+            self.line("} else {");
+            self.nested(otherwise);
+            self.line("}");
+        }
+    }
+
+    /// `// label` above the statements in a `{ }` block.
+    fn block(&mut self, label: &str, body: &[Stmt]) {
+        let label = comment_text(label);
+        let label = label.trim();
+        if !label.is_empty() {
+            self.line(&format!("// {label}"));
+        }
+        self.line("{");
+        self.nested(body);
+        self.line("}");
+    }
+}
+
+/// Memory writes.
+impl Printer<'_> {
+    /// The buffer's dtype when the program may write it, or what is wrong.
+    fn writable(&self, buffer: BufferId, what: &str) -> Result<DType, String> {
+        let program = self.program;
+        let Some(decl) = program.buffers.get(buffer.index()) else {
+            return Err(format!(
+                "a {what} names a buffer that is not in the program"
+            ));
+        };
+        let read_only = match decl.memory {
+            Memory::Global { param } => program
+                .params
+                .get(param)
+                .is_some_and(|p| p.access == ParamAccess::Read),
+            _ => false,
+        };
+        if read_only {
+            return Err(format!(
+                "a {what} writes `{}`, a read-only parameter",
+                decl.name
+            ));
+        }
+        Ok(decl.dtype)
+    }
+
+    /// Prints the placeholder of a statement that could not be printed.
+    fn skip(&mut self, message: &str) {
+        let comment = self.invalid(message);
+        self.line(&comment);
+    }
+
+    fn store(&mut self, buffer: BufferId, index: ExprId, value: ValueId) {
+        let dtype = match self.writable(buffer, "store") {
+            Ok(dtype) => dtype,
+            Err(message) => return self.skip(&message),
+        };
+        let Some(target) = self.element(buffer, index) else {
+            return self.skip("a store to a buffer that could not be declared");
+        };
+        let (x, from) = self.root_value(value);
+        let stored = self.stored_as(x, from, dtype);
+        self.line(&format!("{target} = {};", stored.text));
+    }
+
+    /// One access of `lanes` elements, as the unsigned or vector type of that many bytes.
+    fn vector_copy(&mut self, dst: (BufferId, ExprId), src: (BufferId, ExprId), lanes: u32) {
+        let dtype = match self.writable(dst.0, "vector copy") {
+            Ok(dtype) => dtype,
+            Err(message) => return self.skip(&message),
+        };
+        let source = self.program.buffers.get(src.0.index()).map(|b| b.dtype);
+        if source != Some(dtype) {
+            return self.skip("a vector copy between buffers of different types");
+        }
+        let bytes = u64::from(lanes) * dtype.bytes();
+        let Some(word) = vector_word(bytes) else {
+            return self.skip(&format!(
+                "a vector copy of {lanes} x {dtype} ({bytes} bytes) has no single access"
+            ));
+        };
+        let names = (self.buffer_name(dst.0), self.buffer_name(src.0));
+        let (Some(dst_name), Some(src_name)) = names else {
+            return self.skip("a vector copy between buffers that could not be declared");
+        };
+        let dst_index = self.index(dst.1).text;
+        let src_index = self.index(src.1).text;
+        self.line(&format!(
+            "*({word}*)({dst_name} + {dst_index}) = *(const {word}*)({src_name} + {src_index});"
+        ));
+    }
+
+    fn buffer_name(&self, buffer: BufferId) -> Option<String> {
+        self.buffers.get(buffer.index()).cloned().flatten()
+    }
+
+    /// An atomic update: the hardware instruction where one exists for the type and operation,
+    /// the prelude's compare-and-swap loop otherwise.
+    fn atomic(&mut self, op: AtomicOp, buffer: BufferId, index: ExprId, value: ValueId) {
+        let dtype = match self.writable(buffer, "atomic") {
+            Ok(dtype) => dtype,
+            Err(message) => return self.skip(&message),
+        };
+        if self.program.buffers[buffer.index()].memory == Memory::Local {
+            return self.skip("an atomic on a register array");
+        }
+        let Some(target) = self.element(buffer, index) else {
+            return self.skip("an atomic on a buffer that could not be declared");
+        };
+        let (x, from) = self.root_value(value);
+        // The operand takes the element's type first, as a store's value does.
+        let x = self.convert(x, from, dtype);
+        let call = atomic_call(op, dtype, &target, &x);
+        self.line(&format!("{call};"));
+    }
+}
+
+/// The C type of one access of `bytes` bytes.
+fn vector_word(bytes: u64) -> Option<&'static str> {
+    Some(match bytes {
+        1 => "unsigned char",
+        2 => "unsigned short",
+        4 => "unsigned int",
+        8 => "uint2",
+        16 => "uint4",
+        _ => return None,
+    })
+}
+
+/// The call that applies `op` with operand `x` to the element `target` of type `dtype`.
+fn atomic_call(op: AtomicOp, dtype: DType, target: &str, x: &CExpr) -> String {
+    let (hardware, functor) = match op {
+        AtomicOp::Add => ("atomicAdd", "tl_op_add"),
+        AtomicOp::Max => ("atomicMax", "tl_op_max"),
+        AtomicOp::Min => ("atomicMin", "tl_op_min"),
+    };
+    let value = &x.text;
+    match (dtype, op) {
+        (DType::Float32 | DType::Float64, AtomicOp::Add)
+        | (DType::Int32 | DType::UInt32 | DType::UInt64, _)
+        | (DType::Int64, AtomicOp::Max | AtomicOp::Min) => {
+            format!("{hardware}(&{target}, {value})")
+        }
+        // Two's complement addition is the same on the unsigned type, which has the instruction.
+        (DType::Int64, AtomicOp::Add) => format!(
+            "atomicAdd((unsigned long long*)&{target}, (unsigned long long){})",
+            x.operand()
+        ),
+        (DType::Float32, _) => format!("tl_atomic_cas_f32(&{target}, {value}, {functor}())"),
+        (DType::Float64, _) => format!("tl_atomic_cas_f64(&{target}, {value}, {functor}())"),
+        _ => {
+            // The operand is passed in the element's compute type, which the loop computes in.
+            let ty = compute_type(dtype);
+            let operand = if storage_type(dtype) == ty && ty != "float" {
+                format!("({ty}){}", x.operand())
+            } else {
+                value.clone()
+            };
+            format!("tl_atomic_cas_small(&{target}, {operand}, {functor}())")
+        }
+    }
+}

@@ -1,0 +1,882 @@
+//! Snapshots of printed kernels for hand-built thread programs, and the printer's behaviour on
+//! malformed ones. The prelude is replaced by a marker in the snapshots; it is checked on its own.
+
+use expect_test::expect;
+use tilec_ir::data::{BinaryOp, CompareOp, Intrinsic};
+use tilec_ir::thread::{
+    AtomicOp, BufferDecl, BufferId, Memory, ParamAccess, ScalarParam, Stmt, TensorParam, UnaryOp,
+    Value, ValueId,
+};
+use tilec_ir::{DType, ExprArena, ExprId, Target, ThreadProgram, VarId};
+
+use super::{PRELUDE, emit_cuda};
+
+/// A thread program under construction, with shorthands for the nodes tests use.
+struct Build {
+    p: ThreadProgram,
+}
+
+impl Build {
+    /// A program of one block dimension of `threads` threads and `grid` blocks along x; the thread
+    /// variable is `tx`, the block variables `bx`, `by`, `bz`.
+    fn new(name: &str, threads: i64, grid: Option<i64>) -> Build {
+        let mut exprs = ExprArena::new();
+        let thread = exprs.var("tx", Some(threads));
+        let bx = exprs.var("bx", grid);
+        let by = exprs.var("by", Some(1));
+        let bz = exprs.var("bz", Some(1));
+        let one = exprs.int(1);
+        let gx = match grid {
+            Some(n) => exprs.int(n),
+            None => one,
+        };
+        Build {
+            p: ThreadProgram {
+                name: name.to_owned(),
+                exprs,
+                values: Vec::new(),
+                buffers: Vec::new(),
+                params: Vec::new(),
+                scalars: Vec::new(),
+                grid: [gx, one, one],
+                block: [threads, 1, 1],
+                thread,
+                block_index: [bx, by, bz],
+                shared_bytes: 0,
+                body: Vec::new(),
+            },
+        }
+    }
+
+    fn tx(&self) -> VarId {
+        self.p.thread
+    }
+
+    fn bx(&self) -> VarId {
+        self.p.block_index[0]
+    }
+
+    fn int(&mut self, value: i64) -> ExprId {
+        self.p.exprs.int(value)
+    }
+
+    fn var(&mut self, v: VarId) -> ExprId {
+        self.p.exprs.var_expr(v)
+    }
+
+    fn buffer(&mut self, name: &str, dtype: DType, memory: Memory, elements: i64) -> BufferId {
+        let elements = self.p.exprs.int(elements);
+        self.p.add_buffer(BufferDecl {
+            name: name.to_owned(),
+            dtype,
+            memory,
+            shape: vec![elements],
+            elements,
+        })
+    }
+
+    fn param(&mut self, name: &str, dtype: DType, access: ParamAccess, elements: i64) -> BufferId {
+        let param = self.p.params.len();
+        let buffer = self.buffer(name, dtype, Memory::Global { param }, elements);
+        self.p.params.push(TensorParam {
+            name: name.to_owned(),
+            buffer,
+            access,
+        });
+        buffer
+    }
+
+    fn local(&mut self, name: &str, dtype: DType, elements: i64) -> BufferId {
+        self.buffer(name, dtype, Memory::Local, elements)
+    }
+
+    fn shared(&mut self, name: &str, dtype: DType, offset: i64, elements: i64) -> BufferId {
+        let end = offset + elements * dtype.bytes() as i64;
+        self.p.shared_bytes = self.p.shared_bytes.max(end);
+        self.buffer(name, dtype, Memory::Shared { offset }, elements)
+    }
+
+    fn value(&mut self, value: Value) -> ValueId {
+        self.p.add_value(value)
+    }
+
+    fn load(&mut self, buffer: BufferId, index: ExprId) -> ValueId {
+        self.value(Value::Load { buffer, index })
+    }
+
+    fn binary(&mut self, op: BinaryOp, lhs: ValueId, rhs: ValueId, dtype: DType) -> ValueId {
+        self.value(Value::Binary {
+            op,
+            lhs,
+            rhs,
+            dtype,
+        })
+    }
+
+    fn compare(&mut self, op: CompareOp, lhs: ValueId, rhs: ValueId) -> ValueId {
+        self.value(Value::Compare { op, lhs, rhs })
+    }
+
+    fn index(&mut self, e: ExprId) -> ValueId {
+        self.value(Value::Index(e))
+    }
+
+    fn store(&self, buffer: BufferId, index: ExprId, value: ValueId) -> Stmt {
+        Stmt::Store {
+            buffer,
+            index,
+            value,
+        }
+    }
+
+    /// The kernel without the prelude, for snapshots.
+    fn emit(self) -> String {
+        let text = emit_cuda(&self.p, &Target::Sm90);
+        dump(&format!("{}.cu", self.p.name), &text);
+        text.replace(PRELUDE, "<prelude>\n")
+    }
+}
+
+fn block(label: &str, body: Vec<Stmt>) -> Stmt {
+    Stmt::Block {
+        origin: None,
+        label: label.to_owned(),
+        body,
+    }
+}
+
+/// `C = A + B` on fp16, eight elements per thread: 16-byte vector loads into register arrays, an
+/// unrolled loop of rounded adds, a 16-byte vector store, all under a bounds check.
+#[test]
+fn fp16_elementwise_add() {
+    let mut b = Build::new("add_f16", 128, Some(4));
+    let n = 4000;
+    let a = b.param("A", DType::Float16, ParamAccess::Read, n);
+    let bb = b.param("B", DType::Float16, ParamAccess::Read, n);
+    let c = b.param("C", DType::Float16, ParamAccess::Write, n);
+    let a_local = b.local("A_local", DType::Float16, 8);
+    let b_local = b.local("B_local", DType::Float16, 8);
+    let c_local = b.local("C_local", DType::Float16, 8);
+    let base = b.p.exprs.var("base", Some(4096));
+    let i = b.p.exprs.var("i", Some(8));
+    let (tx, bx) = (b.tx(), b.bx());
+    let (tx, bx) = (b.var(tx), b.var(bx));
+    let (k1024, k8) = (b.int(1024), b.int(8));
+    let block_start = b.p.exprs.mul(bx, k1024);
+    let thread_start = b.p.exprs.mul(tx, k8);
+    let start = b.p.exprs.add(block_start, thread_start);
+    let base_e = b.var(base);
+    let i_e = b.var(i);
+    let zero = b.int(0);
+    let base_value = b.index(base_e);
+    let limit = b.int(n);
+    let limit = b.index(limit);
+    let in_bounds = b.compare(CompareOp::Lt, base_value, limit);
+    let x = b.load(a_local, i_e);
+    let y = b.load(b_local, i_e);
+    let sum = b.binary(BinaryOp::Add, x, y, DType::Float16);
+    let copy = |dst, dst_index, src, src_index| Stmt::VectorCopy {
+        dst,
+        dst_index,
+        src,
+        src_index,
+        lanes: 8,
+    };
+    b.p.body = vec![block(
+        "C[bx * 1024 + tx * 8 : +8] = A[..] + B[..]",
+        vec![
+            Stmt::Let {
+                var: base,
+                value: start,
+            },
+            Stmt::If {
+                cond: in_bounds,
+                then: vec![
+                    copy(a_local, zero, a, base_e),
+                    copy(b_local, zero, bb, base_e),
+                    Stmt::For {
+                        var: i,
+                        extent: k8,
+                        unroll: true,
+                        body: vec![b.store(c_local, i_e, sum)],
+                    },
+                    copy(c, base_e, c_local, zero),
+                ],
+                otherwise: vec![],
+            },
+        ],
+    )];
+    expect![[r#"
+        // Generated by tilec for sm_90: kernel `add_f16`.
+        // Launch: grid (4, 1, 1), block (128, 1, 1), 0 bytes of dynamic shared memory.
+
+        <prelude>
+
+        extern "C" __global__ void __launch_bounds__(128) add_f16(
+            const tl_half* __restrict__ A,
+            const tl_half* __restrict__ B,
+            tl_half* __restrict__ C) {
+            const int tx = threadIdx.x;
+            const int bx = blockIdx.x;
+            const int by = blockIdx.y;
+            const int bz = blockIdx.z;
+            __align__(16) tl_half A_local[8];
+            __align__(16) tl_half B_local[8];
+            __align__(16) tl_half C_local[8];
+            // C[bx * 1024 + tx * 8 : +8] = A[..] + B[..]
+            {
+                const int base = tx * 8 + bx * 1024;
+                if (base < 4000) {
+                    *(uint4*)(A_local + 0) = *(const uint4*)(A + base);
+                    *(uint4*)(B_local + 0) = *(const uint4*)(B + base);
+                    #pragma unroll
+                    for (int i = 0; i < 8; ++i) {
+                        C_local[i] = tl_float_to_half(tl_half_to_float(A_local[i]) + tl_half_to_float(B_local[i]));
+                    }
+                    *(uint4*)(C + base) = *(const uint4*)(C_local + 0);
+                }
+            }
+        }
+    "#]]
+    .assert_eq(&b.emit());
+}
+
+/// A block-wide sum of 64 floats: a butterfly of XOR shuffles within each warp, the warps'
+/// partials through shared memory, a barrier, and thread 0 adding them up.
+#[test]
+fn warp_and_shared_sum_reduction() {
+    let mut b = Build::new("block_sum", 64, None);
+    let input = b.param("x", DType::Float32, ParamAccess::Read, 1 << 20);
+    let out = b.param("out", DType::Float32, ParamAccess::Write, 1 << 14);
+    let partial = b.local("partial", DType::Float32, 1);
+    let red = b.shared("red", DType::Float32, 0, 2);
+    let (tx_var, bx_var) = (b.tx(), b.bx());
+    let (tx, bx) = (b.var(tx_var), b.var(bx_var));
+    let (zero, k32, k64) = (b.int(0), b.int(32), b.int(64));
+    let row = b.p.exprs.mul(bx, k64);
+    let element = b.p.exprs.add(row, tx);
+    let first = b.load(input, element);
+    let mut stmts = vec![b.store(partial, zero, first)];
+    for mask in [16, 8, 4, 2, 1] {
+        let mine = b.load(partial, zero);
+        let theirs = b.value(Value::ShuffleXor {
+            value: mine,
+            mask,
+            dtype: DType::Float32,
+        });
+        let sum = b.binary(BinaryOp::Add, mine, theirs, DType::Float32);
+        stmts.push(b.store(partial, zero, sum));
+    }
+    let lane = b.p.exprs.floormod(tx, k32);
+    let warp = b.p.exprs.floordiv(tx, k32);
+    let lane_value = b.index(lane);
+    let zero_value = b.index(zero);
+    let is_leader = b.compare(CompareOp::Eq, lane_value, zero_value);
+    let total = b.load(partial, zero);
+    stmts.push(Stmt::If {
+        cond: is_leader,
+        then: vec![b.store(red, warp, total)],
+        otherwise: vec![],
+    });
+    stmts.push(Stmt::Barrier);
+    let tx_value = b.index(tx);
+    let is_first = b.compare(CompareOp::Eq, tx_value, zero_value);
+    let one = b.int(1);
+    let left = b.load(red, zero);
+    let right = b.load(red, one);
+    let block_total = b.binary(BinaryOp::Add, left, right, DType::Float32);
+    stmts.push(Stmt::If {
+        cond: is_first,
+        then: vec![b.store(out, bx, block_total)],
+        otherwise: vec![],
+    });
+    b.p.body = vec![block("T.reduce_sum(x_frag, out_frag, dim=0)", stmts)];
+    expect![[r#"
+        // Generated by tilec for sm_90: kernel `block_sum`.
+        // Launch: grid (1, 1, 1), block (64, 1, 1), 8 bytes of dynamic shared memory.
+
+        <prelude>
+
+        extern "C" __global__ void __launch_bounds__(64) block_sum(
+            const float* __restrict__ x,
+            float* __restrict__ out) {
+            const int tx = threadIdx.x;
+            const int bx = blockIdx.x;
+            const int by = blockIdx.y;
+            const int bz = blockIdx.z;
+            extern __shared__ __align__(16) unsigned char tl_smem[];
+            float partial[1];
+            float* red = (float*)(tl_smem + 0);
+            // T.reduce_sum(x_frag, out_frag, dim=0)
+            {
+                partial[0] = x[tx + (long long)bx * 64];
+                partial[0] = partial[0] + __shfl_xor_sync(0xffffffffu, partial[0], 16, 32);
+                partial[0] = partial[0] + __shfl_xor_sync(0xffffffffu, partial[0], 8, 32);
+                partial[0] = partial[0] + __shfl_xor_sync(0xffffffffu, partial[0], 4, 32);
+                partial[0] = partial[0] + __shfl_xor_sync(0xffffffffu, partial[0], 2, 32);
+                partial[0] = partial[0] + __shfl_xor_sync(0xffffffffu, partial[0], 1, 32);
+                if ((tx % 32) == 0) {
+                    red[tx / 32] = partial[0];
+                }
+                __syncthreads();
+                if (tx == 0) {
+                    out[bx] = red[0] + red[1];
+                }
+            }
+        }
+    "#]]
+    .assert_eq(&b.emit());
+}
+
+/// A float atomic add (the hardware instruction), an fp16 one (the prelude's compare-and-swap on
+/// the containing word) and a float maximum in shared memory (compare-and-swap as well).
+#[test]
+fn float_and_fp16_atomics() {
+    let mut b = Build::new("atomics", 32, Some(1));
+    let x = b.param("x", DType::Float32, ParamAccess::Read, 32);
+    let total = b.param("total", DType::Float32, ParamAccess::ReadWrite, 1);
+    let buckets = b.param("buckets", DType::Float16, ParamAccess::ReadWrite, 4);
+    let peak = b.shared("peak", DType::Float32, 0, 1);
+    let tx_var = b.tx();
+    let tx = b.var(tx_var);
+    let (zero, k4) = (b.int(0), b.int(4));
+    let bucket = b.p.exprs.floormod(tx, k4);
+    let value = b.load(x, tx);
+    let half = b.value(Value::Cast {
+        dtype: DType::Float16,
+        value,
+    });
+    let doubled = b.binary(BinaryOp::Mul, value, value, DType::Float32);
+    b.p.body = vec![
+        Stmt::Atomic {
+            op: AtomicOp::Add,
+            buffer: total,
+            index: zero,
+            value,
+        },
+        Stmt::Atomic {
+            op: AtomicOp::Add,
+            buffer: buckets,
+            index: bucket,
+            value: half,
+        },
+        Stmt::Atomic {
+            op: AtomicOp::Max,
+            buffer: peak,
+            index: zero,
+            value: doubled,
+        },
+    ];
+    expect![[r#"
+        // Generated by tilec for sm_90: kernel `atomics`.
+        // Launch: grid (1, 1, 1), block (32, 1, 1), 4 bytes of dynamic shared memory.
+
+        <prelude>
+
+        extern "C" __global__ void __launch_bounds__(32) atomics(
+            const float* __restrict__ x,
+            float* __restrict__ total,
+            tl_half* __restrict__ buckets) {
+            const int tx = threadIdx.x;
+            const int bx = blockIdx.x;
+            const int by = blockIdx.y;
+            const int bz = blockIdx.z;
+            extern __shared__ __align__(16) unsigned char tl_smem[];
+            float* peak = (float*)(tl_smem + 0);
+            atomicAdd(&total[0], x[tx]);
+            tl_atomic_cas_small(&buckets[tx % 4], tl_round_f16(x[tx]), tl_op_add());
+            tl_atomic_cas_f32(&peak[0], __fmul_rn(x[tx], x[tx]), tl_op_max());
+        }
+    "#]]
+    .assert_eq(&b.emit());
+}
+
+/// Floor division and modulo of an expression that may be negative use the prelude's helpers;
+/// of one that cannot, C's operators. A symbolic size makes the arithmetic `long long`.
+#[test]
+fn floor_division_of_negative_values_uses_helpers() {
+    let mut b = Build::new("floor_ops", 64, None);
+    let out = b.param("out", DType::Int32, ParamAccess::Write, 1 << 20);
+    let n_var = b.p.exprs.var("n", None);
+    b.p.scalars.push(ScalarParam {
+        name: "n".to_owned(),
+        var: n_var,
+    });
+    let i = b.p.exprs.var("i", Some(8));
+    let d = b.p.exprs.var("d", Some(8));
+    let m = b.p.exprs.var("m", Some(8));
+    let row = b.p.exprs.var("row", None);
+    let (tx_var, bx_var) = (b.tx(), b.bx());
+    let (tx, bx, n, i_e) = (b.var(tx_var), b.var(bx_var), b.var(n_var), b.var(i));
+    let (k3, k4, k8) = (b.int(3), b.int(4), b.int(8));
+    let (d_e, m_e, row_e) = (b.var(d), b.var(m), b.var(row));
+    // i - tx % 8 lies in [-7, 7]: floor division and modulo need the helpers.
+    let lane = b.p.exprs.floormod(tx, k8);
+    let diff = b.p.exprs.sub(i_e, lane);
+    let down = b.p.exprs.floordiv(diff, k3);
+    let rem = b.p.exprs.floormod(diff, k3);
+    // tx // 4 is non-negative: C's operators.
+    let quarter = b.p.exprs.floordiv(tx, k4);
+    // n - tx has no known range: long long, with the helpers.
+    let from_end = b.p.exprs.sub(n, tx);
+    let from_end_quarter = b.p.exprs.floordiv(from_end, k4);
+    let n_quarter = b.p.exprs.floordiv(n, k4);
+    let row_start = b.p.exprs.mul(bx, n);
+    let offset = b.p.exprs.mul(i_e, k8);
+    let at = b.p.exprs.add(row_e, offset);
+    let at = b.p.exprs.add(at, quarter);
+    let d_plus_m = b.p.exprs.add(d_e, m_e);
+    let sum = b.index(d_plus_m);
+    let at2 = b.p.exprs.add(row_e, n_quarter);
+    let big = b.index(from_end_quarter);
+    b.p.body = vec![
+        Stmt::Let {
+            var: row,
+            value: row_start,
+        },
+        Stmt::For {
+            var: i,
+            extent: k8,
+            unroll: false,
+            body: vec![
+                Stmt::Let {
+                    var: d,
+                    value: down,
+                },
+                Stmt::Let { var: m, value: rem },
+                b.store(out, at, sum),
+            ],
+        },
+        b.store(out, at2, big),
+    ];
+    expect![[r#"
+        // Generated by tilec for sm_90: kernel `floor_ops`.
+        // Launch: grid (1, 1, 1), block (64, 1, 1), 0 bytes of dynamic shared memory.
+
+        <prelude>
+
+        extern "C" __global__ void __launch_bounds__(64) floor_ops(
+            int* __restrict__ out,
+            int n) {
+            const int tx = threadIdx.x;
+            const int bx = blockIdx.x;
+            const int by = blockIdx.y;
+            const int bz = blockIdx.z;
+            const long long row = (long long)bx * n;
+            for (int i = 0; i < 8; ++i) {
+                const int d = tl_floordiv(i - tx % 8, 3);
+                const int m = tl_floormod(i - tx % 8, 3);
+                out[tx / 4 + i * 8 + row] = d + m;
+            }
+            out[tl_floordiv(n, 4) + row] = (int)tl_floordiv<long long>((long long)n - tx, 4);
+        }
+    "#]]
+    .assert_eq(&b.emit());
+}
+
+/// Programs that break the thread program's rules still print, without panicking: each problem is
+/// marked where it occurs and listed as an `#error` at the top, so NVRTC refuses the text.
+#[test]
+fn malformed_programs_print_errors() {
+    let mut b = Build::new("bad kernel", 2048, Some(1));
+    let input = b.param("x", DType::Float32, ParamAccess::Read, 64);
+    let regs = b.local("regs", DType::Float32, 8);
+    let stranger = b.p.exprs.var("ghost", Some(4));
+    let ghost = b.var(stranger);
+    let zero = b.int(0);
+    let loaded = b.load(input, zero);
+    let dangling = ValueId(999);
+    let later = ValueId(b.p.values.len() as u32 + 1);
+    let forward = b.binary(BinaryOp::Add, later, loaded, DType::Float32);
+    let bitwise = b.binary(BinaryOp::BitAnd, loaded, loaded, DType::Float32);
+    let max = b.value(Value::Unary {
+        op: UnaryOp::Intrinsic(Intrinsic::Max),
+        arg: loaded,
+        dtype: DType::Float32,
+    });
+    b.p.body = vec![
+        b.store(input, zero, loaded),
+        b.store(regs, ghost, dangling),
+        b.store(regs, zero, forward),
+        b.store(regs, zero, bitwise),
+        b.store(regs, zero, max),
+        b.store(BufferId(77), zero, loaded),
+        Stmt::VectorCopy {
+            dst: regs,
+            dst_index: zero,
+            src: input,
+            src_index: zero,
+            lanes: 8,
+        },
+        Stmt::Atomic {
+            op: AtomicOp::Add,
+            buffer: regs,
+            index: zero,
+            value: loaded,
+        },
+    ];
+    expect![[r#"
+        // Generated by tilec for sm_90: kernel `bad kernel`.
+        // Launch: grid (1, 1, 1), block (2048, 1, 1), 0 bytes of dynamic shared memory.
+        #error "tilec: invalid thread program: the kernel name `bad kernel` is not a usable C identifier"
+        #error "tilec: invalid thread program: a block of 2048 x 1 x 1 threads is not launchable (1 to 1024 threads)"
+        #error "tilec: invalid thread program: a store writes `x`, a read-only parameter"
+        #error "tilec: invalid thread program: variable `ghost` is used where no statement binds it"
+        #error "tilec: invalid thread program: a value or the buffer it loads is not in the program"
+        #error "tilec: invalid thread program: a value uses a value defined after it"
+        #error "tilec: invalid thread program: `&` on float32 values"
+        #error "tilec: invalid thread program: `max` needs two operands and is printed as a unary operation"
+        #error "tilec: invalid thread program: a store names a buffer that is not in the program"
+        #error "tilec: invalid thread program: a vector copy of 8 x float32 (32 bytes) has no single access"
+        #error "tilec: invalid thread program: an atomic on a register array"
+
+        <prelude>
+
+        extern "C" __global__ void __launch_bounds__(1) bad_kernel(
+            const float* __restrict__ x) {
+            const int tx = threadIdx.x;
+            const int bx = blockIdx.x;
+            const int by = blockIdx.y;
+            const int bz = blockIdx.z;
+            __align__(16) float regs[8];
+            /* invalid: a store writes `x`, a read-only parameter */
+            regs[0 /* invalid: variable `ghost` is used where no statement binds it */] = (float)0 /* invalid: a value or the buffer it loads is not in the program */;
+            regs[0] = 0 /* invalid: a value uses a value defined after it */ + x[0];
+            regs[0] = 0 /* invalid: `&` on float32 values */;
+            regs[0] = 0 /* invalid: `max` needs two operands and is printed as a unary operation */;
+            /* invalid: a store names a buffer that is not in the program */
+            /* invalid: a vector copy of 8 x float32 (32 bytes) has no single access */
+            /* invalid: an atomic on a register array */
+        }
+    "#]]
+    .assert_eq(&b.emit());
+}
+
+/// Names from the program become unique C identifiers; a variable bound again while its first
+/// binding is visible gets a new name; a three-dimensional block flattens the thread index.
+#[test]
+fn names_scopes_and_three_dimensional_blocks() {
+    let mut b = Build::new("names", 64, Some(2));
+    b.p.block = [16, 2, 2];
+    let out = b.param("float", DType::Int32, ParamAccess::Write, 256);
+    let tile = b.shared("A.shared", DType::Float16, 0, 64);
+    let dup = b.shared("A_shared", DType::Float16, 128, 64);
+    let j = b.p.exprs.var("j.inner", Some(4));
+    let k = b.p.exprs.var("k", Some(4));
+    let (tx_var, j_e, k_e) = (b.tx(), b.var(j), b.var(k));
+    let tx = b.var(tx_var);
+    let k4 = b.int(4);
+    let jk = b.p.exprs.add(j_e, k_e);
+    let value = b.index(jk);
+    let from_tile = b.load(tile, tx);
+    let to_int = b.value(Value::Cast {
+        dtype: DType::Int32,
+        value: from_tile,
+    });
+    b.p.body = vec![
+        Stmt::For {
+            var: j,
+            extent: k4,
+            unroll: false,
+            body: vec![
+                Stmt::Let { var: k, value: j_e },
+                Stmt::Let { var: k, value: jk },
+                b.store(out, k_e, value),
+            ],
+        },
+        Stmt::For {
+            var: j,
+            extent: k4,
+            unroll: false,
+            body: vec![b.store(dup, j_e, from_tile)],
+        },
+        b.store(out, tx, to_int),
+    ];
+    expect![[r#"
+        // Generated by tilec for sm_90: kernel `names`.
+        // Launch: grid (2, 1, 1), block (16, 2, 2), 256 bytes of dynamic shared memory.
+
+        <prelude>
+
+        extern "C" __global__ void __launch_bounds__(64) names(
+            int* __restrict__ v_float) {
+            const int tx = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+            const int bx = blockIdx.x;
+            const int by = blockIdx.y;
+            const int bz = blockIdx.z;
+            extern __shared__ __align__(16) unsigned char tl_smem[];
+            tl_half* A_shared = (tl_half*)(tl_smem + 0);
+            tl_half* A_shared_1 = (tl_half*)(tl_smem + 128);
+            for (int j_inner = 0; j_inner < 4; ++j_inner) {
+                const int k = j_inner;
+                const int k_1 = j_inner + k;
+                v_float[k_1] = j_inner + k_1;
+            }
+            for (int j_inner = 0; j_inner < 4; ++j_inner) {
+                A_shared_1[j_inner] = A_shared[tx];
+            }
+            v_float[tx] = (int)tl_to_int64(tl_half_to_float(A_shared[tx]));
+        }
+    "#]]
+    .assert_eq(&b.emit());
+}
+
+/// Every dtype through every operation, conversion, shuffle, atomic and vector width: the program
+/// must print without a single error. With `TILEC_CUDA_DUMP_DIR` set, the printed kernels of this
+/// file are written there, for compiling them with NVRTC on a machine that has it.
+#[test]
+fn every_dtype_and_operation_prints_without_errors() {
+    for target in Target::ALL {
+        let text = emit_cuda(&coverage_program(), &target);
+        assert!(!text.contains("invalid thread program"), "{text}");
+        assert!(!text.contains("invalid"), "{text}");
+        dump(&format!("coverage_{target}.cu"), &text);
+    }
+}
+
+/// Writes `text` to `$TILEC_CUDA_DUMP_DIR/name` when the variable is set.
+fn dump(name: &str, text: &str) {
+    if let Some(dir) = std::env::var_os("TILEC_CUDA_DUMP_DIR") {
+        let path = std::path::Path::new(&dir).join(name);
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("writing {path:?}: {e}"));
+    }
+}
+
+/// Buffers of one dtype in the coverage program.
+struct Buffers {
+    input: BufferId,
+    output: BufferId,
+    regs: BufferId,
+    shared: BufferId,
+}
+
+fn coverage_program() -> ThreadProgram {
+    let mut b = Build::new("coverage", 64, None);
+    let n_var = b.p.exprs.var("n", None);
+    b.p.scalars.push(ScalarParam {
+        name: "n".to_owned(),
+        var: n_var,
+    });
+    let mut offset = 0;
+    let buffers: Vec<(DType, Buffers)> = DType::ALL
+        .iter()
+        .map(|&dtype| {
+            let name = dtype.name();
+            let input = b.param(&format!("in_{name}"), dtype, ParamAccess::Read, 64);
+            let output = b.param(&format!("out_{name}"), dtype, ParamAccess::ReadWrite, 64);
+            let regs = b.local(&format!("r_{name}"), dtype, 16);
+            let shared = b.shared(&format!("s_{name}"), dtype, offset, 16);
+            offset += 16 * 8;
+            (
+                dtype,
+                Buffers {
+                    input,
+                    output,
+                    regs,
+                    shared,
+                },
+            )
+        })
+        .collect();
+    let mut body = Vec::new();
+    for (dtype, bufs) in &buffers {
+        body.push(block(
+            &format!("{dtype}"),
+            coverage_of(&mut b, *dtype, bufs, &buffers, n_var),
+        ));
+    }
+    b.p.body = body;
+    b.p
+}
+
+/// The statements that exercise one dtype.
+fn coverage_of(
+    b: &mut Build,
+    dtype: DType,
+    bufs: &Buffers,
+    all: &[(DType, Buffers)],
+    n_var: VarId,
+) -> Vec<Stmt> {
+    let tx_var = b.tx();
+    let tx = b.var(tx_var);
+    let n = b.var(n_var);
+    let (zero, k4) = (b.int(0), b.int(4));
+    let x = b.load(bufs.input, tx);
+    let y = b.load(bufs.regs, zero);
+    let mut stmts = Vec::new();
+    let mut out = |b: &mut Build, value: ValueId| {
+        let store = b.store(bufs.output, tx, value);
+        stmts.push(store);
+    };
+    // Constants, special floats included.
+    for bits in [
+        0.1f64,
+        -0.0,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        1e-45,
+        3e38,
+        1e300,
+    ]
+    .map(f64::to_bits)
+    {
+        let constant = b.value(Value::Float { bits, dtype });
+        out(b, constant);
+    }
+    for value in [-5, 300, i64::MIN, i64::from(i32::MIN)] {
+        let constant = b.value(Value::Int { value, dtype });
+        out(b, constant);
+    }
+    let one = b.value(Value::Int { value: 1, dtype });
+    let float_ops = [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Div,
+        BinaryOp::FloorDiv,
+        BinaryOp::Mod,
+        BinaryOp::Pow,
+        BinaryOp::And,
+        BinaryOp::Or,
+    ];
+    let int_ops = [
+        BinaryOp::BitAnd,
+        BinaryOp::BitOr,
+        BinaryOp::BitXor,
+        BinaryOp::Shl,
+        BinaryOp::Shr,
+    ];
+    let ops = float_ops.iter().chain(if dtype.is_float() {
+        &[][..]
+    } else {
+        &int_ops[..]
+    });
+    for &op in ops {
+        let rhs = if matches!(op, BinaryOp::Shl | BinaryOp::Shr) {
+            one
+        } else {
+            y
+        };
+        let result = b.binary(op, x, rhs, dtype);
+        out(b, result);
+    }
+    let mut unary = vec![UnaryOp::Neg, UnaryOp::Not];
+    if dtype.is_float() {
+        unary.extend(
+            [
+                Intrinsic::Exp,
+                Intrinsic::Exp2,
+                Intrinsic::Log,
+                Intrinsic::Log2,
+                Intrinsic::Sqrt,
+                Intrinsic::Rsqrt,
+                Intrinsic::Abs,
+                Intrinsic::Sigmoid,
+                Intrinsic::Tanh,
+            ]
+            .map(UnaryOp::Intrinsic),
+        );
+    } else {
+        unary.push(UnaryOp::Intrinsic(Intrinsic::Abs));
+    }
+    for op in unary {
+        let result = b.value(Value::Unary { op, arg: x, dtype });
+        out(b, result);
+    }
+    for op in [
+        CompareOp::Lt,
+        CompareOp::Le,
+        CompareOp::Gt,
+        CompareOp::Ge,
+        CompareOp::Eq,
+        CompareOp::Ne,
+    ] {
+        let cond = b.compare(op, x, y);
+        out(b, cond);
+        let picked = b.value(Value::Select {
+            cond,
+            then: x,
+            otherwise: y,
+            dtype,
+        });
+        out(b, picked);
+    }
+    let shuffled = b.value(Value::ShuffleXor {
+        value: x,
+        mask: 1,
+        dtype,
+    });
+    out(b, shuffled);
+    let index = b.p.exprs.min(tx, n);
+    let index = b.p.exprs.floordiv(index, k4);
+    let index = b.index(index);
+    out(b, index);
+    for (to, to_bufs) in all {
+        let cast = b.value(Value::Cast {
+            dtype: *to,
+            value: x,
+        });
+        stmts.push(b.store(to_bufs.output, tx, cast));
+        stmts.push(b.store(to_bufs.regs, zero, x));
+    }
+    stmts.push(b.store(bufs.shared, zero, x));
+    for op in [AtomicOp::Add, AtomicOp::Max, AtomicOp::Min] {
+        for buffer in [bufs.output, bufs.shared] {
+            let index = b.p.exprs.floormod(tx, k4);
+            stmts.push(Stmt::Atomic {
+                op,
+                buffer,
+                index,
+                value: x,
+            });
+        }
+    }
+    for lanes in [1, 2, 4, 8, 16] {
+        if u64::from(lanes) * dtype.bytes() > 16 {
+            continue;
+        }
+        let lanes_e = b.int(i64::from(lanes));
+        let at = b.p.exprs.mul(tx, lanes_e);
+        let copy = |dst, dst_index, src, src_index| Stmt::VectorCopy {
+            dst,
+            dst_index,
+            src,
+            src_index,
+            lanes,
+        };
+        stmts.push(copy(bufs.regs, zero, bufs.input, at));
+        stmts.push(copy(bufs.shared, zero, bufs.regs, zero));
+        stmts.push(copy(bufs.output, at, bufs.shared, zero));
+    }
+    stmts.push(Stmt::Barrier);
+    stmts
+}
+
+/// Deeply nested statements, a long chain of values and a value DAG that would expand
+/// exponentially are reported, not followed until the stack or memory runs out.
+#[test]
+fn deep_and_exploding_programs_are_reported() {
+    let mut b = Build::new("deep", 32, Some(1));
+    let out = b.param("out", DType::Float32, ParamAccess::Write, 1);
+    let zero = b.int(0);
+    let mut chain = b.load(out, zero);
+    for _ in 0..100_000 {
+        chain = b.binary(BinaryOp::Add, chain, chain, DType::Float32);
+    }
+    let mut nested = vec![b.store(out, zero, chain)];
+    for depth in 0..10_000 {
+        nested = vec![block(&format!("level {depth}"), nested)];
+    }
+    b.p.body = nested;
+    let text = emit_cuda(&b.p, &Target::Sm90);
+    assert!(text.contains("is nested too deeply to print"), "{text}");
+    assert!(text.len() < 1 << 20, "{} bytes", text.len());
+    b.p.body = vec![b.store(out, zero, chain)];
+    let text = emit_cuda(&b.p, &Target::Sm90);
+    assert!(
+        text.contains("an expression is too large to print inline"),
+        "{text}"
+    );
+    assert!(text.len() < 1 << 20, "{} bytes", text.len());
+}

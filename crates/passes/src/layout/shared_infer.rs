@@ -1,0 +1,264 @@
+//! Shared-memory layouts of an instance: where each element of a shared tile is stored.
+//!
+//! A `T.annotate_layout` with `T.Layout(shape, fn)` fixes a buffer's layout; a `T.gemm` operand in
+//! shared memory gets TileLang's swizzled operand layout (two gemms that disagree merge to the
+//! smaller swizzle, as `MergeSwizzleLayouts` does, or conflict); every other shared buffer is
+//! row-major. Each layout is an [`IndexMap`] from the logical index to one storage offset, checked
+//! injective by enumeration.
+
+use std::collections::BTreeMap;
+
+use tilec_ir::{Anchor, Code, Diagnostic, EntityId, ExprArena, ExprId, LayoutKind, TileOp, World};
+
+use super::algebra::IndexMap;
+use super::fragment::for_each_point;
+use super::shared::{SharedLayout, gemm_operand_layout, merge_swizzles};
+
+/// How a shared buffer's layout was decided.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum SharedOrigin {
+    /// `T.annotate_layout` with `T.Layout`.
+    Annotation,
+    /// The operand layout of a `T.gemm` (bank-swizzled or padded).
+    GemmOperand,
+    /// No op asks for anything else.
+    RowMajor,
+}
+
+/// The layout of one shared buffer.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SharedAssigned {
+    /// Logical index → storage offset (one output).
+    pub map: IndexMap,
+    /// Elements of storage the layout addresses (the largest offset plus one; more than the
+    /// tile's elements for padded layouts).
+    pub storage_elements: i64,
+    /// A short description (`row-major`, `full-bank swizzle`, the annotation's formula).
+    pub description: String,
+    pub origin: SharedOrigin,
+    /// The op that decided it (the buffer itself for row-major).
+    pub op: EntityId,
+}
+
+/// The layout of every shared buffer with a constant shape, and the diagnostics of the choice.
+pub(super) fn infer_shared(
+    world: &World,
+    arena: &mut ExprArena,
+) -> (BTreeMap<EntityId, SharedAssigned>, Vec<Diagnostic>) {
+    let mut assigned: BTreeMap<EntityId, SharedAssigned> = BTreeMap::new();
+    let mut diagnostics = Vec::new();
+    let mut swizzled: BTreeMap<EntityId, (SharedLayout, EntityId)> = BTreeMap::new();
+    for (entity, op) in world.ops.iter() {
+        match op {
+            TileOp::AnnotateLayout { buffer, layout }
+                if layout.kind == LayoutKind::Layout && is_shared(world, *buffer) =>
+            {
+                match annotated(world, arena, *buffer, layout) {
+                    Ok(map) => {
+                        assigned.insert(
+                            *buffer,
+                            finish(arena, map, "annotated", SharedOrigin::Annotation, entity),
+                        );
+                    }
+                    Err(message) => diagnostics.push(Diagnostic::error(
+                        Code::InvalidLayout,
+                        Anchor::Entity(entity),
+                        message,
+                    )),
+                }
+            }
+            TileOp::Gemm { a, b, .. } => {
+                for operand in [a.buffer, b.buffer] {
+                    gemm_operand(world, entity, operand, &mut swizzled, &mut diagnostics);
+                }
+            }
+            _ => {}
+        }
+    }
+    for (buffer, (layout, op)) in swizzled {
+        if assigned.contains_key(&buffer) {
+            continue;
+        }
+        if let Ok(map) = IndexMap::of_shared_layout(arena, &layout) {
+            let description = layout.describe();
+            assigned.insert(
+                buffer,
+                finish(arena, map, &description, SharedOrigin::GemmOperand, op),
+            );
+        }
+    }
+    for buffer in world.shared_buffers() {
+        if assigned.contains_key(&buffer) {
+            continue;
+        }
+        let Some(shape) = world.const_shape(buffer) else {
+            continue;
+        };
+        let map = IndexMap::from_fn(arena, &shape, |arena, indices| {
+            vec![super::fragment::flatten_exprs(arena, indices, &shape)]
+        });
+        assigned.insert(
+            buffer,
+            finish(arena, map, "row-major", SharedOrigin::RowMajor, buffer),
+        );
+    }
+    (assigned, diagnostics)
+}
+
+fn is_shared(world: &World, buffer: EntityId) -> bool {
+    world
+        .scopes
+        .get(buffer)
+        .is_some_and(|scope| scope.is_shared())
+}
+
+fn finish(
+    arena: &ExprArena,
+    map: IndexMap,
+    description: &str,
+    origin: SharedOrigin,
+    op: EntityId,
+) -> SharedAssigned {
+    let storage_elements = largest_output(arena, &map).map_or(0, |largest| largest + 1);
+    SharedAssigned {
+        map,
+        storage_elements,
+        description: description.to_owned(),
+        origin,
+        op,
+    }
+}
+
+fn largest_output(arena: &ExprArena, map: &IndexMap) -> Option<i64> {
+    let mut largest = None;
+    let mut out = Vec::new();
+    for_each_point(&map.shape, |point| {
+        if map.eval_into(arena, point, &mut out).is_some() {
+            largest = largest.max(out.first().copied());
+        }
+        true
+    });
+    largest
+}
+
+/// The operand layout a gemm asks of a shared buffer, merged with what an earlier gemm asked.
+fn gemm_operand(
+    world: &World,
+    gemm: EntityId,
+    buffer: EntityId,
+    swizzled: &mut BTreeMap<EntityId, (SharedLayout, EntityId)>,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    if !is_shared(world, buffer) {
+        return;
+    }
+    let (Some(shape), Some(dtype)) = (world.const_shape(buffer), world.dtypes.get(buffer)) else {
+        return;
+    };
+    let [leading @ .., rows, cols] = shape.as_slice() else {
+        return;
+    };
+    let bits = u32::try_from(dtype.bytes() * 8).unwrap_or(16);
+    let Ok(layout) = gemm_operand_layout(*rows, *cols, bits, true).and_then(|l| l.expand(leading))
+    else {
+        return;
+    };
+    match swizzled.get(&buffer) {
+        None => {
+            swizzled.insert(buffer, (layout, gemm));
+        }
+        Some((earlier, first)) if earlier.equal(&layout).unwrap_or(false) => {
+            let _ = first;
+        }
+        Some((earlier, first)) => match merge_swizzles(earlier, &layout) {
+            Some(merged) => {
+                let first = *first;
+                swizzled.insert(buffer, (merged, first));
+            }
+            None => diagnostics.push(
+                Diagnostic::error(
+                    Code::LayoutConflict,
+                    Anchor::Entity(gemm),
+                    format!(
+                        "`{}` is an operand of two gemms that need different shared layouts ({} and {})",
+                        world.name(buffer),
+                        earlier.describe(),
+                        layout.describe()
+                    ),
+                )
+                .with_related(Anchor::Entity(*first), "the first gemm using it"),
+            ),
+        },
+    }
+}
+
+/// The user's `T.Layout(shape, fn)`, flattened to one storage offset and checked injective.
+fn annotated(
+    world: &World,
+    arena: &mut ExprArena,
+    buffer: EntityId,
+    layout: &tilec_ir::LayoutAnnotation,
+) -> Result<IndexMap, String> {
+    if world.const_shape(buffer).as_deref() != Some(layout.shape.as_slice()) {
+        return Err(format!(
+            "the layout's shape {:?} is not the shape of `{}`",
+            layout.shape,
+            world.name(buffer)
+        ));
+    }
+    let map = IndexMap {
+        shape: layout.shape.clone(),
+        vars: layout.vars.clone(),
+        outputs: layout.outputs.clone(),
+    };
+    // The storage shape: each output's largest value plus one; the offset is row-major in it.
+    let mut extents = vec![0i64; map.outputs.len()];
+    let mut out = Vec::new();
+    let mut failed = false;
+    for_each_point(&map.shape, |point| {
+        if map.eval_into(arena, point, &mut out).is_none() || out.iter().any(|&v| v < 0) {
+            failed = true;
+            return false;
+        }
+        for (extent, &value) in extents.iter_mut().zip(&out) {
+            *extent = (*extent).max(value + 1);
+        }
+        true
+    });
+    if failed {
+        return Err("the layout gives a negative or undefined offset for some element".to_owned());
+    }
+    let flat: ExprId = super::fragment::flatten_exprs(arena, &map.outputs, &extents);
+    let flattened = IndexMap {
+        shape: map.shape.clone(),
+        vars: map.vars.clone(),
+        outputs: vec![flat],
+    };
+    if let Some((first, second)) = collision(arena, &flattened) {
+        return Err(format!(
+            "this layout stores `{}`{first:?} and `{}`{second:?} at the same offset",
+            world.name(buffer),
+            world.name(buffer)
+        ));
+    }
+    Ok(flattened)
+}
+
+/// Two points the map sends to the same offset, if any.
+fn collision(arena: &ExprArena, map: &IndexMap) -> Option<(Vec<i64>, Vec<i64>)> {
+    let mut seen: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
+    let mut found = None;
+    let mut out = Vec::new();
+    for_each_point(&map.shape, |point| {
+        if map.eval_into(arena, point, &mut out).is_none() {
+            return true;
+        }
+        let offset = out.first().copied().unwrap_or(0);
+        if let Some(earlier) = seen.insert(offset, point.to_vec()) {
+            found = Some((earlier, point.to_vec()));
+            return false;
+        }
+        true
+    });
+    found
+}
