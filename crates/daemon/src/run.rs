@@ -350,11 +350,20 @@ fn report(
     };
     writeln!(
         out,
-        "ran {describe} on {where_}: {} ({what}), {:.1} GB/s moved",
+        "ran {describe} on {where_}: {} ({what}), {} moved",
         format_seconds(seconds),
-        bytes / seconds.max(1e-12) / 1e9
+        format_rate(bytes / seconds.max(1e-12))
     )?;
     Ok(())
+}
+
+/// Bytes per second in the unit that keeps a few digits (the emulator moves MB/s, a GPU TB/s).
+fn format_rate(bytes_per_second: f64) -> String {
+    if bytes_per_second >= 1e9 {
+        format!("{:.1} GB/s", bytes_per_second / 1e9)
+    } else {
+        format!("{:.1} MB/s", bytes_per_second / 1e6)
+    }
 }
 
 fn format_seconds(seconds: f64) -> String {

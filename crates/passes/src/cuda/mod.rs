@@ -2,7 +2,8 @@
 //!
 //! The printer is faithful: it makes no decision of its own. Every statement of the program becomes
 //! the corresponding C statement, every value an inline C expression, in program order, so that
-//! what the CPU emulator proves about the program holds for the printed kernel. The output includes
+//! what the CPU emulator proves about the program holds for the printed kernel (a value a statement
+//! uses twice is declared once as a `const` temporary before it, see `hoist.rs`). The output includes
 //! no header: the prelude in `prelude.cuh` defines the 16-bit and 8-bit float types, their exact
 //! conversions (inline PTX for fp16 and bf16, software for fp8), Python-style integer division and
 //! the compare-and-swap atomics the hardware lacks.
@@ -13,6 +14,7 @@
 //!   width with no C type) still prints: the offending spot holds a `/* invalid: .. */` comment and an
 //!   `#error` line at the top names each problem, so NVRTC refuses the text instead of running it.
 
+mod hoist;
 mod index;
 mod literal;
 mod names;
@@ -67,6 +69,8 @@ struct Printer<'a> {
     scopes: Vec<Vec<(usize, Option<String>)>>,
     /// The names of variables declared `long long`; every other variable is an `int`.
     long_names: FxHashSet<String>,
+    /// The values of the current statement declared as temporaries, by name (see `hoist.rs`).
+    temporaries: FxHashMap<tilec_ir::thread::ValueId, String>,
     /// Which nodes of the index expression being printed compute in `int` (see `index.rs`).
     fits_memo: FxHashMap<ExprId, bool>,
     /// The C name each buffer is accessed through; `None` for a buffer that could not be declared.
@@ -98,6 +102,7 @@ impl<'a> Printer<'a> {
             scopes: Vec::new(),
             long_names: FxHashSet::default(),
             fits_memo: FxHashMap::default(),
+            temporaries: FxHashMap::default(),
             buffers: vec![None; program.buffers.len()],
             errors: Vec::new(),
             budget: STATEMENT_BUDGET,

@@ -121,28 +121,12 @@ __device__ __forceinline__ float tl_round_bf16(float f) {
 __device__ __forceinline__ float tl_round_e4m3(float f) { return tl_e4m3_to_float(tl_float_to_e4m3(f)); }
 __device__ __forceinline__ float tl_round_e5m2(float f) { return tl_e5m2_to_float(tl_float_to_e5m2(f)); }
 
-// The hardware's double-to-float conversion flushes results below the smallest normal float to
-// zero, so those are computed here from their exact integer multiple of 2^-149.
-__device__ __forceinline__ unsigned int tl_double_sign(double d) {
-    return (unsigned int)((unsigned long long)__double_as_longlong(d) >> 32) & 0x80000000u;
-}
-__device__ __forceinline__ float tl_double_to_float(double d) {
-    if (!(fabs(d) < 0x1p-126)) {
-        return (float)d;
-    }
-    return __uint_as_float(tl_double_sign(d) | (unsigned int)rint(fabs(d) * 0x1p149));
-}
 // Narrowing a double: a float with rounding to odd (truncate toward zero, then set the last bit if
 // anything was cut off) keeps enough information that rounding it again to nearest even, to any
 // type at least two bits narrower than float, gives the correctly rounded double; rounding the
-// double to the nearest float first would round twice.
+// double to the nearest float first would round twice. The truncation is derived from the
+// round-to-nearest conversion: step back toward zero where that rounded away from it.
 __device__ __forceinline__ float tl_double_to_float_odd(double d) {
-    if (fabs(d) < 0x1p-126) {
-        double scaled = fabs(d) * 0x1p149;
-        double whole = trunc(scaled);
-        unsigned int sticky = whole != scaled ? 1u : 0u;
-        return __uint_as_float(tl_double_sign(d) | (unsigned int)whole | sticky);
-    }
     float f = (float)d;
     double back = (double)f;
     if (back == d || d != d) {

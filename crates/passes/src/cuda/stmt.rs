@@ -120,7 +120,9 @@ impl Printer<'_> {
     }
 
     fn if_else(&mut self, cond: ValueId, then: &[Stmt], otherwise: &[Stmt]) {
+        self.declare_temporaries(cond);
         let (cond, _) = self.root_value(cond);
+        self.forget_temporaries();
         self.line(&format!("if ({}) {{", cond.text));
         self.nested(then);
         if otherwise.is_empty() {
@@ -185,7 +187,9 @@ impl Printer<'_> {
         let Some(target) = self.element(buffer, index) else {
             return self.skip("a store to a buffer that could not be declared");
         };
+        self.declare_temporaries(value);
         let (x, from) = self.root_value(value);
+        self.forget_temporaries();
         let stored = self.stored_as(x, from, dtype);
         self.line(&format!("{target} = {};", stored.text));
     }
@@ -234,7 +238,9 @@ impl Printer<'_> {
         let Some(target) = self.element(buffer, index) else {
             return self.skip("an atomic on a buffer that could not be declared");
         };
+        self.declare_temporaries(value);
         let (x, from) = self.root_value(value);
+        self.forget_temporaries();
         // The operand takes the element's type first, as a store's value does.
         let x = self.convert(x, from, dtype);
         let call = atomic_call(op, dtype, &target, &x);

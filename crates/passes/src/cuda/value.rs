@@ -1,10 +1,11 @@
 //! Element values as inline C expressions.
 //!
-//! A value prints where it is used, its operands inline; a value used twice prints twice. Values
-//! of the 16-bit and 8-bit float types are C `float`s holding exactly a value of the type: loads
-//! widen exactly, and every result that can leave the type's value set (arithmetic, casts, math
-//! functions) is rounded back with the prelude's `tl_round_*` at once. Operations that cannot leave
-//! it on operands of the same type (negation, absolute value, select, shuffle) are not rounded.
+//! A value prints where it is used, its operands inline (except the statement's temporaries, which
+//! print by name, see `hoist.rs`). Values of the 16-bit and 8-bit float types are C `float`s holding
+//! exactly a value of the type: loads widen exactly, and every result that can leave the type's
+//! value set (arithmetic, casts, math functions) is rounded back with the prelude's `tl_round_*` at
+//! once. Operations that cannot leave it on operands of the same type (negation, absolute value,
+//! select, shuffle) are not rounded.
 
 use tilec_ir::data::{BinaryOp, Intrinsic};
 use tilec_ir::thread::{BufferId, UnaryOp, Value, ValueId};
@@ -22,6 +23,9 @@ pub(super) struct CExpr {
     /// Whether the text is one operand (a name, a call, a subscript, a non-negative literal) that
     /// needs no parentheses in any context.
     pub atomic: bool,
+    /// For `+ - * / %`, the operator's C precedence: an operand that binds at least as tightly
+    /// needs no parentheses, so that `a + b + c` prints as written.
+    pub prec: Option<u8>,
     /// For a result rounded to a type stored as bits, the text before rounding: a store narrows it
     /// directly, since narrowing a rounded value gives the same bits.
     pub unrounded: Option<String>,
@@ -35,6 +39,7 @@ impl CExpr {
         CExpr {
             text,
             atomic: true,
+            prec: None,
             unrounded: None,
             stored: None,
         }
@@ -44,8 +49,18 @@ impl CExpr {
         CExpr {
             text,
             atomic: false,
+            prec: None,
             unrounded: None,
             stored: None,
+        }
+    }
+
+    /// `lhs op rhs` for an arithmetic operator of precedence `prec`; C's operators associate to
+    /// the left, so the right operand needs parentheses at equal precedence.
+    fn arithmetic(lhs: &CExpr, op: &str, rhs: &CExpr, prec: u8) -> Self {
+        CExpr {
+            prec: Some(prec),
+            ..CExpr::compound(format!("{} {op} {}", lhs.at(prec), rhs.at(prec + 1)))
         }
     }
 
@@ -54,8 +69,18 @@ impl CExpr {
         CExpr {
             text: format!("{round}({inner})"),
             atomic: true,
+            prec: None,
             unrounded: Some(inner),
             stored: None,
+        }
+    }
+
+    /// The text as an operand of an arithmetic operator of precedence `min_prec`.
+    fn at(&self, min_prec: u8) -> String {
+        if self.atomic || self.prec.is_some_and(|p| p >= min_prec) {
+            self.text.clone()
+        } else {
+            format!("({})", self.text)
         }
     }
 
@@ -98,6 +123,9 @@ impl Printer<'_> {
         let Some(dtype) = self.dtype_of(id) else {
             return self.invalid_value("a value or the buffer it loads is not in the program");
         };
+        if let Some(name) = self.temporaries.get(&id) {
+            return (CExpr::atom(name.clone()), dtype);
+        }
         if !self.spend() || self.depth > super::MAX_DEPTH {
             return self.invalid_value("an expression is too large to print inline");
         }
@@ -339,7 +367,7 @@ impl Printer<'_> {
                 CExpr::atom(format!("__fmul_rn({}, {})", a.text, b.text))
             }
             BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div => {
-                CExpr::compound(format!("{x} {} {y}", op.symbol()))
+                CExpr::arithmetic(&a, op.symbol(), &b, arithmetic_prec(op))
             }
             BinaryOp::Pow if double => CExpr::atom(format!("pow({}, {})", a.text, b.text)),
             BinaryOp::Pow => CExpr::atom(format!("powf({}, {})", a.text, b.text)),
@@ -417,10 +445,6 @@ impl Printer<'_> {
         let ty = compute_type(to);
         match to {
             DType::Float32 if computes_as_float(from) => x,
-            // The hardware conversion would flush results in the float subnormal range to zero.
-            DType::Float32 if from == DType::Float64 => {
-                CExpr::atom(format!("tl_double_to_float({})", x.text))
-            }
             _ if to.is_int() && from.is_float() => float_to_int(x, to),
             _ => CExpr::compound(format!("({ty}){}", x.operand())),
         }
@@ -481,12 +505,11 @@ fn round(result: CExpr, dtype: DType) -> CExpr {
 }
 
 /// A `double` result rounded once to the float type `dtype`, computed as `float` (the prelude's
-/// `tl_round_*` have `double` overloads that round without passing through a rounded `float`, and
-/// `tl_double_to_float` keeps the float subnormals the hardware conversion flushes).
+/// `tl_round_*` have `double` overloads that round without passing through a rounded `float`).
 fn round_double(result: CExpr, dtype: DType) -> CExpr {
     match packed(dtype) {
         Some(p) => CExpr::rounded(p.round, result.text),
-        None => CExpr::atom(format!("tl_double_to_float({})", result.text)),
+        None => CExpr::compound(format!("(float){}", result.text)),
     }
 }
 
@@ -523,6 +546,10 @@ fn int_binary(op: BinaryOp, (a, b): (CExpr, CExpr), dtype: DType) -> CExpr {
                 b.operand()
             ))
         }
+        BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div => wrap_small(
+            CExpr::arithmetic(&a, op.symbol(), &b, arithmetic_prec(op)),
+            dtype,
+        ),
         _ => wrap_small(
             CExpr::compound(format!("{} {} {}", a.operand(), op.symbol(), b.operand())),
             dtype,
@@ -536,6 +563,14 @@ fn math_call(intrinsic: Intrinsic, x: &CExpr, single: bool) -> CExpr {
         Some(function) => CExpr::atom(format!("{function}({})", x.text)),
         None if single => CExpr::compound(format!("1.0f / (1.0f + expf(-{}))", x.operand())),
         None => CExpr::compound(format!("1.0 / (1.0 + exp(-{}))", x.operand())),
+    }
+}
+
+/// C precedence of the arithmetic operators (`*` and `/` bind tighter than `+` and `-`).
+fn arithmetic_prec(op: BinaryOp) -> u8 {
+    match op {
+        BinaryOp::Mul | BinaryOp::Div => 13,
+        _ => 12,
     }
 }
 

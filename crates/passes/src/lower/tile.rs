@@ -662,24 +662,20 @@ impl Lowering<'_> {
         let src_id = self.buffer_of(src.buffer)?;
         let dst_id = self.buffer_of(dst.buffer)?;
         let partial = self.temporary("partial", dtype, plan.slots.len() as i64);
-        // Fold each thread's own elements, slot by slot.
+        // Fold each thread's own elements, slot by slot. Every step is stored, so that no value
+        // tree grows with the number of elements (a max is a select that names its operands twice).
         for (slot, sources) in plan.slots.iter().enumerate() {
             let slot_index = self.program.exprs.int(slot as i64);
-            let mut acc = self.constant(reduce_init(kind), dtype);
+            let init = self.constant(reduce_init(kind), dtype);
+            out.push(Stmt::Store { buffer: partial, index: slot_index, value: init });
             for &source_index in sources {
-                let loaded = self.program.add_value(Value::Load {
-                    buffer: src_id,
-                    index: source_index,
-                });
+                let loaded = self.program.add_value(Value::Load { buffer: src_id, index: source_index });
                 let element = self.cast(loaded, dtype);
                 let element = self.reduce_operand(kind, element, dtype);
-                acc = self.combine(kind, acc, element, dtype);
+                let acc = self.program.add_value(Value::Load { buffer: partial, index: slot_index });
+                let combined = self.combine(kind, acc, element, dtype);
+                out.push(Stmt::Store { buffer: partial, index: slot_index, value: combined });
             }
-            out.push(Stmt::Store {
-                buffer: partial,
-                index: slot_index,
-                value: acc,
-            });
         }
         self.all_reduce_shuffles(
             kind,
@@ -809,7 +805,6 @@ impl Lowering<'_> {
         accesses.add(workspace, AccessKind::ReadWrite);
         self.sync.before(&accesses, out);
         let t = self.program.exprs.var_expr(self.program.thread);
-        let threads = self.program.exprs.int(self.threads);
         for slot in 0..slots {
             let slot_index = self.program.exprs.int(slot as i64);
             let base = self.program.exprs.int(slot as i64 * self.threads);
@@ -838,28 +833,21 @@ impl Lowering<'_> {
         let members = subset_sums(masks);
         for slot in 0..slots {
             let slot_index = self.program.exprs.int(slot as i64);
-            let mut acc: Option<ValueId> = None;
+            let mut first = true;
             for &member in &members {
                 let offset = self.program.exprs.int(slot as i64 * self.threads + member);
                 let at = self.program.exprs.add(low, offset);
-                let entry = self.program.add_value(Value::Load {
-                    buffer: workspace,
-                    index: at,
-                });
-                acc = Some(match acc {
-                    None => entry,
-                    Some(acc) => self.combine(kind, acc, entry, dtype),
-                });
-            }
-            if let Some(value) = acc {
-                out.push(Stmt::Store {
-                    buffer: partial,
-                    index: slot_index,
-                    value,
-                });
+                let entry = self.program.add_value(Value::Load { buffer: workspace, index: at });
+                let value = if first {
+                    entry
+                } else {
+                    let acc = self.program.add_value(Value::Load { buffer: partial, index: slot_index });
+                    self.combine(kind, acc, entry, dtype)
+                };
+                first = false;
+                out.push(Stmt::Store { buffer: partial, index: slot_index, value });
             }
         }
-        let _ = threads;
         self.sync.after(&accesses);
     }
 
