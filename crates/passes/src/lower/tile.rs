@@ -667,14 +667,28 @@ impl Lowering<'_> {
         for (slot, sources) in plan.slots.iter().enumerate() {
             let slot_index = self.program.exprs.int(slot as i64);
             let init = self.constant(reduce_init(kind), dtype);
-            out.push(Stmt::Store { buffer: partial, index: slot_index, value: init });
+            out.push(Stmt::Store {
+                buffer: partial,
+                index: slot_index,
+                value: init,
+            });
             for &source_index in sources {
-                let loaded = self.program.add_value(Value::Load { buffer: src_id, index: source_index });
+                let loaded = self.program.add_value(Value::Load {
+                    buffer: src_id,
+                    index: source_index,
+                });
                 let element = self.cast(loaded, dtype);
                 let element = self.reduce_operand(kind, element, dtype);
-                let acc = self.program.add_value(Value::Load { buffer: partial, index: slot_index });
+                let acc = self.program.add_value(Value::Load {
+                    buffer: partial,
+                    index: slot_index,
+                });
                 let combined = self.combine(kind, acc, element, dtype);
-                out.push(Stmt::Store { buffer: partial, index: slot_index, value: combined });
+                out.push(Stmt::Store {
+                    buffer: partial,
+                    index: slot_index,
+                    value: combined,
+                });
             }
         }
         self.all_reduce_shuffles(
@@ -837,15 +851,25 @@ impl Lowering<'_> {
             for &member in &members {
                 let offset = self.program.exprs.int(slot as i64 * self.threads + member);
                 let at = self.program.exprs.add(low, offset);
-                let entry = self.program.add_value(Value::Load { buffer: workspace, index: at });
+                let entry = self.program.add_value(Value::Load {
+                    buffer: workspace,
+                    index: at,
+                });
                 let value = if first {
                     entry
                 } else {
-                    let acc = self.program.add_value(Value::Load { buffer: partial, index: slot_index });
+                    let acc = self.program.add_value(Value::Load {
+                        buffer: partial,
+                        index: slot_index,
+                    });
                     self.combine(kind, acc, entry, dtype)
                 };
                 first = false;
-                out.push(Stmt::Store { buffer: partial, index: slot_index, value });
+                out.push(Stmt::Store {
+                    buffer: partial,
+                    index: slot_index,
+                    value,
+                });
             }
         }
         self.sync.after(&accesses);
