@@ -292,3 +292,123 @@ fn serial_inner_read() {
     };
     assert_matches("O", &t[1], t[0].values.clone());
 }
+
+/// The lowered program of a corpus kernel at the given sizes.
+fn lowered(file: &str, kernel: &str, overrides: &[(&str, i64)]) -> Option<tilec_ir::ThreadProgram> {
+    let dir = corpus_dir()?;
+    let overrides: Vec<(&str, ConstValue)> = overrides
+        .iter()
+        .map(|&(name, value)| (name, ConstValue::Int(value)))
+        .collect();
+    Some(on_analysis_stack(|| {
+        let (db, source) = load_corpus(&dir, file);
+        let instance = instance_with(&db, source, kernel, &overrides);
+        let programs = tilec_db::thread_programs(&db, instance);
+        programs.as_ref().as_ref().expect("lowers")[0].clone()
+    }))
+}
+
+fn strip_barriers(stmts: &mut Vec<tilec_ir::thread::Stmt>) {
+    use tilec_ir::thread::Stmt;
+    stmts.retain(|s| !matches!(s, Stmt::Barrier));
+    for stmt in stmts {
+        match stmt {
+            Stmt::For { body, .. } | Stmt::Block { body, .. } => strip_barriers(body),
+            Stmt::If {
+                then, otherwise, ..
+            } => {
+                strip_barriers(then);
+                strip_barriers(otherwise);
+            }
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn the_emulator_catches_a_missing_barrier_in_a_lowered_kernel() {
+    let sizes = [("M", 64), ("N", 64), ("block", 32), ("threads", 128)];
+    let Some(mut program) = lowered("transpose_shared.py", "transpose", &sizes) else {
+        return;
+    };
+    let mut tensors = make_tensors(&program, &[], 1).expect("shapes");
+    run_program(&program, &mut tensors, &[]).expect("the lowered program is race-free");
+    strip_barriers(&mut program.body);
+    let mut tensors = make_tensors(&program, &[], 1).expect("shapes");
+    let error = run_program(&program, &mut tensors, &[]).expect_err("a race without the barrier");
+    let text = error.to_string();
+    assert!(text.contains("race") && text.contains("tile"), "{text}");
+}
+
+#[test]
+fn the_emulator_catches_an_out_of_bounds_index_in_a_lowered_kernel() {
+    let sizes = [("N", 1024), ("block", 256)];
+    let Some(mut program) = lowered("pointwise_family.py", "relu", &sizes) else {
+        return;
+    };
+    // Shift every store to Y by 8 elements: the last block then writes past the end.
+    fn shift(program: &mut tilec_ir::ThreadProgram, stmts: &mut [tilec_ir::thread::Stmt]) {
+        use tilec_ir::thread::Stmt;
+        for stmt in stmts {
+            match stmt {
+                Stmt::Store { buffer, index, .. } if program.buffer(*buffer).name == "Y" => {
+                    let eight = program.exprs.int(8);
+                    *index = program.exprs.add(*index, eight);
+                }
+                Stmt::For { body, .. } | Stmt::Block { body, .. } => shift(program, body),
+                Stmt::If {
+                    then, otherwise, ..
+                } => {
+                    shift(program, then);
+                    shift(program, otherwise);
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut body = std::mem::take(&mut program.body);
+    shift(&mut program, &mut body);
+    program.body = body;
+    let mut tensors = make_tensors(&program, &[], 1).expect("shapes");
+    let error = run_program(&program, &mut tensors, &[]).expect_err("out of bounds");
+    let text = error.to_string();
+    assert!(text.contains("Y") && text.contains("1024"), "{text}");
+}
+
+/// The generated CUDA of each SIMT corpus kernel, at its corpus instance, is a snapshot: a change in
+/// lowering or printing shows up as a reviewed diff.
+#[test]
+fn generated_cuda_snapshots() {
+    let Some(dir) = corpus_dir() else { return };
+    let kernels = [
+        ("elementwise_add.py", "elementwise_add"),
+        ("vector_add_eager.py", "vector_add"),
+        ("transpose_shared.py", "transpose"),
+        ("row_reduce.py", "row_reduce"),
+        ("softmax.py", "softmax"),
+        ("rms_norm_eager.py", "rms_norm"),
+        ("layernorm.py", "layernorm"),
+        ("cumsum.py", "chunk_cumsum"),
+        ("pointwise_family.py", "axpy"),
+        ("scalar_broadcast.py", "scale_by_first"),
+        ("meta_list_unroll.py", "gather_three"),
+        ("layout_sparse_thread_map.py", "plan_then_buffer_layout"),
+        ("layout_annotated.py", "annotated"),
+        ("layout_serial_inner_read.py", "copy_rows"),
+    ];
+    on_analysis_stack(|| {
+        for (file, kernel) in kernels {
+            let (db, source) = load_corpus(&dir, file);
+            let instance = tilec_tests::instance(&db, source, kernel, 0);
+            let programs = tilec_db::thread_programs(&db, instance);
+            let program = &programs.as_ref().as_ref().expect("lowers")[0];
+            let cuda = tilec_passes::cuda::emit_cuda(program, &tilec_ir::Target::Sm90);
+            // The prelude has its own tests; the snapshot keeps the kernel.
+            let kernel_text = cuda
+                .split("end of the tilec prelude")
+                .nth(1)
+                .unwrap_or(&cuda);
+            expect_test::expect_file![format!("snapshots/{kernel}.cu")].assert_eq(kernel_text);
+        }
+    });
+}

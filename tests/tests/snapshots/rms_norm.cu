@@ -1,0 +1,177 @@
+ -----------------------------------------------------------------
+
+extern "C" __global__ void __launch_bounds__(128) rms_norm(
+    const float* __restrict__ X,
+    float* __restrict__ Y) {
+    const int tx = threadIdx.x;
+    const int bx = blockIdx.x;
+    const int by = blockIdx.y;
+    const int bz = blockIdx.z;
+    extern __shared__ __align__(16) unsigned char tl_smem[];
+    __align__(16) float x[64];
+    __align__(16) float sq[64];
+    __align__(16) float ssum[4];
+    __align__(16) float partial[4];
+    float* reduce_workspace = (float*)(tl_smem + 0);
+    // T.copy
+    {
+        #pragma unroll
+        for (int step = 0; step < 64; ++step) {
+            const int i = step / 16;
+            const int j = tx * 4 + step % 4 + step / 4 % 4 * 512;
+            x[i * 16 + j / 512 * 4 + j % 4] = X[bx * 8192 + i * 2048 + j];
+        }
+    }
+    // T.Parallel(4, 2048)
+    {
+        #pragma unroll
+        for (int step_1 = 0; step_1 < 64; ++step_1) {
+            const int i_1 = step_1 / 16;
+            const int j_1 = tx * 4 + step_1 % 4 + step_1 / 4 % 4 * 512;
+            sq[i_1 * 16 + j_1 / 512 * 4 + j_1 % 4] = __fmul_rn(x[i_1 * 16 + j_1 / 512 * 4 + j_1 % 4], x[i_1 * 16 + j_1 / 512 * 4 + j_1 % 4]);
+        }
+    }
+    // T.reduce_sum
+    {
+        partial[0] = 0.0f;
+        partial[0] = partial[0] + sq[0];
+        partial[0] = partial[0] + sq[1];
+        partial[0] = partial[0] + sq[2];
+        partial[0] = partial[0] + sq[3];
+        partial[0] = partial[0] + sq[4];
+        partial[0] = partial[0] + sq[5];
+        partial[0] = partial[0] + sq[6];
+        partial[0] = partial[0] + sq[7];
+        partial[0] = partial[0] + sq[8];
+        partial[0] = partial[0] + sq[9];
+        partial[0] = partial[0] + sq[10];
+        partial[0] = partial[0] + sq[11];
+        partial[0] = partial[0] + sq[12];
+        partial[0] = partial[0] + sq[13];
+        partial[0] = partial[0] + sq[14];
+        partial[0] = partial[0] + sq[15];
+        partial[1] = 0.0f;
+        partial[1] = partial[1] + sq[16];
+        partial[1] = partial[1] + sq[17];
+        partial[1] = partial[1] + sq[18];
+        partial[1] = partial[1] + sq[19];
+        partial[1] = partial[1] + sq[20];
+        partial[1] = partial[1] + sq[21];
+        partial[1] = partial[1] + sq[22];
+        partial[1] = partial[1] + sq[23];
+        partial[1] = partial[1] + sq[24];
+        partial[1] = partial[1] + sq[25];
+        partial[1] = partial[1] + sq[26];
+        partial[1] = partial[1] + sq[27];
+        partial[1] = partial[1] + sq[28];
+        partial[1] = partial[1] + sq[29];
+        partial[1] = partial[1] + sq[30];
+        partial[1] = partial[1] + sq[31];
+        partial[2] = 0.0f;
+        partial[2] = partial[2] + sq[32];
+        partial[2] = partial[2] + sq[33];
+        partial[2] = partial[2] + sq[34];
+        partial[2] = partial[2] + sq[35];
+        partial[2] = partial[2] + sq[36];
+        partial[2] = partial[2] + sq[37];
+        partial[2] = partial[2] + sq[38];
+        partial[2] = partial[2] + sq[39];
+        partial[2] = partial[2] + sq[40];
+        partial[2] = partial[2] + sq[41];
+        partial[2] = partial[2] + sq[42];
+        partial[2] = partial[2] + sq[43];
+        partial[2] = partial[2] + sq[44];
+        partial[2] = partial[2] + sq[45];
+        partial[2] = partial[2] + sq[46];
+        partial[2] = partial[2] + sq[47];
+        partial[3] = 0.0f;
+        partial[3] = partial[3] + sq[48];
+        partial[3] = partial[3] + sq[49];
+        partial[3] = partial[3] + sq[50];
+        partial[3] = partial[3] + sq[51];
+        partial[3] = partial[3] + sq[52];
+        partial[3] = partial[3] + sq[53];
+        partial[3] = partial[3] + sq[54];
+        partial[3] = partial[3] + sq[55];
+        partial[3] = partial[3] + sq[56];
+        partial[3] = partial[3] + sq[57];
+        partial[3] = partial[3] + sq[58];
+        partial[3] = partial[3] + sq[59];
+        partial[3] = partial[3] + sq[60];
+        partial[3] = partial[3] + sq[61];
+        partial[3] = partial[3] + sq[62];
+        partial[3] = partial[3] + sq[63];
+        partial[0] = partial[0] + __shfl_xor_sync(0xffffffffu, partial[0], 16, 32);
+        partial[1] = partial[1] + __shfl_xor_sync(0xffffffffu, partial[1], 16, 32);
+        partial[2] = partial[2] + __shfl_xor_sync(0xffffffffu, partial[2], 16, 32);
+        partial[3] = partial[3] + __shfl_xor_sync(0xffffffffu, partial[3], 16, 32);
+        partial[0] = partial[0] + __shfl_xor_sync(0xffffffffu, partial[0], 8, 32);
+        partial[1] = partial[1] + __shfl_xor_sync(0xffffffffu, partial[1], 8, 32);
+        partial[2] = partial[2] + __shfl_xor_sync(0xffffffffu, partial[2], 8, 32);
+        partial[3] = partial[3] + __shfl_xor_sync(0xffffffffu, partial[3], 8, 32);
+        partial[0] = partial[0] + __shfl_xor_sync(0xffffffffu, partial[0], 4, 32);
+        partial[1] = partial[1] + __shfl_xor_sync(0xffffffffu, partial[1], 4, 32);
+        partial[2] = partial[2] + __shfl_xor_sync(0xffffffffu, partial[2], 4, 32);
+        partial[3] = partial[3] + __shfl_xor_sync(0xffffffffu, partial[3], 4, 32);
+        partial[0] = partial[0] + __shfl_xor_sync(0xffffffffu, partial[0], 2, 32);
+        partial[1] = partial[1] + __shfl_xor_sync(0xffffffffu, partial[1], 2, 32);
+        partial[2] = partial[2] + __shfl_xor_sync(0xffffffffu, partial[2], 2, 32);
+        partial[3] = partial[3] + __shfl_xor_sync(0xffffffffu, partial[3], 2, 32);
+        partial[0] = partial[0] + __shfl_xor_sync(0xffffffffu, partial[0], 1, 32);
+        partial[1] = partial[1] + __shfl_xor_sync(0xffffffffu, partial[1], 1, 32);
+        partial[2] = partial[2] + __shfl_xor_sync(0xffffffffu, partial[2], 1, 32);
+        partial[3] = partial[3] + __shfl_xor_sync(0xffffffffu, partial[3], 1, 32);
+        reduce_workspace[tx] = partial[0];
+        reduce_workspace[tx + 128] = partial[1];
+        reduce_workspace[tx + 256] = partial[2];
+        reduce_workspace[tx + 384] = partial[3];
+        __syncthreads();
+        partial[0] = reduce_workspace[tx - tx / 64 * 64 - tx / 32 % 2 * 32];
+        partial[0] = partial[0] + reduce_workspace[tx - tx / 64 * 64 - tx / 32 % 2 * 32 + 32];
+        partial[0] = partial[0] + reduce_workspace[tx - tx / 64 * 64 - tx / 32 % 2 * 32 + 64];
+        partial[0] = partial[0] + reduce_workspace[tx - tx / 64 * 64 - tx / 32 % 2 * 32 + 96];
+        partial[1] = reduce_workspace[tx - tx / 64 * 64 - tx / 32 % 2 * 32 + 128];
+        partial[1] = partial[1] + reduce_workspace[tx - tx / 64 * 64 - tx / 32 % 2 * 32 + 160];
+        partial[1] = partial[1] + reduce_workspace[tx - tx / 64 * 64 - tx / 32 % 2 * 32 + 192];
+        partial[1] = partial[1] + reduce_workspace[tx - tx / 64 * 64 - tx / 32 % 2 * 32 + 224];
+        partial[2] = reduce_workspace[tx - tx / 64 * 64 - tx / 32 % 2 * 32 + 256];
+        partial[2] = partial[2] + reduce_workspace[tx - tx / 64 * 64 - tx / 32 % 2 * 32 + 288];
+        partial[2] = partial[2] + reduce_workspace[tx - tx / 64 * 64 - tx / 32 % 2 * 32 + 320];
+        partial[2] = partial[2] + reduce_workspace[tx - tx / 64 * 64 - tx / 32 % 2 * 32 + 352];
+        partial[3] = reduce_workspace[tx - tx / 64 * 64 - tx / 32 % 2 * 32 + 384];
+        partial[3] = partial[3] + reduce_workspace[tx - tx / 64 * 64 - tx / 32 % 2 * 32 + 416];
+        partial[3] = partial[3] + reduce_workspace[tx - tx / 64 * 64 - tx / 32 % 2 * 32 + 448];
+        partial[3] = partial[3] + reduce_workspace[tx - tx / 64 * 64 - tx / 32 % 2 * 32 + 480];
+        ssum[0] = partial[0];
+        ssum[1] = partial[1];
+        ssum[2] = partial[2];
+        ssum[3] = partial[3];
+    }
+    // T.Parallel(4)
+    {
+        #pragma unroll
+        for (int step_2 = 0; step_2 < 4; ++step_2) {
+            const int i_2 = step_2;
+            const int rep = tx;
+            ssum[i_2] = rsqrtf(ssum[i_2] / 2048.0f + 0x1.0c6f7ap-20f);
+        }
+    }
+    // T.Parallel(4, 2048)
+    {
+        #pragma unroll
+        for (int step_3 = 0; step_3 < 64; ++step_3) {
+            const int i_3 = step_3 / 16;
+            const int j_2 = tx * 4 + step_3 % 4 + step_3 / 4 % 4 * 512;
+            x[i_3 * 16 + j_2 / 512 * 4 + j_2 % 4] = __fmul_rn(x[i_3 * 16 + j_2 / 512 * 4 + j_2 % 4], ssum[i_3]);
+        }
+    }
+    // T.copy
+    {
+        #pragma unroll
+        for (int step_4 = 0; step_4 < 64; ++step_4) {
+            const int i_4 = step_4 / 16;
+            const int j_3 = tx * 4 + step_4 % 4 + step_4 / 4 % 4 * 512;
+            Y[bx * 8192 + i_4 * 2048 + j_3] = x[i_4 * 16 + j_3 / 512 * 4 + j_3 % 4];
+        }
+    }
+}
