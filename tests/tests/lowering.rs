@@ -9,6 +9,16 @@ use tilec_tests::{corpus_dir, instance_with, load_corpus, on_analysis_stack};
 /// Lowers `kernel` of `file` with `overrides`, runs it on seeded inputs and returns the tensors
 /// after the run (inputs unchanged, outputs written).
 fn emulate(file: &str, kernel: &str, overrides: &[(&str, i64)]) -> Option<Vec<HostTensor>> {
+    let program = lowered(file, kernel, overrides)?;
+    let mut tensors = make_tensors(&program, &[], 42).expect("shapes evaluate");
+    if let Err(error) = run_program(&program, &mut tensors, &[]) {
+        panic!("{file}: emulator: {error}");
+    }
+    Some(tensors)
+}
+
+/// The lowered program (one launch) of a corpus kernel at the given sizes.
+fn lowered(file: &str, kernel: &str, overrides: &[(&str, i64)]) -> Option<tilec_ir::ThreadProgram> {
     let dir = corpus_dir()?;
     let overrides: Vec<(&str, ConstValue)> = overrides
         .iter()
@@ -22,12 +32,7 @@ fn emulate(file: &str, kernel: &str, overrides: &[(&str, i64)]) -> Option<Vec<Ho
             Err(diagnostics) => panic!("{file}: cannot lower: {diagnostics:#?}"),
         };
         assert_eq!(programs.len(), 1, "{file}: one launch");
-        let program = &programs[0];
-        let mut tensors = make_tensors(program, &[], 42).expect("shapes evaluate");
-        if let Err(error) = run_program(program, &mut tensors, &[]) {
-            panic!("{file}: emulator: {error}");
-        }
-        tensors
+        programs[0].clone()
     }))
 }
 
@@ -291,21 +296,6 @@ fn serial_inner_read() {
         return;
     };
     assert_matches("O", &t[1], t[0].values.clone());
-}
-
-/// The lowered program of a corpus kernel at the given sizes.
-fn lowered(file: &str, kernel: &str, overrides: &[(&str, i64)]) -> Option<tilec_ir::ThreadProgram> {
-    let dir = corpus_dir()?;
-    let overrides: Vec<(&str, ConstValue)> = overrides
-        .iter()
-        .map(|&(name, value)| (name, ConstValue::Int(value)))
-        .collect();
-    Some(on_analysis_stack(|| {
-        let (db, source) = load_corpus(&dir, file);
-        let instance = instance_with(&db, source, kernel, &overrides);
-        let programs = tilec_db::thread_programs(&db, instance);
-        programs.as_ref().as_ref().expect("lowers")[0].clone()
-    }))
 }
 
 fn strip_barriers(stmts: &mut Vec<tilec_ir::thread::Stmt>) {

@@ -455,9 +455,42 @@ impl SharedLayout {
                 .and_then(|corner| corner.checked_add(1))
                 .ok_or_else(|| too_large(&self.shape));
         }
+        // A swizzle rewrites bits `base..base + bits` from bits at least `shift >= bits` higher,
+        // so it permutes every aligned block of 2^(base + bits) offsets. When the offsets before
+        // swizzling are exactly `0..size` in whole blocks, so are the ones after.
+        if let Some(swizzle) = self.swizzle
+            && self.is_dense_unswizzled()
+            && self.size() % (1i64 << (swizzle.base + swizzle.bits)) == 0
+        {
+            return Ok(self.size());
+        }
         let mut largest = -1i64;
         self.for_each_offset(|_, _, offset| largest = largest.max(offset))?;
         Ok(largest + 1)
+    }
+
+    /// Whether the modes, without the swizzle, place the elements at exactly `0..size`: sorted by
+    /// stride, each stride is the product of the smaller modes' sizes (a mixed-radix numbering).
+    fn is_dense_unswizzled(&self) -> bool {
+        let mut modes: Vec<(i64, i64)> = self
+            .mode_strides
+            .iter()
+            .copied()
+            .zip(self.mode_shape.iter().copied())
+            .filter(|&(_, size)| size != 1)
+            .collect();
+        modes.sort_unstable();
+        let mut expected = 1i64;
+        for (stride, size) in modes {
+            if stride != expected {
+                return false;
+            }
+            let Some(next) = expected.checked_mul(size) else {
+                return false;
+            };
+            expected = next;
+        }
+        true
     }
 
     /// True when the offsets are exactly `0..size` (each once): the layout permutes storage

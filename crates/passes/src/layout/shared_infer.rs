@@ -54,10 +54,16 @@ pub(super) fn infer_shared(
                 if layout.kind == LayoutKind::Layout && is_shared(world, *buffer) =>
             {
                 match annotated(world, arena, *buffer, layout) {
-                    Ok(map) => {
+                    Ok((map, storage_elements)) => {
                         assigned.insert(
                             *buffer,
-                            finish(arena, map, "annotated", SharedOrigin::Annotation, entity),
+                            finish(
+                                map,
+                                storage_elements,
+                                "annotated",
+                                SharedOrigin::Annotation,
+                                entity,
+                            ),
                         );
                     }
                     Err(message) => diagnostics.push(Diagnostic::error(
@@ -79,13 +85,17 @@ pub(super) fn infer_shared(
         if assigned.contains_key(&buffer) {
             continue;
         }
-        if let Ok(map) = IndexMap::of_shared_layout(arena, &layout) {
-            let description = layout.describe();
-            assigned.insert(
-                buffer,
-                finish(arena, map, &description, SharedOrigin::GemmOperand, op),
-            );
-        }
+        let (Ok(map), Ok(storage)) = (
+            IndexMap::of_shared_layout(arena, &layout),
+            layout.storage_size(),
+        ) else {
+            continue;
+        };
+        let description = layout.describe();
+        assigned.insert(
+            buffer,
+            finish(map, storage, &description, SharedOrigin::GemmOperand, op),
+        );
     }
     for buffer in world.shared_buffers() {
         if assigned.contains_key(&buffer) {
@@ -97,9 +107,10 @@ pub(super) fn infer_shared(
         let map = IndexMap::from_fn(arena, &shape, |arena, indices| {
             vec![super::fragment::flatten_exprs(arena, indices, &shape)]
         });
+        let elements = shape.iter().product();
         assigned.insert(
             buffer,
-            finish(arena, map, "row-major", SharedOrigin::RowMajor, buffer),
+            finish(map, elements, "row-major", SharedOrigin::RowMajor, buffer),
         );
     }
     (assigned, diagnostics)
@@ -113,13 +124,12 @@ fn is_shared(world: &World, buffer: EntityId) -> bool {
 }
 
 fn finish(
-    arena: &ExprArena,
     map: IndexMap,
+    storage_elements: i64,
     description: &str,
     origin: SharedOrigin,
     op: EntityId,
 ) -> SharedAssigned {
-    let storage_elements = largest_output(arena, &map).map_or(0, |largest| largest + 1);
     SharedAssigned {
         map,
         storage_elements,
@@ -127,18 +137,6 @@ fn finish(
         origin,
         op,
     }
-}
-
-fn largest_output(arena: &ExprArena, map: &IndexMap) -> Option<i64> {
-    let mut largest = None;
-    let mut out = Vec::new();
-    for_each_point(&map.shape, |point| {
-        if map.eval_into(arena, point, &mut out).is_some() {
-            largest = largest.max(out.first().copied());
-        }
-        true
-    });
-    largest
 }
 
 /// The operand layout a gemm asks of a shared buffer, merged with what an earlier gemm asked.
@@ -192,13 +190,14 @@ fn gemm_operand(
     }
 }
 
-/// The user's `T.Layout(shape, fn)`, flattened to one storage offset and checked injective.
+/// The user's `T.Layout(shape, fn)`, flattened to one storage offset and checked injective, with
+/// the number of elements of storage it addresses.
 fn annotated(
     world: &World,
     arena: &mut ExprArena,
     buffer: EntityId,
     layout: &tilec_ir::LayoutAnnotation,
-) -> Result<IndexMap, String> {
+) -> Result<(IndexMap, i64), String> {
     if world.const_shape(buffer).as_deref() != Some(layout.shape.as_slice()) {
         return Err(format!(
             "the layout's shape {:?} is not the shape of `{}`",
@@ -241,7 +240,7 @@ fn annotated(
             world.name(buffer)
         ));
     }
-    Ok(flattened)
+    Ok((flattened, extents.iter().product()))
 }
 
 /// Two points the map sends to the same offset, if any.

@@ -145,14 +145,13 @@ impl FragmentStorage {
             .zip(indices.iter().copied())
             .collect();
         let lookup = |v: VarId| map.iter().find(|(var, _)| *var == v).map(|(_, e)| *e);
-        let mut flat = arena.int(0);
-        for (&index, &extent) in self.layout.index.iter().zip(&self.local_shape) {
-            let local = arena.substitute(index, &lookup);
-            let e = arena.int(extent);
-            let scaled = arena.mul(flat, e);
-            flat = arena.add(scaled, local);
-        }
-        flat
+        let local: Vec<ExprId> = self
+            .layout
+            .index
+            .iter()
+            .map(|&index| arena.substitute(index, &lookup))
+            .collect();
+        crate::layout::fragment::flatten_exprs(arena, &local, &self.local_shape)
     }
 
     fn local_size(&self) -> i64 {
@@ -380,9 +379,8 @@ impl<'w> Lowering<'w> {
             local_shape,
         };
         let size = storage.local_size();
-        let id = self.add_buffer(entity, Memory::Local, &[size]);
-        // The logical shape is the fragment's; addressing goes through the layout instead.
-        let _ = id;
+        // The register array is flat; addressing goes through the layout.
+        self.add_buffer(entity, Memory::Local, &[size]);
         self.fragments.insert(entity, storage);
         Ok(())
     }
@@ -394,6 +392,15 @@ impl<'w> Lowering<'w> {
                 self.world.name(entity)
             ))
         })
+    }
+
+    /// Whether every thread has its own copy of `buffer` (registers), so that no store to it
+    /// needs a single writer.
+    pub(super) fn is_private(&self, buffer: EntityId) -> bool {
+        matches!(
+            self.scope_of(buffer),
+            Some(Scope::Fragment | Scope::Local | Scope::LocalVar)
+        )
     }
 
     fn scope_of(&self, entity: EntityId) -> Option<Scope> {
@@ -501,12 +508,7 @@ impl<'w> Lowering<'w> {
         let mut stmts = Vec::new();
         self.store(entity, &mut stmts)?;
         let store = self.world.stores.get(entity).map(|s| s.buffer);
-        let on_chip_private = store.is_some_and(|b| {
-            matches!(
-                self.scope_of(b),
-                Some(Scope::Fragment | Scope::Local | Scope::LocalVar)
-            )
-        });
+        let on_chip_private = store.is_some_and(|b| self.is_private(b));
         let accesses = self.entity_shared_accesses(entity);
         self.sync.before(&accesses, out);
         if on_chip_private {
@@ -788,30 +790,15 @@ impl<'w> Lowering<'w> {
         for (loaded, indices) in loads {
             guard = self.bounds_guard(loaded, &indices, guard);
         }
-        if let Some(rep) = self.replica
-            && !matches!(
-                self.scope_of(store.buffer),
-                Some(Scope::Fragment | Scope::Local | Scope::LocalVar)
-            )
-        {
-            let r = self.program.exprs.var_expr(rep);
-            let zero = self.program.exprs.int(0);
-            let first = self.compare_indices(CompareOp::Eq, r, zero);
-            guard = Some(self.and(guard, first));
-        }
-        let stmt = Stmt::Store {
-            buffer,
-            index,
-            value,
-        };
-        out.push(match guard {
-            Some(cond) => Stmt::If {
-                cond,
-                then: vec![stmt],
-                otherwise: Vec::new(),
+        guard = self.replica_guard(store.buffer, guard);
+        out.push(guarded(
+            guard,
+            Stmt::Store {
+                buffer,
+                index,
+                value,
             },
-            None => stmt,
-        });
+        ));
         Ok(())
     }
 
@@ -884,6 +871,18 @@ impl<'w> Lowering<'w> {
             );
         }
         accesses
+    }
+}
+
+/// `stmt` under `guard`, when there is one.
+pub(crate) fn guarded(guard: Option<ValueId>, stmt: Stmt) -> Stmt {
+    match guard {
+        Some(cond) => Stmt::If {
+            cond,
+            then: vec![stmt],
+            otherwise: Vec::new(),
+        },
+        None => stmt,
     }
 }
 

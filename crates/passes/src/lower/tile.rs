@@ -4,11 +4,11 @@
 use tilec_ir::data::{BinaryOp, CompareOp};
 use tilec_ir::thread::{AtomicOp, BufferDecl, Memory, Stmt, Value, ValueId};
 use tilec_ir::{
-    AccessKind, AtomicSource, DType, DataId, EntityId, ExprId, ReduceKind, Region, Scope, TileOp,
-    VarId, World,
+    AccessKind, AtomicSource, DType, DataId, EntityId, ExprId, ReduceKind, Region, TileOp, VarId,
+    World,
 };
 
-use super::{Lowering, Unlowerable, rename_vars, sync};
+use super::{Lowering, Unlowerable, guarded, rename_vars, sync};
 
 /// A tile region seen as a loop: variables over its non-unit extents and the indices they give.
 struct RegionLoop {
@@ -87,49 +87,7 @@ impl Lowering<'_> {
         dst: &Region,
         out: &mut Vec<Stmt>,
     ) -> Result<(), Unlowerable> {
-        let mut scratch = self.scratch_world();
-        let copy = crate::layout::infer::copy_loop(&mut scratch, src, dst).ok_or_else(|| {
-            Unlowerable::new("the extents of this copy are not known at compile time")
-        })?;
-        self.program.exprs = scratch.exprs;
-        let layout = match self.layouts.loops.get(&entity) {
-            Some((inferred, _)) => {
-                let mut layout = inferred.layout.clone();
-                rename_vars(&mut self.program.exprs, &mut layout, &copy.vars);
-                layout
-            }
-            None => {
-                let accesses = [
-                    crate::layout::infer::LoopAccess {
-                        buffer: src.buffer,
-                        indices: copy.src_indices.clone(),
-                        write: false,
-                        statement: entity,
-                    },
-                    crate::layout::infer::LoopAccess {
-                        buffer: dst.buffer,
-                        indices: copy.dst_indices.clone(),
-                        write: true,
-                        statement: entity,
-                    },
-                ];
-                let mut world = self.scratch_world();
-                let vector = crate::layout::vectorize::vector_width(
-                    &world,
-                    &accesses,
-                    &copy.vars,
-                    &copy.shape,
-                    self.threads,
-                );
-                self.program.exprs = std::mem::take(&mut world.exprs);
-                let extents: Vec<ExprId> = copy
-                    .shape
-                    .iter()
-                    .map(|&e| self.program.exprs.int(e))
-                    .collect();
-                self.planned_layout(&copy.vars, &extents, vector)?
-            }
-        };
+        let (copy, layout) = self.copy_schedule(entity, src, dst, true)?;
         let (src_buffer, dst_buffer) = (src.buffer, dst.buffer);
         let stmts = self.run_laid_out(&layout, |lowering, stmts| {
             lowering.copy_element(
@@ -142,6 +100,70 @@ impl Lowering<'_> {
         })?;
         out.extend(stmts);
         Ok(())
+    }
+
+    /// A copy-shaped operation (`T.copy`, the tile form of `T.atomic_add`) as a loop and the
+    /// layout it runs with: inference's when a fragment is involved, planned otherwise (with
+    /// TileLang's vector width when `vectorize`).
+    fn copy_schedule(
+        &mut self,
+        entity: EntityId,
+        src: &Region,
+        dst: &Region,
+        vectorize: bool,
+    ) -> Result<
+        (
+            crate::layout::infer::CopyLoop,
+            crate::layout::FragmentLayout,
+        ),
+        Unlowerable,
+    > {
+        let mut scratch = self.scratch_world();
+        let copy = crate::layout::infer::copy_loop(&mut scratch, src, dst);
+        self.program.exprs = scratch.exprs;
+        let copy = copy.ok_or_else(|| {
+            Unlowerable::new("the extents of this operation are not known at compile time")
+        })?;
+        if let Some((inferred, _)) = self.layouts.loops.get(&entity) {
+            let mut layout = inferred.layout.clone();
+            rename_vars(&mut self.program.exprs, &mut layout, &copy.vars);
+            return Ok((copy, layout));
+        }
+        let vector = if vectorize {
+            let accesses = [
+                crate::layout::infer::LoopAccess {
+                    buffer: src.buffer,
+                    indices: copy.src_indices.clone(),
+                    write: false,
+                    statement: entity,
+                },
+                crate::layout::infer::LoopAccess {
+                    buffer: dst.buffer,
+                    indices: copy.dst_indices.clone(),
+                    write: true,
+                    statement: entity,
+                },
+            ];
+            let world = self.scratch_world();
+            let vector = crate::layout::vectorize::vector_width(
+                &world,
+                &accesses,
+                &copy.vars,
+                &copy.shape,
+                self.threads,
+            );
+            self.program.exprs = world.exprs;
+            vector
+        } else {
+            1
+        };
+        let extents: Vec<ExprId> = copy
+            .shape
+            .iter()
+            .map(|&e| self.program.exprs.int(e))
+            .collect();
+        let layout = self.planned_layout(&copy.vars, &extents, vector)?;
+        Ok((copy, layout))
     }
 
     /// The world with the program's arena, for helpers that build index expressions in a world.
@@ -219,14 +241,7 @@ impl Lowering<'_> {
             index,
             value,
         };
-        Ok(vec![match guard {
-            Some(cond) => Stmt::If {
-                cond,
-                then: vec![stmt],
-                otherwise: Vec::new(),
-            },
-            None => stmt,
-        }])
+        Ok(vec![guarded(guard, stmt)])
     }
 
     /// Adds "replica 0" to `guard` for a store to shared or global memory in a replicated loop.
@@ -235,12 +250,8 @@ impl Lowering<'_> {
         buffer: EntityId,
         guard: Option<ValueId>,
     ) -> Option<ValueId> {
-        let private = matches!(
-            self.scope_of(buffer),
-            Some(Scope::Fragment | Scope::Local | Scope::LocalVar)
-        );
         match self.replica {
-            Some(rep) if !private => {
+            Some(rep) if !self.is_private(buffer) => {
                 let r = self.program.exprs.var_expr(rep);
                 let zero = self.program.exprs.int(0);
                 let first = self.compare_indices(CompareOp::Eq, r, zero);
@@ -376,14 +387,7 @@ impl Lowering<'_> {
             index,
             value,
         };
-        out.push(match guard {
-            Some(cond) => Stmt::If {
-                cond,
-                then: vec![stmt],
-                otherwise: Vec::new(),
-            },
-            None => stmt,
-        });
+        out.push(guarded(guard, stmt));
         Ok(())
     }
 
@@ -399,26 +403,8 @@ impl Lowering<'_> {
             AtomicSource::Region(src) => src,
             AtomicSource::Value(value) => return self.scalar_atomic(dst, *value, out),
         };
-        let mut scratch = self.scratch_world();
-        let copy = crate::layout::infer::copy_loop(&mut scratch, src, dst).ok_or_else(|| {
-            Unlowerable::new("the extents of this atomic add are not known at compile time")
-        })?;
-        self.program.exprs = scratch.exprs;
-        let layout = match self.layouts.loops.get(&entity) {
-            Some((inferred, _)) => {
-                let mut layout = inferred.layout.clone();
-                rename_vars(&mut self.program.exprs, &mut layout, &copy.vars);
-                layout
-            }
-            None => {
-                let extents: Vec<ExprId> = copy
-                    .shape
-                    .iter()
-                    .map(|&e| self.program.exprs.int(e))
-                    .collect();
-                self.planned_layout(&copy.vars, &extents, 1)?
-            }
-        };
+        // Atomics stay one element at a time: no vector width.
+        let (copy, layout) = self.copy_schedule(entity, src, dst, false)?;
         let (src_buffer, dst_buffer) = (src.buffer, dst.buffer);
         let stmts = self.run_laid_out(&layout, |lowering, stmts| {
             let dtype = lowering
@@ -653,12 +639,6 @@ impl Lowering<'_> {
             .get(dst.buffer)
             .copied()
             .unwrap_or(DType::Float32);
-        let src_dtype = self
-            .world
-            .dtypes
-            .get(src.buffer)
-            .copied()
-            .unwrap_or(DType::Float32);
         let src_id = self.buffer_of(src.buffer)?;
         let dst_id = self.buffer_of(dst.buffer)?;
         let partial = self.temporary("partial", dtype, plan.slots.len() as i64);
@@ -730,7 +710,6 @@ impl Lowering<'_> {
                 value,
             });
         }
-        let _ = src_dtype;
         Ok(())
     }
 
