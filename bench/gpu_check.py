@@ -36,6 +36,15 @@ def median_ms(fn, warmup=5, iterations=50):
     return times[len(times) // 2]
 
 
+def copy_ceiling_gbs():
+    """The device-to-device copy bandwidth, bytes read plus written: what a memory-bound kernel can reach."""
+    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    ms = median_ms(lambda: dst.copy_(src), iterations=20)
+    del src, dst
+    return 2 * (1 << 30) / (ms * 1e-3) / 1e9
+
+
 def load(dir, name, dtype):
     return torch.from_numpy(np.load(os.path.join(dir, name + ".npy"))).cuda().to(dtype)
 
@@ -80,6 +89,7 @@ def main():
     parser.add_argument("--only", default=None, help="comma-separated kernel names")
     args = parser.parse_args()
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
+    print(f"copy ceiling: {copy_ceiling_gbs():.0f} GB/s (device-to-device copy of 1 GiB, bytes read + written)", flush=True)
     print("| kernel | sizes | tilec | tilec GB/s | torch | ratio (torch/tilec time) | rel. error |")
     print("|---|---|---|---|---|---|---|")
     failures = 0

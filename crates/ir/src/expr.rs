@@ -770,7 +770,32 @@ impl ExprArena {
         if let Some(nested) = self.merge_nested_div(lin, c) {
             return nested;
         }
+        if let Some((high, _, d)) = self.split_low_part(lin, c) {
+            let high = self.build_linear(high);
+            let divisor = self.int(c / d);
+            return self.floordiv(high, divisor);
+        }
         self.floordiv_raw(a, c)
+    }
+
+    /// Splits `lin = d * high + low` for a `d >= 2` dividing `c` with `0 <= low < d`, trying the
+    /// common factors of `c` with each coefficient, largest first. Then, with `c = d * e`,
+    /// `lin // c == high // e` and `lin % c == (high % e) * d + low`: this is what turns a split
+    /// loop counter `(chunk * 4 + lane) // 16` back into `chunk // 4`.
+    fn split_low_part(&self, lin: &Linear, c: i64) -> Option<(Linear, Linear, i64)> {
+        let mut candidates: Vec<i64> = lin
+            .terms
+            .iter()
+            .filter_map(|&(_, coef)| i64::try_from(gcd(coef.unsigned_abs(), c.unsigned_abs())).ok())
+            .filter(|&d| d >= 2 && d < c)
+            .collect();
+        candidates.sort_unstable_by(|a, b| b.cmp(a));
+        candidates.dedup();
+        candidates.into_iter().find_map(|d| {
+            let (high, low) = lin.split_divisible(d)?;
+            let (lo, hi) = self.linear_bounds(&low)?;
+            (lo >= 0 && hi < d).then_some((high, low, d))
+        })
     }
 
     /// `(x // d + r) // c == (x + r * d) // (d * c)` for positive `d` and `c`.
@@ -822,6 +847,15 @@ impl ExprArena {
         }
         if let Some(shifted) = self.mod_by_range(&rest, c) {
             return shifted;
+        }
+        if let Some((high, low, d)) = self.split_low_part(&rest, c) {
+            let high = self.build_linear(high);
+            let divisor = self.int(c / d);
+            let wrapped = self.floormod(high, divisor);
+            let factor = self.int(d);
+            let scaled = self.mul(wrapped, factor);
+            let low = self.build_linear(low);
+            return self.add(scaled, low);
         }
         // (g * y) % (g * d) == (y % d) * g.
         let g = rest.content_gcd(c);
@@ -1431,6 +1465,18 @@ mod tests {
         expect!["n - 1"].assert_eq(&show((n() * c(4) - c(1)) / c(4)));
         expect!["3"].assert_eq(&show((n() * c(4) - c(1)) % c(4)));
         expect!["j + 1"].assert_eq(&show((j() + c(9)) % c(8)));
+    }
+
+    #[test]
+    fn splits_off_a_low_part_smaller_than_a_factor_of_the_divisor() {
+        // A split loop counter: `step = n * 4 + j` with `0 <= j < 4`.
+        expect!["n // 4"].assert_eq(&show((n() * c(4) + j()) / c(16)));
+        expect!["j + n % 4 * 4"].assert_eq(&show((n() * c(4) + j()) % c(16)));
+        expect!["n % 4"].assert_eq(&show((n() * c(4) + j()) / c(4) % c(4)));
+        expect!["n // 2"].assert_eq(&show((n() * c(8) + i()) / c(16)));
+        expect!["i + n % 2 * 8"].assert_eq(&show((n() * c(8) + i()) % c(16)));
+        // A low part that may reach the factor is left alone.
+        expect!["(k + n * 4) // 16"].assert_eq(&show((n() * c(4) + k()) / c(16)));
     }
 
     #[test]

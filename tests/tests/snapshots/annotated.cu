@@ -8,14 +8,13 @@ extern "C" __global__ void __launch_bounds__(64) annotated(
     const int by = blockIdx.y;
     const int bz = blockIdx.z;
     __align__(16) float fragment[4];
+    __align__(8) float B_vec[2];
     // T.Parallel(4, 16)
     {
         if (tx < 16) {
             #pragma unroll
             for (int step = 0; step < 4; ++step) {
-                const int row = step;
-                const int col = tx % 16;
-                fragment[row] = A[row * 16 + col];
+                fragment[step] = A[tx % 16 + step * 16];
             }
         }
     }
@@ -23,10 +22,12 @@ extern "C" __global__ void __launch_bounds__(64) annotated(
     {
         if (tx < 1) {
             #pragma unroll
-            for (int step_1 = 0; step_1 < 4; ++step_1) {
-                const int group = step_1 / 2;
-                const int row_in_group = step_1 % 2;
-                B[group * 2 + row_in_group] = fragment[group * 2 + row_in_group];
+            for (int chunk = 0; chunk < 2; ++chunk) {
+                #pragma unroll
+                for (int lane = 0; lane < 2; ++lane) {
+                    B_vec[lane] = fragment[chunk * 2 + lane];
+                }
+                *(uint2*)(B + chunk * 2) = *(const uint2*)(B_vec + 0);
             }
         }
     }

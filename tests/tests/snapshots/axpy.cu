@@ -10,36 +10,47 @@ extern "C" __global__ void __launch_bounds__(256) axpy(
     const int bz = blockIdx.z;
     __align__(16) float x[8];
     __align__(16) float y[8];
+    __align__(16) float X_vec[4];
+    __align__(16) float Y_vec[4];
+    __align__(16) float Z_vec[4];
     // T.copy
     {
         #pragma unroll
-        for (int step = 0; step < 8; ++step) {
-            const int i = tx * 4 + step / 4 * 1024 + step % 4;
-            x[i / 1024 * 4 + i % 4] = X[bx * 2048 + i];
+        for (int chunk = 0; chunk < 2; ++chunk) {
+            *(uint4*)(X_vec + 0) = *(const uint4*)(X + bx * 2048 + tx * 4 + chunk * 1024);
+            #pragma unroll
+            for (int lane = 0; lane < 4; ++lane) {
+                x[chunk * 4 + lane] = X_vec[lane];
+            }
         }
     }
     // T.copy
     {
         #pragma unroll
-        for (int step_1 = 0; step_1 < 8; ++step_1) {
-            const int i_1 = tx * 4 + step_1 / 4 * 1024 + step_1 % 4;
-            y[i_1 / 1024 * 4 + i_1 % 4] = Y[bx * 2048 + i_1];
+        for (int chunk_1 = 0; chunk_1 < 2; ++chunk_1) {
+            *(uint4*)(Y_vec + 0) = *(const uint4*)(Y + bx * 2048 + tx * 4 + chunk_1 * 1024);
+            #pragma unroll
+            for (int lane_1 = 0; lane_1 < 4; ++lane_1) {
+                y[chunk_1 * 4 + lane_1] = Y_vec[lane_1];
+            }
         }
     }
     // T.Parallel(2048)
     {
         #pragma unroll
-        for (int step_2 = 0; step_2 < 8; ++step_2) {
-            const int i_2 = tx * 4 + step_2 / 4 * 1024 + step_2 % 4;
-            y[i_2 / 1024 * 4 + i_2 % 4] = __fmul_rn(x[i_2 / 1024 * 4 + i_2 % 4], 2.0f) + y[i_2 / 1024 * 4 + i_2 % 4];
+        for (int step = 0; step < 8; ++step) {
+            y[step / 4 * 4 + step % 4] = __fmul_rn(x[step / 4 * 4 + step % 4], 2.0f) + y[step / 4 * 4 + step % 4];
         }
     }
     // T.copy
     {
         #pragma unroll
-        for (int step_3 = 0; step_3 < 8; ++step_3) {
-            const int i_3 = tx * 4 + step_3 / 4 * 1024 + step_3 % 4;
-            Z[bx * 2048 + i_3] = y[i_3 / 1024 * 4 + i_3 % 4];
+        for (int chunk_2 = 0; chunk_2 < 2; ++chunk_2) {
+            #pragma unroll
+            for (int lane_2 = 0; lane_2 < 4; ++lane_2) {
+                Z_vec[lane_2] = y[chunk_2 * 4 + lane_2];
+            }
+            *(uint4*)(Z + bx * 2048 + tx * 4 + chunk_2 * 1024) = *(const uint4*)(Z_vec + 0);
         }
     }
 }

@@ -9,14 +9,21 @@ extern "C" __global__ void __launch_bounds__(128) chunk_cumsum(
     const int bz = blockIdx.z;
     extern __shared__ __align__(16) unsigned char tl_smem[];
     float* x = (float*)(tl_smem + 0);
+    __align__(16) float X_vec[4];
+    __align__(16) float x_vec[4];
     float acc[1];
+    __align__(16) float x_vec_1[4];
+    __align__(16) float Y_vec[4];
     // T.copy
     {
         #pragma unroll
-        for (int step = 0; step < 16; ++step) {
-            const int i = tx / 16 + step / 4 * 8;
-            const int j = tx % 16 * 4 + step % 4;
-            x[i * 64 + j] = X[bx * 2048 + i * 64 + j];
+        for (int chunk = 0; chunk < 4; ++chunk) {
+            *(uint4*)(X_vec + 0) = *(const uint4*)(X + bx * 2048 + tx / 16 * 64 + tx % 16 * 4 + chunk * 512);
+            #pragma unroll
+            for (int lane = 0; lane < 4; ++lane) {
+                x_vec[lane] = X_vec[lane];
+            }
+            *(uint4*)(x + tx / 16 * 64 + tx % 16 * 4 + chunk * 512) = *(const uint4*)(x_vec + 0);
         }
     }
     __syncthreads();
@@ -36,10 +43,13 @@ extern "C" __global__ void __launch_bounds__(128) chunk_cumsum(
     // T.copy
     {
         #pragma unroll
-        for (int step_1 = 0; step_1 < 16; ++step_1) {
-            const int i_1 = tx / 16 + step_1 / 4 * 8;
-            const int j_1 = tx % 16 * 4 + step_1 % 4;
-            Y[bx * 2048 + i_1 * 64 + j_1] = x[i_1 * 64 + j_1];
+        for (int chunk_1 = 0; chunk_1 < 4; ++chunk_1) {
+            *(uint4*)(x_vec_1 + 0) = *(const uint4*)(x + tx / 16 * 64 + tx % 16 * 4 + chunk_1 * 512);
+            #pragma unroll
+            for (int lane_1 = 0; lane_1 < 4; ++lane_1) {
+                Y_vec[lane_1] = x_vec_1[lane_1];
+            }
+            *(uint4*)(Y + bx * 2048 + tx / 16 * 64 + tx % 16 * 4 + chunk_1 * 512) = *(const uint4*)(Y_vec + 0);
         }
     }
 }

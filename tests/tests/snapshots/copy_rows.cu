@@ -8,25 +8,25 @@ extern "C" __global__ void __launch_bounds__(128) copy_rows(
     const int by = blockIdx.y;
     const int bz = blockIdx.z;
     __align__(16) float Q[16];
+    __align__(16) float A_vec[4];
     // T.Parallel(32, 16)
     {
         #pragma unroll
-        for (int step = 0; step < 16; ++step) {
-            const int i = tx % 32;
-            const int j = step;
-            const int rep = tx / 32;
-            Q[j] = A[i * 16 + j];
+        for (int chunk = 0; chunk < 4; ++chunk) {
+            *(uint4*)(A_vec + 0) = *(const uint4*)(A + tx % 32 * 16 + chunk * 4);
+            #pragma unroll
+            for (int lane = 0; lane < 4; ++lane) {
+                Q[chunk * 4 + lane] = A_vec[lane];
+            }
         }
     }
     // T.Parallel(32)
     {
         #pragma unroll
-        for (int step_1 = 0; step_1 < 1; ++step_1) {
-            const int i_1 = tx % 32;
-            const int rep_1 = tx / 32;
-            for (int j_1 = 0; j_1 < 16; ++j_1) {
-                if (rep_1 == 0) {
-                    O[i_1 * 16 + j_1] = Q[j_1];
+        for (int step = 0; step < 1; ++step) {
+            for (int j = 0; j < 16; ++j) {
+                if ((tx / 32) == 0) {
+                    O[j + tx % 32 * 16] = Q[j];
                 }
             }
         }

@@ -16,33 +16,45 @@ extern "C" __global__ void __launch_bounds__(128) layernorm(
     __align__(16) float b[8];
     __align__(8) float mean[2];
     __align__(8) float rstd[2];
+    __align__(8) tl_bfloat16 X_vec[4];
+    __align__(8) tl_bfloat16 W_vec[4];
+    __align__(8) tl_bfloat16 Bias_vec[4];
     __align__(8) float partial[2];
     float* reduce_workspace = (float*)(tl_smem + 0);
     __align__(8) float partial_1[2];
     float* reduce_workspace_1 = (float*)(tl_smem + 1024);
+    __align__(8) tl_bfloat16 Y_vec[4];
     // T.copy
     {
         #pragma unroll
-        for (int step = 0; step < 16; ++step) {
-            const int i = step / 8;
-            const int j = tx * 4 + step % 4 + step / 4 % 2 * 512;
-            x[i * 8 + j / 512 * 4 + j % 4] = tl_bfloat16_to_float(X[bx * 2048 + i * 1024 + j]);
+        for (int chunk = 0; chunk < 4; ++chunk) {
+            *(uint2*)(X_vec + 0) = *(const uint2*)(X + bx * 2048 + tx * 4 + chunk / 2 * 1024 + chunk % 2 * 512);
+            #pragma unroll
+            for (int lane = 0; lane < 4; ++lane) {
+                x[chunk / 2 * 8 + chunk % 2 * 4 + lane] = tl_bfloat16_to_float(X_vec[lane]);
+            }
         }
     }
     // T.copy
     {
         #pragma unroll
-        for (int step_1 = 0; step_1 < 8; ++step_1) {
-            const int i_1 = tx * 4 + step_1 / 4 * 512 + step_1 % 4;
-            w[i_1 / 512 * 4 + i_1 % 4] = tl_bfloat16_to_float(W[i_1]);
+        for (int chunk_1 = 0; chunk_1 < 2; ++chunk_1) {
+            *(uint2*)(W_vec + 0) = *(const uint2*)(W + tx * 4 + chunk_1 * 512);
+            #pragma unroll
+            for (int lane_1 = 0; lane_1 < 4; ++lane_1) {
+                w[chunk_1 * 4 + lane_1] = tl_bfloat16_to_float(W_vec[lane_1]);
+            }
         }
     }
     // T.copy
     {
         #pragma unroll
-        for (int step_2 = 0; step_2 < 8; ++step_2) {
-            const int i_2 = tx * 4 + step_2 / 4 * 512 + step_2 % 4;
-            b[i_2 / 512 * 4 + i_2 % 4] = tl_bfloat16_to_float(Bias[i_2]);
+        for (int chunk_2 = 0; chunk_2 < 2; ++chunk_2) {
+            *(uint2*)(Bias_vec + 0) = *(const uint2*)(Bias + tx * 4 + chunk_2 * 512);
+            #pragma unroll
+            for (int lane_2 = 0; lane_2 < 4; ++lane_2) {
+                b[chunk_2 * 4 + lane_2] = tl_bfloat16_to_float(Bias_vec[lane_2]);
+            }
         }
     }
     // T.reduce_sum
@@ -92,20 +104,16 @@ extern "C" __global__ void __launch_bounds__(128) layernorm(
     // T.Parallel(2)
     {
         #pragma unroll
-        for (int step_3 = 0; step_3 < 2; ++step_3) {
-            const int i_3 = step_3;
-            const int rep = tx;
-            mean[i_3] = __fmul_rn(mean[i_3], 0.0009765625f);
+        for (int step = 0; step < 2; ++step) {
+            mean[step] = __fmul_rn(mean[step], 0.0009765625f);
         }
     }
     // T.Parallel(2, 1024)
     {
         #pragma unroll
-        for (int step_4 = 0; step_4 < 16; ++step_4) {
-            const int i_4 = step_4 / 8;
-            const int j_1 = tx * 4 + step_4 % 4 + step_4 / 4 % 2 * 512;
-            x[i_4 * 8 + j_1 / 512 * 4 + j_1 % 4] = x[i_4 * 8 + j_1 / 512 * 4 + j_1 % 4] - mean[i_4];
-            sq[i_4 * 8 + j_1 / 512 * 4 + j_1 % 4] = __fmul_rn(x[i_4 * 8 + j_1 / 512 * 4 + j_1 % 4], x[i_4 * 8 + j_1 / 512 * 4 + j_1 % 4]);
+        for (int step_1 = 0; step_1 < 16; ++step_1) {
+            x[step_1 / 8 * 8 + step_1 % 4 + step_1 / 4 % 2 * 4] = x[step_1 / 8 * 8 + step_1 % 4 + step_1 / 4 % 2 * 4] - mean[step_1 / 8];
+            sq[step_1 / 8 * 8 + step_1 % 4 + step_1 / 4 % 2 * 4] = __fmul_rn(x[step_1 / 8 * 8 + step_1 % 4 + step_1 / 4 % 2 * 4], x[step_1 / 8 * 8 + step_1 % 4 + step_1 / 4 % 2 * 4]);
         }
     }
     // T.reduce_sum
@@ -155,19 +163,19 @@ extern "C" __global__ void __launch_bounds__(128) layernorm(
     // T.Parallel(2)
     {
         #pragma unroll
-        for (int step_5 = 0; step_5 < 2; ++step_5) {
-            const int i_5 = step_5;
-            const int rep_1 = tx;
-            rstd[i_5] = rsqrtf(__fmul_rn(rstd[i_5], 0.0009765625f) + 0x1.4f8b58p-17f);
+        for (int step_2 = 0; step_2 < 2; ++step_2) {
+            rstd[step_2] = rsqrtf(__fmul_rn(rstd[step_2], 0.0009765625f) + 0x1.4f8b58p-17f);
         }
     }
     // T.Parallel(2, 1024)
     {
         #pragma unroll
-        for (int step_6 = 0; step_6 < 16; ++step_6) {
-            const int i_6 = step_6 / 8;
-            const int j_2 = tx * 4 + step_6 % 4 + step_6 / 4 % 2 * 512;
-            Y[bx * 2048 + i_6 * 1024 + j_2] = tl_float_to_bfloat16(__fmul_rn(__fmul_rn(x[i_6 * 8 + j_2 / 512 * 4 + j_2 % 4], rstd[i_6]), w[j_2 / 512 * 4 + j_2 % 4]) + b[j_2 / 512 * 4 + j_2 % 4]);
+        for (int chunk_3 = 0; chunk_3 < 4; ++chunk_3) {
+            #pragma unroll
+            for (int lane_3 = 0; lane_3 < 4; ++lane_3) {
+                Y_vec[lane_3] = tl_float_to_bfloat16(__fmul_rn(__fmul_rn(x[chunk_3 / 2 * 8 + chunk_3 % 2 * 4 + lane_3], rstd[chunk_3 / 2]), w[chunk_3 % 2 * 4 + lane_3]) + b[chunk_3 % 2 * 4 + lane_3]);
+            }
+            *(uint2*)(Y + bx * 2048 + tx * 4 + chunk_3 / 2 * 1024 + chunk_3 % 2 * 512) = *(const uint2*)(Y_vec + 0);
         }
     }
 }

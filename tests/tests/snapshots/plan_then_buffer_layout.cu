@@ -12,9 +12,7 @@ extern "C" __global__ void __launch_bounds__(64) plan_then_buffer_layout(
     {
         #pragma unroll
         for (int step = 0; step < 1; ++step) {
-            const int row = tx / 16;
-            const int col = tx % 16;
-            fragment[0] = A[row * 16 + col];
+            fragment[0] = A[tx / 16 * 16 + tx % 16];
         }
     }
     // T.Parallel(2, 2)

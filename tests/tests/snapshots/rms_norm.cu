@@ -11,24 +11,26 @@ extern "C" __global__ void __launch_bounds__(128) rms_norm(
     __align__(16) float x[64];
     __align__(16) float sq[64];
     __align__(16) float ssum[4];
+    __align__(16) float X_vec[4];
     __align__(16) float partial[4];
     float* reduce_workspace = (float*)(tl_smem + 0);
+    __align__(16) float Y_vec[4];
     // T.copy
     {
         #pragma unroll
-        for (int step = 0; step < 64; ++step) {
-            const int i = step / 16;
-            const int j = tx * 4 + step % 4 + step / 4 % 4 * 512;
-            x[i * 16 + j / 512 * 4 + j % 4] = X[bx * 8192 + i * 2048 + j];
+        for (int chunk = 0; chunk < 16; ++chunk) {
+            *(uint4*)(X_vec + 0) = *(const uint4*)(X + bx * 8192 + tx * 4 + chunk / 4 * 2048 + chunk % 4 * 512);
+            #pragma unroll
+            for (int lane = 0; lane < 4; ++lane) {
+                x[chunk / 4 * 16 + chunk % 4 * 4 + lane] = X_vec[lane];
+            }
         }
     }
     // T.Parallel(4, 2048)
     {
         #pragma unroll
-        for (int step_1 = 0; step_1 < 64; ++step_1) {
-            const int i_1 = step_1 / 16;
-            const int j_1 = tx * 4 + step_1 % 4 + step_1 / 4 % 4 * 512;
-            sq[i_1 * 16 + j_1 / 512 * 4 + j_1 % 4] = __fmul_rn(x[i_1 * 16 + j_1 / 512 * 4 + j_1 % 4], x[i_1 * 16 + j_1 / 512 * 4 + j_1 % 4]);
+        for (int step = 0; step < 64; ++step) {
+            sq[step / 16 * 16 + step % 4 + step / 4 % 4 * 4] = __fmul_rn(x[step / 16 * 16 + step % 4 + step / 4 % 4 * 4], x[step / 16 * 16 + step % 4 + step / 4 % 4 * 4]);
         }
     }
     // T.reduce_sum
@@ -150,28 +152,26 @@ extern "C" __global__ void __launch_bounds__(128) rms_norm(
     // T.Parallel(4)
     {
         #pragma unroll
-        for (int step_2 = 0; step_2 < 4; ++step_2) {
-            const int i_2 = step_2;
-            const int rep = tx;
-            ssum[i_2] = rsqrtf(ssum[i_2] / 2048.0f + 0x1.0c6f7ap-20f);
+        for (int step_1 = 0; step_1 < 4; ++step_1) {
+            ssum[step_1] = rsqrtf(ssum[step_1] / 2048.0f + 0x1.0c6f7ap-20f);
         }
     }
     // T.Parallel(4, 2048)
     {
         #pragma unroll
-        for (int step_3 = 0; step_3 < 64; ++step_3) {
-            const int i_3 = step_3 / 16;
-            const int j_2 = tx * 4 + step_3 % 4 + step_3 / 4 % 4 * 512;
-            x[i_3 * 16 + j_2 / 512 * 4 + j_2 % 4] = __fmul_rn(x[i_3 * 16 + j_2 / 512 * 4 + j_2 % 4], ssum[i_3]);
+        for (int step_2 = 0; step_2 < 64; ++step_2) {
+            x[step_2 / 16 * 16 + step_2 % 4 + step_2 / 4 % 4 * 4] = __fmul_rn(x[step_2 / 16 * 16 + step_2 % 4 + step_2 / 4 % 4 * 4], ssum[step_2 / 16]);
         }
     }
     // T.copy
     {
         #pragma unroll
-        for (int step_4 = 0; step_4 < 64; ++step_4) {
-            const int i_4 = step_4 / 16;
-            const int j_3 = tx * 4 + step_4 % 4 + step_4 / 4 % 4 * 512;
-            Y[bx * 8192 + i_4 * 2048 + j_3] = x[i_4 * 16 + j_3 / 512 * 4 + j_3 % 4];
+        for (int chunk_1 = 0; chunk_1 < 16; ++chunk_1) {
+            #pragma unroll
+            for (int lane_1 = 0; lane_1 < 4; ++lane_1) {
+                Y_vec[lane_1] = x[chunk_1 / 4 * 16 + chunk_1 % 4 * 4 + lane_1];
+            }
+            *(uint4*)(Y + bx * 8192 + tx * 4 + chunk_1 / 4 * 2048 + chunk_1 % 4 * 512) = *(const uint4*)(Y_vec + 0);
         }
     }
 }

@@ -12,6 +12,7 @@ extern "C" __global__ void __launch_bounds__(128) row_reduce(
     __align__(16) float x[32];
     __align__(16) float s[8];
     __align__(16) float m[8];
+    __align__(16) float X_vec[4];
     __align__(16) float partial[8];
     float* reduce_workspace = (float*)(tl_smem + 0);
     __align__(16) float partial_1[8];
@@ -19,10 +20,12 @@ extern "C" __global__ void __launch_bounds__(128) row_reduce(
     // T.copy
     {
         #pragma unroll
-        for (int step = 0; step < 32; ++step) {
-            const int i = step / 4;
-            const int j = tx * 4 + step % 4;
-            x[i * 4 + j % 4] = X[bx * 4096 + i * 512 + j];
+        for (int chunk = 0; chunk < 8; ++chunk) {
+            *(uint4*)(X_vec + 0) = *(const uint4*)(X + bx * 4096 + tx * 4 + chunk * 512);
+            #pragma unroll
+            for (int lane = 0; lane < 4; ++lane) {
+                x[chunk * 4 + lane] = X_vec[lane];
+            }
         }
     }
     // T.reduce_sum
@@ -199,86 +202,86 @@ extern "C" __global__ void __launch_bounds__(128) row_reduce(
         partial_1[7] = (partial_1[7] > x[29]) ? partial_1[7] : x[29];
         partial_1[7] = (partial_1[7] > x[30]) ? partial_1[7] : x[30];
         partial_1[7] = (partial_1[7] > x[31]) ? partial_1[7] : x[31];
-        const float v458 = __shfl_xor_sync(0xffffffffu, partial_1[0], 16, 32);
-        partial_1[0] = (partial_1[0] > v458) ? partial_1[0] : v458;
-        const float v462 = __shfl_xor_sync(0xffffffffu, partial_1[1], 16, 32);
-        partial_1[1] = (partial_1[1] > v462) ? partial_1[1] : v462;
-        const float v466 = __shfl_xor_sync(0xffffffffu, partial_1[2], 16, 32);
-        partial_1[2] = (partial_1[2] > v466) ? partial_1[2] : v466;
-        const float v470 = __shfl_xor_sync(0xffffffffu, partial_1[3], 16, 32);
-        partial_1[3] = (partial_1[3] > v470) ? partial_1[3] : v470;
-        const float v474 = __shfl_xor_sync(0xffffffffu, partial_1[4], 16, 32);
-        partial_1[4] = (partial_1[4] > v474) ? partial_1[4] : v474;
-        const float v478 = __shfl_xor_sync(0xffffffffu, partial_1[5], 16, 32);
-        partial_1[5] = (partial_1[5] > v478) ? partial_1[5] : v478;
-        const float v482 = __shfl_xor_sync(0xffffffffu, partial_1[6], 16, 32);
-        partial_1[6] = (partial_1[6] > v482) ? partial_1[6] : v482;
-        const float v486 = __shfl_xor_sync(0xffffffffu, partial_1[7], 16, 32);
-        partial_1[7] = (partial_1[7] > v486) ? partial_1[7] : v486;
-        const float v490 = __shfl_xor_sync(0xffffffffu, partial_1[0], 8, 32);
-        partial_1[0] = (partial_1[0] > v490) ? partial_1[0] : v490;
-        const float v494 = __shfl_xor_sync(0xffffffffu, partial_1[1], 8, 32);
-        partial_1[1] = (partial_1[1] > v494) ? partial_1[1] : v494;
-        const float v498 = __shfl_xor_sync(0xffffffffu, partial_1[2], 8, 32);
-        partial_1[2] = (partial_1[2] > v498) ? partial_1[2] : v498;
-        const float v502 = __shfl_xor_sync(0xffffffffu, partial_1[3], 8, 32);
-        partial_1[3] = (partial_1[3] > v502) ? partial_1[3] : v502;
-        const float v506 = __shfl_xor_sync(0xffffffffu, partial_1[4], 8, 32);
-        partial_1[4] = (partial_1[4] > v506) ? partial_1[4] : v506;
-        const float v510 = __shfl_xor_sync(0xffffffffu, partial_1[5], 8, 32);
-        partial_1[5] = (partial_1[5] > v510) ? partial_1[5] : v510;
-        const float v514 = __shfl_xor_sync(0xffffffffu, partial_1[6], 8, 32);
-        partial_1[6] = (partial_1[6] > v514) ? partial_1[6] : v514;
-        const float v518 = __shfl_xor_sync(0xffffffffu, partial_1[7], 8, 32);
-        partial_1[7] = (partial_1[7] > v518) ? partial_1[7] : v518;
-        const float v522 = __shfl_xor_sync(0xffffffffu, partial_1[0], 4, 32);
-        partial_1[0] = (partial_1[0] > v522) ? partial_1[0] : v522;
-        const float v526 = __shfl_xor_sync(0xffffffffu, partial_1[1], 4, 32);
-        partial_1[1] = (partial_1[1] > v526) ? partial_1[1] : v526;
-        const float v530 = __shfl_xor_sync(0xffffffffu, partial_1[2], 4, 32);
-        partial_1[2] = (partial_1[2] > v530) ? partial_1[2] : v530;
-        const float v534 = __shfl_xor_sync(0xffffffffu, partial_1[3], 4, 32);
-        partial_1[3] = (partial_1[3] > v534) ? partial_1[3] : v534;
-        const float v538 = __shfl_xor_sync(0xffffffffu, partial_1[4], 4, 32);
-        partial_1[4] = (partial_1[4] > v538) ? partial_1[4] : v538;
-        const float v542 = __shfl_xor_sync(0xffffffffu, partial_1[5], 4, 32);
-        partial_1[5] = (partial_1[5] > v542) ? partial_1[5] : v542;
-        const float v546 = __shfl_xor_sync(0xffffffffu, partial_1[6], 4, 32);
-        partial_1[6] = (partial_1[6] > v546) ? partial_1[6] : v546;
-        const float v550 = __shfl_xor_sync(0xffffffffu, partial_1[7], 4, 32);
-        partial_1[7] = (partial_1[7] > v550) ? partial_1[7] : v550;
-        const float v554 = __shfl_xor_sync(0xffffffffu, partial_1[0], 2, 32);
-        partial_1[0] = (partial_1[0] > v554) ? partial_1[0] : v554;
-        const float v558 = __shfl_xor_sync(0xffffffffu, partial_1[1], 2, 32);
-        partial_1[1] = (partial_1[1] > v558) ? partial_1[1] : v558;
-        const float v562 = __shfl_xor_sync(0xffffffffu, partial_1[2], 2, 32);
-        partial_1[2] = (partial_1[2] > v562) ? partial_1[2] : v562;
-        const float v566 = __shfl_xor_sync(0xffffffffu, partial_1[3], 2, 32);
-        partial_1[3] = (partial_1[3] > v566) ? partial_1[3] : v566;
-        const float v570 = __shfl_xor_sync(0xffffffffu, partial_1[4], 2, 32);
-        partial_1[4] = (partial_1[4] > v570) ? partial_1[4] : v570;
-        const float v574 = __shfl_xor_sync(0xffffffffu, partial_1[5], 2, 32);
-        partial_1[5] = (partial_1[5] > v574) ? partial_1[5] : v574;
-        const float v578 = __shfl_xor_sync(0xffffffffu, partial_1[6], 2, 32);
-        partial_1[6] = (partial_1[6] > v578) ? partial_1[6] : v578;
-        const float v582 = __shfl_xor_sync(0xffffffffu, partial_1[7], 2, 32);
-        partial_1[7] = (partial_1[7] > v582) ? partial_1[7] : v582;
-        const float v586 = __shfl_xor_sync(0xffffffffu, partial_1[0], 1, 32);
-        partial_1[0] = (partial_1[0] > v586) ? partial_1[0] : v586;
-        const float v590 = __shfl_xor_sync(0xffffffffu, partial_1[1], 1, 32);
-        partial_1[1] = (partial_1[1] > v590) ? partial_1[1] : v590;
-        const float v594 = __shfl_xor_sync(0xffffffffu, partial_1[2], 1, 32);
-        partial_1[2] = (partial_1[2] > v594) ? partial_1[2] : v594;
-        const float v598 = __shfl_xor_sync(0xffffffffu, partial_1[3], 1, 32);
-        partial_1[3] = (partial_1[3] > v598) ? partial_1[3] : v598;
-        const float v602 = __shfl_xor_sync(0xffffffffu, partial_1[4], 1, 32);
-        partial_1[4] = (partial_1[4] > v602) ? partial_1[4] : v602;
-        const float v606 = __shfl_xor_sync(0xffffffffu, partial_1[5], 1, 32);
-        partial_1[5] = (partial_1[5] > v606) ? partial_1[5] : v606;
-        const float v610 = __shfl_xor_sync(0xffffffffu, partial_1[6], 1, 32);
-        partial_1[6] = (partial_1[6] > v610) ? partial_1[6] : v610;
-        const float v614 = __shfl_xor_sync(0xffffffffu, partial_1[7], 1, 32);
-        partial_1[7] = (partial_1[7] > v614) ? partial_1[7] : v614;
+        const float v461 = __shfl_xor_sync(0xffffffffu, partial_1[0], 16, 32);
+        partial_1[0] = (partial_1[0] > v461) ? partial_1[0] : v461;
+        const float v465 = __shfl_xor_sync(0xffffffffu, partial_1[1], 16, 32);
+        partial_1[1] = (partial_1[1] > v465) ? partial_1[1] : v465;
+        const float v469 = __shfl_xor_sync(0xffffffffu, partial_1[2], 16, 32);
+        partial_1[2] = (partial_1[2] > v469) ? partial_1[2] : v469;
+        const float v473 = __shfl_xor_sync(0xffffffffu, partial_1[3], 16, 32);
+        partial_1[3] = (partial_1[3] > v473) ? partial_1[3] : v473;
+        const float v477 = __shfl_xor_sync(0xffffffffu, partial_1[4], 16, 32);
+        partial_1[4] = (partial_1[4] > v477) ? partial_1[4] : v477;
+        const float v481 = __shfl_xor_sync(0xffffffffu, partial_1[5], 16, 32);
+        partial_1[5] = (partial_1[5] > v481) ? partial_1[5] : v481;
+        const float v485 = __shfl_xor_sync(0xffffffffu, partial_1[6], 16, 32);
+        partial_1[6] = (partial_1[6] > v485) ? partial_1[6] : v485;
+        const float v489 = __shfl_xor_sync(0xffffffffu, partial_1[7], 16, 32);
+        partial_1[7] = (partial_1[7] > v489) ? partial_1[7] : v489;
+        const float v493 = __shfl_xor_sync(0xffffffffu, partial_1[0], 8, 32);
+        partial_1[0] = (partial_1[0] > v493) ? partial_1[0] : v493;
+        const float v497 = __shfl_xor_sync(0xffffffffu, partial_1[1], 8, 32);
+        partial_1[1] = (partial_1[1] > v497) ? partial_1[1] : v497;
+        const float v501 = __shfl_xor_sync(0xffffffffu, partial_1[2], 8, 32);
+        partial_1[2] = (partial_1[2] > v501) ? partial_1[2] : v501;
+        const float v505 = __shfl_xor_sync(0xffffffffu, partial_1[3], 8, 32);
+        partial_1[3] = (partial_1[3] > v505) ? partial_1[3] : v505;
+        const float v509 = __shfl_xor_sync(0xffffffffu, partial_1[4], 8, 32);
+        partial_1[4] = (partial_1[4] > v509) ? partial_1[4] : v509;
+        const float v513 = __shfl_xor_sync(0xffffffffu, partial_1[5], 8, 32);
+        partial_1[5] = (partial_1[5] > v513) ? partial_1[5] : v513;
+        const float v517 = __shfl_xor_sync(0xffffffffu, partial_1[6], 8, 32);
+        partial_1[6] = (partial_1[6] > v517) ? partial_1[6] : v517;
+        const float v521 = __shfl_xor_sync(0xffffffffu, partial_1[7], 8, 32);
+        partial_1[7] = (partial_1[7] > v521) ? partial_1[7] : v521;
+        const float v525 = __shfl_xor_sync(0xffffffffu, partial_1[0], 4, 32);
+        partial_1[0] = (partial_1[0] > v525) ? partial_1[0] : v525;
+        const float v529 = __shfl_xor_sync(0xffffffffu, partial_1[1], 4, 32);
+        partial_1[1] = (partial_1[1] > v529) ? partial_1[1] : v529;
+        const float v533 = __shfl_xor_sync(0xffffffffu, partial_1[2], 4, 32);
+        partial_1[2] = (partial_1[2] > v533) ? partial_1[2] : v533;
+        const float v537 = __shfl_xor_sync(0xffffffffu, partial_1[3], 4, 32);
+        partial_1[3] = (partial_1[3] > v537) ? partial_1[3] : v537;
+        const float v541 = __shfl_xor_sync(0xffffffffu, partial_1[4], 4, 32);
+        partial_1[4] = (partial_1[4] > v541) ? partial_1[4] : v541;
+        const float v545 = __shfl_xor_sync(0xffffffffu, partial_1[5], 4, 32);
+        partial_1[5] = (partial_1[5] > v545) ? partial_1[5] : v545;
+        const float v549 = __shfl_xor_sync(0xffffffffu, partial_1[6], 4, 32);
+        partial_1[6] = (partial_1[6] > v549) ? partial_1[6] : v549;
+        const float v553 = __shfl_xor_sync(0xffffffffu, partial_1[7], 4, 32);
+        partial_1[7] = (partial_1[7] > v553) ? partial_1[7] : v553;
+        const float v557 = __shfl_xor_sync(0xffffffffu, partial_1[0], 2, 32);
+        partial_1[0] = (partial_1[0] > v557) ? partial_1[0] : v557;
+        const float v561 = __shfl_xor_sync(0xffffffffu, partial_1[1], 2, 32);
+        partial_1[1] = (partial_1[1] > v561) ? partial_1[1] : v561;
+        const float v565 = __shfl_xor_sync(0xffffffffu, partial_1[2], 2, 32);
+        partial_1[2] = (partial_1[2] > v565) ? partial_1[2] : v565;
+        const float v569 = __shfl_xor_sync(0xffffffffu, partial_1[3], 2, 32);
+        partial_1[3] = (partial_1[3] > v569) ? partial_1[3] : v569;
+        const float v573 = __shfl_xor_sync(0xffffffffu, partial_1[4], 2, 32);
+        partial_1[4] = (partial_1[4] > v573) ? partial_1[4] : v573;
+        const float v577 = __shfl_xor_sync(0xffffffffu, partial_1[5], 2, 32);
+        partial_1[5] = (partial_1[5] > v577) ? partial_1[5] : v577;
+        const float v581 = __shfl_xor_sync(0xffffffffu, partial_1[6], 2, 32);
+        partial_1[6] = (partial_1[6] > v581) ? partial_1[6] : v581;
+        const float v585 = __shfl_xor_sync(0xffffffffu, partial_1[7], 2, 32);
+        partial_1[7] = (partial_1[7] > v585) ? partial_1[7] : v585;
+        const float v589 = __shfl_xor_sync(0xffffffffu, partial_1[0], 1, 32);
+        partial_1[0] = (partial_1[0] > v589) ? partial_1[0] : v589;
+        const float v593 = __shfl_xor_sync(0xffffffffu, partial_1[1], 1, 32);
+        partial_1[1] = (partial_1[1] > v593) ? partial_1[1] : v593;
+        const float v597 = __shfl_xor_sync(0xffffffffu, partial_1[2], 1, 32);
+        partial_1[2] = (partial_1[2] > v597) ? partial_1[2] : v597;
+        const float v601 = __shfl_xor_sync(0xffffffffu, partial_1[3], 1, 32);
+        partial_1[3] = (partial_1[3] > v601) ? partial_1[3] : v601;
+        const float v605 = __shfl_xor_sync(0xffffffffu, partial_1[4], 1, 32);
+        partial_1[4] = (partial_1[4] > v605) ? partial_1[4] : v605;
+        const float v609 = __shfl_xor_sync(0xffffffffu, partial_1[5], 1, 32);
+        partial_1[5] = (partial_1[5] > v609) ? partial_1[5] : v609;
+        const float v613 = __shfl_xor_sync(0xffffffffu, partial_1[6], 1, 32);
+        partial_1[6] = (partial_1[6] > v613) ? partial_1[6] : v613;
+        const float v617 = __shfl_xor_sync(0xffffffffu, partial_1[7], 1, 32);
+        partial_1[7] = (partial_1[7] > v617) ? partial_1[7] : v617;
         reduce_workspace_1[tx] = partial_1[0];
         reduce_workspace_1[tx + 128] = partial_1[1];
         reduce_workspace_1[tx + 256] = partial_1[2];
@@ -332,22 +335,18 @@ extern "C" __global__ void __launch_bounds__(128) row_reduce(
     // T.copy
     {
         #pragma unroll
-        for (int step_1 = 0; step_1 < 1; ++step_1) {
-            const int i_1 = tx % 8;
-            const int rep = tx / 8;
-            if (rep == 0) {
-                RowSum[bx * 8 + i_1] = s[i_1];
+        for (int step = 0; step < 1; ++step) {
+            if ((tx / 8) == 0) {
+                RowSum[bx * 8 + tx % 8] = s[tx % 8];
             }
         }
     }
     // T.copy
     {
         #pragma unroll
-        for (int step_2 = 0; step_2 < 1; ++step_2) {
-            const int i_2 = tx % 8;
-            const int rep_1 = tx / 8;
-            if (rep_1 == 0) {
-                RowMax[bx * 8 + i_2] = m[i_2];
+        for (int step_1 = 0; step_1 < 1; ++step_1) {
+            if ((tx / 8) == 0) {
+                RowMax[bx * 8 + tx % 8] = m[tx % 8];
             }
         }
     }

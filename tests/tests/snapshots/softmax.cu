@@ -11,17 +11,21 @@ extern "C" __global__ void __launch_bounds__(256) softmax(
     __align__(16) float x[32];
     __align__(8) float row_max[2];
     __align__(8) float row_sum[2];
+    __align__(8) tl_half X_vec[4];
     __align__(8) float partial[2];
     float* reduce_workspace = (float*)(tl_smem + 0);
     __align__(8) float partial_1[2];
     float* reduce_workspace_1 = (float*)(tl_smem + 2048);
+    __align__(8) tl_half Y_vec[4];
     // T.copy
     {
         #pragma unroll
-        for (int step = 0; step < 32; ++step) {
-            const int i = step / 16;
-            const int j = tx * 4 + step % 4 + step / 4 % 4 * 1024;
-            x[i * 16 + j / 1024 * 4 + j % 4] = tl_half_to_float(X[bx * 8192 + i * 4096 + j]);
+        for (int chunk = 0; chunk < 8; ++chunk) {
+            *(uint2*)(X_vec + 0) = *(const uint2*)(X + bx * 8192 + tx * 4 + chunk / 4 * 4096 + chunk % 4 * 1024);
+            #pragma unroll
+            for (int lane = 0; lane < 4; ++lane) {
+                x[chunk / 4 * 16 + chunk % 4 * 4 + lane] = tl_half_to_float(X_vec[lane]);
+            }
         }
     }
     // T.reduce_max
@@ -60,26 +64,26 @@ extern "C" __global__ void __launch_bounds__(256) softmax(
         partial[1] = (partial[1] > x[29]) ? partial[1] : x[29];
         partial[1] = (partial[1] > x[30]) ? partial[1] : x[30];
         partial[1] = (partial[1] > x[31]) ? partial[1] : x[31];
-        const float v133 = __shfl_xor_sync(0xffffffffu, partial[0], 16, 32);
-        partial[0] = (partial[0] > v133) ? partial[0] : v133;
-        const float v137 = __shfl_xor_sync(0xffffffffu, partial[1], 16, 32);
-        partial[1] = (partial[1] > v137) ? partial[1] : v137;
-        const float v141 = __shfl_xor_sync(0xffffffffu, partial[0], 8, 32);
-        partial[0] = (partial[0] > v141) ? partial[0] : v141;
-        const float v145 = __shfl_xor_sync(0xffffffffu, partial[1], 8, 32);
-        partial[1] = (partial[1] > v145) ? partial[1] : v145;
-        const float v149 = __shfl_xor_sync(0xffffffffu, partial[0], 4, 32);
-        partial[0] = (partial[0] > v149) ? partial[0] : v149;
-        const float v153 = __shfl_xor_sync(0xffffffffu, partial[1], 4, 32);
-        partial[1] = (partial[1] > v153) ? partial[1] : v153;
-        const float v157 = __shfl_xor_sync(0xffffffffu, partial[0], 2, 32);
-        partial[0] = (partial[0] > v157) ? partial[0] : v157;
-        const float v161 = __shfl_xor_sync(0xffffffffu, partial[1], 2, 32);
-        partial[1] = (partial[1] > v161) ? partial[1] : v161;
-        const float v165 = __shfl_xor_sync(0xffffffffu, partial[0], 1, 32);
-        partial[0] = (partial[0] > v165) ? partial[0] : v165;
-        const float v169 = __shfl_xor_sync(0xffffffffu, partial[1], 1, 32);
-        partial[1] = (partial[1] > v169) ? partial[1] : v169;
+        const float v139 = __shfl_xor_sync(0xffffffffu, partial[0], 16, 32);
+        partial[0] = (partial[0] > v139) ? partial[0] : v139;
+        const float v143 = __shfl_xor_sync(0xffffffffu, partial[1], 16, 32);
+        partial[1] = (partial[1] > v143) ? partial[1] : v143;
+        const float v147 = __shfl_xor_sync(0xffffffffu, partial[0], 8, 32);
+        partial[0] = (partial[0] > v147) ? partial[0] : v147;
+        const float v151 = __shfl_xor_sync(0xffffffffu, partial[1], 8, 32);
+        partial[1] = (partial[1] > v151) ? partial[1] : v151;
+        const float v155 = __shfl_xor_sync(0xffffffffu, partial[0], 4, 32);
+        partial[0] = (partial[0] > v155) ? partial[0] : v155;
+        const float v159 = __shfl_xor_sync(0xffffffffu, partial[1], 4, 32);
+        partial[1] = (partial[1] > v159) ? partial[1] : v159;
+        const float v163 = __shfl_xor_sync(0xffffffffu, partial[0], 2, 32);
+        partial[0] = (partial[0] > v163) ? partial[0] : v163;
+        const float v167 = __shfl_xor_sync(0xffffffffu, partial[1], 2, 32);
+        partial[1] = (partial[1] > v167) ? partial[1] : v167;
+        const float v171 = __shfl_xor_sync(0xffffffffu, partial[0], 1, 32);
+        partial[0] = (partial[0] > v171) ? partial[0] : v171;
+        const float v175 = __shfl_xor_sync(0xffffffffu, partial[1], 1, 32);
+        partial[1] = (partial[1] > v175) ? partial[1] : v175;
         reduce_workspace[tx] = partial[0];
         reduce_workspace[tx + 256] = partial[1];
         __syncthreads();
@@ -105,10 +109,8 @@ extern "C" __global__ void __launch_bounds__(256) softmax(
     // T.Parallel(2, 4096)
     {
         #pragma unroll
-        for (int step_1 = 0; step_1 < 32; ++step_1) {
-            const int i_1 = step_1 / 16;
-            const int j_1 = tx * 4 + step_1 % 4 + step_1 / 4 % 4 * 1024;
-            x[i_1 * 16 + j_1 / 1024 * 4 + j_1 % 4] = expf(x[i_1 * 16 + j_1 / 1024 * 4 + j_1 % 4] - row_max[i_1]);
+        for (int step = 0; step < 32; ++step) {
+            x[step / 16 * 16 + step % 4 + step / 4 % 4 * 4] = expf(x[step / 16 * 16 + step % 4 + step / 4 % 4 * 4] - row_max[step / 16]);
         }
     }
     // T.reduce_sum
@@ -182,19 +184,19 @@ extern "C" __global__ void __launch_bounds__(256) softmax(
     // T.Parallel(2, 4096)
     {
         #pragma unroll
-        for (int step_2 = 0; step_2 < 32; ++step_2) {
-            const int i_2 = step_2 / 16;
-            const int j_2 = tx * 4 + step_2 % 4 + step_2 / 4 % 4 * 1024;
-            x[i_2 * 16 + j_2 / 1024 * 4 + j_2 % 4] = x[i_2 * 16 + j_2 / 1024 * 4 + j_2 % 4] / row_sum[i_2];
+        for (int step_1 = 0; step_1 < 32; ++step_1) {
+            x[step_1 / 16 * 16 + step_1 % 4 + step_1 / 4 % 4 * 4] = x[step_1 / 16 * 16 + step_1 % 4 + step_1 / 4 % 4 * 4] / row_sum[step_1 / 16];
         }
     }
     // T.copy
     {
         #pragma unroll
-        for (int step_3 = 0; step_3 < 32; ++step_3) {
-            const int i_3 = step_3 / 16;
-            const int j_3 = tx * 4 + step_3 % 4 + step_3 / 4 % 4 * 1024;
-            Y[bx * 8192 + i_3 * 4096 + j_3] = tl_float_to_half(x[i_3 * 16 + j_3 / 1024 * 4 + j_3 % 4]);
+        for (int chunk_1 = 0; chunk_1 < 8; ++chunk_1) {
+            #pragma unroll
+            for (int lane_1 = 0; lane_1 < 4; ++lane_1) {
+                Y_vec[lane_1] = tl_float_to_half(x[chunk_1 / 4 * 16 + chunk_1 % 4 * 4 + lane_1]);
+            }
+            *(uint2*)(Y + bx * 8192 + tx * 4 + chunk_1 / 4 * 4096 + chunk_1 % 4 * 1024) = *(const uint2*)(Y_vec + 0);
         }
     }
 }

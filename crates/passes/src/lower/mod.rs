@@ -8,10 +8,12 @@
 
 mod iteration;
 mod reduce;
+mod rewrite;
 mod shared_plan;
 mod sync;
 mod tile;
 mod values;
+mod vectorize;
 
 use std::collections::BTreeMap;
 
@@ -645,37 +647,35 @@ impl<'w> Lowering<'w> {
         bound: Option<(ExprId, i64)>,
         inner: Vec<Stmt>,
     ) -> Vec<Stmt> {
-        let mut body: Vec<Stmt> = layout
-            .vars
-            .iter()
-            .zip(coords)
-            .map(|(&var, value)| Stmt::Let { var, value })
-            .collect();
+        // The coordinates are substituted rather than bound, so that register indices and
+        // global addresses are seen as functions of the step (see `rewrite`).
+        let mut bindings: Vec<(VarId, ExprId)> = layout.vars.iter().copied().zip(coords).collect();
         if layout.replicate > 1 {
-            body.push(Stmt::Let {
-                var: layout.rep,
-                value: rep,
-            });
+            bindings.push((layout.rep, rep));
         }
-        match bound {
+        let lookup = |v: VarId| bindings.iter().find(|(var, _)| *var == v).map(|(_, e)| *e);
+        let inner = rewrite::substitute_stmts(&mut self.program, &inner, &lookup);
+        let looped = match bound {
             Some((flat, limit)) => {
                 let limit = self.program.exprs.int(limit);
                 let cond = self.compare_indices(CompareOp::Lt, flat, limit);
-                body.push(Stmt::If {
+                let body = vec![Stmt::If {
                     cond,
                     then: inner,
                     otherwise: Vec::new(),
-                });
+                }];
+                step_loop(&mut self.program.exprs, step, steps, body)
             }
-            None => body.extend(inner),
-        }
-        let extent = self.program.exprs.int(steps);
-        let looped = vec![Stmt::For {
-            var: step,
-            extent,
-            unroll: steps <= 64,
-            body,
-        }];
+            None => match vectorize::vectorize(&mut self.program, step, steps, &inner) {
+                Some(vectorized) => step_loop(
+                    &mut self.program.exprs,
+                    vectorized.chunk,
+                    vectorized.chunks,
+                    vectorized.body,
+                ),
+                None => step_loop(&mut self.program.exprs, step, steps, inner),
+            },
+        };
         if threads >= self.threads {
             return looped;
         }
@@ -872,6 +872,17 @@ impl<'w> Lowering<'w> {
         }
         accesses
     }
+}
+
+/// `for var in 0..steps { body }` as a one-statement list, unrolled when short.
+fn step_loop(arena: &mut ExprArena, var: VarId, steps: i64, body: Vec<Stmt>) -> Vec<Stmt> {
+    let extent = arena.int(steps);
+    vec![Stmt::For {
+        var,
+        extent,
+        unroll: steps <= 64,
+        body,
+    }]
 }
 
 /// `stmt` under `guard`, when there is one.

@@ -1,0 +1,241 @@
+//! Rewriting statements after they were lowered: index expressions substituted through the arena's
+//! simplifying constructors, and loads and stores redirected to other buffers.
+//!
+//! Lowering first emits one iteration of a laid-out loop over the loop's own variables (`i`, `j`)
+//! and binds them with `let`s. Substituting the bindings afterwards is what lets the arena see
+//! through them: a fragment's register index becomes a function of the step counter alone (so an
+//! unrolled loop addresses registers by constants, never through local memory), and global
+//! addresses become affine in the step, which is what vectorization needs to prove contiguity.
+
+use rustc_hash::FxHashMap;
+use tilec_ir::thread::{BufferId, Stmt, Value, ValueId};
+use tilec_ir::{ExprArena, ExprId, ThreadProgram};
+
+/// What a rewrite changes at the leaves of statements and values.
+pub(super) trait Leaves {
+    /// The replacement of an index expression.
+    fn expr(&mut self, arena: &mut ExprArena, e: ExprId) -> ExprId;
+
+    /// Where a load of `buffer[index]` (index already rewritten) reads instead.
+    fn load(
+        &mut self,
+        _arena: &mut ExprArena,
+        buffer: BufferId,
+        index: ExprId,
+    ) -> (BufferId, ExprId) {
+        (buffer, index)
+    }
+
+    /// Where a store to `buffer[index]` (index already rewritten) writes instead.
+    fn store(
+        &mut self,
+        _arena: &mut ExprArena,
+        buffer: BufferId,
+        index: ExprId,
+    ) -> (BufferId, ExprId) {
+        (buffer, index)
+    }
+}
+
+/// Rewrites statements and the value nodes they use, sharing rewritten values the way the
+/// originals were shared (a value used twice is rewritten once).
+pub(super) struct Rewriter<'p, L> {
+    program: &'p mut ThreadProgram,
+    leaves: L,
+    memo: FxHashMap<ValueId, ValueId>,
+}
+
+impl<'p, L: Leaves> Rewriter<'p, L> {
+    pub(super) fn new(program: &'p mut ThreadProgram, leaves: L) -> Self {
+        Rewriter {
+            program,
+            leaves,
+            memo: FxHashMap::default(),
+        }
+    }
+
+    pub(super) fn stmts(&mut self, stmts: &[Stmt]) -> Vec<Stmt> {
+        stmts.iter().map(|stmt| self.stmt(stmt)).collect()
+    }
+
+    fn expr(&mut self, e: ExprId) -> ExprId {
+        self.leaves.expr(&mut self.program.exprs, e)
+    }
+
+    fn stmt(&mut self, stmt: &Stmt) -> Stmt {
+        match stmt {
+            Stmt::For {
+                var,
+                extent,
+                unroll,
+                body,
+            } => Stmt::For {
+                var: *var,
+                extent: self.expr(*extent),
+                unroll: *unroll,
+                body: self.stmts(body),
+            },
+            Stmt::Let { var, value } => Stmt::Let {
+                var: *var,
+                value: self.expr(*value),
+            },
+            Stmt::If {
+                cond,
+                then,
+                otherwise,
+            } => Stmt::If {
+                cond: self.value(*cond),
+                then: self.stmts(then),
+                otherwise: self.stmts(otherwise),
+            },
+            Stmt::Store {
+                buffer,
+                index,
+                value,
+            } => {
+                let value = self.value(*value);
+                let index = self.expr(*index);
+                let (buffer, index) = self.leaves.store(&mut self.program.exprs, *buffer, index);
+                Stmt::Store {
+                    buffer,
+                    index,
+                    value,
+                }
+            }
+            Stmt::VectorCopy {
+                dst,
+                dst_index,
+                src,
+                src_index,
+                lanes,
+            } => Stmt::VectorCopy {
+                dst: *dst,
+                dst_index: self.expr(*dst_index),
+                src: *src,
+                src_index: self.expr(*src_index),
+                lanes: *lanes,
+            },
+            Stmt::Atomic {
+                op,
+                buffer,
+                index,
+                value,
+            } => Stmt::Atomic {
+                op: *op,
+                buffer: *buffer,
+                index: self.expr(*index),
+                value: self.value(*value),
+            },
+            Stmt::Barrier => Stmt::Barrier,
+            Stmt::Block {
+                origin,
+                label,
+                body,
+            } => Stmt::Block {
+                origin: *origin,
+                label: label.clone(),
+                body: self.stmts(body),
+            },
+        }
+    }
+
+    pub(super) fn value(&mut self, id: ValueId) -> ValueId {
+        if let Some(&done) = self.memo.get(&id) {
+            return done;
+        }
+        let rewritten = match self.program.value(id).clone() {
+            Value::Index(e) => Value::Index(self.expr(e)),
+            Value::Load { buffer, index } => {
+                let index = self.expr(index);
+                let (buffer, index) = self.leaves.load(&mut self.program.exprs, buffer, index);
+                Value::Load { buffer, index }
+            }
+            Value::Unary { op, arg, dtype } => Value::Unary {
+                op,
+                arg: self.value(arg),
+                dtype,
+            },
+            Value::Binary {
+                op,
+                lhs,
+                rhs,
+                dtype,
+            } => Value::Binary {
+                op,
+                lhs: self.value(lhs),
+                rhs: self.value(rhs),
+                dtype,
+            },
+            Value::Compare { op, lhs, rhs } => Value::Compare {
+                op,
+                lhs: self.value(lhs),
+                rhs: self.value(rhs),
+            },
+            Value::Cast { dtype, value } => Value::Cast {
+                dtype,
+                value: self.value(value),
+            },
+            Value::Select {
+                cond,
+                then,
+                otherwise,
+                dtype,
+            } => Value::Select {
+                cond: self.value(cond),
+                then: self.value(then),
+                otherwise: self.value(otherwise),
+                dtype,
+            },
+            Value::ShuffleXor { value, mask, dtype } => Value::ShuffleXor {
+                value: self.value(value),
+                mask,
+                dtype,
+            },
+            leaf @ (Value::Float { .. } | Value::Int { .. }) => leaf,
+        };
+        // An unchanged node keeps its id, so untouched values stay shared with the rest of the
+        // program.
+        let result = if &rewritten == self.program.value(id) {
+            id
+        } else {
+            self.program.add_value(rewritten)
+        };
+        self.memo.insert(id, result);
+        result
+    }
+}
+
+/// Substitutes variables in index expressions.
+pub(super) struct Substitution<'m> {
+    pub(super) map: &'m dyn Fn(tilec_ir::VarId) -> Option<ExprId>,
+    memo: FxHashMap<ExprId, ExprId>,
+}
+
+impl<'m> Substitution<'m> {
+    pub(super) fn new(map: &'m dyn Fn(tilec_ir::VarId) -> Option<ExprId>) -> Self {
+        Substitution {
+            map,
+            memo: FxHashMap::default(),
+        }
+    }
+}
+
+impl Leaves for Substitution<'_> {
+    fn expr(&mut self, arena: &mut ExprArena, e: ExprId) -> ExprId {
+        if let Some(&done) = self.memo.get(&e) {
+            return done;
+        }
+        let result = arena.substitute(e, self.map);
+        self.memo.insert(e, result);
+        result
+    }
+}
+
+/// Substitutes `map` into `stmts`.
+pub(super) fn substitute_stmts(
+    program: &mut ThreadProgram,
+    stmts: &[Stmt],
+    map: &dyn Fn(tilec_ir::VarId) -> Option<ExprId>,
+) -> Vec<Stmt> {
+    Rewriter::new(program, Substitution::new(map)).stmts(stmts)
+}
