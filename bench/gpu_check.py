@@ -113,7 +113,8 @@ def main():
         line = run.stdout.strip().splitlines()[0]
         time = re.search(r": ([0-9.]+) (µs|ms|s) \(", line)
         ms = float(time.group(1)) * {"µs": 1e-3, "ms": 1.0, "s": 1e3}[time.group(2)]
-        gbs = re.search(r"([0-9.]+) GB/s", line).group(1)
+        rate = re.search(r"([0-9.]+) (GB|MB)/s", line)
+        gbs = f"{float(rate.group(1)) * (1.0 if rate.group(2) == 'GB' else 1e-3):.1f}"
         tensors = [load(os.path.join(save, "in"), name, dtype) for name in inputs]
         out = load(os.path.join(save, "out"), output, torch.float64)
         ref = reference(*tensors).double()
