@@ -7,6 +7,7 @@
 //! on the entity that needs it, never a panic and never a silently wrong program.
 
 mod iteration;
+mod raster;
 mod reduce;
 mod rewrite;
 mod shared_plan;
@@ -109,7 +110,7 @@ pub fn lower_launch(
 ) -> Result<ThreadProgram, Diagnostic> {
     let mut lowering = Lowering::new(world, layouts, launch, name).map_err(|e| e.at(launch))?;
     let body = world.body(launch).to_vec();
-    let mut stmts = Vec::new();
+    let mut stmts = lowering.rasterization(&body);
     for entity in body {
         lowering
             .statement(entity, &mut stmts)

@@ -65,7 +65,8 @@ impl Lowering<'_> {
                     "`T.gemm` needs the tensor-core lowering, which tilec does not have yet",
                 ));
             }
-            // Rasterization only reorders blocks, so leaving it out changes no result.
+            // Rasterization rebinds the block indices for the whole launch, before its first
+            // statement (`Lowering::rasterization`); an annotation only informed inference.
             TileOp::UseSwizzle { .. } | TileOp::AnnotateLayout { .. } => return Ok(()),
         }
         out.push(Stmt::Block {
