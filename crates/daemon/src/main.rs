@@ -32,9 +32,12 @@ enum Format {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum Emit {
+pub(crate) enum Emit {
     /// CUDA C++ that NVRTC compiles without any header.
     Cuda,
+    /// The CUDA source and the PTX NVRTC makes of it (needs libnvrtc, not a GPU); prints what
+    /// ptxas reports per kernel: registers, spills, shared memory.
+    Ptx,
 }
 
 #[derive(Debug, Subcommand)]
@@ -116,7 +119,7 @@ enum Command {
         seed: u64,
     },
     /// Write generated code: `tilec build FILE --emit cuda --out DIR` writes one `.cu` file per
-    /// launch of each selected instance.
+    /// launch of each selected instance; `--emit ptx` also compiles each with NVRTC.
     Build {
         file: PathBuf,
         #[arg(long)]
@@ -125,7 +128,7 @@ enum Command {
         instance: Option<u32>,
         #[arg(long = "with", value_name = "NAME=VALUE")]
         with: Vec<String>,
-        /// What to emit (only `cuda` for now).
+        /// What to emit: `cuda` (the source) or `ptx` (the source and NVRTC's PTX).
         #[arg(long, value_enum, default_value_t = Emit::Cuda)]
         emit: Emit,
         #[arg(long, value_name = "DIR")]
@@ -223,11 +226,18 @@ fn run(cli: Cli) -> ExitCode {
             kernel,
             instance,
             with,
-            emit: Emit::Cuda,
+            emit,
             out,
             target,
         } => match tilec_ir::Target::from_name(&target) {
-            Some(target) => run::build(&file, kernel.as_deref(), instance, &with, &out, target),
+            Some(target) => run::build(
+                &file,
+                kernel.as_deref(),
+                instance,
+                &with,
+                &out,
+                (target, emit),
+            ),
             None => Err(anyhow::anyhow!(
                 "unknown target `{target}` (expected sm_80 or sm_90)"
             )),

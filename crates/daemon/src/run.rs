@@ -431,15 +431,40 @@ fn save_tensors(dir: &Path, program: &ThreadProgram, tensors: &[HostTensor]) -> 
     Ok(())
 }
 
-/// `tilec build FILE --emit cuda --out DIR`: writes one `.cu` file per launch of each selected
-/// instance and prints the paths.
+/// Compiles `source` with NVRTC for `target` and writes the PTX to `path`, printing the path and
+/// ptxas's report; `false` (after printing why) when NVRTC is missing or rejects the source.
+fn write_ptx(out: &mut impl Write, source: &str, target: Target, path: &Path) -> Result<bool> {
+    let settings = tilec_runtime::cuda::CompileSettings::for_arch(target.name());
+    match tilec_runtime::cuda::compile_ptx(source, &settings) {
+        Ok(compiled) => {
+            std::fs::write(path, &compiled.ptx)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            writeln!(out, "{}", path.display())?;
+            match compiled.ptxas_info() {
+                Some(info) => writeln!(out, "{info}")?,
+                None => writeln!(
+                    out,
+                    "(ptxas reported nothing: its result came from the CUDA compute cache; set CUDA_CACHE_DISABLE=1 to see registers and spills)"
+                )?,
+            }
+            Ok(true)
+        }
+        Err(failure) => {
+            eprintln!("error: {failure}");
+            Ok(false)
+        }
+    }
+}
+
+/// `tilec build FILE --emit cuda|ptx --out DIR`: writes one `.cu` file per launch of each selected
+/// instance (and with `ptx`, the `.ptx` NVRTC makes of it) and prints the paths.
 pub fn build(
     path: &Path,
     kernel: Option<&str>,
     instance: Option<u32>,
     with: &[String],
     out_dir: &Path,
-    target: Target,
+    (target, emit): (Target, crate::Emit),
 ) -> Result<ExitCode> {
     let (workspace, file) = load_one(path)?;
     let db = &workspace.db;
@@ -458,11 +483,16 @@ pub fn build(
             continue;
         };
         for program in &programs {
-            let name = format!("{}-{}.cu", program.name, candidate.index(db));
-            let path = out_dir.join(name);
-            std::fs::write(&path, tilec_passes::cuda::emit_cuda(program, &target))
+            let stem = format!("{}-{}", program.name, candidate.index(db));
+            let path = out_dir.join(format!("{stem}.cu"));
+            let source = tilec_passes::cuda::emit_cuda(program, &target);
+            std::fs::write(&path, &source)
                 .with_context(|| format!("cannot write {}", path.display()))?;
             writeln!(stdout, "{}", path.display())?;
+            if emit == crate::Emit::Ptx {
+                let ptx = out_dir.join(format!("{stem}.ptx"));
+                failed |= !write_ptx(&mut stdout, &source, target, &ptx)?;
+            }
         }
     }
     Ok(if failed {

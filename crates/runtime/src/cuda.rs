@@ -184,6 +184,59 @@ impl CompileSettings {
     }
 }
 
+/// PTX for one source, compiled without a device (`tilec build --emit ptx`).
+#[derive(Clone, Debug)]
+pub struct CompiledPtx {
+    pub ptx: String,
+    /// NVRTC's log: warnings, and ptxas's register and spill report for a real architecture.
+    pub log: String,
+}
+
+impl CompiledPtx {
+    /// The ptxas lines of the log (registers, spills, shared memory per function), when present.
+    pub fn ptxas_info(&self) -> Option<String> {
+        ptxas_lines(&self.log)
+    }
+}
+
+/// Compiles `source` with NVRTC for `settings` without touching a GPU: only `libnvrtc` is needed.
+/// A missing library or a compile error becomes a [`CompileFailure`], never a panic.
+pub fn compile_ptx(
+    source: &str,
+    settings: &CompileSettings,
+) -> Result<CompiledPtx, CompileFailure> {
+    // SAFETY: `is_culib_present` only tries to dlopen the candidate library names and closes them
+    // again; it calls no function of the library.
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        return Err(CompileFailure::before_nvrtc(
+            Unavailable::NoNvrtcLibrary.to_string(),
+        ));
+    }
+    let panicked = |message| CompileFailure::before_nvrtc(format!("NVRTC failed: {message}"));
+    guarded(panicked, || {
+        check_compile_inputs(source, "kernel", settings)?;
+        let options = settings.nvrtc_options();
+        let slot = image_cache()
+            .entry(cache_key(source, &options))
+            .or_default()
+            .clone();
+        let image = slot.get_or_init(|| run_nvrtc(source, &options)).clone()?;
+        Ok(CompiledPtx {
+            ptx: image.ptx.clone(),
+            log: image.log.clone(),
+        })
+    })
+}
+
+/// The lines of an NVRTC log that ptxas wrote.
+fn ptxas_lines(log: &str) -> Option<String> {
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|line| line.trim_start().starts_with("ptxas"))
+        .collect();
+    (!lines.is_empty()).then(|| lines.join("\n"))
+}
+
 /// What NVRTC produced for one (source, options) pair; independent of any device context.
 #[derive(Debug)]
 struct CompiledImage {
@@ -246,13 +299,7 @@ impl CompiledKernel {
     /// keyed by the PTX), and a cache hit leaves the log empty; `CUDA_CACHE_DISABLE=1` makes ptxas
     /// run (and report) every time. [`CompiledKernel::resources`] is always available.
     pub fn ptxas_info(&self) -> Option<String> {
-        let lines: Vec<&str> = self
-            .image
-            .log
-            .lines()
-            .filter(|line| line.trim_start().starts_with("ptxas"))
-            .collect();
-        (!lines.is_empty()).then(|| lines.join("\n"))
+        ptxas_lines(&self.image.log)
     }
 
     /// What the loaded function uses, as the driver reports it; `None` if the driver fails to say.
@@ -1060,6 +1107,26 @@ extern "C" __global__ void vector_add(float* out, const float* a, const float* b
             kernel.resources(),
             kernel.ptxas_info()
         );
+    }
+
+    #[test]
+    fn compile_ptx_needs_only_nvrtc_and_fails_cleanly_without_it() {
+        let settings = CompileSettings::for_arch("sm_80");
+        match compile_ptx(VECTOR_ADD, &settings) {
+            Ok(compiled) => {
+                assert!(
+                    compiled.ptx.contains(".entry vector_add"),
+                    "{}",
+                    compiled.ptx
+                );
+                assert!(compiled.ptx.contains(".target sm_80"), "{}", compiled.ptx);
+            }
+            Err(failure) => {
+                // Without libnvrtc the failure says so; with it, this source must compile.
+                assert!(failure.message.contains("no NVRTC library"), "{failure}");
+                eprintln!("no NVRTC here ({failure}); checked that compiling fails cleanly");
+            }
+        }
     }
 
     #[test]
