@@ -163,3 +163,85 @@ def two_accumulators():
             related 18:13 the loop's layout: it follows the layout of `acc1`"#]],
     );
 }
+
+/// A kernel whose 2-D fragment is seen through `view_call` (which names `frag`).
+fn view_kernel(view_call: &str) -> String {
+    format!(
+        r#"import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def viewed():
+    @T.prim_func
+    def main(A: T.Tensor((4, 32), T.float32), B: T.Tensor((128,), T.float32)):
+        with T.Kernel(1, threads=64):
+            frag = T.alloc_fragment((4, 32), T.float32)
+            line = {view_call}
+            T.copy(A, frag)
+            for k in T.Parallel(128):
+                B[k] = line[k]
+
+    return main
+"#
+    )
+}
+
+#[test]
+fn views_with_the_same_elements_are_silent_and_others_are_errors() {
+    check(
+        view_kernel("T.reshape(frag, (128,))"),
+        expect!["(no diagnostics)"],
+    );
+    check(
+        view_kernel("T.view(frag, (128,))"),
+        expect!["(no diagnostics)"],
+    );
+    check(
+        view_kernel("T.reshape(frag, (64,))"),
+        expect![
+            "11:36 error shape-mismatch [viewed#0] `T.reshape` to 64 elements of a buffer of 128 (`frag`): the shapes must hold the same number of elements"
+        ],
+    );
+    check(
+        view_kernel("T.view(frag, (128,), dtype=T.float16)"),
+        expect![
+            "11:41 error unsupported-syntax [viewed#0] `T.view` to another dtype (float16) reinterprets bytes, which tilec does not support yet"
+        ],
+    );
+}
+
+#[test]
+fn a_reduction_into_a_view_must_agree_with_its_annotated_base() {
+    // `acc` is annotated one element per thread; the reduction into its view `rows` needs each
+    // row on all 16 threads that reduced it, so the two cannot be the same storage.
+    check(
+        r#"import tilelang
+import tilelang.language as T
+
+
+def one_per_thread(i, j):
+    return i * 2 + j, 0
+
+
+@tilelang.jit
+def split():
+    @T.prim_func
+    def main(A: T.Tensor((4, 32), T.float32), B: T.Tensor((4,), T.float32)):
+        with T.Kernel(1, threads=64):
+            frag = T.alloc_fragment((4, 32), T.float32)
+            acc = T.alloc_fragment((2, 2), T.float32)
+            rows = T.reshape(acc, (4,))
+            T.annotate_layout({acc: T.Fragment((2, 2), forward_fn=one_per_thread)})
+            T.copy(A, frag)
+            T.reduce_sum(frag, rows, dim=1)
+            T.copy(rows, B)
+
+    return main
+"#
+        .to_owned(),
+        expect![
+            "19:13 error layout-conflict [split#0] `T.reduce_sum` leaves each result of `frag` on thread i * 16 + rep | index (0) | replicate 16, but `rows` is already laid out as thread i // 2 * 2 + i % 2 | index (0) | replicate 1"
+        ],
+    );
+}

@@ -490,3 +490,74 @@ fn use_swizzle_rasterizes_blocks_as_tilelang_does() {
         assert_eq!(tensors[1].values, tensors[0].values);
     }
 }
+
+/// The project's `examples/views.py`, lowered (one launch) for instance `index` of `kernel`, with
+/// its layouts.
+fn lowered_example(kernel: &str) -> (tilec_ir::ThreadProgram, String) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/views.py");
+    let text = std::fs::read_to_string(&path).expect("examples/views.py is readable");
+    on_analysis_stack(|| {
+        let db = tilec_db::RootDatabase::default();
+        let source = tilec_tests::source_file(&db, path.clone(), text);
+        let instance = tilec_tests::instance(&db, source, kernel, 0);
+        let layouts = tilec_db::layouts(&db, instance);
+        let world = tilec_db::kernel_world(&db, instance);
+        let described: Vec<String> = layouts
+            .buffers
+            .iter()
+            .map(|(&buffer, inferred)| {
+                format!(
+                    "{}: {}",
+                    world.name(buffer),
+                    inferred.layout.describe(&layouts.exprs)
+                )
+            })
+            .collect();
+        let programs = tilec_db::thread_programs(&db, instance);
+        let program = programs.as_ref().as_ref().expect("lowers")[0].clone();
+        (program, described.join("\n"))
+    })
+}
+
+#[test]
+fn a_fragment_reshape_shares_its_base_layout_and_registers() {
+    let (program, layouts) = lowered_example("doubled_row_sums");
+    // `rows` is `flat` seen as 4 x 64: the same thread and register for every element.
+    expect_test::expect![[r#"
+        flat: thread i // 2 | index (i % 2) | replicate 1
+        rows: thread i * 32 + j // 2 | index (j % 2) | replicate 1
+        sums: thread i * 32 + rep | index (0) | replicate 32"#]]
+    .assert_eq(&layouts);
+    let registers: Vec<&str> = program
+        .buffers
+        .iter()
+        .filter(|b| b.memory == tilec_ir::thread::Memory::Local && b.name.starts_with("flat"))
+        .map(|b| b.name.as_str())
+        .collect();
+    assert_eq!(
+        registers,
+        ["flat"],
+        "one register array for `flat` and its view"
+    );
+    let mut tensors = make_tensors(&program, &[], 3).expect("shapes evaluate");
+    run_program(&program, &mut tensors, &[]).expect("runs");
+    let expected: Vec<f64> = rows(&tensors[0])
+        .iter()
+        .map(|row| row.iter().map(|x| 2.0 * x).sum())
+        .collect();
+    assert_matches("Y", &tensors[1], expected);
+}
+
+#[test]
+fn views_of_a_global_tensor_and_a_shared_tile_address_their_base() {
+    let (program, _) = lowered_example("tiles_through_views");
+    assert_eq!(
+        program.shared_bytes,
+        8 * 64 * 4,
+        "the view allocates nothing"
+    );
+    let mut tensors = make_tensors(&program, &[], 5).expect("shapes evaluate");
+    run_program(&program, &mut tensors, &[]).expect("runs");
+    let expected = map(&tensors[0], |x| x + 1.0);
+    assert_matches("B", &tensors[1], expected);
+}

@@ -264,6 +264,9 @@ fn origin_words(world: &World, inferred: &Inferred) -> String {
         Origin::Propagated { from } => match world.kind(*from) {
             Some(tilec_ir::EntityKind::Loop) => "the `T.Parallel` loop".to_owned(),
             Some(tilec_ir::EntityKind::TileOp) => "the `T.copy`".to_owned(),
+            _ if world.is_alias(*from) || world.aliases.iter().any(|(_, &b)| b == *from) => {
+                format!("a view of `{}` (reshaped)", world.name(*from))
+            }
             _ => format!("the layout of `{}`", world.name(*from)),
         },
         Origin::Reduce { from } => format!("reduction of `{}`", world.name(*from)),
@@ -317,15 +320,21 @@ fn print_human(
         )?;
         writeln!(out, "  thread    = {thread}")?;
         writeln!(out, "  index     = ({})", index.join(", "))?;
+        let registers = match world.aliases.get(buffer) {
+            Some(&base) => format!("the registers of `{}`", world.name(base)),
+            None => format!(
+                "{} registers per thread",
+                resources
+                    .fragment_registers
+                    .get(&buffer)
+                    .copied()
+                    .unwrap_or(0)
+            ),
+        };
         writeln!(
             out,
-            "  replicate = {}, {} registers per thread, from {}{origin_line}",
+            "  replicate = {}, {registers}, from {}{origin_line}",
             inferred.layout.replicate,
-            resources
-                .fragment_registers
-                .get(&buffer)
-                .copied()
-                .unwrap_or(0),
             origin_words(world, inferred),
         )?;
         if inferred.layout.shape.len() == 2 {

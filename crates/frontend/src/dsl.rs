@@ -33,8 +33,6 @@ const NOT_YET: &[&str] = &[
     "vectorized",
     "grid",
     "alloc_global",
-    "reshape",
-    "view",
     "print",
     "device_assert",
     "gemm_sp",
@@ -56,6 +54,7 @@ impl Builder {
             "alloc_fragment" => self.alloc(args, Scope::Fragment, "T.alloc_fragment"),
             "alloc_local" => self.alloc(args, Scope::Local, "T.alloc_local"),
             "alloc_var" => self.alloc_var(args),
+            "reshape" | "view" => self.alias(name, args),
             "copy" | "clear" | "fill" | "gemm" | "cumsum" | "atomic_add" | "use_swizzle"
             | "annotate_layout" => self.tile_op(name, args),
             "reduce_sum" | "reduce_max" | "reduce_min" | "reduce_abssum" | "reduce_absmax" => {
@@ -378,6 +377,87 @@ impl Builder {
         self.world.dtypes.set(buffer, dtype);
         self.world.scopes.set(buffer, scope);
         Ok(Value::Buffer(buffer))
+    }
+
+    /// `T.reshape(buffer, shape)` and `T.view(buffer, shape=None, dtype=None)`: a buffer with a
+    /// new shape over the same elements. A view that changes the dtype reinterprets bytes, which
+    /// tilec does not model yet.
+    fn alias<'a>(&mut self, name: &str, args: Args<'a>) -> Eval<Value<'a>> {
+        let what = format!("T.{name}");
+        let base = match self.required(&args, 0, "src")? {
+            Value::Buffer(buffer) if self.world.kind(buffer) != Some(EntityKind::Var) => buffer,
+            other => {
+                let found = other.describe();
+                return Err(self.error(
+                    Code::InvalidCall,
+                    args.span_of(0, "src"),
+                    format!("`{what}` takes a buffer, found {found}"),
+                ));
+            }
+        };
+        let base = self.world.storage_of(base);
+        let base_dtype = self.world.dtypes.get(base).copied();
+        if name == "view"
+            && let Some(Value::DType(_) | Value::Str(_)) = args.get(2, "dtype")
+        {
+            let dtype = self.dtype_arg(&args, 2, "dtype")?;
+            if Some(dtype) != base_dtype {
+                return Err(self.error(
+                    Code::UnsupportedSyntax,
+                    args.span_of(2, "dtype"),
+                    format!(
+                        "`T.view` to another dtype ({dtype}) reinterprets bytes, which tilec does not support yet"
+                    ),
+                ));
+            }
+        }
+        let shape = match args.get(1, "shape") {
+            None | Some(Value::None) if name == "view" => {
+                self.world.shapes.get(base).cloned().unwrap_or_default()
+            }
+            _ => {
+                let value = self.required(&args, 1, "shape")?;
+                self.shape_of(&value, args.span_of(1, "shape"))?
+            }
+        };
+        self.check_alias_size(&what, base, &shape, args.span_of(1, "shape"))?;
+        let alias = self.add_kernel_entity(EntityKind::Buffer, &what, args.span)?;
+        self.world.shapes.set(alias, shape);
+        if let Some(dtype) = base_dtype {
+            self.world.dtypes.set(alias, dtype);
+        }
+        if let Some(&scope) = self.world.scopes.get(base) {
+            self.world.scopes.set(alias, scope);
+        }
+        self.world.aliases.set(alias, base);
+        Ok(Value::Buffer(alias))
+    }
+
+    /// An alias must cover exactly its base's elements, when both counts are known.
+    fn check_alias_size(
+        &mut self,
+        what: &str,
+        base: EntityId,
+        shape: &[ExprId],
+        span: Span,
+    ) -> Eval<()> {
+        let count = |builder: &Self, dims: &[ExprId]| -> Option<i64> {
+            dims.iter()
+                .map(|&d| builder.world.exprs.as_int(d))
+                .try_fold(1i64, |acc, d| acc.checked_mul(d?))
+        };
+        let base_shape = self.world.shapes.get(base).cloned().unwrap_or_default();
+        match (count(self, shape), count(self, &base_shape)) {
+            (Some(new), Some(old)) if new != old => Err(self.error(
+                Code::ShapeMismatch,
+                span,
+                format!(
+                    "`{what}` to {new} elements of a buffer of {old} (`{}`): the shapes must hold the same number of elements",
+                    self.world.name(base)
+                ),
+            )),
+            _ => Ok(()),
+        }
     }
 
     fn alloc_var<'a>(&mut self, args: Args<'a>) -> Eval<Value<'a>> {

@@ -339,6 +339,10 @@ pub struct World {
     pub stores: Column<Store>,
     pub conditions: Column<DataId>,
     pub accesses: Column<Vec<Access>>,
+    /// Buffers made by `T.reshape` / `T.view`: the buffer whose storage each shares, never itself
+    /// an alias (chains are resolved when the alias is made). An alias has its own shape and
+    /// entity, so tile operations see it with its own shape, but no storage of its own.
+    pub aliases: Column<EntityId>,
 }
 
 impl World {
@@ -379,6 +383,49 @@ impl World {
         (0..self.kinds.len()).map(EntityId::from_index)
     }
 
+    /// The buffer that holds `buffer`'s elements: its base when it is an alias, itself otherwise.
+    pub fn storage_of(&self, buffer: EntityId) -> EntityId {
+        self.aliases.get(buffer).copied().unwrap_or(buffer)
+    }
+
+    pub fn is_alias(&self, buffer: EntityId) -> bool {
+        self.aliases.get(buffer).is_some()
+    }
+
+    /// `buffer[indices]` as an element of the buffer that stores it: an alias's indices are
+    /// flattened row-major over the alias's shape and unflattened over its base's (both views
+    /// of one contiguous storage, as TVM's buffers sharing a data pointer are).
+    pub fn resolve_alias(
+        &self,
+        arena: &mut ExprArena,
+        buffer: EntityId,
+        indices: &[ExprId],
+    ) -> (EntityId, Vec<ExprId>) {
+        let Some(&base) = self.aliases.get(buffer) else {
+            return (buffer, indices.to_vec());
+        };
+        let empty = Vec::new();
+        let alias_shape = self.shapes.get(buffer).unwrap_or(&empty);
+        let base_shape = self.shapes.get(base).unwrap_or(&empty);
+        let mut flat = arena.int(0);
+        for (&index, &extent) in indices.iter().zip(alias_shape) {
+            let scaled = arena.mul(flat, extent);
+            flat = arena.add(scaled, index);
+        }
+        let mut unflattened = Vec::with_capacity(base_shape.len());
+        let mut rest = flat;
+        for (position, &extent) in base_shape.iter().enumerate().rev() {
+            if position == 0 {
+                unflattened.push(rest);
+            } else {
+                unflattened.push(arena.floormod(rest, extent));
+                rest = arena.floordiv(rest, extent);
+            }
+        }
+        unflattened.reverse();
+        (base, unflattened)
+    }
+
     pub fn name(&self, entity: EntityId) -> &str {
         self.names.get(entity).map_or("?", String::as_str)
     }
@@ -397,10 +444,11 @@ impl World {
     }
 
     /// Every buffer allocated in shared memory, in source order.
+    /// Shared buffers with storage of their own (aliases of them excluded).
     pub fn shared_buffers(&self) -> impl Iterator<Item = EntityId> + '_ {
         self.scopes
             .iter()
-            .filter(|(_, scope)| scope.is_shared())
+            .filter(|(entity, scope)| scope.is_shared() && !self.is_alias(*entity))
             .map(|(entity, _)| entity)
     }
 

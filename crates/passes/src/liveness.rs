@@ -64,12 +64,15 @@ fn is_inside(world: &World, mut entity: EntityId, ancestor: EntityId) -> bool {
     false
 }
 
-/// The range of positions in `order` over which `buffer` is live, if it is ever accessed.
+/// The range of positions in `order` over which `buffer` is live, if it is ever accessed (through
+/// itself or through a `T.reshape` / `T.view` alias of it).
 pub fn live_range(world: &World, order: &[EntityId], buffer: EntityId) -> Option<(usize, usize)> {
     let touching: Vec<usize> = (0..order.len())
         .filter(|&p| {
             world.accesses.get(order[p]).is_some_and(|accesses| {
-                accesses.iter().any(|access| access.region.buffer == buffer)
+                accesses
+                    .iter()
+                    .any(|access| world.storage_of(access.region.buffer) == buffer)
             })
         })
         .collect();

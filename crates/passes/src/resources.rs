@@ -75,7 +75,8 @@ pub fn estimate_resources(world: &World, layouts: &Layouts, target: Target) -> R
                 .insert(buffer, SharedBuffer { bytes, stages });
         }
     }
-    for (&buffer, inferred) in &layouts.buffers {
+    // An alias's registers are its base's.
+    for (&buffer, inferred) in layouts.buffers.iter().filter(|(b, _)| !world.is_alias(**b)) {
         let bytes = world.dtypes.get(buffer).map_or(4, |dtype| dtype.bytes());
         let elements = u64::try_from(inferred.layout.local_size(&layouts.exprs)).unwrap_or(0);
         resources

@@ -396,6 +396,41 @@ impl FragmentLayout {
         }
     }
 
+    /// The same layout seen through a buffer of another shape over the same elements (TileLang's
+    /// `Fragment::Reshape`, what `T.reshape` and `T.view` aliases get): fresh variables over
+    /// `shape`, flattened row-major and unflattened over the old shape. Thread and register of
+    /// every element stay where they were. The element counts must agree.
+    pub fn reshape(&self, arena: &mut ExprArena, shape: &[i64]) -> FragmentLayout {
+        let vars = fresh_vars(arena, shape);
+        let flat = flatten(arena, &vars, shape);
+        let mut old_indices = Vec::with_capacity(self.shape.len());
+        let mut rest = flat;
+        for (position, &extent) in self.shape.iter().enumerate().rev() {
+            if position == 0 {
+                old_indices.push(rest);
+            } else {
+                let e = arena.int(extent);
+                old_indices.push(arena.floormod(rest, e));
+                rest = arena.floordiv(rest, e);
+            }
+        }
+        old_indices.reverse();
+        let bindings: Vec<(VarId, ExprId)> = self.vars.iter().copied().zip(old_indices).collect();
+        let lookup = |v: VarId| bindings.iter().find(|(var, _)| *var == v).map(|(_, e)| *e);
+        FragmentLayout {
+            shape: shape.to_vec(),
+            vars,
+            rep: self.rep,
+            replicate: self.replicate,
+            thread: arena.substitute(self.thread, &lookup),
+            index: self
+                .index
+                .iter()
+                .map(|&e| arena.substitute(e, &lookup))
+                .collect(),
+        }
+    }
+
     fn env<'a>(&'a self, point: &'a [i64], rep: i64) -> impl Fn(VarId) -> Option<i64> + 'a {
         move |var| {
             if var == self.rep {

@@ -163,6 +163,7 @@ pub fn infer_layouts(world: &World) -> Layouts {
     strict(&scratch, &ops, threads, &mut state);
     propagate(&scratch, &ops, &mut state);
     free(&scratch, &ops, threads, &mut state);
+    sync_aliases(&scratch, &mut state);
     validate_accesses(&scratch, &ops, &mut state);
     let mut diagnostics = std::mem::take(&mut state.conflicts);
     let views = ops_view(&scratch, &ops);
@@ -380,6 +381,29 @@ fn ops_view<'a>(world: &World, ops: &'a [Op]) -> Vec<LoopView<'a>> {
 // ----- collecting ops --------------------------------------------------------------------------
 
 fn collect_ops(world: &mut World) -> Vec<Op> {
+    let mut ops = collect_raw_ops(world);
+    resolve_alias_accesses(world, &mut ops);
+    ops
+}
+
+/// Element accesses through a `T.reshape` / `T.view` alias become accesses of the buffer that
+/// stores the elements, so a loop over the alias and a loop over its base agree on one layout.
+fn resolve_alias_accesses(world: &mut World, ops: &mut [Op]) {
+    let mut arena = std::mem::take(&mut world.exprs);
+    for op in ops.iter_mut() {
+        if let Op::Loop { accesses, .. } = op {
+            for access in accesses.iter_mut() {
+                let (buffer, indices) =
+                    world.resolve_alias(&mut arena, access.buffer, &access.indices);
+                access.buffer = buffer;
+                access.indices = indices;
+            }
+        }
+    }
+    world.exprs = arena;
+}
+
+fn collect_raw_ops(world: &mut World) -> Vec<Op> {
     let mut ops = Vec::new();
     let entities: Vec<EntityId> = world.entities().collect();
     for entity in entities {
@@ -726,7 +750,7 @@ fn annotation_layout(
 /// Propagates layouts through every op until nothing changes.
 fn propagate(world: &World, ops: &[Op], state: &mut State) {
     loop {
-        let mut changed = false;
+        let mut changed = sync_aliases(world, state);
         for op in ops {
             if state.failed.contains(&op.entity()) {
                 continue;
@@ -740,11 +764,82 @@ fn propagate(world: &World, ops: &[Op], state: &mut State) {
                     dim,
                 } => step_reduce(world, *entity, *src, *dst, *dim, state),
             };
+            // The next op sees a view's layout as soon as its base has one, and checks it.
+            changed |= sync_aliases(world, state);
         }
         if !changed {
             return;
         }
     }
+}
+
+/// Gives each alias fragment the reshaped layout of its base, or the base the reshaped layout of
+/// an alias that got one first (a reduction into it); `true` when something was set. An alias
+/// whose own layout disagrees with its base's is a conflict.
+fn sync_aliases(world: &World, state: &mut State) -> bool {
+    let mut changed = false;
+    for (alias, &base) in world.aliases.iter() {
+        if !is_fragment(world, alias) {
+            continue;
+        }
+        let (Some(alias_shape), Some(base_shape)) =
+            (world.const_shape(alias), world.const_shape(base))
+        else {
+            continue;
+        };
+        match (
+            state.buffers.get(&base).cloned(),
+            state.buffers.get(&alias).cloned(),
+        ) {
+            (Some(from), None) => {
+                let layout = from.layout.reshape(&mut state.exprs, &alias_shape);
+                let origin = Origin::Propagated { from: base };
+                state.buffers.insert(
+                    alias,
+                    Inferred {
+                        layout,
+                        origin,
+                        ..from
+                    },
+                );
+                changed = true;
+            }
+            (None, Some(from)) => {
+                let layout = from.layout.reshape(&mut state.exprs, &base_shape);
+                let origin = Origin::Propagated { from: alias };
+                state.buffers.insert(
+                    base,
+                    Inferred {
+                        layout,
+                        origin,
+                        ..from
+                    },
+                );
+                changed = true;
+            }
+            (Some(from), Some(own)) => {
+                let seen = from.layout.reshape(&mut state.exprs, &alias_shape);
+                let agrees = super::algebra::equal_on_domain(&state.exprs, &seen, &own.layout);
+                if agrees == Ok(false) && !state.failed.contains(&alias) {
+                    state.failed.push(alias);
+                    state.conflicts.push(Diagnostic::error(
+                        Code::LayoutConflict,
+                        Anchor::Entity(alias),
+                        format!(
+                            "`{}` is a view of `{}`, but the two were given different layouts: {} for the view, {} for `{}`",
+                            world.name(alias),
+                            world.name(base),
+                            own.layout.describe(&state.exprs),
+                            from.layout.describe(&state.exprs),
+                            world.name(base),
+                        ),
+                    ));
+                }
+            }
+            (None, None) => {}
+        }
+    }
+    changed
 }
 
 fn step_loop(world: &World, op: &Op, state: &mut State) -> bool {
@@ -833,6 +928,40 @@ fn step_loop(world: &World, op: &Op, state: &mut State) -> bool {
     changed
 }
 
+/// A reduction into a fragment that already has a layout (an annotation, a loop, a view of it):
+/// the results land where the reduction's own layout puts them, so the two must be the same
+/// function, or the stored rows would sit on the wrong threads. Checked once per reduction.
+fn check_reduce_destination(
+    world: &World,
+    entity: EntityId,
+    (src, source): (EntityId, &Inferred),
+    (dst, existing): (EntityId, &Inferred),
+    dim: usize,
+    state: &mut State,
+) -> bool {
+    state.dead_ends.push((entity, dst));
+    let Some(derived) = super::derive::reduce_layout(&mut state.exprs, &source.layout, dim) else {
+        return false;
+    };
+    if super::algebra::equal_on_domain(&state.exprs, &derived, &existing.layout) != Ok(false) {
+        return false;
+    }
+    let op = world.ops.get(entity).map_or("reduce", |op| op.name());
+    state.conflicts.push(Diagnostic::error(
+        Code::LayoutConflict,
+        Anchor::Entity(entity),
+        format!(
+            "`T.{op}` leaves each result of `{}` on {}, but `{}` is already laid out as {}",
+            world.name(src),
+            derived.describe(&state.exprs),
+            world.name(dst),
+            existing.layout.describe(&state.exprs),
+        ),
+    ));
+    state.failed.push(entity);
+    true
+}
+
 /// The access a loop takes its layout from: a written fragment that has one, else the read
 /// fragment with a layout that is least replicated and has the most indices.
 fn pick_source<'a>(
@@ -864,15 +993,22 @@ fn step_reduce(
     dim: usize,
     state: &mut State,
 ) -> bool {
-    if state.buffers.contains_key(&dst)
-        || !is_fragment(world, dst)
-        || state.dead_ends.contains(&(entity, dst))
-    {
+    if !is_fragment(world, dst) || state.dead_ends.contains(&(entity, dst)) {
         return false;
     }
     let Some(source) = state.buffers.get(&src).cloned() else {
         return false;
     };
+    if let Some(existing) = state.buffers.get(&dst).cloned() {
+        return check_reduce_destination(
+            world,
+            entity,
+            (src, &source),
+            (dst, &existing),
+            dim,
+            state,
+        );
+    }
     // Row statistics of one tile (`scores_max`, `scores_sum`) reduce the same layout over the same
     // dimension: derive it once. The result is a function of its inputs only, so sharing it (and
     // its variables) between buffers changes nothing.
@@ -948,7 +1084,8 @@ fn free(world: &World, ops: &[Op], threads: i64, state: &mut State) {
         .map(|(b, _)| b)
         .collect();
     for buffer in fragments {
-        if state.buffers.contains_key(&buffer) {
+        // An alias takes its base's layout (`sync_aliases`).
+        if state.buffers.contains_key(&buffer) || world.is_alias(buffer) {
             continue;
         }
         let Some(shape) = world.const_shape(buffer) else {
@@ -1133,10 +1270,14 @@ fn registers(world: &World, state: &State) -> u64 {
     let unresolved = world
         .scopes
         .iter()
-        .filter(|(buffer, scope)| **scope == Scope::Fragment && !state.buffers.contains_key(buffer))
+        .filter(|(buffer, scope)| {
+            **scope == Scope::Fragment
+                && !state.buffers.contains_key(buffer)
+                && !world.is_alias(*buffer)
+        })
         .count() as u64;
     total += unresolved * 100_000;
-    for (buffer, inferred) in &state.buffers {
+    for (buffer, inferred) in state.buffers.iter().filter(|(b, _)| !world.is_alias(**b)) {
         let bytes = world.dtypes.get(*buffer).map_or(4, |d| d.bytes());
         total += (inferred.layout.local_size(&state.exprs) as u64 * bytes).div_ceil(4);
     }

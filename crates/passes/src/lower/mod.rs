@@ -277,7 +277,7 @@ impl<'w> Lowering<'w> {
         let (mut read, mut write) = (false, false);
         for entity in crate::liveness::linearize(self.world, self.launch) {
             for access in self.world.accesses.get(entity).into_iter().flatten() {
-                if access.region.buffer == param {
+                if self.world.storage_of(access.region.buffer) == param {
                     match access.kind {
                         tilec_ir::AccessKind::Read => read = true,
                         tilec_ir::AccessKind::Write => write = true,
@@ -286,7 +286,7 @@ impl<'w> Lowering<'w> {
                 }
             }
             if let Some(TileOp::AtomicAdd { dst, .. }) = self.world.ops.get(entity)
-                && dst.buffer == param
+                && self.world.storage_of(dst.buffer) == param
             {
                 read = true;
             }
@@ -303,7 +303,12 @@ impl<'w> Lowering<'w> {
         let world = self.world;
         let order = crate::liveness::linearize(world, self.launch);
         let mut shared = Vec::new();
+        let mut aliases = Vec::new();
         for &entity in &order {
+            if world.is_alias(entity) {
+                aliases.push(entity);
+                continue;
+            }
             match world.kind(entity) {
                 Some(EntityKind::Var) => self.declare_local(entity, vec![1])?,
                 Some(EntityKind::Buffer) => match world.scopes.get(entity) {
@@ -326,7 +331,30 @@ impl<'w> Lowering<'w> {
             self.add_buffer(entity, Memory::Shared { offset }, &shape);
         }
         self.program.shared_bytes = placed.bytes;
+        for alias in aliases {
+            self.declare_alias(alias);
+        }
         Ok(())
+    }
+
+    /// A `T.reshape` / `T.view` alias shares its base's storage. A fragment alias keeps its own
+    /// (reshaped) layout over the base's register array, so tile operations on it see its shape;
+    /// other aliases are addressed through their base (`address`).
+    fn declare_alias(&mut self, alias: EntityId) {
+        let base = self.world.storage_of(alias);
+        let Some(&id) = self.buffers.get(&base) else {
+            return;
+        };
+        self.buffers.insert(alias, id);
+        if let (Some(inferred), Some(storage)) =
+            (self.layouts.buffers.get(&alias), self.fragments.get(&base))
+        {
+            let storage = FragmentStorage {
+                layout: inferred.layout.clone(),
+                local_shape: storage.local_shape.clone(),
+            };
+            self.fragments.insert(alias, storage);
+        }
     }
 
     fn add_buffer(&mut self, entity: EntityId, memory: Memory, shape: &[i64]) -> BufferId {

@@ -222,6 +222,12 @@ impl Lowering<'_> {
         buffer: EntityId,
         indices: &[ExprId],
     ) -> Result<(tilec_ir::thread::BufferId, ExprId), Unlowerable> {
+        if self.world.is_alias(buffer) && !self.fragments.contains_key(&buffer) {
+            let (base, indices) =
+                self.world
+                    .resolve_alias(&mut self.program.exprs, buffer, indices);
+            return self.address(base, &indices);
+        }
         let id = self.buffer_of(buffer)?;
         let index = match self.fragments.get(&buffer) {
             Some(fragment) => fragment.local_index(&mut self.program.exprs, indices),
