@@ -78,7 +78,10 @@ fn write_svgs(
                 kernel: instance.kernel(db).name(db),
                 instance: instance.index(db),
                 buffer: name,
-                registers: resources.fragment_registers.get(&buffer).copied(),
+                registers: resources
+                    .fragment_registers
+                    .get(&world.storage_of(buffer))
+                    .copied(),
                 layout: &inferred.layout,
                 arena: &layouts.exprs,
             });
@@ -320,16 +323,17 @@ fn print_human(
         )?;
         writeln!(out, "  thread    = {thread}")?;
         writeln!(out, "  index     = ({})", index.join(", "))?;
+        let count = resources
+            .fragment_registers
+            .get(&world.storage_of(buffer))
+            .copied()
+            .unwrap_or(0);
         let registers = match world.aliases.get(buffer) {
-            Some(&base) => format!("the registers of `{}`", world.name(base)),
-            None => format!(
-                "{} registers per thread",
-                resources
-                    .fragment_registers
-                    .get(&buffer)
-                    .copied()
-                    .unwrap_or(0)
+            Some(&base) => format!(
+                "{count} registers per thread (those of `{}`)",
+                world.name(base)
             ),
+            None => format!("{count} registers per thread"),
         };
         writeln!(
             out,
@@ -433,7 +437,7 @@ fn print_json(
             "shape": inferred.layout.shape, "vars": var_names(&inferred.layout),
             "rep_var": layouts.exprs.var_info(inferred.layout.rep).name,
             "thread": thread, "index": index, "replicate": inferred.layout.replicate,
-            "registers_per_thread": resources.fragment_registers.get(&buffer),
+            "registers_per_thread": resources.fragment_registers.get(&world.storage_of(buffer)),
             "origin_line": line_of(db, file, instance, inferred.op),
         });
         writeln!(out, "{object}")?;
