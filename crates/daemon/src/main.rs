@@ -1,6 +1,8 @@
 //! `tilec`: check, inspect and benchmark TileLang kernels from the command line.
 
 mod bench;
+mod build;
+mod cache;
 mod check;
 mod explain;
 mod layout;
@@ -24,7 +26,7 @@ struct Cli {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum Format {
+pub(crate) enum Format {
     /// Diagnostics with source snippets, for people.
     Human,
     /// JSON Lines: one `instance` object per instance, one `diagnostic` object per diagnostic.
@@ -33,10 +35,12 @@ enum Format {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Emit {
-    /// CUDA C++ that NVRTC compiles without any header.
+    /// The PTX too when NVRTC is available, the CUDA source alone otherwise.
+    Auto,
+    /// The CUDA C++ source only (NVRTC compiles it without any header).
     Cuda,
-    /// The CUDA source and the PTX NVRTC makes of it (needs libnvrtc, not a GPU); prints what
-    /// ptxas reports per kernel: registers, spills, shared memory.
+    /// The CUDA source and the PTX NVRTC makes of it (needs libnvrtc, not a GPU), with what ptxas
+    /// reports per kernel: registers, spills, shared memory. An error without NVRTC.
     Ptx,
 }
 
@@ -118,24 +122,31 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
-    /// Write generated code: `tilec build FILE --emit cuda --out DIR` writes one `.cu` file per
-    /// launch of each selected instance; `--emit ptx` also compiles each with NVRTC.
+    /// Build every kernel instance under the paths: `.cu`, `.ptx` (with NVRTC) and `.json` per
+    /// instance in `--out`, through a content-addressed cache, so unchanged kernels cost nothing.
     Build {
-        file: PathBuf,
+        /// Files or folders (default: the current folder).
+        paths: Vec<PathBuf>,
+        /// The output folder: `<file>/<kernel>-<instance>.cu`, `.ptx` and `.json` per instance.
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        /// The content-addressed cache of compiled kernels, shared by every build that names it.
+        #[arg(long, value_name = "DIR", default_value = ".tilec-cache")]
+        cache: PathBuf,
         #[arg(long)]
         kernel: Option<String>,
         #[arg(long)]
         instance: Option<u32>,
+        /// Override a factory argument or const (one file only).
         #[arg(long = "with", value_name = "NAME=VALUE")]
         with: Vec<String>,
-        /// What to emit: `cuda` (the source) or `ptx` (the source and NVRTC's PTX).
-        #[arg(long, value_enum, default_value_t = Emit::Cuda)]
+        #[arg(long, value_enum, default_value_t = Emit::Auto)]
         emit: Emit,
-        #[arg(long, value_name = "DIR")]
-        out: PathBuf,
-        /// GPU architecture: sm_80 or sm_90.
-        #[arg(long, default_value = "sm_90")]
-        target: String,
+        /// GPU architecture: sm_80 or sm_90 (default: tilec.toml's, else sm_90).
+        #[arg(long)]
+        target: Option<String>,
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
     },
     /// Measure parse + evaluate + check time per instance (use a release build).
     Bench {
@@ -222,26 +233,26 @@ fn run(cli: Cli) -> ExitCode {
             },
         ),
         Command::Build {
-            file,
+            paths,
+            out,
+            cache,
             kernel,
             instance,
             with,
             emit,
-            out,
             target,
-        } => match tilec_ir::Target::from_name(&target) {
-            Some(target) => run::build(
-                &file,
-                kernel.as_deref(),
-                instance,
-                &with,
-                &out,
-                (target, emit),
-            ),
-            None => Err(anyhow::anyhow!(
-                "unknown target `{target}` (expected sm_80 or sm_90)"
-            )),
-        },
+            format,
+        } => build::build(&build::BuildOptions {
+            paths,
+            out,
+            cache,
+            kernel,
+            instance,
+            with,
+            target,
+            emit,
+            format,
+        }),
     };
     match result {
         Ok(code) => code,

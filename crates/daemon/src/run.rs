@@ -1,5 +1,5 @@
-//! `tilec run` and `tilec build --emit cuda`: lower an instance to thread programs, then run them
-//! on the GPU (NVRTC + cudarc) or on the CPU emulator, or write their CUDA source.
+//! `tilec run`: lower an instance to thread programs, then run them on the GPU (NVRTC + cudarc) or
+//! on the CPU emulator.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -119,7 +119,7 @@ fn first_program(programs: &[ThreadProgram]) -> Result<&ThreadProgram> {
 }
 
 /// The selected instance with `--with NAME=VALUE` applied to its arguments.
-fn pick_instance<'db>(
+pub(crate) fn pick_instance<'db>(
     db: &'db dyn Db,
     file: SourceFile,
     kernel: Option<&str>,
@@ -429,75 +429,4 @@ fn save_tensors(dir: &Path, program: &ThreadProgram, tensors: &[HostTensor]) -> 
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(())
-}
-
-/// Compiles `source` with NVRTC for `target` and writes the PTX to `path`, printing the path and
-/// ptxas's report; `false` (after printing why) when NVRTC is missing or rejects the source.
-fn write_ptx(out: &mut impl Write, source: &str, target: Target, path: &Path) -> Result<bool> {
-    let settings = tilec_runtime::cuda::CompileSettings::for_arch(target.name());
-    match tilec_runtime::cuda::compile_ptx(source, &settings) {
-        Ok(compiled) => {
-            std::fs::write(path, &compiled.ptx)
-                .with_context(|| format!("cannot write {}", path.display()))?;
-            writeln!(out, "{}", path.display())?;
-            match compiled.ptxas_info() {
-                Some(info) => writeln!(out, "{info}")?,
-                None => writeln!(
-                    out,
-                    "(ptxas reported nothing: its result came from the CUDA compute cache; set CUDA_CACHE_DISABLE=1 to see registers and spills)"
-                )?,
-            }
-            Ok(true)
-        }
-        Err(failure) => {
-            eprintln!("error: {failure}");
-            Ok(false)
-        }
-    }
-}
-
-/// `tilec build FILE --emit cuda|ptx --out DIR`: writes one `.cu` file per launch of each selected
-/// instance (and with `ptx`, the `.ptx` NVRTC makes of it) and prints the paths.
-pub fn build(
-    path: &Path,
-    kernel: Option<&str>,
-    instance: Option<u32>,
-    with: &[String],
-    out_dir: &Path,
-    (target, emit): (Target, crate::Emit),
-) -> Result<ExitCode> {
-    let (workspace, file) = load_one(path)?;
-    let db = &workspace.db;
-    let mut stdout = std::io::stdout().lock();
-    std::fs::create_dir_all(out_dir)
-        .with_context(|| format!("cannot create {}", out_dir.display()))?;
-    let mut failed = false;
-    let selected = if with.is_empty() {
-        selected_instances(db, file, kernel, instance)?
-    } else {
-        vec![pick_instance(db, file, kernel, instance, with)?]
-    };
-    for candidate in selected {
-        let Some(programs) = lowered(db, file, candidate)? else {
-            failed = true;
-            continue;
-        };
-        for program in &programs {
-            let stem = format!("{}-{}", program.name, candidate.index(db));
-            let path = out_dir.join(format!("{stem}.cu"));
-            let source = tilec_passes::cuda::emit_cuda(program, &target);
-            std::fs::write(&path, &source)
-                .with_context(|| format!("cannot write {}", path.display()))?;
-            writeln!(stdout, "{}", path.display())?;
-            if emit == crate::Emit::Ptx {
-                let ptx = out_dir.join(format!("{stem}.ptx"));
-                failed |= !write_ptx(&mut stdout, &source, target, &ptx)?;
-            }
-        }
-    }
-    Ok(if failed {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
 }

@@ -199,6 +199,24 @@ impl CompiledPtx {
     }
 }
 
+/// The version of the NVRTC library that would compile, or `None` when there is none.
+pub fn nvrtc_version() -> Option<(i32, i32)> {
+    // SAFETY: as in `compile_ptx`, this only probes for the library.
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        return None;
+    }
+    guarded(
+        |_| (),
+        || {
+            let (mut major, mut minor) = (0, 0);
+            // SAFETY: the library is present, and both pointers are valid places for an int.
+            let status = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
+            status.result().map(|()| (major, minor)).map_err(|_| ())
+        },
+    )
+    .ok()
+}
+
 /// Compiles `source` with NVRTC for `settings` without touching a GPU: only `libnvrtc` is needed.
 /// A missing library or a compile error becomes a [`CompileFailure`], never a panic.
 pub fn compile_ptx(

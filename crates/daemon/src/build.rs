@@ -1,0 +1,529 @@
+//! `tilec build [PATHS] --out DIR`: every kernel instance under the paths, lowered, printed as CUDA,
+//! compiled to PTX when NVRTC is available, and described in a JSON file, through the content-addressed
+//! cache of `cache`, so that a build pays only for kernels that changed since any earlier build.
+//!
+//! The work runs in three phases. Analysis and lowering run on this thread (salsa's database is not
+//! shared between threads, and they take milliseconds). Compilation, the slow part, runs on a pool of
+//! worker threads, each looking its kernel up in the cache before calling NVRTC. The outputs are
+//! written at the end, in a stable order.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+use tilec_db::{
+    Db, Instance, Settings, SourceFile, lowering_diagnostics, outline, thread_programs,
+};
+use tilec_ir::thread::{Memory, ParamAccess};
+use tilec_ir::{Target, ThreadProgram};
+use tilec_runtime::cuda::{CompileSettings, compile_ptx};
+
+use crate::cache::{Cache, CacheEntry, Lookup, content_key};
+use crate::workspace::{Workspace, selected_instances};
+use crate::{Emit, Format, render};
+
+/// What `tilec build` was asked to do.
+#[derive(Debug)]
+pub struct BuildOptions {
+    pub paths: Vec<PathBuf>,
+    pub out: PathBuf,
+    pub cache: PathBuf,
+    pub kernel: Option<String>,
+    pub instance: Option<u32>,
+    pub with: Vec<String>,
+    pub target: Option<String>,
+    pub emit: Emit,
+    pub format: Format,
+}
+
+/// One launch to compile.
+struct Unit {
+    stem: String,
+    cuda: String,
+    key: String,
+    description: Value,
+}
+
+/// An instance and what became of it.
+struct InstanceRecord {
+    file: String,
+    folder: PathBuf,
+    kernel: String,
+    index: u32,
+    args: Value,
+    diagnostics: Vec<Value>,
+    units: Vec<usize>,
+}
+
+/// How one unit was obtained.
+enum Outcome {
+    Built(CacheEntry),
+    Cached(CacheEntry),
+    Failed(String),
+}
+
+pub fn build(options: &BuildOptions) -> Result<ExitCode> {
+    let started = Instant::now();
+    let workspace = Workspace::load(&options.paths)?;
+    let target = match options.target.as_deref() {
+        Some(name) => Target::from_name(name)
+            .with_context(|| format!("unknown target `{name}` (expected sm_80 or sm_90)"))?,
+        None => workspace.manifest_target.unwrap_or_default(),
+    };
+    let db = &workspace.db;
+    let _settings = Settings::builder(target, workspace.manifest_pass_configs.clone())
+        .durability(salsa::Durability::HIGH)
+        .new(db);
+    let nvrtc = nvrtc_tag(options.emit)?;
+    let (instances, units) = plan(&workspace, options, target, &nvrtc)?;
+    let cache = Cache::open(&options.cache)?;
+    let compile = nvrtc
+        .is_some()
+        .then(|| CompileSettings::for_arch(target.name()));
+    let outcomes = compile_all(&units, &cache, compile.as_ref(), options.format);
+    let summary = write_outputs(options, &instances, &units, &outcomes)?;
+    report_summary(options, &summary, &cache, started)?;
+    Ok(if summary.failed > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// The NVRTC version, which keys the cache with the rest, or `None` when no PTX is wanted or NVRTC
+/// is missing (`--emit ptx` makes that an error).
+fn nvrtc_tag(emit: Emit) -> Result<Option<String>> {
+    if emit == Emit::Cuda {
+        return Ok(None);
+    }
+    match tilec_runtime::cuda::nvrtc_version() {
+        Some((major, minor)) => Ok(Some(format!("nvrtc {major}.{minor}"))),
+        None if emit == Emit::Ptx => {
+            bail!(
+                "--emit ptx needs NVRTC (libnvrtc.so, from the CUDA toolkit), which was not found"
+            )
+        }
+        None => Ok(None),
+    }
+}
+
+/// Phase 1: every selected instance lowered, and one unit per launch.
+fn plan(
+    workspace: &Workspace,
+    options: &BuildOptions,
+    target: Target,
+    nvrtc: &Option<String>,
+) -> Result<(Vec<InstanceRecord>, Vec<Unit>)> {
+    let db = &workspace.db;
+    if !options.with.is_empty() && workspace.files.len() != 1 {
+        bail!("--with needs exactly one file");
+    }
+    let roots = options.paths.clone();
+    let mut instances = Vec::new();
+    let mut units = Vec::new();
+    for &file in &workspace.files {
+        if !outline(db, file).uses_tilelang {
+            continue;
+        }
+        let selected = if options.with.is_empty() {
+            match selected_instances(db, file, options.kernel.as_deref(), options.instance) {
+                Ok(selected) => selected,
+                // A folder build skips files without the requested kernel.
+                Err(_) if options.kernel.is_some() || options.instance.is_some() => continue,
+                Err(error) => return Err(error),
+            }
+        } else {
+            vec![crate::run::pick_instance(
+                db,
+                file,
+                options.kernel.as_deref(),
+                options.instance,
+                &options.with,
+            )?]
+        };
+        let folder = output_folder(file.path(db), &roots);
+        for instance in selected {
+            let record = describe(db, file, instance, folder.clone());
+            let programs = match thread_programs(db, instance).as_ref() {
+                Ok(programs) => programs.clone(),
+                Err(_) => {
+                    instances.push(InstanceRecord {
+                        diagnostics: failure_diagnostics(db, file, instance),
+                        ..record
+                    });
+                    continue;
+                }
+            };
+            let mut record = record;
+            for (launch, program) in programs.iter().enumerate() {
+                let stem = if programs.len() == 1 {
+                    format!("{}-{}", record.kernel, record.index)
+                } else {
+                    format!("{}-{}-{launch}", record.kernel, record.index)
+                };
+                let cuda = tilec_passes::cuda::emit_cuda(program, &target);
+                let key = content_key(&[
+                    env!("CARGO_PKG_VERSION"),
+                    target.name(),
+                    nvrtc.as_deref().unwrap_or("no nvrtc"),
+                    &cuda,
+                ]);
+                record.units.push(units.len());
+                units.push(Unit {
+                    stem,
+                    cuda,
+                    key,
+                    description: launch_json(program),
+                });
+            }
+            instances.push(record);
+        }
+    }
+    Ok((instances, units))
+}
+
+fn describe(
+    db: &dyn Db,
+    file: SourceFile,
+    instance: Instance<'_>,
+    folder: PathBuf,
+) -> InstanceRecord {
+    let args: serde_json::Map<String, Value> = instance
+        .args(db)
+        .iter()
+        .map(|(name, value)| (name.clone(), render::const_json(value)))
+        .collect();
+    InstanceRecord {
+        file: file.path(db).display().to_string(),
+        folder,
+        kernel: instance.kernel(db).name(db).clone(),
+        index: instance.index(db),
+        args: Value::Object(args),
+        diagnostics: Vec::new(),
+        units: Vec::new(),
+    }
+}
+
+/// Why an instance cannot be built: its errors from `tilec check`, else the lowering's.
+fn failure_diagnostics(db: &dyn Db, file: SourceFile, instance: Instance<'_>) -> Vec<Value> {
+    let kernel = instance.kernel(db).name(db).clone();
+    let mut problems: Vec<_> = tilec_db::file_diagnostics(db, file)
+        .iter()
+        .filter(|d| d.severity == tilec_ir::Severity::Error)
+        .filter(|d| d.kernel.as_deref() == Some(kernel.as_str()))
+        .cloned()
+        .collect();
+    if problems.is_empty() {
+        problems = lowering_diagnostics(db, instance);
+    }
+    problems
+        .iter()
+        .map(|d| render::diagnostic_json(db, file, d))
+        .collect()
+}
+
+/// `OUT/<path relative to the root it was found under, without .py>/`.
+fn output_folder(file: &Path, roots: &[PathBuf]) -> PathBuf {
+    let relative = roots
+        .iter()
+        .filter(|root| root.is_dir())
+        .find_map(|root| file.strip_prefix(root).ok())
+        .or_else(|| file.file_name().map(Path::new))
+        .unwrap_or(file);
+    relative.with_extension("")
+}
+
+/// The launch geometry and parameters of a program, as the `.json` file describes them.
+fn launch_json(program: &ThreadProgram) -> Value {
+    let exprs = &program.exprs;
+    // A constant extent is a number; a symbolic one is its formula over the scalar parameters.
+    let extent = |e| match exprs.as_int(e) {
+        Some(value) => json!(value),
+        None => json!(exprs.display(e).to_string()),
+    };
+    let params: Vec<Value> = program
+        .params
+        .iter()
+        .map(|param| {
+            let buffer = program.buffer(param.buffer);
+            let shape: Vec<Value> = buffer.shape.iter().map(|&e| extent(e)).collect();
+            json!({
+                "name": param.name,
+                "dtype": buffer.dtype.to_string(),
+                "shape": shape,
+                "access": match param.access {
+                    ParamAccess::Read => "read",
+                    ParamAccess::Write => "write",
+                    ParamAccess::ReadWrite => "read-write",
+                },
+            })
+        })
+        .collect();
+    let scalars: Vec<&str> = program.scalars.iter().map(|s| s.name.as_str()).collect();
+    let grid: Vec<Value> = program.grid.iter().map(|&e| extent(e)).collect();
+    let shared_buffers = program
+        .buffers
+        .iter()
+        .filter(|b| matches!(b.memory, Memory::Shared { .. }))
+        .count();
+    json!({
+        "function": program.name,
+        "grid": grid,
+        "block": program.block,
+        "shared_bytes": program.shared_bytes,
+        "shared_buffers": shared_buffers,
+        "params": params,
+        "scalars": scalars,
+    })
+}
+
+/// Phase 2: each unit from the cache or compiled, on a pool of worker threads. Progress goes to
+/// stderr: one updating line on a terminal, nothing otherwise (the per-instance lines follow).
+fn compile_all(
+    units: &[Unit],
+    cache: &Cache,
+    compile: Option<&CompileSettings>,
+    format: Format,
+) -> Vec<Outcome> {
+    let workers = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(units.len())
+        .max(1);
+    let next = AtomicUsize::new(0);
+    let (sender, receiver) = mpsc::channel::<(usize, Outcome)>();
+    let progress = format == Format::Human && std::io::stderr().is_terminal();
+    let mut outcomes: Vec<Option<Outcome>> = (0..units.len()).map(|_| None).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            let sender = sender.clone();
+            let next = &next;
+            scope.spawn(move || {
+                loop {
+                    let position = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(unit) = units.get(position) else {
+                        break;
+                    };
+                    if sender
+                        .send((position, obtain(unit, cache, compile)))
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(sender);
+        for (done, (position, outcome)) in receiver.iter().enumerate() {
+            if progress {
+                eprint!(
+                    "\r\x1b[2K[{}/{}] {}",
+                    done + 1,
+                    units.len(),
+                    units[position].stem
+                );
+            }
+            outcomes[position] = Some(outcome);
+        }
+        if progress {
+            eprint!("\r\x1b[2K");
+        }
+    });
+    outcomes
+        .into_iter()
+        .map(|o| o.unwrap_or_else(|| Outcome::Failed("the worker stopped".to_owned())))
+        .collect()
+}
+
+/// One unit: a valid cache entry, or a fresh compilation stored for next time. A corrupt entry
+/// is reported on stderr and rebuilt.
+fn obtain(unit: &Unit, cache: &Cache, compile: Option<&CompileSettings>) -> Outcome {
+    match cache.get(&unit.key) {
+        Lookup::Hit(entry) => return Outcome::Cached(entry),
+        Lookup::Miss => {}
+        Lookup::Corrupt(why) => {
+            eprintln!(
+                "warning: corrupt cache entry for {} ({why}); rebuilding it",
+                unit.stem
+            );
+        }
+    }
+    let entry = match compile {
+        Some(settings) => match compile_ptx(&unit.cuda, settings) {
+            Ok(compiled) => CacheEntry {
+                cuda: unit.cuda.clone(),
+                ptxas: compiled.ptxas_info(),
+                ptx: Some(compiled.ptx),
+            },
+            Err(failure) => return Outcome::Failed(failure.to_string()),
+        },
+        None => CacheEntry {
+            cuda: unit.cuda.clone(),
+            ptx: None,
+            ptxas: None,
+        },
+    };
+    if let Err(error) = cache.put(&unit.key, &entry) {
+        eprintln!(
+            "warning: cannot store {} in the cache: {error:#}",
+            unit.stem
+        );
+    }
+    Outcome::Built(entry)
+}
+
+#[derive(Debug, Default)]
+struct Summary {
+    instances: usize,
+    built: usize,
+    cached: usize,
+    failed: usize,
+}
+
+/// Phase 3: the `.cu`, `.ptx` and `.json` files of every instance, one line per instance.
+fn write_outputs(
+    options: &BuildOptions,
+    instances: &[InstanceRecord],
+    units: &[Unit],
+    outcomes: &[Outcome],
+) -> Result<Summary> {
+    let mut summary = Summary::default();
+    let mut out = std::io::stdout().lock();
+    for record in instances {
+        summary.instances += 1;
+        let folder = options.out.join(&record.folder);
+        std::fs::create_dir_all(&folder)
+            .with_context(|| format!("cannot create {}", folder.display()))?;
+        let mut launches = Vec::new();
+        let mut errors: Vec<String> = Vec::new();
+        let (mut built, mut failed) = (false, !record.diagnostics.is_empty());
+        for &position in &record.units {
+            let unit = &units[position];
+            let (status, entry) = match &outcomes[position] {
+                Outcome::Built(entry) => ("built", Some(entry)),
+                Outcome::Cached(entry) => ("cached", Some(entry)),
+                Outcome::Failed(why) => {
+                    errors.push(why.clone());
+                    ("failed", None)
+                }
+            };
+            built |= status == "built";
+            failed |= status == "failed";
+            let mut launch = unit.description.clone();
+            launch["cache"] = json!(status);
+            launch["key"] = json!(unit.key);
+            let cu = folder.join(format!("{}.cu", unit.stem));
+            std::fs::write(&cu, &unit.cuda)
+                .with_context(|| format!("cannot write {}", cu.display()))?;
+            launch["cuda"] = json!(cu.display().to_string());
+            if let Some(ptx) = entry.and_then(|e| e.ptx.as_ref()) {
+                let path = folder.join(format!("{}.ptx", unit.stem));
+                std::fs::write(&path, ptx)
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+                launch["ptx"] = json!(path.display().to_string());
+            }
+            let ptxas = entry.and_then(|e| e.ptxas.as_deref());
+            launch["registers"] = json!(ptxas.and_then(registers_of));
+            launch["ptxas"] = json!(ptxas);
+            launches.push(launch);
+        }
+        let status = if failed {
+            summary.failed += 1;
+            "failed"
+        } else if built {
+            summary.built += 1;
+            "built"
+        } else {
+            summary.cached += 1;
+            "cached"
+        };
+        let description = json!({
+            "file": record.file,
+            "kernel": record.kernel,
+            "instance": record.index,
+            "args": record.args,
+            "status": status,
+            "launches": launches,
+            "diagnostics": record.diagnostics,
+            "errors": errors,
+        });
+        let path = folder.join(format!("{}-{}.json", record.kernel, record.index));
+        std::fs::write(&path, format!("{description:#}\n"))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        match options.format {
+            Format::Human => {
+                writeln!(
+                    out,
+                    "{status:>6} {} :: {}#{}",
+                    record.file, record.kernel, record.index
+                )?;
+                for error in &errors {
+                    writeln!(out, "       {error}")?;
+                }
+                if !record.diagnostics.is_empty() {
+                    writeln!(
+                        out,
+                        "       cannot be lowered; see `tilec check {}`",
+                        record.file
+                    )?;
+                }
+            }
+            Format::Json => {
+                let line = json!({
+                    "kind": "build-instance",
+                    "file": record.file,
+                    "kernel": record.kernel,
+                    "instance": record.index,
+                    "status": status,
+                    "json": path.display().to_string(),
+                });
+                writeln!(out, "{line}")?;
+            }
+        }
+    }
+    Ok(summary)
+}
+
+/// The register count of the first "Used N registers" line of a ptxas report.
+fn registers_of(ptxas: &str) -> Option<u64> {
+    let rest = ptxas.split("Used ").nth(1)?;
+    rest.split_whitespace().next()?.parse().ok()
+}
+
+fn report_summary(
+    options: &BuildOptions,
+    summary: &Summary,
+    cache: &Cache,
+    started: Instant,
+) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    match options.format {
+        Format::Human => writeln!(
+            out,
+            "{} instance(s): {} built, {} from the cache ({}), {} failed, in {:.1} ms; outputs in {}",
+            summary.instances,
+            summary.built,
+            summary.cached,
+            cache.dir().display(),
+            summary.failed,
+            started.elapsed().as_secs_f64() * 1000.0,
+            options.out.display(),
+        )?,
+        Format::Json => writeln!(
+            out,
+            "{}",
+            json!({
+                "kind": "build-summary",
+                "instances": summary.instances,
+                "built": summary.built,
+                "cached": summary.cached,
+                "failed": summary.failed,
+            })
+        )?,
+    }
+    Ok(())
+}

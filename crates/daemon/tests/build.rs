@@ -1,0 +1,169 @@
+//! `tilec build` end to end, through the real binary over a temporary copy of some corpus files: a
+//! second build is served from the cache, an edit rebuilds exactly the instances it changed, a
+//! damaged cache entry is rebuilt, and two builds sharing one cache at once both succeed.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+/// The corpus files copied into each test's folder: 7 instances that lower (pointwise_family.py has 5).
+const FILES: [&str; 3] = ["softmax.py", "pointwise_family.py", "elementwise_add.py"];
+
+fn corpus() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus");
+    if dir.is_dir() {
+        Some(dir)
+    } else {
+        eprintln!(
+            "skipped: no corpus at {} (CI has shared/ beside the clone)",
+            dir.display()
+        );
+        None
+    }
+}
+
+/// A temporary folder with `kernels/` holding the copied files.
+fn setup() -> Option<tempfile::TempDir> {
+    let corpus = corpus()?;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let kernels = dir.path().join("kernels");
+    std::fs::create_dir_all(&kernels).expect("kernels folder");
+    for file in FILES {
+        std::fs::copy(corpus.join(file), kernels.join(file)).expect("copies a corpus file");
+    }
+    Some(dir)
+}
+
+fn build_command(dir: &Path, out: &str) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_tilec"));
+    command
+        .current_dir(dir)
+        .args([
+            "build", "kernels", "--out", out, "--cache", "cache", "--emit", "cuda",
+        ])
+        .args(["--format", "json"]);
+    command
+}
+
+/// The `build-summary` object of a finished build, after checking it succeeded.
+fn summary(output: &Output) -> Value {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "build failed: {stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let last = stdout.lines().last().expect("a summary line");
+    let value: Value = serde_json::from_str(last).expect("the summary is JSON");
+    assert_eq!(value["kind"], "build-summary");
+    value
+}
+
+fn counts(value: &Value) -> [u64; 4] {
+    ["instances", "built", "cached", "failed"].map(|key| value[key].as_u64().unwrap_or(u64::MAX))
+}
+
+fn build(dir: &Path) -> Output {
+    build_command(dir, "out").output().expect("tilec runs")
+}
+
+#[test]
+fn an_edit_rebuilds_exactly_the_instances_it_changed() {
+    let Some(dir) = setup() else { return };
+    assert_eq!(counts(&summary(&build(dir.path()))), [7, 7, 0, 0], "cold");
+    assert_eq!(
+        counts(&summary(&build(dir.path()))),
+        [7, 0, 7, 0],
+        "unchanged"
+    );
+    // Fewer threads change softmax's thread program only.
+    let path = dir.path().join("kernels/softmax.py");
+    let text = std::fs::read_to_string(&path).expect("reads");
+    let edited = text.replace("threads=256", "threads=128");
+    assert_ne!(edited, text, "the edit applies");
+    std::fs::write(&path, edited).expect("writes");
+    let output = build(dir.path());
+    assert_eq!(counts(&summary(&output)), [7, 1, 6, 0], "after the edit");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let rebuilt: Vec<&str> = stdout
+        .lines()
+        .filter(|line| line.contains("\"status\":\"built\""))
+        .collect();
+    assert_eq!(rebuilt.len(), 1);
+    assert!(
+        rebuilt[0].contains("\"kernel\":\"softmax\""),
+        "{}",
+        rebuilt[0]
+    );
+    // Each instance has its source and description; the description names its launch geometry.
+    let json: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("out/softmax/softmax-0.json")).expect("json"),
+    )
+    .expect("parses");
+    assert_eq!(json["launches"][0]["block"][0], 128);
+    assert_eq!(json["launches"][0]["grid"][0], 8192);
+    assert!(dir.path().join("out/softmax/softmax-0.cu").is_file());
+}
+
+#[test]
+fn a_damaged_cache_entry_is_reported_and_rebuilt() {
+    let Some(dir) = setup() else { return };
+    summary(&build(dir.path()));
+    let entry = walk_files(&dir.path().join("cache"))
+        .into_iter()
+        .next()
+        .expect("the cache has entries");
+    let bytes = std::fs::read(&entry).expect("reads the entry");
+    std::fs::write(&entry, &bytes[..bytes.len() / 2]).expect("truncates it");
+    let output = build(dir.path());
+    assert_eq!(counts(&summary(&output)), [7, 1, 6, 0]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("corrupt cache entry"), "{stderr}");
+    assert_eq!(
+        counts(&summary(&build(dir.path()))),
+        [7, 0, 7, 0],
+        "repaired"
+    );
+}
+
+#[test]
+fn two_builds_sharing_a_cache_at_once_both_succeed() {
+    let Some(dir) = setup() else { return };
+    let start = |out| {
+        build_command(dir.path(), out)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starts")
+    };
+    let (first, second) = (start("out-a"), start("out-b"));
+    let [first, second] = [first, second].map(|child| {
+        let output = child.wait_with_output().expect("finishes");
+        counts(&summary(&output))
+    });
+    // Each builds or reuses every instance; together they leave one whole entry per kernel.
+    for result in [first, second] {
+        assert_eq!(result[0], 7);
+        assert_eq!(result[1] + result[2], 7);
+        assert_eq!(result[3], 0);
+    }
+    assert_eq!(counts(&summary(&build(dir.path()))), [7, 0, 7, 0]);
+}
+
+fn walk_files(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(next) = stack.pop() {
+        for entry in std::fs::read_dir(&next).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                found.push(path);
+            }
+        }
+    }
+    found.sort();
+    found
+}
