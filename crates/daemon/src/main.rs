@@ -9,6 +9,7 @@ mod layout;
 mod render;
 mod run;
 mod svg;
+mod watch;
 mod workspace;
 
 use std::path::PathBuf;
@@ -148,6 +149,20 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
     },
+    /// Watch files: on every save, the file's diagnostics and, for each kernel instance whose code
+    /// changed, one status line (compile time, run time and bandwidth on the GPU or the emulator).
+    Watch {
+        /// Files or folders (default: the current folder).
+        paths: Vec<PathBuf>,
+        /// Analyse and lower only; run nothing.
+        #[arg(long)]
+        no_run: bool,
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+        /// GPU architecture for the generated code: sm_80 or sm_90.
+        #[arg(long)]
+        target: Option<String>,
+    },
     /// Measure parse + evaluate + check time per instance (use a release build).
     Bench {
         /// Files or folders (default: the current folder).
@@ -232,6 +247,17 @@ fn run(cli: Cli) -> ExitCode {
                 seed,
             },
         ),
+        Command::Watch {
+            paths,
+            no_run,
+            format,
+            target,
+        } => watch::watch(&watch::WatchOptions {
+            paths,
+            run: !no_run,
+            format,
+            target,
+        }),
         Command::Build {
             paths,
             out,

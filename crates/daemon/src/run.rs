@@ -39,7 +39,7 @@ pub struct RunOptions {
 
 /// The emulator runs at most this many thread-iterations of blocks × threads for `--check`; beyond
 /// it the comparison is skipped with a note, since the emulator would take minutes.
-const CHECK_LIMIT_THREADS: i64 = 1 << 20;
+pub(crate) const CHECK_LIMIT_THREADS: i64 = 1 << 20;
 
 pub fn run(path: &Path, options: &RunOptions) -> Result<ExitCode> {
     let (workspace, file) = load_one(path)?;
@@ -68,7 +68,8 @@ pub fn run(path: &Path, options: &RunOptions) -> Result<ExitCode> {
     let inputs_before = tensors.clone();
     match &device {
         Some(device) => {
-            let seconds = run_on_gpu(device, &programs, &scalars, &mut tensors, options.bench)?;
+            let (seconds, _) =
+                run_on_gpu(device, &programs, &scalars, &mut tensors, options.bench)?;
             report(
                 &mut stdout,
                 &describe,
@@ -200,7 +201,7 @@ fn lowered(
 }
 
 /// Values for the programs' symbolic dimensions, from the instance's arguments by name.
-fn scalar_values(
+pub(crate) fn scalar_values(
     db: &dyn Db,
     instance: Instance<'_>,
     programs: &[ThreadProgram],
@@ -258,13 +259,15 @@ fn open_device(choice: DeviceChoice) -> Result<Option<CudaDevice>> {
 
 /// Compiles and launches every program on the GPU; returns the seconds of the (median, with
 /// `bench`) launch sequence.
-fn run_on_gpu(
+/// Runs the launches on the GPU and returns (kernel seconds, compile seconds): the median launch
+/// time when benchmarking, one launch's otherwise, and what NVRTC took (nothing on a cache hit).
+pub(crate) fn run_on_gpu(
     device: &CudaDevice,
     programs: &[ThreadProgram],
     scalars: &[i64],
     tensors: &mut [HostTensor],
     bench: bool,
-) -> Result<f64> {
+) -> Result<(f64, f64)> {
     let target = device.target().unwrap_or(Target::Sm90);
     let arch = device.default_arch();
     let uploaded: Vec<_> = tensors
@@ -272,9 +275,10 @@ fn run_on_gpu(
         .map(|t| device.upload(t))
         .collect::<Result<_, _>>()
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let mut seconds = 0.0;
+    let (mut seconds, mut compile_seconds) = (0.0, 0.0);
     for program in programs {
         let source = tilec_passes::cuda::emit_cuda(program, &target);
+        let compile_started = Instant::now();
         let kernel = device
             .compile(&source, &program.name, &arch)
             .map_err(|failure| {
@@ -285,6 +289,7 @@ fn run_on_gpu(
                     failure.log
                 )
             })?;
+        compile_seconds += compile_started.elapsed().as_secs_f64();
         let grid = launch_grid(program, scalars)?;
         let block = program.block.map(|b| u32::try_from(b).unwrap_or(1));
         let shared = u32::try_from(program.shared_bytes).context("shared memory too large")?;
@@ -311,10 +316,10 @@ fn run_on_gpu(
             .download(device_tensor)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
     }
-    Ok(seconds)
+    Ok((seconds, compile_seconds))
 }
 
-fn launch_grid(program: &ThreadProgram, scalars: &[i64]) -> Result<[u32; 3]> {
+pub(crate) fn launch_grid(program: &ThreadProgram, scalars: &[i64]) -> Result<[u32; 3]> {
     let env = |var| {
         program
             .scalars

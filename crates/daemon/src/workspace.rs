@@ -158,6 +158,18 @@ impl Workspace {
     }
 }
 
+/// The tilec.toml instances listed for `file`, read afresh (a manifest that cannot be read or
+/// parsed lists none; `tilec check` reports why).
+pub fn manifest_instances(file: &Path) -> Vec<ManifestInstance> {
+    let Some(manifest_path) = manifest_for(file) else {
+        return Vec::new();
+    };
+    let manifest = std::fs::read_to_string(&manifest_path)
+        .ok()
+        .and_then(|text| parse_manifest(&text).ok());
+    instances_for(manifest.as_ref(), &manifest_path, file)
+}
+
 /// Loads one file for a command that inspects it (`tilec ir`, `tilec layout`).
 pub fn load_one(path: &Path) -> Result<(Workspace, SourceFile)> {
     let workspace = Workspace::load(&[path.to_owned()])

@@ -1,0 +1,354 @@
+//! `tilec watch [PATHS]`: on every save, the file's diagnostics and, for each kernel instance whose
+//! generated code changed, one status line: compile time, run time and bandwidth, and the check.
+//!
+//! The database lives for the whole session, so a save re-runs only the queries the edit reaches
+//! (salsa); an instance whose CUDA text is what it was is not compiled or launched again. Files are
+//! watched with notify through notify-debouncer-full, which folds a burst of saves (and an editor's
+//! write-to-temporary-then-rename) into one batch: the contents read after the batch win. A file
+//! that no longer exists is dropped; a file that appears is added. Nothing a user writes stops the
+//! loop: a syntax error is a diagnostic, a GPU fault a status line (and a fresh context next time).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use notify::RecursiveMode;
+use notify_debouncer_full::{DebounceEventResult, new_debouncer};
+use serde_json::json;
+use tilec_db::{Instance, RootDatabase, Settings, SourceFile, outline, thread_programs};
+use tilec_ir::{Target, ThreadProgram};
+use tilec_runtime::{CudaDevice, inputs, run_program};
+
+use crate::workspace::{collect_python_files, manifest_instances};
+use crate::{Format, render};
+
+/// How long the debouncer waits for a burst of saves to settle.
+const DEBOUNCE: Duration = Duration::from_millis(50);
+
+#[derive(Debug)]
+pub struct WatchOptions {
+    pub paths: Vec<PathBuf>,
+    pub run: bool,
+    pub format: Format,
+    pub target: Option<String>,
+}
+
+/// The session: the database, the files in it, and what each instance last generated.
+struct Session {
+    db: RootDatabase,
+    files: BTreeMap<PathBuf, SourceFile>,
+    /// (file, kernel, instance) → the CUDA text last built for it.
+    built: BTreeMap<(PathBuf, String, u32), String>,
+    target: Target,
+    format: Format,
+    runner: Runner,
+}
+
+/// Where instances run: the GPU, opened on first use, or the emulator.
+struct Runner {
+    run: bool,
+    /// `None` until first use, and after a failure until the next attempt.
+    device: Option<CudaDevice>,
+    gpu_unavailable: bool,
+}
+
+pub fn watch(options: &WatchOptions) -> Result<ExitCode> {
+    let target = match options.target.as_deref() {
+        Some(name) => Target::from_name(name)
+            .with_context(|| format!("unknown target `{name}` (expected sm_80 or sm_90)"))?,
+        None => Target::default(),
+    };
+    let roots: Vec<PathBuf> = if options.paths.is_empty() {
+        vec![PathBuf::from(".")]
+    } else {
+        options.paths.clone()
+    };
+    let (sender, receiver) = mpsc::channel::<Vec<PathBuf>>();
+    let mut debouncer = new_debouncer(DEBOUNCE, None, move |result: DebounceEventResult| {
+        if let Ok(events) = result {
+            // Reading a file is an event too (inotify's open and close): only changes count, or
+            // every report would trigger the next.
+            let paths = events
+                .into_iter()
+                .filter(|e| !matches!(e.event.kind, notify::EventKind::Access(_)))
+                .flat_map(|e| e.event.paths)
+                .collect::<Vec<_>>();
+            if paths.is_empty() {
+                return;
+            }
+            // The receiver is gone only when the session ends.
+            let _ = sender.send(paths);
+        }
+    })
+    .context("cannot start watching files")?;
+    for root in &roots {
+        debouncer
+            .watch(root, RecursiveMode::Recursive)
+            .with_context(|| format!("cannot watch {}", root.display()))?;
+    }
+    let db = RootDatabase::default();
+    let _settings = Settings::builder(target, Vec::new())
+        .durability(salsa::Durability::HIGH)
+        .new(&db);
+    let mut session = Session {
+        db,
+        files: BTreeMap::new(),
+        built: BTreeMap::new(),
+        target,
+        format: options.format,
+        runner: Runner {
+            run: options.run,
+            device: None,
+            gpu_unavailable: false,
+        },
+    };
+    let initial = collect_python_files(&roots)?;
+    session.refresh(&initial)?;
+    while let Ok(mut batch) = receiver.recv() {
+        // Saves that arrived while the last batch was processed join this one.
+        while let Ok(more) = receiver.try_recv() {
+            batch.extend(more);
+        }
+        let changed: BTreeSet<PathBuf> = batch
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "py"))
+            .map(|p| normalize(&p))
+            .collect();
+        if !changed.is_empty() {
+            session.refresh(&changed.into_iter().collect::<Vec<_>>())?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// An absolute form of `path`, so that notify's paths and the initial scan's agree.
+fn normalize(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
+}
+
+impl Session {
+    /// Re-reads `paths` (added, edited or gone) and reports on each, then says the session is idle.
+    fn refresh(&mut self, paths: &[PathBuf]) -> Result<()> {
+        let started = Instant::now();
+        for path in paths {
+            let path = normalize(path);
+            match std::fs::read_to_string(&path) {
+                Ok(text) => {
+                    self.update(&path, text);
+                    self.report_file(&path)?;
+                }
+                Err(_) if !path.exists() => self.remove(&path)?,
+                Err(error) => self.emit(
+                    json!({"kind": "error", "file": path.display().to_string(), "message": error.to_string()}),
+                    &format!("{}: cannot read: {error}", path.display()),
+                )?,
+            }
+        }
+        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        self.emit(
+            json!({"kind": "idle", "files": self.files.len(), "ms": ms}),
+            &format!(
+                "-- watching {} file(s); updated in {ms:.1} ms",
+                self.files.len()
+            ),
+        )
+    }
+
+    fn update(&mut self, path: &Path, text: String) {
+        use salsa::Setter;
+        match self.files.get(path) {
+            Some(&file) => {
+                if *file.text(&self.db) != text {
+                    file.set_text(&mut self.db).to(text);
+                }
+            }
+            None => {
+                let manifest = manifest_instances(path);
+                let file = SourceFile::new(&self.db, path.to_owned(), text, manifest);
+                self.files.insert(path.to_owned(), file);
+            }
+        }
+    }
+
+    fn remove(&mut self, path: &Path) -> Result<()> {
+        if self.files.remove(path).is_none() {
+            return Ok(());
+        }
+        self.built.retain(|(file, _, _), _| file != path);
+        self.emit(
+            json!({"kind": "removed", "file": path.display().to_string()}),
+            &format!("{}: removed", path.display()),
+        )
+    }
+
+    /// The file's diagnostics, then a status line for each instance whose code changed.
+    fn report_file(&mut self, path: &Path) -> Result<()> {
+        let Some(&file) = self.files.get(path) else {
+            return Ok(());
+        };
+        if !outline(&self.db, file).uses_tilelang {
+            return Ok(());
+        }
+        let (mut errors, mut warnings) = (0, 0);
+        for diagnostic in tilec_db::file_diagnostics(&self.db, file) {
+            match diagnostic.severity {
+                tilec_ir::Severity::Error => errors += 1,
+                tilec_ir::Severity::Warning => warnings += 1,
+                tilec_ir::Severity::Info => {}
+            }
+            let json = render::diagnostic_json(&self.db, file, diagnostic);
+            let text = render::human(path, file.text(&self.db), diagnostic, false);
+            self.emit(json, &text)?;
+        }
+        self.emit(
+            json!({"kind": "checked", "file": path.display().to_string(), "errors": errors, "warnings": warnings}),
+            &format!("{}: {errors} error(s), {warnings} warning(s)", path.display()),
+        )?;
+        let instances: Vec<Instance<'_>> = tilec_db::instances(&self.db, file).to_vec();
+        let mut current = BTreeSet::new();
+        for instance in instances {
+            let key = (
+                path.to_owned(),
+                instance.kernel(&self.db).name(&self.db).clone(),
+                instance.index(&self.db),
+            );
+            current.insert(key.clone());
+            let Ok(programs) = thread_programs(&self.db, instance).as_ref().clone() else {
+                self.built.remove(&key);
+                continue;
+            };
+            let cuda: String = programs
+                .iter()
+                .map(|p| tilec_passes::cuda::emit_cuda(p, &self.target))
+                .collect();
+            if self.built.get(&key) == Some(&cuda) {
+                continue;
+            }
+            let status = match self.runner.status(&self.db, instance, &programs) {
+                Ok(fields) => fields,
+                Err(error) => json!({"result": "failed", "error": format!("{error:#}")}),
+            };
+            self.status_line(&key, status)?;
+            self.built.insert(key, cuda);
+        }
+        self.built.retain(|k, _| k.0 != path || current.contains(k));
+        Ok(())
+    }
+
+    fn status_line(
+        &self,
+        (file, kernel, index): &(PathBuf, String, u32),
+        mut fields: serde_json::Value,
+    ) -> Result<()> {
+        let human = human_status(file, kernel, *index, &fields);
+        fields["kind"] = json!("status");
+        fields["file"] = json!(file.display().to_string());
+        fields["kernel"] = json!(kernel);
+        fields["instance"] = json!(index);
+        self.emit(fields, &human)
+    }
+
+    fn emit(&self, json: serde_json::Value, human: &str) -> Result<()> {
+        let mut out = std::io::stdout().lock();
+        match self.format {
+            Format::Json => writeln!(out, "{json}")?,
+            Format::Human => writeln!(out, "{human}")?,
+        }
+        out.flush()?;
+        Ok(())
+    }
+}
+
+impl Runner {
+    /// Compiles and runs one instance (when running is on) and returns the status fields.
+    fn status(
+        &mut self,
+        db: &RootDatabase,
+        instance: Instance<'_>,
+        programs: &[ThreadProgram],
+    ) -> Result<serde_json::Value> {
+        if !self.run {
+            return Ok(json!({"result": "lowered", "launches": programs.len()}));
+        }
+        let scalars = crate::run::scalar_values(db, instance, programs)?;
+        let program = programs.first().context("no launch")?;
+        let mut tensors = inputs::make_tensors(program, &scalars, 0).map_err(anyhow::Error::msg)?;
+        let bytes = inputs::bytes_moved(program, &tensors) as f64;
+        if let Some(device) = self.device() {
+            let outcome = crate::run::run_on_gpu(&device, programs, &scalars, &mut tensors, false);
+            match outcome {
+                Ok((seconds, compile)) => {
+                    self.device = Some(device);
+                    return Ok(json!({
+                        "result": "ok", "device": "gpu",
+                        "compile_ms": compile * 1e3, "run_us": seconds * 1e6,
+                        "gbps": bytes / seconds.max(1e-12) / 1e9,
+                    }));
+                }
+                // A fault may leave the context unusable: the next run opens a fresh one.
+                Err(error) => return Err(error),
+            }
+        }
+        let grid = crate::run::launch_grid(program, &scalars)?;
+        let threads = grid.iter().map(|&g| i64::from(g)).product::<i64>() * program.threads();
+        if threads > crate::run::CHECK_LIMIT_THREADS {
+            return Ok(json!({
+                "result": "skipped", "device": "emulator",
+                "reason": format!("{threads} threads is too many for the emulator; add a smaller instance in tilec.toml"),
+            }));
+        }
+        let started = Instant::now();
+        for program in programs {
+            run_program(program, &mut tensors, &scalars)
+                .map_err(|e| anyhow::anyhow!("emulator: {e}"))?;
+        }
+        let seconds = started.elapsed().as_secs_f64();
+        Ok(json!({
+            "result": "ok", "device": "emulator",
+            "run_us": seconds * 1e6, "gbps": bytes / seconds.max(1e-12) / 1e9,
+        }))
+    }
+
+    /// The GPU, opened on first use (and again after a failure took it away).
+    fn device(&mut self) -> Option<CudaDevice> {
+        if let Some(device) = self.device.take() {
+            return Some(device);
+        }
+        if self.gpu_unavailable {
+            return None;
+        }
+        match CudaDevice::open() {
+            Ok(device) => Some(device),
+            Err(_) => {
+                self.gpu_unavailable = true;
+                None
+            }
+        }
+    }
+}
+
+/// `file kernel#i: compiled in 412 ms, ran in 80.6 µs (3331.0 GB/s) on the GPU`.
+fn human_status(file: &Path, kernel: &str, index: u32, fields: &serde_json::Value) -> String {
+    let number = |key: &str| fields[key].as_f64().unwrap_or(0.0);
+    let what = match fields["result"].as_str() {
+        Some("lowered") => "lowered".to_owned(),
+        Some("skipped") => format!("not run: {}", fields["reason"].as_str().unwrap_or("")),
+        Some("failed") => format!("FAILED: {}", fields["error"].as_str().unwrap_or("")),
+        _ if fields["device"] == "gpu" => format!(
+            "compiled in {:.0} ms, ran in {:.1} µs ({:.1} GB/s) on the GPU",
+            number("compile_ms"),
+            number("run_us"),
+            number("gbps")
+        ),
+        _ => format!(
+            "ran in {:.1} ms ({:.3} GB/s) on the CPU emulator",
+            number("run_us") / 1e3,
+            number("gbps")
+        ),
+    };
+    format!("{} {kernel}#{index}: {what}", file.display())
+}
