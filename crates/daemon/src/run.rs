@@ -319,7 +319,13 @@ pub(crate) fn run_on_gpu(
     Ok((seconds, compile_seconds))
 }
 
-pub(crate) fn launch_grid(program: &ThreadProgram, scalars: &[i64]) -> Result<[u32; 3]> {
+/// Threads in all of one launch: what the emulator's time grows with.
+pub(crate) fn launch_threads(program: &ThreadProgram, scalars: &[i64]) -> Result<i64> {
+    let grid = launch_grid(program, scalars)?;
+    Ok(grid.iter().map(|&g| i64::from(g)).product::<i64>() * program.threads())
+}
+
+fn launch_grid(program: &ThreadProgram, scalars: &[i64]) -> Result<[u32; 3]> {
     let env = |var| {
         program
             .scalars
@@ -391,8 +397,7 @@ fn check_against_emulator(
     gpu: &[HostTensor],
 ) -> Result<()> {
     let program = first_program(programs)?;
-    let grid = launch_grid(program, scalars)?;
-    let size = grid.iter().map(|&g| i64::from(g)).product::<i64>() * program.threads();
+    let size = launch_threads(program, scalars)?;
     if size > CHECK_LIMIT_THREADS {
         writeln!(
             out,

@@ -276,29 +276,26 @@ impl Runner {
         }
         let scalars = crate::run::scalar_values(db, instance, programs)?;
         let program = programs.first().context("no launch")?;
-        let mut tensors = inputs::make_tensors(program, &scalars, 0).map_err(anyhow::Error::msg)?;
-        let bytes = inputs::bytes_moved(program, &tensors) as f64;
-        if let Some(device) = self.device() {
-            let outcome = crate::run::run_on_gpu(&device, programs, &scalars, &mut tensors, false);
-            match outcome {
-                Ok((seconds, compile)) => {
-                    self.device = Some(device);
-                    return Ok(json!({
-                        "result": "ok", "device": "gpu",
-                        "compile_ms": compile * 1e3, "run_us": seconds * 1e6,
-                        "gbps": bytes / seconds.max(1e-12) / 1e9,
-                    }));
-                }
-                // A fault may leave the context unusable: the next run opens a fresh one.
-                Err(error) => return Err(error),
-            }
-        }
-        let grid = crate::run::launch_grid(program, &scalars)?;
-        let threads = grid.iter().map(|&g| i64::from(g)).product::<i64>() * program.threads();
-        if threads > crate::run::CHECK_LIMIT_THREADS {
+        let device = self.device();
+        let threads = crate::run::launch_threads(program, &scalars)?;
+        if device.is_none() && threads > crate::run::CHECK_LIMIT_THREADS {
             return Ok(json!({
                 "result": "skipped", "device": "emulator",
                 "reason": format!("{threads} threads is too many for the emulator; add a smaller instance in tilec.toml"),
+            }));
+        }
+        let mut tensors = inputs::make_tensors(program, &scalars, 0).map_err(anyhow::Error::msg)?;
+        let bytes = inputs::bytes_moved(program, &tensors) as f64;
+        if let Some(device) = device {
+            // After a failure the device is dropped: a fault may leave its context unusable, so
+            // the next run opens a fresh one.
+            let (seconds, compile) =
+                crate::run::run_on_gpu(&device, programs, &scalars, &mut tensors, false)?;
+            self.device = Some(device);
+            return Ok(json!({
+                "result": "ok", "device": "gpu",
+                "compile_ms": compile * 1e3, "run_us": seconds * 1e6,
+                "gbps": bytes / seconds.max(1e-12) / 1e9,
             }));
         }
         let started = Instant::now();

@@ -1050,6 +1050,40 @@ impl ExprArena {
         }
     }
 
+    /// The row-major flat index of `indices` in `shape`; missing leading indices count as zero
+    /// (`x[i]` of a `(1, n)` buffer is its element `i`).
+    pub fn flatten_row_major(&mut self, indices: &[ExprId], shape: &[ExprId]) -> ExprId {
+        let skip = shape.len().saturating_sub(indices.len());
+        let mut flat = self.int(0);
+        for (&index, &extent) in indices.iter().zip(&shape[skip..]) {
+            let scaled = self.mul(flat, extent);
+            flat = self.add(scaled, index);
+        }
+        flat
+    }
+
+    /// The row-major coordinates of the flat index `flat` in `shape`. The first coordinate is
+    /// not wrapped, so a flat index past the end stays past the end (and a bounds check sees it).
+    pub fn unflatten_row_major(&mut self, flat: ExprId, shape: &[ExprId]) -> Vec<ExprId> {
+        let mut coords = Vec::with_capacity(shape.len());
+        let mut rest = flat;
+        for (position, &extent) in shape.iter().enumerate().rev() {
+            if position == 0 {
+                coords.push(rest);
+            } else {
+                coords.push(self.floormod(rest, extent));
+                rest = self.floordiv(rest, extent);
+            }
+        }
+        coords.reverse();
+        coords
+    }
+
+    /// Constant extents as expressions.
+    pub fn ints(&mut self, values: &[i64]) -> Vec<ExprId> {
+        values.iter().map(|&v| self.int(v)).collect()
+    }
+
     /// The variables `e` mentions, sorted and without repeats.
     pub fn vars_of(&self, e: ExprId) -> Vec<VarId> {
         let mut seen = vec![false; self.nodes.len()];

@@ -271,6 +271,18 @@ impl ThreadProgram {
         id
     }
 
+    /// `base`, or `base_N` for the first `N` that no buffer of the program is named yet.
+    pub fn unique_buffer_name(&self, base: &str) -> String {
+        let taken = |name: &str| self.buffers.iter().any(|b| b.name == name);
+        if !taken(base) {
+            return base.to_owned();
+        }
+        (1..)
+            .map(|n| format!("{base}_{n}"))
+            .find(|name| !taken(name))
+            .unwrap_or_else(|| base.to_owned())
+    }
+
     /// Appends a buffer declaration and returns its id.
     pub fn add_buffer(&mut self, buffer: BufferDecl) -> BufferId {
         let id = BufferId(u32::try_from(self.buffers.len()).unwrap_or(u32::MAX));

@@ -404,25 +404,10 @@ impl World {
         let Some(&base) = self.aliases.get(buffer) else {
             return (buffer, indices.to_vec());
         };
-        let empty = Vec::new();
-        let alias_shape = self.shapes.get(buffer).unwrap_or(&empty);
-        let base_shape = self.shapes.get(base).unwrap_or(&empty);
-        let mut flat = arena.int(0);
-        for (&index, &extent) in indices.iter().zip(alias_shape) {
-            let scaled = arena.mul(flat, extent);
-            flat = arena.add(scaled, index);
-        }
-        let mut unflattened = Vec::with_capacity(base_shape.len());
-        let mut rest = flat;
-        for (position, &extent) in base_shape.iter().enumerate().rev() {
-            if position == 0 {
-                unflattened.push(rest);
-            } else {
-                unflattened.push(arena.floormod(rest, extent));
-                rest = arena.floordiv(rest, extent);
-            }
-        }
-        unflattened.reverse();
+        let alias_shape = self.shapes.get(buffer).cloned().unwrap_or_default();
+        let base_shape = self.shapes.get(base).cloned().unwrap_or_default();
+        let flat = arena.flatten_row_major(indices, &alias_shape);
+        let unflattened = arena.unflatten_row_major(flat, &base_shape);
         (base, unflattened)
     }
 

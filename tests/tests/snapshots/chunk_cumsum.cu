@@ -33,8 +33,8 @@ extern "C" __global__ void __launch_bounds__(128) chunk_cumsum(
             if ((tx + line_round * 128) < 32) {
                 acc[0] = 0.0f;
                 for (int k = 0; k < 64; ++k) {
-                    acc[0] = acc[0] + x[tx % 32 * 64 + k];
-                    x[tx % 32 * 64 + k] = acc[0];
+                    acc[0] = acc[0] + x[tx * 64 + line_round * 8192 + k];
+                    x[tx * 64 + line_round * 8192 + k] = acc[0];
                 }
             }
         }

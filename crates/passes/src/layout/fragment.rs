@@ -302,27 +302,16 @@ pub(super) fn unflatten(mut ordinal: u64, shape: &[i64]) -> Vec<i64> {
     point
 }
 
-/// The row-major flat index of `indices` in `shape`.
+/// The row-major flat index of `indices` in the constant `shape`.
 pub fn flatten_exprs(arena: &mut ExprArena, indices: &[ExprId], shape: &[i64]) -> ExprId {
-    let mut flat = arena.int(0);
-    for (&index, &extent) in indices.iter().zip(shape) {
-        let e = arena.int(extent);
-        let scaled = arena.mul(flat, e);
-        flat = arena.add(scaled, index);
-    }
-    flat
+    let shape = arena.ints(shape);
+    arena.flatten_row_major(indices, &shape)
 }
 
 /// Row-major flattening of `vars` over `shape`, as an expression: `i * 64 + j`.
 pub fn flatten(arena: &mut ExprArena, vars: &[VarId], shape: &[i64]) -> ExprId {
-    let mut flat = arena.int(0);
-    for (&var, &extent) in vars.iter().zip(shape) {
-        let extent = arena.int(extent);
-        let scaled = arena.mul(flat, extent);
-        let term = arena.var_expr(var);
-        flat = arena.add(scaled, term);
-    }
-    flat
+    let indices: Vec<ExprId> = vars.iter().map(|&v| arena.var_expr(v)).collect();
+    flatten_exprs(arena, &indices, shape)
 }
 
 /// Fresh logical variables named `i, j, k, ...` with the given extents.
@@ -403,18 +392,8 @@ impl FragmentLayout {
     pub fn reshape(&self, arena: &mut ExprArena, shape: &[i64]) -> FragmentLayout {
         let vars = fresh_vars(arena, shape);
         let flat = flatten(arena, &vars, shape);
-        let mut old_indices = Vec::with_capacity(self.shape.len());
-        let mut rest = flat;
-        for (position, &extent) in self.shape.iter().enumerate().rev() {
-            if position == 0 {
-                old_indices.push(rest);
-            } else {
-                let e = arena.int(extent);
-                old_indices.push(arena.floormod(rest, e));
-                rest = arena.floordiv(rest, e);
-            }
-        }
-        old_indices.reverse();
+        let old_shape = arena.ints(&self.shape);
+        let old_indices = arena.unflatten_row_major(flat, &old_shape);
         let bindings: Vec<(VarId, ExprId)> = self.vars.iter().copied().zip(old_indices).collect();
         let lookup = |v: VarId| bindings.iter().find(|(var, _)| *var == v).map(|(_, e)| *e);
         FragmentLayout {

@@ -264,18 +264,10 @@ fn planned(
     })
 }
 
-/// The row-major coordinates of flat index `flat` in `shape`.
+/// The row-major coordinates of flat index `flat` in the constant `shape`.
 pub(crate) fn unflatten_expr(arena: &mut ExprArena, flat: ExprId, shape: &[i64]) -> Vec<ExprId> {
-    let mut coords = Vec::with_capacity(shape.len());
-    let mut stride: i64 = shape.iter().product();
-    for &extent in shape {
-        stride /= extent.max(1);
-        let s = arena.int(stride);
-        let e = arena.int(extent);
-        let quotient = arena.floordiv(flat, s);
-        coords.push(arena.floormod(quotient, e));
-    }
-    coords
+    let shape = arena.ints(shape);
+    arena.unflatten_row_major(flat, &shape)
 }
 
 /// Whether the closed form visits every (iteration, replica) exactly once, on the layout's thread.

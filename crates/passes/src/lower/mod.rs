@@ -252,7 +252,7 @@ impl<'w> Lowering<'w> {
             });
             let buffer = self.program.add_buffer(BufferDecl {
                 name: c_identifier(world.name(param)),
-                dtype: world.dtypes.get(param).copied().unwrap_or(DType::Float32),
+                dtype: self.element_dtype(param),
                 memory: Memory::Global {
                     param: self.program.params.len(),
                 },
@@ -367,12 +367,7 @@ impl<'w> Lowering<'w> {
         let name = self.unique_name(self.world.name(entity));
         let id = self.program.add_buffer(BufferDecl {
             name,
-            dtype: self
-                .world
-                .dtypes
-                .get(entity)
-                .copied()
-                .unwrap_or(DType::Float32),
+            dtype: self.element_dtype(entity),
             memory,
             shape,
             elements,
@@ -382,15 +377,7 @@ impl<'w> Lowering<'w> {
     }
 
     fn unique_name(&self, base: &str) -> String {
-        let base = c_identifier(base);
-        let taken = |name: &str| self.program.buffers.iter().any(|b| b.name == name);
-        if !taken(&base) {
-            return base;
-        }
-        (1..)
-            .map(|k| format!("{base}_{k}"))
-            .find(|name| !taken(name))
-            .unwrap_or(base)
+        self.program.unique_buffer_name(&c_identifier(base))
     }
 
     fn declare_local(&mut self, entity: EntityId, shape: Vec<i64>) -> Result<(), Unlowerable> {
@@ -414,6 +401,15 @@ impl<'w> Lowering<'w> {
         self.add_buffer(entity, Memory::Local, &[size]);
         self.fragments.insert(entity, storage);
         Ok(())
+    }
+
+    /// The element dtype of a buffer (float32 for one the front end left untyped).
+    pub(super) fn element_dtype(&self, buffer: EntityId) -> DType {
+        self.world
+            .dtypes
+            .get(buffer)
+            .copied()
+            .unwrap_or(DType::Float32)
     }
 
     pub(super) fn buffer_of(&self, entity: EntityId) -> Result<BufferId, Unlowerable> {
@@ -801,12 +797,7 @@ impl<'w> Lowering<'w> {
             .get(entity)
             .ok_or_else(|| Unlowerable::new("a store without a target"))?
             .clone();
-        let dtype = self
-            .world
-            .dtypes
-            .get(store.buffer)
-            .copied()
-            .unwrap_or(DType::Float32);
+        let dtype = self.element_dtype(store.buffer);
         let value = self.value_as(store.value, dtype)?;
         let (buffer, index) = if self.world.kind(store.buffer) == Some(EntityKind::Var) {
             (self.buffer_of(store.buffer)?, self.program.exprs.int(0))

@@ -207,7 +207,7 @@ impl<'p, L: Leaves> Rewriter<'p, L> {
 
 /// Substitutes variables in index expressions.
 pub(super) struct Substitution<'m> {
-    pub(super) map: &'m dyn Fn(tilec_ir::VarId) -> Option<ExprId>,
+    map: &'m dyn Fn(tilec_ir::VarId) -> Option<ExprId>,
     memo: FxHashMap<ExprId, ExprId>,
 }
 

@@ -182,12 +182,7 @@ impl Lowering<'_> {
         dst_indices: &[ExprId],
         out: &mut Vec<Stmt>,
     ) -> Result<(), Unlowerable> {
-        let dtype = self
-            .world
-            .dtypes
-            .get(dst)
-            .copied()
-            .unwrap_or(DType::Float32);
+        let dtype = self.element_dtype(dst);
         let (src_id, src_index) = self.address(src, src_indices)?;
         let loaded = self.program.add_value(Value::Load {
             buffer: src_id,
@@ -296,12 +291,7 @@ impl Lowering<'_> {
         value: DataId,
         out: &mut Vec<Stmt>,
     ) -> Result<(), Unlowerable> {
-        let dtype = self
-            .world
-            .dtypes
-            .get(dst.buffer)
-            .copied()
-            .unwrap_or(DType::Float32);
+        let dtype = self.element_dtype(dst.buffer);
         let value = self.value_as(value, dtype)?;
         if let Some(storage) = self.fragments.get(&dst.buffer).cloned() {
             let id = self.buffer_of(dst.buffer)?;
@@ -362,12 +352,7 @@ impl Lowering<'_> {
             ));
         };
         let indices: Vec<ExprId> = dst.dims.iter().map(|d| d.start).collect();
-        let dtype = self
-            .world
-            .dtypes
-            .get(dst.buffer)
-            .copied()
-            .unwrap_or(DType::Float32);
+        let dtype = self.element_dtype(dst.buffer);
         let value = self.value_as(value, dtype)?;
         self.atomic_store(dst.buffer, &indices, value, out)
     }
@@ -408,12 +393,7 @@ impl Lowering<'_> {
         let (copy, layout) = self.copy_schedule(entity, src, dst, false)?;
         let (src_buffer, dst_buffer) = (src.buffer, dst.buffer);
         let stmts = self.run_laid_out(&layout, |lowering, stmts| {
-            let dtype = lowering
-                .world
-                .dtypes
-                .get(dst_buffer)
-                .copied()
-                .unwrap_or(DType::Float32);
+            let dtype = lowering.element_dtype(dst_buffer);
             let (id, index) = lowering.address(src_buffer, &copy.src_indices)?;
             let loaded = lowering
                 .program
@@ -432,12 +412,7 @@ impl Lowering<'_> {
         value: DataId,
         out: &mut Vec<Stmt>,
     ) -> Result<(), Unlowerable> {
-        let dtype = self
-            .world
-            .dtypes
-            .get(dst.buffer)
-            .copied()
-            .unwrap_or(DType::Float32);
+        let dtype = self.element_dtype(dst.buffer);
         let value = self.value_as(value, dtype)?;
         let indices: Vec<ExprId> = dst.dims.iter().map(|d| d.start).collect();
         let mut stmts = Vec::new();
@@ -482,12 +457,7 @@ impl Lowering<'_> {
             .filter(|&(k, _)| k != dim)
             .map(|(_, &e)| e)
             .product();
-        let dtype = self
-            .world
-            .dtypes
-            .get(dst.buffer)
-            .copied()
-            .unwrap_or(DType::Float32);
+        let dtype = self.element_dtype(dst.buffer);
         let accumulator = self.temporary("acc", dtype, 1);
         let rounds = (lines + self.threads - 1) / self.threads;
         let round = self.program.exprs.var("line_round", Some(rounds));
@@ -634,12 +604,7 @@ impl Lowering<'_> {
             self.threads,
             self.program.thread,
         )?;
-        let dtype = self
-            .world
-            .dtypes
-            .get(dst.buffer)
-            .copied()
-            .unwrap_or(DType::Float32);
+        let dtype = self.element_dtype(dst.buffer);
         let src_id = self.buffer_of(src.buffer)?;
         let dst_id = self.buffer_of(dst.buffer)?;
         let partial = self.temporary("partial", dtype, plan.slots.len() as i64);

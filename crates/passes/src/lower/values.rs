@@ -247,24 +247,9 @@ impl Lowering<'_> {
             }
             None => {
                 let shape = self.program.buffer(id).shape.clone();
-                row_major(&mut self.program.exprs, indices, &shape)
+                self.program.exprs.flatten_row_major(indices, &shape)
             }
         };
         Ok((id, index))
     }
-}
-
-/// The row-major flat index of `indices` in `shape` (missing leading indices count as zero).
-pub(super) fn row_major(
-    arena: &mut tilec_ir::ExprArena,
-    indices: &[ExprId],
-    shape: &[ExprId],
-) -> ExprId {
-    let mut flat = arena.int(0);
-    let skip = shape.len().saturating_sub(indices.len());
-    for (&index, &extent) in indices.iter().zip(&shape[skip..]) {
-        let scaled = arena.mul(flat, extent);
-        flat = arena.add(scaled, index);
-    }
-    flat
 }

@@ -273,7 +273,7 @@ impl Plan {
         } = staging;
         let mut out = Vec::new();
         for decl in new_buffers {
-            let name = unique_buffer_name(program, &decl.name);
+            let name = program.unique_buffer_name(&decl.name);
             program.add_buffer(BufferDecl { name, ..decl });
         }
         for &(buffer, base, temp) in &loads {
@@ -438,16 +438,4 @@ impl Leaves for &mut Staging<'_> {
     ) -> (BufferId, ExprId) {
         self.stage(arena, buffer, index, true)
     }
-}
-
-/// `base`, or `base_N` for the first `N` that no buffer of the program is named yet.
-fn unique_buffer_name(program: &ThreadProgram, base: &str) -> String {
-    let taken = |name: &str| program.buffers.iter().any(|b| b.name == name);
-    if !taken(base) {
-        return base.to_owned();
-    }
-    (1..)
-        .map(|n| format!("{base}_{n}"))
-        .find(|name| !taken(name))
-        .unwrap_or_else(|| base.to_owned())
 }
