@@ -80,7 +80,8 @@ pub fn run(path: &Path, options: &RunOptions) -> Result<ExitCode> {
                 options.bench,
             )?;
             if options.check {
-                check_against_emulator(&mut stdout, &programs, &scalars, inputs_before, &tensors)?;
+                let verdict = check_against_emulator(&programs, &scalars, inputs_before, &tensors)?;
+                print_check(&mut stdout, &verdict)?;
             }
         }
         None => {
@@ -387,46 +388,69 @@ fn format_seconds(seconds: f64) -> String {
     }
 }
 
+/// What comparing a GPU run with the emulator found.
+#[derive(Debug)]
+pub(crate) enum CheckVerdict {
+    /// Every written tensor matches; the comparisons, one line per tensor.
+    Matches(Vec<String>),
+    /// A written tensor differs: every comparison so far, the failing one last.
+    Differs(Vec<String>),
+    /// The launch is too large for the emulator; why.
+    Skipped(String),
+}
+
 /// `--check`: runs the emulator on the same inputs (when the launch is small enough) and compares
-/// every written tensor.
-fn check_against_emulator(
-    out: &mut impl Write,
+/// every written tensor with what the GPU wrote.
+pub(crate) fn check_against_emulator(
     programs: &[ThreadProgram],
     scalars: &[i64],
     mut tensors: Vec<HostTensor>,
     gpu: &[HostTensor],
-) -> Result<()> {
+) -> Result<CheckVerdict> {
     let program = first_program(programs)?;
     let size = launch_threads(program, scalars)?;
     if size > CHECK_LIMIT_THREADS {
-        writeln!(
-            out,
-            "check skipped: {size} threads in all is too many for the emulator (limit {CHECK_LIMIT_THREADS}); pass smaller sizes with --with"
-        )?;
-        return Ok(());
+        return Ok(CheckVerdict::Skipped(format!(
+            "{size} threads in all is too many for the emulator (limit {CHECK_LIMIT_THREADS})"
+        )));
     }
     for program in programs {
         run_program(program, &mut tensors, scalars)
             .map_err(|error| anyhow::anyhow!("emulator: {error}"))?;
     }
+    let mut lines = Vec::new();
     for (param, (emulated, actual)) in program.params.iter().zip(tensors.iter().zip(gpu)) {
         if param.access == tilec_ir::thread::ParamAccess::Read {
             continue;
         }
         let comparison = compare(actual, emulated);
-        let verdict = if comparison.passes(tolerance_for(actual.dtype)) {
-            "matches"
-        } else {
-            "DIFFERS FROM"
-        };
-        writeln!(
-            out,
-            "check: GPU `{}` {verdict} the emulator: {comparison}",
+        let matches = comparison.passes(tolerance_for(actual.dtype));
+        let verdict = if matches { "matches" } else { "DIFFERS FROM" };
+        lines.push(format!(
+            "GPU `{}` {verdict} the emulator: {comparison}",
             param.name
-        )?;
-        if verdict != "matches" {
-            bail!("the GPU result differs from the emulator");
+        ));
+        if !matches {
+            return Ok(CheckVerdict::Differs(lines));
         }
+    }
+    Ok(CheckVerdict::Matches(lines))
+}
+
+/// Prints a `--check` verdict; a difference is an error.
+fn print_check(out: &mut impl Write, verdict: &CheckVerdict) -> Result<()> {
+    match verdict {
+        CheckVerdict::Skipped(why) => {
+            writeln!(out, "check skipped: {why}; pass smaller sizes with --with")?;
+        }
+        CheckVerdict::Matches(lines) | CheckVerdict::Differs(lines) => {
+            for line in lines {
+                writeln!(out, "check: {line}")?;
+            }
+        }
+    }
+    if matches!(verdict, CheckVerdict::Differs(_)) {
+        bail!("the GPU result differs from the emulator");
     }
     Ok(())
 }

@@ -23,6 +23,7 @@ use tilec_db::{Instance, RootDatabase, Settings, SourceFile, outline, thread_pro
 use tilec_ir::{Target, ThreadProgram};
 use tilec_runtime::{CudaDevice, inputs, run_program};
 
+use crate::run::{CheckVerdict, check_against_emulator};
 use crate::workspace::{collect_python_files, manifest_instances};
 use crate::{Format, render};
 
@@ -287,16 +288,26 @@ impl Runner {
         let mut tensors = inputs::make_tensors(program, &scalars, 0).map_err(anyhow::Error::msg)?;
         let bytes = inputs::bytes_moved(program, &tensors) as f64;
         if let Some(device) = device {
-            // After a failure the device is dropped: a fault may leave its context unusable, so
-            // the next run opens a fresh one.
+            let inputs = tensors.clone();
+            // After a failure the device is dropped: a fault leaves its context unusable, so the
+            // next run opens a fresh one.
             let (seconds, compile) =
                 crate::run::run_on_gpu(&device, programs, &scalars, &mut tensors, false)?;
             self.device = Some(device);
-            return Ok(json!({
+            let verdict = check_against_emulator(programs, &scalars, inputs, &tensors)?;
+            let mut fields = json!({
                 "result": "ok", "device": "gpu",
                 "compile_ms": compile * 1e3, "run_us": seconds * 1e6,
                 "gbps": bytes / seconds.max(1e-12) / 1e9,
-            }));
+            });
+            let (check, detail) = match verdict {
+                CheckVerdict::Matches(lines) => ("matches", lines.join("; ")),
+                CheckVerdict::Differs(lines) => ("differs", lines.join("; ")),
+                CheckVerdict::Skipped(why) => ("skipped", why),
+            };
+            fields["check"] = json!(check);
+            fields["check_detail"] = json!(detail);
+            return Ok(fields);
         }
         let started = Instant::now();
         for program in programs {
@@ -305,7 +316,7 @@ impl Runner {
         }
         let seconds = started.elapsed().as_secs_f64();
         Ok(json!({
-            "result": "ok", "device": "emulator",
+            "result": "ok", "device": "emulator", "check": "reference",
             "run_us": seconds * 1e6, "gbps": bytes / seconds.max(1e-12) / 1e9,
         }))
     }
@@ -336,10 +347,11 @@ fn human_status(file: &Path, kernel: &str, index: u32, fields: &serde_json::Valu
         Some("skipped") => format!("not run: {}", fields["reason"].as_str().unwrap_or("")),
         Some("failed") => format!("FAILED: {}", fields["error"].as_str().unwrap_or("")),
         _ if fields["device"] == "gpu" => format!(
-            "compiled in {:.0} ms, ran in {:.1} µs ({:.1} GB/s) on the GPU",
+            "compiled in {:.0} ms, ran in {:.1} µs ({:.1} GB/s) on the GPU; {}",
             number("compile_ms"),
             number("run_us"),
-            number("gbps")
+            number("gbps"),
+            check_phrase(fields)
         ),
         _ => format!(
             "ran in {:.1} ms ({:.3} GB/s) on the CPU emulator",
@@ -348,4 +360,14 @@ fn human_status(file: &Path, kernel: &str, index: u32, fields: &serde_json::Valu
         ),
     };
     format!("{} {kernel}#{index}: {what}", file.display())
+}
+
+/// The check's part of a GPU status line.
+fn check_phrase(fields: &serde_json::Value) -> String {
+    let detail = fields["check_detail"].as_str().unwrap_or("");
+    match fields["check"].as_str() {
+        Some("matches") => "matches the emulator".to_owned(),
+        Some("differs") => format!("WRONG: {detail}"),
+        _ => format!("not checked: {detail}"),
+    }
 }
