@@ -3,14 +3,15 @@
 //! large tiles are cropped and say so; names are escaped; the files go where `--svg` says, and a
 //! path that cannot be written is an error, not a panic.
 //!
-//! The daemon is a binary only, and an integration test of another package cannot name its
-//! executable, so this file includes the daemon's `svg.rs` (which depends on the layout types alone)
-//! and drives it with layouts inferred from the corpus, as `tilec layout --svg` does.
+//! The pictures are drawn by `tilec_ide::svg`; the daemon (a binary only, whose modules another
+//! package cannot import) writes them with its `svg.rs`, which this file includes. Both are driven
+//! with layouts inferred from the corpus, as `tilec layout --svg` does.
 
 #[path = "../../crates/daemon/src/svg.rs"]
-mod picture;
+mod writer;
 
-use picture::{MAX_COLUMNS, MAX_ROWS, Picture, fragment_svg, write_pictures};
+use tilec_ide::svg::{MAX_COLUMNS, MAX_ROWS, Picture, fragment_svg};
+use writer::write_pictures;
 use tilec_db::{Instance, RootDatabase, kernel_world, layouts, resources};
 use tilec_ir::ExprArena;
 use tilec_passes::layout::{FragmentLayout, flatten, fresh_vars};

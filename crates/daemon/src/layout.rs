@@ -13,12 +13,16 @@ use tilec_db::{
 };
 use tilec_ir::{EntityId, World};
 use tilec_passes::check::format_bytes;
-use tilec_passes::layout::{FragmentLayout, Inferred, Layouts, LoopPlan, Origin};
-use tilec_passes::liveness::launch_of;
-use tilec_passes::resources::{Resources, SharedBuffer};
+use tilec_passes::layout::{FragmentLayout, Layouts, LoopPlan};
+use tilec_passes::resources::Resources;
 
 use crate::Format;
-use crate::svg::{Picture, write_pictures};
+use crate::svg::write_pictures;
+use tilec_ide::describe::{
+    formulas, origin_words, ownership_grid, grid_is_clipped, plan_words, register_words,
+    shared_layout_words, shared_of,
+};
+use tilec_ide::svg::Picture;
 use crate::workspace::{load_one, selected_instances};
 
 /// The largest grid printed: wider tiles show their top-left corner.
@@ -166,37 +170,7 @@ fn print_launches(
     Ok(())
 }
 
-/// `, full-bank swizzle (from the `T.gemm`)`: how a shared buffer is stored and why.
-fn shared_layout_words(world: &World, assigned: &tilec_passes::layout::SharedAssigned) -> String {
-    use tilec_passes::layout::SharedOrigin;
-    let why = match assigned.origin {
-        SharedOrigin::Annotation => " (from `T.annotate_layout`)".to_owned(),
-        SharedOrigin::GemmOperand => format!(
-            " (operand of the `T.{}`)",
-            world.ops.get(assigned.op).map_or("gemm", |op| op.name())
-        ),
-        SharedOrigin::RowMajor => String::new(),
-    };
-    format!(", {}{why}", assigned.description)
-}
 
-fn plan_words(plan: &LoopPlan) -> String {
-    match plan {
-        LoopPlan::Dense {
-            threads,
-            per_thread,
-        } => format!("dense: each of {threads} threads runs {per_thread} iteration(s)"),
-        LoopPlan::Guarded { active, per_thread } => {
-            let shown: Vec<String> = active.iter().take(8).map(i64::to_string).collect();
-            let more = if active.len() > 8 { ", ..." } else { "" };
-            format!(
-                "guarded (sparse thread map, no closed-form inverse): threads {}{more} ({} of them) run up to {per_thread} iteration(s), each checking the thread formula",
-                shown.join(", "),
-                active.len(),
-            )
-        }
-    }
-}
 
 fn plan_record(plan: &LoopPlan) -> serde_json::Value {
     match plan {
@@ -210,17 +184,6 @@ fn plan_record(plan: &LoopPlan) -> serde_json::Value {
     }
 }
 
-/// The shared buffers of one launch (a file's kernel may launch more than once).
-fn shared_of<'a>(
-    world: &'a World,
-    resources: &'a Resources,
-    launch: EntityId,
-) -> impl Iterator<Item = (&'a EntityId, &'a SharedBuffer)> + 'a {
-    resources
-        .shared
-        .iter()
-        .filter(move |(buffer, _)| launch_of(world, **buffer) == Some(launch))
-}
 
 /// The JSON Lines record of each launch (`"kind": "kernel"`).
 fn launch_records(world: &World, resources: &Resources) -> Vec<serde_json::Value> {
@@ -258,33 +221,7 @@ fn line_of(
     Some(line_column(db, file, span.start).0)
 }
 
-fn origin_words(world: &World, inferred: &Inferred) -> String {
-    match &inferred.origin {
-        Origin::Annotation => "T.annotate_layout".to_owned(),
-        Origin::Gemm => "T.gemm (tensor-core accumulator)".to_owned(),
-        Origin::Broadcast => "read at a constant index (replicated to every thread)".to_owned(),
-        Origin::Plan { vector } => format!("planned ({vector}-wide vectors)"),
-        Origin::Propagated { from } => match world.kind(*from) {
-            Some(tilec_ir::EntityKind::Loop) => "the `T.Parallel` loop".to_owned(),
-            Some(tilec_ir::EntityKind::TileOp) => "the `T.copy`".to_owned(),
-            _ if world.is_alias(*from) || world.aliases.iter().any(|(_, &b)| b == *from) => {
-                format!("a view of `{}` (reshaped)", world.name(*from))
-            }
-            _ => format!("the layout of `{}`", world.name(*from)),
-        },
-        Origin::Reduce { from } => format!("reduction of `{}`", world.name(*from)),
-    }
-}
 
-fn formulas(layouts: &Layouts, layout: &FragmentLayout) -> (String, Vec<String>) {
-    let thread = layouts.exprs.display(layout.thread).to_string();
-    let index = layout
-        .index
-        .iter()
-        .map(|&e| layouts.exprs.display(e).to_string())
-        .collect();
-    (thread, index)
-}
 
 fn print_human(
     out: &mut impl Write,
@@ -323,18 +260,7 @@ fn print_human(
         )?;
         writeln!(out, "  thread    = {thread}")?;
         writeln!(out, "  index     = ({})", index.join(", "))?;
-        let count = resources
-            .fragment_registers
-            .get(&world.storage_of(buffer))
-            .copied()
-            .unwrap_or(0);
-        let registers = match world.aliases.get(buffer) {
-            Some(&base) => format!(
-                "{count} registers per thread (those of `{}`)",
-                world.name(base)
-            ),
-            None => format!("{count} registers per thread"),
-        };
+        let registers = register_words(world, resources, buffer);
         writeln!(
             out,
             "  replicate = {}, {registers}, from {}{origin_line}",
@@ -370,27 +296,9 @@ fn print_grid(
     layouts: &Layouts,
     layout: &FragmentLayout,
 ) -> std::io::Result<()> {
+    let clipped = grid_is_clipped(layout, GRID_ROWS, GRID_COLUMNS);
     let rows = layout.shape[0].min(GRID_ROWS);
     let columns = layout.shape[1].min(GRID_COLUMNS);
-    let cells: Vec<Vec<String>> = (0..rows)
-        .map(|i| {
-            (0..columns)
-                .map(|j| {
-                    layout
-                        .thread_of(&layouts.exprs, &[i, j], 0)
-                        .map_or("?".to_owned(), |t| t.to_string())
-                })
-                .collect()
-        })
-        .collect();
-    let width = cells
-        .iter()
-        .flatten()
-        .map(String::len)
-        .max()
-        .unwrap_or(1)
-        .max(2);
-    let clipped = layout.shape[0] > rows || layout.shape[1] > columns;
     writeln!(
         out,
         "  thread of each element{}:",
@@ -400,9 +308,8 @@ fn print_grid(
             String::new()
         }
     )?;
-    for row in cells {
-        let row: Vec<String> = row.iter().map(|cell| format!("{cell:>width$}")).collect();
-        writeln!(out, "    {}", row.join(" "))?;
+    for row in ownership_grid(layouts, layout, GRID_ROWS, GRID_COLUMNS) {
+        writeln!(out, "    {row}")?;
     }
     Ok(())
 }

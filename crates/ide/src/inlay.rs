@@ -1,0 +1,88 @@
+//! Inlay hints: registers per thread after each `T.alloc_fragment`, bytes after each
+//! `T.alloc_shared`, the vector width of laid-out `T.Parallel` loops and fragment copies, and a
+//! summary of the launch at each `T.Kernel` line. Each kernel is described through the instance
+//! its hovers show.
+
+use tilec_db::{Db, SourceFile, kernel_positions, kernel_world, layouts, resources};
+use tilec_ir::{EntityKind, LoopKind, Scope};
+use tilec_passes::check::format_bytes;
+
+use crate::cursor::{first_line, instance_label, kernels};
+use crate::describe::launch_summary;
+
+/// A label shown at the end of a line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InlayHint {
+    /// Byte offset where the label goes (the end of the statement's first line).
+    pub offset: u32,
+    pub label: String,
+    pub tooltip: String,
+}
+
+/// The hints of every kernel of the file, in source order.
+pub fn inlay_hints(db: &dyn Db, file: SourceFile) -> Vec<InlayHint> {
+    let text = file.text(db);
+    let mut hints = Vec::new();
+    for kernel in kernels(db, file) {
+        let Some(instance) = kernel.shown else {
+            continue;
+        };
+        let world = kernel_world(db, instance);
+        let layouts = layouts(db, instance);
+        let resources = resources(db, instance);
+        let spans = &kernel_positions(db, instance).spans;
+        let shown = instance_label(db, instance);
+        for entity in world.entities() {
+            let label = match world.kind(entity) {
+                Some(EntityKind::Kernel) => launch_summary(world, resources, entity),
+                Some(EntityKind::Buffer) if !world.is_alias(entity) => {
+                    match world.scopes.get(entity) {
+                        Some(Scope::Fragment) => resources
+                            .fragment_registers
+                            .get(&entity)
+                            .map(|count| format!("{count} regs/thread")),
+                        Some(Scope::Shared | Scope::SharedDyn) => {
+                            resources.shared.get(&entity).map(|shared| {
+                                if shared.stages > 1 {
+                                    format!("{} ({} stages)", format_bytes(shared.bytes), shared.stages)
+                                } else {
+                                    format_bytes(shared.bytes)
+                                }
+                            })
+                        }
+                        _ => None,
+                    }
+                }
+                Some(EntityKind::Loop)
+                    if world
+                        .loops
+                        .get(entity)
+                        .is_some_and(|info| info.kind == LoopKind::Parallel) =>
+                {
+                    layouts
+                        .loops
+                        .get(&entity)
+                        .map(|(_, vector)| format!("vector {vector}"))
+                }
+                Some(EntityKind::TileOp) => layouts
+                    .loops
+                    .get(&entity)
+                    .map(|(_, vector)| format!("vector {vector}")),
+                _ => None,
+            };
+            let (Some(label), Some(span)) = (label, spans.get(entity)) else {
+                continue;
+            };
+            if span.start == span.end {
+                continue;
+            }
+            hints.push(InlayHint {
+                offset: first_line(text, span).end,
+                label,
+                tooltip: format!("instance {shown} of `{}`", kernel.def.name(db)),
+            });
+        }
+    }
+    hints.sort_by_key(|hint| hint.offset);
+    hints
+}
