@@ -10,12 +10,12 @@
 #[path = "../../crates/daemon/src/svg.rs"]
 mod writer;
 
-use tilec_ide::svg::{MAX_COLUMNS, MAX_ROWS, Picture, fragment_svg};
-use writer::write_pictures;
 use tilec_db::{Instance, RootDatabase, kernel_world, layouts, resources};
+use tilec_ide::svg::{MAX_COLUMNS, MAX_ROWS, Picture, fragment_svg};
 use tilec_ir::ExprArena;
 use tilec_passes::layout::{FragmentLayout, flatten, fresh_vars};
 use tilec_tests::{corpus_dir, instance, load_corpus, on_analysis_stack};
+use writer::write_pictures;
 
 /// The picture of fragment `buffer` of `inst`, built as `tilec layout --svg` builds it.
 fn picture<'a>(db: &'a RootDatabase, inst: Instance<'a>, buffer: &'a str) -> Picture<'a> {

@@ -18,12 +18,12 @@ use tilec_passes::resources::Resources;
 
 use crate::Format;
 use crate::svg::write_pictures;
+use crate::workspace::{load_one, selected_instances};
 use tilec_ide::describe::{
-    formulas, origin_words, ownership_grid, grid_is_clipped, plan_words, register_words,
+    formulas, grid_is_clipped, origin_words, ownership_grid, plan_words, register_words,
     shared_layout_words, shared_of,
 };
 use tilec_ide::svg::Picture;
-use crate::workspace::{load_one, selected_instances};
 
 /// The largest grid printed: wider tiles show their top-left corner.
 const GRID_ROWS: i64 = 16;
@@ -170,8 +170,6 @@ fn print_launches(
     Ok(())
 }
 
-
-
 fn plan_record(plan: &LoopPlan) -> serde_json::Value {
     match plan {
         LoopPlan::Dense {
@@ -183,7 +181,6 @@ fn plan_record(plan: &LoopPlan) -> serde_json::Value {
         }
     }
 }
-
 
 /// The JSON Lines record of each launch (`"kind": "kernel"`).
 fn launch_records(world: &World, resources: &Resources) -> Vec<serde_json::Value> {
@@ -220,8 +217,6 @@ fn line_of(
     let span = kernel_positions(db, instance).spans.get(entity)?;
     Some(line_column(db, file, span.start).0)
 }
-
-
 
 fn print_human(
     out: &mut impl Write,

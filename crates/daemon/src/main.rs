@@ -123,6 +123,9 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
+    /// Run the language server on stdin and stdout (for editors; the VS Code extension starts it).
+    /// Logs go to stderr, filtered by `TILEC_LOG` (`info`, `debug`, ...).
+    Lsp,
     /// Build every kernel instance under the paths: `.cu`, `.ptx` (with NVRTC) and `.json` per
     /// instance in `--out`, through a content-addressed cache, so unchanged kernels cost nothing.
     Build {
@@ -258,6 +261,9 @@ fn run(cli: Cli) -> ExitCode {
             format,
             target,
         }),
+        Command::Lsp => tilec_lsp::run_stdio(tilec_lsp::LspOptions::for_current_exe())
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(anyhow::Error::from),
         Command::Build {
             paths,
             out,

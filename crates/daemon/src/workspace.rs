@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use tilec_db::{RootDatabase, SourceFile};
-use tilec_frontend::ManifestInstance;
 use tilec_frontend::manifest::{Manifest, parse_manifest};
+pub use tilec_lsp::workspace::{instances_for, manifest_for, manifest_instances};
 
 /// A problem with a tilec.toml, reported as a `config-error` diagnostic.
 #[derive(Debug)]
@@ -78,24 +78,6 @@ fn walk(folder: &Path, files: &mut Vec<PathBuf>) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The tilec.toml that applies to `file`: the nearest one in its folder or an ancestor, up to the
-/// repository root (a folder with `.git`).
-pub fn manifest_for(file: &Path) -> Option<PathBuf> {
-    let absolute = std::path::absolute(file).ok()?;
-    let mut folder = absolute.parent();
-    while let Some(dir) = folder {
-        let candidate = dir.join("tilec.toml");
-        if candidate.is_file() {
-            return Some(candidate);
-        }
-        if dir.join(".git").exists() {
-            return None;
-        }
-        folder = dir.parent();
-    }
-    None
-}
-
 impl Workspace {
     pub fn load(paths: &[PathBuf]) -> Result<Workspace> {
         let files = collect_python_files(paths)?;
@@ -158,18 +140,6 @@ impl Workspace {
     }
 }
 
-/// The tilec.toml instances listed for `file`, read afresh (a manifest that cannot be read or
-/// parsed lists none; `tilec check` reports why).
-pub fn manifest_instances(file: &Path) -> Vec<ManifestInstance> {
-    let Some(manifest_path) = manifest_for(file) else {
-        return Vec::new();
-    };
-    let manifest = std::fs::read_to_string(&manifest_path)
-        .ok()
-        .and_then(|text| parse_manifest(&text).ok());
-    instances_for(manifest.as_ref(), &manifest_path, file)
-}
-
 /// Loads one file for a command that inspects it (`tilec ir`, `tilec layout`).
 pub fn load_one(path: &Path) -> Result<(Workspace, SourceFile)> {
     let workspace = Workspace::load(&[path.to_owned()])
@@ -213,25 +183,4 @@ pub fn selected_instances<'db>(
         );
     }
     Ok(selected)
-}
-
-/// The `[[instance]]` entries of a manifest whose `file` is `file`.
-fn instances_for(
-    manifest: Option<&Manifest>,
-    manifest_path: &Path,
-    file: &Path,
-) -> Vec<ManifestInstance> {
-    let Some(manifest) = manifest else {
-        return Vec::new();
-    };
-    let folder = manifest_path.parent().unwrap_or(Path::new("."));
-    let file = std::path::absolute(file).unwrap_or_else(|_| file.to_owned());
-    manifest
-        .instances
-        .iter()
-        .filter(|entry| {
-            std::path::absolute(folder.join(&entry.file)).is_ok_and(|listed| listed == file)
-        })
-        .map(|entry| entry.instance.clone())
-        .collect()
 }

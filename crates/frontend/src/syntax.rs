@@ -14,7 +14,51 @@ use tilec_ir::Span;
 /// A parsed file: the recovered syntax tree and its syntax errors. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct ParsedModule {
-    inner: Arc<Parsed<ModModule>>,
+    inner: Arc<ParsedParts>,
+}
+
+/// What the rest of the front end reads of a parse: the tree, the errors, and the ranges of comments
+/// and of tokens that may span lines (strings).
+#[derive(Debug)]
+struct ParsedParts {
+    syntax: ModModule,
+    errors: Vec<(String, TextRange)>,
+    comments: Vec<TextRange>,
+    multiline_tokens: Vec<TextRange>,
+}
+
+impl ParsedParts {
+    fn from_parsed(parsed: Parsed<ModModule>, keep: impl Fn(TextRange) -> bool) -> ParsedParts {
+        let tokens_of = |wanted: &dyn Fn(TokenKind) -> bool| -> Vec<TextRange> {
+            parsed
+                .tokens()
+                .iter()
+                .filter(|token| wanted(token.kind()) && keep(token.range()))
+                .map(Ranged::range)
+                .collect()
+        };
+        let comments = tokens_of(&|kind| kind == TokenKind::Comment);
+        let multiline_tokens = tokens_of(&|kind| {
+            matches!(
+                kind,
+                TokenKind::String | TokenKind::FStringMiddle | TokenKind::TStringMiddle
+            )
+        });
+        let errors = parsed
+            .errors()
+            .iter()
+            .filter(|error| keep(error.location))
+            .map(|error| (error.error.to_string(), error.location))
+            .collect();
+        let mut syntax = parsed.into_syntax();
+        syntax.body.retain(|stmt| keep(stmt.range()));
+        ParsedParts {
+            syntax,
+            errors,
+            comments,
+            multiline_tokens,
+        }
+    }
 }
 
 /// One syntax error, with the parser's message.
@@ -28,24 +72,79 @@ pub struct SyntaxError {
 }
 
 impl ParsedModule {
+    /// Parses a file. When it has syntax errors, each top-level definition is parsed again on its
+    /// own (see [`top_level_chunks`]): ruff's recovery cannot tell where an unclosed `(` ends, and
+    /// would otherwise swallow every kernel after the one being typed into.
     pub fn parse(text: &str) -> ParsedModule {
+        let whole = parse_unchecked_source(text, PySourceType::Python);
+        if whole.errors().is_empty() {
+            return ParsedModule {
+                inner: Arc::new(ParsedParts::from_parsed(whole, |_| true)),
+            };
+        }
+        let strings: Vec<TextRange> = whole
+            .tokens()
+            .iter()
+            .filter(|token| token.kind() == TokenKind::String)
+            .map(Ranged::range)
+            .collect();
+        let chunks = top_level_chunks(text, &strings);
+        if chunks.len() < 2 {
+            return ParsedModule {
+                inner: Arc::new(ParsedParts::from_parsed(whole, |_| true)),
+            };
+        }
+        let mut parts = chunks.iter().map(|&(start, end)| {
+            // Blank out what precedes the chunk (keeping line breaks) so that every offset in
+            // the chunk's tree is an offset of the file.
+            let mut padded: String = text[..start]
+                .bytes()
+                .map(|b| if b == b'\n' { '\n' } else { ' ' })
+                .collect();
+            padded.push_str(&text[start..end]);
+            let range = TextRange::new(
+                ruff_text_size::TextSize::new(u32::try_from(start).unwrap_or(u32::MAX)),
+                ruff_text_size::TextSize::new(u32::try_from(end).unwrap_or(u32::MAX)),
+            );
+            let inside = move |r: TextRange| {
+                range.contains_range(r) || (r.is_empty() && r.start() == range.end())
+            };
+            ParsedParts::from_parsed(
+                parse_unchecked_source(&padded, PySourceType::Python),
+                inside,
+            )
+        });
+        let Some(mut merged) = parts.next() else {
+            return ParsedModule {
+                inner: Arc::new(ParsedParts::from_parsed(whole, |_| true)),
+            };
+        };
+        for part in parts {
+            merged.syntax.body.extend(part.syntax.body);
+            merged.errors.extend(part.errors);
+            merged.comments.extend(part.comments);
+            merged.multiline_tokens.extend(part.multiline_tokens);
+        }
+        merged.syntax.range = TextRange::up_to(ruff_text_size::TextSize::new(
+            u32::try_from(text.len()).unwrap_or(u32::MAX),
+        ));
         ParsedModule {
-            inner: Arc::new(parse_unchecked_source(text, PySourceType::Python)),
+            inner: Arc::new(merged),
         }
     }
 
     pub fn syntax(&self) -> &ModModule {
-        self.inner.syntax()
+        &self.inner.syntax
     }
 
     /// Every syntax error the parser reported, in order.
     pub fn errors(&self) -> Vec<SyntaxError> {
         self.inner
-            .errors()
+            .errors
             .iter()
-            .map(|error| SyntaxError {
-                message: error.error.to_string(),
-                span: span_of(error.location),
+            .map(|(message, location)| SyntaxError {
+                message: message.clone(),
+                span: span_of(*location),
                 follow_ups: 0,
             })
             .collect()
@@ -83,28 +182,45 @@ impl ParsedModule {
 
     /// The byte ranges of every comment, in order.
     pub(crate) fn comment_ranges(&self) -> Vec<TextRange> {
-        self.inner
-            .tokens()
-            .iter()
-            .filter(|token| token.kind() == TokenKind::Comment)
-            .map(Ranged::range)
-            .collect()
+        self.inner.comments.clone()
     }
 
     /// The byte ranges of tokens that may span lines and keep their blank lines (strings).
     pub(crate) fn multiline_token_ranges(&self) -> Vec<TextRange> {
-        self.inner
-            .tokens()
-            .iter()
-            .filter(|token| {
-                matches!(
-                    token.kind(),
-                    TokenKind::String | TokenKind::FStringMiddle | TokenKind::TStringMiddle
-                )
-            })
-            .map(Ranged::range)
-            .collect()
+        self.inner.multiline_tokens.clone()
     }
+}
+
+/// The byte ranges of a file's top-level pieces, cut before each line at column 0 that starts a
+/// statement: not blank, not a comment, not a closing bracket or a clause that continues the
+/// statement above (`else:`, `except`, ...), not inside a string, and not right after a decorator.
+fn top_level_chunks(text: &str, strings: &[TextRange]) -> Vec<(usize, usize)> {
+    const CONTINUATIONS: [&str; 5] = ["else", "elif", "except", "finally", "case"];
+    let mut starts = vec![0];
+    let mut offset = 0;
+    let mut previous_is_decorator = false;
+    for line in text.split_inclusive('\n') {
+        let at = offset;
+        offset += line.len();
+        let first = line.bytes().next().unwrap_or(b' ');
+        if first.is_ascii_whitespace() || first == b'#' {
+            continue;
+        }
+        let in_string = strings
+            .iter()
+            .any(|s| s.start().to_usize() < at && at < s.end().to_usize());
+        let continues = matches!(first, b')' | b']' | b'}')
+            || CONTINUATIONS.iter().any(|word| {
+                line.strip_prefix(word)
+                    .is_some_and(|rest| rest.starts_with([' ', ':', '\t']))
+            });
+        if at > 0 && !in_string && !continues && !previous_is_decorator {
+            starts.push(at);
+        }
+        previous_is_decorator = !in_string && first == b'@';
+    }
+    let ends = starts.iter().skip(1).copied().chain([text.len()]);
+    starts.iter().copied().zip(ends).collect()
 }
 
 pub(crate) fn span_of(range: TextRange) -> Span {

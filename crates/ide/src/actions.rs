@@ -33,7 +33,9 @@ pub fn code_actions(db: &dyn Db, file: SourceFile, range: Span) -> Vec<CodeActio
             continue;
         }
         if let Some(edit) = parallelize_serial_loop(db, file, diagnostic.span.start)
-            && !actions.iter().any(|a: &CodeAction| a.edits.contains(&edit.1))
+            && !actions
+                .iter()
+                .any(|a: &CodeAction| a.edits.contains(&edit.1))
         {
             actions.push(CodeAction {
                 title: edit.0,
@@ -48,7 +50,11 @@ pub fn code_actions(db: &dyn Db, file: SourceFile, range: Span) -> Vec<CodeActio
 
 /// The innermost serial loop around `offset` that is the whole body of a `T.Parallel` loop, merged
 /// into it: the title and the edit.
-fn parallelize_serial_loop(db: &dyn Db, file: SourceFile, offset: u32) -> Option<(String, TextEdit)> {
+fn parallelize_serial_loop(
+    db: &dyn Db,
+    file: SourceFile,
+    offset: u32,
+) -> Option<(String, TextEdit)> {
     let kernel = kernel_at(db, file, offset)?;
     let instance = kernel.shown?;
     let world = kernel_world(db, instance);
@@ -58,7 +64,10 @@ fn parallelize_serial_loop(db: &dyn Db, file: SourceFile, offset: u32) -> Option
         let parent = *world.parents.get(entity)?;
         if is_loop(world, entity, |kind| matches!(kind, LoopKind::Serial))
             && is_loop(world, parent, |kind| kind == LoopKind::Parallel)
-            && world.bodies.get(parent).is_some_and(|body| body == &[entity])
+            && world
+                .bodies
+                .get(parent)
+                .is_some_and(|body| body == &[entity])
         {
             break (parent, entity);
         }
@@ -112,12 +121,17 @@ fn merge_loops(text: &str, outer: Span, inner: Span) -> Option<String> {
     if inner_args.contains(',') {
         return None;
     }
-    let line_start = text[..inner.start as usize].rfind('\n').map_or(0, |at| at + 1);
+    let line_start = text[..inner.start as usize]
+        .rfind('\n')
+        .map_or(0, |at| at + 1);
     let inner_indent = inner.start as usize - line_start;
-    let outer_line_start = text[..outer.start as usize].rfind('\n').map_or(0, |at| at + 1);
+    let outer_line_start = text[..outer.start as usize]
+        .rfind('\n')
+        .map_or(0, |at| at + 1);
     let outer_indent = outer.start as usize - outer_line_start;
     let shift = inner_indent.checked_sub(outer_indent)?;
-    let mut merged = format!("for {outer_targets}, {inner_targets} in T.Parallel({outer_args}, {inner_args}):");
+    let mut merged =
+        format!("for {outer_targets}, {inner_targets} in T.Parallel({outer_args}, {inner_args}):");
     for line in inner_lines {
         merged.push('\n');
         let spaces = line.len() - line.trim_start_matches(' ').len();

@@ -173,3 +173,18 @@ pub fn grid_is_clipped(layout: &FragmentLayout, max_rows: i64, max_columns: i64)
         _ => false,
     }
 }
+
+/// A launch in a few words, for an inlay hint: `256 threads · 0 B shared · ~34 regs · 6 blocks/SM`.
+pub fn launch_hint(world: &World, resources: &Resources, launch: EntityId) -> Option<String> {
+    let info = world.launches.get(launch)?;
+    let shared = resources.peak_shared.get(&launch).copied().unwrap_or(0);
+    let registers = resources.peak_registers.get(&launch).copied().unwrap_or(0);
+    let occupancy = resources.occupancy.get(&launch).map_or(String::new(), |o| {
+        format!(" · {} blocks/SM", o.blocks_per_sm)
+    });
+    Some(format!(
+        "{} threads · {} shared · ~{registers} regs{occupancy}",
+        info.thread_count(),
+        format_bytes(shared),
+    ))
+}

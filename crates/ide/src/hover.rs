@@ -176,7 +176,8 @@ fn shared_words(facts: &Facts<'_>, buffer: EntityId) -> String {
 
 fn fragment_words(facts: &Facts<'_>, buffer: EntityId) -> String {
     let Some(inferred) = facts.layouts.buffers.get(&buffer) else {
-        return "No layout: inference did not reach this fragment (see the diagnostics).".to_owned();
+        return "No layout: inference did not reach this fragment (see the diagnostics)."
+            .to_owned();
     };
     let (thread, index) = formulas(facts.layouts, &inferred.layout);
     let origin_line = facts

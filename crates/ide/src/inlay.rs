@@ -8,7 +8,7 @@ use tilec_ir::{EntityKind, LoopKind, Scope};
 use tilec_passes::check::format_bytes;
 
 use crate::cursor::{first_line, instance_label, kernels};
-use crate::describe::launch_summary;
+use crate::describe::launch_hint;
 
 /// A label shown at the end of a line.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,7 +34,7 @@ pub fn inlay_hints(db: &dyn Db, file: SourceFile) -> Vec<InlayHint> {
         let shown = instance_label(db, instance);
         for entity in world.entities() {
             let label = match world.kind(entity) {
-                Some(EntityKind::Kernel) => launch_summary(world, resources, entity),
+                Some(EntityKind::Kernel) => launch_hint(world, resources, entity),
                 Some(EntityKind::Buffer) if !world.is_alias(entity) => {
                     match world.scopes.get(entity) {
                         Some(Scope::Fragment) => resources
@@ -44,7 +44,11 @@ pub fn inlay_hints(db: &dyn Db, file: SourceFile) -> Vec<InlayHint> {
                         Some(Scope::Shared | Scope::SharedDyn) => {
                             resources.shared.get(&entity).map(|shared| {
                                 if shared.stages > 1 {
-                                    format!("{} ({} stages)", format_bytes(shared.bytes), shared.stages)
+                                    format!(
+                                        "{} ({} stages)",
+                                        format_bytes(shared.bytes),
+                                        shared.stages
+                                    )
                                 } else {
                                     format_bytes(shared.bytes)
                                 }

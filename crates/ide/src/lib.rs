@@ -11,6 +11,7 @@
 mod actions;
 mod cursor;
 pub mod describe;
+mod explain;
 mod hover;
 mod inlay;
 mod navigation;
@@ -18,6 +19,7 @@ pub mod svg;
 
 pub use actions::{CodeAction, TextEdit, code_actions};
 pub use cursor::{KernelAt, first_line, identifier_at, instance_label, kernel_at, kernels};
+pub use explain::explain_page;
 pub use hover::{Hover, hover};
 pub use inlay::{InlayHint, inlay_hints};
 pub use navigation::{Symbol, SymbolKind, document_symbols, goto_definition};

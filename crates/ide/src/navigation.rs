@@ -49,7 +49,10 @@ pub fn document_symbols(db: &dyn Db, file: SourceFile) -> Vec<Symbol> {
                     let name = world.name(entity).to_owned();
                     let name_span = find_name(text, span, &name).unwrap_or(span);
                     let scope = world.scopes.get(entity).map_or("", |s| scope_word(*s));
-                    let dtype = world.dtypes.get(entity).map_or(String::new(), ToString::to_string);
+                    let dtype = world
+                        .dtypes
+                        .get(entity)
+                        .map_or(String::new(), ToString::to_string);
                     children.push(Symbol {
                         name,
                         kind,
@@ -90,7 +93,10 @@ fn find_name(text: &str, span: Span, name: &str) -> Option<Span> {
     while let Some(at) = within[from..].find(name) {
         let begin = from + at;
         let end = begin + name.len();
-        let before = within[..begin].chars().next_back().is_none_or(|c| !is_word(c));
+        let before = within[..begin]
+            .chars()
+            .next_back()
+            .is_none_or(|c| !is_word(c));
         let after = within[end..].chars().next().is_none_or(|c| !is_word(c));
         if before && after {
             return Some(Span::new(

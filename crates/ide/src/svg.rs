@@ -88,7 +88,6 @@ impl Picture<'_> {
     }
 }
 
-
 /// How the fragment's logical shape is laid out as a grid: the last dimension across, every
 /// leading dimension flattened (row-major) down; a scalar is one cell. A 1-D fragment longer than
 /// [`WRAP`] is wrapped into rows like a hex dump, each row labelled by its first index.

@@ -1,1 +1,89 @@
-//! The tilec language server (tower-lsp-server): document store, snapshots, requests and custom commands.
+//! The language server: `tilec lsp` on stdio (tower-lsp-server). Diagnostics as you type, layouts
+//! in hovers, registers and shared memory as inlay hints, a code action for the serial-loop layout
+//! conflict, symbols, go to definition, and the custom requests `tilec/cudaSource`,
+//! `tilec/layoutSvg`, `tilec/runKernel` and `tilec/explain` that the VS Code extension uses.
+//!
+//! Invariants of this crate:
+//! - It runs no compiler pass directly: every answer comes from `tilec-db` queries through
+//!   `tilec-ide`, so the editor shows exactly what `tilec check` reports.
+//! - One thread owns the database and applies edits in order; reads run on snapshots and are
+//!   cancelled by edits (see [`host`]). Nothing async ever blocks on salsa.
+//! - stdout carries the protocol: logs go to stderr (`TILEC_LOG` sets the filter).
+//! - Nothing a user types takes the server down: a read that panics is answered with an internal
+//!   error and the worker lives on; kernels run in a child process.
+//! - Its I/O is the protocol, the tilec.toml beside a document ([`workspace`]) and the child
+//!   process of `tilec/runKernel`.
+
+mod handlers;
+mod host;
+mod lines;
+mod server;
+pub mod workspace;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tower_lsp_server::{LspService, Server};
+
+pub use server::{Backend, explain_uri};
+
+/// How the server is set up.
+#[derive(Clone, Debug)]
+pub struct LspOptions {
+    /// The `tilec` executable `tilec/runKernel` runs (the server's own binary).
+    pub tilec_exe: PathBuf,
+    /// Worker threads for reads.
+    pub workers: usize,
+    /// Tests only: each read waits this long before it starts, so that an edit can arrive while
+    /// it runs (`TILEC_LSP_READ_DELAY_MS`).
+    pub read_delay: Option<Duration>,
+}
+
+impl LspOptions {
+    /// The defaults for `tilec lsp`: this executable, two workers, and the read delay from the
+    /// environment.
+    pub fn for_current_exe() -> LspOptions {
+        let read_delay = std::env::var("TILEC_LSP_READ_DELAY_MS")
+            .ok()
+            .and_then(|ms| ms.parse::<u64>().ok())
+            .map(Duration::from_millis);
+        LspOptions {
+            tilec_exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("tilec")),
+            workers: 2,
+            read_delay,
+        }
+    }
+}
+
+/// Serves on any byte streams (stdio for `tilec lsp`, in-memory pipes in tests) until the client
+/// sends `exit`.
+pub async fn serve<I, O>(input: I, output: O, options: LspOptions)
+where
+    I: tokio::io::AsyncRead + Unpin,
+    O: tokio::io::AsyncWrite,
+{
+    let (service, socket) = LspService::build(move |client| Backend::new(client, options))
+        .custom_method("tilec/cudaSource", Backend::cuda_source)
+        .custom_method("tilec/layoutSvg", Backend::layout_svg)
+        .custom_method("tilec/runKernel", Backend::run_kernel)
+        .custom_method("tilec/explain", Backend::explain)
+        .finish();
+    Server::new(input, output, socket).serve(service).await;
+}
+
+/// `tilec lsp`: logs to stderr, serves on stdin and stdout.
+pub fn run_stdio(options: LspOptions) -> std::io::Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TILEC_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(serve(tokio::io::stdin(), tokio::io::stdout(), options));
+    Ok(())
+}

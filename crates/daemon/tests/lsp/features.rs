@@ -1,0 +1,367 @@
+//! What the editor shows for corpus files: diagnostics with their ranges, related locations and
+//! links; a fragment's layout on hover; registers and shared memory as inlay hints; symbols and
+//! definitions; the code action that removes a layout conflict; the custom requests.
+
+use expect_test::expect;
+use serde_json::{Value, json};
+
+use crate::client::{Client, corpus, corpus_text, position_of, uri_of};
+
+/// `line:col-line:col code` (0-based), one per diagnostic, for readable assertions.
+fn summarize(diagnostics: &[Value]) -> String {
+    diagnostics
+        .iter()
+        .map(|d| {
+            let r = &d["range"];
+            format!(
+                "{}:{}-{}:{} {}",
+                r["start"]["line"],
+                r["start"]["character"],
+                r["end"]["line"],
+                r["end"]["character"],
+                d["code"].as_str().unwrap_or("?")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn a_layout_conflict_is_published_with_its_origin_and_its_page() {
+    let Some(text) = corpus_text("errors/layout_conflict_gemm_serial.py") else {
+        return;
+    };
+    let uri = uri_of(&corpus("errors/layout_conflict_gemm_serial.py"));
+    let mut client = Client::start();
+    client.open(&uri, &text);
+    let diagnostics = client.diagnostics(&uri, 1);
+    expect![[r#"23:20-23:73 layout-conflict"#]].assert_eq(&summarize(&diagnostics));
+    let conflict = &diagnostics[0];
+    assert_eq!(conflict["severity"], 1);
+    assert_eq!(conflict["source"], "tilec");
+    assert_eq!(
+        conflict["codeDescription"]["href"],
+        "tilec-explain:/layout-conflict"
+    );
+    let related = &conflict["relatedInformation"][0];
+    assert_eq!(related["location"]["uri"], uri);
+    assert_eq!(
+        related["location"]["range"]["start"]["line"], 20,
+        "the T.gemm line"
+    );
+    assert_eq!(related["message"], "`C_local`'s layout is fixed here");
+    let message = conflict["message"].as_str().expect("message");
+    assert!(
+        message.contains("threads 0 and 1") && message.contains("\nhelp: iterate `j`"),
+        "{message}"
+    );
+}
+
+#[test]
+fn the_code_action_removes_the_conflict() {
+    let Some(text) = corpus_text("errors/layout_conflict_gemm_serial.py") else {
+        return;
+    };
+    let uri = uri_of(&corpus("errors/layout_conflict_gemm_serial.py"));
+    let mut client = Client::start();
+    client.open(&uri, &text);
+    let diagnostics = client.diagnostics(&uri, 1);
+    let actions = client.result(
+        "textDocument/codeAction",
+        json!({"textDocument": {"uri": uri}, "range": diagnostics[0]["range"],
+               "context": {"diagnostics": diagnostics}}),
+    );
+    let action = &actions[0];
+    assert_eq!(action["title"], "Iterate `j` with `T.Parallel` as well");
+    assert_eq!(action["kind"], "quickfix");
+    assert_eq!(action["diagnostics"][0]["code"], "layout-conflict");
+    let edits = action["edit"]["changes"][uri.as_str()]
+        .as_array()
+        .expect("edits")
+        .clone();
+    let fixed = apply(&text, &edits);
+    let merged = "            for i, j in T.Parallel(block_M, block_N):\n                C[by * block_M + i, bx * block_N + j] = C_local[i, j]\n";
+    let start = fixed.find("            for i, j").expect("the merged loop");
+    assert_eq!(&fixed[start..start + merged.len()], merged);
+    assert!(!fixed.contains("T.serial"), "the serial loop is gone");
+    client.change(&uri, 2, &fixed);
+    assert_eq!(
+        summarize(&client.diagnostics(&uri, 2)),
+        "",
+        "the fix leaves no diagnostic"
+    );
+}
+
+/// Applies LSP text edits (non-overlapping) to a text.
+fn apply(text: &str, edits: &[Value]) -> String {
+    let offset = |position: &Value| -> usize {
+        let line = position["line"].as_u64().expect("line") as usize;
+        let character = position["character"].as_u64().expect("character") as usize;
+        let start: usize = text.split_inclusive('\n').take(line).map(str::len).sum();
+        start + character
+    };
+    let mut edits: Vec<(usize, usize, String)> = edits
+        .iter()
+        .map(|e| {
+            (
+                offset(&e["range"]["start"]),
+                offset(&e["range"]["end"]),
+                e["newText"].as_str().expect("text").to_owned(),
+            )
+        })
+        .collect();
+    edits.sort_by_key(|e| std::cmp::Reverse(e.0));
+    let mut out = text.to_owned();
+    for (start, end, new_text) in edits {
+        out.replace_range(start..end, &new_text);
+    }
+    out
+}
+
+#[test]
+fn hover_on_a_fragment_shows_its_layout() {
+    let Some(text) = corpus_text("softmax.py") else {
+        return;
+    };
+    let uri = uri_of(&corpus("softmax.py"));
+    let mut client = Client::start();
+    client.open(&uri, &text);
+    client.diagnostics(&uri, 1);
+    let hover = client.result(
+        "textDocument/hover",
+        json!({"textDocument": {"uri": uri}, "position": position_of(&text, "x = T.alloc_fragment", 0)}),
+    );
+    assert_eq!(hover["contents"]["kind"], "markdown");
+    expect![[r#"
+        **`x`**: local.fragment buffer, `float32[2, 4096]`
+
+        ```text
+        thread    = j // 4 % 256
+        index     = (i * 16 + j // 1024 * 4 + j % 4)
+        replicate = 1
+        ```
+
+        32 registers per thread, layout from the `T.copy` at line 14
+
+        Thread of each element (top-left corner):
+        ```text
+         0  0  0  0  1  1  1  1
+         0  0  0  0  1  1  1  1
+        ```
+
+        _Shown for instance #0 (M=16384, N=4096, block_M=2) of `softmax`._"#]]
+    .assert_eq(hover["contents"]["value"].as_str().expect("markdown"));
+    assert_eq!(
+        hover["range"]["start"],
+        json!({"line": 10, "character": 12})
+    );
+}
+
+#[test]
+fn hover_on_a_loop_and_on_the_kernel() {
+    let Some(text) = corpus_text("softmax.py") else {
+        return;
+    };
+    let uri = uri_of(&corpus("softmax.py"));
+    let mut client = Client::start();
+    client.open(&uri, &text);
+    let loop_hover = client.result(
+        "textDocument/hover",
+        json!({"textDocument": {"uri": uri}, "position": position_of(&text, "in T.Parallel", 3)}),
+    );
+    expect![[r#"
+        **`T.Parallel`** over `[2, 4096]`
+
+        ```text
+        thread = j // 4 % 256
+        ```
+
+        vector width 1, layout from the layout of `x`
+
+        dense: each of 256 threads runs 32 iteration(s)
+
+        _Shown for instance #0 (M=16384, N=4096, block_M=2) of `softmax`._"#]]
+    .assert_eq(loop_hover["contents"]["value"].as_str().expect("markdown"));
+    let kernel_hover = client.result(
+        "textDocument/hover",
+        json!({"textDocument": {"uri": uri}, "position": position_of(&text, "with T.Kernel", 5)}),
+    );
+    expect![[r#"
+        **kernel `softmax`**
+
+        launch: grid (8192) × block (256)
+
+        256 threads, 0 B shared, ~34 fragment registers per thread, 6 block(s) per SM (limited by registers)
+
+        _Shown for instance #0 (M=16384, N=4096, block_M=2) of `softmax`._"#]].assert_eq(kernel_hover["contents"]["value"].as_str().expect("markdown"));
+}
+
+#[test]
+fn inlay_hints_show_registers_bytes_vectors_and_the_launch() {
+    let Some(text) = corpus_text("softmax.py") else {
+        return;
+    };
+    let uri = uri_of(&corpus("softmax.py"));
+    let mut client = Client::start();
+    client.open(&uri, &text);
+    let hints = client.result(
+        "textDocument/inlayHint",
+        json!({"textDocument": {"uri": uri}, "range": {"start": {"line": 0, "character": 0}, "end": {"line": 999, "character": 0}}}),
+    );
+    let shown: Vec<String> = hints
+        .as_array()
+        .expect("hints")
+        .iter()
+        .map(|h| {
+            format!(
+                "{}:{} {}",
+                h["position"]["line"],
+                h["position"]["character"],
+                h["label"].as_str().unwrap_or("?")
+            )
+        })
+        .collect();
+    expect![[r#"
+        9:68 256 threads · 0 B shared · ~34 regs · 6 blocks/SM
+        10:59 32 regs/thread
+        11:63 2 regs/thread
+        12:63 2 regs/thread
+        13:41 vector 4
+        15:47 vector 1
+        18:47 vector 1
+        20:41 vector 1"#]]
+    .assert_eq(&shown.join("\n"));
+}
+
+#[test]
+fn symbols_and_definitions() {
+    let Some(text) = corpus_text("softmax.py") else {
+        return;
+    };
+    let uri = uri_of(&corpus("softmax.py"));
+    let mut client = Client::start();
+    client.open(&uri, &text);
+    let symbols = client.result(
+        "textDocument/documentSymbol",
+        json!({"textDocument": {"uri": uri}}),
+    );
+    let kernel = &symbols[0];
+    assert_eq!(kernel["name"], "softmax");
+    let children: Vec<String> = kernel["children"]
+        .as_array()
+        .expect("children")
+        .iter()
+        .map(|c| {
+            format!(
+                "{} ({})",
+                c["name"].as_str().unwrap_or("?"),
+                c["detail"].as_str().unwrap_or("?")
+            )
+        })
+        .collect();
+    expect!["X (global float16), Y (global float16), x (fragment float32), row_max (fragment float32), row_sum (fragment float32)"].assert_eq(&children.join(", "));
+    // From the use of `row_max` in `T.reduce_max(x, row_max, ...)` to its allocation.
+    let definition = client.result(
+        "textDocument/definition",
+        json!({"textDocument": {"uri": uri}, "position": position_of(&text, "reduce_max(x, row_max", 15)}),
+    );
+    assert_eq!(
+        definition["range"]["start"],
+        json!({"line": 11, "character": 12})
+    );
+}
+
+#[test]
+fn custom_requests_give_cuda_a_picture_and_a_page() {
+    let Some(text) = corpus_text("softmax.py") else {
+        return;
+    };
+    let uri = uri_of(&corpus("softmax.py"));
+    let mut client = Client::start();
+    client.open(&uri, &text);
+    let at = position_of(&text, "x = T.alloc_fragment", 0);
+    let cuda = client.result(
+        "tilec/cudaSource",
+        json!({"textDocument": {"uri": uri}, "position": at}),
+    );
+    assert_eq!(cuda["kernel"], "softmax");
+    assert!(
+        cuda["cuda"].as_str().expect("cuda").contains("__global__"),
+        "{cuda}"
+    );
+    let svg = client.result(
+        "tilec/layoutSvg",
+        json!({"textDocument": {"uri": uri}, "position": at}),
+    );
+    assert_eq!(svg["buffer"], "x");
+    assert!(
+        svg["svg"].as_str().expect("svg").starts_with("<svg"),
+        "{svg}"
+    );
+    let page = client.result("tilec/explain", json!({"code": "layout-conflict"}));
+    assert!(
+        page["markdown"]
+            .as_str()
+            .expect("page")
+            .starts_with("# layout-conflict")
+    );
+    let unknown = client.request("tilec/explain", json!({"code": "no-such-code"}));
+    assert_eq!(unknown["error"]["code"], -32803, "{unknown}");
+}
+
+#[test]
+fn run_kernel_runs_the_saved_file_in_a_child_process() {
+    let Some(text) = corpus_text("row_reduce.py") else {
+        return;
+    };
+    // A small instance, so that the emulator answers in a moment.
+    let text = text.replace("row_reduce(1024, 512, 8)", "row_reduce(64, 128, 8)");
+    let folder = tempfile::tempdir().expect("temp folder");
+    let path = folder.path().join("row_reduce.py");
+    std::fs::write(&path, &text).expect("write");
+    let uri = uri_of(&path);
+    let mut client = Client::start();
+    client.open(&uri, &text);
+    let run = client.result(
+        "tilec/runKernel",
+        json!({"textDocument": {"uri": uri}, "position": null, "device": "cpu"}),
+    );
+    assert_eq!(run["kernel"], "row_reduce");
+    assert_eq!(run["ok"], true, "{run}");
+    let output = run["output"].as_str().expect("output");
+    assert!(output.contains("the CPU emulator"), "{output}");
+    client.change(
+        &uri,
+        2,
+        &text.replace("row_reduce(64, 128, 8)", "row_reduce(64, 128, 4)"),
+    );
+    let run = client.result(
+        "tilec/runKernel",
+        json!({"textDocument": {"uri": uri}, "position": null, "device": "cpu"}),
+    );
+    assert!(
+        run["output"]
+            .as_str()
+            .expect("output")
+            .starts_with("note: the file has unsaved changes"),
+        "{run}"
+    );
+    let bad = client.request(
+        "tilec/runKernel",
+        json!({"textDocument": {"uri": uri}, "position": null, "device": "tpu"}),
+    );
+    assert_eq!(bad["error"]["code"], -32803, "{bad}");
+}
+
+#[test]
+fn files_without_tilelang_are_left_alone() {
+    let mut client = Client::start();
+    let uri = "file:///tmp/plain.py";
+    client.open(uri, "import numpy as np\n\ndef f(x):\n    return x +\n");
+    assert_eq!(client.diagnostics(uri, 1), Vec::<Value>::new());
+    let hover = client.result(
+        "textDocument/hover",
+        json!({"textDocument": {"uri": uri}, "position": {"line": 2, "character": 4}}),
+    );
+    assert_eq!(hover, Value::Null);
+}

@@ -1,0 +1,350 @@
+//! Answers, computed on a snapshot: diagnostics, hover, inlay hints, symbols, definitions, code
+//! actions and the custom `tilec/*` requests. Each takes plain parameters and returns LSP types;
+//! the analysis itself is `tilec-ide`'s, the conversions of positions are [`LineMap`]'s.
+
+use std::collections::HashMap;
+use std::str::FromStr;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tilec_db::{Db, FileDiagnostic, SourceFile, lowering_diagnostics, outline, thread_programs};
+use tilec_ide::{KernelAt, identifier_at, instance_label, kernel_at, kernels};
+use tilec_ir::{Code, Severity};
+use tower_lsp_server::ls_types::{
+    CodeActionKind, CodeActionOrCommand, CodeDescription, Diagnostic, DiagnosticRelatedInformation,
+    DiagnosticSeverity, DocumentSymbol, Hover, HoverContents, InlayHint, InlayHintLabel,
+    InlayHintTooltip, Location, MarkupContent, MarkupKind, NumberOrString, Position, Range,
+    SymbolKind, TextEdit, Uri, WorkspaceEdit,
+};
+
+use crate::host::{Document, Snapshot};
+use crate::lines::LineMap;
+
+/// The scheme of a diagnostic's link to its code's page; the editor extension serves it with
+/// `tilec/explain`, so the page is the one this binary was built with.
+pub(crate) const EXPLAIN_SCHEME: &str = "tilec-explain";
+
+/// The diagnostics of a document, or none when it does not use TileLang.
+pub(crate) fn diagnostics(snapshot: &Snapshot, uri: &Uri, document: &Document) -> Vec<Diagnostic> {
+    let db = &snapshot.db;
+    let file = document.file;
+    if !outline(db, file).uses_tilelang {
+        return Vec::new();
+    }
+    let lines = LineMap::new(file.text(db));
+    tilec_db::file_diagnostics(db, file)
+        .iter()
+        .map(|diagnostic| to_lsp_diagnostic(&lines, uri, diagnostic))
+        .collect()
+}
+
+fn to_lsp_diagnostic(lines: &LineMap<'_>, uri: &Uri, diagnostic: &FileDiagnostic) -> Diagnostic {
+    let severity = match diagnostic.severity {
+        Severity::Error => DiagnosticSeverity::ERROR,
+        Severity::Warning => DiagnosticSeverity::WARNING,
+        Severity::Info => DiagnosticSeverity::INFORMATION,
+    };
+    let message = match &diagnostic.help {
+        Some(help) => format!("{}\nhelp: {help}", diagnostic.message),
+        None => diagnostic.message.clone(),
+    };
+    let related = diagnostic
+        .related
+        .iter()
+        .map(|related| DiagnosticRelatedInformation {
+            location: Location::new(uri.clone(), lines.range(related.span)),
+            message: related.message.clone(),
+        })
+        .collect::<Vec<_>>();
+    Diagnostic {
+        range: lines.range(diagnostic.span),
+        severity: Some(severity),
+        code: Some(NumberOrString::String(diagnostic.code.name().to_owned())),
+        code_description: explain_uri(diagnostic.code).map(|href| CodeDescription { href }),
+        source: Some("tilec".to_owned()),
+        message,
+        related_information: (!related.is_empty()).then_some(related),
+        data: Some(json!({"kernel": diagnostic.kernel, "instance": diagnostic.instance})),
+        ..Diagnostic::default()
+    }
+}
+
+fn explain_uri(code: Code) -> Option<Uri> {
+    Uri::from_str(&format!("{EXPLAIN_SCHEME}:/{}", code.name())).ok()
+}
+
+pub(crate) fn hover(snapshot: &Snapshot, document: &Document, position: Position) -> Option<Hover> {
+    let db = &snapshot.db;
+    let lines = LineMap::new(document.file.text(db));
+    let found = tilec_ide::hover(db, document.file, lines.offset(position))?;
+    Some(Hover {
+        contents: HoverContents::Markup(MarkupContent {
+            kind: MarkupKind::Markdown,
+            value: found.markdown,
+        }),
+        range: Some(lines.range(found.span)),
+    })
+}
+
+pub(crate) fn inlay_hints(
+    snapshot: &Snapshot,
+    document: &Document,
+    range: Range,
+) -> Vec<InlayHint> {
+    let db = &snapshot.db;
+    let lines = LineMap::new(document.file.text(db));
+    let wanted = lines.span(range);
+    tilec_ide::inlay_hints(db, document.file)
+        .into_iter()
+        .filter(|hint| wanted.start <= hint.offset && hint.offset <= wanted.end)
+        .map(|hint| InlayHint {
+            position: lines.position(hint.offset),
+            label: InlayHintLabel::String(hint.label),
+            kind: None,
+            text_edits: None,
+            tooltip: Some(InlayHintTooltip::String(hint.tooltip)),
+            padding_left: Some(true),
+            padding_right: None,
+            data: None,
+        })
+        .collect()
+}
+
+pub(crate) fn document_symbols(snapshot: &Snapshot, document: &Document) -> Vec<DocumentSymbol> {
+    let db = &snapshot.db;
+    let lines = LineMap::new(document.file.text(db));
+    tilec_ide::document_symbols(db, document.file)
+        .iter()
+        .map(|symbol| to_document_symbol(&lines, symbol))
+        .collect()
+}
+
+#[allow(
+    deprecated,
+    reason = "DocumentSymbol's `deprecated` field must still be written"
+)]
+fn to_document_symbol(lines: &LineMap<'_>, symbol: &tilec_ide::Symbol) -> DocumentSymbol {
+    let kind = match symbol.kind {
+        tilec_ide::SymbolKind::Kernel => SymbolKind::FUNCTION,
+        tilec_ide::SymbolKind::Parameter => SymbolKind::VARIABLE,
+        tilec_ide::SymbolKind::Buffer => SymbolKind::ARRAY,
+        tilec_ide::SymbolKind::Variable => SymbolKind::VARIABLE,
+    };
+    let children: Vec<DocumentSymbol> = symbol
+        .children
+        .iter()
+        .map(|child| to_document_symbol(lines, child))
+        .collect();
+    DocumentSymbol {
+        name: symbol.name.clone(),
+        detail: Some(symbol.detail.clone()),
+        kind,
+        tags: None,
+        deprecated: None,
+        range: lines.range(symbol.span),
+        selection_range: lines.range(symbol.name_span),
+        children: (!children.is_empty()).then_some(children),
+    }
+}
+
+pub(crate) fn definition(
+    snapshot: &Snapshot,
+    uri: &Uri,
+    document: &Document,
+    position: Position,
+) -> Option<Location> {
+    let db = &snapshot.db;
+    let lines = LineMap::new(document.file.text(db));
+    let span = tilec_ide::goto_definition(db, document.file, lines.offset(position))?;
+    Some(Location::new(uri.clone(), lines.range(span)))
+}
+
+pub(crate) fn code_actions(
+    snapshot: &Snapshot,
+    uri: &Uri,
+    document: &Document,
+    range: Range,
+) -> Vec<CodeActionOrCommand> {
+    let db = &snapshot.db;
+    let lines = LineMap::new(document.file.text(db));
+    let published = diagnostics(snapshot, uri, document);
+    tilec_ide::code_actions(db, document.file, lines.span(range))
+        .into_iter()
+        .map(|action| {
+            let edits: Vec<TextEdit> = action
+                .edits
+                .iter()
+                .map(|edit| TextEdit::new(lines.range(edit.span), edit.new_text.clone()))
+                .collect();
+            let fixes: Vec<Diagnostic> = published
+                .iter()
+                .filter(|d| d.range == lines.range(action.diagnostic_span))
+                .cloned()
+                .collect();
+            CodeActionOrCommand::CodeAction(tower_lsp_server::ls_types::CodeAction {
+                title: action.title,
+                kind: Some(CodeActionKind::QUICKFIX),
+                diagnostics: Some(fixes),
+                edit: Some(WorkspaceEdit {
+                    changes: Some(HashMap::from([(uri.clone(), edits)])),
+                    ..WorkspaceEdit::default()
+                }),
+                is_preferred: Some(true),
+                ..Default::default()
+            })
+        })
+        .collect()
+}
+
+/// The parameters of `tilec/cudaSource`, `tilec/layoutSvg` and `tilec/runKernel`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KernelParams {
+    pub text_document: DocumentRef,
+    /// The cursor: it picks the kernel (and, for `layoutSvg`, the fragment); without it, the
+    /// file's first kernel.
+    pub position: Option<Position>,
+    /// `tilec/runKernel` only: `auto`, `cpu` or `cuda`.
+    #[serde(default)]
+    pub device: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct DocumentRef {
+    pub uri: Uri,
+}
+
+/// The kernel at the cursor (or the first with an instance), and where the cursor is.
+fn kernel_for<'db>(
+    db: &'db dyn Db,
+    file: SourceFile,
+    position: Option<Position>,
+) -> Result<(KernelAt<'db>, Option<u32>), String> {
+    let lines = LineMap::new(file.text(db));
+    let offset = position.map(|p| lines.offset(p));
+    let kernel = match offset.and_then(|offset| kernel_at(db, file, offset)) {
+        Some(kernel) => Some(kernel),
+        None => kernels(db, file).into_iter().find(|k| k.shown.is_some()),
+    };
+    match kernel {
+        Some(kernel) if kernel.shown.is_some() => Ok((kernel, offset)),
+        Some(kernel) => Err(format!(
+            "kernel `{}` has no instance to show (give its parameters values: call it in the file, or list an instance in tilec.toml)",
+            kernel.def.name(db)
+        )),
+        None => Err("no TileLang kernel in this file".to_owned()),
+    }
+}
+
+/// `tilec/cudaSource`: the CUDA C++ generated for the kernel at the cursor.
+pub(crate) fn cuda_source(
+    snapshot: &Snapshot,
+    document: &Document,
+    params: &KernelParams,
+) -> Result<Value, String> {
+    let db = &snapshot.db;
+    let (kernel, _) = kernel_for(db, document.file, params.position)?;
+    let Some(instance) = kernel.shown else {
+        return Err("no instance".to_owned());
+    };
+    let programs = match thread_programs(db, instance).as_ref() {
+        Ok(programs) => programs,
+        Err(_) => {
+            let reasons: Vec<String> = lowering_diagnostics(db, instance)
+                .iter()
+                .map(|d| format!("{}: {}", d.code.name(), d.message))
+                .collect();
+            return Err(format!(
+                "`{}` cannot be lowered to CUDA yet: {}",
+                kernel.def.name(db),
+                reasons.join("; ")
+            ));
+        }
+    };
+    let cuda: String = programs
+        .iter()
+        .map(|program| tilec_passes::cuda::emit_cuda(program, &snapshot.target))
+        .collect();
+    Ok(json!({
+        "kernel": kernel.def.name(db),
+        "instance": instance.index(db),
+        "instances": kernel.instances.iter().map(|&i| instance_label(db, i)).collect::<Vec<_>>(),
+        "cuda": cuda,
+    }))
+}
+
+/// `tilec/layoutSvg`: the picture of the fragment under the cursor (or the kernel's first).
+pub(crate) fn layout_svg(
+    snapshot: &Snapshot,
+    document: &Document,
+    params: &KernelParams,
+) -> Result<Value, String> {
+    let db = &snapshot.db;
+    let (kernel, offset) = kernel_for(db, document.file, params.position)?;
+    let Some(instance) = kernel.shown else {
+        return Err("no instance".to_owned());
+    };
+    let world = tilec_db::kernel_world(db, instance);
+    let layouts = tilec_db::layouts(db, instance);
+    let resources = tilec_db::resources(db, instance);
+    let named = offset
+        .and_then(|offset| identifier_at(document.file.text(db), offset))
+        .map(|(_, name)| name.to_owned());
+    let chosen = layouts
+        .buffers
+        .iter()
+        .find(|(buffer, _)| named.as_deref() == Some(world.name(**buffer)))
+        .or_else(|| layouts.buffers.iter().next());
+    let Some((&buffer, inferred)) = chosen else {
+        return Err(format!(
+            "`{}` has no fragment buffer to draw",
+            kernel.def.name(db)
+        ));
+    };
+    let picture = tilec_ide::svg::Picture {
+        kernel: kernel.def.name(db),
+        instance: instance.index(db),
+        buffer: world.name(buffer),
+        registers: resources
+            .fragment_registers
+            .get(&world.storage_of(buffer))
+            .copied(),
+        layout: &inferred.layout,
+        arena: &layouts.exprs,
+    };
+    Ok(json!({
+        "kernel": kernel.def.name(db),
+        "instance": instance.index(db),
+        "buffer": world.name(buffer),
+        "svg": tilec_ide::svg::fragment_svg(&picture),
+    }))
+}
+
+/// What `tilec/runKernel` runs: the file on disk, its kernel and instance.
+#[derive(Debug)]
+pub(crate) struct RunTarget {
+    pub path: std::path::PathBuf,
+    pub kernel: String,
+    pub instance: u32,
+    /// The editor's text differs from the file on disk, which is what runs.
+    pub unsaved: bool,
+}
+
+pub(crate) fn run_target(
+    snapshot: &Snapshot,
+    document: &Document,
+    params: &KernelParams,
+) -> Result<RunTarget, String> {
+    let db = &snapshot.db;
+    let (kernel, _) = kernel_for(db, document.file, params.position)?;
+    let Some(instance) = kernel.shown else {
+        return Err("no instance".to_owned());
+    };
+    let on_disk = std::fs::read_to_string(&document.path).ok();
+    Ok(RunTarget {
+        path: document.path.clone(),
+        kernel: kernel.def.name(db).clone(),
+        instance: instance.index(db),
+        unsaved: on_disk.as_deref() != Some(document.file.text(db).as_str()),
+    })
+}

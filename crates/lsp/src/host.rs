@@ -1,0 +1,307 @@
+//! The threading model. One thread (the *host*) owns the salsa database and is the only one that
+//! changes it: it applies opened, changed and closed documents in the order they arrive, dropping
+//! a change whose version is not newer than the document's. Everything that reads runs on a small
+//! pool of worker threads, each job on a *snapshot* (a clone of the database plus the document
+//! table). Applying an edit cancels the snapshots still running (salsa unwinds them with
+//! `Cancelled` at their next query); a cancelled request is answered with `ContentModified`, and
+//! cancelled diagnostics are simply superseded by those of the newer version.
+//!
+//! Async handlers never touch the database: they send a [`Task`] and await the answer. Salsa's
+//! setters block until every snapshot is dropped, which must never happen on the async runtime.
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+
+use salsa::Setter;
+use tilec_db::{RootDatabase, Settings, SourceFile};
+use tilec_ir::Target;
+use tower_lsp_server::ls_types::Uri;
+
+/// Worker threads recurse over syntax trees (see `tilec-db`'s invariants): give them the stack the
+/// CLI's analysis thread has. Only the pages touched are committed.
+const WORKER_STACK_BYTES: usize = 256 << 20;
+
+/// An open document as the host knows it.
+#[derive(Clone, Debug)]
+pub(crate) struct Document {
+    pub file: SourceFile,
+    pub version: i32,
+    pub path: PathBuf,
+}
+
+/// What a read job sees: the database as of one revision and the documents open in it.
+pub(crate) struct Snapshot {
+    pub db: RootDatabase,
+    pub documents: Arc<HashMap<Uri, Document>>,
+    pub target: Target,
+}
+
+impl Snapshot {
+    pub(crate) fn document(&self, uri: &Uri) -> Option<&Document> {
+        self.documents.get(uri)
+    }
+}
+
+/// A job that reads a snapshot on a worker thread.
+pub(crate) type ReadJob = Box<dyn FnOnce(Snapshot) + Send>;
+
+/// What the async side asks of the host.
+pub(crate) enum Task {
+    Open {
+        uri: Uri,
+        path: PathBuf,
+        version: i32,
+        text: String,
+        manifest: Vec<tilec_frontend::ManifestInstance>,
+    },
+    Change {
+        uri: Uri,
+        version: i32,
+        text: String,
+    },
+    Close {
+        uri: Uri,
+    },
+    /// Runs on a worker with a snapshot taken after every task sent before it.
+    Read(ReadJob),
+    /// Sets the target (from the client's initialization options).
+    Target(Target),
+}
+
+/// Runs on a worker after each batch of edits, with a snapshot, for the documents that changed.
+pub(crate) type OnChange = Arc<dyn Fn(Snapshot, Vec<Uri>) + Send + Sync>;
+
+/// The latest version of every open document, shared with the publisher so that diagnostics of
+/// an older version are never sent.
+pub(crate) type Versions = Arc<Mutex<HashMap<Uri, i32>>>;
+
+/// Starts the host thread and its workers; returns the channel tasks go in.
+pub(crate) fn start(workers: usize, versions: Versions, on_change: OnChange) -> mpsc::Sender<Task> {
+    let (tasks, inbox) = mpsc::channel::<Task>();
+    let pool = Pool::start(workers);
+    let spawned = std::thread::Builder::new()
+        .name("tilec-host".to_owned())
+        .spawn(move || Host::new(pool, versions, on_change).run(&inbox));
+    if let Err(error) = spawned {
+        tracing::error!("cannot start the analysis thread: {error}");
+    }
+    tasks
+}
+
+struct Host {
+    db: RootDatabase,
+    documents: Arc<HashMap<Uri, Document>>,
+    target: Target,
+    pool: Pool,
+    versions: Versions,
+    on_change: OnChange,
+}
+
+impl Host {
+    fn new(pool: Pool, versions: Versions, on_change: OnChange) -> Host {
+        let db = RootDatabase::default();
+        let _settings = Settings::builder(Target::default(), Vec::new())
+            .durability(salsa::Durability::HIGH)
+            .new(&db);
+        Host {
+            db,
+            documents: Arc::default(),
+            target: Target::default(),
+            pool,
+            versions,
+            on_change,
+        }
+    }
+
+    fn run(mut self, inbox: &mpsc::Receiver<Task>) {
+        while let Ok(task) = inbox.recv() {
+            let mut changed = Vec::new();
+            let mut next = Some(task);
+            // Apply every edit already waiting before analysing: only the last one's diagnostics
+            // matter. A read stops the batch, since it must see exactly the edits before it.
+            while let Some(task) = next.take() {
+                match task {
+                    Task::Read(job) => {
+                        self.flush(&mut changed);
+                        let snapshot = self.snapshot();
+                        self.pool.run(Box::new(move || job(snapshot)));
+                    }
+                    edit => {
+                        if let Some(uri) = self.apply(edit)
+                            && !changed.contains(&uri)
+                        {
+                            changed.push(uri);
+                        }
+                        next = inbox.try_recv().ok();
+                    }
+                }
+            }
+            self.flush(&mut changed);
+        }
+    }
+
+    fn flush(&mut self, changed: &mut Vec<Uri>) {
+        if changed.is_empty() {
+            return;
+        }
+        let snapshot = self.snapshot();
+        let uris = std::mem::take(changed);
+        let on_change = Arc::clone(&self.on_change);
+        self.pool.run(Box::new(move || on_change(snapshot, uris)));
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            db: self.db.clone(),
+            documents: Arc::clone(&self.documents),
+            target: self.target,
+        }
+    }
+
+    /// Applies an edit; returns the document it changed.
+    fn apply(&mut self, task: Task) -> Option<Uri> {
+        match task {
+            Task::Open {
+                uri,
+                path,
+                version,
+                text,
+                manifest,
+            } => {
+                let file = match self.documents.get(&uri).map(|document| document.file) {
+                    Some(file) => {
+                        self.set_text(file, text);
+                        file
+                    }
+                    None => SourceFile::new(&self.db, path.clone(), text, manifest),
+                };
+                self.set_document(
+                    uri.clone(),
+                    Document {
+                        file,
+                        version,
+                        path,
+                    },
+                );
+                Some(uri)
+            }
+            Task::Change { uri, version, text } => {
+                let document = self.documents.get(&uri)?.clone();
+                if version <= document.version {
+                    tracing::debug!("dropped change {version} of {}: not newer", uri.as_str());
+                    return None;
+                }
+                self.set_text(document.file, text);
+                self.set_document(
+                    uri.clone(),
+                    Document {
+                        version,
+                        ..document
+                    },
+                );
+                Some(uri)
+            }
+            Task::Close { uri } => {
+                Arc::make_mut(&mut self.documents).remove(&uri);
+                lock(&self.versions).remove(&uri);
+                Some(uri)
+            }
+            Task::Target(target) => {
+                self.target = target;
+                if let Some(settings) = Settings::try_get(&self.db) {
+                    settings.set_target(&mut self.db).to(target);
+                }
+                None
+            }
+            Task::Read(_) => None,
+        }
+    }
+
+    fn set_text(&mut self, file: SourceFile, text: String) {
+        // A setter always counts as a change; an unchanged text must not invalidate anything.
+        if *file.text(&self.db) != text {
+            file.set_text(&mut self.db).to(text);
+        }
+    }
+
+    fn set_document(&mut self, uri: Uri, document: Document) {
+        lock(&self.versions).insert(uri.clone(), document.version);
+        Arc::make_mut(&mut self.documents).insert(uri, document);
+    }
+}
+
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic while holding the lock leaves plain data behind; keep serving.
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Worker threads with large stacks, fed from one queue.
+struct Pool {
+    jobs: mpsc::Sender<Job>,
+}
+
+impl Pool {
+    fn start(workers: usize) -> Pool {
+        let (jobs, queue) = mpsc::channel::<Job>();
+        let queue = Arc::new(Mutex::new(queue));
+        for index in 0..workers.max(1) {
+            let queue = Arc::clone(&queue);
+            let spawned = std::thread::Builder::new()
+                .name(format!("tilec-worker-{index}"))
+                .stack_size(WORKER_STACK_BYTES)
+                .spawn(move || {
+                    loop {
+                        let job = lock(&queue).recv();
+                        let Ok(job) = job else { break };
+                        // A bug in one job must not take the worker down; the job's own
+                        // catch answers its request.
+                        let _ = std::panic::catch_unwind(AssertUnwindSafe(job));
+                    }
+                });
+            if let Err(error) = spawned {
+                tracing::error!("cannot start a worker thread: {error}");
+            }
+        }
+        Pool { jobs }
+    }
+
+    fn run(&self, job: Job) {
+        if self.jobs.send(job).is_err() {
+            tracing::error!("the worker pool is gone");
+        }
+    }
+}
+
+/// Why a read produced no answer.
+#[derive(Debug)]
+pub(crate) enum ReadFailure {
+    /// An edit arrived while it ran.
+    Cancelled,
+    /// A bug: the message of the panic.
+    Panicked(String),
+}
+
+/// Runs a read, turning salsa's cancellation and any other panic into a [`ReadFailure`].
+pub(crate) fn guarded<T>(read: impl FnOnce() -> T) -> Result<T, ReadFailure> {
+    match std::panic::catch_unwind(AssertUnwindSafe(|| {
+        salsa::Cancelled::catch(AssertUnwindSafe(read))
+    })) {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(_)) => Err(ReadFailure::Cancelled),
+        Err(payload) => {
+            let message = payload
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_else(|| "unknown panic".to_owned());
+            Err(ReadFailure::Panicked(message))
+        }
+    }
+}
