@@ -11,7 +11,7 @@ use crate::outline::{
     ContextSource, KernelSource, KernelStyle, Outline, context_statements, range_span,
 };
 use crate::syntax::ParsedModule;
-use crate::value::{Env, Function, FunctionBody, Value, bind, new_env};
+use crate::value::{Env, Function, FunctionBody, Globals, Value, bind, new_env};
 
 /// The position-bearing results of building an instance: where each entity was written and the
 /// front end's diagnostics (anchored at file byte ranges).
@@ -96,9 +96,10 @@ pub fn build_positions(
     }
 }
 
-/// Evaluates module-level statements leniently: what fails is simply unknown to the kernel.
-pub(crate) fn module_env<'a>(builder: &mut Builder, context: &[&'a Stmt]) -> Env<'a> {
-    let globals = new_env(None);
+/// Evaluates module-level statements leniently: what fails is simply unknown to the kernel. The
+/// evaluation's frames live until the returned globals are dropped.
+pub(crate) fn module_env<'a>(builder: &mut Builder, context: &[&'a Stmt]) -> Globals<'a> {
+    let globals = Globals(new_env(None));
     let strict = std::mem::replace(&mut builder.strict, false);
     for stmt in context {
         let _ = builder.exec_body(&globals, std::slice::from_ref(*stmt));
@@ -123,7 +124,7 @@ impl Builder {
             KernelStyle::PrimFunc => {
                 let function = Function {
                     body: FunctionBody::Def(def),
-                    closure: globals,
+                    closure: Env::clone(&globals),
                     prim_func: true,
                     defaults: Vec::new(),
                 };

@@ -3,7 +3,7 @@
 
 use std::cell::RefCell;
 use std::fmt::Write as _;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 
 use ruff_python_ast::{ExprLambda, StmtFunctionDef};
 use rustc_hash::FxHashMap;
@@ -304,16 +304,69 @@ pub(crate) fn range_len(start: i64, stop: i64, step: i64) -> i64 {
 pub(crate) struct Frame<'a> {
     pub vars: FxHashMap<String, Value<'a>>,
     pub parent: Option<Env<'a>>,
+    /// Every frame of the evaluation this one belongs to (see [`release_frames`]).
+    registry: Rc<FrameRegistry<'a>>,
 }
 
 /// A shared, mutable scope; closures keep the scope they were defined in.
 pub(crate) type Env<'a> = Rc<RefCell<Frame<'a>>>;
 
+/// The frames of one evaluation, weakly: a function defined in a frame is bound in that frame and
+/// keeps it as its closure, a reference cycle that reference counting never frees. The evaluation
+/// releases its frames when it ends ([`Globals`]), which breaks every such cycle.
+type FrameRegistry<'a> = RefCell<Vec<Weak<RefCell<Frame<'a>>>>>;
+
+/// A new frame; a frame without a parent starts a new evaluation's registry.
 pub(crate) fn new_env<'a>(parent: Option<Env<'a>>) -> Env<'a> {
-    Rc::new(RefCell::new(Frame {
+    let registry = parent
+        .as_ref()
+        .map_or_else(Rc::default, |parent| Rc::clone(&parent.borrow().registry));
+    let env = Rc::new(RefCell::new(Frame {
         vars: FxHashMap::default(),
         parent,
-    }))
+        registry: Rc::clone(&registry),
+    }));
+    let mut frames = registry.borrow_mut();
+    // Loops that call functions make many short-lived frames: forget the dead ones now and then.
+    if frames.len() >= 64 && frames.len().is_power_of_two() {
+        frames.retain(|frame| frame.strong_count() > 0);
+    }
+    frames.push(Rc::downgrade(&env));
+    drop(frames);
+    env
+}
+
+/// Empties every frame of `env`'s evaluation, so that the cycles through closures are broken and
+/// the frames freed. Values read from the frames afterwards are gone: call it when the evaluation's
+/// results have been converted to plain data.
+pub(crate) fn release_frames(env: &Env<'_>) {
+    let registry = Rc::clone(&env.borrow().registry);
+    let frames = std::mem::take(&mut *registry.borrow_mut());
+    for frame in frames {
+        if let Some(frame) = frame.upgrade() {
+            // Take the variables out before dropping them: dropping may free other frames.
+            let vars = std::mem::take(&mut frame.borrow_mut().vars);
+            drop(vars);
+        }
+    }
+}
+
+/// The module frame of an evaluation; dropping it releases every frame of the evaluation.
+#[derive(Debug)]
+pub(crate) struct Globals<'a>(pub Env<'a>);
+
+impl<'a> std::ops::Deref for Globals<'a> {
+    type Target = Env<'a>;
+
+    fn deref(&self) -> &Env<'a> {
+        &self.0
+    }
+}
+
+impl Drop for Globals<'_> {
+    fn drop(&mut self) {
+        release_frames(&self.0);
+    }
 }
 
 pub(crate) fn lookup<'a>(env: &Env<'a>, name: &str) -> Option<Value<'a>> {
