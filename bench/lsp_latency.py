@@ -23,10 +23,10 @@ Phases:
            64 -> 128 -> 256 (a launch-configuration change, so layouts and estimates are recomputed).
   syntax   --syntax-edits edits alternating between inserting `x = (` on its own line in the middle of a
            kernel's body (its diagnostics must contain code "parse-error") and removing it again (its
-           diagnostics must contain no error, severity 1). `--syntax-error` picks another line. Note that
-           tilec's parser (ruff's) does not recover from an unclosed bare `(`: with `x = (` the rest of the
-           file, `def main()` included, is one broken expression, so no instance is analysed until the
-           fix; `x = foo(` instead recovers at the next line and leaves the other kernels analysed.
+           diagnostics must contain no error, severity 1). `--syntax-error` picks another line. ruff's parser alone cannot tell
+           where an unclosed `(` ends and would swallow the rest of the file; tilec re-parses each
+           top-level definition on its own when a file has syntax errors, so the other kernels stay
+           analysed while the error is on screen.
   rss      VmRSS of the server after the open, then --rss-edits edits sent without waiting for each
            one's diagnostics (but waiting every 100 edits so the server's queue stays bounded),
            sampled every 1000 edits; reports start, end and max.

@@ -180,6 +180,9 @@ enum Command {
 /// syntax tree, and a machine-generated file can nest deeply. Only the pages used are committed.
 const ANALYSIS_STACK_BYTES: usize = 512 * 1024 * 1024;
 
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let worker = std::thread::Builder::new()
