@@ -27,6 +27,9 @@ use crate::run::{CheckVerdict, check_against_emulator};
 use crate::workspace::{collect_python_files, manifest_instances};
 use crate::{Format, render};
 
+/// Carries the fingerprints of instances that failed on the GPU across a restart, one per line.
+const FAULTED_ENV: &str = "TILEC_WATCH_GPU_FAILED";
+
 /// How long the debouncer waits for a burst of saves to settle.
 const DEBOUNCE: Duration = Duration::from_millis(50);
 
@@ -47,6 +50,9 @@ struct Session {
     target: Target,
     format: Format,
     runner: Runner,
+    /// Instances (with their code) that failed on the GPU in an earlier incarnation of this session:
+    /// not launched again until their code changes.
+    faulted_before: BTreeSet<String>,
 }
 
 /// Where instances run: the GPU, opened on first use, or the emulator.
@@ -55,6 +61,9 @@ struct Runner {
     /// `None` until first use, and after a failure until the next attempt.
     device: Option<CudaDevice>,
     gpu_unavailable: bool,
+    /// A GPU run failed: CUDA may be unusable in this process for good (a fault is sticky), so the
+    /// session restarts itself (see [`Session::restart_after_gpu_failure`]).
+    faulted: bool,
 }
 
 pub fn watch(options: &WatchOptions) -> Result<ExitCode> {
@@ -101,10 +110,16 @@ pub fn watch(options: &WatchOptions) -> Result<ExitCode> {
         built: BTreeMap::new(),
         target,
         format: options.format,
+        faulted_before: std::env::var(FAULTED_ENV)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect(),
         runner: Runner {
             run: options.run,
             device: None,
             gpu_unavailable: false,
+            faulted: false,
         },
     };
     let initial = collect_python_files(&roots)?;
@@ -229,15 +244,39 @@ impl Session {
             if self.built.get(&key) == Some(&cuda) {
                 continue;
             }
+            let fingerprint = fingerprint(&key, &cuda);
+            if self.faulted_before.contains(&fingerprint) {
+                let status = json!({"result": "skipped", "reason": "this code failed on the GPU before the restart; save a change to run it again"});
+                self.status_line(&key, status)?;
+                self.built.insert(key, cuda);
+                continue;
+            }
             let status = match self.runner.status(&self.db, instance, &programs) {
                 Ok(fields) => fields,
                 Err(error) => json!({"result": "failed", "error": format!("{error:#}")}),
             };
             self.status_line(&key, status)?;
+            if std::mem::take(&mut self.runner.faulted) {
+                self.restart_after_gpu_failure(fingerprint)?;
+            }
             self.built.insert(key, cuda);
         }
         self.built.retain(|k, _| k.0 != path || current.contains(k));
         Ok(())
+    }
+
+    /// After a GPU failure: CUDA reports a fault to every later call in the process ("the process
+    /// must be terminated and relaunched"), so the session replaces itself with a fresh `tilec
+    /// watch` (same arguments, same terminal), telling it which code failed so that it does not
+    /// launch it again until it changes. The new session re-reads every file.
+    fn restart_after_gpu_failure(&self, failed: String) -> Result<()> {
+        let mut carried: Vec<&str> = self.faulted_before.iter().map(String::as_str).collect();
+        carried.push(&failed);
+        self.emit(
+            json!({"kind": "restart", "reason": "gpu-failure"}),
+            "-- the GPU run failed; restarting tilec watch with a fresh CUDA context",
+        )?;
+        restart_self(&carried.join("\n"))
     }
 
     fn status_line(
@@ -291,8 +330,15 @@ impl Runner {
             let inputs = tensors.clone();
             // After a failure the device is dropped: a fault leaves its context unusable, so the
             // next run opens a fresh one.
-            let (seconds, compile) =
-                crate::run::run_on_gpu(&device, programs, &scalars, &mut tensors, false)?;
+            let run = crate::run::run_on_gpu(&device, programs, &scalars, &mut tensors, false);
+            let (seconds, compile) = match run {
+                Ok(times) => times,
+                Err(error) => {
+                    drop(device);
+                    self.faulted = true;
+                    return Err(error);
+                }
+            };
             self.device = Some(device);
             let verdict = check_against_emulator(programs, &scalars, inputs, &tensors)?;
             let mut fields = json!({
@@ -370,4 +416,34 @@ fn check_phrase(fields: &serde_json::Value) -> String {
         Some("differs") => format!("WRONG: {detail}"),
         _ => format!("not checked: {detail}"),
     }
+}
+
+/// Identifies an instance and its generated code (the hash is stable for one build of tilec, which
+/// is all a restart needs).
+fn fingerprint((file, kernel, index): &(PathBuf, String, u32), cuda: &str) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    cuda.hash(&mut hasher);
+    format!(
+        "{}\t{kernel}\t{index}\t{:016x}",
+        file.display(),
+        hasher.finish()
+    )
+}
+
+/// Replaces this process with a fresh `tilec` of the same arguments.
+#[cfg(unix)]
+fn restart_self(failed: &str) -> Result<()> {
+    use std::os::unix::process::CommandExt;
+    let exe = std::env::current_exe().context("cannot find the tilec executable to restart")?;
+    let error = std::process::Command::new(exe)
+        .args(std::env::args_os().skip(1))
+        .env(FAULTED_ENV, failed)
+        .exec();
+    Err(anyhow::Error::from(error).context("cannot restart tilec watch"))
+}
+
+#[cfg(not(unix))]
+fn restart_self(_failed: &str) -> Result<()> {
+    anyhow::bail!("the GPU failed and tilec watch cannot restart itself here; start it again")
 }

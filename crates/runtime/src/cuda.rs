@@ -1281,11 +1281,6 @@ extern "C" __global__ void fault(float* out) {
     out[0] = *wild;
 }
 "#;
-        const RECOVERED: &str = r#"
-extern "C" __global__ void recovered(float* out) {
-    out[0] = 42.0f;
-}
-"#;
         if std::env::var_os(CHILD).is_some() {
             let kernel = device
                 .compile(source, "fault", &device.default_arch())
@@ -1305,26 +1300,14 @@ extern "C" __global__ void recovered(float* out) {
             eprintln!("expected fault: {error}");
             assert!(error.message.contains("CUDA_ERROR"), "{error}");
             assert!(device.download(&target).is_err(), "the fault is sticky");
-            // `tilec watch` recovers by dropping everything that holds the context and opening the
-            // device again: the primary context is then released and a fresh one retained.
+            // The fault is the process's for good (CUDA: "the process must be terminated and
+            // relaunched"): even a fresh context cannot be opened, which is why `tilec watch`
+            // restarts itself after one.
             drop((kernel, target, device));
-            let device = CudaDevice::open().expect("the device opens again after a fault");
-            let kernel = device
-                .compile(RECOVERED, "recovered", &device.default_arch())
-                .expect("a kernel compiles in the fresh context");
-            let target = device.zeros(DType::Float32, &[1]).expect("allocate");
-            device
-                .launch(
-                    &kernel,
-                    [1, 1, 1],
-                    [1, 1, 1],
-                    0,
-                    &[LaunchArg::Tensor(&target)],
-                )
-                .expect("a launch in the fresh context works");
-            let result = device.download(&target).expect("download after recovery");
-            assert_eq!(result.values, vec![42.0]);
-            eprintln!("recovered after the fault");
+            assert!(
+                CudaDevice::open().is_err(),
+                "CUDA stays unusable after a fault"
+            );
             return;
         }
         drop(device);
@@ -1343,7 +1326,7 @@ extern "C" __global__ void recovered(float* out) {
         eprintln!("child: {stderr}");
         assert!(output.status.success(), "{stderr}");
         assert!(
-            stderr.contains("expected fault") && stderr.contains("recovered after the fault"),
+            stderr.contains("expected fault"),
             "the child must have run the test: {stderr}"
         );
     }
