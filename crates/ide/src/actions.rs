@@ -1,11 +1,19 @@
-//! Code actions: edits that carry out the fix a diagnostic names. Today: a layout conflict caused
-//! by a serial loop inside a `T.Parallel` loop is fixed by iterating both axes in parallel
-//! (`for i, j in T.Parallel(M, N)`), so each element is handled on the thread that holds it.
+//! Code actions: edits that carry out the fix a diagnostic names, for layout conflicts:
+//! - a serial loop inside a `T.Parallel` loop is merged into it (`for i, j in T.Parallel(M, N)`),
+//!   so each element is handled on the thread that holds it;
+//! - a fragment whose `T.annotate_layout` disagrees with another fragment gets an annotation that
+//!   works: the layout inference gives it when its annotation is left out.
+//!
+//! The second is offered only when the edited text, analysed again in a scratch database, has no
+//! error left: the fix shown is known to work.
 
-use tilec_db::{Db, SourceFile, file_diagnostics, kernel_positions, kernel_world};
-use tilec_ir::{Code, EntityId, EntityKind, LoopKind, Span, World};
+use tilec_db::{
+    Db, FileDiagnostic, RootDatabase, Settings, SourceFile, file_diagnostics, kernel_positions,
+    kernel_world, layouts,
+};
+use tilec_ir::{Code, EntityId, EntityKind, LoopKind, Severity, Span, World};
 
-use crate::cursor::kernel_at;
+use crate::cursor::{kernel_at, kernels};
 
 /// Replace `span` of the file with `new_text`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,14 +40,17 @@ pub fn code_actions(db: &dyn Db, file: SourceFile, range: Span) -> Vec<CodeActio
         if !overlaps || diagnostic.code != Code::LayoutConflict {
             continue;
         }
-        if let Some(edit) = parallelize_serial_loop(db, file, diagnostic.span.start)
-            && !actions
-                .iter()
-                .any(|a: &CodeAction| a.edits.contains(&edit.1))
-        {
+        let fixes = [
+            parallelize_serial_loop(db, file, diagnostic.span.start),
+            reannotate(db, file, diagnostic),
+        ];
+        for (title, edit) in fixes.into_iter().flatten() {
+            if actions.iter().any(|a: &CodeAction| a.edits.contains(&edit)) {
+                continue;
+            }
             actions.push(CodeAction {
-                title: edit.0,
-                edits: vec![edit.1],
+                title,
+                edits: vec![edit],
                 code: diagnostic.code,
                 diagnostic_span: diagnostic.span,
             });
@@ -138,4 +149,126 @@ fn merge_loops(text: &str, outer: Span, inner: Span) -> Option<String> {
         merged.push_str(&line[spaces.min(shift)..]);
     }
     Some(merged)
+}
+
+/// The annotation of the fragment a conflict names, replaced by the layout inference gives it when
+/// the annotation is left out: the title and the edit, if that layout leaves no error.
+fn reannotate(
+    db: &dyn Db,
+    file: SourceFile,
+    diagnostic: &FileDiagnostic,
+) -> Option<(String, TextEdit)> {
+    let fixed_here = diagnostic
+        .related
+        .iter()
+        .find(|related| related.message.ends_with("'s layout is fixed here"))?;
+    let name = fixed_here.message.strip_prefix('`')?.split('`').next()?;
+    let text = file.text(db);
+    let line = whole_lines(text, fixed_here.span);
+    let statement = text.get(line.start as usize..line.end as usize)?;
+    let indent = &statement[..statement.len() - statement.trim_start().len()];
+    // Only an annotation of this fragment alone: removing it removes nothing else.
+    let alone = format!("T.annotate_layout({{{name}: ");
+    if !statement.trim_start().starts_with(&alone) || statement.matches(": T.").count() != 1 {
+        return None;
+    }
+    let before = &text[..line.start as usize];
+    let after = &text[line.end as usize..];
+    let scratch = Scratch::new(db, file, format!("{before}{after}"));
+    if scratch.has(|d| d.code == Code::LayoutConflict) {
+        return None;
+    }
+    let annotation = scratch.inferred_annotation(name, line.start)?;
+    let new_text = format!("{indent}{annotation}\n");
+    if Scratch::new(db, file, format!("{before}{new_text}{after}"))
+        .has(|d| d.severity == Severity::Error)
+    {
+        return None;
+    }
+    Some((
+        format!("Annotate `{name}` with the layout the other accesses agree on"),
+        TextEdit {
+            span: line,
+            new_text,
+        },
+    ))
+}
+
+/// The lines a span touches, from the start of the first to just after the last line break.
+fn whole_lines(text: &str, span: Span) -> Span {
+    let start = text[..(span.start as usize).min(text.len())]
+        .rfind('\n')
+        .map_or(0, |at| at + 1);
+    let end = text[(span.end as usize).min(text.len())..]
+        .find('\n')
+        .map_or(text.len(), |at| span.end as usize + at + 1);
+    Span::new(
+        u32::try_from(start).unwrap_or(0),
+        u32::try_from(end).unwrap_or(span.end),
+    )
+}
+
+/// An edited copy of a file, analysed in a database of its own with the same settings.
+struct Scratch {
+    db: RootDatabase,
+    file: SourceFile,
+}
+
+impl Scratch {
+    fn new(db: &dyn Db, file: SourceFile, text: String) -> Scratch {
+        let scratch = RootDatabase::default();
+        let pass_configs = Settings::try_get(db)
+            .map_or_else(Vec::new, |settings| settings.pass_configs(db).clone());
+        let _settings = Settings::builder(tilec_db::target(db), pass_configs).new(&scratch);
+        let path = file.path(db).clone();
+        let copy = SourceFile::new(&scratch, path, text, file.manifest(db).clone());
+        Scratch {
+            db: scratch,
+            file: copy,
+        }
+    }
+
+    fn has(&self, wanted: impl Fn(&FileDiagnostic) -> bool) -> bool {
+        file_diagnostics(&self.db, self.file).iter().any(wanted)
+    }
+
+    /// `T.annotate_layout({name: T.Fragment(shape, forward_fn=lambda i, j: (thread, index))})` for
+    /// the layout inferred for fragment `name` of the kernel at `offset`.
+    fn inferred_annotation(&self, name: &str, offset: u32) -> Option<String> {
+        let kernel = kernel_at(&self.db, self.file, offset)
+            .or_else(|| kernels(&self.db, self.file).into_iter().next())?;
+        let instance = kernel.shown?;
+        let world = kernel_world(&self.db, instance);
+        let layouts = layouts(&self.db, instance);
+        let (_, inferred) = layouts
+            .buffers
+            .iter()
+            .find(|(buffer, _)| world.name(**buffer) == name)?;
+        let layout = &inferred.layout;
+        if layout.replicate != 1 {
+            return None;
+        }
+        let params: Vec<String> = layout
+            .vars
+            .iter()
+            .map(|&v| layouts.exprs.var_info(v).name.clone())
+            .collect();
+        let mut outputs = vec![layouts.exprs.display(layout.thread).to_string()];
+        outputs.extend(
+            layout
+                .index
+                .iter()
+                .map(|&e| layouts.exprs.display(e).to_string()),
+        );
+        let shape: Vec<String> = layout.shape.iter().map(i64::to_string).collect();
+        let shape = match shape.as_slice() {
+            [only] => format!("({only},)"),
+            _ => format!("({})", shape.join(", ")),
+        };
+        Some(format!(
+            "T.annotate_layout({{{name}: T.Fragment({shape}, forward_fn=lambda {}: ({}))}})",
+            params.join(", "),
+            outputs.join(", ")
+        ))
+    }
 }

@@ -365,3 +365,75 @@ fn files_without_tilelang_are_left_alone() {
     );
     assert_eq!(hover, Value::Null);
 }
+
+/// Two fragments annotated with layouts that disagree, read in one loop.
+const ANNOTATIONS_DISAGREE: &str = r#"import tilelang
+import tilelang.language as T
+
+
+def by_column(i, j):
+    return j, i
+
+
+def by_row(i, j):
+    return i * 16 + j, 0
+
+
+@tilelang.jit
+def mixed():
+    @T.prim_func
+    def main(A: T.Tensor((4, 16), T.float32), C: T.Tensor((4, 16), T.float32)):
+        with T.Kernel(1, threads=64):
+            a = T.alloc_fragment((4, 16), T.float32)
+            b = T.alloc_fragment((4, 16), T.float32)
+            T.annotate_layout({a: T.Fragment((4, 16), forward_fn=by_row)})
+            T.annotate_layout({b: T.Fragment((4, 16), forward_fn=by_column)})
+            for i, j in T.Parallel(4, 16):
+                a[i, j] = A[i, j]
+            for i, j in T.Parallel(4, 16):
+                C[i, j] = a[i, j] + b[i, j]
+
+    return main
+
+
+def main():
+    mixed()
+"#;
+
+#[test]
+fn the_annotation_action_inserts_a_layout_that_works() {
+    let folder = tempfile::tempdir().expect("temp folder");
+    let path = folder.path().join("annotations.py");
+    let uri = uri_of(&path);
+    let mut client = Client::start();
+    client.open(&uri, ANNOTATIONS_DISAGREE);
+    let diagnostics = client.diagnostics(&uri, 1);
+    assert_eq!(summarize(&diagnostics), "24:16-24:43 layout-conflict");
+    let actions = client.result(
+        "textDocument/codeAction",
+        json!({"textDocument": {"uri": uri}, "range": diagnostics[0]["range"],
+               "context": {"diagnostics": diagnostics}}),
+    );
+    let action = &actions[0];
+    assert_eq!(
+        action["title"],
+        "Annotate `a` with the layout the other accesses agree on"
+    );
+    let edits = action["edit"]["changes"][uri.as_str()]
+        .as_array()
+        .expect("edits")
+        .clone();
+    let fixed = apply(ANNOTATIONS_DISAGREE, &edits);
+    let annotation = fixed
+        .lines()
+        .find(|l| l.contains("annotate_layout({a:"))
+        .expect("the new annotation");
+    expect!["T.annotate_layout({a: T.Fragment((4, 16), forward_fn=lambda i, j: (j, i))})"]
+        .assert_eq(annotation.trim());
+    client.change(&uri, 2, &fixed);
+    assert_eq!(
+        summarize(&client.diagnostics(&uri, 2)),
+        "",
+        "the new annotation leaves no diagnostic"
+    );
+}
