@@ -69,26 +69,11 @@ fn write_svgs(
     let mut pictures = Vec::new();
     let mut available = Vec::new();
     for &instance in selected {
-        let world = kernel_world(db, instance);
-        let layouts = layouts(db, instance);
-        let resources = resources(db, instance);
-        for (&buffer, inferred) in &layouts.buffers {
-            let name = world.name(buffer);
-            available.push(name);
-            if wanted.is_some_and(|w| w != name) {
-                continue;
+        for picture in Picture::of_instance(db, instance) {
+            available.push(picture.buffer);
+            if wanted.is_none_or(|w| w == picture.buffer) {
+                pictures.push(picture);
             }
-            pictures.push(Picture {
-                kernel: instance.kernel(db).name(db),
-                instance: instance.index(db),
-                buffer: name,
-                registers: resources
-                    .fragment_registers
-                    .get(&world.storage_of(buffer))
-                    .copied(),
-                layout: &inferred.layout,
-                arena: &layouts.exprs,
-            });
         }
     }
     if pictures.is_empty() {

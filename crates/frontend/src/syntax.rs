@@ -183,13 +183,13 @@ impl ParsedModule {
     }
 
     /// The byte ranges of every comment, in order.
-    pub(crate) fn comment_ranges(&self) -> Vec<TextRange> {
-        self.inner.comments.clone()
+    pub(crate) fn comment_ranges(&self) -> &[TextRange] {
+        &self.inner.comments
     }
 
     /// The byte ranges of tokens that may span lines and keep their blank lines (strings).
-    pub(crate) fn multiline_token_ranges(&self) -> Vec<TextRange> {
-        self.inner.multiline_tokens.clone()
+    pub(crate) fn multiline_token_ranges(&self) -> &[TextRange] {
+        &self.inner.multiline_tokens
     }
 }
 

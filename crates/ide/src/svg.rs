@@ -7,7 +7,8 @@
 //! its own, and builds on our toolchain (Rust 1.95); its `Text` element puts content on lines of
 //! its own, so labels are built with [`text`] instead.
 //!
-//! Drawing depends only on the layout types (not on the database), and writes nothing: `tilec
+//! Drawing depends only on the layout types (the database only gathers an instance's pictures), and
+//! writes nothing: `tilec
 //! layout --svg` writes the pictures to files, the language server sends them to the editor.
 
 use std::fmt::Write as _;
@@ -18,6 +19,7 @@ use ::svg::node::element::{
     Definitions, Element, Group, Line, Path as SvgPath, Pattern, Rectangle, Style, Title,
 };
 use ::svg::{Document, Node};
+use tilec_db::{Db, Instance, kernel_world, layouts, resources};
 use tilec_ir::ExprArena;
 use tilec_passes::layout::FragmentLayout;
 
@@ -62,6 +64,30 @@ pub struct Picture<'a> {
     pub layout: &'a FragmentLayout,
     /// The arena that owns the layout's formulas.
     pub arena: &'a ExprArena,
+}
+
+impl<'db> Picture<'db> {
+    /// The picture of every fragment of an instance, in buffer order.
+    pub fn of_instance(db: &'db dyn Db, instance: Instance<'db>) -> Vec<Picture<'db>> {
+        let world = kernel_world(db, instance);
+        let layouts = layouts(db, instance);
+        let resources = resources(db, instance);
+        layouts
+            .buffers
+            .iter()
+            .map(|(&buffer, inferred)| Picture {
+                kernel: instance.kernel(db).name(db),
+                instance: instance.index(db),
+                buffer: world.name(buffer),
+                registers: resources
+                    .fragment_registers
+                    .get(&world.storage_of(buffer))
+                    .copied(),
+                layout: &inferred.layout,
+                arena: &layouts.exprs,
+            })
+            .collect()
+    }
 }
 
 impl Picture<'_> {

@@ -284,38 +284,25 @@ pub(crate) fn layout_svg(
     let Some(instance) = kernel.shown else {
         return Err("no instance".to_owned());
     };
-    let world = tilec_db::kernel_world(db, instance);
-    let layouts = tilec_db::layouts(db, instance);
-    let resources = tilec_db::resources(db, instance);
     let named = offset
         .and_then(|offset| identifier_at(document.file.text(db), offset))
-        .map(|(_, name)| name.to_owned());
-    let chosen = layouts
-        .buffers
+        .map(|(_, name)| name);
+    let mut pictures = tilec_ide::svg::Picture::of_instance(db, instance);
+    let chosen = pictures
         .iter()
-        .find(|(buffer, _)| named.as_deref() == Some(world.name(**buffer)))
-        .or_else(|| layouts.buffers.iter().next());
-    let Some((&buffer, inferred)) = chosen else {
+        .position(|picture| Some(picture.buffer) == named)
+        .unwrap_or(0);
+    if pictures.is_empty() {
         return Err(format!(
             "`{}` has no fragment buffer to draw",
             kernel.def.name(db)
         ));
-    };
-    let picture = tilec_ide::svg::Picture {
-        kernel: kernel.def.name(db),
-        instance: instance.index(db),
-        buffer: world.name(buffer),
-        registers: resources
-            .fragment_registers
-            .get(&world.storage_of(buffer))
-            .copied(),
-        layout: &inferred.layout,
-        arena: &layouts.exprs,
-    };
+    }
+    let picture = pictures.swap_remove(chosen);
     Ok(json!({
         "kernel": kernel.def.name(db),
         "instance": instance.index(db),
-        "buffer": world.name(buffer),
+        "buffer": picture.buffer,
         "svg": tilec_ide::svg::fragment_svg(&picture),
     }))
 }

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use tower_lsp_server::{LspService, Server};
 
-pub use server::{Backend, explain_uri};
+pub use server::Backend;
 
 /// How the server is set up.
 #[derive(Clone, Debug)]

@@ -3,7 +3,6 @@
 //! publisher task, in order, and only for the version a document still has.
 
 use std::path::PathBuf;
-use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -380,9 +379,4 @@ impl LanguageServer for Backend {
         })
         .await
     }
-}
-
-/// The explain page URI of a code (`tilec-explain:/layout-conflict`), for tests.
-pub fn explain_uri(code: &str) -> Option<Uri> {
-    Uri::from_str(&format!("{}:/{code}", handlers::EXPLAIN_SCHEME)).ok()
 }

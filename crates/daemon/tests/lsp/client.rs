@@ -34,6 +34,16 @@ pub fn corpus_text(name: &str) -> Option<String> {
     }
 }
 
+/// A server with a corpus file open: the client, the file's URI and its text (`None`, after saying
+/// why, when the corpus is not beside the checkout).
+pub fn open_corpus(name: &str) -> Option<(Client, String, String)> {
+    let text = corpus_text(name)?;
+    let uri = uri_of(&corpus(name));
+    let mut client = Client::start();
+    client.open(&uri, &text);
+    Some((client, uri, text))
+}
+
 pub fn uri_of(path: &Path) -> String {
     format!("file://{}", path.display())
 }
@@ -233,8 +243,12 @@ fn read_message(reader: &mut impl BufRead) -> Option<Value> {
 pub fn position_of(text: &str, needle: &str, shift: usize) -> Value {
     let at = text
         .find(needle)
-        .unwrap_or_else(|| panic!("`{needle}` is in the text"))
-        + shift;
+        .unwrap_or_else(|| panic!("`{needle}` is in the text"));
+    position_at(text, at + shift)
+}
+
+/// The 0-based (line, character) of a byte offset of an ASCII text.
+pub fn position_at(text: &str, at: usize) -> Value {
     let line = text[..at].matches('\n').count();
     let column = at - text[..at].rfind('\n').map_or(0, |n| n + 1);
     json!({"line": line, "character": column})

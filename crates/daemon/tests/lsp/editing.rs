@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::client::{Client, corpus, corpus_text, position_of, uri_of};
+use crate::client::{Client, corpus, corpus_text, open_corpus, position_at, position_of, uri_of};
 
 fn codes(diagnostics: &[Value]) -> Vec<String> {
     diagnostics
@@ -50,12 +50,9 @@ fn an_edit_during_a_request_cancels_it() {
 
 #[test]
 fn a_change_with_an_old_version_is_dropped() {
-    let Some(text) = corpus_text("softmax.py") else {
+    let Some((mut client, uri, text)) = open_corpus("softmax.py") else {
         return;
     };
-    let uri = uri_of(&corpus("softmax.py"));
-    let mut client = Client::start();
-    client.open(&uri, &text);
     client.diagnostics(&uri, 1);
     let broken = text.replace("row_max = T.alloc_fragment", "row_max = T.alloc_fragment((");
     client.change(&uri, 3, &text.replace("threads=256", "threads=128"));
@@ -78,12 +75,9 @@ fn a_change_with_an_old_version_is_dropped() {
 
 #[test]
 fn a_syntax_error_mid_kernel_keeps_the_other_kernels() {
-    let Some(text) = corpus_text("pointwise_family.py") else {
+    let Some((mut client, uri, text)) = open_corpus("pointwise_family.py") else {
         return;
     };
-    let uri = uri_of(&corpus("pointwise_family.py"));
-    let mut client = Client::start();
-    client.open(&uri, &text);
     assert_eq!(codes(&client.diagnostics(&uri, 1)), Vec::<String>::new());
     // Half a statement typed inside `relu`, the first kernel.
     let anchor = "def relu(N, block, threads=128, dtype=\"float32\"):\n    @T.prim_func\n";
@@ -106,13 +100,9 @@ fn a_syntax_error_mid_kernel_keeps_the_other_kernels() {
     // `axpy`, further down, still has its loop layout on hover.
     let axpy = edited.find("def axpy").expect("axpy");
     let parallel = edited[axpy..].find("T.Parallel").expect("axpy's loop") + axpy;
-    let position = position_of(&edited[..], &edited[parallel..parallel + 10], 0);
-    let _ = position;
-    let line = edited[..parallel].matches('\n').count();
-    let column = parallel - edited[..parallel].rfind('\n').map_or(0, |n| n + 1);
     let hover = client.result(
         "textDocument/hover",
-        json!({"textDocument": {"uri": uri}, "position": {"line": line, "character": column}}),
+        json!({"textDocument": {"uri": uri}, "position": position_at(&edited, parallel)}),
     );
     let markdown = hover["contents"]["value"].as_str().expect("markdown");
     assert!(
@@ -124,12 +114,9 @@ fn a_syntax_error_mid_kernel_keeps_the_other_kernels() {
 
 #[test]
 fn errors_appear_and_clear_as_they_are_typed() {
-    let Some(text) = corpus_text("softmax.py") else {
+    let Some((mut client, uri, text)) = open_corpus("softmax.py") else {
         return;
     };
-    let uri = uri_of(&corpus("softmax.py"));
-    let mut client = Client::start();
-    client.open(&uri, &text);
     client.diagnostics(&uri, 1);
     let broken = text.replace(
         "T.reduce_max(x, row_max, dim=1, clear=True)",

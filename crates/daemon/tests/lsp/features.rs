@@ -5,7 +5,7 @@
 use expect_test::expect;
 use serde_json::{Value, json};
 
-use crate::client::{Client, corpus, corpus_text, position_of, uri_of};
+use crate::client::{Client, corpus_text, open_corpus, position_of, uri_of};
 
 /// `line:col-line:col code` (0-based), one per diagnostic, for readable assertions.
 fn summarize(diagnostics: &[Value]) -> String {
@@ -28,12 +28,9 @@ fn summarize(diagnostics: &[Value]) -> String {
 
 #[test]
 fn a_layout_conflict_is_published_with_its_origin_and_its_page() {
-    let Some(text) = corpus_text("errors/layout_conflict_gemm_serial.py") else {
+    let Some((mut client, uri, _)) = open_corpus("errors/layout_conflict_gemm_serial.py") else {
         return;
     };
-    let uri = uri_of(&corpus("errors/layout_conflict_gemm_serial.py"));
-    let mut client = Client::start();
-    client.open(&uri, &text);
     let diagnostics = client.diagnostics(&uri, 1);
     expect![[r#"23:20-23:73 layout-conflict"#]].assert_eq(&summarize(&diagnostics));
     let conflict = &diagnostics[0];
@@ -59,12 +56,9 @@ fn a_layout_conflict_is_published_with_its_origin_and_its_page() {
 
 #[test]
 fn the_code_action_removes_the_conflict() {
-    let Some(text) = corpus_text("errors/layout_conflict_gemm_serial.py") else {
+    let Some((mut client, uri, text)) = open_corpus("errors/layout_conflict_gemm_serial.py") else {
         return;
     };
-    let uri = uri_of(&corpus("errors/layout_conflict_gemm_serial.py"));
-    let mut client = Client::start();
-    client.open(&uri, &text);
     let diagnostics = client.diagnostics(&uri, 1);
     let actions = client.result(
         "textDocument/codeAction",
@@ -120,12 +114,9 @@ fn apply(text: &str, edits: &[Value]) -> String {
 
 #[test]
 fn hover_on_a_fragment_shows_its_layout() {
-    let Some(text) = corpus_text("softmax.py") else {
+    let Some((mut client, uri, text)) = open_corpus("softmax.py") else {
         return;
     };
-    let uri = uri_of(&corpus("softmax.py"));
-    let mut client = Client::start();
-    client.open(&uri, &text);
     client.diagnostics(&uri, 1);
     let hover = client.result(
         "textDocument/hover",
@@ -159,12 +150,9 @@ fn hover_on_a_fragment_shows_its_layout() {
 
 #[test]
 fn hover_on_a_loop_and_on_the_kernel() {
-    let Some(text) = corpus_text("softmax.py") else {
+    let Some((mut client, uri, text)) = open_corpus("softmax.py") else {
         return;
     };
-    let uri = uri_of(&corpus("softmax.py"));
-    let mut client = Client::start();
-    client.open(&uri, &text);
     let loop_hover = client.result(
         "textDocument/hover",
         json!({"textDocument": {"uri": uri}, "position": position_of(&text, "in T.Parallel", 3)}),
@@ -198,12 +186,9 @@ fn hover_on_a_loop_and_on_the_kernel() {
 
 #[test]
 fn inlay_hints_show_registers_bytes_vectors_and_the_launch() {
-    let Some(text) = corpus_text("softmax.py") else {
+    let Some((mut client, uri, _)) = open_corpus("softmax.py") else {
         return;
     };
-    let uri = uri_of(&corpus("softmax.py"));
-    let mut client = Client::start();
-    client.open(&uri, &text);
     let hints = client.result(
         "textDocument/inlayHint",
         json!({"textDocument": {"uri": uri}, "range": {"start": {"line": 0, "character": 0}, "end": {"line": 999, "character": 0}}}),
@@ -235,12 +220,9 @@ fn inlay_hints_show_registers_bytes_vectors_and_the_launch() {
 
 #[test]
 fn symbols_and_definitions() {
-    let Some(text) = corpus_text("softmax.py") else {
+    let Some((mut client, uri, text)) = open_corpus("softmax.py") else {
         return;
     };
-    let uri = uri_of(&corpus("softmax.py"));
-    let mut client = Client::start();
-    client.open(&uri, &text);
     let symbols = client.result(
         "textDocument/documentSymbol",
         json!({"textDocument": {"uri": uri}}),
@@ -273,12 +255,9 @@ fn symbols_and_definitions() {
 
 #[test]
 fn custom_requests_give_cuda_a_picture_and_a_page() {
-    let Some(text) = corpus_text("softmax.py") else {
+    let Some((mut client, uri, text)) = open_corpus("softmax.py") else {
         return;
     };
-    let uri = uri_of(&corpus("softmax.py"));
-    let mut client = Client::start();
-    client.open(&uri, &text);
     let at = position_of(&text, "x = T.alloc_fragment", 0);
     let cuda = client.result(
         "tilec/cudaSource",
