@@ -201,6 +201,50 @@ pub enum Stmt {
     },
     /// `__syncthreads()`: every thread of the block waits for all others.
     Barrier,
+    /// `cp.async`: starts copying `lanes` consecutive elements from a global buffer to a shared
+    /// one (`lanes × element size` is 4, 8 or 16 bytes, both indices multiples of `lanes`). The
+    /// copy joins the thread's open group; its elements may be read only after an
+    /// [`Stmt::AsyncWait`] has completed that group (and, for other threads, a barrier after it).
+    AsyncCopy {
+        dst: BufferId,
+        dst_index: ExprId,
+        src: BufferId,
+        src_index: ExprId,
+        lanes: u32,
+    },
+    /// `cp.async.commit_group`: closes the thread's open group of async copies (possibly empty).
+    AsyncCommit,
+    /// `cp.async.wait_group pending`: waits until at most `pending` of the thread's committed
+    /// groups are still in flight; the copies of the others have landed.
+    AsyncWait { pending: u32 },
+    /// `ldmatrix.sync.aligned.m8n8.x{matrices}[.trans].shared.b16`, executed by whole warps.
+    /// Lane `l` gives the start of row `l % 8` of matrix `l / 8` (eight consecutive 16-bit elements
+    /// at `src[src_index]`, 16-byte aligned); it receives, for each matrix `q`, two elements in
+    /// `dst[dst_index + 2q]` and `dst[dst_index + 2q + 1]`: row `l / 4`, columns `2 (l % 4)` and
+    /// `2 (l % 4) + 1` of the matrix, or with `transpose` rows `2 (l % 4)` and `2 (l % 4) + 1` of
+    /// column `l / 4`. Only lanes below `8 × matrices` give addresses.
+    LoadMatrix {
+        matrices: u32,
+        transpose: bool,
+        dst: BufferId,
+        dst_index: ExprId,
+        src: BufferId,
+        src_index: ExprId,
+    },
+    /// `mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}`, executed by whole warps:
+    /// `D = A × B + C` in place on `c`, with the instruction's register ownership. Lane `l`
+    /// (`g = l / 4`, `t = l % 4`) holds, from `a_index` on, `A[g][2t..2t+2]`, `A[g+8][2t..2t+2]`,
+    /// `A[g][2t+8..2t+10]`, `A[g+8][2t+8..2t+10]` of the 16×16 A; from `b_index` on,
+    /// `B[2t..2t+2][g]` and `B[2t+8..2t+10][g]` of the 16×8 B; from `c_index` on, `C[g][2t..2t+2]`
+    /// and `C[g+8][2t..2t+2]` of the 16×8 fp32 C. All three are register arrays.
+    Mma {
+        a: BufferId,
+        a_index: ExprId,
+        b: BufferId,
+        b_index: ExprId,
+        c: BufferId,
+        c_index: ExprId,
+    },
     /// Statements lowered from one entity of the kernel world (a tile op, a parallel loop, a store):
     /// the printer prints `label` as a comment above them, and the emulator names `origin` in what
     /// it reports, which the caller maps to a source range.

@@ -499,6 +499,11 @@ fn stmt_kind(stmt: &Stmt) -> &'static str {
         Stmt::VectorCopy { .. } => "vector copy",
         Stmt::Atomic { .. } => "atomic",
         Stmt::Barrier => "barrier",
+        Stmt::AsyncCopy { .. } => "cp.async",
+        Stmt::AsyncCommit => "cp.async commit",
+        Stmt::AsyncWait { .. } => "cp.async wait",
+        Stmt::LoadMatrix { .. } => "ldmatrix",
+        Stmt::Mma { .. } => "mma",
         Stmt::Block { .. } => "block",
     }
 }

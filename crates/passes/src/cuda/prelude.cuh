@@ -307,4 +307,80 @@ __device__ __forceinline__ void tl_atomic_cas_small(T* address, V value, Op op) 
         old = atomicCAS(word, assumed, (assumed & ~mask) | ((tl_bits(updated) << shift) & mask));
     } while (old != assumed);
 }
+// ---- asynchronous copies and tensor cores (sm_80) ----------------------------------------------
+// The thread program's cp.async, ldmatrix and mma.sync statements, one inline PTX instruction each.
+// Register arrays are passed by pointer to their first element; after unrolling every index is a
+// constant, so the arrays stay in registers.
+__device__ __forceinline__ unsigned int tl_shared_address(const void* p) {
+    unsigned int address;
+    asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(address) : "l"(p));
+    return address;
+}
+template <int Bytes>
+__device__ __forceinline__ void tl_cp_async(void* shared, const void* global) {
+    unsigned int s = tl_shared_address(shared);
+    if (Bytes == 16) {
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(global) : "memory");
+    } else {
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(s), "l"(global), "n"(Bytes)
+                     : "memory");
+    }
+}
+__device__ __forceinline__ void tl_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int Pending>
+__device__ __forceinline__ void tl_cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(Pending) : "memory");
+}
+__device__ __forceinline__ void tl_ldmatrix_x1(void* dst, const void* src) {
+    unsigned int* d = (unsigned int*)dst;
+    asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];" : "=r"(d[0]) : "r"(tl_shared_address(src)));
+}
+__device__ __forceinline__ void tl_ldmatrix_x1_trans(void* dst, const void* src) {
+    unsigned int* d = (unsigned int*)dst;
+    asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];"
+                 : "=r"(d[0])
+                 : "r"(tl_shared_address(src)));
+}
+__device__ __forceinline__ void tl_ldmatrix_x2(void* dst, const void* src) {
+    unsigned int* d = (unsigned int*)dst;
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];"
+                 : "=r"(d[0]), "=r"(d[1])
+                 : "r"(tl_shared_address(src)));
+}
+__device__ __forceinline__ void tl_ldmatrix_x2_trans(void* dst, const void* src) {
+    unsigned int* d = (unsigned int*)dst;
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"
+                 : "=r"(d[0]), "=r"(d[1])
+                 : "r"(tl_shared_address(src)));
+}
+__device__ __forceinline__ void tl_ldmatrix_x4(void* dst, const void* src) {
+    unsigned int* d = (unsigned int*)dst;
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(tl_shared_address(src)));
+}
+__device__ __forceinline__ void tl_ldmatrix_x4_trans(void* dst, const void* src) {
+    unsigned int* d = (unsigned int*)dst;
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(tl_shared_address(src)));
+}
+__device__ __forceinline__ void tl_mma_m16n8k16_f16(float* c, const void* a, const void* b) {
+    const unsigned int* x = (const unsigned int*)a;
+    const unsigned int* y = (const unsigned int*)b;
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3]), "r"(y[0]), "r"(y[1]));
+}
+__device__ __forceinline__ void tl_mma_m16n8k16_bf16(float* c, const void* a, const void* b) {
+    const unsigned int* x = (const unsigned int*)a;
+    const unsigned int* y = (const unsigned int*)b;
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3]), "r"(y[0]), "r"(y[1]));
+}
 // ---- end of the tilec prelude -----------------------------------------------------------------

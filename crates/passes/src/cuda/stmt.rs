@@ -58,6 +58,35 @@ impl Printer<'_> {
                 value,
             } => self.atomic(*op, *buffer, *index, *value),
             Stmt::Barrier => self.line("__syncthreads();"),
+            Stmt::AsyncCopy {
+                dst,
+                dst_index,
+                src,
+                src_index,
+                lanes,
+            } => self.async_copy((*dst, *dst_index), (*src, *src_index), *lanes),
+            Stmt::AsyncCommit => self.line("tl_cp_async_commit();"),
+            Stmt::AsyncWait { pending } => self.line(&format!("tl_cp_async_wait<{pending}>();")),
+            Stmt::LoadMatrix {
+                matrices,
+                transpose,
+                dst,
+                dst_index,
+                src,
+                src_index,
+            } => self.load_matrix(
+                (*matrices, *transpose),
+                (*dst, *dst_index),
+                (*src, *src_index),
+            ),
+            Stmt::Mma {
+                a,
+                a_index,
+                b,
+                b_index,
+                c,
+                c_index,
+            } => self.mma([(*a, *a_index), (*b, *b_index), (*c, *c_index)]),
             Stmt::Block { label, body, .. } => self.block(label, body),
         }
     }
@@ -219,6 +248,96 @@ impl Printer<'_> {
         self.line(&format!(
             "*({word}*)({dst_name} + {dst_index}) = *(const {word}*)({src_name} + {src_index});"
         ));
+    }
+
+    /// `cp.async` of 4, 8 or 16 bytes from global to shared memory.
+    fn async_copy(&mut self, dst: (BufferId, ExprId), src: (BufferId, ExprId), lanes: u32) {
+        let memories = (self.memory_of(dst.0), self.memory_of(src.0));
+        if !matches!(
+            memories,
+            (Some(Memory::Shared { .. }), Some(Memory::Global { .. }))
+        ) {
+            return self.skip("a cp.async that is not from global to shared memory");
+        }
+        let dtype = self.program.buffers[dst.0.index()].dtype;
+        let bytes = u64::from(lanes) * dtype.bytes();
+        if !matches!(bytes, 4 | 8 | 16) || self.program.buffers[src.0.index()].dtype != dtype {
+            return self.skip(&format!(
+                "a cp.async of {lanes} x {dtype} needs 4, 8 or 16 bytes of one type"
+            ));
+        }
+        let Some((dst, src)) = self.pointers(dst, src) else {
+            return self.skip("a cp.async between buffers that could not be declared");
+        };
+        self.line(&format!("tl_cp_async<{bytes}>({dst}, {src});"));
+    }
+
+    /// `ldmatrix` from shared memory into a 16-bit register array.
+    fn load_matrix(
+        &mut self,
+        (matrices, transpose): (u32, bool),
+        dst: (BufferId, ExprId),
+        src: (BufferId, ExprId),
+    ) {
+        let memories = (self.memory_of(dst.0), self.memory_of(src.0));
+        if !matches!(memories, (Some(Memory::Local), Some(Memory::Shared { .. })))
+            || !matches!(matrices, 1 | 2 | 4)
+        {
+            return self
+                .skip("an ldmatrix that is not 1, 2 or 4 matrices from shared to registers");
+        }
+        let Some((dst, src)) = self.pointers(dst, src) else {
+            return self.skip("an ldmatrix between buffers that could not be declared");
+        };
+        let trans = if transpose { "_trans" } else { "" };
+        self.line(&format!("tl_ldmatrix_x{matrices}{trans}({dst}, {src});"));
+    }
+
+    /// `mma.sync.m16n8k16` on register arrays: fp16 or bf16 operands, fp32 accumulator.
+    fn mma(&mut self, [a, b, c]: [(BufferId, ExprId); 3]) {
+        let dtype = |p: &Self, id: BufferId| p.program.buffers.get(id.index()).map(|b| b.dtype);
+        let operands = (dtype(self, a.0), dtype(self, b.0), dtype(self, c.0));
+        let suffix = match operands {
+            (Some(DType::Float16), Some(DType::Float16), Some(DType::Float32)) => "f16",
+            (Some(DType::BFloat16), Some(DType::BFloat16), Some(DType::Float32)) => "bf16",
+            _ => {
+                return self
+                    .skip("an mma whose operands are not fp16 or bf16 with an fp32 accumulator");
+            }
+        };
+        let local = [a.0, b.0, c.0]
+            .iter()
+            .all(|&id| self.memory_of(id) == Some(Memory::Local));
+        if !local {
+            return self.skip("an mma on operands outside registers");
+        }
+        let pointers = [a, b, c].map(|(id, index)| self.pointer(id, index));
+        let [Some(a), Some(b), Some(c)] = pointers else {
+            return self.skip("an mma on buffers that could not be declared");
+        };
+        self.line(&format!("tl_mma_m16n8k16_{suffix}({c}, {a}, {b});"));
+    }
+
+    fn memory_of(&self, buffer: BufferId) -> Option<Memory> {
+        self.program
+            .buffers
+            .get(buffer.index())
+            .map(|b| b.memory.clone())
+    }
+
+    /// `name + index` for an element of a declared buffer.
+    fn pointer(&mut self, buffer: BufferId, index: ExprId) -> Option<String> {
+        let name = self.buffer_name(buffer)?;
+        let index = self.index(index).text;
+        Some(format!("{name} + {index}"))
+    }
+
+    fn pointers(
+        &mut self,
+        dst: (BufferId, ExprId),
+        src: (BufferId, ExprId),
+    ) -> Option<(String, String)> {
+        Some((self.pointer(dst.0, dst.1)?, self.pointer(src.0, src.1)?))
     }
 
     fn buffer_name(&self, buffer: BufferId) -> Option<String> {

@@ -6,6 +6,7 @@
 //! writes meet other threads' accesses. Anything the lowering cannot express becomes a diagnostic
 //! on the entity that needs it, never a panic and never a silently wrong program.
 
+mod gemm;
 mod iteration;
 mod raster;
 mod reduce;

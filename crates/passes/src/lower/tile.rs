@@ -61,17 +61,19 @@ impl Lowering<'_> {
                 self.tile_atomic(entity, dst, src, &mut stmts)?;
             }
             TileOp::Gemm { .. } => {
-                return Err(Unlowerable::new(
-                    "`T.gemm` needs the tensor-core lowering, which tilec does not have yet",
-                ));
+                self.sync.before(&accesses, out);
+                self.gemm(&op, &mut stmts)?;
             }
             // Rasterization rebinds the block indices for the whole launch, before its first
             // statement (`Lowering::rasterization`); an annotation only informed inference.
             TileOp::UseSwizzle { .. } | TileOp::AnnotateLayout { .. } => return Ok(()),
         }
+        let label = self
+            .gemm_label(&op)
+            .unwrap_or_else(|| format!("T.{}", op.name()));
         out.push(Stmt::Block {
             origin: Some(entity),
-            label: format!("T.{}", op.name()),
+            label,
             body: stmts,
         });
         self.sync.after(&accesses);

@@ -134,6 +134,16 @@ pub enum ErrorKind {
     /// Element arithmetic without a defined result: integer division by zero, a shift by more than the
     /// width, a bit operation on floats.
     Arithmetic(String),
+    /// A shared element accessed while a `cp.async` to it was still in flight: the issuing thread
+    /// had not waited for its group (`cp.async.wait_group`) yet.
+    AsyncInFlight { buffer: String, index: i64 },
+    /// A thread ended the block with `count` async copies it never waited for.
+    AsyncNeverWaited { count: usize },
+    /// A warp-wide instruction (`ldmatrix`, `mma.sync`) executed by only part of a warp.
+    PartialWarp {
+        instruction: &'static str,
+        warp: u32,
+    },
 }
 
 impl fmt::Display for ErrorKind {
@@ -246,6 +256,19 @@ impl fmt::Display for ErrorKind {
                 )
             }
             ErrorKind::Arithmetic(message) => f.write_str(message),
+            ErrorKind::AsyncInFlight { buffer, index } => write!(
+                f,
+                "shared `{buffer}[{index}]` accessed while a cp.async to it is in flight (its \
+                 group was not waited for with cp.async.wait_group)"
+            ),
+            ErrorKind::AsyncNeverWaited { count } => write!(
+                f,
+                "{count} cp.async copies were never waited for before the block ended"
+            ),
+            ErrorKind::PartialWarp { instruction, warp } => write!(
+                f,
+                "`{instruction}` executed by only part of warp {warp} (it needs all 32 lanes)"
+            ),
         }
     }
 }

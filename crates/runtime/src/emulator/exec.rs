@@ -32,6 +32,8 @@ pub(super) struct Machine<'p, 't> {
     pub report: EmulatorReport,
     /// Bindings shadowed by `let`s, restored when their statement list ends.
     pub shadowed: Vec<(usize, Binding)>,
+    /// Each thread's async copies not landed yet.
+    pub asyncs: Vec<super::warp::AsyncQueue>,
 }
 
 impl<'p> Machine<'p, '_> {
@@ -59,7 +61,8 @@ impl<'p> Machine<'p, '_> {
         let all: Vec<u32> = (0..self.threads as u32).collect();
         self.report.blocks += 1;
         let program = self.program;
-        self.exec_list(&program.body, &all)
+        self.exec_list(&program.body, &all)?;
+        self.finish_async()
     }
 
     fn exec_list(&mut self, stmts: &'p [Stmt], active: &[u32]) -> Result<(), Fault> {
@@ -113,6 +116,48 @@ impl<'p> Machine<'p, '_> {
                 value,
             } => self.exec_atomic(*op, buffer.index(), *index, *value, active),
             Stmt::Barrier => self.exec_barrier(active),
+            Stmt::AsyncCopy {
+                dst,
+                dst_index,
+                src,
+                src_index,
+                lanes,
+            } => self.exec_async_copy(
+                [dst.index(), src.index()],
+                [*dst_index, *src_index],
+                *lanes,
+                active,
+            ),
+            Stmt::AsyncCommit => {
+                self.exec_async_commit(active);
+                Ok(())
+            }
+            Stmt::AsyncWait { pending } => self.exec_async_wait(*pending, active),
+            Stmt::LoadMatrix {
+                matrices,
+                transpose,
+                dst,
+                dst_index,
+                src,
+                src_index,
+            } => self.exec_load_matrix(
+                (*matrices, *transpose),
+                [dst.index(), src.index()],
+                [*dst_index, *src_index],
+                active,
+            ),
+            Stmt::Mma {
+                a,
+                a_index,
+                b,
+                b_index,
+                c,
+                c_index,
+            } => self.exec_mma(
+                [a.index(), b.index(), c.index()],
+                [*a_index, *b_index, *c_index],
+                active,
+            ),
             Stmt::Block {
                 origin,
                 label,
@@ -149,6 +194,10 @@ impl<'p> Machine<'p, '_> {
 
     fn malformed(&self, message: String) -> Fault {
         self.fault(ErrorKind::Malformed(message), None)
+    }
+
+    pub(super) fn malformed_fault(&self, message: &str) -> Fault {
+        self.malformed(message.to_owned())
     }
 
     fn var_slot(&self, var: VarId) -> Result<usize, Fault> {
@@ -328,7 +377,12 @@ impl<'p> Machine<'p, '_> {
         stored.map_err(|(kind, thread)| self.fault(kind, Some(thread)))
     }
 
-    fn check_vector_buffers(&self, dst: usize, src: usize, lanes: u32) -> Result<(), Fault> {
+    pub(super) fn check_vector_buffers(
+        &self,
+        dst: usize,
+        src: usize,
+        lanes: u32,
+    ) -> Result<(), Fault> {
         let (Some(d), Some(s)) = (self.buffers.get(dst), self.buffers.get(src)) else {
             return Err(self.malformed("vector copy: buffer id out of range".to_owned()));
         };
@@ -344,7 +398,7 @@ impl<'p> Machine<'p, '_> {
 
     /// A vector access must start at a multiple of its lane count, and in shared memory also at an
     /// address aligned to the whole vector (global tensors are allocated with ample alignment).
-    fn check_vector_index(
+    pub(super) fn check_vector_index(
         &self,
         buffer: usize,
         index: i64,

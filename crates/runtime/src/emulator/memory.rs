@@ -75,6 +75,8 @@ struct ElementState {
     /// A second reader distinct from `reader`, or [`NONE`].
     other_reader: u32,
     read_epoch: u32,
+    /// A `cp.async` to the element was issued and has not landed yet.
+    in_flight: bool,
 }
 
 /// One shared buffer's storage.
@@ -291,6 +293,69 @@ impl<'t> Memory<'t> {
         Ok(())
     }
 
+    /// Starts `cp.async` copies to shared elements: each element must be free of accesses by other
+    /// threads in this epoch (the copy may land at any moment until its wait) and of another copy
+    /// in flight, and is marked in flight until [`Memory::land_async`].
+    pub fn issue_async(
+        &mut self,
+        info: &BufferInfo<'_>,
+        threads: &[u32],
+        indices: &[i64],
+    ) -> Result<(), LaneFault> {
+        let Place::Shared { slot, .. } = info.place else {
+            let message = format!("cp.async to `{}`, which is not shared memory", info.name);
+            return Err((
+                ErrorKind::Malformed(message),
+                threads.first().copied().unwrap_or(0),
+            ));
+        };
+        let epoch = self.epoch;
+        let shared = self
+            .shared
+            .get_mut(slot)
+            .ok_or_else(|| (missing(info), 0))?;
+        for (&thread, &index) in threads.iter().zip(indices) {
+            let element = check_bounds(info, index).map_err(|kind| (kind, thread))?;
+            let state = shared
+                .states
+                .get_mut(element)
+                .ok_or_else(|| (missing(info), thread))?;
+            if state.in_flight {
+                let buffer = info.name.to_owned();
+                return Err((ErrorKind::AsyncInFlight { buffer, index }, thread));
+            }
+            if let Some((kind, first)) = conflict_with_write(state, epoch, thread) {
+                return Err((race(info, element, kind, first, thread), thread));
+            }
+            state.in_flight = true;
+        }
+        Ok(())
+    }
+
+    /// Lands async copies: the elements stop being in flight and take their values, written by the
+    /// issuing thread in the current epoch.
+    pub fn land_async(
+        &mut self,
+        info: &BufferInfo<'_>,
+        threads: &[u32],
+        indices: &[i64],
+        values: &[f64],
+    ) -> Result<(), LaneFault> {
+        if let Place::Shared { slot, .. } = info.place
+            && let Some(shared) = self.shared.get_mut(slot)
+        {
+            for &index in indices {
+                if let Some(state) = usize::try_from(index)
+                    .ok()
+                    .and_then(|element| shared.states.get_mut(element))
+                {
+                    state.in_flight = false;
+                }
+            }
+        }
+        self.store_lanes(info, threads, indices, values)
+    }
+
     /// An atomic read-modify-write of a global or shared element (the old value is discarded, as
     /// the statement form has no result).
     pub fn atomic(
@@ -440,6 +505,13 @@ impl<'t> Memory<'t> {
         else {
             return Err(missing(info));
         };
+        if state.in_flight {
+            let buffer = info.name.to_owned();
+            return Err(ErrorKind::AsyncInFlight {
+                buffer,
+                index: element as i64,
+            });
+        }
         if let Some(writer) = note_read(state, epoch, thread) {
             let kind = RaceKind::ReadAfterWrite;
             return Err(race(info, element, kind, writer, thread));
@@ -463,6 +535,13 @@ impl<'t> Memory<'t> {
         ) else {
             return Err(missing(info));
         };
+        if state.in_flight {
+            let buffer = info.name.to_owned();
+            return Err(ErrorKind::AsyncInFlight {
+                buffer,
+                index: element as i64,
+            });
+        }
         if let Some((kind, first)) = conflict_with_write(state, epoch, thread) {
             return Err(race(info, element, kind, first, thread));
         }
@@ -551,6 +630,10 @@ fn shared_load_plain(
         }
         let element = index as usize;
         let state = &mut states[element];
+        if state.in_flight {
+            let buffer = info.name.to_owned();
+            return Err((ErrorKind::AsyncInFlight { buffer, index }, thread));
+        }
         if state.stamp != serial {
             let buffer = info.name.to_owned();
             return Err((ErrorKind::UninitializedShared { buffer, index }, thread));

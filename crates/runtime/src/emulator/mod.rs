@@ -38,6 +38,7 @@ mod memory;
 mod setup;
 #[cfg(test)]
 mod tests;
+mod warp;
 
 use std::fmt;
 
@@ -124,6 +125,7 @@ pub fn run_program(
             ..EmulatorReport::default()
         },
         shadowed: Vec::new(),
+        asyncs: vec![warp::AsyncQueue::default(); setup.threads],
     };
     let [gx, gy, gz] = setup.grid;
     for z in 0..gz {

@@ -1,0 +1,640 @@
+//! `T.gemm` on tensor cores: `mma.sync.m16n8k16` fed by `ldmatrix` from shared memory.
+//!
+//! The block's warps form the `warps_m × warps_n` grid the accumulator layout was inferred with
+//! (`layout::tensor_core`); each warp computes its `tile_m × tile_n` part of C as 16×8 atoms, one
+//! `mma.sync` per atom and 16-deep step of K. Operands in shared memory are loaded with `ldmatrix`
+//! (four 8×8 matrices at a time, `.trans` where the stored orientation needs it); an A operand in
+//! registers is copied register by register into the instruction's operand array.
+//!
+//! Nothing here trusts a formula: which register of which thread holds an element is read off the
+//! inferred layouts by enumeration, and a layout that does not give every lane exactly the registers
+//! the instruction expects (at indices that are the same in every thread, so they stay constants
+//! after unrolling) is refused with a message instead of producing a wrong program. Likewise a shared
+//! layout must keep each 8-element row chunk contiguous and 16-byte aligned for `ldmatrix`; one that
+//! does not is read element by element.
+
+use tilec_ir::thread::{Memory, Stmt, Value};
+use tilec_ir::{DType, EntityId, ExprId, Region, TileOp, WarpPolicy};
+
+use super::{Lowering, Unlowerable};
+use crate::layout::tensor_core::warp_partition;
+
+const WARP: i64 = 32;
+
+/// One `T.gemm`, its operands resolved.
+struct GemmPlan {
+    a: EntityId,
+    b: EntityId,
+    c: EntityId,
+    transpose_a: bool,
+    transpose_b: bool,
+    m: i64,
+    n: i64,
+    k: i64,
+    warps_m: i64,
+    tile_m: i64,
+    tile_n: i64,
+    dtype: DType,
+}
+
+/// Where a warp's operand registers come from.
+enum OperandSource {
+    /// `ldmatrix` from a shared buffer whose row chunks are contiguous.
+    Matrix,
+    /// Element by element from a shared buffer (a layout `ldmatrix` cannot read).
+    SharedElements,
+    /// Register copies from a fragment: the constant local index of each operand register, by
+    /// `(micro tile, k step, register)`.
+    Registers(Vec<i64>),
+}
+
+impl Lowering<'_> {
+    pub(super) fn gemm(&mut self, op: &TileOp, out: &mut Vec<Stmt>) -> Result<(), Unlowerable> {
+        let TileOp::Gemm {
+            a,
+            b,
+            c,
+            transpose_a,
+            transpose_b,
+            policy,
+            clear_accum,
+            ..
+        } = op
+        else {
+            return Ok(());
+        };
+        let plan = self.gemm_plan([a, b, c], [*transpose_a, *transpose_b], *policy)?;
+        let accumulator = self.accumulator_registers(&plan)?;
+        let a_source = self.a_source(&plan)?;
+        let b_source = match self.is_private(plan.b) {
+            true => return Err(Unlowerable::new("`T.gemm` with B in registers")),
+            false if self.matrix_readable(plan.b)? => OperandSource::Matrix,
+            false => OperandSource::SharedElements,
+        };
+        if *clear_accum {
+            self.clear_registers(plan.c, out)?;
+        }
+        let a_regs = self.scratch_registers("a_frag", plan.dtype, plan.tile_m / 16 * 8);
+        let b_regs = self.scratch_registers("b_frag", plan.dtype, plan.tile_n / 8 * 4);
+        let c_id = self.buffer_of(plan.c)?;
+        for kk in 0..plan.k / 16 {
+            for mi in 0..plan.tile_m / 16 {
+                self.load_a(&plan, &a_source, (mi, kk), a_regs, out)?;
+            }
+            self.load_b(&plan, &b_source, kk, b_regs, out)?;
+            for mi in 0..plan.tile_m / 16 {
+                for ni in 0..plan.tile_n / 8 {
+                    let atom = (mi * (plan.tile_n / 8) + ni) as usize;
+                    let exprs = &mut self.program.exprs;
+                    out.push(Stmt::Mma {
+                        a: a_regs,
+                        a_index: exprs.int(mi * 8),
+                        b: b_regs,
+                        b_index: exprs.int(ni * 4),
+                        c: c_id,
+                        c_index: exprs.int(accumulator[atom]),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Shapes, dtypes and the warp grid of a gemm, or why it cannot run on tensor cores.
+    fn gemm_plan(
+        &self,
+        [a, b, c]: [&Region; 3],
+        [transpose_a, transpose_b]: [bool; 2],
+        policy: WarpPolicy,
+    ) -> Result<GemmPlan, Unlowerable> {
+        let a_shape = self.whole_buffer_2d(a, "A")?;
+        let b_shape = self.whole_buffer_2d(b, "B")?;
+        let c_shape = self.whole_buffer_2d(c, "C")?;
+        let (m, k) = if transpose_a {
+            (a_shape[1], a_shape[0])
+        } else {
+            (a_shape[0], a_shape[1])
+        };
+        let (k_b, n) = if transpose_b {
+            (b_shape[1], b_shape[0])
+        } else {
+            (b_shape[0], b_shape[1])
+        };
+        if k != k_b || c_shape != [m, n] {
+            return Err(Unlowerable::new(format!(
+                "`T.gemm` shapes do not agree: A is {m}x{k}, B is {k_b}x{n}, C is {}x{}",
+                c_shape[0], c_shape[1]
+            )));
+        }
+        let dtype = self.element_dtype(a.buffer);
+        let operands_ok = matches!(dtype, DType::Float16 | DType::BFloat16)
+            && self.element_dtype(b.buffer) == dtype
+            && self.element_dtype(c.buffer) == DType::Float32;
+        if !operands_ok {
+            return Err(Unlowerable::new(format!(
+                "`T.gemm` on tensor cores (mma.sync m16n8k16) takes float16 or bfloat16 A and B \
+                 and a float32 accumulator; here A is {}, B is {}, C is {}",
+                dtype,
+                self.element_dtype(b.buffer),
+                self.element_dtype(c.buffer)
+            )));
+        }
+        if k % 16 != 0 {
+            return Err(Unlowerable::new(format!(
+                "`T.gemm` reduces over {k}, which is not a multiple of the instruction's 16"
+            )));
+        }
+        if !self.is_private(c.buffer) {
+            return Err(Unlowerable::new(
+                "`T.gemm` accumulates into a fragment only",
+            ));
+        }
+        let (warps_m, warps_n) =
+            warp_partition(m, n, self.threads / WARP, policy).map_err(Unlowerable::new)?;
+        Ok(GemmPlan {
+            a: a.buffer,
+            b: b.buffer,
+            c: c.buffer,
+            transpose_a,
+            transpose_b,
+            m,
+            n,
+            k,
+            warps_m,
+            tile_m: m / warps_m,
+            tile_n: n / warps_n,
+            dtype,
+        })
+    }
+
+    /// The constant shape of a 2-D operand that the gemm takes whole.
+    fn whole_buffer_2d(&self, region: &Region, operand: &str) -> Result<[i64; 2], Unlowerable> {
+        let shape = self.world.const_shape(region.buffer).unwrap_or_default();
+        let [rows, cols] = shape[..] else {
+            return Err(Unlowerable::new(format!(
+                "`T.gemm` operand {operand} must be a 2-D buffer with a constant shape"
+            )));
+        };
+        let whole = region.dims.iter().zip(&shape).all(|(dim, &extent)| {
+            self.world.exprs.as_int(dim.start) == Some(0)
+                && dim
+                    .extent
+                    .is_none_or(|e| self.world.exprs.as_int(e) == Some(extent))
+        });
+        if !whole || region.dims.len() != 2 {
+            return Err(Unlowerable::new(format!(
+                "`T.gemm` operand {operand} must be a whole buffer, not a slice of one"
+            )));
+        }
+        Ok([rows, cols])
+    }
+
+    /// The warp, and its row and column in the warp grid, of thread `t`.
+    fn warp_position(plan: &GemmPlan, t: i64) -> (i64, i64) {
+        let warp = t / WARP;
+        (warp % plan.warps_m, warp / plan.warps_m)
+    }
+
+    /// For each 16×8 atom of a warp's tile (M-major), the first of the four consecutive registers
+    /// of the accumulator fragment that hold the atom's `c0..c3` in every thread.
+    fn accumulator_registers(&self, plan: &GemmPlan) -> Result<Vec<i64>, Unlowerable> {
+        let atoms_n = plan.tile_n / 8;
+        let slots = (plan.tile_m / 16 * atoms_n * 4) as usize;
+        let element = |t: i64, slot: usize| {
+            let (wm, wn) = Self::warp_position(plan, t);
+            let (atom, r) = (slot as i64 / 4, slot as i64 % 4);
+            let (mi, ni) = (atom / atoms_n, atom % atoms_n);
+            let (g, q) = ((t % WARP) / 4, t % 4);
+            let row = wm * plan.tile_m + mi * 16 + g + 8 * (r / 2);
+            let col = wn * plan.tile_n + ni * 8 + 2 * q + r % 2;
+            vec![row, col]
+        };
+        let registers = self.register_table(plan.c, slots, element).map_err(|why| {
+            Unlowerable::new(format!(
+                "the accumulator `{}` is not laid out as mma.sync's C fragment: {why}",
+                self.world.name(plan.c)
+            ))
+        })?;
+        let mut bases = Vec::with_capacity(slots / 4);
+        for atom in registers.chunks(4) {
+            if atom.windows(2).any(|pair| pair[1] != pair[0] + 1) {
+                return Err(Unlowerable::new(format!(
+                    "the accumulator `{}` does not keep an atom's four registers together",
+                    self.world.name(plan.c)
+                )));
+            }
+            bases.push(atom[0]);
+        }
+        Ok(bases)
+    }
+
+    /// How the A operand reaches the instruction.
+    fn a_source(&self, plan: &GemmPlan) -> Result<OperandSource, Unlowerable> {
+        if !self.is_private(plan.a) {
+            return Ok(if self.matrix_readable(plan.a)? {
+                OperandSource::Matrix
+            } else {
+                OperandSource::SharedElements
+            });
+        }
+        let per_tile = (plan.k / 16 * 8) as usize;
+        let slots = (plan.tile_m / 16) as usize * per_tile;
+        let element = |t: i64, slot: usize| {
+            let (wm, _) = Self::warp_position(plan, t);
+            let (mi, rest) = ((slot / per_tile) as i64, slot % per_tile);
+            let (kk, r) = ((rest / 8) as i64, rest % 8);
+            let (row, col) = a_element(t % WARP, r);
+            let (m, k) = (wm * plan.tile_m + mi * 16 + row, kk * 16 + col);
+            if plan.transpose_a {
+                vec![k, m]
+            } else {
+                vec![m, k]
+            }
+        };
+        let table = self.register_table(plan.a, slots, element).map_err(|why| {
+            Unlowerable::new(format!(
+                "the A operand `{}` is not laid out as mma.sync's A fragment: {why}",
+                self.world.name(plan.a)
+            ))
+        })?;
+        Ok(OperandSource::Registers(table))
+    }
+
+    /// The local index of `element(t, slot)` in every thread `t`, which must hold that element
+    /// and keep it at the same index as every other thread does.
+    fn register_table(
+        &self,
+        fragment: EntityId,
+        slots: usize,
+        element: impl Fn(i64, usize) -> Vec<i64>,
+    ) -> Result<Vec<i64>, String> {
+        let storage = self
+            .fragments
+            .get(&fragment)
+            .ok_or_else(|| "it has no inferred layout".to_owned())?;
+        let arena = &self.program.exprs;
+        let mut table = vec![-1; slots];
+        for t in 0..self.threads {
+            for (slot, entry) in table.iter_mut().enumerate() {
+                let point = element(t, slot);
+                if !storage.layout.threads_of(arena, &point).contains(&t) {
+                    return Err(format!(
+                        "thread {t} needs element {point:?}, which it does not hold"
+                    ));
+                }
+                let local = storage
+                    .layout
+                    .local_of(arena, &point)
+                    .ok_or_else(|| format!("element {point:?} has no register"))?;
+                let flat = local
+                    .iter()
+                    .zip(&storage.local_shape)
+                    .fold(0, |acc, (&index, &extent)| acc * extent + index);
+                if *entry >= 0 && *entry != flat {
+                    return Err(format!(
+                        "element {point:?} sits in register {flat} of thread {t} but in \
+                         register {entry} of thread 0"
+                    ));
+                }
+                *entry = flat;
+            }
+        }
+        Ok(table)
+    }
+
+    /// Whether `ldmatrix` can read a shared buffer: every aligned 8-element chunk of a row is
+    /// stored contiguously at a 16-byte boundary (also in every pipeline stage).
+    fn matrix_readable(&self, buffer: EntityId) -> Result<bool, Unlowerable> {
+        let Some(assigned) = self.layouts.shared.get(&buffer) else {
+            return Ok(false);
+        };
+        let map = &assigned.map;
+        let (&[rows, cols], Some(&offset)) = (map.shape.as_slice(), map.outputs.first()) else {
+            return Ok(false);
+        };
+        if cols % 8 != 0 || assigned.storage_elements % 8 != 0 {
+            return Ok(false);
+        }
+        let arena = &self.program.exprs;
+        let at = |row: i64, col: i64| {
+            arena.eval(offset, &|v| {
+                if v == map.vars[0] {
+                    Some(row)
+                } else if v == map.vars[1] {
+                    Some(col)
+                } else {
+                    None
+                }
+            })
+        };
+        for row in 0..rows {
+            for start in (0..cols).step_by(8) {
+                let Some(first) = at(row, start) else {
+                    return Ok(false);
+                };
+                if first % 8 != 0 || (1..8).any(|j| at(row, start + j) != Some(first + j)) {
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// A register array of lowering's own, for instruction operands.
+    fn scratch_registers(
+        &mut self,
+        name: &str,
+        dtype: DType,
+        elements: i64,
+    ) -> tilec_ir::thread::BufferId {
+        let name = self.program.unique_buffer_name(name);
+        let count = self.program.exprs.int(elements);
+        self.program.add_buffer(tilec_ir::thread::BufferDecl {
+            name,
+            dtype,
+            memory: Memory::Local,
+            shape: vec![count],
+            elements: count,
+        })
+    }
+
+    /// `T.gemm(..., clear_accum=True)`: the accumulator's registers start at zero.
+    fn clear_registers(&mut self, c: EntityId, out: &mut Vec<Stmt>) -> Result<(), Unlowerable> {
+        let buffer = self.buffer_of(c)?;
+        let size = self.fragments.get(&c).map_or(0, |s| s.local_size());
+        let var = self.program.exprs.var("r", Some(size));
+        let index = self.program.exprs.var_expr(var);
+        let zero = self.zero(DType::Float32);
+        let extent = self.program.exprs.int(size);
+        out.push(Stmt::For {
+            var,
+            extent,
+            unroll: true,
+            body: vec![Stmt::Store {
+                buffer,
+                index,
+                value: zero,
+            }],
+        });
+        Ok(())
+    }
+
+    /// Lane, warp row and warp column of the running thread, as index expressions.
+    fn lane_exprs(&mut self, plan: &GemmPlan) -> [ExprId; 3] {
+        let exprs = &mut self.program.exprs;
+        let t = exprs.var_expr(self.program.thread);
+        let warp_size = exprs.int(WARP);
+        let lane = exprs.floormod(t, warp_size);
+        let warp = exprs.floordiv(t, warp_size);
+        let warps_m = exprs.int(plan.warps_m);
+        let wm = exprs.floormod(warp, warps_m);
+        let wn = exprs.floordiv(warp, warps_m);
+        [lane, wm, wn]
+    }
+
+    /// The A registers of micro tile `mi` at k step `kk`, into `a_regs[mi * 8..]`.
+    fn load_a(
+        &mut self,
+        plan: &GemmPlan,
+        source: &OperandSource,
+        (mi, kk): (i64, i64),
+        a_regs: tilec_ir::thread::BufferId,
+        out: &mut Vec<Stmt>,
+    ) -> Result<(), Unlowerable> {
+        match source {
+            OperandSource::Registers(table) => {
+                let fragment = self.buffer_of(plan.a)?;
+                let per_tile = (plan.k / 16 * 8) as usize;
+                for r in 0..8 {
+                    let local = table[mi as usize * per_tile + kk as usize * 8 + r];
+                    let exprs = &mut self.program.exprs;
+                    let (src, dst) = (exprs.int(local), exprs.int(mi * 8 + r as i64));
+                    let value = self.program.add_value(Value::Load {
+                        buffer: fragment,
+                        index: src,
+                    });
+                    out.push(Stmt::Store {
+                        buffer: a_regs,
+                        index: dst,
+                        value,
+                    });
+                }
+                Ok(())
+            }
+            OperandSource::Matrix => {
+                let [lane, wm, _] = self.lane_exprs(plan);
+                // Matrix q = lane / 8 covers rows (q % 2) * 8 and columns (q / 2) * 8 of the 16×16
+                // tile, which puts its registers at a0a1, a2a3, a4a5, a6a7 in order.
+                let e = &mut self.program.exprs;
+                let (eight, two) = (e.int(8), e.int(2));
+                let q = e.floordiv(lane, eight);
+                let r = e.floormod(lane, eight);
+                let row_half = e.floormod(q, two);
+                let col_half = e.floordiv(q, two);
+                let m = warp_offset(e, wm, plan.tile_m, mi * 16, row_half, r);
+                let zero = e.int(0);
+                let k = warp_offset(e, zero, 0, kk * 16, col_half, zero);
+                let indices = if plan.transpose_a {
+                    // Stored K×M: row k of the stored tile, read transposed.
+                    let k_row = warp_offset(e, zero, 0, kk * 16, col_half, r);
+                    let m_col = warp_offset(e, wm, plan.tile_m, mi * 16, row_half, zero);
+                    vec![k_row, m_col]
+                } else {
+                    vec![m, k]
+                };
+                let (src, src_index) = self.address(plan.a, &indices)?;
+                let dst_index = self.program.exprs.int(mi * 8);
+                out.push(Stmt::LoadMatrix {
+                    matrices: 4,
+                    transpose: plan.transpose_a,
+                    dst: a_regs,
+                    dst_index,
+                    src,
+                    src_index,
+                });
+                Ok(())
+            }
+            OperandSource::SharedElements => {
+                let [lane, wm, _] = self.lane_exprs(plan);
+                for r in 0..8 {
+                    let (row, col) = a_element_exprs(&mut self.program.exprs, lane, r);
+                    let e = &mut self.program.exprs;
+                    let base_m = e.int(mi * 16);
+                    let tile = e.int(plan.tile_m);
+                    let warp_rows = e.mul(wm, tile);
+                    let m = e.add(warp_rows, base_m);
+                    let m = e.add(m, row);
+                    let base_k = e.int(kk * 16);
+                    let k = e.add(base_k, col);
+                    let indices = if plan.transpose_a { [k, m] } else { [m, k] };
+                    self.element_to_register(plan.a, &indices, a_regs, mi * 8 + r as i64, out)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// The B registers of every n8 atom of the warp's tile at k step `kk`, into `b_regs`.
+    fn load_b(
+        &mut self,
+        plan: &GemmPlan,
+        source: &OperandSource,
+        kk: i64,
+        b_regs: tilec_ir::thread::BufferId,
+        out: &mut Vec<Stmt>,
+    ) -> Result<(), Unlowerable> {
+        let [lane, _, wn] = self.lane_exprs(plan);
+        let atoms = plan.tile_n / 8;
+        if let OperandSource::SharedElements = source {
+            for atom in 0..atoms {
+                for r in 0..4 {
+                    let (k, n) = b_element_exprs(&mut self.program.exprs, lane, r);
+                    let e = &mut self.program.exprs;
+                    let base_k = e.int(kk * 16);
+                    let k = e.add(base_k, k);
+                    let zero = e.int(0);
+                    let n = warp_offset(e, wn, plan.tile_n, atom * 8, zero, n);
+                    let indices = if plan.transpose_b { [n, k] } else { [k, n] };
+                    self.element_to_register(plan.b, &indices, b_regs, atom * 4 + r, out)?;
+                }
+            }
+            return Ok(());
+        }
+        // Two atoms per ldmatrix.x4 where the tile allows: matrix q covers k rows (q % 2) * 8 of
+        // atom 2p + q / 2, which puts its registers at b0b1, b2b3 of one atom, then the next.
+        let pair = atoms % 2 == 0;
+        let step = if pair { 2 } else { 1 };
+        for first in (0..atoms).step_by(step as usize) {
+            let e = &mut self.program.exprs;
+            let (eight, two) = (e.int(8), e.int(2));
+            let q = e.floordiv(lane, eight);
+            let q = if pair { q } else { e.floormod(q, two) };
+            let r = e.floormod(lane, eight);
+            let k_half = e.floormod(q, two);
+            let atom_step = if pair { e.floordiv(q, two) } else { e.int(0) };
+            let zero = e.int(0);
+            let indices = if plan.transpose_b {
+                // Stored N×K: row n of the stored tile, read as is.
+                let n = warp_offset(e, wn, plan.tile_n, first * 8, atom_step, r);
+                let k = warp_offset(e, zero, 0, kk * 16, k_half, zero);
+                vec![n, k]
+            } else {
+                let k = warp_offset(e, zero, 0, kk * 16, k_half, r);
+                let n = warp_offset(e, wn, plan.tile_n, first * 8, atom_step, zero);
+                vec![k, n]
+            };
+            let (src, src_index) = self.address(plan.b, &indices)?;
+            let dst_index = self.program.exprs.int(first * 4);
+            out.push(Stmt::LoadMatrix {
+                matrices: if pair { 4 } else { 2 },
+                transpose: !plan.transpose_b,
+                dst: b_regs,
+                dst_index,
+                src,
+                src_index,
+            });
+        }
+        Ok(())
+    }
+
+    /// `registers[slot] = buffer[indices]`, converted to the operand type.
+    fn element_to_register(
+        &mut self,
+        buffer: EntityId,
+        indices: &[ExprId],
+        registers: tilec_ir::thread::BufferId,
+        slot: i64,
+        out: &mut Vec<Stmt>,
+    ) -> Result<(), Unlowerable> {
+        let (src, index) = self.address(buffer, indices)?;
+        let value = self.program.add_value(Value::Load { buffer: src, index });
+        let dst = self.program.exprs.int(slot);
+        out.push(Stmt::Store {
+            buffer: registers,
+            index: dst,
+            value,
+        });
+        Ok(())
+    }
+
+    /// The M, N and K of a gemm, for labels.
+    pub(super) fn gemm_label(&self, op: &TileOp) -> Option<String> {
+        let TileOp::Gemm {
+            a,
+            b,
+            c,
+            transpose_a,
+            transpose_b,
+            policy,
+            ..
+        } = op
+        else {
+            return None;
+        };
+        let plan = self
+            .gemm_plan([a, b, c], [*transpose_a, *transpose_b], *policy)
+            .ok()?;
+        Some(format!(
+            "T.gemm {}x{}x{} on mma.sync m16n8k16, warps {}x{} of {}x{}",
+            plan.m,
+            plan.n,
+            plan.k,
+            plan.warps_m,
+            plan.n / plan.tile_n,
+            plan.tile_m,
+            plan.tile_n
+        ))
+    }
+}
+
+/// `warp * tile + base + half * 8 + within`: a row or column inside a warp's part of a tile.
+fn warp_offset(
+    e: &mut tilec_ir::ExprArena,
+    warp: ExprId,
+    tile: i64,
+    base: i64,
+    half: ExprId,
+    within: ExprId,
+) -> ExprId {
+    let tile = e.int(tile);
+    let warp_part = e.mul(warp, tile);
+    let base = e.int(base);
+    let eight = e.int(8);
+    let half = e.mul(half, eight);
+    let sum = e.add(warp_part, base);
+    let sum = e.add(sum, half);
+    e.add(sum, within)
+}
+
+/// The row and column of A register `r` of lane `lane` (see `Stmt::Mma`).
+fn a_element(lane: i64, r: usize) -> (i64, i64) {
+    let (g, t) = (lane / 4, lane % 4);
+    let (pair, e) = (r as i64 / 2, r as i64 % 2);
+    (g + 8 * (pair % 2), 2 * t + e + 8 * (pair / 2))
+}
+
+/// [`a_element`] over the lane expression.
+fn a_element_exprs(e: &mut tilec_ir::ExprArena, lane: ExprId, r: usize) -> (ExprId, ExprId) {
+    let four = e.int(4);
+    let g = e.floordiv(lane, four);
+    let t = e.floormod(lane, four);
+    let (pair, bit) = (r as i64 / 2, r as i64 % 2);
+    let row_add = e.int(8 * (pair % 2));
+    let row = e.add(g, row_add);
+    let two = e.int(2);
+    let t2 = e.mul(t, two);
+    let col_add = e.int(bit + 8 * (pair / 2));
+    let col = e.add(t2, col_add);
+    (row, col)
+}
+
+/// The k and n of B register `r` of lane `lane` (see `Stmt::Mma`).
+fn b_element_exprs(e: &mut tilec_ir::ExprArena, lane: ExprId, r: i64) -> (ExprId, ExprId) {
+    let four = e.int(4);
+    let g = e.floordiv(lane, four);
+    let t = e.floormod(lane, four);
+    let two = e.int(2);
+    let t2 = e.mul(t, two);
+    let k_add = e.int(r % 2 + 8 * (r / 2));
+    (e.add(t2, k_add), g)
+}
