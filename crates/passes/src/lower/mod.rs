@@ -8,6 +8,7 @@
 
 mod gemm;
 mod iteration;
+mod pipeline;
 mod raster;
 mod reduce;
 mod rewrite;
@@ -176,6 +177,10 @@ pub(crate) struct Lowering<'w> {
     /// stores to shared and global memory then run on replica 0 only.
     replica: Option<VarId>,
     sync: sync::SyncState,
+    /// The shared buffers software pipelines keep several stages of, with the stage count.
+    staged: BTreeMap<EntityId, i64>,
+    /// While a pipelined loop is lowered: the stage its statements address in each staged buffer.
+    current_stage: BTreeMap<EntityId, ExprId>,
 }
 
 impl<'w> Lowering<'w> {
@@ -230,6 +235,8 @@ impl<'w> Lowering<'w> {
             threads,
             replica: None,
             sync: sync::SyncState::default(),
+            staged: pipeline::staged_buffers(world, launch),
+            current_stage: BTreeMap::new(),
         };
         lowering.declare_params();
         lowering.declare_buffers()?;
@@ -326,11 +333,25 @@ impl<'w> Lowering<'w> {
                 _ => {}
             }
         }
-        let placed = shared_plan::plan(world, self.layouts, &order, &shared)?;
+        let placed = shared_plan::plan(world, self.layouts, &order, &shared, &self.staged)?;
+        let mut placement = Vec::new();
         for (entity, offset) in placed.offsets {
             let shape = world.const_shape(entity).unwrap_or_default();
-            self.add_buffer(entity, Memory::Shared { offset }, &shape);
+            let id = self.add_buffer(entity, Memory::Shared { offset }, &shape);
+            // A padded layout addresses more than the tile's elements, and a pipeline keeps
+            // one copy of that storage per stage.
+            let logical: i64 = shape.iter().product();
+            let storage = self
+                .layouts
+                .shared
+                .get(&entity)
+                .map_or(logical, |assigned| assigned.storage_elements.max(logical));
+            let stages = self.staged.get(&entity).copied().unwrap_or(1);
+            self.program.buffers[id.index()].elements = self.program.exprs.int(storage * stages);
+            let bytes = storage * stages * self.element_dtype(entity).bytes() as i64;
+            placement.push((id, offset, bytes));
         }
+        self.sync.set_placement(&placement);
         self.program.shared_bytes = placed.bytes;
         for alias in aliases {
             self.declare_alias(alias);
@@ -463,6 +484,14 @@ impl<'w> Lowering<'w> {
             ([var], [extent]) => (*var, *extent),
             _ => return Err(Unlowerable::new("a serial loop over several variables")),
         };
+        if let LoopKind::Pipelined { num_stages } = info.kind
+            && num_stages >= 2
+            && self
+                .pipelined_loop(entity, (var, extent), num_stages, out)?
+                .is_some()
+        {
+            return Ok(());
+        }
         self.sync.begin_loop();
         let mut body = Vec::new();
         for child in self.world.body(entity).to_vec() {

@@ -19,6 +19,7 @@ pub(crate) fn plan(
     layouts: &crate::layout::Layouts,
     order: &[EntityId],
     buffers: &[EntityId],
+    staged: &std::collections::BTreeMap<EntityId, i64>,
 ) -> Result<SharedPlacement, Unlowerable> {
     let mut items: Vec<(EntityId, i64, (usize, usize))> = Vec::new();
     for &buffer in buffers {
@@ -37,8 +38,11 @@ pub(crate) fn plan(
                     world.name(buffer)
                 ))
             })?;
-        let bytes =
-            i64::try_from(bytes).map_err(|_| Unlowerable::new("a shared buffer too large"))?;
+        let stages = staged.get(&buffer).copied().unwrap_or(1);
+        let bytes = i64::try_from(bytes)
+            .ok()
+            .and_then(|bytes| bytes.checked_mul(stages))
+            .ok_or_else(|| Unlowerable::new("a shared buffer too large"))?;
         // A buffer nothing touches still gets space, live nowhere.
         let live = crate::liveness::live_range(world, order, buffer).unwrap_or((usize::MAX, 0));
         items.push((buffer, bytes, live));

@@ -33,13 +33,17 @@ impl Accesses {
         self.writes.extend(other.writes.iter().copied());
     }
 
-    /// Whether running `self` after `earlier` without a barrier could race.
-    fn conflicts_with(&self, earlier: &Accesses) -> bool {
-        self.reads.iter().any(|b| earlier.writes.contains(b))
-            || self
-                .writes
-                .iter()
-                .any(|b| earlier.writes.contains(b) || earlier.reads.contains(b))
+    /// Whether running `self` after `earlier` without a barrier could race: one writes bytes the
+    /// other reads or writes, through the same buffer or one the shared-memory plan placed over
+    /// the same bytes.
+    fn conflicts_with(&self, earlier: &Accesses, shares: &Overlaps) -> bool {
+        let meets = |mine: &BTreeSet<BufferId>, theirs: &BTreeSet<BufferId>| {
+            mine.iter()
+                .any(|&a| theirs.iter().any(|&b| a == b || shares.contains(&(a, b))))
+        };
+        meets(&self.reads, &earlier.writes)
+            || meets(&self.writes, &earlier.writes)
+            || meets(&self.writes, &earlier.reads)
     }
 
     fn clear(&mut self) {
@@ -48,10 +52,15 @@ impl Accesses {
     }
 }
 
+/// Pairs of distinct shared buffers whose bytes overlap (both orders).
+type Overlaps = BTreeSet<(BufferId, BufferId)>;
+
 /// What lowering knows about shared-memory accesses not yet separated by a barrier.
 #[derive(Debug, Default)]
 pub(crate) struct SyncState {
     pending: Accesses,
+    /// Buffers placed over the same bytes (live at different times).
+    overlaps: Overlaps,
     /// For each loop body being lowered: its accesses before its first barrier, and whether a
     /// barrier has been placed in it.
     loops: Vec<(Accesses, bool)>,
@@ -60,7 +69,7 @@ pub(crate) struct SyncState {
 impl SyncState {
     /// Places a barrier in `out` if the operation with `accesses` must wait for earlier ones.
     pub(crate) fn before(&mut self, accesses: &Accesses, out: &mut Vec<Stmt>) {
-        if accesses.conflicts_with(&self.pending) {
+        if accesses.conflicts_with(&self.pending, &self.overlaps) {
             out.push(Stmt::Barrier);
             self.pending.clear();
             for frame in &mut self.loops {
@@ -79,6 +88,25 @@ impl SyncState {
         self.pending.extend(accesses);
     }
 
+    /// Declares the shared buffers as placed: `(buffer, first byte, bytes)`.
+    pub(crate) fn set_placement(&mut self, placed: &[(BufferId, i64, i64)]) {
+        for &(a, a_start, a_len) in placed {
+            for &(b, b_start, b_len) in placed {
+                if a != b && a_start < b_start + b_len && b_start < a_start + a_len {
+                    self.overlaps.insert((a, b));
+                }
+            }
+        }
+    }
+
+    /// Records a barrier placed by the caller (a software pipeline's own).
+    pub(crate) fn barrier_placed(&mut self) {
+        self.pending.clear();
+        for frame in &mut self.loops {
+            frame.1 = true;
+        }
+    }
+
     pub(crate) fn begin_loop(&mut self) {
         self.loops.push((Accesses::default(), false));
     }
@@ -89,7 +117,7 @@ impl SyncState {
         let Some((entry, _)) = self.loops.pop() else {
             return;
         };
-        if entry.conflicts_with(&self.pending) {
+        if entry.conflicts_with(&self.pending, &self.overlaps) {
             body.push(Stmt::Barrier);
             self.pending.clear();
             for frame in &mut self.loops {

@@ -83,7 +83,7 @@ impl Lowering<'_> {
     /// `T.copy(src, dst)`: a parallel loop over the tile (laid out by inference when a fragment is
     /// involved, planned otherwise), converting dtypes, skipping out-of-range destination
     /// elements and reading zero for out-of-range source elements.
-    fn copy(
+    pub(super) fn copy(
         &mut self,
         entity: EntityId,
         src: &Region,

@@ -240,9 +240,20 @@ impl Lowering<'_> {
                     .zip(indices.iter().copied())
                     .collect();
                 let lookup = |v| bindings.iter().find(|(var, _)| *var == v).map(|(_, e)| *e);
-                match map.outputs.first().copied() {
+                let offset = match map.outputs.first().copied() {
                     Some(offset) => self.program.exprs.substitute(offset, &lookup),
                     None => self.program.exprs.int(0),
+                };
+                match self.current_stage.get(&buffer).copied() {
+                    // Stage `s` of a pipelined buffer starts `s` storages further on.
+                    Some(stage) => {
+                        let storage = self.layouts.shared[&buffer].storage_elements;
+                        let exprs = &mut self.program.exprs;
+                        let size = exprs.int(storage);
+                        let start = exprs.mul(stage, size);
+                        exprs.add(offset, start)
+                    }
+                    None => offset,
                 }
             }
             None => {

@@ -1,0 +1,325 @@
+//! Software pipelining of `T.Pipelined(n, num_stages=k)` with `k ≥ 2`.
+//!
+//! The loop's *producers* are the `T.copy`s from global to shared memory directly in its body whose
+//! shared buffer nothing else touches outside the loop and nothing earlier in the body touches. Each
+//! such buffer gets `k` copies (stages); iteration `i` uses stage `i % k`. Producers run `k - 1`
+//! iterations ahead of the rest of the body (the *consumers*), with `cp.async` where the copy is
+//! vectorized, one commit group per iteration:
+//!
+//! ```text
+//! for s in 0..k-1:  if s < n: producers(s)      ; commit
+//! for i in 0..n:    wait_group(k-2); barrier
+//!                   if i+k-1 < n: producers(i+k-1); commit
+//!                   consumers(i)
+//! ```
+//!
+//! Before iteration `i` waits, `i + k - 1` groups were committed, so `wait_group(k - 2)` leaves
+//! exactly iteration `i`'s group complete; the barrier after it publishes every thread's copies, and
+//! also proves that every thread has finished iteration `i - 1`, the last reader of the stage the
+//! new producers overwrite. The emulator checks both halves of that argument element by element.
+
+use std::collections::BTreeMap;
+
+use tilec_ir::data::CompareOp;
+use tilec_ir::thread::{Memory, Stmt};
+use tilec_ir::{EntityId, ExprId, LoopKind, Scope, TileOp, VarId, World};
+
+use super::{Lowering, Unlowerable, rewrite};
+
+/// The shared buffers a launch's pipelines multi-buffer, with their stage counts.
+pub(crate) fn staged_buffers(world: &World, launch: EntityId) -> BTreeMap<EntityId, i64> {
+    let mut staged = BTreeMap::new();
+    for entity in crate::liveness::linearize(world, launch) {
+        let Some(info) = world.loops.get(entity) else {
+            continue;
+        };
+        let LoopKind::Pipelined { num_stages } = info.kind else {
+            continue;
+        };
+        if num_stages < 2 {
+            continue;
+        }
+        for producer in producers(world, entity) {
+            if let Some(TileOp::Copy { dst, .. }) = world.ops.get(producer) {
+                staged.insert(dst.buffer, num_stages);
+            }
+        }
+    }
+    staged
+}
+
+/// The producer copies of a pipelined loop, in body order.
+fn producers(world: &World, pipelined: EntityId) -> Vec<EntityId> {
+    let body = world.body(pipelined);
+    let mut found = Vec::new();
+    for (position, &entity) in body.iter().enumerate() {
+        let Some(TileOp::Copy { src, dst }) = world.ops.get(entity) else {
+            continue;
+        };
+        let shared_dst = world.scopes.get(dst.buffer).is_some_and(|s| s.is_shared())
+            && !world.is_alias(dst.buffer);
+        let global_src = world.scopes.get(world.storage_of(src.buffer)) == Some(&Scope::Global)
+            && !written_anywhere(world, world.storage_of(src.buffer));
+        if !shared_dst || !global_src {
+            continue;
+        }
+        let touched_before = body[..position]
+            .iter()
+            .any(|&earlier| touches(world, earlier, dst.buffer));
+        let touched_outside = crate::liveness::linearize(world, world_root(world, pipelined))
+            .into_iter()
+            .filter(|&other| !is_within(world, other, pipelined))
+            .any(|other| direct_touch(world, other, dst.buffer));
+        if !touched_before && !touched_outside {
+            found.push(entity);
+        }
+    }
+    found
+}
+
+/// The launch an entity belongs to.
+fn world_root(world: &World, mut entity: EntityId) -> EntityId {
+    while let Some(&parent) = world.parents.get(entity) {
+        entity = parent;
+    }
+    entity
+}
+
+fn is_within(world: &World, mut entity: EntityId, ancestor: EntityId) -> bool {
+    loop {
+        if entity == ancestor {
+            return true;
+        }
+        match world.parents.get(entity) {
+            Some(&parent) => entity = parent,
+            None => return false,
+        }
+    }
+}
+
+/// Whether `entity` itself (not its body) accesses `buffer`.
+fn direct_touch(world: &World, entity: EntityId, buffer: EntityId) -> bool {
+    world.accesses.get(entity).is_some_and(|accesses| {
+        accesses
+            .iter()
+            .any(|a| world.storage_of(a.region.buffer) == buffer)
+    })
+}
+
+/// Whether `entity` or anything nested in it accesses `buffer`.
+fn touches(world: &World, entity: EntityId, buffer: EntityId) -> bool {
+    direct_touch(world, entity, buffer)
+        || crate::liveness::linearize(world, entity)
+            .into_iter()
+            .any(|inner| direct_touch(world, inner, buffer))
+}
+
+/// Whether any statement writes a tensor parameter (then a copy from it cannot be hoisted ahead).
+fn written_anywhere(world: &World, param: EntityId) -> bool {
+    world.accesses.iter().any(|(_, accesses)| {
+        accesses.iter().any(|a| {
+            world.storage_of(a.region.buffer) == param
+                && !matches!(a.kind, tilec_ir::AccessKind::Read)
+        })
+    }) || world.ops.iter().any(|(_, op)| {
+        matches!(op, TileOp::AtomicAdd { dst, .. } if world.storage_of(dst.buffer) == param)
+    })
+}
+
+impl Lowering<'_> {
+    /// Lowers a `T.Pipelined` loop with two or more stages; `None` when it has no producer to
+    /// run ahead (then it is an ordinary loop).
+    pub(super) fn pipelined_loop(
+        &mut self,
+        entity: EntityId,
+        (var, extent): (VarId, ExprId),
+        stages: i64,
+        out: &mut Vec<Stmt>,
+    ) -> Result<Option<()>, Unlowerable> {
+        let producers = producers(self.world, entity);
+        if producers.is_empty() {
+            return Ok(None);
+        }
+        let exprs = &mut self.program.exprs;
+        let ko = exprs.var_expr(var);
+        let stage_count = exprs.int(stages);
+        let stage = exprs.floormod(ko, stage_count);
+        for &producer in &producers {
+            if let Some(TileOp::Copy { dst, .. }) = self.world.ops.get(producer) {
+                self.current_stage.insert(dst.buffer, stage);
+            }
+        }
+        // Producers of iteration `var`, stage `var % k`; shifted below by substitution.
+        let issue = self.producer_stmts(&producers)?;
+        out.push(self.prologue(&issue, var, extent, stages));
+        let steady = self.steady_state(entity, &issue, &producers, (var, extent), stages)?;
+        out.push(steady);
+        self.current_stage.clear();
+        Ok(Some(()))
+    }
+
+    /// The producers' statements for iteration `var`, async where vectorized.
+    fn producer_stmts(&mut self, producers: &[EntityId]) -> Result<Vec<Stmt>, Unlowerable> {
+        let mut stmts = Vec::new();
+        for &producer in producers {
+            let Some(TileOp::Copy { src, dst }) = self.world.ops.get(producer).cloned() else {
+                continue;
+            };
+            let mut body = Vec::new();
+            self.copy(producer, &src, &dst, &mut body)?;
+            stmts.push(Stmt::Block {
+                origin: Some(producer),
+                label: "T.copy (pipelined: cp.async into its stage)".to_owned(),
+                body: self.asynchronous(body),
+            });
+        }
+        Ok(stmts)
+    }
+
+    /// `stmts` with every vector copy from global to shared memory made a `cp.async`.
+    fn asynchronous(&self, stmts: Vec<Stmt>) -> Vec<Stmt> {
+        stmts
+            .into_iter()
+            .map(|stmt| match stmt {
+                Stmt::VectorCopy {
+                    dst,
+                    dst_index,
+                    src,
+                    src_index,
+                    lanes,
+                } if self.async_capable(dst, src, lanes) => Stmt::AsyncCopy {
+                    dst,
+                    dst_index,
+                    src,
+                    src_index,
+                    lanes,
+                },
+                Stmt::For {
+                    var,
+                    extent,
+                    unroll,
+                    body,
+                } => Stmt::For {
+                    var,
+                    extent,
+                    unroll,
+                    body: self.asynchronous(body),
+                },
+                Stmt::If {
+                    cond,
+                    then,
+                    otherwise,
+                } => Stmt::If {
+                    cond,
+                    then: self.asynchronous(then),
+                    otherwise: self.asynchronous(otherwise),
+                },
+                Stmt::Block {
+                    origin,
+                    label,
+                    body,
+                } => Stmt::Block {
+                    origin,
+                    label,
+                    body: self.asynchronous(body),
+                },
+                other => other,
+            })
+            .collect()
+    }
+
+    fn async_capable(
+        &self,
+        dst: tilec_ir::thread::BufferId,
+        src: tilec_ir::thread::BufferId,
+        lanes: u32,
+    ) -> bool {
+        let (d, s) = (self.program.buffer(dst), self.program.buffer(src));
+        matches!(d.memory, Memory::Shared { .. })
+            && matches!(s.memory, Memory::Global { .. })
+            && matches!(u64::from(lanes) * d.dtype.bytes(), 4 | 8 | 16)
+    }
+
+    /// The first `k - 1` iterations' producers, each its own commit group.
+    fn prologue(&mut self, issue: &[Stmt], var: VarId, extent: ExprId, stages: i64) -> Stmt {
+        let exprs = &mut self.program.exprs;
+        let s = exprs.var("stage", Some(stages - 1));
+        let s_expr = exprs.var_expr(s);
+        let shifted = rewrite::substitute_stmts(&mut self.program, issue, &|v| {
+            (v == var).then_some(s_expr)
+        });
+        let mut body = self.unless_past_end(s_expr, extent, shifted);
+        body.push(Stmt::AsyncCommit);
+        let count = self.program.exprs.int(stages - 1);
+        Stmt::Block {
+            origin: None,
+            label: format!("pipeline prologue: the first {} stages", stages - 1),
+            body: vec![Stmt::For {
+                var: s,
+                extent: count,
+                unroll: true,
+                body,
+            }],
+        }
+    }
+
+    /// `stmts` under `iteration < extent`, unless that is known to hold.
+    fn unless_past_end(&mut self, iteration: ExprId, extent: ExprId, stmts: Vec<Stmt>) -> Vec<Stmt> {
+        let exprs = &self.program.exprs;
+        let always = matches!(
+            (exprs.bounds(iteration), exprs.as_int(extent)),
+            (Some((_, high)), Some(n)) if high < n
+        );
+        if always {
+            return stmts;
+        }
+        let cond = self.compare_indices(CompareOp::Lt, iteration, extent);
+        vec![Stmt::If {
+            cond,
+            then: stmts,
+            otherwise: Vec::new(),
+        }]
+    }
+
+    /// The loop itself: wait, barrier, issue `k - 1` ahead, then the consumers.
+    fn steady_state(
+        &mut self,
+        entity: EntityId,
+        issue: &[Stmt],
+        producers: &[EntityId],
+        (var, extent): (VarId, ExprId),
+        stages: i64,
+    ) -> Result<Stmt, Unlowerable> {
+        let exprs = &mut self.program.exprs;
+        let ko = exprs.var_expr(var);
+        let ahead = exprs.int(stages - 1);
+        let next = exprs.add(ko, ahead);
+        let shifted = rewrite::substitute_stmts(&mut self.program, issue, &|v| {
+            (v == var).then_some(next)
+        });
+        let mut body = vec![
+            Stmt::AsyncWait {
+                pending: u32::try_from(stages - 2).unwrap_or(0),
+            },
+            Stmt::Barrier,
+        ];
+        self.sync.barrier_placed();
+        body.extend(self.unless_past_end(next, extent, shifted));
+        body.push(Stmt::AsyncCommit);
+        self.sync.begin_loop();
+        self.sync.barrier_placed();
+        for child in self.world.body(entity).to_vec() {
+            if producers.contains(&child) {
+                continue;
+            }
+            self.statement(child, &mut body)?;
+        }
+        self.sync.end_loop(&mut body);
+        Ok(Stmt::For {
+            var,
+            extent,
+            unroll: false,
+            body,
+        })
+    }
+}
