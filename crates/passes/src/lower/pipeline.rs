@@ -21,7 +21,7 @@
 use std::collections::BTreeMap;
 
 use tilec_ir::data::CompareOp;
-use tilec_ir::thread::{Memory, Stmt};
+use tilec_ir::thread::{Memory, Stmt, Value};
 use tilec_ir::{EntityId, ExprId, LoopKind, Scope, TileOp, VarId, World};
 
 use super::{Lowering, Unlowerable, rewrite};
@@ -178,7 +178,7 @@ impl Lowering<'_> {
 
     /// `stmts` with every vector copy from global to shared memory made a `cp.async`.
     fn asynchronous(&self, stmts: Vec<Stmt>) -> Vec<Stmt> {
-        stmts
+        self.fuse_register_staging(stmts)
             .into_iter()
             .map(|stmt| match stmt {
                 Stmt::VectorCopy {
@@ -228,6 +228,84 @@ impl Lowering<'_> {
             .collect()
     }
 
+    /// Vectorization moves a tile through registers: a vector load into one register array, a
+    /// lane loop copying it into another, a vector store out of that. When the lane loop is a
+    /// plain copy (no conversion), the three are one vector copy from the source to the target,
+    /// which is what a `cp.async` needs.
+    fn fuse_register_staging(&self, stmts: Vec<Stmt>) -> Vec<Stmt> {
+        let mut out: Vec<Stmt> = Vec::with_capacity(stmts.len());
+        for stmt in stmts {
+            out.push(stmt);
+            let n = out.len();
+            if n < 3 {
+                continue;
+            }
+            if let Some(fused) = self.staged_copy(&out[n - 3], &out[n - 2], &out[n - 1]) {
+                out.truncate(n - 3);
+                out.push(fused);
+            }
+        }
+        out
+    }
+
+    /// The single vector copy equivalent to `load; lanes; store`, if they are a staged copy.
+    fn staged_copy(&self, load: &Stmt, lanes: &Stmt, store: &Stmt) -> Option<Stmt> {
+        let Stmt::VectorCopy {
+            dst: loaded,
+            dst_index: loaded_at,
+            src,
+            src_index,
+            lanes: width,
+        } = load
+        else {
+            return None;
+        };
+        let Stmt::VectorCopy {
+            dst,
+            dst_index,
+            src: stored,
+            src_index: stored_at,
+            lanes: store_width,
+        } = store
+        else {
+            return None;
+        };
+        let Stmt::For {
+            var, extent, body, ..
+        } = lanes
+        else {
+            return None;
+        };
+        let exprs = &self.program.exprs;
+        let from_start = exprs.as_int(*loaded_at) == Some(0) && exprs.as_int(*stored_at) == Some(0);
+        if width != store_width || exprs.as_int(*extent) != Some(i64::from(*width)) || !from_start {
+            return None;
+        }
+        let [
+            Stmt::Store {
+                buffer,
+                index,
+                value,
+            },
+        ] = body.as_slice()
+        else {
+            return None;
+        };
+        let is_lane = |e: ExprId| matches!(exprs.get(e), tilec_ir::Expr::Var(v) if v == var);
+        let plain = matches!(
+            self.program.value(*value),
+            Value::Load { buffer: b, index: i } if b == loaded && is_lane(*i)
+        );
+        let same_type = self.program.buffer(*loaded).dtype == self.program.buffer(*stored).dtype;
+        (plain && same_type && buffer == stored && is_lane(*index)).then(|| Stmt::VectorCopy {
+            dst: *dst,
+            dst_index: *dst_index,
+            src: *src,
+            src_index: *src_index,
+            lanes: *width,
+        })
+    }
+
     fn async_capable(
         &self,
         dst: tilec_ir::thread::BufferId,
@@ -245,9 +323,8 @@ impl Lowering<'_> {
         let exprs = &mut self.program.exprs;
         let s = exprs.var("stage", Some(stages - 1));
         let s_expr = exprs.var_expr(s);
-        let shifted = rewrite::substitute_stmts(&mut self.program, issue, &|v| {
-            (v == var).then_some(s_expr)
-        });
+        let shifted =
+            rewrite::substitute_stmts(&mut self.program, issue, &|v| (v == var).then_some(s_expr));
         let mut body = self.unless_past_end(s_expr, extent, shifted);
         body.push(Stmt::AsyncCommit);
         let count = self.program.exprs.int(stages - 1);
@@ -264,7 +341,12 @@ impl Lowering<'_> {
     }
 
     /// `stmts` under `iteration < extent`, unless that is known to hold.
-    fn unless_past_end(&mut self, iteration: ExprId, extent: ExprId, stmts: Vec<Stmt>) -> Vec<Stmt> {
+    fn unless_past_end(
+        &mut self,
+        iteration: ExprId,
+        extent: ExprId,
+        stmts: Vec<Stmt>,
+    ) -> Vec<Stmt> {
         let exprs = &self.program.exprs;
         let always = matches!(
             (exprs.bounds(iteration), exprs.as_int(extent)),
@@ -294,9 +376,8 @@ impl Lowering<'_> {
         let ko = exprs.var_expr(var);
         let ahead = exprs.int(stages - 1);
         let next = exprs.add(ko, ahead);
-        let shifted = rewrite::substitute_stmts(&mut self.program, issue, &|v| {
-            (v == var).then_some(next)
-        });
+        let shifted =
+            rewrite::substitute_stmts(&mut self.program, issue, &|v| (v == var).then_some(next));
         let mut body = vec![
             Stmt::AsyncWait {
                 pending: u32::try_from(stages - 2).unwrap_or(0),

@@ -1016,3 +1016,191 @@ fn integer_values_follow_c_and_python_semantics() {
         );
     }
 }
+
+/// Each thread `cp.async`s four floats into shared memory, then every thread reads its neighbour's:
+/// correct only with the commit, the wait and a barrier after the wait.
+fn async_copy(wait: bool, barrier: bool) -> ThreadProgram {
+    let mut b = Builder::new(64);
+    let n = b.int(256);
+    let a = b.param("A", DType::Float32, vec![n], ParamAccess::Read);
+    let c = b.param("C", DType::Float32, vec![n], ParamAccess::Write);
+    let s = b.shared("S", DType::Float32, 256);
+    let (tx, four, one, sixty_four) = (b.tx(), b.int(4), b.int(1), b.int(64));
+    let mine = b.p.exprs.mul(tx, four);
+    let next = b.p.exprs.add(tx, one);
+    let next = b.p.exprs.floormod(next, sixty_four);
+    let theirs = b.p.exprs.mul(next, four);
+    let mut body = vec![
+        Stmt::AsyncCopy {
+            dst: s,
+            dst_index: mine,
+            src: a,
+            src_index: mine,
+            lanes: 4,
+        },
+        Stmt::AsyncCommit,
+    ];
+    if wait {
+        body.push(Stmt::AsyncWait { pending: 0 });
+    }
+    if barrier {
+        body.push(Stmt::Barrier);
+    }
+    body.push(Stmt::VectorCopy {
+        dst: c,
+        dst_index: mine,
+        src: s,
+        src_index: theirs,
+        lanes: 4,
+    });
+    let stmt = b.block("async copy", body);
+    b.finish(vec![stmt])
+}
+
+#[test]
+fn async_copies_land_at_their_wait_and_need_a_barrier() {
+    let tensors = || {
+        vec![
+            HostTensor::random(DType::Float32, &[256], 3),
+            HostTensor::zeros(DType::Float32, &[256]),
+        ]
+    };
+    let mut ok = tensors();
+    run_program(&async_copy(true, true), &mut ok, &[]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(ok[1].values[0..4], ok[0].values[4..8]);
+    // Without the wait the copy is still in flight when the neighbour reads it.
+    let error = err(run_program(&async_copy(false, true), &mut tensors(), &[]));
+    assert_eq!(
+        error.kind,
+        ErrorKind::AsyncInFlight {
+            buffer: "S".to_owned(),
+            index: 4
+        },
+        "{error}"
+    );
+    // Without the barrier the landing (a write by the issuing thread) races with the read.
+    let error = err(run_program(&async_copy(true, false), &mut tensors(), &[]));
+    assert!(matches!(error.kind, ErrorKind::Race { .. }), "{error}");
+}
+
+/// One warp: lane `l` writes the PTX fragment registers of A (16×16), B (16×8) and C (16×8) from
+/// row-major global tensors with the ownership of `mma.sync.m16n8k16`, runs one mma and stores D back
+/// the same way; `ldmatrix` is exercised by loading A from shared memory instead when `via_ldmatrix`.
+fn single_mma(via_ldmatrix: bool) -> ThreadProgram {
+    let mut b = Builder::new(32);
+    let (n256, n128) = (b.int(256), b.int(128));
+    let a = b.param("A", DType::Float16, vec![n256], ParamAccess::Read);
+    let bb = b.param("B", DType::Float16, vec![n128], ParamAccess::Read);
+    let d = b.param("D", DType::Float32, vec![n128], ParamAccess::Write);
+    let s = b.shared("S", DType::Float16, 256);
+    let a_regs = b.local("a_frag", DType::Float16, 8);
+    let b_regs = b.local("b_frag", DType::Float16, 4);
+    let c_regs = b.local("c_frag", DType::Float32, 4);
+    let lane = b.tx();
+    let (four, two, eight) = (b.int(4), b.int(2), b.int(8));
+    let g = b.p.exprs.floordiv(lane, four);
+    let t = b.p.exprs.floormod(lane, four);
+    let t2 = b.p.exprs.mul(t, two);
+    let mut body = Vec::new();
+    let at = |b: &mut Builder, row: ExprId, row_add: i64, col: ExprId, col_add: i64, width: i64| {
+        let (ra, ca, w) = (b.int(row_add), b.int(col_add), b.int(width));
+        let r = b.p.exprs.add(row, ra);
+        let c = b.p.exprs.add(col, ca);
+        let r = b.p.exprs.mul(r, w);
+        b.p.exprs.add(r, c)
+    };
+    for r in 0..8i64 {
+        let (pair, e) = (r / 2, r % 2);
+        let index = at(&mut b, g, 8 * (pair % 2), t2, e + 8 * (pair / 2), 16);
+        let value = b.p.add_value(Value::Load { buffer: a, index });
+        let slot = b.int(r);
+        body.push(store(a_regs, slot, value));
+    }
+    if via_ldmatrix {
+        // Stage A in shared memory and load it back with ldmatrix.x4 over the registers above.
+        let mut stage = Vec::new();
+        for r in 0..8 {
+            let (pair, e) = (r / 2, r % 2);
+            let index = at(&mut b, g, 8 * (pair % 2), t2, e + 8 * (pair / 2), 16);
+            let slot = b.int(r);
+            let value = b.p.add_value(Value::Load {
+                buffer: a_regs,
+                index: slot,
+            });
+            stage.push(store(s, index, value));
+        }
+        body.extend(stage);
+        body.push(Stmt::Barrier);
+        let q = b.p.exprs.floordiv(lane, eight);
+        let row = b.p.exprs.floormod(lane, eight);
+        let half = b.p.exprs.floormod(q, two);
+        let col_half = b.p.exprs.floordiv(q, two);
+        let row = {
+            let h8 = b.p.exprs.mul(half, eight);
+            b.p.exprs.add(row, h8)
+        };
+        let col = b.p.exprs.mul(col_half, eight);
+        let src_index = at(&mut b, row, 0, col, 0, 16);
+        let zero = b.int(0);
+        body.push(Stmt::LoadMatrix {
+            matrices: 4,
+            transpose: false,
+            dst: a_regs,
+            dst_index: zero,
+            src: s,
+            src_index,
+        });
+    }
+    for r in 0..4i64 {
+        let index = at(&mut b, t2, r % 2 + 8 * (r / 2), g, 0, 8);
+        let value = b.p.add_value(Value::Load { buffer: bb, index });
+        let slot = b.int(r);
+        body.push(store(b_regs, slot, value));
+        let zero = b.f32(0.0);
+        body.push(store(c_regs, slot, zero));
+    }
+    let zero = b.int(0);
+    body.push(Stmt::Mma {
+        a: a_regs,
+        a_index: zero,
+        b: b_regs,
+        b_index: zero,
+        c: c_regs,
+        c_index: zero,
+    });
+    for r in 0..4i64 {
+        let index = at(&mut b, g, 8 * (r / 2), t2, r % 2, 8);
+        let slot = b.int(r);
+        let value = b.p.add_value(Value::Load {
+            buffer: c_regs,
+            index: slot,
+        });
+        body.push(store(d, index, value));
+    }
+    let stmt = b.block("mma", body);
+    b.finish(vec![stmt])
+}
+
+#[test]
+fn mma_and_ldmatrix_follow_the_ptx_fragment_layouts() {
+    for via_ldmatrix in [false, true] {
+        let mut tensors = vec![
+            HostTensor::random(DType::Float16, &[256], 5),
+            HostTensor::random(DType::Float16, &[128], 6),
+            HostTensor::zeros(DType::Float32, &[128]),
+        ];
+        run_program(&single_mma(via_ldmatrix), &mut tensors, &[]).unwrap_or_else(|e| panic!("{e}"));
+        for i in 0..16 {
+            for j in 0..8 {
+                let want: f64 = (0..16)
+                    .map(|k| tensors[0].values[i * 16 + k] * tensors[1].values[k * 8 + j])
+                    .sum();
+                let got = tensors[2].values[i * 8 + j];
+                assert!(
+                    (got - want).abs() <= 1e-5 * want.abs().max(1.0),
+                    "D[{i}][{j}] = {got}, want {want}"
+                );
+            }
+        }
+    }
+}

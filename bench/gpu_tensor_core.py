@@ -1,0 +1,159 @@
+"""Runs tilec's tensor-core corpus kernels (GEMM, split-K, FlashAttention) on the GPU at their corpus
+sizes, checks each against torch and times both in the same process.
+
+Usage (on a GPU machine, from the repository root, with a release `tilec` built):
+    python3 bench/gpu_tensor_core.py [--tilec target/release/tilec] [--corpus ../shared/corpus] [--out DIR]
+
+For every instance: `tilec run FILE --kernel K --instance I --device cuda --bench --save DIR`, then
+torch computes the reference from the saved inputs (fp32 matmul, SDPA in fp32), the relative error
+||out - ref|| / ||ref|| must be below 1e-2, and the torch equivalent (cuBLAS fp16 GEMM, SDPA) is timed
+with CUDA events (median of 50 after 5 warm-ups). Split-K accumulates into its input, so it is checked
+on a single launch and timed in a second run. Prints one Markdown row per instance, then the ptxas
+register and spill report of every instance (`tilec build --emit ptx`).
+"""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+
+def median_ms(fn, warmup=5, iterations=50):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iterations):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    times.sort()
+    return times[len(times) // 2]
+
+
+def load(dir, name, dtype=None):
+    t = torch.from_numpy(np.load(os.path.join(dir, name + ".npy"))).cuda()
+    return t if dtype is None else t.to(dtype)
+
+
+def sdpa(q, k, v, causal):
+    """Attention over BSHD tensors, as the corpus kernel computes it."""
+    out = torch.nn.functional.scaled_dot_product_attention(
+        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=causal)
+    return out.transpose(1, 2)
+
+
+def gemm_case(a_t=False, b_t=False):
+    def reference(t):
+        a, b = t["A"].float(), t["B"].float()
+        return (a.t() if a_t else a) @ (b.t() if b_t else b)
+    def torch_op(t):
+        a, b = t["A"], t["B"]
+        return (a.t() if a_t else a) @ (b.t() if b_t else b)
+    return reference, torch_op
+
+
+def flops_gemm(t):
+    m, k = t["A"].shape
+    return 2.0 * m * k * t["B"].shape[1 if t["B"].shape[0] == k else 0]
+
+
+def flops_attention(causal):
+    def flops(t):
+        b, s, h, d = t["Q"].shape
+        total = 4.0 * b * h * s * s * d
+        return total / 2 if causal else total
+    return flops
+
+
+# (label, file, kernel, instance, reference(t), output name, torch op(t), flops(t), accumulates)
+CASES = [
+    ("gemm 1024^3 128x128x32", "gemm.py", "matmul", 0, *gemm_case(), "C", flops_gemm, False),
+    ("gemm 8192^3 128x256x64 s3 t256", "gemm.py", "matmul", 1, *gemm_case(), "C", flops_gemm, False),
+    ("gemm_eager relu 2048x1024x512", "gemm_eager.py", "matmul_relu", 0,
+     lambda t: torch.relu(t["A"].float() @ t["B"].float().t()), lambda t: torch.relu(t["A"] @ t["B"].t()),
+     "C", flops_gemm, False),
+    ("split-K 1024x1024x8192 k4", "gemm_splitk_atomic.py", "matmul_splitk", 0,
+     lambda t: t["C"].double() + (t["A"].double() @ t["B"].double()),
+     lambda t: t["A"] @ t["B"], "C", flops_gemm, True),
+    ("flash attention causal b1 h8 s1024 d64", "flash_attention_fwd.py", "flashattn", 0,
+     lambda t: sdpa(t["Q"].float(), t["K"].float(), t["V"].float(), True),
+     lambda t: sdpa(t["Q"], t["K"], t["V"], True), "Output", flops_attention(True), False),
+    ("flash attention b8 h16 s4096 d128", "flash_attention_fwd.py", "flashattn", 1,
+     lambda t: sdpa(t["Q"].float(), t["K"].float(), t["V"].float(), False),
+     lambda t: sdpa(t["Q"], t["K"], t["V"], False), "Output", flops_attention(False), False),
+]
+
+
+def run_tilec(args, file, kernel, instance, save, bench):
+    command = [args.tilec, "run", os.path.join(args.corpus, file), "--kernel", kernel,
+               "--instance", str(instance), "--device", "cuda", "--save", save]
+    if bench:
+        command.append("--bench")
+    run = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
+    if run.returncode != 0:
+        raise RuntimeError((run.stderr or run.stdout).strip()[:600])
+    line = run.stdout.strip().splitlines()[0]
+    time = re.search(r": ([0-9.]+) (µs|ms|s) \(", line)
+    return float(time.group(1)) * {"µs": 1e-3, "ms": 1.0, "s": 1e3}[time.group(2)]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tilec", default="target/release/tilec")
+    parser.add_argument("--corpus", default="../shared/corpus")
+    parser.add_argument("--out", default=os.environ.get("OUT", "/tmp/tilec-gpu"))
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per run")
+    parser.add_argument("--only", default=None, help="comma-separated substrings of case labels")
+    args = parser.parse_args()
+    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
+    print("| instance | tilec | TFLOP/s | torch | torch TFLOP/s | ratio (torch/tilec time) | rel. error |")
+    print("|---|---|---|---|---|---|---|")
+    failures = 0
+    for label, file, kernel, instance, reference, torch_op, output, flops, accumulates in CASES:
+        if args.only and not any(part in label for part in args.only.split(",")):
+            continue
+        save = os.path.join(args.out, f"{kernel}-{instance}")
+        try:
+            ms = run_tilec(args, file, kernel, instance, save, bench=not accumulates)
+            t = {name.removesuffix(".npy"): load(os.path.join(save, "in"), name.removesuffix(".npy"))
+                 for name in os.listdir(os.path.join(save, "in"))}
+            out = load(os.path.join(save, "out"), output, torch.float64)
+            ref = reference(t).double()
+            error = ((out - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+            if accumulates:
+                ms = run_tilec(args, file, kernel, instance, save + "-bench", bench=True)
+        except (RuntimeError, subprocess.TimeoutExpired) as failure:
+            failures += 1
+            print(f"| {label} | FAILED: {failure} |", flush=True)
+            continue
+        torch_ms = median_ms(lambda: torch_op(t))
+        work = flops(t)
+        ok = "ok" if error < 1e-2 else "WRONG"
+        failures += ok != "ok"
+        print(f"| {label} | {ms:.4f} ms | {work / ms / 1e9:.1f} | {torch_ms:.4f} ms | "
+              f"{work / torch_ms / 1e9:.1f} | {torch_ms / ms:.2f} | {error:.2e} {ok} |", flush=True)
+        shutil.rmtree(save, ignore_errors=True)
+        shutil.rmtree(save + "-bench", ignore_errors=True)
+        del t
+        torch.cuda.empty_cache()
+    print("\nptxas (tilec build --emit ptx --target sm_90):")
+    for file in sorted({case[1] for case in CASES}):
+        build = subprocess.run([args.tilec, "build", os.path.join(args.corpus, file), "--emit", "ptx",
+                                "--target", "sm_90", "--out", os.path.join(args.out, "ptx")],
+                               capture_output=True, text=True, timeout=args.timeout)
+        for line in (build.stdout + build.stderr).splitlines():
+            if "registers" in line or "spill" in line or "error" in line.lower():
+                print(f"  {file}: {line.strip()}")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
