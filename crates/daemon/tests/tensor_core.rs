@@ -250,6 +250,13 @@ fn tensor_core_skeleton(cuda: &str) -> String {
             lines.push(short.trim_end().to_owned());
         }
     }
+    // The kernel body's own indentation is not part of the picture (expect-test strips it too).
+    let indent = lines
+        .iter()
+        .map(|line| line.len() - line.trim_start().len())
+        .min()
+        .unwrap_or(0);
+    let lines: Vec<&str> = lines.iter().map(|line| &line[indent..]).collect();
     lines.join("\n")
 }
 

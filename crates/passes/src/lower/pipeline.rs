@@ -297,7 +297,7 @@ impl Lowering<'_> {
             Value::Load { buffer: b, index: i } if b == loaded && is_lane(*i)
         );
         let same_type = self.program.buffer(*loaded).dtype == self.program.buffer(*stored).dtype;
-        (plain && same_type && buffer == stored && is_lane(*index)).then(|| Stmt::VectorCopy {
+        (plain && same_type && buffer == stored && is_lane(*index)).then_some(Stmt::VectorCopy {
             dst: *dst,
             dst_index: *dst_index,
             src: *src,

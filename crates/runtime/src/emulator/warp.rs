@@ -107,16 +107,10 @@ impl<'p> Machine<'p, '_> {
     /// `cp.async.wait_group pending`: lands each thread's oldest groups until `pending` are left.
     pub(super) fn exec_async_wait(&mut self, pending: u32, active: &[u32]) -> Result<(), Fault> {
         for &thread in active {
-            loop {
-                let Some(queue) = self.asyncs.get_mut(thread as usize) else {
-                    break;
-                };
-                if queue.committed.len() <= pending as usize {
-                    break;
-                }
-                let Some(group) = queue.committed.pop_front() else {
-                    break;
-                };
+            while let Some(queue) = self.asyncs.get_mut(thread as usize)
+                && queue.committed.len() > pending as usize
+                && let Some(group) = queue.committed.pop_front()
+            {
                 self.land(thread, &group)?;
             }
         }
