@@ -21,21 +21,7 @@ import sys
 import numpy as np
 import torch
 
-
-def median_ms(fn, warmup=5, iterations=50):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iterations):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    times.sort()
-    return times[len(times) // 2]
+from gpu_check import median_ms
 
 
 def load(dir, name, dtype=None):

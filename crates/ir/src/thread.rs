@@ -159,6 +159,26 @@ pub enum AtomicOp {
     Min,
 }
 
+/// The row and column of the 16×16 A tile that register `r` (of eight) of lane `lane` holds for
+/// [`Stmt::Mma`]: PTX's m16n8k16 fragment, shared by the lowering and the emulator.
+pub fn mma_a_element(lane: i64, r: i64) -> (i64, i64) {
+    let (g, t) = (lane / 4, lane % 4);
+    let pair = r / 2;
+    (g + 8 * (pair % 2), 2 * t + r % 2 + 8 * (pair / 2))
+}
+
+/// The k row and n column of the 16×8 B tile that register `r` (of four) of lane `lane` holds.
+pub fn mma_b_element(lane: i64, r: i64) -> (i64, i64) {
+    let (g, t) = (lane / 4, lane % 4);
+    (2 * t + r % 2 + 8 * (r / 2), g)
+}
+
+/// The row and column of the 16×8 C tile that register `r` (of four) of lane `lane` holds.
+pub fn mma_c_element(lane: i64, r: i64) -> (i64, i64) {
+    let (g, t) = (lane / 4, lane % 4);
+    (g + 8 * (r / 2), 2 * t + r % 2)
+}
+
 /// One statement of the thread program.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Stmt {

@@ -2,8 +2,7 @@
 //! and shared-memory capacity per target.
 
 use tilec_ir::{
-    Anchor, Code, DType, Diagnostic, EntityId, ExprId, LoopInfo, LoopKind, Region, Scope, Target,
-    TileOp, World,
+    Anchor, Code, DType, Diagnostic, EntityId, ExprId, Region, Scope, Target, TileOp, World,
 };
 
 use crate::liveness::{launch_of, linearize, live_range, peak};
@@ -442,33 +441,20 @@ fn check_shared_memory(world: &World, target: Target) -> Vec<Diagnostic> {
     found
 }
 
-/// How many copies of a shared buffer a software pipeline keeps: `num_stages` when a `T.copy`
-/// inside a `T.Pipelined(..., num_stages=k)` loop fills it (each stage loads ahead into its own
-/// copy, as TileLang's pipeline planning does), else 1.
+/// How many copies of a shared buffer a software pipeline keeps: `num_stages` when the buffer is
+/// filled by a producer copy of a `T.Pipelined(..., num_stages=k)` loop, as the lowering stages it
+/// (`lower::pipeline`), else 1.
 pub fn pipeline_stages(world: &World, buffer: EntityId) -> i64 {
     world
-        .ops
+        .roots
         .iter()
-        .filter(|(_, op)| matches!(op, TileOp::Copy { dst, .. } if dst.buffer == buffer))
-        .filter_map(|(entity, _)| enclosing_stages(world, entity))
-        .max()
+        .filter(|&&root| world.kind(root) == Some(tilec_ir::EntityKind::Kernel))
+        .find_map(|&root| {
+            crate::lower::staged_buffers(world, root)
+                .get(&buffer)
+                .copied()
+        })
         .unwrap_or(1)
-}
-
-/// The `num_stages` of the innermost pipelined loop around `entity`, when it has two or more.
-fn enclosing_stages(world: &World, entity: EntityId) -> Option<i64> {
-    let mut current = world.parents.get(entity).copied();
-    while let Some(parent) = current {
-        if let Some(LoopInfo {
-            kind: LoopKind::Pipelined { num_stages },
-            ..
-        }) = world.loops.get(parent)
-        {
-            return (*num_stages >= 2).then_some(*num_stages);
-        }
-        current = world.parents.get(parent).copied();
-    }
-    None
 }
 
 /// The shared memory a buffer takes, with every pipeline stage.

@@ -13,8 +13,8 @@
 //! layout must keep each 8-element row chunk contiguous and 16-byte aligned for `ldmatrix`; one that
 //! does not is read element by element.
 
-use tilec_ir::thread::{Memory, Stmt, Value};
-use tilec_ir::{DType, EntityId, ExprId, Region, TileOp, WarpPolicy};
+use tilec_ir::thread::{Memory, Stmt, Value, mma_a_element, mma_c_element};
+use tilec_ir::{DType, EntityId, ExprId, ExprProgram, Region, TileOp, WarpPolicy};
 
 use super::{Lowering, Unlowerable};
 use crate::layout::tensor_core::warp_partition;
@@ -49,7 +49,8 @@ enum OperandSource {
 }
 
 impl Lowering<'_> {
-    pub(super) fn gemm(&mut self, op: &TileOp, out: &mut Vec<Stmt>) -> Result<(), Unlowerable> {
+    /// Lowers a `T.gemm` into `out`; returns the label that says how it runs.
+    pub(super) fn gemm(&mut self, op: &TileOp, out: &mut Vec<Stmt>) -> Result<String, Unlowerable> {
         let TileOp::Gemm {
             a,
             b,
@@ -61,7 +62,7 @@ impl Lowering<'_> {
             ..
         } = op
         else {
-            return Ok(());
+            return Ok("T.gemm".to_owned());
         };
         let plan = self.gemm_plan([a, b, c], [*transpose_a, *transpose_b], *policy)?;
         let accumulator = self.accumulator_registers(&plan)?;
@@ -97,7 +98,16 @@ impl Lowering<'_> {
                 }
             }
         }
-        Ok(())
+        Ok(format!(
+            "T.gemm {}x{}x{} on mma.sync m16n8k16, warps {}x{} of {}x{}",
+            plan.m,
+            plan.n,
+            plan.k,
+            plan.warps_m,
+            plan.n / plan.tile_n,
+            plan.tile_m,
+            plan.tile_n
+        ))
     }
 
     /// Shapes, dtypes and the warp grid of a gemm, or why it cannot run on tensor cores.
@@ -204,10 +214,11 @@ impl Lowering<'_> {
             let (wm, wn) = Self::warp_position(plan, t);
             let (atom, r) = (slot as i64 / 4, slot as i64 % 4);
             let (mi, ni) = (atom / atoms_n, atom % atoms_n);
-            let (g, q) = ((t % WARP) / 4, t % 4);
-            let row = wm * plan.tile_m + mi * 16 + g + 8 * (r / 2);
-            let col = wn * plan.tile_n + ni * 8 + 2 * q + r % 2;
-            vec![row, col]
+            let (row, col) = mma_c_element(t % WARP, r);
+            vec![
+                wm * plan.tile_m + mi * 16 + row,
+                wn * plan.tile_n + ni * 8 + col,
+            ]
         };
         let registers = self.register_table(plan.c, slots, element).map_err(|why| {
             Unlowerable::new(format!(
@@ -243,7 +254,7 @@ impl Lowering<'_> {
             let (wm, _) = Self::warp_position(plan, t);
             let (mi, rest) = ((slot / per_tile) as i64, slot % per_tile);
             let (kk, r) = ((rest / 8) as i64, rest % 8);
-            let (row, col) = a_element(t % WARP, r);
+            let (row, col) = mma_a_element(t % WARP, r as i64);
             let (m, k) = (wm * plan.tile_m + mi * 16 + row, kk * 16 + col);
             if plan.transpose_a {
                 vec![k, m]
@@ -272,20 +283,36 @@ impl Lowering<'_> {
             .fragments
             .get(&fragment)
             .ok_or_else(|| "it has no inferred layout".to_owned())?;
-        let arena = &self.program.exprs;
+        // The formulas run compiled: this visits every register of every thread.
+        let layout = &storage.layout;
+        let mut inputs = layout.vars.clone();
+        inputs.push(layout.rep);
+        let mut outputs = vec![layout.thread];
+        outputs.extend(&layout.index);
+        let mut formulas = ExprProgram::compile(&self.program.exprs, &inputs, &outputs);
         let mut table = vec![-1; slots];
         for t in 0..self.threads {
             for (slot, entry) in table.iter_mut().enumerate() {
-                let point = element(t, slot);
-                if !storage.layout.threads_of(arena, &point).contains(&t) {
+                let mut point = element(t, slot);
+                point.push(0);
+                let mut local = None;
+                for rep in 0..layout.replicate {
+                    point[inputs.len() - 1] = rep;
+                    match formulas.run(&point) {
+                        Some(out) if out[0] == t => {
+                            local = Some(out[1..].to_vec());
+                            break;
+                        }
+                        Some(_) => {}
+                        None => return Err(format!("element {point:?} has no register")),
+                    }
+                }
+                point.pop();
+                let Some(local) = local else {
                     return Err(format!(
                         "thread {t} needs element {point:?}, which it does not hold"
                     ));
-                }
-                let local = storage
-                    .layout
-                    .local_of(arena, &point)
-                    .ok_or_else(|| format!("element {point:?} has no register"))?;
+                };
                 let flat = local
                     .iter()
                     .zip(&storage.local_shape)
@@ -315,18 +342,8 @@ impl Lowering<'_> {
         if cols % 8 != 0 || assigned.storage_elements % 8 != 0 {
             return Ok(false);
         }
-        let arena = &self.program.exprs;
-        let at = |row: i64, col: i64| {
-            arena.eval(offset, &|v| {
-                if v == map.vars[0] {
-                    Some(row)
-                } else if v == map.vars[1] {
-                    Some(col)
-                } else {
-                    None
-                }
-            })
-        };
+        let mut offsets = ExprProgram::compile(&self.program.exprs, &map.vars, &[offset]);
+        let mut at = |row: i64, col: i64| offsets.run_one(&[row, col]);
         for row in 0..rows {
             for start in (0..cols).step_by(8) {
                 let Some(first) = at(row, start) else {
@@ -556,35 +573,6 @@ impl Lowering<'_> {
         });
         Ok(())
     }
-
-    /// The M, N and K of a gemm, for labels.
-    pub(super) fn gemm_label(&self, op: &TileOp) -> Option<String> {
-        let TileOp::Gemm {
-            a,
-            b,
-            c,
-            transpose_a,
-            transpose_b,
-            policy,
-            ..
-        } = op
-        else {
-            return None;
-        };
-        let plan = self
-            .gemm_plan([a, b, c], [*transpose_a, *transpose_b], *policy)
-            .ok()?;
-        Some(format!(
-            "T.gemm {}x{}x{} on mma.sync m16n8k16, warps {}x{} of {}x{}",
-            plan.m,
-            plan.n,
-            plan.k,
-            plan.warps_m,
-            plan.n / plan.tile_n,
-            plan.tile_m,
-            plan.tile_n
-        ))
-    }
 }
 
 /// `warp * tile + base + half * 8 + within`: a row or column inside a warp's part of a tile.
@@ -606,14 +594,7 @@ fn warp_offset(
     e.add(sum, within)
 }
 
-/// The row and column of A register `r` of lane `lane` (see `Stmt::Mma`).
-fn a_element(lane: i64, r: usize) -> (i64, i64) {
-    let (g, t) = (lane / 4, lane % 4);
-    let (pair, e) = (r as i64 / 2, r as i64 % 2);
-    (g + 8 * (pair % 2), 2 * t + e + 8 * (pair / 2))
-}
-
-/// [`a_element`] over the lane expression.
+/// [`mma_a_element`] over the lane expression.
 fn a_element_exprs(e: &mut tilec_ir::ExprArena, lane: ExprId, r: usize) -> (ExprId, ExprId) {
     let four = e.int(4);
     let g = e.floordiv(lane, four);
@@ -628,7 +609,7 @@ fn a_element_exprs(e: &mut tilec_ir::ExprArena, lane: ExprId, r: usize) -> (Expr
     (row, col)
 }
 
-/// The k and n of B register `r` of lane `lane` (see `Stmt::Mma`).
+/// [`tilec_ir::thread::mma_b_element`] over the lane expression.
 fn b_element_exprs(e: &mut tilec_ir::ExprArena, lane: ExprId, r: i64) -> (ExprId, ExprId) {
     let four = e.int(4);
     let g = e.floordiv(lane, four);

@@ -31,6 +31,7 @@ use tilec_ir::{
 
 use crate::layout::{FragmentLayout, Layouts};
 use iteration::Iteration;
+pub(crate) use pipeline::staged_buffers;
 
 /// Why an entity could not be lowered (becomes a `cannot-lower` diagnostic on it).
 #[derive(Clone, Debug)]
@@ -235,7 +236,7 @@ impl<'w> Lowering<'w> {
             threads,
             replica: None,
             sync: sync::SyncState::default(),
-            staged: pipeline::staged_buffers(world, launch),
+            staged: staged_buffers(world, launch),
             current_stage: BTreeMap::new(),
         };
         lowering.declare_params();

@@ -28,6 +28,7 @@ impl Lowering<'_> {
         };
         let accesses = self.entity_shared_accesses(entity);
         let mut stmts = Vec::new();
+        let mut label = None;
         match &op {
             TileOp::Copy { src, dst } => {
                 self.sync.before(&accesses, out);
@@ -62,15 +63,13 @@ impl Lowering<'_> {
             }
             TileOp::Gemm { .. } => {
                 self.sync.before(&accesses, out);
-                self.gemm(&op, &mut stmts)?;
+                label = Some(self.gemm(&op, &mut stmts)?);
             }
             // Rasterization rebinds the block indices for the whole launch, before its first
             // statement (`Lowering::rasterization`); an annotation only informed inference.
             TileOp::UseSwizzle { .. } | TileOp::AnnotateLayout { .. } => return Ok(()),
         }
-        let label = self
-            .gemm_label(&op)
-            .unwrap_or_else(|| format!("T.{}", op.name()));
+        let label = label.unwrap_or_else(|| format!("T.{}", op.name()));
         out.push(Stmt::Block {
             origin: Some(entity),
             label,

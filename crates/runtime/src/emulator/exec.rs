@@ -15,6 +15,10 @@ use super::eval::Frame;
 use super::index::{BatchFault, Binding, Env, Indexer, UniformFault};
 use super::memory::{BufferInfo, Memory};
 
+/// What the read half of a vector copy produced, one entry per element: the thread, the
+/// destination index and the value read.
+pub(super) type VectorRead = (Vec<u32>, Vec<i64>, Vec<f64>);
+
 /// Everything a running program touches.
 #[derive(Debug)]
 pub(super) struct Machine<'p, 't> {
@@ -335,11 +339,31 @@ impl<'p> Machine<'p, '_> {
     /// Copies `lanes` elements per thread: all threads read, then all threads write.
     fn exec_vector_copy(
         &mut self,
+        buffers: [usize; 2],
+        indices: [ExprId; 2],
+        lanes: u32,
+        active: &[u32],
+    ) -> Result<(), Fault> {
+        let (threads, targets, values) = self.vector_read(buffers, indices, lanes, active)?;
+        let Some(dst_info) = self.buffers.get(buffers[0]) else {
+            return Err(self.malformed("vector copy: buffer id out of range".to_owned()));
+        };
+        let stored = self
+            .memory
+            .store_lanes(dst_info, &threads, &targets, &values);
+        stored.map_err(|(kind, thread)| self.fault(kind, Some(thread)))
+    }
+
+    /// The read half of a vector copy (plain or async): checks the buffers and alignment, and
+    /// reads every thread's `lanes` source elements. Returns, one entry per element, the thread,
+    /// its destination index and the value read; thread `k`'s elements are `k * lanes ..`.
+    pub(super) fn vector_read(
+        &mut self,
         [dst, src]: [usize; 2],
         [dst_index, src_index]: [ExprId; 2],
         lanes: u32,
         active: &[u32],
-    ) -> Result<(), Fault> {
+    ) -> Result<VectorRead, Fault> {
         self.check_vector_buffers(dst, src, lanes)?;
         let sources = self.index(src_index, active, Some(src))?;
         let targets = self.index(dst_index, active, Some(dst))?;
@@ -347,34 +371,28 @@ impl<'p> Machine<'p, '_> {
             self.check_vector_index(src, source, lanes, thread)?;
             self.check_vector_index(dst, target, lanes, thread)?;
         }
-        // One access per element, thread by thread: thread `k`'s elements are `k * lanes ..`.
         let width = lanes as usize;
         let threads: Vec<u32> = active
             .iter()
             .flat_map(|&t| std::iter::repeat_n(t, width))
             .collect();
         let spread = |starts: &[i64]| -> Vec<i64> {
-            let offsets = 0..i64::from(lanes);
             starts
                 .iter()
-                .flat_map(|&start| offsets.clone().map(move |l| start + l))
+                .flat_map(|&start| (0..i64::from(lanes)).map(move |l| start + l))
                 .collect()
         };
         let (sources, targets) = (spread(&sources), spread(&targets));
         let positions: Vec<u32> = (0..threads.len() as u32).collect();
-        let mut staged = vec![0.0; threads.len()];
-        let (Some(src_info), Some(dst_info)) = (self.buffers.get(src), self.buffers.get(dst))
-        else {
+        let mut values = vec![0.0; threads.len()];
+        let Some(src_info) = self.buffers.get(src) else {
             return Err(self.malformed("vector copy: buffer id out of range".to_owned()));
         };
         let loaded = self
             .memory
-            .load_lanes(src_info, &threads, &sources, &positions, &mut staged);
+            .load_lanes(src_info, &threads, &sources, &positions, &mut values);
         loaded.map_err(|(kind, thread)| self.fault(kind, Some(thread)))?;
-        let stored = self
-            .memory
-            .store_lanes(dst_info, &threads, &targets, &staged);
-        stored.map_err(|(kind, thread)| self.fault(kind, Some(thread)))
+        Ok((threads, targets, values))
     }
 
     pub(super) fn check_vector_buffers(

@@ -14,6 +14,7 @@ use std::collections::VecDeque;
 
 use tilec_ir::ExprId;
 use tilec_ir::dtype::DType;
+use tilec_ir::thread::{mma_a_element, mma_b_element, mma_c_element};
 
 use super::error::{ErrorKind, Fault};
 use super::exec::Machine;
@@ -51,35 +52,11 @@ impl<'p> Machine<'p, '_> {
         lanes: u32,
         active: &[u32],
     ) -> Result<(), Fault> {
-        self.check_vector_buffers(dst, src, lanes)?;
-        let sources = self.index(src_index, active, Some(src))?;
-        let targets = self.index(dst_index, active, Some(dst))?;
-        for (&thread, (&source, &target)) in active.iter().zip(sources.iter().zip(&targets)) {
-            self.check_vector_index(src, source, lanes, thread)?;
-            self.check_vector_index(dst, target, lanes, thread)?;
-        }
-        let width = lanes as usize;
-        let threads: Vec<u32> = active
-            .iter()
-            .flat_map(|&t| std::iter::repeat_n(t, width))
-            .collect();
-        let spread = |starts: &[i64]| -> Vec<i64> {
-            starts
-                .iter()
-                .flat_map(|&start| (0..i64::from(lanes)).map(move |l| start + l))
-                .collect()
-        };
-        let (sources, targets) = (spread(&sources), spread(&targets));
-        let positions: Vec<u32> = (0..threads.len() as u32).collect();
-        let mut values = vec![0.0; threads.len()];
-        let (Some(src_info), Some(dst_info)) = (self.buffers.get(src), self.buffers.get(dst))
-        else {
+        let (threads, targets, values) =
+            self.vector_read([dst, src], [dst_index, src_index], lanes, active)?;
+        let Some(dst_info) = self.buffers.get(dst) else {
             return Err(self.malformed_fault("cp.async: buffer id out of range"));
         };
-        let loaded = self
-            .memory
-            .load_lanes(src_info, &threads, &sources, &positions, &mut values);
-        loaded.map_err(|(kind, thread)| self.fault(kind, Some(thread)))?;
         let issued = self.memory.issue_async(dst_info, &threads, &targets);
         issued.map_err(|(kind, thread)| self.fault(kind, Some(thread)))?;
         for ((&thread, &index), &value) in threads.iter().zip(&targets).zip(&values) {
@@ -291,23 +268,20 @@ impl<'p> Machine<'p, '_> {
     }
 }
 
-/// The row and column of A element `r` (of the eight) that lane `lane` holds.
+/// The tables of [`tilec_ir::thread::Stmt::Mma`] over `usize` lanes and registers.
 fn a_element(lane: usize, r: usize) -> (usize, usize) {
-    let (g, t) = (lane / 4, lane % 4);
-    let pair = r / 2;
-    (g + 8 * (pair % 2), 2 * t + r % 2 + 8 * (pair / 2))
+    let (i, j) = mma_a_element(lane as i64, r as i64);
+    (i as usize, j as usize)
 }
 
-/// The row (k) and column (n) of B element `r` (of the four) that lane `lane` holds.
 fn b_element(lane: usize, r: usize) -> (usize, usize) {
-    let (g, t) = (lane / 4, lane % 4);
-    (2 * t + r % 2 + 8 * (r / 2), g)
+    let (k, n) = mma_b_element(lane as i64, r as i64);
+    (k as usize, n as usize)
 }
 
-/// The row and column of C element `r` (of the four) that lane `lane` holds.
 fn c_element(lane: usize, r: usize) -> (usize, usize) {
-    let (g, t) = (lane / 4, lane % 4);
-    (g + 8 * (r / 2), 2 * t + r % 2)
+    let (i, j) = mma_c_element(lane as i64, r as i64);
+    (i as usize, j as usize)
 }
 
 /// One warp's `D = A × B + C` on registers in lane order (8, 4 and 4 per lane). Products of 16-bit
