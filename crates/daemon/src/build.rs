@@ -24,8 +24,10 @@ use tilec_ir::{Target, ThreadProgram};
 use tilec_runtime::cuda::{CompileSettings, compile_ptx};
 
 use crate::cache::{Cache, CacheEntry, Lookup, content_key};
+use crate::tuned::apply_tuned;
 use crate::workspace::{Workspace, selected_instances};
 use crate::{Emit, Format, render};
+use tilec_runtime::tuned::TunedFor;
 
 /// What `tilec build` was asked to do.
 #[derive(Debug)]
@@ -148,6 +150,19 @@ fn plan(
         };
         let folder = output_folder(file.path(db), &roots);
         for instance in selected {
+            // A configuration `tilec tune` measured on a GPU of this architecture wins over the
+            // call site's, unless the user named values with --with.
+            let instance = if options.with.is_empty() {
+                apply_tuned(
+                    db,
+                    &options.cache,
+                    file.path(db),
+                    instance,
+                    &TunedFor::Target(target),
+                )
+            } else {
+                instance
+            };
             let record = describe(db, file, instance, folder.clone());
             let programs = match thread_programs(db, instance).as_ref() {
                 Ok(programs) => programs.clone(),

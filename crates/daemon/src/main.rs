@@ -9,6 +9,8 @@ mod layout;
 mod render;
 mod run;
 mod svg;
+mod tune;
+mod tuned;
 mod watch;
 mod workspace;
 
@@ -120,6 +122,43 @@ enum Command {
         #[arg(long)]
         check: bool,
         /// Seed of the random inputs.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// The cache folder whose `tilec tune` results apply (on a GPU, without --with).
+        #[arg(long, value_name = "DIR", default_value = ".tilec-cache")]
+        cache: PathBuf,
+    },
+    /// Rank a kernel's tile configurations (block sizes, threads, stages) by a hardware model
+    /// (`--recommend`, no GPU needed), or measure the top candidates on the GPU and store the
+    /// fastest correct one for `tilec run` and `tilec build`.
+    Tune {
+        file: PathBuf,
+        /// The kernel to tune (the factory or jit function name); default: the first.
+        #[arg(long)]
+        kernel: Option<String>,
+        /// Which instance of the kernel (0-based); default: the first.
+        #[arg(long)]
+        instance: Option<u32>,
+        /// Override a factory argument before tuning: `--with M=4096`.
+        #[arg(long = "with", value_name = "NAME=VALUE")]
+        with: Vec<String>,
+        /// Rank by the hardware model only, without running anything.
+        #[arg(long)]
+        recommend: bool,
+        /// How many configurations to print (with --recommend) or to measure (default 10).
+        #[arg(long, default_value_t = 10)]
+        top: usize,
+        /// The hardware model: H200, H100-SXM or A100-SXM4 (default: the GPU found, else the
+        /// target's: H200 for sm_90, A100-SXM4 for sm_80).
+        #[arg(long)]
+        gpu: Option<String>,
+        /// GPU architecture (sm_80 or sm_90) whose default model to use without a GPU.
+        #[arg(long)]
+        target: Option<String>,
+        /// The cache folder the winner is stored in (the build cache's).
+        #[arg(long, value_name = "DIR", default_value = ".tilec-cache")]
+        cache: PathBuf,
+        /// Seed of the random inputs the candidates are checked on.
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
@@ -240,6 +279,7 @@ fn run(cli: Cli) -> ExitCode {
             bench,
             check,
             seed,
+            cache,
         } => run::run(
             &file,
             &run::RunOptions {
@@ -250,6 +290,32 @@ fn run(cli: Cli) -> ExitCode {
                 save,
                 bench,
                 check,
+                seed,
+                cache,
+            },
+        ),
+        Command::Tune {
+            file,
+            kernel,
+            instance,
+            with,
+            recommend,
+            top,
+            gpu,
+            target,
+            cache,
+            seed,
+        } => tune::run(
+            &file,
+            &tune::TuneOptions {
+                kernel,
+                instance,
+                with,
+                recommend,
+                top,
+                gpu,
+                target,
+                cache,
                 seed,
             },
         ),

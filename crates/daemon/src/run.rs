@@ -9,11 +9,13 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use tilec_db::{Db, Instance, SourceFile, lowering_diagnostics, thread_programs};
 use tilec_ir::{ConstValue, Target, ThreadProgram};
-use tilec_runtime::cuda::{LaunchArg, Repetitions};
+use tilec_runtime::cuda::{DeviceTensor, LaunchArg, Repetitions};
 use tilec_runtime::{CudaDevice, HostTensor, compare, inputs, npy, run_program, tolerance_for};
 
 use crate::render;
+use crate::tuned::apply_tuned;
 use crate::workspace::{load_one, selected_instances};
+use tilec_runtime::tuned::TunedFor;
 
 /// Where `tilec run` executes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -35,6 +37,8 @@ pub struct RunOptions {
     pub bench: bool,
     pub check: bool,
     pub seed: u64,
+    /// The cache folder whose tuning results (`tilec tune`) apply.
+    pub cache: PathBuf,
 }
 
 /// The emulator runs at most this many thread-iterations of blocks × threads for `--check`; beyond
@@ -51,13 +55,25 @@ pub fn run(path: &Path, options: &RunOptions) -> Result<ExitCode> {
         options.instance,
         &options.with,
     )?;
+    let device = open_device(options.device)?;
+    // On a GPU, a configuration `tilec tune` measured on this device replaces the call site's,
+    // unless --with names values.
+    let instance = match &device {
+        Some(gpu) if options.with.is_empty() => apply_tuned(
+            db,
+            &options.cache,
+            path,
+            instance,
+            &TunedFor::Device(gpu.name()),
+        ),
+        _ => instance,
+    };
     let programs = match lowered(db, file, instance)? {
         Some(programs) => programs,
         None => return Ok(ExitCode::from(1)),
     };
     let scalars = scalar_values(db, instance, &programs)?;
     let describe = describe_instance(db, instance);
-    let device = open_device(options.device)?;
     let mut stdout = std::io::stdout().lock();
     let program = first_program(&programs)?;
     let mut tensors =
@@ -258,10 +274,9 @@ fn open_device(choice: DeviceChoice) -> Result<Option<CudaDevice>> {
     }
 }
 
-/// Compiles and launches every program on the GPU; returns the seconds of the (median, with
-/// `bench`) launch sequence.
 /// Runs the launches on the GPU and returns (kernel seconds, compile seconds): the median launch
 /// time when benchmarking, one launch's otherwise, and what NVRTC took (nothing on a cache hit).
+/// The tensors are uploaded first and replaced by what the GPU left in them.
 pub(crate) fn run_on_gpu(
     device: &CudaDevice,
     programs: &[ThreadProgram],
@@ -269,13 +284,71 @@ pub(crate) fn run_on_gpu(
     tensors: &mut [HostTensor],
     bench: bool,
 ) -> Result<(f64, f64)> {
-    let target = device.target().unwrap_or(Target::Sm90);
-    let arch = device.default_arch();
-    let uploaded: Vec<_> = tensors
+    let uploaded = upload_all(device, tensors)?;
+    let repetitions = if bench { BENCH } else { ONCE };
+    let timing = launch_programs(device, programs, scalars, &uploaded, repetitions)?;
+    download_all(device, &uploaded, tensors)?;
+    Ok(timing)
+}
+
+/// 50 timed launches after 5 warm-ups.
+pub(crate) const BENCH: Repetitions = Repetitions {
+    warmup: 5,
+    iterations: 50,
+};
+const ONCE: Repetitions = Repetitions {
+    warmup: 0,
+    iterations: 1,
+};
+
+/// For `tilec tune`: one launch on `inputs` whose outputs are returned, then the median of
+/// [`BENCH`] launches on the same device buffers (timing does not depend on their values), so
+/// each candidate costs one upload and one download.
+pub(crate) fn check_then_time(
+    device: &CudaDevice,
+    programs: &[ThreadProgram],
+    scalars: &[i64],
+    inputs: &[HostTensor],
+) -> Result<(Vec<HostTensor>, f64)> {
+    let uploaded = upload_all(device, inputs)?;
+    launch_programs(device, programs, scalars, &uploaded, ONCE)?;
+    let mut outputs = inputs.to_vec();
+    download_all(device, &uploaded, &mut outputs)?;
+    let (seconds, _) = launch_programs(device, programs, scalars, &uploaded, BENCH)?;
+    Ok((outputs, seconds))
+}
+
+fn upload_all(device: &CudaDevice, tensors: &[HostTensor]) -> Result<Vec<DeviceTensor>> {
+    tensors
         .iter()
         .map(|t| device.upload(t))
         .collect::<Result<_, _>>()
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+        .map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+fn download_all(
+    device: &CudaDevice,
+    uploaded: &[DeviceTensor],
+    tensors: &mut [HostTensor],
+) -> Result<()> {
+    for (slot, device_tensor) in tensors.iter_mut().zip(uploaded) {
+        *slot = device
+            .download(device_tensor)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    Ok(())
+}
+
+/// Compiles (through the module cache) and launches every program on `uploaded`.
+fn launch_programs(
+    device: &CudaDevice,
+    programs: &[ThreadProgram],
+    scalars: &[i64],
+    uploaded: &[DeviceTensor],
+    repetitions: Repetitions,
+) -> Result<(f64, f64)> {
+    let target = device.target().unwrap_or(Target::Sm90);
+    let arch = device.default_arch();
     let (mut seconds, mut compile_seconds) = (0.0, 0.0);
     for program in programs {
         let source = tilec_passes::cuda::emit_cuda(program, &target);
@@ -296,26 +369,10 @@ pub(crate) fn run_on_gpu(
         let shared = u32::try_from(program.shared_bytes).context("shared memory too large")?;
         let mut args: Vec<LaunchArg<'_>> = uploaded.iter().map(LaunchArg::Tensor).collect();
         args.extend(scalars.iter().map(|&s| LaunchArg::I32(s as i32)));
-        let repetitions = if bench {
-            Repetitions {
-                warmup: 5,
-                iterations: 50,
-            }
-        } else {
-            Repetitions {
-                warmup: 0,
-                iterations: 1,
-            }
-        };
         let timing = device
             .time_launches(&kernel, grid, block, shared, &args, repetitions)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         seconds += timing.median_ms / 1e3;
-    }
-    for (slot, device_tensor) in tensors.iter_mut().zip(&uploaded) {
-        *slot = device
-            .download(device_tensor)
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
     }
     Ok((seconds, compile_seconds))
 }

@@ -219,3 +219,27 @@ pub fn thread_programs<'db>(
         layouts(db, instance),
     ))
 }
+
+/// What the instance asks of any GPU (blocks, bytes, FLOPs, registers), for the roofline estimate
+/// that ranks tile configurations; `Err` says why it cannot be known.
+#[salsa::tracked(returns(ref))]
+pub fn workload<'db>(
+    db: &'db dyn Db,
+    instance: Instance<'db>,
+) -> Arc<Result<tilec_passes::roofline::Workload, String>> {
+    Arc::new(tilec_passes::roofline::workload(
+        kernel_world(db, instance),
+        resources(db, instance),
+    ))
+}
+
+/// The configurations of the instance's kernel's `@autotune(configs=...)` decorator: `None`
+/// without one, `Some(Err(why))` when they cannot be evaluated without running Python.
+pub fn autotune_configs(
+    db: &dyn Db,
+    instance: Instance<'_>,
+) -> Option<Result<Vec<tilec_frontend::AutotuneConfig>, String>> {
+    let kernel = instance.kernel(db);
+    let file = kernel.file(db);
+    tilec_frontend::autotune_configs(parse(db, file), outline(db, file), kernel.name(db))
+}

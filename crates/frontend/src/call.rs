@@ -24,6 +24,7 @@ impl Builder {
             Value::Builtin(builtin) => self.builtin(builtin, args),
             Value::ModuleFn(Module::Language, name) => self.dsl_call(&name, args),
             Value::ModuleFn(Module::Math, name) => self.math_call(&name, args),
+            Value::ModuleFn(Module::Itertools, name) => self.itertools_call(&name, args),
             Value::ModuleFn(Module::Tilelang, name) => self.tilelang_call(&name, args),
             Value::ModuleFn(Module::Argparse, name) if &*name == "ArgumentParser" => {
                 Ok(Value::ArgParser(Rc::new(std::cell::RefCell::new(Vec::new()))))
@@ -195,6 +196,9 @@ impl Builder {
             (Value::Module(Module::Math), "tau") => Value::Float(std::f64::consts::TAU),
             (Value::Module(Module::Math), "inf") => Value::Float(f64::INFINITY),
             (Value::Module(Module::Math), _) => Value::ModuleFn(Module::Math, Rc::from(name)),
+            (Value::Module(Module::Itertools), _) => {
+                Value::ModuleFn(Module::Itertools, Rc::from(name))
+            }
             (Value::Module(Module::Argparse), _) => {
                 Value::ModuleFn(Module::Argparse, Rc::from(name))
             }
@@ -497,6 +501,92 @@ impl Builder {
         }
     }
 
+    /// `dict(pairs)`, `dict(**kwargs)`, `dict(mapping, key=value)`: later keys replace earlier ones.
+    fn dict_builtin<'a>(&mut self, args: Args<'a>) -> Eval<Value<'a>> {
+        let span = args.span;
+        let mut entries: Vec<(Value<'a>, Value<'a>)> = Vec::new();
+        let mut insert = |key: Value<'a>, value: Value<'a>| {
+            let same = |k: &Value<'a>| match (k.to_const(), key.to_const()) {
+                (Some(a), Some(b)) => a == b,
+                _ => false,
+            };
+            match entries.iter_mut().find(|(k, _)| same(k)) {
+                Some(slot) => slot.1 = value,
+                None => entries.push((key, value)),
+            }
+        };
+        if let Some((first, _)) = args.positional.into_iter().next() {
+            let pairs = match first {
+                Value::Dict(existing) => existing.to_vec(),
+                other => {
+                    let mut pairs = Vec::new();
+                    for item in self.iterate(other, span)? {
+                        let pair = self.iterate(item, span)?;
+                        let [key, value]: [Value<'a>; 2] = pair.try_into().map_err(|_| {
+                            self.error(Code::MetaError, span, "`dict` needs (key, value) pairs")
+                        })?;
+                        pairs.push((key, value));
+                    }
+                    pairs
+                }
+            };
+            for (key, value) in pairs {
+                insert(key, value);
+            }
+        }
+        for (key, value, _) in args.keywords {
+            insert(Value::str(&key), value);
+        }
+        Ok(Value::Dict(Rc::new(entries)))
+    }
+
+    /// `itertools.product(*iterables, repeat=1)`, the function autotune configuration helpers use.
+    fn itertools_call<'a>(&mut self, name: &str, args: Args<'a>) -> Eval<Value<'a>> {
+        let span = args.span;
+        if name != "product" {
+            return Err(self.unsupported(span, &format!("`itertools.{name}`")));
+        }
+        let repeat = args
+            .keywords
+            .iter()
+            .find(|(key, ..)| key == "repeat")
+            .map_or(Some(1), |(_, value, _)| match value {
+                Value::Int(n) if *n >= 0 => Some(*n as usize),
+                _ => None,
+            })
+            .ok_or_else(|| {
+                self.error(Code::MetaError, span, "`repeat` must be a non-negative int")
+            })?;
+        let mut pools = Vec::new();
+        for (value, _) in args.positional {
+            pools.push(self.iterate(value, span)?);
+        }
+        let pools: Vec<Vec<Value<'a>>> = std::iter::repeat_n(pools, repeat).flatten().collect();
+        let mut rows: Vec<Vec<Value<'a>>> = vec![Vec::new()];
+        for pool in &pools {
+            rows = rows
+                .into_iter()
+                .flat_map(|row| {
+                    pool.iter().map(move |item| {
+                        let mut next = row.clone();
+                        next.push(item.clone());
+                        next
+                    })
+                })
+                .collect();
+            if rows.len() > 1_000_000 {
+                return Err(self.error(
+                    Code::MetaError,
+                    span,
+                    "product too large to build at compile time",
+                ));
+            }
+        }
+        Ok(Value::List(Rc::new(
+            rows.into_iter().map(Value::tuple).collect(),
+        )))
+    }
+
     fn math_call<'a>(&mut self, name: &str, args: Args<'a>) -> Eval<Value<'a>> {
         let span = args.span;
         let numbers: Option<Vec<f64>> = args
@@ -565,6 +655,9 @@ impl Builder {
     }
 
     fn builtin<'a>(&mut self, builtin: Builtin, args: Args<'a>) -> Eval<Value<'a>> {
+        if builtin == Builtin::Dict {
+            return self.dict_builtin(args);
+        }
         let span = args.span;
         let mut values: Vec<Value<'a>> = args
             .positional
@@ -777,6 +870,8 @@ impl Builder {
                 )))
             }
             Builtin::IsInstance => Err(self.unsupported(span, "`isinstance`")),
+            // Handled before the arguments lose their keywords.
+            Builtin::Dict => Err(Stop),
         }
     }
 

@@ -582,6 +582,7 @@ fn import_value<'a>(module: &str) -> Value<'a> {
         "tilelang.language" => Value::Module(Module::Language),
         "math" => Value::Module(Module::Math),
         "argparse" => Value::Module(Module::Argparse),
+        "itertools" => Value::Module(Module::Itertools),
         other => Value::Opaque(Rc::from(format!("module `{other}`"))),
     }
 }
@@ -594,6 +595,7 @@ fn import_from_value<'a>(module: &str, name: &str) -> Value<'a> {
             None => Value::ModuleFn(Module::Language, Rc::from(name)),
         },
         ("math", _) => Value::ModuleFn(Module::Math, Rc::from(name)),
+        ("itertools", _) => Value::ModuleFn(Module::Itertools, Rc::from(name)),
         ("tilelang", _) | ("tilelang.autotuner", _) | ("tilelang.jit", _) => {
             Value::ModuleFn(Module::Tilelang, Rc::from(name))
         }

@@ -232,3 +232,136 @@ fn bind_call_args(
     }
     (args, unevaluated)
 }
+
+/// One `@autotune` configuration: parameter values by name.
+pub type AutotuneConfig = Vec<(String, ConstValue)>;
+
+/// The configurations of a kernel's `@autotune(configs=...)` / `@tilelang.autotune(configs=...)`
+/// decorator, evaluated in module scope (a literal list of dicts, or a helper such as
+/// `get_configs()` that builds them with `itertools.product`). `None` when the kernel has no such
+/// decorator; `Some(Err(why))` when its configs cannot be evaluated without running Python.
+pub fn autotune_configs(
+    parsed: &ParsedModule,
+    outline: &Outline,
+    kernel: &str,
+) -> Option<Result<Vec<AutotuneConfig>, String>> {
+    let module = parsed.syntax();
+    let def = module.body.iter().find_map(|stmt| match stmt {
+        Stmt::FunctionDef(def) if def.name.as_str() == kernel => Some(def),
+        _ => None,
+    })?;
+    let configs = def.decorator_list.iter().find_map(|decorator| {
+        let ruff_python_ast::Expr::Call(call) = &decorator.expression else {
+            return None;
+        };
+        let name = crate::outline::dotted_name(&call.func)?;
+        if name != "autotune" && !name.ends_with(".autotune") {
+            return None;
+        }
+        call.arguments
+            .keywords
+            .iter()
+            .find(|k| k.arg.as_ref().is_some_and(|a| a.as_str() == "configs"))
+            .map(|k| &k.value)
+    })?;
+    let names: Vec<&str> = outline.kernels.iter().map(|k| k.name()).collect();
+    let context: Vec<&Stmt> = context_statements(module, &names).collect();
+    let mut builder = Builder::new(false);
+    builder.step_budget = crate::builder::DRIVER_STEP_BUDGET;
+    let globals = module_env(&mut builder, &context);
+    let value = builder
+        .eval(&globals, configs)
+        .ok()
+        .and_then(|value| value.to_const());
+    Some(configs_from(value))
+}
+
+/// A list of `{name: value}` dicts as configurations.
+fn configs_from(value: Option<ConstValue>) -> Result<Vec<AutotuneConfig>, String> {
+    let Some(ConstValue::List(items) | ConstValue::Tuple(items)) = value else {
+        return Err(
+            "the autotune configs do not evaluate to a list without running Python".to_owned(),
+        );
+    };
+    items
+        .into_iter()
+        .map(|item| match item {
+            ConstValue::Dict(entries) => entries
+                .into_iter()
+                .map(|(key, value)| match key {
+                    ConstValue::Str(name) => Ok((name, value)),
+                    other => Err(format!("an autotune config key is not a name: {other:?}")),
+                })
+                .collect(),
+            other => Err(format!("an autotune config is not a dict: {other:?}")),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod autotune_tests {
+    use super::*;
+
+    const TUNED: &str = r#"
+import itertools
+import tilelang
+import tilelang.language as T
+from tilelang.autotuner import autotune
+
+
+def get_configs():
+    iter_params = dict(block_M=[64, 128], threads=[128, 256])
+    return [dict(zip(iter_params, values)) for values in itertools.product(*iter_params.values())]
+
+
+@autotune(configs=get_configs(), warmup=10, rep=10)
+@tilelang.jit(out_idx=[1])
+def scale(M, block_M=64, threads=128):
+    @T.prim_func
+    def main(A: T.Tensor((M,), "float32"), B: T.Tensor((M,), "float32")):
+        with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+            for i in T.Parallel(block_M):
+                B[bx * block_M + i] = A[bx * block_M + i] * 2.0
+
+    return main
+
+
+@tilelang.autotune(configs=[{"block_M": 32}, {"block_M": 16, "threads": 32}])
+@tilelang.jit(out_idx=[1])
+def literal(M, block_M=64, threads=128):
+    @T.prim_func
+    def main(A: T.Tensor((M,), "float32"), B: T.Tensor((M,), "float32")):
+        with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+            for i in T.Parallel(block_M):
+                B[bx * block_M + i] = A[bx * block_M + i]
+
+    return main
+"#;
+
+    fn configs(kernel: &str) -> Option<Result<Vec<AutotuneConfig>, String>> {
+        let parsed = ParsedModule::parse(TUNED);
+        let outline = crate::outline(&parsed, TUNED);
+        autotune_configs(&parsed, &outline, kernel)
+    }
+
+    #[test]
+    fn configs_built_by_a_helper_with_itertools_product_are_evaluated() {
+        let int = |name: &str, v: i64| (name.to_owned(), ConstValue::Int(v));
+        assert_eq!(
+            configs("scale"),
+            Some(Ok(vec![
+                vec![int("block_M", 64), int("threads", 128)],
+                vec![int("block_M", 64), int("threads", 256)],
+                vec![int("block_M", 128), int("threads", 128)],
+                vec![int("block_M", 128), int("threads", 256)],
+            ]))
+        );
+        assert_eq!(
+            configs("literal"),
+            Some(Ok(vec![
+                vec![int("block_M", 32)],
+                vec![int("block_M", 16), int("threads", 32)],
+            ]))
+        );
+    }
+}

@@ -23,14 +23,19 @@ mod exec;
 mod instances;
 pub mod manifest;
 mod outline;
+mod rewrite;
 mod syntax;
 mod value;
 
 pub use build::{KernelPositions, build_positions, build_world};
-pub use instances::{InstanceOrigin, InstanceSpec, ManifestInstance, find_instances};
+pub use instances::{
+    AutotuneConfig, InstanceOrigin, InstanceSpec, ManifestInstance, autotune_configs,
+    find_instances,
+};
 pub use outline::{
     ContextSource, KernelOutline, KernelSource, KernelStyle, Outline, ParamOutline, outline,
 };
+pub use rewrite::{ArgumentEdit, set_call_arguments};
 pub use syntax::{ParsedModule, SyntaxError};
 
 #[cfg(test)]

@@ -21,6 +21,8 @@ pub(crate) enum Module {
     Math,
     /// `argparse`: parsers are modelled so that `args.m` is the argument's default.
     Argparse,
+    /// `itertools` (`product`, for autotune configuration lists).
+    Itertools,
 }
 
 /// Python builtins the evaluator implements.
@@ -45,6 +47,7 @@ pub(crate) enum Builtin {
     Zip,
     IsInstance,
     Divmod,
+    Dict,
 }
 
 impl Builtin {
@@ -69,6 +72,7 @@ impl Builtin {
             "zip" => Builtin::Zip,
             "isinstance" => Builtin::IsInstance,
             "divmod" => Builtin::Divmod,
+            "dict" => Builtin::Dict,
             _ => return None,
         })
     }

@@ -16,6 +16,7 @@ mod hover;
 mod inlay;
 mod navigation;
 pub mod svg;
+pub mod tune;
 
 pub use actions::{CodeAction, TextEdit, code_actions};
 pub use cursor::{KernelAt, first_line, identifier_at, instance_label, kernel_at, kernels};

@@ -11,10 +11,10 @@ use tilec_db::{Db, FileDiagnostic, SourceFile, lowering_diagnostics, outline, th
 use tilec_ide::{KernelAt, identifier_at, instance_label, kernel_at, kernels};
 use tilec_ir::{Code, Severity};
 use tower_lsp_server::ls_types::{
-    CodeActionKind, CodeActionOrCommand, CodeDescription, Diagnostic, DiagnosticRelatedInformation,
-    DiagnosticSeverity, DocumentSymbol, Hover, HoverContents, InlayHint, InlayHintLabel,
-    InlayHintTooltip, Location, MarkupContent, MarkupKind, NumberOrString, Position, Range,
-    SymbolKind, TextEdit, Uri, WorkspaceEdit,
+    CodeActionKind, CodeActionOrCommand, CodeDescription, CodeLens, Command, Diagnostic,
+    DiagnosticRelatedInformation, DiagnosticSeverity, DocumentSymbol, Hover, HoverContents,
+    InlayHint, InlayHintLabel, InlayHintTooltip, Location, MarkupContent, MarkupKind,
+    NumberOrString, Position, Range, SymbolKind, TextEdit, Uri, WorkspaceEdit,
 };
 
 use crate::host::{Document, Snapshot};
@@ -333,5 +333,93 @@ pub(crate) fn run_target(
         kernel: kernel.def.name(db).clone(),
         instance: instance.index(db),
         unsaved: on_disk.as_deref() != Some(document.file.text(db).as_str()),
+    })
+}
+
+/// The command a tuning lens runs: its arguments are the document's URI and the text edits.
+pub(crate) const APPLY_TUNING: &str = "tilec.applyTuning";
+
+/// The tuning lenses of a document: the hardware model's recommendation for the session's
+/// target and, when `tilec tune` measured this instance on a GPU of that target, the winner (from
+/// the `.tilec-cache` folder nearest the file).
+pub(crate) fn tune_lenses(snapshot: &Snapshot, uri: &Uri, document: &Document) -> Vec<CodeLens> {
+    let db = &snapshot.db;
+    if !outline(db, document.file).uses_tilelang {
+        return Vec::new();
+    }
+    let Some(gpu) = tilec_passes::hardware::GpuModel::default_for(snapshot.target) else {
+        return Vec::new();
+    };
+    let path = document.file.path(db).clone();
+    let store = nearest_cache(&path).map(|dir| tilec_runtime::tuned::TunedStore::new(&dir));
+    let target = snapshot.target;
+    let measured = |instance: tilec_db::Instance<'_>| {
+        let store = store.as_ref()?;
+        let identity = tilec_runtime::tuned::TunedInstance {
+            file: &path,
+            kernel: instance.kernel(db).name(db),
+            args: instance.args(db),
+        };
+        let record = store.lookup(&identity, &tilec_runtime::tuned::TunedFor::Target(target))?;
+        let current: Vec<(String, i64)> = tilec_ide::tune::tunable_params(db, instance)
+            .into_iter()
+            .map(|p| (p.name, p.current))
+            .collect();
+        let current_ms = record
+            .measured
+            .iter()
+            .find(|(config, _)| *config == current)
+            .map(|(_, ms)| *ms);
+        Some(tilec_ide::tune::MeasuredWinner {
+            config: record.winner,
+            device: record.device,
+            median_ms: record.median_ms,
+            current_ms,
+        })
+    };
+    let lines = LineMap::new(document.file.text(db));
+    tilec_ide::tune::tune_lenses(db, document.file, &gpu, &measured)
+        .into_iter()
+        .map(|lens| {
+            let range = lines.range(lens.span);
+            let edits: Vec<Value> = lens
+                .edits
+                .iter()
+                .map(|edit| json!({"range": lines.range(edit.span), "newText": edit.new_text}))
+                .collect();
+            let command = if edits.is_empty() {
+                String::new()
+            } else {
+                APPLY_TUNING.to_owned()
+            };
+            CodeLens {
+                range: Range::new(range.start, range.start),
+                command: Some(Command {
+                    title: lens.title,
+                    command,
+                    arguments: (!edits.is_empty())
+                        .then(|| vec![json!(uri.as_str()), Value::Array(edits)]),
+                }),
+                data: None,
+            }
+        })
+        .collect()
+}
+
+/// The `.tilec-cache` folder in the file's folder or the nearest one above it.
+fn nearest_cache(file: &std::path::Path) -> Option<std::path::PathBuf> {
+    file.ancestors()
+        .skip(1)
+        .map(|dir| dir.join(".tilec-cache"))
+        .find(|dir| dir.is_dir())
+}
+
+/// The workspace edit a `tilec.applyTuning` command carries out.
+pub(crate) fn tuning_edit(arguments: &[Value]) -> Option<WorkspaceEdit> {
+    let uri = Uri::from_str(arguments.first()?.as_str()?).ok()?;
+    let edits: Vec<TextEdit> = serde_json::from_value(arguments.get(1)?.clone()).ok()?;
+    Some(WorkspaceEdit {
+        changes: Some(HashMap::from([(uri, edits)])),
+        ..WorkspaceEdit::default()
     })
 }

@@ -27,6 +27,8 @@ type Publication = (Uri, Vec<Diagnostic>, Option<i32>);
 pub struct Backend {
     tasks: std::sync::mpsc::Sender<Task>,
     options: LspOptions,
+    /// For requests the server sends itself (`workspace/applyEdit`).
+    client: Client,
 }
 
 impl std::fmt::Debug for Backend {
@@ -39,11 +41,8 @@ impl Backend {
     pub(crate) fn new(client: Client, options: LspOptions) -> Backend {
         let versions: Versions = Versions::default();
         let (publications, inbox) = async_mpsc::unbounded_channel::<Publication>();
-        tokio::spawn(publish_in_order(
-            client.clone(),
-            Arc::clone(&versions),
-            inbox,
-        ));
+        let publisher = client.clone();
+        tokio::spawn(publish_in_order(publisher, Arc::clone(&versions), inbox));
         let on_change: host::OnChange = Arc::new(move |snapshot: Snapshot, uris: Vec<Uri>| {
             for uri in uris {
                 let publication = match snapshot.document(&uri) {
@@ -69,7 +68,11 @@ impl Backend {
             }
         });
         let tasks = host::start(options.workers, versions, on_change);
-        Backend { tasks, options }
+        Backend {
+            tasks,
+            options,
+            client,
+        }
     }
 
     fn send(&self, task: Task) {
@@ -275,6 +278,13 @@ impl LanguageServer for Backend {
                 inlay_hint_provider: Some(OneOf::Left(true)),
                 document_symbol_provider: Some(OneOf::Left(true)),
                 definition_provider: Some(OneOf::Left(true)),
+                code_lens_provider: Some(CodeLensOptions {
+                    resolve_provider: Some(false),
+                }),
+                execute_command_provider: Some(ExecuteCommandOptions {
+                    commands: vec![handlers::APPLY_TUNING.to_owned()],
+                    ..ExecuteCommandOptions::default()
+                }),
                 code_action_provider: Some(CodeActionProviderCapability::Options(
                     CodeActionOptions {
                         code_action_kinds: Some(vec![CodeActionKind::QUICKFIX]),
@@ -369,6 +379,32 @@ impl LanguageServer for Backend {
             .await?
             .flatten();
         Ok(location.map(GotoDefinitionResponse::Scalar))
+    }
+
+    async fn code_lens(&self, params: CodeLensParams) -> Result<Option<Vec<CodeLens>>> {
+        let uri = params.text_document.uri.clone();
+        self.read(&params.text_document.uri, move |snapshot, document| {
+            handlers::tune_lenses(snapshot, &uri, document)
+        })
+        .await
+    }
+
+    async fn execute_command(&self, params: ExecuteCommandParams) -> Result<Option<LSPAny>> {
+        if params.command != handlers::APPLY_TUNING {
+            return Err(Error::invalid_params(format!(
+                "unknown command `{}`",
+                params.command
+            )));
+        }
+        let Some(edit) = handlers::tuning_edit(&params.arguments) else {
+            return Err(Error::invalid_params(
+                "tilec.applyTuning expects a document URI and a list of text edits",
+            ));
+        };
+        if let Err(error) = self.client.apply_edit(edit).await {
+            tracing::warn!("the client did not apply the tuning edit: {error}");
+        }
+        Ok(None)
     }
 
     async fn code_action(&self, params: CodeActionParams) -> Result<Option<CodeActionResponse>> {

@@ -9,10 +9,12 @@
 
 pub mod check;
 pub mod cuda;
+pub mod hardware;
 pub mod layout;
 pub mod liveness;
 pub mod lower;
 pub mod regions;
 pub mod resources;
+pub mod roofline;
 
 pub use check::check_world;

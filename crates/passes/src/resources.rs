@@ -117,7 +117,9 @@ pub fn estimate_resources(world: &World, layouts: &Layouts, target: Target) -> R
             shared,
             registers_per_thread: total,
         };
-        resources.occupancy.insert(launch, demand.occupancy(target));
+        resources
+            .occupancy
+            .insert(launch, demand.occupancy(SmLimits::of(target)));
         if total > MAX_REGISTERS_PER_THREAD {
             resources
                 .diagnostics
@@ -168,28 +170,48 @@ pub struct BlockDemand {
     pub registers_per_thread: u64,
 }
 
+/// What one multiprocessor offers the blocks resident on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SmLimits {
+    pub threads: u64,
+    pub blocks: u64,
+    /// Bytes of shared memory blocks can use.
+    pub shared_memory: u64,
+    /// Bytes the driver keeps for each resident block.
+    pub reserved_shared_per_block: u64,
+    /// 32-bit registers.
+    pub registers: u64,
+}
+
+impl SmLimits {
+    /// The limits of `target`'s architecture.
+    pub fn of(target: Target) -> SmLimits {
+        SmLimits {
+            threads: target.threads_per_sm(),
+            blocks: target.blocks_per_sm(),
+            shared_memory: target.shared_memory_per_sm(),
+            reserved_shared_per_block: target.reserved_shared_memory_per_block(),
+            registers: target.registers_per_sm(),
+        }
+    }
+}
+
 impl BlockDemand {
-    /// How many such blocks fit on one multiprocessor of `target`, and what runs out first. The
-    /// register count is rounded up to a multiple of 8 per thread, as the hardware allocates;
-    /// only the fragments' registers are known, so the register limit is an upper bound.
-    pub fn occupancy(self, target: Target) -> Occupancy {
-        let by_threads = target.threads_per_sm() / self.threads.max(1);
-        let per_block_shared = self
-            .shared
-            .saturating_add(target.reserved_shared_memory_per_block());
+    /// How many such blocks fit on one multiprocessor with `sm`'s limits, and what runs out first.
+    /// The register count is rounded up to a multiple of 8 per thread, as the hardware allocates.
+    pub fn occupancy(self, sm: SmLimits) -> Occupancy {
+        let by_threads = sm.threads / self.threads.max(1);
+        let per_block_shared = self.shared.saturating_add(sm.reserved_shared_per_block);
         let by_shared = if self.shared == 0 {
             u64::MAX
         } else {
-            target.shared_memory_per_sm() / per_block_shared
+            sm.shared_memory / per_block_shared
         };
         let registers =
             (self.registers_per_thread.div_ceil(8).saturating_mul(8)).saturating_mul(self.threads);
-        let by_registers = target
-            .registers_per_sm()
-            .checked_div(registers)
-            .unwrap_or(u64::MAX);
+        let by_registers = sm.registers.checked_div(registers).unwrap_or(u64::MAX);
         let limits = [
-            (target.blocks_per_sm(), OccupancyLimit::Blocks),
+            (sm.blocks, OccupancyLimit::Blocks),
             (by_threads, OccupancyLimit::Threads),
             (by_shared, OccupancyLimit::SharedMemory),
             (by_registers, OccupancyLimit::Registers),

@@ -11,6 +11,7 @@ pub mod emulator;
 pub mod inputs;
 pub mod npy;
 pub mod tensor;
+pub mod tuned;
 
 pub use compare::{Comparison, compare, tolerance_for};
 pub use cuda::{CudaDevice, Unavailable};

@@ -416,3 +416,70 @@ fn the_annotation_action_inserts_a_layout_that_works() {
         "the new annotation leaves no diagnostic"
     );
 }
+
+#[test]
+fn the_tuning_lens_recommends_a_configuration_and_then_shows_the_measured_winner() {
+    let Some(source) = corpus_text("softmax.py") else {
+        return;
+    };
+    let folder = tempfile::tempdir().expect("temp folder");
+    let path = folder.path().join("softmax.py");
+    std::fs::write(&path, &source).expect("writes the kernel");
+    let uri = uri_of(&path);
+    let mut client = Client::start();
+    client.open(&uri, &source);
+    client.diagnostics(&uri, 1);
+    let lens_request = json!({"textDocument": {"uri": uri}});
+    let lenses = client.result("textDocument/codeLens", lens_request.clone());
+    let lenses = lenses.as_array().expect("lenses").clone();
+    assert_eq!(lenses.len(), 1, "{lenses:?}");
+    let command = &lenses[0]["command"];
+    assert_eq!(
+        command["title"],
+        "tilec: recommend block_M=1 threads=128 (est. 69.7 µs vs 71.3 µs now on the H200) - apply"
+    );
+    assert_eq!(command["command"], "tilec.applyTuning");
+    assert_eq!(command["arguments"][0], uri.as_str());
+    let edits = command["arguments"][1].as_array().expect("edits").clone();
+    let edited = apply(&source, &edits);
+    assert!(
+        edited.contains("kernel = softmax(16384, 4096, 1, threads=128)"),
+        "{edited}"
+    );
+    assert_eq!(
+        lenses[0]["range"]["start"],
+        position_of(&source, "softmax(16384", 0)
+    );
+
+    // Once `tilec tune` has stored a measurement for a GPU of the session's architecture, the
+    // lens shows it too.
+    let args = [
+        ("M".to_owned(), tilec_ir::ConstValue::Int(16384)),
+        ("N".to_owned(), tilec_ir::ConstValue::Int(4096)),
+        ("block_M".to_owned(), tilec_ir::ConstValue::Int(2)),
+    ];
+    let winner = vec![("block_M".to_owned(), 1), ("threads".to_owned(), 128)];
+    let current = vec![("block_M".to_owned(), 2), ("threads".to_owned(), 256)];
+    tilec_runtime::tuned::TunedStore::new(&folder.path().join(".tilec-cache"))
+        .put(
+            &tilec_runtime::tuned::TunedInstance {
+                file: &path,
+                kernel: "softmax",
+                args: &args,
+            },
+            &tilec_runtime::tuned::TunedRecord {
+                device: "NVIDIA H200".to_owned(),
+                arch: "sm_90".to_owned(),
+                winner: winner.clone(),
+                median_ms: 0.0737,
+                measured: vec![(winner, 0.0737), (current, 0.0806)],
+            },
+        )
+        .expect("stores the record");
+    let lenses = client.result("textDocument/codeLens", lens_request);
+    assert_eq!(
+        lenses[1]["command"]["title"],
+        "tilec tune: block_M=1 threads=128 measured fastest on NVIDIA H200: 73.7 µs vs 80.6 µs now - apply"
+    );
+    assert!(client.alive());
+}
