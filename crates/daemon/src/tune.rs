@@ -24,7 +24,7 @@ use tilec_passes::roofline::Estimate;
 use tilec_runtime::{CudaDevice, HostTensor, compare, inputs, tolerance_for};
 
 use crate::run::{
-    CheckVerdict, check_against_emulator, check_then_time, pick_instance, run_on_gpu, scalar_values,
+    CheckVerdict, SharedInputs, check_against_emulator, pick_instance, run_on_gpu, scalar_values,
 };
 use crate::tuned::tuned_instance;
 use crate::workspace::load_one;
@@ -367,10 +367,11 @@ fn measure(
         inputs::make_tensors(program, &scalars, options.seed).map_err(anyhow::Error::msg)?;
     let work = emulated_work(db, with_args(db, instance, &first.config));
     let reference = reference_output(out, device, first, &scalars, &inputs, work)?;
+    let mut shared = SharedInputs::upload(device, program, &inputs)?;
     let mut results: Vec<(Config, f64)> = Vec::new();
     for candidate in &lowered {
         let label = config_text(&candidate.config);
-        match check_and_time(device, candidate, &scalars, &inputs, &reference) {
+        match check_and_time(&mut shared, candidate, &scalars, &reference) {
             Ok(seconds) => {
                 writeln!(out, "  {label}: {} (correct)", ms(seconds))?;
                 results.push((candidate.config.clone(), seconds));
@@ -522,13 +523,12 @@ fn reference_output(
 /// One launch on the seeded inputs compared with the reference, then the median of 50 timed
 /// launches.
 fn check_and_time(
-    device: &CudaDevice,
+    shared: &mut SharedInputs<'_>,
     candidate: &Lowered,
     scalars: &[i64],
-    inputs: &[HostTensor],
     reference: &[HostTensor],
 ) -> Result<f64> {
-    let (outputs, seconds) = check_then_time(device, &candidate.programs, scalars, inputs)?;
+    let (outputs, seconds) = shared.check_then_time(&candidate.programs, scalars)?;
     if let Some(why) = differs(&candidate.programs, &outputs, reference) {
         bail!("WRONG RESULT ({why})");
     }

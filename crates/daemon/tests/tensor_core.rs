@@ -282,26 +282,27 @@ fn pipelined_gemm_cuda_skeleton() {
     );
     let cuda = std::fs::read_to_string(dir.path().join("out/gemm/matmul-0.cu")).expect("the .cu");
     expect_test::expect![[r#"
-            // T.clear
-                for (int r = 0; r < 128; ++r) {
-            // pipeline prologue: the first 2 stages
-                for (int stage = 0; stage < 2; ++stage) {
-                    // T.copy (pipelined: cp.async into its stage)
-                        for (int chunk = 0; chunk < 4; ++chunk) {
-                            tl_cp_async<16>(A_shared
-                    // T.copy (pipelined: cp.async into its stage)
-                        for (int chunk_1 = 0; chunk_1 < 4; ++chunk_1) {
-                            tl_cp_async<16>(B_shared
-                    tl_cp_async_commit();
-            for (int ko = 0; ko < 32; ++ko) {
+        // T.clear
+            for (int r = 0; r < 128; ++r) {
+        // pipeline prologue: the first 2 stages
+            for (int stage = 0; stage < 2; ++stage) {
+                // T.copy (pipelined: cp.async into its stage)
+                    for (int chunk = 0; chunk < 4; ++chunk) {
+                        tl_cp_async<16>(A_shared
+                // T.copy (pipelined: cp.async into its stage)
+                    for (int chunk_1 = 0; chunk_1 < 4; ++chunk_1) {
+                        tl_cp_async<16>(B_shared
+                tl_cp_async_commit();
+        // T.Pipelined: the iterations that issue a stage ahead, then the last ones
+            for (int ko = 0; ko < 30; ++ko) {
                 tl_cp_async_wait<1>();
                 __syncthreads();
-                    // T.copy (pipelined: cp.async into its stage)
-                        for (int chunk = 0; chunk < 4; ++chunk) {
-                            tl_cp_async<16>(A_shared
-                    // T.copy (pipelined: cp.async into its stage)
-                        for (int chunk_1 = 0; chunk_1 < 4; ++chunk_1) {
-                            tl_cp_async<16>(B_shared
+                // T.copy (pipelined: cp.async into its stage)
+                    for (int chunk = 0; chunk < 4; ++chunk) {
+                        tl_cp_async<16>(A_shared
+                // T.copy (pipelined: cp.async into its stage)
+                    for (int chunk_1 = 0; chunk_1 < 4; ++chunk_1) {
+                        tl_cp_async<16>(B_shared
                 tl_cp_async_commit();
                 // T.gemm 128x128x32 on mma.sync m16n8k16, warps 2x2 of 64x64
                     tl_ldmatrix_x4(a_frag
@@ -312,7 +313,7 @@ fn pipelined_gemm_cuda_skeleton() {
                     tl_ldmatrix_x4_trans(b_frag
                     tl_ldmatrix_x4_trans(b_frag
                     tl_ldmatrix_x4_trans(b_frag
-            ... 32 x tl_mma_m16n8k16_f16
+        ... 32 x tl_mma_m16n8k16_f16
                     tl_ldmatrix_x4(a_frag
                     tl_ldmatrix_x4(a_frag
                     tl_ldmatrix_x4(a_frag
@@ -321,9 +322,32 @@ fn pipelined_gemm_cuda_skeleton() {
                     tl_ldmatrix_x4_trans(b_frag
                     tl_ldmatrix_x4_trans(b_frag
                     tl_ldmatrix_x4_trans(b_frag
-            ... 32 x tl_mma_m16n8k16_f16
-            // T.copy
-                for (int chunk_2 = 0; chunk_2 < 64; ++chunk_2) {
-                    for (int lane = 0; lane < 2; ++lane) {"#]]
+        ... 32 x tl_mma_m16n8k16_f16
+            for (int t = 0; t < 2; ++t) {
+                tl_cp_async_wait<1>();
+                __syncthreads();
+                tl_cp_async_commit();
+                // T.gemm 128x128x32 on mma.sync m16n8k16, warps 2x2 of 64x64
+                    tl_ldmatrix_x4(a_frag
+                    tl_ldmatrix_x4(a_frag
+                    tl_ldmatrix_x4(a_frag
+                    tl_ldmatrix_x4(a_frag
+                    tl_ldmatrix_x4_trans(b_frag
+                    tl_ldmatrix_x4_trans(b_frag
+                    tl_ldmatrix_x4_trans(b_frag
+                    tl_ldmatrix_x4_trans(b_frag
+        ... 32 x tl_mma_m16n8k16_f16
+                    tl_ldmatrix_x4(a_frag
+                    tl_ldmatrix_x4(a_frag
+                    tl_ldmatrix_x4(a_frag
+                    tl_ldmatrix_x4(a_frag
+                    tl_ldmatrix_x4_trans(b_frag
+                    tl_ldmatrix_x4_trans(b_frag
+                    tl_ldmatrix_x4_trans(b_frag
+                    tl_ldmatrix_x4_trans(b_frag
+        ... 32 x tl_mma_m16n8k16_f16
+        // T.copy
+            for (int chunk_2 = 0; chunk_2 < 64; ++chunk_2) {
+                for (int lane = 0; lane < 2; ++lane) {"#]]
     .assert_eq(&tensor_core_skeleton(&cuda));
 }

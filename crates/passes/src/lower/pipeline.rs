@@ -363,7 +363,10 @@ impl Lowering<'_> {
         }]
     }
 
-    /// The loop itself: wait, barrier, issue `k - 1` ahead, then the consumers.
+    /// The loop itself: wait, barrier, issue `k - 1` ahead, then the consumers. It is split in
+    /// two so that no `if` guards the issue: the main loop runs the iterations that have one
+    /// `k - 1` ahead, the tail the last `k - 1` (or fewer) with nothing left to issue. Unguarded
+    /// `cp.async`s are straight-line code that ptxas can interleave with the consumers' math.
     fn steady_state(
         &mut self,
         entity: EntityId,
@@ -376,6 +379,9 @@ impl Lowering<'_> {
         let ko = exprs.var_expr(var);
         let ahead = exprs.int(stages - 1);
         let next = exprs.add(ko, ahead);
+        let remaining = exprs.sub(extent, ahead);
+        let zero = exprs.int(0);
+        let main_extent = exprs.max(remaining, zero);
         let shifted =
             rewrite::substitute_stmts(&mut self.program, issue, &|v| (v == var).then_some(next));
         let mut body = vec![
@@ -385,7 +391,8 @@ impl Lowering<'_> {
             Stmt::Barrier,
         ];
         self.sync.barrier_placed();
-        body.extend(self.unless_past_end(next, extent, shifted));
+        let issued = shifted.len();
+        body.extend(shifted);
         body.push(Stmt::AsyncCommit);
         self.sync.begin_loop();
         self.sync.barrier_placed();
@@ -396,11 +403,49 @@ impl Lowering<'_> {
             self.statement(child, &mut body)?;
         }
         self.sync.end_loop(&mut body);
-        Ok(Stmt::For {
+        let tail = self.tail_loop(&body, issued, (var, extent), main_extent);
+        let main = Stmt::For {
             var,
-            extent,
+            extent: main_extent,
             unroll: false,
             body,
+        };
+        Ok(Stmt::Block {
+            origin: Some(entity),
+            label: "T.Pipelined: the iterations that issue a stage ahead, then the last ones"
+                .to_owned(),
+            body: vec![main, tail],
         })
+    }
+
+    /// The last iterations: the main body without its issue (which sits right after the wait and
+    /// the barrier), over `ko = main_extent + t`. Their commits stay, as empty groups, so that
+    /// `wait_group(k - 2)` still waits for the right copies.
+    fn tail_loop(
+        &mut self,
+        body: &[Stmt],
+        issued: usize,
+        (var, extent): (VarId, ExprId),
+        main_extent: ExprId,
+    ) -> Stmt {
+        let kept: Vec<Stmt> = body
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| !(2..2 + issued).contains(k))
+            .map(|(_, stmt)| stmt.clone())
+            .collect();
+        let exprs = &mut self.program.exprs;
+        let t = exprs.var("t", None);
+        let t_expr = exprs.var_expr(t);
+        let ko = exprs.add(t_expr, main_extent);
+        let count = exprs.sub(extent, main_extent);
+        let body =
+            rewrite::substitute_stmts(&mut self.program, &kept, &|v| (v == var).then_some(ko));
+        Stmt::For {
+            var: t,
+            extent: count,
+            unroll: false,
+            body,
+        }
     }
 }
