@@ -164,98 +164,11 @@ fn count_launch_work(
             continue;
         }
         let trips = enclosing_trips(world, entity, grid);
-        let accesses = world.accesses.get(entity).map_or(&[][..], Vec::as_slice);
-        // A copy may name one side by its corner alone (`T.copy(A[by * 128, k * 32], A_shared)`):
-        // both sides move as many elements as the larger region says.
-        let op_elements = accesses
-            .iter()
-            .map(|access| region_elements(world, &access.region.dims, grid))
-            .fold(1.0, f64::max);
-        let is_gemm = matches!(world.ops.get(entity), Some(TileOp::Gemm { .. }));
-        for access in accesses {
-            let storage = world.storage_of(access.region.buffer);
-            let scope = world.scopes.get(storage).copied();
-            let elements = if world.ops.get(entity).is_some() {
-                op_elements
-            } else {
-                region_elements(world, &access.region.dims, grid)
-            };
-            let bytes = elements * world.dtypes.get(storage).map_or(0.0, |d| d.bytes() as f64);
-            if scope.is_some_and(Scope::is_shared) && !is_gemm {
-                work.block_shared_bytes += bytes * trips.all;
-            }
-            if scope != Some(Scope::Global) {
-                continue;
-            }
-            if access.kind != AccessKind::Write && trips.sequential > work.load_iterations {
-                work.load_iterations = trips.sequential;
-                work.load_ahead = trips.ahead;
-            }
-            let directions = if access.kind == AccessKind::ReadWrite {
-                2.0
-            } else {
-                1.0
-            };
-            work.block_bytes += bytes * trips.all * directions;
-            if access.kind != AccessKind::Write {
-                work.block_bytes_in_flight += bytes * trips.parallel * trips.ahead.max(1.0);
-            }
-        }
+        count_accesses(world, entity, grid, &trips, work);
         match world.ops.get(entity) {
-            Some(TileOp::Gemm {
-                a,
-                b,
-                c,
-                transpose_a,
-                policy,
-                ..
-            }) => {
-                let extent = |dims: &[tilec_ir::RegionDim], from_end: usize| {
-                    let dim = dims.len().checked_sub(from_end)?;
-                    dims.get(dim)?
-                        .extent
-                        .map_or(Some(1), |e| world.exprs.as_int(e))
-                };
-                let (m, n) = (extent(&c.dims, 2), extent(&c.dims, 1));
-                let k = extent(&a.dims, if *transpose_a { 2 } else { 1 });
-                if let (Some(m), Some(n), Some(k)) = (m, n, k) {
-                    work.block_tensor_flops += 2.0 * (m * n * k) as f64 * trips.all;
-                    let warps = i64::try_from(work.threads / 32).unwrap_or(1);
-                    if let Ok((wm, wn)) = warp_partition(m, n, warps, *policy) {
-                        let shared = |buffer| {
-                            world
-                                .scopes
-                                .get(world.storage_of(buffer))
-                                .is_some_and(|s| s.is_shared())
-                        };
-                        let bytes = |buffer| {
-                            world
-                                .dtypes
-                                .get(world.storage_of(buffer))
-                                .map_or(0.0, |d| d.bytes() as f64)
-                        };
-                        // Each of the wn warps of a warp row reads all of A's rows it multiplies,
-                        // and each of the wm warps of a column reads B's columns.
-                        let a_reads = if shared(a.buffer) {
-                            (m * k * wn) as f64 * bytes(a.buffer)
-                        } else {
-                            0.0
-                        };
-                        let b_reads = if shared(b.buffer) {
-                            (n * k * wm) as f64 * bytes(b.buffer)
-                        } else {
-                            0.0
-                        };
-                        work.block_shared_bytes += (a_reads + b_reads) * trips.all;
-                        let a_in_fragment =
-                            world.scopes.get(world.storage_of(a.buffer)) == Some(&Scope::Fragment);
-                        // Per 16-deep k step a lane holds (rows / 4) A and (cols / 4) B registers.
-                        let a_registers = if a_in_fragment { 0 } else { m / wm / 4 };
-                        let b_registers = n / wn / 4;
-                        let total = u64::try_from(a_registers + b_registers).unwrap_or(0);
-                        operand_registers = operand_registers.max(total);
-                    }
-                }
+            Some(op @ TileOp::Gemm { .. }) => {
+                let registers = count_gemm(world, op, &trips, work).unwrap_or(0);
+                operand_registers = operand_registers.max(registers);
             }
             Some(TileOp::Reduce { src, .. }) => {
                 work.block_simt_ops += region_elements(world, &src.dims, grid) * trips.all;
@@ -267,6 +180,107 @@ fn count_launch_work(
         }
     }
     operand_registers
+}
+
+/// Adds the global and shared-memory bytes of `entity`'s accesses (a gemm's shared operands are
+/// counted by [`count_gemm`], per warp).
+fn count_accesses(
+    world: &World,
+    entity: EntityId,
+    grid: &GridAverage,
+    trips: &Trips,
+    work: &mut LaunchWorkload,
+) {
+    let accesses = world.accesses.get(entity).map_or(&[][..], Vec::as_slice);
+    // A copy may name one side by its corner alone (`T.copy(A[by * 128, k * 32], A_shared)`):
+    // both sides move as many elements as the larger region says.
+    let op_elements = accesses
+        .iter()
+        .map(|access| region_elements(world, &access.region.dims, grid))
+        .fold(1.0, f64::max);
+    let op = world.ops.get(entity);
+    let is_gemm = matches!(op, Some(TileOp::Gemm { .. }));
+    for access in accesses {
+        let storage = world.storage_of(access.region.buffer);
+        let scope = world.scopes.get(storage).copied();
+        let elements = if op.is_some() {
+            op_elements
+        } else {
+            region_elements(world, &access.region.dims, grid)
+        };
+        let bytes = elements * element_bytes(world, storage);
+        if scope.is_some_and(Scope::is_shared) && !is_gemm {
+            work.block_shared_bytes += bytes * trips.all;
+        }
+        if scope != Some(Scope::Global) {
+            continue;
+        }
+        let reads = access.kind != AccessKind::Write;
+        if reads && trips.sequential > work.load_iterations {
+            work.load_iterations = trips.sequential;
+            work.load_ahead = trips.ahead;
+        }
+        let directions = if access.kind == AccessKind::ReadWrite {
+            2.0
+        } else {
+            1.0
+        };
+        work.block_bytes += bytes * trips.all * directions;
+        if reads {
+            work.block_bytes_in_flight += bytes * trips.parallel * trips.ahead.max(1.0);
+        }
+    }
+}
+
+/// Adds a gemm's tensor FLOPs and the shared-memory bytes its warps read; returns the registers a
+/// lane's operand fragments take, or `None` when its shape or warp split is not known.
+fn count_gemm(world: &World, op: &TileOp, trips: &Trips, work: &mut LaunchWorkload) -> Option<u64> {
+    let TileOp::Gemm {
+        a,
+        b,
+        c,
+        transpose_a,
+        policy,
+        ..
+    } = op
+    else {
+        return None;
+    };
+    let extent = |dims: &[tilec_ir::RegionDim], from_end: usize| {
+        let dim = dims.len().checked_sub(from_end)?;
+        dims.get(dim)?
+            .extent
+            .map_or(Some(1), |e| world.exprs.as_int(e))
+    };
+    let (m, n) = (extent(&c.dims, 2)?, extent(&c.dims, 1)?);
+    let k = extent(&a.dims, if *transpose_a { 2 } else { 1 })?;
+    work.block_tensor_flops += 2.0 * (m * n * k) as f64 * trips.all;
+    let warps = i64::try_from(work.threads / 32).unwrap_or(1);
+    let (wm, wn) = warp_partition(m, n, warps, *policy).ok()?;
+    let scope = |buffer| world.scopes.get(world.storage_of(buffer)).copied();
+    let in_shared = |buffer| scope(buffer).is_some_and(Scope::is_shared);
+    // Each of the wn warps of a warp row reads all of A's rows it multiplies, and each of the wm
+    // warps of a column reads B's columns.
+    let mut shared_reads = 0.0;
+    if in_shared(a.buffer) {
+        shared_reads += (m * k * wn) as f64 * element_bytes(world, world.storage_of(a.buffer));
+    }
+    if in_shared(b.buffer) {
+        shared_reads += (n * k * wm) as f64 * element_bytes(world, world.storage_of(b.buffer));
+    }
+    work.block_shared_bytes += shared_reads * trips.all;
+    // Per 16-deep k step a lane holds rows / 4 registers of A (unless A is a fragment, counted
+    // with the fragments) and cols / 4 of B.
+    let a_registers = if scope(a.buffer) == Some(Scope::Fragment) {
+        0
+    } else {
+        m / wm / 4
+    };
+    u64::try_from(a_registers + n / wn / 4).ok()
+}
+
+fn element_bytes(world: &World, buffer: EntityId) -> f64 {
+    world.dtypes.get(buffer).map_or(0.0, |d| d.bytes() as f64)
 }
 
 /// How often an entity runs per block: in all, across its parallel loops alone, and the
@@ -354,8 +368,9 @@ fn unique_bytes(world: &World, launch: EntityId) -> f64 {
             let elements: f64 = world
                 .const_shape(buffer)
                 .map_or(0.0, |shape| shape.iter().map(|&e| e as f64).product());
-            let bytes = world.dtypes.get(buffer).map_or(0.0, |d| d.bytes() as f64);
-            elements * bytes * (f64::from(u8::from(read)) + f64::from(u8::from(write)))
+            elements
+                * element_bytes(world, buffer)
+                * (f64::from(u8::from(read)) + f64::from(u8::from(write)))
         })
         .sum()
 }
