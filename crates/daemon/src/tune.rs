@@ -192,7 +192,7 @@ fn print_ranking(out: &mut impl Write, recommendation: &Recommendation, top: usi
     for (rank, candidate) in recommendation.ranked.iter().take(top).enumerate() {
         rows.push(row(&(rank + 1).to_string(), candidate));
     }
-    if let Some(current) = &recommendation.current {
+    if let Some(current) = recommendation.current() {
         let rank = recommendation
             .ranked
             .iter()
@@ -208,7 +208,7 @@ fn print_ranking(out: &mut impl Write, recommendation: &Recommendation, top: usi
         "(estimates within {:.0}% are ties, ordered by how little they change the current values)",
         tilec_ide::tune::TIE * 100.0
     )?;
-    if let Some(current) = &recommendation.current
+    if let Some(current) = recommendation.current()
         && let Some(best) = recommendation.ranked.first()
     {
         writeln!(
@@ -329,7 +329,7 @@ fn measure(
     let mut configs: Vec<Config> = Vec::new();
     // The instance's own configuration goes first: it is the reference the others are checked
     // against, and the baseline the winner is compared with.
-    if let Some(current) = &recommendation.current {
+    if let Some(current) = recommendation.current() {
         configs.push(current.config.clone());
     }
     for candidate in recommendation.ranked.iter().take(options.top) {
@@ -385,7 +385,7 @@ fn measure(
     };
     let baseline = results
         .iter()
-        .find(|(config, _)| Some(config) == recommendation.current.as_ref().map(|c| &c.config))
+        .find(|(config, _)| *config == recommendation.current_config())
         .map(|(_, s)| *s);
     writeln!(
         out,

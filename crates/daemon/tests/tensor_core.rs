@@ -12,20 +12,8 @@ use std::process::Command;
 use tilec_runtime::npy::read_npy;
 use tilec_runtime::tensor::HostTensor;
 
-fn corpus_file(name: &str) -> Option<PathBuf> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/corpus")
-        .join(name);
-    if path.is_file() {
-        Some(path)
-    } else {
-        eprintln!(
-            "skipped: no corpus file {} (CI has shared/ beside the clone)",
-            path.display()
-        );
-        None
-    }
-}
+mod common;
+use common::corpus_file;
 
 /// Runs one instance on the emulator with `--with` overrides; returns the saved inputs and outputs.
 fn run_saved(file: &Path, instance: usize, with: &[&str], dir: &Path) -> (Saved, Saved) {

@@ -2,27 +2,15 @@
 //! (`--recommend`, exact tables), the refusal to measure without a GPU, and a tuned configuration
 //! from the tuning cache reaching `tilec build`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 use expect_test::expect;
 use tilec_ir::ConstValue;
 use tilec_runtime::tuned::{TunedInstance, TunedRecord, TunedStore};
 
-fn corpus_file(name: &str) -> Option<PathBuf> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/corpus")
-        .join(name);
-    if path.is_file() {
-        Some(path)
-    } else {
-        eprintln!(
-            "skipped: no corpus file {} (CI has shared/ beside the clone)",
-            path.display()
-        );
-        None
-    }
-}
+mod common;
+use common::corpus_file;
 
 fn tilec(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tilec"))

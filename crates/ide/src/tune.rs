@@ -86,11 +86,23 @@ pub struct Recommendation {
     /// Fastest estimate first.
     pub ranked: Vec<RankedCandidate>,
     pub rejected: Vec<RejectedCandidate>,
-    /// The instance's own configuration, when it is among the candidates.
-    pub current: Option<RankedCandidate>,
 }
 
 impl Recommendation {
+    /// The instance's own configuration: each parameter's current value.
+    pub fn current_config(&self) -> Config {
+        self.params
+            .iter()
+            .map(|p| (p.name.clone(), p.current))
+            .collect()
+    }
+
+    /// The instance's own configuration's ranking, when it passed tilec's analyses.
+    pub fn current(&self) -> Option<&RankedCandidate> {
+        let current = self.current_config();
+        self.ranked.iter().find(|c| c.config == current)
+    }
+
     /// How many candidates were analysed.
     pub fn analysed(&self) -> usize {
         self.ranked.len() + self.rejected.len()
@@ -279,7 +291,6 @@ fn recommend_declared(
         params: params.clone(),
         ranked: Vec::new(),
         rejected: Vec::new(),
-        current: None,
     };
     let current: Config = params.iter().map(|p| (p.name.clone(), p.current)).collect();
     let mut seen: BTreeSet<Config> = BTreeSet::new();
@@ -300,21 +311,8 @@ fn recommend_declared(
             None => evaluate(db, instance, gpu, config, &mut seen, &mut recommendation),
         }
     }
-    evaluate(
-        db,
-        instance,
-        gpu,
-        current.clone(),
-        &mut seen,
-        &mut recommendation,
-    );
-    sort_ranked(&mut recommendation.ranked, &current);
-    recommendation.current = recommendation
-        .ranked
-        .iter()
-        .find(|c| c.config == current)
-        .cloned();
-    recommendation
+    evaluate(db, instance, gpu, current, &mut seen, &mut recommendation);
+    finish(recommendation)
 }
 
 /// Ranks values around the current ones: see [`recommend`].
@@ -333,7 +331,6 @@ fn recommend_enumerated(
         params: params.clone(),
         ranked: Vec::new(),
         rejected: Vec::new(),
-        current: None,
     };
     let current: Config = params.iter().map(|p| (p.name.clone(), p.current)).collect();
     let first: Vec<Config> = product(&params, tile_params, |p| p.role != ParamRole::Stages);
@@ -360,20 +357,14 @@ fn recommend_enumerated(
             );
         }
     }
-    evaluate(
-        db,
-        instance,
-        gpu,
-        current.clone(),
-        &mut seen,
-        &mut recommendation,
-    );
+    evaluate(db, instance, gpu, current, &mut seen, &mut recommendation);
+    finish(recommendation)
+}
+
+/// Sorts the ranking once every candidate is in.
+fn finish(mut recommendation: Recommendation) -> Recommendation {
+    let current = recommendation.current_config();
     sort_ranked(&mut recommendation.ranked, &current);
-    recommendation.current = recommendation
-        .ranked
-        .iter()
-        .find(|c| c.config == current)
-        .cloned();
     recommendation
 }
 
@@ -518,8 +509,8 @@ pub struct MeasuredWinner {
     pub config: Config,
     pub device: String,
     pub median_ms: f64,
-    /// The instance's own configuration's median, when it was measured too.
-    pub current_ms: Option<f64>,
+    /// Every configuration measured, with its median in milliseconds.
+    pub measured: Vec<(Config, f64)>,
 }
 
 /// A code lens over a tunable instance's call site: what the model recommends, or what
@@ -549,7 +540,7 @@ pub fn tune_lenses(
             continue;
         };
         let recommendation = recommend(db, instance, gpu);
-        let (Some(best), Some(current)) = (recommendation.ranked.first(), &recommendation.current)
+        let (Some(best), Some(current)) = (recommendation.ranked.first(), recommendation.current())
         else {
             continue;
         };
@@ -573,8 +564,12 @@ pub fn tune_lenses(
         if let Some(winner) = measured(instance) {
             let edits = call_edits(db, file, instance, span, &winner.config);
             let versus = winner
-                .current_ms
-                .map_or(String::new(), |ms| format!(" vs {} now", short_ms(ms)));
+                .measured
+                .iter()
+                .find(|(config, _)| *config == current.config)
+                .map_or(String::new(), |(_, ms)| {
+                    format!(" vs {} now", short_ms(*ms))
+                });
             let what = if edits.is_empty() {
                 "this configuration".to_owned()
             } else {

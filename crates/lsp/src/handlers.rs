@@ -361,20 +361,11 @@ pub(crate) fn tune_lenses(snapshot: &Snapshot, uri: &Uri, document: &Document) -
             args: instance.args(db),
         };
         let record = store.lookup(&identity, &tilec_runtime::tuned::TunedFor::Target(target))?;
-        let current: Vec<(String, i64)> = tilec_ide::tune::tunable_params(db, instance)
-            .into_iter()
-            .map(|p| (p.name, p.current))
-            .collect();
-        let current_ms = record
-            .measured
-            .iter()
-            .find(|(config, _)| *config == current)
-            .map(|(_, ms)| *ms);
         Some(tilec_ide::tune::MeasuredWinner {
             config: record.winner,
             device: record.device,
             median_ms: record.median_ms,
-            current_ms,
+            measured: record.measured,
         })
     };
     let lines = LineMap::new(document.file.text(db));
