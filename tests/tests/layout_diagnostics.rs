@@ -158,7 +158,7 @@ def two_accumulators():
     check(
         text.to_owned(),
         expect![[r#"
-            19:17 error layout-conflict [two_accumulators#0] iteration (i, j) = (0, 1) of this loop runs on thread 0 and accesses acc2[1, 0], but `T.gemm` gives it the tensor-core accumulator layout (thread = i // 32 * 32 + i % 8 * 4 + j // 32 * 64 + j % 8 // 2), which puts acc2[1, 0] on thread 4 (help: copy `acc2` to a shared buffer (`T.copy(acc2, acc2_shared)`) and access that, or annotate a layout for one of the fragments (`T.annotate_layout`) that agrees with the other)
+            19:17 error layout-conflict [two_accumulators#0] iteration (i, j) = (0, 1) of this loop runs on thread 0 and accesses acc2[1, 0], but `T.gemm` gives it the tensor-core accumulator layout (thread = i // 16 * 32 + i % 8 * 4 + j % 8 // 2), which puts acc2[1, 0] on thread 4 (help: copy `acc2` to a shared buffer (`T.copy(acc2, acc2_shared)`) and access that, or annotate a layout for one of the fragments (`T.annotate_layout`) that agrees with the other)
             related 17:13 `acc2`'s layout is fixed here
             related 18:13 the loop's layout: it follows the layout of `acc1`"#]],
     );

@@ -740,13 +740,6 @@ struct KnownDifference {
     reason: &'static str,
 }
 
-/// Why sm_90 gemm accumulators differ: TileLang lowers these gemms to wgmma on Hopper, whose
-/// accumulator stacks a warpgroup's four warps along M (16 rows each, 64-row slabs in registers,
-/// warpgroups side by side along N); tilec's tensor-core layouts model mma.sync's warp grid (here 2×2
-/// warps of 64×64) on every target. Both hold 128 registers per thread.
-const WGMMA: &str = "sm_90 accumulator is wgmma's (4 warps stacked along M); tilec models mma.sync's \
-                     2x2 warp grid on every target (same 128 registers)";
-
 /// Why `s` of row_reduce.py costs more: TileLang's free mode roots the group at `T.copy(s, RowSum)`
 /// (8 rows over 128 threads: 1 register, 16 replicas) and lays out the rest of the group afterwards;
 /// tilec's free mode charges a trial root for every fragment it leaves unresolved (`x`, which the
@@ -759,42 +752,6 @@ const ROOT_TRIAL: &str = "TileLang roots free mode at T.copy(s, RowSum) (1 regis
 /// The real differences from TileLang 0.1.15 that the assertions accept. Each entry must still match
 /// a difference; remove it when tilec catches up.
 const KNOWN_DIFFERENCES: &[KnownDifference] = &[
-    KnownDifference {
-        target: Target::Sm90,
-        file: "gemm.py",
-        kernel: "matmul",
-        instance: 0,
-        buffer: "C_local",
-        allows: Allows::OtherThreads,
-        reason: WGMMA,
-    },
-    KnownDifference {
-        target: Target::Sm90,
-        file: "gemm.py",
-        kernel: "matmul",
-        instance: 1,
-        buffer: "C_local",
-        allows: Allows::OtherThreads,
-        reason: WGMMA,
-    },
-    KnownDifference {
-        target: Target::Sm90,
-        file: "gemm_eager.py",
-        kernel: "matmul_relu",
-        instance: 0,
-        buffer: "C_local",
-        allows: Allows::OtherThreads,
-        reason: WGMMA,
-    },
-    KnownDifference {
-        target: Target::Sm90,
-        file: "gemm_splitk_atomic.py",
-        kernel: "matmul_splitk",
-        instance: 0,
-        buffer: "C_local",
-        allows: Allows::OtherThreads,
-        reason: WGMMA,
-    },
     KnownDifference {
         target: Target::Sm80,
         file: "row_reduce.py",

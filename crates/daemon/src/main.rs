@@ -127,6 +127,10 @@ enum Command {
         /// The cache folder whose `tilec tune` results apply (on a GPU, without --with).
         #[arg(long, value_name = "DIR", default_value = ".tilec-cache")]
         cache: PathBuf,
+        /// The architecture to generate code for: sm_80 (mma.sync) or sm_90 (wgmma). Default: the
+        /// GPU's, or tilec.toml's target on the emulator, else sm_90.
+        #[arg(long)]
+        target: Option<String>,
     },
     /// Rank a kernel's tile configurations (block sizes, threads, stages) by a hardware model
     /// (`--recommend`, no GPU needed), or measure the top candidates on the GPU and store the
@@ -280,6 +284,7 @@ fn run(cli: Cli) -> ExitCode {
             check,
             seed,
             cache,
+            target,
         } => run::run(
             &file,
             &run::RunOptions {
@@ -292,6 +297,7 @@ fn run(cli: Cli) -> ExitCode {
                 check,
                 seed,
                 cache,
+                target,
             },
         ),
         Command::Tune {

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use tilec_db::{Db, Instance, SourceFile, lowering_diagnostics, thread_programs};
+use tilec_db::{Db, Instance, Settings, SourceFile, lowering_diagnostics, thread_programs};
 use tilec_ir::{ConstValue, Target, ThreadProgram};
 use tilec_runtime::cuda::{DeviceTensor, LaunchArg, Repetitions};
 use tilec_runtime::{CudaDevice, HostTensor, compare, inputs, npy, run_program, tolerance_for};
@@ -39,15 +39,49 @@ pub struct RunOptions {
     pub seed: u64,
     /// The cache folder whose tuning results (`tilec tune`) apply.
     pub cache: PathBuf,
+    /// `--target`: the architecture to generate code for.
+    pub target: Option<String>,
 }
 
 /// The emulator runs at most this many thread-iterations of blocks × threads for `--check`; beyond
 /// it the comparison is skipped with a note, since the emulator would take minutes.
 pub(crate) const CHECK_LIMIT_THREADS: i64 = 1 << 20;
 
+/// The target a run generates code for: `--target`, which a GPU must be able to run; else the
+/// GPU's own; else tilec.toml's; else sm_90.
+fn run_target(
+    named: Option<&str>,
+    device: Option<&CudaDevice>,
+    workspace: &crate::workspace::Workspace,
+) -> Result<Target> {
+    let device_target = device.and_then(CudaDevice::target);
+    let Some(name) = named else {
+        return Ok(device_target
+            .or(workspace.manifest_target)
+            .unwrap_or_default());
+    };
+    let target = Target::from_name(name)
+        .with_context(|| format!("unknown target `{name}` (expected sm_80 or sm_90)"))?;
+    if let (Some(device), Some(own)) = (device, device_target)
+        && own != target
+        && !(own == Target::Sm90 && target == Target::Sm80)
+    {
+        bail!(
+            "--target {target} cannot run on {} ({own}); leave --target out or use --device cpu",
+            device.name()
+        );
+    }
+    Ok(target)
+}
+
 pub fn run(path: &Path, options: &RunOptions) -> Result<ExitCode> {
     let (workspace, file) = load_one(path)?;
     let db = &workspace.db;
+    let device = open_device(options.device)?;
+    let target = run_target(options.target.as_deref(), device.as_ref(), &workspace)?;
+    let _settings = Settings::builder(target, workspace.manifest_pass_configs.clone())
+        .durability(salsa::Durability::HIGH)
+        .new(db);
     let instance = pick_instance(
         db,
         file,
@@ -55,7 +89,6 @@ pub fn run(path: &Path, options: &RunOptions) -> Result<ExitCode> {
         options.instance,
         &options.with,
     )?;
-    let device = open_device(options.device)?;
     // On a GPU, a configuration `tilec tune` measured on this device replaces the call site's,
     // unless --with names values.
     let instance = match &device {

@@ -14,7 +14,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use tilec_db::{Db, Instance, thread_programs};
+use tilec_db::{Db, Instance, Settings, thread_programs};
 use tilec_ide::tune::{
     CandidateSource, Config, RankedCandidate, Recommendation, recommend, with_args,
 };
@@ -51,13 +51,6 @@ pub struct TuneOptions {
 pub fn run(path: &Path, options: &TuneOptions) -> Result<ExitCode> {
     let (workspace, file) = load_one(path)?;
     let db = &workspace.db;
-    let instance = pick_instance(
-        db,
-        file,
-        options.kernel.as_deref(),
-        options.instance,
-        &options.with,
-    )?;
     let device = if options.recommend {
         None
     } else {
@@ -67,6 +60,27 @@ pub fn run(path: &Path, options: &TuneOptions) -> Result<ExitCode> {
             )
         })?)
     };
+    // Candidates are lowered for the GPU measured on (or the named target, for a model).
+    let target = match (
+        &options.target,
+        device.as_ref().and_then(CudaDevice::target),
+    ) {
+        (_, Some(own)) => own,
+        (Some(name), None) => {
+            Target::from_name(name).with_context(|| format!("unknown target `{name}`"))?
+        }
+        (None, None) => workspace.manifest_target.unwrap_or_default(),
+    };
+    let _settings = Settings::builder(target, workspace.manifest_pass_configs.clone())
+        .durability(salsa::Durability::HIGH)
+        .new(db);
+    let instance = pick_instance(
+        db,
+        file,
+        options.kernel.as_deref(),
+        options.instance,
+        &options.with,
+    )?;
     let gpu = hardware_model(options, device.as_ref())?;
     let started = Instant::now();
     let recommendation = recommend(db, instance, &gpu);

@@ -3,8 +3,12 @@
 //! computed here in f64 from the saved inputs: gemm.py (pipelined, three stages), gemm_eager.py (B
 //! transposed, ReLU epilogue), gemm_splitk_atomic.py (atomic adds from the accumulator) and both
 //! instances of flash_attention_fwd.py (causal mask, online softmax, a fragment as the A operand of
-//! the second gemm). The emulator executes ldmatrix and mma.sync with PTX's lane ownership and lands
-//! cp.async copies only at their wait, so a wrong layout, a missing wait or a missing barrier fails here.
+//! the second gemm). Every check runs for both targets: sm_80 lowers the gemms to ldmatrix and
+//! mma.sync, sm_90 to wgmma with shared-memory descriptors (A from registers in attention's second
+//! gemm). The emulator executes ldmatrix, mma.sync and wgmma with PTX's lane ownership and reads
+//! wgmma's shared operands through the descriptor's addressing and swizzle, and lands cp.async
+//! copies only at their wait, so a wrong layout, a wrong descriptor, a missing wait or a missing
+//! barrier fails here.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -15,8 +19,17 @@ use tilec_runtime::tensor::HostTensor;
 mod common;
 use common::corpus_file;
 
-/// Runs one instance on the emulator with `--with` overrides; returns the saved inputs and outputs.
-fn run_saved(file: &Path, instance: usize, with: &[&str], dir: &Path) -> (Saved, Saved) {
+/// Both code-generation paths: mma.sync (sm_80) and wgmma (sm_90).
+const TARGETS: [&str; 2] = ["sm_80", "sm_90"];
+
+/// Runs one instance on the emulator for `target` with `--with` overrides; returns the saved
+/// inputs and outputs.
+fn run_saved(
+    file: &Path,
+    (instance, target): (usize, &str),
+    with: &[&str],
+    dir: &Path,
+) -> (Saved, Saved) {
     let mut command = Command::new(env!("CARGO_BIN_EXE_tilec"));
     command
         .arg("run")
@@ -24,6 +37,8 @@ fn run_saved(file: &Path, instance: usize, with: &[&str], dir: &Path) -> (Saved,
         .args([
             "--device",
             "cpu",
+            "--target",
+            target,
             "--instance",
             &instance.to_string(),
             "--save",
@@ -97,11 +112,32 @@ fn pipelined_gemm_matches_f64() {
     let Some(file) = corpus_file("gemm.py") else {
         return;
     };
-    let dir = tempfile::tempdir().expect("temp dir");
-    let (inputs, outputs) = run_saved(&file, 0, &["M=256", "N=128", "K=160"], dir.path());
-    let want = matmul(&inputs.tensor("A"), &inputs.tensor("B"), false);
-    // C is fp16: half an ulp of rounding, relative 2^-11.
-    assert_close("gemm C", &outputs.tensor("C").values, &want, 1e-3, 1e-3);
+    for target in TARGETS {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let with = ["M=256", "N=128", "K=160"];
+        let (inputs, outputs) = run_saved(&file, (0, target), &with, dir.path());
+        let want = matmul(&inputs.tensor("A"), &inputs.tensor("B"), false);
+        // C is fp16: half an ulp of rounding, relative 2^-11.
+        let what = format!("gemm C ({target})");
+        assert_close(&what, &outputs.tensor("C").values, &want, 1e-3, 1e-3);
+    }
+}
+
+#[test]
+fn wide_pipelined_gemm_matches_f64() {
+    // Instance 1's 128x256x64 tile with 256 threads: two warpgroups side by side along N on
+    // wgmma, 128-byte swizzles on both operands.
+    let Some(file) = corpus_file("gemm.py") else {
+        return;
+    };
+    for target in TARGETS {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let with = ["M=128", "N=256", "K=192"];
+        let (inputs, outputs) = run_saved(&file, (1, target), &with, dir.path());
+        let want = matmul(&inputs.tensor("A"), &inputs.tensor("B"), false);
+        let what = format!("wide gemm C ({target})");
+        assert_close(&what, &outputs.tensor("C").values, &want, 1e-3, 1e-3);
+    }
 }
 
 #[test]
@@ -109,19 +145,17 @@ fn gemm_with_transposed_b_and_relu_matches_f64() {
     let Some(file) = corpus_file("gemm_eager.py") else {
         return;
     };
-    let dir = tempfile::tempdir().expect("temp dir");
-    let (inputs, outputs) = run_saved(&file, 0, &["M=128", "N=256", "K=96"], dir.path());
-    let want: Vec<f64> = matmul(&inputs.tensor("A"), &inputs.tensor("B"), true)
-        .into_iter()
-        .map(|x| x.max(0.0))
-        .collect();
-    assert_close(
-        "gemm_eager C",
-        &outputs.tensor("C").values,
-        &want,
-        1e-3,
-        1e-3,
-    );
+    for target in TARGETS {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let with = ["M=128", "N=256", "K=96"];
+        let (inputs, outputs) = run_saved(&file, (0, target), &with, dir.path());
+        let want: Vec<f64> = matmul(&inputs.tensor("A"), &inputs.tensor("B"), true)
+            .into_iter()
+            .map(|x| x.max(0.0))
+            .collect();
+        let what = format!("gemm_eager C ({target})");
+        assert_close(&what, &outputs.tensor("C").values, &want, 1e-3, 1e-3);
+    }
 }
 
 #[test]
@@ -129,18 +163,21 @@ fn split_k_gemm_adds_into_c() {
     let Some(file) = corpus_file("gemm_splitk_atomic.py") else {
         return;
     };
-    let dir = tempfile::tempdir().expect("temp dir");
-    let with = ["M=128", "N=128", "K=256", "split_k=2"];
-    let (inputs, outputs) = run_saved(&file, 0, &with, dir.path());
-    let product = matmul(&inputs.tensor("A"), &inputs.tensor("B"), false);
-    let start = inputs.tensor("C");
-    let want: Vec<f64> = product
-        .iter()
-        .zip(&start.values)
-        .map(|(p, c)| p + c)
-        .collect();
-    // fp32 accumulation of 256 products, then one atomic add per split.
-    assert_close("split-K C", &outputs.tensor("C").values, &want, 1e-5, 1e-4);
+    for target in TARGETS {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let with = ["M=128", "N=128", "K=256", "split_k=2"];
+        let (inputs, outputs) = run_saved(&file, (0, target), &with, dir.path());
+        let product = matmul(&inputs.tensor("A"), &inputs.tensor("B"), false);
+        let start = inputs.tensor("C");
+        let want: Vec<f64> = product
+            .iter()
+            .zip(&start.values)
+            .map(|(p, c)| p + c)
+            .collect();
+        // fp32 accumulation of 256 products, then one atomic add per split.
+        let what = format!("split-K C ({target})");
+        assert_close(&what, &outputs.tensor("C").values, &want, 1e-5, 1e-4);
+    }
 }
 
 /// Attention over (batch, seq, heads, dim) tensors in f64.
@@ -179,22 +216,19 @@ fn check_flash_attention(instance: usize, with: &[&str], causal: bool) {
     let Some(file) = corpus_file("flash_attention_fwd.py") else {
         return;
     };
-    let dir = tempfile::tempdir().expect("temp dir");
-    let (inputs, outputs) = run_saved(&file, instance, with, dir.path());
-    let want = attention(
-        &inputs.tensor("Q"),
-        &inputs.tensor("K"),
-        &inputs.tensor("V"),
-        causal,
-    );
-    // P is rounded to fp16 before the second gemm, and the output to fp16.
-    assert_close(
-        "attention output",
-        &outputs.tensor("Output").values,
-        &want,
-        4e-3,
-        2e-3,
-    );
+    for target in TARGETS {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (inputs, outputs) = run_saved(&file, (instance, target), with, dir.path());
+        let want = attention(
+            &inputs.tensor("Q"),
+            &inputs.tensor("K"),
+            &inputs.tensor("V"),
+            causal,
+        );
+        // P is rounded to fp16 before the second gemm, and the output to fp16.
+        let what = format!("attention output ({target})");
+        assert_close(&what, &outputs.tensor("Output").values, &want, 4e-3, 2e-3);
+    }
 }
 
 #[test]
@@ -208,26 +242,41 @@ fn flash_attention_matches_f64() {
 }
 
 /// The statements that make the tensor-core path of printed CUDA: loops, copies, waits, barriers,
-/// ldmatrix and mma (runs of mma collapsed to a count), each with its leading indentation.
+/// fences, ldmatrix, mma and wgmma (runs of one mma or wgmma form collapsed to a count), each with
+/// its leading indentation.
 fn tensor_core_skeleton(cuda: &str) -> String {
     let body = cuda.split("extern \"C\"").nth(1).unwrap_or_default();
     let mut lines: Vec<String> = Vec::new();
-    let mut mmas = 0;
+    let mut run: Option<(String, usize)> = None;
     for line in body.lines() {
-        let is_mma = line.contains("tl_mma_m16n8k16");
-        if !is_mma && mmas > 0 {
-            lines.push(format!("    ... {mmas} x tl_mma_m16n8k16_f16"));
-            mmas = 0;
-        }
-        if is_mma {
-            mmas += 1;
-            continue;
+        let trimmed = line.trim_start();
+        let instruction = (trimmed.starts_with("tl_mma_m16n8k16")
+            || trimmed.starts_with("tl_wgmma_m64"))
+        .then(|| trimmed.split('(').next().unwrap_or(trimmed).to_owned());
+        match (&mut run, instruction) {
+            (Some((name, count)), Some(this)) if *name == this => {
+                *count += 1;
+                continue;
+            }
+            (_, next) => {
+                if let Some((name, count)) = run.take() {
+                    lines.push(format!("    ... {count} x {name}"));
+                }
+                if let Some(name) = next {
+                    run = Some((name, 1));
+                    continue;
+                }
+            }
         }
         let keep = [
             "for (",
             "tl_cp_async",
             "__syncthreads",
             "tl_ldmatrix",
+            "tl_wgmma_fence",
+            "tl_wgmma_commit",
+            "tl_wgmma_wait",
+            "tl_fence",
             "// ",
         ]
         .iter()
@@ -248,16 +297,15 @@ fn tensor_core_skeleton(cuda: &str) -> String {
     lines.join("\n")
 }
 
-#[test]
-fn pipelined_gemm_cuda_skeleton() {
-    let Some(file) = corpus_file("gemm.py") else {
-        return;
-    };
+/// The CUDA that `tilec build --emit cuda` prints for instance `instance` of gemm.py's `matmul`.
+fn built_gemm(target: &str, instance: usize) -> Option<String> {
+    let file = corpus_file("gemm.py")?;
     let dir = tempfile::tempdir().expect("temp dir");
     let output = Command::new(env!("CARGO_BIN_EXE_tilec"))
         .arg("build")
         .arg(&file)
-        .args(["--emit", "cuda", "--kernel", "matmul", "--out"])
+        .args(["--emit", "cuda", "--target", target, "--kernel", "matmul"])
+        .args(["--instance", &instance.to_string(), "--out"])
         .arg(dir.path().join("out"))
         .arg("--cache")
         .arg(dir.path().join("cache"))
@@ -268,7 +316,15 @@ fn pipelined_gemm_cuda_skeleton() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let cuda = std::fs::read_to_string(dir.path().join("out/gemm/matmul-0.cu")).expect("the .cu");
+    let path = dir.path().join(format!("out/gemm/matmul-{instance}.cu"));
+    Some(std::fs::read_to_string(path).expect("the .cu"))
+}
+
+#[test]
+fn pipelined_gemm_cuda_skeleton() {
+    let Some(cuda) = built_gemm("sm_80", 0) else {
+        return;
+    };
     expect_test::expect![[r#"
         // T.clear
             for (int r = 0; r < 128; ++r) {
@@ -338,4 +394,123 @@ fn pipelined_gemm_cuda_skeleton() {
             for (int chunk_2 = 0; chunk_2 < 64; ++chunk_2) {
                 for (int lane = 0; lane < 2; ++lane) {"#]]
     .assert_eq(&tensor_core_skeleton(&cuda));
+}
+
+#[test]
+fn wgmma_gemm_cuda_skeleton() {
+    let Some(cuda) = built_gemm("sm_90", 1) else {
+        return;
+    };
+    expect_test::expect![[r#"
+        // T.clear
+            for (int r = 0; r < 128; ++r) {
+        // pipeline prologue: the first 2 stages
+            for (int stage = 0; stage < 2; ++stage) {
+                // T.copy (pipelined: cp.async into its stage)
+                    for (int chunk = 0; chunk < 4; ++chunk) {
+                        tl_cp_async<16>(A_shared
+                // T.copy (pipelined: cp.async into its stage)
+                    for (int chunk_1 = 0; chunk_1 < 8; ++chunk_1) {
+                        tl_cp_async<16>(B_shared
+                tl_cp_async_commit();
+        // T.Pipelined: the iterations that issue a stage ahead, then the last ones
+            for (int ko = 0; ko < 126; ++ko) {
+                tl_cp_async_wait<1>();
+                tl_fence_proxy_async();
+                __syncthreads();
+                // T.copy (pipelined: cp.async into its stage)
+                    for (int chunk = 0; chunk < 4; ++chunk) {
+                        tl_cp_async<16>(A_shared
+                // T.copy (pipelined: cp.async into its stage)
+                    for (int chunk_1 = 0; chunk_1 < 8; ++chunk_1) {
+                        tl_cp_async<16>(B_shared
+                tl_cp_async_commit();
+                // T.gemm 128x256x64 on wgmma m64n128k16, warpgroups 1x2, A from shared (128-byte swizzle, K-major), B from shared (128-byte swizzle, MN-major)
+                    tl_wgmma_fence();
+        ... 8 x tl_wgmma_m64n128k16_f16_ss_t01
+                    tl_wgmma_commit();
+                    tl_wgmma_wait<0>();
+                    tl_fence_registers<128>(C_local);
+            for (int t = 0; t < 2; ++t) {
+                tl_cp_async_wait<1>();
+                tl_fence_proxy_async();
+                __syncthreads();
+                tl_cp_async_commit();
+                // T.gemm 128x256x64 on wgmma m64n128k16, warpgroups 1x2, A from shared (128-byte swizzle, K-major), B from shared (128-byte swizzle, MN-major)
+                    tl_wgmma_fence();
+        ... 8 x tl_wgmma_m64n128k16_f16_ss_t01
+                    tl_wgmma_commit();
+                    tl_wgmma_wait<0>();
+                    tl_fence_registers<128>(C_local);
+        // T.copy
+            for (int chunk_2 = 0; chunk_2 < 64; ++chunk_2) {
+                for (int lane = 0; lane < 2; ++lane) {"#]].assert_eq(&tensor_core_skeleton(&cuda));
+}
+
+/// A gemm whose A tile has a padded row-major layout (rows 40 elements apart): no wgmma descriptor
+/// describes it, so on sm_90 the gemm falls back to mma.sync over wgmma's interleaved accumulator
+/// layout, says so in its label, and still computes the product.
+const PADDED_A_GEMM: &str = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[-1])
+def padded_gemm(M=128, N=128, K=64, block_M=128, block_N=128, block_K=32):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+            A_shared = T.alloc_shared((block_M, block_K), "float16")
+            B_shared = T.alloc_shared((block_K, block_N), "float16")
+            C_local = T.alloc_fragment((block_M, block_N), "float32")
+            T.annotate_layout({A_shared: T.Layout((block_M, block_K), lambda i, j: i * 40 + j)})
+            T.clear(C_local)
+            for ko in T.Pipelined(T.ceildiv(K, block_K), num_stages=1):
+                T.copy(A[by * block_M, ko * block_K], A_shared)
+                T.copy(B[ko * block_K, bx * block_N], B_shared)
+                T.gemm(A_shared, B_shared, C_local)
+            T.copy(C_local, C[by * block_M, bx * block_N])
+
+    return main
+
+
+padded_gemm()
+"#;
+
+#[test]
+fn wgmma_falls_back_to_mma_sync_on_an_undescribable_layout() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("padded_gemm.py");
+    std::fs::write(&file, PADDED_A_GEMM).expect("writes the kernel");
+    let (inputs, outputs) = run_saved(&file, (0, "sm_90"), &[], &dir.path().join("run"));
+    let want = matmul(&inputs.tensor("A"), &inputs.tensor("B"), false);
+    assert_close(
+        "padded gemm C",
+        &outputs.tensor("C").values,
+        &want,
+        1e-5,
+        1e-4,
+    );
+    let output = Command::new(env!("CARGO_BIN_EXE_tilec"))
+        .arg("build")
+        .arg(&file)
+        .args(["--emit", "cuda", "--target", "sm_90", "--out"])
+        .arg(dir.path().join("out"))
+        .arg("--cache")
+        .arg(dir.path().join("cache"))
+        .output()
+        .expect("runs tilec");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let cuda = std::fs::read_to_string(dir.path().join("out/padded_gemm/padded_gemm-0.cu"))
+        .expect("the .cu");
+    let label = cuda
+        .lines()
+        .find(|line| line.contains("// T.gemm"))
+        .expect("a gemm label")
+        .trim();
+    expect_test::expect!["// T.gemm 128x128x32 on mma.sync m16n8k16, warps 4x1 of 32x128 (not wgmma: no wgmma descriptor describes an operand's shared layout)"].assert_eq(label);
 }

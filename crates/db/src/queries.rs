@@ -172,12 +172,23 @@ pub fn effective_pass_configs<'db>(
     configs
 }
 
+/// The architecture and Hopper switches an instance is compiled with: the configured target under
+/// its effective pass configs.
+#[salsa::tracked]
+pub fn codegen_options<'db>(
+    db: &'db dyn Db,
+    instance: Instance<'db>,
+) -> tilec_passes::CodegenOptions {
+    tilec_passes::CodegenOptions::new(target(db), effective_pass_configs(db, instance))
+}
+
 /// The inferred layouts of an instance's fragments and parallel loops, with their provenance.
 #[salsa::tracked(returns(ref))]
 pub fn layouts<'db>(db: &'db dyn Db, instance: Instance<'db>) -> Arc<Layouts> {
-    Arc::new(tilec_passes::layout::infer_layouts(kernel_world(
-        db, instance,
-    )))
+    Arc::new(tilec_passes::layout::infer_layouts(
+        kernel_world(db, instance),
+        *codegen_options(db, instance),
+    ))
 }
 
 /// How each laid-out loop's iterations go to threads: what lowering needs, apart from `layouts`

@@ -179,6 +179,120 @@ pub fn mma_c_element(lane: i64, r: i64) -> (i64, i64) {
     (g + 8 * (r / 2), 2 * t + r % 2)
 }
 
+/// The shared-memory swizzle a `wgmma` matrix descriptor names: the 16-byte chunk number inside a
+/// row of 128, 64 or 32 bytes is XOR-ed with the row number inside an eight-row atom (bits 7.. of
+/// the shared address). Only swizzled layouts are described; tilec gives every wgmma operand one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DescriptorSwizzle {
+    Bytes128,
+    Bytes64,
+    Bytes32,
+}
+
+impl DescriptorSwizzle {
+    /// Bytes of one swizzled row: 128, 64 or 32.
+    pub fn row_bytes(self) -> i64 {
+        match self {
+            DescriptorSwizzle::Bytes128 => 128,
+            DescriptorSwizzle::Bytes64 => 64,
+            DescriptorSwizzle::Bytes32 => 32,
+        }
+    }
+
+    /// The descriptor's two-bit layout type (bits 62..64): 1, 2 or 3.
+    pub fn layout_type(self) -> u64 {
+        match self {
+            DescriptorSwizzle::Bytes128 => 1,
+            DescriptorSwizzle::Bytes64 => 2,
+            DescriptorSwizzle::Bytes32 => 3,
+        }
+    }
+
+    /// The swizzled shared address: address bits `4..4+b` are XOR-ed with bits `7..7+b`, where
+    /// `b` is 3, 2 or 1. The hardware swizzles the absolute address, which is why operands are
+    /// placed at multiples of the 1024-byte pattern.
+    pub fn apply(self, address: i64) -> i64 {
+        let bits = (self.row_bytes() / 16).trailing_zeros();
+        let mask = ((1i64 << bits) - 1) << 4;
+        address ^ ((address >> 3) & mask)
+    }
+}
+
+/// Which dimension of an operand is contiguous in shared memory: K (`imm-trans = 0`) or M/N
+/// (`imm-trans = 1`, "transposed"; 16-bit operands only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Major {
+    K,
+    MN,
+}
+
+/// The fixed fields of a `wgmma` matrix descriptor: how an operand tile is laid out from its start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DescriptorLayout {
+    /// The leading-dimension byte offset: for M/N-major operands the distance between groups of
+    /// `row_bytes` along M/N (unused for K-major).
+    pub leading_bytes: i64,
+    /// The stride-dimension byte offset: the distance between groups of eight rows (K-major: eight
+    /// M/N rows; M/N-major: eight K rows).
+    pub stride_bytes: i64,
+    pub swizzle: DescriptorSwizzle,
+    pub major: Major,
+}
+
+impl DescriptorLayout {
+    /// The byte offset from the operand's start, before swizzling, of element `(mn, k)` (`mn` along
+    /// M or N, `k` along K) of elements of `element_bytes`: the canonical GMMA layouts of the PTX
+    /// ISA. K-major: rows of `row_bytes` hold K, eight rows per group, groups `stride_bytes` apart.
+    /// M/N-major: rows of `row_bytes` hold M/N and are indexed by K, eight K rows per group
+    /// (`stride_bytes` apart), and groups along M/N sit `leading_bytes` apart.
+    pub fn element_offset(&self, mn: i64, k: i64, element_bytes: i64) -> i64 {
+        let row = self.swizzle.row_bytes();
+        match self.major {
+            Major::K => (mn % 8) * row + (mn / 8) * self.stride_bytes + k * element_bytes,
+            Major::MN => {
+                let per_row = row / element_bytes;
+                (mn % per_row) * element_bytes
+                    + (mn / per_row) * self.leading_bytes
+                    + (k % 8) * row
+                    + (k / 8) * self.stride_bytes
+            }
+        }
+    }
+}
+
+/// A `wgmma` operand in shared memory: the fields of its 64-bit matrix descriptor. The printer
+/// encodes them; the emulator reads the operand through [`DescriptorLayout::element_offset`] and
+/// [`DescriptorSwizzle::apply`], the addressing the hardware applies to these fields.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct MatrixDescriptor {
+    pub buffer: BufferId,
+    /// The byte offset from the start of `buffer` of the operand's element `(0, 0)`, before
+    /// swizzling; it may depend on the warpgroup and on loop variables.
+    pub start: ExprId,
+    pub layout: DescriptorLayout,
+}
+
+/// Where the A operand of a [`Stmt::Wgmma`] comes from.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum WgmmaA {
+    Shared(MatrixDescriptor),
+    /// A register array: from `index` on, eight 16-bit registers per thread, the same fragment as
+    /// [`mma_a_element`] for the warp's 16 rows (warp `w % 4` of the warpgroup holds rows
+    /// `16 (w % 4)..`).
+    Registers {
+        buffer: BufferId,
+        index: ExprId,
+    },
+}
+
+/// The row and column of the 64×n accumulator that register `r` of thread `t` (0..128 within the
+/// warpgroup) holds for [`Stmt::Wgmma`]: mma.sync's C fragment per warp, warps stacked along M,
+/// n8 atoms along N.
+pub fn wgmma_c_element(thread: i64, r: i64) -> (i64, i64) {
+    let (row, col) = mma_c_element(thread % 32, r % 4);
+    (16 * (thread / 32) + row, 8 * (r / 4) + col)
+}
+
 /// One statement of the thread program.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Stmt {
@@ -265,6 +379,31 @@ pub enum Stmt {
         c: BufferId,
         c_index: ExprId,
     },
+    /// `wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{f16,bf16}`, executed by whole warpgroups
+    /// (128 consecutive threads from a multiple of 128): `D = A × B + D` on the 64×`n` fp32
+    /// accumulator held by the warpgroup as [`wgmma_c_element`] says, `n / 2` registers per thread
+    /// from `c_index` on. B is `k16 × n` in shared memory, A is `64 × k16` in shared memory or in
+    /// registers. The instruction is asynchronous: its registers may be touched again only after
+    /// a [`Stmt::WgmmaWait`], and registers written before it need a [`Stmt::WgmmaFence`].
+    Wgmma {
+        n: u32,
+        a: WgmmaA,
+        b: MatrixDescriptor,
+        c: BufferId,
+        c_index: ExprId,
+    },
+    /// `wgmma.fence.sync.aligned`: orders the warpgroup's earlier register and shared-memory
+    /// accesses before the `wgmma`s that follow.
+    WgmmaFence,
+    /// `wgmma.commit_group.sync.aligned`: closes the warpgroup's open group of `wgmma`s.
+    WgmmaCommit,
+    /// `wgmma.wait_group.sync.aligned pending`: waits until at most `pending` committed groups
+    /// are in flight.
+    WgmmaWait { pending: u32 },
+    /// `fence.proxy.async.shared::cta`: makes this thread's earlier shared-memory writes (generic
+    /// proxy) visible to the async proxy that `wgmma` reads its operands through, once a barrier
+    /// has followed.
+    FenceProxyAsync,
     /// Statements lowered from one entity of the kernel world (a tile op, a parallel loop, a store):
     /// the printer prints `label` as a comment above them, and the emulator names `origin` in what
     /// it reports, which the caller maps to a source range.
@@ -273,6 +412,32 @@ pub enum Stmt {
         label: String,
         body: Vec<Stmt>,
     },
+}
+
+/// Calls `visit` on every statement of `stmts`, nested ones included, in program order.
+pub fn for_each_stmt(stmts: &[Stmt], visit: &mut impl FnMut(&Stmt)) {
+    for stmt in stmts {
+        visit(stmt);
+        match stmt {
+            Stmt::For { body, .. } | Stmt::Block { body, .. } => for_each_stmt(body, visit),
+            Stmt::If {
+                then, otherwise, ..
+            } => {
+                for_each_stmt(then, visit);
+                for_each_stmt(otherwise, visit);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Whether any statement of `stmts`, nested ones included, is a [`Stmt::Wgmma`].
+pub fn uses_wgmma(stmts: &[Stmt]) -> bool {
+    let mut found = false;
+    for_each_stmt(stmts, &mut |stmt| {
+        found |= matches!(stmt, Stmt::Wgmma { .. })
+    });
+    found
 }
 
 /// The lowered form of one `with T.Kernel(...)` launch of one kernel instance.
@@ -352,5 +517,54 @@ impl ThreadProgram {
         let id = BufferId(u32::try_from(self.buffers.len()).unwrap_or(u32::MAX));
         self.buffers.push(buffer);
         id
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The canonical layouts of the PTX ISA, spot-checked: 128-byte K-major rows with eight-row
+    /// groups 1024 bytes apart, and an M/N-major tile whose second 64-column group sits `leading`
+    /// bytes on.
+    #[test]
+    fn descriptor_addressing_follows_the_canonical_layouts() {
+        let k_major = DescriptorLayout {
+            leading_bytes: 16,
+            stride_bytes: 1024,
+            swizzle: DescriptorSwizzle::Bytes128,
+            major: Major::K,
+        };
+        assert_eq!(k_major.element_offset(0, 5, 2), 10);
+        assert_eq!(k_major.element_offset(3, 0, 2), 3 * 128);
+        assert_eq!(k_major.element_offset(9, 1, 2), 1024 + 128 + 2);
+        let mn_major = DescriptorLayout {
+            leading_bytes: 8192,
+            stride_bytes: 1024,
+            swizzle: DescriptorSwizzle::Bytes128,
+            major: Major::MN,
+        };
+        assert_eq!(mn_major.element_offset(65, 0, 2), 8192 + 2);
+        assert_eq!(mn_major.element_offset(0, 9, 2), 1024 + 128);
+        // Row 3 of an atom: chunk c is stored at chunk c ^ 3.
+        let swizzled = DescriptorSwizzle::Bytes128.apply(3 * 128 + 16);
+        assert_eq!(swizzled, 3 * 128 + 2 * 16);
+        // The 64-byte swizzle reads two row bits (bits 7 and 8), the 32-byte one a single bit.
+        assert_eq!(DescriptorSwizzle::Bytes64.apply(3 * 128), 3 * 128 + 3 * 16);
+        assert_eq!(DescriptorSwizzle::Bytes32.apply(3 * 128 + 16), 3 * 128);
+    }
+
+    /// Every element of a 64×n accumulator is held by exactly one (thread, register).
+    #[test]
+    fn wgmma_accumulator_covers_its_tile_once() {
+        let n = 64;
+        let mut seen = vec![0u32; 64 * n];
+        for thread in 0..128 {
+            for r in 0..n as i64 / 2 {
+                let (row, col) = wgmma_c_element(thread, r);
+                seen[row as usize * n + col as usize] += 1;
+            }
+        }
+        assert!(seen.iter().all(|&count| count == 1));
     }
 }

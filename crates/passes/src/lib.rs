@@ -13,8 +13,10 @@ pub mod hardware;
 pub mod layout;
 pub mod liveness;
 pub mod lower;
+pub mod options;
 pub mod regions;
 pub mod resources;
 pub mod roofline;
 
 pub use check::check_world;
+pub use options::CodegenOptions;

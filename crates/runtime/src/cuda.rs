@@ -168,8 +168,14 @@ impl CompileSettings {
     /// profilers and sanitizers at no run-time cost, and `-Xptxas -v` makes ptxas report registers,
     /// spills and shared memory into the log (see [`CompiledKernel::ptxas_info`]).
     pub fn nvrtc_options(&self) -> Vec<String> {
+        // Hopper's wgmma (and setmaxnreg) exist only in the architecture-specific `sm_90a`, whose
+        // code runs on every 9.0 device; the generated code for sm_90 may use them.
+        let arch = match self.arch.as_str() {
+            "sm_90" => "sm_90a",
+            other => other,
+        };
         let mut options = vec![
-            format!("--gpu-architecture={}", self.arch),
+            format!("--gpu-architecture={arch}"),
             "-std=c++17".to_string(),
             "-lineinfo".to_string(),
             "--ptxas-options=-v".to_string(),
@@ -1349,7 +1355,7 @@ extern "C" __global__ void fault(float* out) {
         assert!(check_compile_inputs("", "not a name", &settings).is_err());
         assert!(check_compile_inputs("", "k", &CompileSettings::for_arch("-O3")).is_err());
         let options = settings.nvrtc_options();
-        assert!(options.contains(&"--gpu-architecture=sm_90".to_string()));
+        assert!(options.contains(&"--gpu-architecture=sm_90a".to_string()));
         assert!(!options.iter().any(|option| option.contains("fast_math")));
     }
 

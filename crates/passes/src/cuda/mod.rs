@@ -21,6 +21,7 @@ mod names;
 mod stmt;
 mod types;
 mod value;
+mod wgmma;
 
 #[cfg(test)]
 mod tests;
@@ -81,6 +82,8 @@ struct Printer<'a> {
     budget: usize,
     /// Nesting depth of the value, expression or statement being printed.
     depth: usize,
+    /// Helper functions generated for this program (one per wgmma form), by name.
+    helpers: std::collections::BTreeMap<String, String>,
 }
 
 /// Nodes one statement may print before its expression is reported as too large.
@@ -107,6 +110,7 @@ impl<'a> Printer<'a> {
             errors: Vec::new(),
             budget: STATEMENT_BUDGET,
             depth: 0,
+            helpers: std::collections::BTreeMap::new(),
         }
     }
 
@@ -148,6 +152,10 @@ impl<'a> Printer<'a> {
         text.push('\n');
         text.push_str(PRELUDE);
         text.push('\n');
+        for helper in self.helpers.values() {
+            text.push_str(helper);
+            text.push('\n');
+        }
         text.push_str(&self.out);
         text
     }
@@ -315,8 +323,14 @@ impl Printer<'_> {
                 .iter()
                 .any(|b| matches!(b.memory, Memory::Shared { .. }));
         if has_shared {
+            // wgmma's swizzled operands repeat every 1024 bytes of the absolute address.
+            let align = if tilec_ir::thread::uses_wgmma(&program.body) {
+                1024
+            } else {
+                16
+            };
             self.line(&format!(
-                "extern __shared__ __align__(16) unsigned char {SHARED_ARRAY}[];"
+                "extern __shared__ __align__({align}) unsigned char {SHARED_ARRAY}[];"
             ));
         }
         for (index, buffer) in program.buffers.iter().enumerate() {
@@ -504,6 +518,11 @@ fn stmt_kind(stmt: &Stmt) -> &'static str {
         Stmt::AsyncWait { .. } => "cp.async wait",
         Stmt::LoadMatrix { .. } => "ldmatrix",
         Stmt::Mma { .. } => "mma",
+        Stmt::Wgmma { .. } => "wgmma",
+        Stmt::WgmmaFence => "wgmma fence",
+        Stmt::WgmmaCommit => "wgmma commit",
+        Stmt::WgmmaWait { .. } => "wgmma wait",
+        Stmt::FenceProxyAsync => "proxy fence",
         Stmt::Block { .. } => "block",
     }
 }

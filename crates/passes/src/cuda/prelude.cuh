@@ -383,4 +383,46 @@ __device__ __forceinline__ void tl_mma_m16n8k16_bf16(float* c, const void* a, co
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3]), "r"(y[0]), "r"(y[1]));
 }
+// ---- warpgroup matrix multiply (sm_90a) -------------------------------------------------------
+// The thread program's wgmma fences and groups; the wgmma instructions themselves are generated
+// per shape in front of the kernel. A descriptor packs a shared address with the byte offsets of
+// its canonical layout (PTX ISA, "Matrix Descriptor Format"): bits 0-13 the address / 16, 16-29 the
+// leading-dimension offset / 16, 32-45 the stride-dimension offset / 16, 62-63 the swizzle.
+__device__ __forceinline__ unsigned long long tl_wgmma_descriptor(
+    const void* p, unsigned int leading, unsigned int stride, unsigned int layout_type) {
+    unsigned long long address = tl_shared_address(p);
+    return ((address & 0x3FFFF) >> 4) | ((unsigned long long)((leading & 0x3FFFF) >> 4) << 16) |
+           ((unsigned long long)((stride & 0x3FFFF) >> 4) << 32) |
+           ((unsigned long long)layout_type << 62);
+}
+__device__ __forceinline__ void tl_wgmma_fence() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void tl_wgmma_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+#endif
+}
+template <int Pending>
+__device__ __forceinline__ void tl_wgmma_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(Pending) : "memory");
+#endif
+}
+// After a wait, each accumulator register passes through an empty asm that claims to change it:
+// the compiler may not move a read of it above the wait, which it cannot see writes it.
+template <int Count>
+__device__ __forceinline__ void tl_fence_registers(float* r) {
+#pragma unroll
+    for (int i = 0; i < Count; ++i) {
+        asm volatile("" : "+f"(r[i])::"memory");
+    }
+}
+__device__ __forceinline__ void tl_fence_proxy_async() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
 // ---- end of the tilec prelude -----------------------------------------------------------------

@@ -87,6 +87,17 @@ impl Printer<'_> {
                 c,
                 c_index,
             } => self.mma([(*a, *a_index), (*b, *b_index), (*c, *c_index)]),
+            Stmt::Wgmma {
+                n,
+                a,
+                b,
+                c,
+                c_index,
+            } => self.wgmma(*n, a, b, (*c, *c_index)),
+            Stmt::WgmmaFence => self.line("tl_wgmma_fence();"),
+            Stmt::WgmmaCommit => self.line("tl_wgmma_commit();"),
+            Stmt::WgmmaWait { pending } => self.wgmma_wait(*pending),
+            Stmt::FenceProxyAsync => self.line("tl_fence_proxy_async();"),
             Stmt::Block { label, body, .. } => self.block(label, body),
         }
     }
@@ -203,7 +214,7 @@ impl Printer<'_> {
     }
 
     /// Prints the placeholder of a statement that could not be printed.
-    fn skip(&mut self, message: &str) {
+    pub(super) fn skip(&mut self, message: &str) {
         let comment = self.invalid(message);
         self.line(&comment);
     }
@@ -318,7 +329,7 @@ impl Printer<'_> {
         self.line(&format!("tl_mma_m16n8k16_{suffix}({c}, {a}, {b});"));
     }
 
-    fn memory_of(&self, buffer: BufferId) -> Option<Memory> {
+    pub(super) fn memory_of(&self, buffer: BufferId) -> Option<Memory> {
         self.program
             .buffers
             .get(buffer.index())
@@ -326,7 +337,7 @@ impl Printer<'_> {
     }
 
     /// `name + index` for an element of a declared buffer.
-    fn pointer(&mut self, buffer: BufferId, index: ExprId) -> Option<String> {
+    pub(super) fn pointer(&mut self, buffer: BufferId, index: ExprId) -> Option<String> {
         let name = self.buffer_name(buffer)?;
         let index = self.index(index).text;
         Some(format!("{name} + {index}"))
@@ -340,7 +351,7 @@ impl Printer<'_> {
         Some((self.pointer(dst.0, dst.1)?, self.pointer(src.0, src.1)?))
     }
 
-    fn buffer_name(&self, buffer: BufferId) -> Option<String> {
+    pub(super) fn buffer_name(&self, buffer: BufferId) -> Option<String> {
         self.buffers.get(buffer.index()).cloned().flatten()
     }
 

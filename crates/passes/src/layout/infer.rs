@@ -7,11 +7,15 @@
 use std::collections::BTreeMap;
 
 use tilec_ir::{
-    Access, AccessKind, Anchor, Code, Diagnostic, EntityId, EntityKind, ExprArena, ExprId,
+    Access, AccessKind, Anchor, Code, DType, Diagnostic, EntityId, EntityKind, ExprArena, ExprId,
     LoopKind, Scope, TileOp, VarId, World,
 };
 
 use super::fragment::{FragmentLayout, fresh_vars};
+use super::tensor_core::{
+    GemmInstruction, GemmShape, gemm_accumulator_layout, select_gemm_instruction,
+};
+use crate::options::CodegenOptions;
 use crate::regions::resolve_extents;
 
 /// The most candidate roots free mode tries per group of linked ops.
@@ -53,6 +57,9 @@ pub struct Layouts {
     pub loops: BTreeMap<EntityId, (Inferred, i64)>,
     /// The storage layout of every shared buffer with a constant shape.
     pub shared: BTreeMap<EntityId, super::shared_infer::SharedAssigned>,
+    /// The instruction each `T.gemm` with a fragment accumulator runs on; its accumulator layout
+    /// is that instruction's.
+    pub gemms: BTreeMap<EntityId, GemmInstruction>,
     pub diagnostics: Vec<Diagnostic>,
 }
 
@@ -140,8 +147,9 @@ struct State {
     reductions: Vec<((FragmentLayout, usize), Option<FragmentLayout>)>,
 }
 
-/// Infers the layouts of every fragment and parallel loop of `world`.
-pub fn infer_layouts(world: &World) -> Layouts {
+/// Infers the layouts of every fragment and parallel loop of `world` for the architecture and
+/// pass configs of `options`.
+pub fn infer_layouts(world: &World, options: CodegenOptions) -> Layouts {
     if world.incomplete {
         return Layouts {
             exprs: world.exprs.clone(),
@@ -160,7 +168,8 @@ pub fn infer_layouts(world: &World) -> Layouts {
         dead_ends: Vec::new(),
         reductions: Vec::new(),
     };
-    strict(&scratch, &ops, threads, &mut state);
+    let gemms = select_instructions(world, options, threads);
+    strict(&scratch, &ops, threads, &gemms, &mut state);
     propagate(&scratch, &ops, &mut state);
     free(&scratch, &ops, threads, &mut state);
     sync_aliases(&scratch, &mut state);
@@ -181,8 +190,54 @@ pub fn infer_layouts(world: &World) -> Layouts {
         buffers: state.buffers,
         loops: state.loops,
         shared,
+        gemms,
         diagnostics,
     }
+}
+
+/// The instruction of every `T.gemm` whose accumulator is a fragment of constant shape.
+fn select_instructions(
+    world: &World,
+    options: CodegenOptions,
+    threads: i64,
+) -> BTreeMap<EntityId, GemmInstruction> {
+    let mut chosen = BTreeMap::new();
+    for (entity, op) in world.ops.iter() {
+        let TileOp::Gemm {
+            a,
+            b,
+            c,
+            transpose_a,
+            policy,
+            ..
+        } = op
+        else {
+            continue;
+        };
+        let (Some(a_shape), Some(c_shape)) =
+            (world.const_shape(a.buffer), world.const_shape(c.buffer))
+        else {
+            continue;
+        };
+        let (&[m, n], &[a0, a1]) = (c_shape.as_slice(), a_shape.as_slice()) else {
+            continue;
+        };
+        if !is_fragment(world, c.buffer) {
+            continue;
+        }
+        let dtype = |buffer| world.dtypes.get(buffer).copied().unwrap_or(DType::Float32);
+        let shape = GemmShape {
+            m,
+            n,
+            k: if *transpose_a { a0 } else { a1 },
+            threads,
+            policy: *policy,
+            dtypes: [dtype(a.buffer), dtype(b.buffer), dtype(c.buffer)],
+            b_in_registers: is_fragment(world, b.buffer),
+        };
+        chosen.insert(entity, select_gemm_instruction(options, &shape));
+    }
+    chosen
 }
 
 /// Checks every fragment access of every laid-out loop against the fragment's layout, and reports
@@ -618,7 +673,13 @@ pub(crate) fn region_indices(
 
 // ----- strict ----------------------------------------------------------------------------------
 
-fn strict(world: &World, ops: &[Op], threads: i64, state: &mut State) {
+fn strict(
+    world: &World,
+    ops: &[Op],
+    threads: i64,
+    gemms: &BTreeMap<EntityId, GemmInstruction>,
+    state: &mut State,
+) {
     for (entity, op) in world.ops.iter() {
         match op {
             TileOp::AnnotateLayout { buffer, layout }
@@ -631,13 +692,12 @@ fn strict(world: &World, ops: &[Op], threads: i64, state: &mut State) {
                     continue;
                 };
                 let [m, n] = shape[..] else { continue };
-                match super::tensor_core::accumulator_layout(
-                    &mut state.exprs,
-                    m,
-                    n,
-                    threads,
-                    *policy,
-                ) {
+                let instruction = gemms
+                    .get(&entity)
+                    .copied()
+                    .unwrap_or(GemmInstruction::MmaSync);
+                match gemm_accumulator_layout(&mut state.exprs, instruction, m, n, threads, *policy)
+                {
                     Ok(layout) => {
                         state.buffers.entry(c.buffer).or_insert(Inferred {
                             layout,

@@ -17,3 +17,4 @@ pub use fragment::{Collision, FragmentLayout, flatten, fresh_vars, points};
 pub use infer::{Inferred, Layouts, LoopPlan, Origin, infer_layouts, plan_loops};
 pub use shared::{BankSwizzle, SharedLayout, Swizzle, gemm_operand_layout, merge_swizzles};
 pub use shared_infer::{SharedAssigned, SharedOrigin};
+pub use tensor_core::{GemmInstruction, select_gemm_instruction, wgmma_partition};

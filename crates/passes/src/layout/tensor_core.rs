@@ -10,8 +10,16 @@
 //! `ComputeDefaultWarpPartition` chooses it; each warp owns a `tile_m × tile_n` block of the
 //! output, and inside it every 16×16 micro tile (16×8 when the warp's columns are not a multiple
 //! of 16) is spread over the 32 lanes as the instruction's C fragment prescribes.
+//!
+//! On Hopper a gemm that fits runs on `wgmma` instead ([`select_gemm_instruction`]), as TileLang
+//! chooses it: its accumulator stacks the four warps of a warpgroup along M, 16 rows each, and a
+//! warp's rows repeat every `16 × warps_m` rows ([`wgmma_partition`] chooses `warps_m`, a multiple
+//! of four). Per warp and 16-row slab the registers are mma.sync's C fragment, so the same
+//! formulas serve both with the rows interleaved.
 
-use tilec_ir::{ExprArena, ExprId, VarId, WarpPolicy};
+use tilec_ir::{DType, ExprArena, ExprId, VarId, WarpPolicy};
+
+use crate::options::CodegenOptions;
 
 use super::fragment::{FragmentLayout, fresh_vars};
 
@@ -27,6 +35,127 @@ const MMA_K: i64 = 16;
 /// No GPU block holds more than 32 warps; a far larger count can only be a mistake, and refusing
 /// it keeps the partition search (linear in the warp count) cheap on any input.
 const MAX_WARPS: i64 = 1024;
+
+/// Warps in one warpgroup, the unit that issues a `wgmma`.
+const WARPGROUP: i64 = 4;
+
+/// The tensor-core instruction a `T.gemm` runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GemmInstruction {
+    /// `mma.sync.m16n8k16` fed by `ldmatrix` (sm_80 and the fallback on sm_90).
+    MmaSync,
+    /// `wgmma.mma_async.m64nNk16` with shared-memory descriptors (sm_90).
+    Wgmma,
+}
+
+/// What instruction selection needs to know about one `T.gemm`.
+#[derive(Clone, Copy, Debug)]
+pub struct GemmShape {
+    pub m: i64,
+    pub n: i64,
+    pub k: i64,
+    pub threads: i64,
+    pub policy: WarpPolicy,
+    /// The element types of A, B and C.
+    pub dtypes: [DType; 3],
+    /// Whether B is a fragment (wgmma reads B from shared memory only).
+    pub b_in_registers: bool,
+}
+
+/// TileLang's `AllowWgmma`: Hopper with wgmma enabled, at least 64 rows, whole warpgroups,
+/// 16-bit A and B with an fp32 accumulator, K in steps of 16, B in shared memory, and a warpgroup
+/// partition of the tile. Everything else runs on mma.sync.
+pub fn select_gemm_instruction(options: CodegenOptions, shape: &GemmShape) -> GemmInstruction {
+    let warps = shape.threads / WARP_SIZE;
+    let [a, b, c] = shape.dtypes;
+    let fits = options.wgmma
+        && shape.m >= 64
+        && warps > 0
+        && warps % WARPGROUP == 0
+        && matches!(a, DType::Float16 | DType::BFloat16)
+        && a == b
+        && c == DType::Float32
+        && shape.k % MMA_K == 0
+        && !shape.b_in_registers
+        && wgmma_partition(shape.m, shape.n, warps, shape.policy).is_ok();
+    if fits {
+        GemmInstruction::Wgmma
+    } else {
+        GemmInstruction::MmaSync
+    }
+}
+
+/// Warps along M and N for `wgmma`, as TileLang's ComputeDefaultWarpPartition chooses them for
+/// it: `warps_m` is a multiple of four (whole warpgroups stacked along M). `Square` starts from
+/// one warpgroup along M and picks the multiple of four whose per-warp tile best matches the
+/// block's shape; `FullRow` takes the most warps along M that divide it; `FullCol` keeps one
+/// warpgroup along M unless N does not divide over the rest.
+pub fn wgmma_partition(
+    m: i64,
+    n: i64,
+    warps: i64,
+    policy: WarpPolicy,
+) -> Result<(i64, i64), String> {
+    check_partition_inputs(m, n, warps, policy)?;
+    if warps % WARPGROUP != 0 {
+        return Err(format!(
+            "wgmma needs whole warpgroups (a multiple of {} threads), not {} threads",
+            WARPGROUP * WARP_SIZE,
+            warps * WARP_SIZE
+        ));
+    }
+    let mut groups = (1..=warps / WARPGROUP).map(|g| g * WARPGROUP);
+    let valid = |warps_m: i64| {
+        let warps_n = warps / warps_m;
+        warps % warps_m == 0 && m % (warps_m * MMA_M) == 0 && n % (warps_n * MMA_N) == 0
+    };
+    let found = match policy {
+        WarpPolicy::FullRow => groups.rev().find(|&wm| valid(wm)),
+        WarpPolicy::FullCol => groups.find(|&wm| valid(wm)),
+        WarpPolicy::Square => {
+            let ideal = m as f32 / n as f32;
+            let mut best: Option<(i64, f32)> = None;
+            for warps_m in groups.filter(|&wm| valid(wm)) {
+                let rows = m as f32 / (warps_m * MMA_M) as f32;
+                let cols = n as f32 / ((warps / warps_m) * MMA_N) as f32;
+                let score = (rows / cols - ideal).abs();
+                if best.is_none_or(|(_, s)| score < s) {
+                    best = Some((warps_m, score));
+                }
+            }
+            best.map(|(warps_m, _)| warps_m)
+        }
+    };
+    found
+        .map(|warps_m| (warps_m, warps / warps_m))
+        .ok_or_else(|| {
+            no_partition_message(
+                m,
+                n,
+                warps,
+                policy,
+                " in whole warpgroups stacked along M (as wgmma needs)",
+            )
+        })
+}
+
+/// The accumulator layout of `instruction` for an m×n tile over `threads` threads.
+pub fn gemm_accumulator_layout(
+    arena: &mut ExprArena,
+    instruction: GemmInstruction,
+    m: i64,
+    n: i64,
+    threads: i64,
+    policy: WarpPolicy,
+) -> Result<FragmentLayout, String> {
+    match instruction {
+        GemmInstruction::MmaSync => accumulator_layout(arena, m, n, threads, policy),
+        GemmInstruction::Wgmma => {
+            let grid = WarpGrid::for_wgmma(m, n, threads, policy)?;
+            grid.accumulator(arena, m, n)
+        }
+    }
+}
 
 /// Warps along M and N for a block tile, as TileLang's ComputeDefaultWarpPartition chooses them.
 ///
@@ -72,20 +201,7 @@ pub fn accumulator_layout(
     policy: WarpPolicy,
 ) -> Result<FragmentLayout, String> {
     let grid = WarpGrid::new(m, n, threads, policy)?;
-    let vars = fresh_vars(arena, &[m, n]);
-    let (row, col) = two_vars(&vars)?;
-    let (i, j) = (arena.var_expr(row), arena.var_expr(col));
-    let thread = grid.accumulator_thread(arena, i, j);
-    let index = grid.accumulator_register(arena, i, j);
-    let rep = arena.var("rep", Some(1));
-    Ok(FragmentLayout {
-        shape: vec![m, n],
-        vars,
-        rep,
-        replicate: 1,
-        thread,
-        index: vec![index],
-    })
+    grid.accumulator(arena, m, n)
 }
 
 /// The A-operand register layout (m×k, for `T.gemm` with A in a fragment), replicated over the N
@@ -298,9 +414,60 @@ struct WarpGrid {
     warps_n: i64,
     tile_m: i64,
     tile_n: i64,
+    /// wgmma's arrangement: warp row `w` owns the 16-row slabs `w, w + warps_m, ..` instead of
+    /// `tile_m` consecutive rows.
+    interleaved: bool,
 }
 
 impl WarpGrid {
+    /// The wgmma partition of an m×n tile over `threads` threads.
+    fn for_wgmma(m: i64, n: i64, threads: i64, policy: WarpPolicy) -> Result<WarpGrid, String> {
+        let (warps_m, warps_n) = wgmma_partition(m, n, threads / WARP_SIZE, policy)?;
+        Ok(WarpGrid {
+            warps_m,
+            warps_n,
+            tile_m: m / warps_m,
+            tile_n: n / warps_n,
+            interleaved: true,
+        })
+    }
+
+    /// The accumulator layout over this grid: nothing replicated.
+    fn accumulator(&self, arena: &mut ExprArena, m: i64, n: i64) -> Result<FragmentLayout, String> {
+        let vars = fresh_vars(arena, &[m, n]);
+        let (row, col) = two_vars(&vars)?;
+        let (i, j) = (arena.var_expr(row), arena.var_expr(col));
+        let thread = self.accumulator_thread(arena, i, j);
+        let index = self.accumulator_register(arena, i, j);
+        let rep = arena.var("rep", Some(1));
+        Ok(FragmentLayout {
+            shape: vec![m, n],
+            vars,
+            rep,
+            replicate: 1,
+            thread,
+            index: vec![index],
+        })
+    }
+
+    /// The warp-row term of a thread (`warp row × 32`).
+    fn warp_row_term(&self, arena: &mut ExprArena, i: ExprId) -> ExprId {
+        if self.interleaved {
+            digit(arena, i, Some(self.warps_m * MMA_M), MMA_M, WARP_SIZE)
+        } else {
+            digit(arena, i, None, self.tile_m, WARP_SIZE)
+        }
+    }
+
+    /// The register term of a row's 16-row micro tile, `per_micro_tile` registers each.
+    fn micro_row_term(&self, arena: &mut ExprArena, i: ExprId, per_micro_tile: i64) -> ExprId {
+        if self.interleaved {
+            digit(arena, i, None, self.warps_m * MMA_M, per_micro_tile)
+        } else {
+            digit(arena, i, Some(self.tile_m), MMA_M, per_micro_tile)
+        }
+    }
+
     /// The partition of an m×n tile over `threads` threads. Like TileLang, a block whose thread
     /// count is not a multiple of 32 uses only its whole warps.
     fn new(m: i64, n: i64, threads: i64, policy: WarpPolicy) -> Result<WarpGrid, String> {
@@ -317,13 +484,14 @@ impl WarpGrid {
             warps_n,
             tile_m: m / warps_m,
             tile_n: n / warps_n,
+            interleaved: false,
         })
     }
 
     /// The accumulator's thread: the warp's first thread plus the lane.
     fn accumulator_thread(&self, arena: &mut ExprArena, i: ExprId, j: ExprId) -> ExprId {
         let warp_col = digit(arena, j, None, self.tile_n, self.warps_m * WARP_SIZE);
-        let warp_row = digit(arena, i, None, self.tile_m, WARP_SIZE);
+        let warp_row = self.warp_row_term(arena, i);
         let lane = lane(arena, i, j);
         let warp = arena.add(warp_col, warp_row);
         arena.add(warp, lane)
@@ -332,7 +500,7 @@ impl WarpGrid {
     /// The accumulator's register. Each 16-row micro tile holds `tile_n / 8` n8 atoms of four
     /// registers; the two-register halves of an atom are its upper and lower eight rows.
     fn accumulator_register(&self, arena: &mut ExprArena, i: ExprId, j: ExprId) -> ExprId {
-        let micro_row = digit(arena, i, Some(self.tile_m), MMA_M, self.tile_n / 2);
+        let micro_row = self.micro_row_term(arena, i, self.tile_n / 2);
         let atom = digit(arena, j, Some(self.tile_n), MMA_N, 4);
         let half = digit(arena, i, Some(MMA_M), 8, 2);
         let pair = digit(arena, j, Some(2), 1, 1);
@@ -500,6 +668,79 @@ mod tests {
         assert_eq!(layout.local_size(arena), m * n / threads);
         assert_eq!(layout.thread_extent(arena), threads);
         Ok(layout)
+    }
+
+    #[test]
+    fn wgmma_partitions_match_tilelang() {
+        use super::wgmma_partition;
+        // gemm.py instance 0: one warpgroup along M (its layout repeats every 64 rows).
+        assert_eq!(wgmma_partition(128, 128, 4, WarpPolicy::Square), Ok((4, 1)));
+        // gemm.py instance 1: one warpgroup along M, two along N (TileLang's `_j // 128 * 128`).
+        assert_eq!(wgmma_partition(128, 256, 8, WarpPolicy::Square), Ok((4, 2)));
+        // flash attention: FullRow stacks both warpgroups along M.
+        assert_eq!(
+            wgmma_partition(128, 128, 8, WarpPolicy::FullRow),
+            Ok((8, 1))
+        );
+        assert_eq!(
+            wgmma_partition(128, 128, 8, WarpPolicy::FullCol),
+            Ok((4, 2))
+        );
+        assert!(wgmma_partition(128, 128, 6, WarpPolicy::Square).is_err());
+        assert!(wgmma_partition(32, 128, 4, WarpPolicy::Square).is_err());
+    }
+
+    #[test]
+    fn wgmma_is_chosen_as_tilelang_allows_it() {
+        use super::{GemmInstruction, GemmShape, select_gemm_instruction};
+        use crate::options::CodegenOptions;
+        use tilec_ir::{ConstValue, DType, Target};
+        let shape = GemmShape {
+            m: 128,
+            n: 128,
+            k: 32,
+            threads: 128,
+            policy: WarpPolicy::Square,
+            dtypes: [DType::Float16, DType::Float16, DType::Float32],
+            b_in_registers: false,
+        };
+        let hopper = CodegenOptions::for_target(Target::Sm90);
+        assert_eq!(
+            select_gemm_instruction(hopper, &shape),
+            GemmInstruction::Wgmma
+        );
+        let ampere = CodegenOptions::for_target(Target::Sm80);
+        assert_eq!(
+            select_gemm_instruction(ampere, &shape),
+            GemmInstruction::MmaSync
+        );
+        let off = [("tl.disable_wgmma".to_owned(), ConstValue::Bool(true))];
+        let disabled = CodegenOptions::new(Target::Sm90, &off);
+        assert_eq!(
+            select_gemm_instruction(disabled, &shape),
+            GemmInstruction::MmaSync
+        );
+        let narrow = GemmShape { m: 32, ..shape };
+        assert_eq!(
+            select_gemm_instruction(hopper, &narrow),
+            GemmInstruction::MmaSync
+        );
+        let odd_block = GemmShape {
+            threads: 96,
+            ..shape
+        };
+        assert_eq!(
+            select_gemm_instruction(hopper, &odd_block),
+            GemmInstruction::MmaSync
+        );
+        let fp32 = GemmShape {
+            dtypes: [DType::Float32, DType::Float32, DType::Float32],
+            ..shape
+        };
+        assert_eq!(
+            select_gemm_instruction(hopper, &fp32),
+            GemmInstruction::MmaSync
+        );
     }
 
     #[test]

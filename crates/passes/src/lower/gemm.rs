@@ -17,24 +17,31 @@ use tilec_ir::thread::{Memory, Stmt, Value, mma_a_element, mma_c_element};
 use tilec_ir::{DType, EntityId, ExprId, ExprProgram, Region, TileOp, WarpPolicy};
 
 use super::{Lowering, Unlowerable};
-use crate::layout::tensor_core::warp_partition;
+use crate::layout::GemmInstruction;
+use crate::layout::tensor_core::{warp_partition, wgmma_partition};
 
 const WARP: i64 = 32;
 
 /// One `T.gemm`, its operands resolved.
-struct GemmPlan {
-    a: EntityId,
-    b: EntityId,
-    c: EntityId,
-    transpose_a: bool,
-    transpose_b: bool,
-    m: i64,
-    n: i64,
-    k: i64,
-    warps_m: i64,
-    tile_m: i64,
-    tile_n: i64,
-    dtype: DType,
+pub(super) struct GemmPlan {
+    pub(super) a: EntityId,
+    pub(super) b: EntityId,
+    pub(super) c: EntityId,
+    pub(super) transpose_a: bool,
+    pub(super) transpose_b: bool,
+    pub(super) m: i64,
+    pub(super) n: i64,
+    pub(super) k: i64,
+    pub(super) warps_m: i64,
+    pub(super) tile_m: i64,
+    pub(super) tile_n: i64,
+    /// Row `wm * warp_rows + mi * micro_rows` starts micro tile `mi` of warp row `wm`: `tile_m`
+    /// and 16 when each warp owns consecutive rows, 16 and `16 * warps_m` in wgmma's interleaved
+    /// arrangement.
+    pub(super) warp_rows: i64,
+    pub(super) micro_rows: i64,
+    pub(super) dtype: DType,
+    pub(super) instruction: GemmInstruction,
 }
 
 /// Where a warp's operand registers come from.
@@ -50,7 +57,12 @@ enum OperandSource {
 
 impl Lowering<'_> {
     /// Lowers a `T.gemm` into `out`; returns the label that says how it runs.
-    pub(super) fn gemm(&mut self, op: &TileOp, out: &mut Vec<Stmt>) -> Result<String, Unlowerable> {
+    pub(super) fn gemm(
+        &mut self,
+        entity: EntityId,
+        op: &TileOp,
+        out: &mut Vec<Stmt>,
+    ) -> Result<String, Unlowerable> {
         let TileOp::Gemm {
             a,
             b,
@@ -64,7 +76,27 @@ impl Lowering<'_> {
         else {
             return Ok("T.gemm".to_owned());
         };
-        let plan = self.gemm_plan([a, b, c], [*transpose_a, *transpose_b], *policy)?;
+        let instruction = self
+            .layouts
+            .gemms
+            .get(&entity)
+            .copied()
+            .unwrap_or(GemmInstruction::MmaSync);
+        let plan = self.gemm_plan(
+            [a, b, c],
+            [*transpose_a, *transpose_b],
+            *policy,
+            instruction,
+        )?;
+        // A wgmma gemm whose operands no descriptor describes runs on mma.sync over the same
+        // (interleaved) accumulator layout.
+        let mut fallback = "";
+        if plan.instruction == GemmInstruction::Wgmma {
+            match self.wgmma_operands_of(&plan)? {
+                Ok(operands) => return self.wgmma_gemm(&plan, &operands, *clear_accum, out),
+                Err(why) => fallback = why,
+            }
+        }
         let accumulator = self.accumulator_registers(&plan)?;
         let a_source = self.a_source(&plan)?;
         let b_source = match self.is_private(plan.b) {
@@ -98,8 +130,13 @@ impl Lowering<'_> {
                 }
             }
         }
+        let note = if fallback.is_empty() {
+            String::new()
+        } else {
+            format!(" (not wgmma: {fallback})")
+        };
         Ok(format!(
-            "T.gemm {}x{}x{} on mma.sync m16n8k16, warps {}x{} of {}x{}",
+            "T.gemm {}x{}x{} on mma.sync m16n8k16, warps {}x{} of {}x{}{note}",
             plan.m,
             plan.n,
             plan.k,
@@ -116,6 +153,7 @@ impl Lowering<'_> {
         [a, b, c]: [&Region; 3],
         [transpose_a, transpose_b]: [bool; 2],
         policy: WarpPolicy,
+        instruction: GemmInstruction,
     ) -> Result<GemmPlan, Unlowerable> {
         let a_shape = self.whole_buffer_2d(a, "A")?;
         let b_shape = self.whole_buffer_2d(b, "B")?;
@@ -159,8 +197,16 @@ impl Lowering<'_> {
                 "`T.gemm` accumulates into a fragment only",
             ));
         }
-        let (warps_m, warps_n) =
-            warp_partition(m, n, self.threads / WARP, policy).map_err(Unlowerable::new)?;
+        let warps = self.threads / WARP;
+        let (warps_m, warps_n) = match instruction {
+            GemmInstruction::MmaSync => warp_partition(m, n, warps, policy),
+            GemmInstruction::Wgmma => wgmma_partition(m, n, warps, policy),
+        }
+        .map_err(Unlowerable::new)?;
+        let (warp_rows, micro_rows) = match instruction {
+            GemmInstruction::MmaSync => (m / warps_m, 16),
+            GemmInstruction::Wgmma => (16, 16 * warps_m),
+        };
         Ok(GemmPlan {
             a: a.buffer,
             b: b.buffer,
@@ -173,7 +219,10 @@ impl Lowering<'_> {
             warps_m,
             tile_m: m / warps_m,
             tile_n: n / warps_n,
+            warp_rows,
+            micro_rows,
             dtype,
+            instruction,
         })
     }
 
@@ -216,7 +265,7 @@ impl Lowering<'_> {
             let (mi, ni) = (atom / atoms_n, atom % atoms_n);
             let (row, col) = mma_c_element(t % WARP, r);
             vec![
-                wm * plan.tile_m + mi * 16 + row,
+                wm * plan.warp_rows + mi * plan.micro_rows + row,
                 wn * plan.tile_n + ni * 8 + col,
             ]
         };
@@ -255,7 +304,10 @@ impl Lowering<'_> {
             let (mi, rest) = ((slot / per_tile) as i64, slot % per_tile);
             let (kk, r) = ((rest / 8) as i64, rest % 8);
             let (row, col) = mma_a_element(t % WARP, r as i64);
-            let (m, k) = (wm * plan.tile_m + mi * 16 + row, kk * 16 + col);
+            let (m, k) = (
+                wm * plan.warp_rows + mi * plan.micro_rows + row,
+                kk * 16 + col,
+            );
             if plan.transpose_a {
                 vec![k, m]
             } else {
@@ -273,7 +325,7 @@ impl Lowering<'_> {
 
     /// The local index of `element(t, slot)` in every thread `t`, which must hold that element
     /// and keep it at the same index as every other thread does.
-    fn register_table(
+    pub(super) fn register_table(
         &self,
         fragment: EntityId,
         slots: usize,
@@ -358,7 +410,7 @@ impl Lowering<'_> {
     }
 
     /// A register array of lowering's own, for instruction operands.
-    fn scratch_registers(
+    pub(super) fn scratch_registers(
         &mut self,
         name: &str,
         dtype: DType,
@@ -376,7 +428,11 @@ impl Lowering<'_> {
     }
 
     /// `T.gemm(..., clear_accum=True)`: the accumulator's registers start at zero.
-    fn clear_registers(&mut self, c: EntityId, out: &mut Vec<Stmt>) -> Result<(), Unlowerable> {
+    pub(super) fn clear_registers(
+        &mut self,
+        c: EntityId,
+        out: &mut Vec<Stmt>,
+    ) -> Result<(), Unlowerable> {
         let buffer = self.buffer_of(c)?;
         let size = self.fragments.get(&c).map_or(0, |s| s.local_size());
         let var = self.program.exprs.var("r", Some(size));
@@ -448,13 +504,14 @@ impl Lowering<'_> {
                 let r = e.floormod(lane, eight);
                 let row_half = e.floormod(q, two);
                 let col_half = e.floordiv(q, two);
-                let m = warp_offset(e, wm, plan.tile_m, mi * 16, row_half, r);
+                let m = warp_offset(e, wm, plan.warp_rows, mi * plan.micro_rows, row_half, r);
                 let zero = e.int(0);
                 let k = warp_offset(e, zero, 0, kk * 16, col_half, zero);
                 let indices = if plan.transpose_a {
                     // Stored K×M: row k of the stored tile, read transposed.
                     let k_row = warp_offset(e, zero, 0, kk * 16, col_half, r);
-                    let m_col = warp_offset(e, wm, plan.tile_m, mi * 16, row_half, zero);
+                    let m_col =
+                        warp_offset(e, wm, plan.warp_rows, mi * plan.micro_rows, row_half, zero);
                     vec![k_row, m_col]
                 } else {
                     vec![m, k]
@@ -476,8 +533,8 @@ impl Lowering<'_> {
                 for r in 0..8 {
                     let (row, col) = a_element_exprs(&mut self.program.exprs, lane, r);
                     let e = &mut self.program.exprs;
-                    let base_m = e.int(mi * 16);
-                    let tile = e.int(plan.tile_m);
+                    let base_m = e.int(mi * plan.micro_rows);
+                    let tile = e.int(plan.warp_rows);
                     let warp_rows = e.mul(wm, tile);
                     let m = e.add(warp_rows, base_m);
                     let m = e.add(m, row);

@@ -17,6 +17,7 @@ mod sync;
 mod tile;
 mod values;
 mod vectorize;
+mod wgmma;
 
 use std::collections::BTreeMap;
 
@@ -118,6 +119,9 @@ pub fn lower_launch(
         lowering
             .statement(entity, &mut stmts)
             .map_err(|e| e.at(entity))?;
+    }
+    if tilec_ir::thread::uses_wgmma(&stmts) {
+        wgmma::fence_barriers(&mut stmts);
     }
     lowering.program.body = stmts;
     Ok(lowering.program)
@@ -334,7 +338,15 @@ impl<'w> Lowering<'w> {
                 _ => {}
             }
         }
-        let placed = shared_plan::plan(world, self.layouts, &order, &shared, &self.staged)?;
+        let wgmma_operands = self.wgmma_operands();
+        let placed = shared_plan::plan(
+            world,
+            self.layouts,
+            &order,
+            &shared,
+            &self.staged,
+            &wgmma_operands,
+        )?;
         let mut placement = Vec::new();
         for (entity, offset) in placed.offsets {
             let shape = world.const_shape(entity).unwrap_or_default();

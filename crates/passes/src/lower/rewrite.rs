@@ -8,7 +8,7 @@
 //! addresses become affine in the step, which is what vectorization needs to prove contiguity.
 
 use rustc_hash::FxHashMap;
-use tilec_ir::thread::{BufferId, Stmt, Value, ValueId};
+use tilec_ir::thread::{BufferId, MatrixDescriptor, Stmt, Value, ValueId, WgmmaA};
 use tilec_ir::{ExprArena, ExprId, ThreadProgram};
 
 /// What a rewrite changes at the leaves of statements and values.
@@ -172,6 +172,29 @@ impl<'p, L: Leaves> Rewriter<'p, L> {
                 c: *c,
                 c_index: self.expr(*c_index),
             },
+            Stmt::Wgmma {
+                n,
+                a,
+                b,
+                c,
+                c_index,
+            } => Stmt::Wgmma {
+                n: *n,
+                a: match a {
+                    WgmmaA::Shared(descriptor) => WgmmaA::Shared(self.descriptor(descriptor)),
+                    WgmmaA::Registers { buffer, index } => WgmmaA::Registers {
+                        buffer: *buffer,
+                        index: self.expr(*index),
+                    },
+                },
+                b: self.descriptor(b),
+                c: *c,
+                c_index: self.expr(*c_index),
+            },
+            Stmt::WgmmaFence => Stmt::WgmmaFence,
+            Stmt::WgmmaCommit => Stmt::WgmmaCommit,
+            Stmt::WgmmaWait { pending } => Stmt::WgmmaWait { pending: *pending },
+            Stmt::FenceProxyAsync => Stmt::FenceProxyAsync,
             Stmt::Block {
                 origin,
                 label,
@@ -181,6 +204,13 @@ impl<'p, L: Leaves> Rewriter<'p, L> {
                 label: label.clone(),
                 body: self.stmts(body),
             },
+        }
+    }
+
+    fn descriptor(&mut self, descriptor: &MatrixDescriptor) -> MatrixDescriptor {
+        MatrixDescriptor {
+            start: self.expr(descriptor.start),
+            ..descriptor.clone()
         }
     }
 

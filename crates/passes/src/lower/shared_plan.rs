@@ -1,11 +1,15 @@
 //! The shared-memory plan: a byte offset for every shared buffer of a launch, 16-byte aligned, with
-//! buffers whose live ranges do not overlap sharing space (first fit, largest first).
+//! buffers whose live ranges do not overlap sharing space (first fit, largest first). Operands of
+//! a `wgmma` are 1024-byte aligned: the hardware swizzles absolute shared addresses, in a pattern
+//! that repeats every 1024 bytes, so the layout's own swizzle matches only from such a boundary.
 
 use tilec_ir::{EntityId, World};
 
 use super::Unlowerable;
 
 const ALIGNMENT: i64 = 16;
+/// The alignment of `wgmma` operands: the period of the 128-byte swizzle.
+pub(crate) const WGMMA_ALIGNMENT: i64 = 1024;
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct SharedPlacement {
@@ -20,6 +24,7 @@ pub(crate) fn plan(
     order: &[EntityId],
     buffers: &[EntityId],
     staged: &std::collections::BTreeMap<EntityId, i64>,
+    wgmma_operands: &[EntityId],
 ) -> Result<SharedPlacement, Unlowerable> {
     let mut items: Vec<(EntityId, i64, (usize, usize))> = Vec::new();
     for &buffer in buffers {
@@ -50,6 +55,11 @@ pub(crate) fn plan(
     items.sort_by_key(|&(buffer, bytes, _)| (std::cmp::Reverse(bytes), buffer));
     let mut placed: Vec<(EntityId, i64, i64, (usize, usize))> = Vec::new();
     for (buffer, bytes, live) in items {
+        let alignment = if wgmma_operands.contains(&buffer) {
+            WGMMA_ALIGNMENT
+        } else {
+            ALIGNMENT
+        };
         let overlapping = |other: &(usize, usize)| live.0 <= other.1 && other.0 <= live.1;
         let mut offset = 0;
         let mut blockers: Vec<(i64, i64)> = placed
@@ -62,13 +72,13 @@ pub(crate) fn plan(
             if offset + bytes <= start {
                 break;
             }
-            offset = offset.max(align(end));
+            offset = offset.max(align(end, alignment));
         }
         placed.push((buffer, offset, bytes, live));
     }
     let bytes = placed
         .iter()
-        .map(|&(_, offset, size, _)| align(offset + size))
+        .map(|&(_, offset, size, _)| align(offset + size, ALIGNMENT))
         .max()
         .unwrap_or(0);
     placed.sort_by_key(|&(buffer, ..)| buffer);
@@ -81,6 +91,6 @@ pub(crate) fn plan(
     })
 }
 
-fn align(bytes: i64) -> i64 {
-    (bytes + ALIGNMENT - 1) / ALIGNMENT * ALIGNMENT
+fn align(bytes: i64, alignment: i64) -> i64 {
+    (bytes + alignment - 1) / alignment * alignment
 }

@@ -63,7 +63,7 @@ impl Lowering<'_> {
             }
             TileOp::Gemm { .. } => {
                 self.sync.before(&accesses, out);
-                label = Some(self.gemm(&op, &mut stmts)?);
+                label = Some(self.gemm(entity, &op, &mut stmts)?);
             }
             // Rasterization rebinds the block indices for the whole launch, before its first
             // statement (`Lowering::rasterization`); an annotation only informed inference.

@@ -162,6 +162,19 @@ impl<'p> Machine<'p, '_> {
                 [*a_index, *b_index, *c_index],
                 active,
             ),
+            Stmt::Wgmma {
+                n,
+                a,
+                b,
+                c,
+                c_index,
+            } => self.exec_wgmma(*n, (a, b), (c.index(), *c_index), active),
+            // wgmma completes when issued here, and shared memory has a single proxy: the fences
+            // and groups order nothing further.
+            Stmt::WgmmaFence
+            | Stmt::WgmmaCommit
+            | Stmt::WgmmaWait { .. }
+            | Stmt::FenceProxyAsync => Ok(()),
             Stmt::Block {
                 origin,
                 label,

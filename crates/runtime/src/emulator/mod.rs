@@ -39,6 +39,7 @@ mod setup;
 #[cfg(test)]
 mod tests;
 mod warp;
+mod wgmma;
 
 use std::fmt;
 

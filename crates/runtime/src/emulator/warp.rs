@@ -136,7 +136,12 @@ impl<'p> Machine<'p, '_> {
     }
 
     /// Per active thread, the value of `e`, looked up by thread below.
-    fn per_thread(&mut self, e: ExprId, active: &[u32], buffer: usize) -> Result<Vec<i64>, Fault> {
+    pub(super) fn per_thread(
+        &mut self,
+        e: ExprId,
+        active: &[u32],
+        buffer: usize,
+    ) -> Result<Vec<i64>, Fault> {
         let values = self.index(e, active, Some(buffer))?;
         let mut by_thread = vec![0; self.threads];
         for (&thread, &v) in active.iter().zip(&values) {
@@ -234,7 +239,7 @@ impl<'p> Machine<'p, '_> {
     }
 
     /// Loads `buffer[indices[k]]` for `threads[k]`.
-    fn gather(
+    pub(super) fn gather(
         &mut self,
         buffer: usize,
         threads: &[u32],
@@ -253,7 +258,7 @@ impl<'p> Machine<'p, '_> {
     }
 
     /// Stores `values[k]` at `buffer[indices[k]]` for `threads[k]`.
-    fn scatter(
+    pub(super) fn scatter(
         &mut self,
         buffer: usize,
         threads: &[u32],

@@ -1,0 +1,524 @@
+//! `T.gemm` on Hopper's `wgmma.mma_async.m64nNk16`: each warpgroup multiplies 64-row slabs of A
+//! by its columns of B, reading the operands from shared memory through matrix descriptors (or A
+//! from registers) into the accumulator layout `layout::tensor_core` inferred for wgmma.
+//!
+//! As for mma.sync, nothing here trusts a formula. A descriptor's swizzle mode and byte offsets
+//! are derived from the operand's inferred shared layout and then checked element by element:
+//! for every warpgroup, every k step and every element of the instruction's tile, the address the
+//! hardware computes from the descriptor ([`MatrixDescriptor::element_offset`], then the swizzle)
+//! must be where the layout stores that element. The accumulator's registers are read off its
+//! layout by enumeration. When a check fails, the gemm runs on mma.sync instead, over the same
+//! accumulator layout, and its label says why.
+
+use tilec_ir::thread::{
+    DescriptorLayout, DescriptorSwizzle, Major, MatrixDescriptor, Stmt, WgmmaA, mma_a_element,
+    wgmma_c_element,
+};
+use tilec_ir::{EntityId, ExprProgram, TileOp};
+
+use super::gemm::GemmPlan;
+use super::shared_plan::WGMMA_ALIGNMENT;
+use super::{Lowering, Unlowerable};
+use crate::layout::GemmInstruction;
+
+const WARP: i64 = 32;
+const WARPGROUP_THREADS: i64 = 128;
+/// The widest `n` one wgmma takes.
+const MAX_N: i64 = 256;
+
+/// How a wgmma gemm reads its operands and where its accumulator registers are.
+pub(super) struct WgmmaOperands {
+    a: ASource,
+    b: Described,
+    /// Columns per instruction: `tile_n` split into equal parts of at most 256.
+    chunk_n: i64,
+    /// The first accumulator register of each (slab, chunk), slab-major.
+    accumulator: Vec<i64>,
+}
+
+enum ASource {
+    Shared(Described),
+    /// The first register of each (slab, k step), slab-major: eight consecutive registers each.
+    Registers(Vec<i64>),
+}
+
+/// A shared operand whose tiles a descriptor describes: the fixed fields, and per tile the byte
+/// offset of its origin in warpgroup 0 with what each further warpgroup adds.
+struct Described {
+    buffer: EntityId,
+    layout: DescriptorLayout,
+    /// Warpgroups along M (`warps_m / 4`).
+    groups_m: i64,
+    /// Per tile (in the order the caller enumerated them), the origin's byte offset in warpgroup 0.
+    origins: Vec<i64>,
+    /// Bytes added per warpgroup step along M (`(g % groups_m)`) and along N (`g / groups_m`).
+    per_group: [i64; 2],
+}
+
+/// Where warpgroup `g` sits: its first warp row and its warp column.
+fn warpgroup_position(plan: &GemmPlan, g: i64) -> (i64, i64) {
+    let groups_m = plan.warps_m / 4;
+    (4 * (g % groups_m), g / groups_m)
+}
+
+impl Lowering<'_> {
+    /// The shared buffers that wgmma reads through descriptors, for the shared-memory plan.
+    pub(super) fn wgmma_operands(&self) -> Vec<EntityId> {
+        let mut operands = Vec::new();
+        for (entity, instruction) in &self.layouts.gemms {
+            let Some(TileOp::Gemm { a, b, .. }) = self.world.ops.get(*entity) else {
+                continue;
+            };
+            if *instruction == GemmInstruction::Wgmma {
+                operands.extend(
+                    [a.buffer, b.buffer]
+                        .into_iter()
+                        .filter(|&buffer| !self.is_private(buffer)),
+                );
+            }
+        }
+        operands
+    }
+
+    /// The operands of a wgmma gemm, or (inner `Err`) why no descriptor describes them.
+    pub(super) fn wgmma_operands_of(
+        &mut self,
+        plan: &GemmPlan,
+    ) -> Result<Result<WgmmaOperands, &'static str>, Unlowerable> {
+        if self.threads % WARPGROUP_THREADS != 0 || plan.warps_m % 4 != 0 {
+            return Ok(Err("the block is not made of whole warpgroups"));
+        }
+        let chunks = (1..=plan.tile_n / 8).find(|c| {
+            plan.tile_n % c == 0 && plan.tile_n / c <= MAX_N && (plan.tile_n / c) % 8 == 0
+        });
+        let Some(chunks) = chunks else {
+            return Ok(Err("the warp's columns do not split into wgmma widths"));
+        };
+        let chunk_n = plan.tile_n / chunks;
+        let accumulator = match self.wgmma_accumulator(plan, chunk_n)? {
+            Ok(bases) => bases,
+            Err(why) => return Ok(Err(why)),
+        };
+        let b = match self.describe_b(plan, chunk_n) {
+            Ok(described) => described,
+            Err(why) => return Ok(Err(why)),
+        };
+        let a = if self.is_private(plan.a) {
+            match self.a_registers(plan)? {
+                Ok(bases) => ASource::Registers(bases),
+                Err(why) => return Ok(Err(why)),
+            }
+        } else {
+            match self.describe_a(plan) {
+                Ok(described) => ASource::Shared(described),
+                Err(why) => return Ok(Err(why)),
+            }
+        };
+        Ok(Ok(WgmmaOperands {
+            a,
+            b,
+            chunk_n,
+            accumulator,
+        }))
+    }
+
+    /// Emits the gemm: one fence, the wgmmas of every k step, slab and chunk, then one group that
+    /// is waited for before anything reads the accumulator.
+    pub(super) fn wgmma_gemm(
+        &mut self,
+        plan: &GemmPlan,
+        operands: &WgmmaOperands,
+        clear_accum: bool,
+        out: &mut Vec<Stmt>,
+    ) -> Result<String, Unlowerable> {
+        if clear_accum {
+            self.clear_registers(plan.c, out)?;
+        }
+        let c = self.buffer_of(plan.c)?;
+        let a_registers = match operands.a {
+            ASource::Registers(_) => Some(self.buffer_of(plan.a)?),
+            ASource::Shared(_) => None,
+        };
+        let slabs = plan.tile_m / 16;
+        let steps = plan.k / 16;
+        let chunks = plan.tile_n / operands.chunk_n;
+        out.push(Stmt::WgmmaFence);
+        for kk in 0..steps {
+            for mi in 0..slabs {
+                let a = match (&operands.a, a_registers) {
+                    (ASource::Registers(bases), Some(buffer)) => WgmmaA::Registers {
+                        buffer,
+                        index: self.program.exprs.int(bases[(mi * steps + kk) as usize]),
+                    },
+                    (ASource::Shared(described), _) => {
+                        WgmmaA::Shared(self.descriptor(described, (mi * steps + kk) as usize)?)
+                    }
+                    (ASource::Registers(_), None) => {
+                        return Err(Unlowerable::new("wgmma: A registers without a buffer"));
+                    }
+                };
+                for chunk in 0..chunks {
+                    let b = self.descriptor(&operands.b, (chunk * steps + kk) as usize)?;
+                    let base = operands.accumulator[(mi * chunks + chunk) as usize];
+                    out.push(Stmt::Wgmma {
+                        n: operands.chunk_n as u32,
+                        a: a.clone(),
+                        b,
+                        c,
+                        c_index: self.program.exprs.int(base),
+                    });
+                }
+            }
+        }
+        out.push(Stmt::WgmmaCommit);
+        out.push(Stmt::WgmmaWait { pending: 0 });
+        let a_from = match &operands.a {
+            ASource::Shared(described) => describe_operand(described),
+            ASource::Registers(_) => "registers".to_owned(),
+        };
+        Ok(format!(
+            "T.gemm {}x{}x{} on wgmma m64n{}k16, warpgroups {}x{}, A from {a_from}, B from {}",
+            plan.m,
+            plan.n,
+            plan.k,
+            operands.chunk_n,
+            plan.warps_m / 4,
+            plan.n / plan.tile_n,
+            describe_operand(&operands.b)
+        ))
+    }
+
+    /// The descriptor of tile `tile` of an operand, its start an expression over the warpgroup
+    /// and the pipeline stage.
+    fn descriptor(
+        &mut self,
+        described: &Described,
+        tile: usize,
+    ) -> Result<MatrixDescriptor, Unlowerable> {
+        let buffer = self.buffer_of(described.buffer)?;
+        let groups_m = described.groups_m.max(1);
+        let stage = self.current_stage.get(&described.buffer).copied();
+        let stage_bytes = self.stage_bytes(described.buffer);
+        let e = &mut self.program.exprs;
+        let t = e.var_expr(self.program.thread);
+        let group_size = e.int(WARPGROUP_THREADS);
+        let g = e.floordiv(t, group_size);
+        let groups_m_expr = e.int(groups_m);
+        let along_m = e.floormod(g, groups_m_expr);
+        let along_n = e.floordiv(g, groups_m_expr);
+        let [per_m, per_n] = described.per_group.map(|bytes| e.int(bytes));
+        let m_part = e.mul(along_m, per_m);
+        let n_part = e.mul(along_n, per_n);
+        let origin = e.int(described.origins[tile]);
+        let mut start = e.add(origin, m_part);
+        start = e.add(start, n_part);
+        if let Some(stage) = stage {
+            let size = e.int(stage_bytes);
+            let offset = e.mul(stage, size);
+            start = e.add(start, offset);
+        }
+        Ok(MatrixDescriptor {
+            buffer,
+            start,
+            layout: described.layout,
+        })
+    }
+
+    /// Bytes of one pipeline stage of a shared buffer.
+    fn stage_bytes(&self, buffer: EntityId) -> i64 {
+        let element = self.element_dtype(buffer).bytes() as i64;
+        self.layouts
+            .shared
+            .get(&buffer)
+            .map_or(0, |assigned| assigned.storage_elements * element)
+    }
+
+    /// A's tiles (slab-major, then k step): 64 rows of the warpgroup's slab by 16 of K.
+    fn describe_a(&mut self, plan: &GemmPlan) -> Result<Described, &'static str> {
+        let (slabs, steps) = (plan.tile_m / 16, plan.k / 16);
+        let major = if plan.transpose_a {
+            Major::MN
+        } else {
+            Major::K
+        };
+        let stored = |g: i64, tile: usize, mn: i64, k: i64| {
+            let (mi, kk) = (tile as i64 / steps, tile as i64 % steps);
+            let (wm0, _) = warpgroup_position(plan, g);
+            let row = mi * plan.micro_rows + wm0 * 16 + mn;
+            let col = kk * 16 + k;
+            if plan.transpose_a {
+                [col, row]
+            } else {
+                [row, col]
+            }
+        };
+        let tiles = (slabs * steps) as usize;
+        self.describe(plan, plan.a, major, (64, tiles), &stored)
+    }
+
+    /// B's tiles (chunk-major, then k step): 16 of K by the chunk's columns.
+    fn describe_b(&mut self, plan: &GemmPlan, chunk_n: i64) -> Result<Described, &'static str> {
+        let steps = plan.k / 16;
+        let major = if plan.transpose_b {
+            Major::K
+        } else {
+            Major::MN
+        };
+        let stored = |g: i64, tile: usize, mn: i64, k: i64| {
+            let (chunk, kk) = (tile as i64 / steps, tile as i64 % steps);
+            let (_, wn) = warpgroup_position(plan, g);
+            let col = wn * plan.tile_n + chunk * chunk_n + mn;
+            let row = kk * 16 + k;
+            if plan.transpose_b {
+                [col, row]
+            } else {
+                [row, col]
+            }
+        };
+        let tiles = ((plan.tile_n / chunk_n) * steps) as usize;
+        self.describe(plan, plan.b, major, (chunk_n, tiles), &stored)
+    }
+
+    /// Finds the descriptor fields that describe every tile of an operand in every warpgroup, by
+    /// trying the three swizzles and checking every element.
+    fn describe(
+        &mut self,
+        plan: &GemmPlan,
+        buffer: EntityId,
+        major: Major,
+        (extent_mn, tiles): (i64, usize),
+        stored: &dyn Fn(i64, usize, i64, i64) -> [i64; 2],
+    ) -> Result<Described, &'static str> {
+        let element = self.element_dtype(buffer).bytes() as i64;
+        if element != 2 {
+            return Err("wgmma descriptors here cover 16-bit operands only");
+        }
+        if self.current_stage.contains_key(&buffer)
+            && self.stage_bytes(buffer) % WGMMA_ALIGNMENT != 0
+        {
+            return Err("a pipeline stage of an operand is not a multiple of 1024 bytes");
+        }
+        let Some(assigned) = self.layouts.shared.get(&buffer) else {
+            return Err("an operand has no shared layout");
+        };
+        let map = &assigned.map;
+        let Some(&offset) = map.outputs.first() else {
+            return Err("an operand has no shared layout");
+        };
+        let mut formula = ExprProgram::compile(&self.program.exprs, &map.vars, &[offset]);
+        let mut bytes_at = |point: [i64; 2]| formula.run_one(&point).map(|o| o * element);
+        let groups = self.threads / WARPGROUP_THREADS;
+        let mut origins = vec![vec![0; groups as usize]; tiles];
+        for (tile, row) in origins.iter_mut().enumerate() {
+            for (g, slot) in row.iter_mut().enumerate() {
+                *slot = bytes_at(stored(g as i64, tile, 0, 0))
+                    .ok_or("an operand element has no storage")?;
+            }
+        }
+        let groups_m = plan.warps_m / 4;
+        let per_group = fit_groups(&origins, groups_m)
+            .ok_or("operand origins are not affine in the warpgroup")?;
+        for swizzle in [
+            DescriptorSwizzle::Bytes128,
+            DescriptorSwizzle::Bytes64,
+            DescriptorSwizzle::Bytes32,
+        ] {
+            let Some((leading_bytes, stride_bytes)) = probe_offsets(
+                &mut bytes_at,
+                stored,
+                major,
+                swizzle,
+                extent_mn,
+                origins[0][0],
+            ) else {
+                continue;
+            };
+            let layout = DescriptorLayout {
+                leading_bytes,
+                stride_bytes,
+                swizzle,
+                major,
+            };
+            let matches = (0..tiles).all(|tile| {
+                (0..groups).all(|g| {
+                    let origin = origins[tile][g as usize];
+                    (0..extent_mn).all(|mn| {
+                        (0..16).all(|k| {
+                            let address =
+                                swizzle.apply(origin + layout.element_offset(mn, k, element));
+                            bytes_at(stored(g, tile, mn, k)) == Some(address)
+                        })
+                    })
+                })
+            });
+            if matches {
+                return Ok(Described {
+                    buffer,
+                    layout,
+                    groups_m,
+                    origins: origins.iter().map(|row| row[0]).collect(),
+                    per_group,
+                });
+            }
+        }
+        Err("no wgmma descriptor describes an operand's shared layout")
+    }
+
+    /// The first accumulator register of every (slab, chunk), checked to hold the chunk's
+    /// `chunk_n / 2` registers consecutively in wgmma's order in every thread.
+    fn wgmma_accumulator(
+        &self,
+        plan: &GemmPlan,
+        chunk_n: i64,
+    ) -> Result<Result<Vec<i64>, &'static str>, Unlowerable> {
+        let per_slab = plan.tile_n / 2;
+        let slots = ((plan.tile_m / 16) * per_slab) as usize;
+        let element = |t: i64, slot: usize| {
+            let (mi, r) = (slot as i64 / per_slab, slot as i64 % per_slab);
+            let (chunk, rr) = (r / (chunk_n / 2), r % (chunk_n / 2));
+            let (wm0, wn) = warpgroup_position(plan, t / WARPGROUP_THREADS);
+            let (row, col) = wgmma_c_element(t % WARPGROUP_THREADS, rr);
+            vec![
+                mi * plan.micro_rows + wm0 * 16 + row,
+                wn * plan.tile_n + chunk * chunk_n + col,
+            ]
+        };
+        let Ok(table) = self.register_table(plan.c, slots, element) else {
+            return Ok(Err("the accumulator is not laid out as wgmma's"));
+        };
+        Ok(consecutive_runs(&table, (chunk_n / 2) as usize)
+            .ok_or("the accumulator does not keep a wgmma's registers together"))
+    }
+
+    /// The first register of A for every (slab, k step), checked to hold the instruction's eight
+    /// A registers consecutively in every thread.
+    fn a_registers(&self, plan: &GemmPlan) -> Result<Result<Vec<i64>, &'static str>, Unlowerable> {
+        if plan.transpose_a {
+            return Ok(Err("A in registers is read transposed"));
+        }
+        let steps = plan.k / 16;
+        let slots = ((plan.tile_m / 16) * steps * 8) as usize;
+        let element = |t: i64, slot: usize| {
+            let (tile, r) = (slot as i64 / 8, slot as i64 % 8);
+            let (mi, kk) = (tile / steps, tile % steps);
+            let wm = (t / WARP) % plan.warps_m;
+            let (row, col) = mma_a_element(t % WARP, r);
+            vec![mi * plan.micro_rows + wm * 16 + row, kk * 16 + col]
+        };
+        let Ok(table) = self.register_table(plan.a, slots, element) else {
+            return Ok(Err("A's fragment is not laid out as wgmma's A operand"));
+        };
+        Ok(consecutive_runs(&table, 8)
+            .filter(|bases| bases.iter().all(|base| base % 2 == 0))
+            .ok_or("A's fragment does not keep a wgmma's eight registers together"))
+    }
+}
+
+/// The first entry of each run of `run` entries, when every run counts up by one.
+fn consecutive_runs(table: &[i64], run: usize) -> Option<Vec<i64>> {
+    if run == 0 || !table.len().is_multiple_of(run) {
+        return None;
+    }
+    table
+        .chunks(run)
+        .map(|chunk| {
+            chunk
+                .windows(2)
+                .all(|pair| pair[1] == pair[0] + 1)
+                .then_some(chunk[0])
+        })
+        .collect()
+}
+
+/// What warpgroup steps along M and N add to every tile's origin, when that is the same for all
+/// tiles and groups.
+fn fit_groups(origins: &[Vec<i64>], groups_m: i64) -> Option<[i64; 2]> {
+    let first = origins.first()?;
+    let groups = first.len() as i64;
+    let at = |row: &[i64], g: i64| row.get(g as usize).copied();
+    let per_m = if groups_m > 1 {
+        at(first, 1)? - first[0]
+    } else {
+        0
+    };
+    let per_n = if groups > groups_m {
+        at(first, groups_m)? - first[0]
+    } else {
+        0
+    };
+    let fits = origins.iter().all(|row| {
+        (0..groups)
+            .all(|g| at(row, g) == Some(row[0] + (g % groups_m) * per_m + (g / groups_m) * per_n))
+    });
+    fits.then_some([per_m, per_n])
+}
+
+/// The leading and stride byte offsets a descriptor with `swizzle` would need, read off the
+/// layout at the first tile: the distance to the element eight rows on (the stride) and, for
+/// M/N-major operands wider than one swizzled row, to the next row's worth along M/N.
+fn probe_offsets(
+    bytes_at: &mut dyn FnMut([i64; 2]) -> Option<i64>,
+    stored: &dyn Fn(i64, usize, i64, i64) -> [i64; 2],
+    major: Major,
+    swizzle: DescriptorSwizzle,
+    extent_mn: i64,
+    origin: i64,
+) -> Option<(i64, i64)> {
+    let unused = 16;
+    let (leading, stride) = match major {
+        Major::K => {
+            let stride = if extent_mn > 8 {
+                bytes_at(stored(0, 0, 8, 0))? - origin
+            } else {
+                unused
+            };
+            (unused, stride)
+        }
+        Major::MN => {
+            let per_row = swizzle.row_bytes() / 2;
+            let stride = bytes_at(stored(0, 0, 0, 8))? - origin;
+            let leading = if extent_mn > per_row {
+                bytes_at(stored(0, 0, per_row, 0))? - origin
+            } else {
+                unused
+            };
+            (leading, stride)
+        }
+    };
+    let encodable = |bytes: i64| bytes > 0 && bytes % 16 == 0 && bytes < (1 << 18);
+    (encodable(leading) && encodable(stride)).then_some((leading, stride))
+}
+
+/// "shared (128-byte swizzle, K-major)" for a label.
+fn describe_operand(described: &Described) -> String {
+    let major = match described.layout.major {
+        Major::K => "K-major",
+        Major::MN => "MN-major",
+    };
+    format!(
+        "shared ({}-byte swizzle, {major})",
+        described.layout.swizzle.row_bytes()
+    )
+}
+
+/// Puts a proxy fence in front of every barrier: wgmma reads shared memory through the async
+/// proxy, so each thread's generic writes (stores, landed cp.asyncs) must be fenced before the
+/// barrier that publishes them. A barrier that publishes nothing a wgmma reads pays one fence.
+pub(super) fn fence_barriers(stmts: &mut Vec<Stmt>) {
+    let mut fenced = Vec::with_capacity(stmts.len());
+    for mut stmt in std::mem::take(stmts) {
+        match &mut stmt {
+            Stmt::Barrier => fenced.push(Stmt::FenceProxyAsync),
+            Stmt::For { body, .. } | Stmt::Block { body, .. } => fence_barriers(body),
+            Stmt::If {
+                then, otherwise, ..
+            } => {
+                fence_barriers(then);
+                fence_barriers(otherwise);
+            }
+            _ => {}
+        }
+        fenced.push(stmt);
+    }
+    *stmts = fenced;
+}

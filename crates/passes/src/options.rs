@@ -1,0 +1,65 @@
+//! What code is generated for: the target architecture and the TileLang pass configs that switch
+//! its Hopper features off (`tl.disable_wgmma`, `tl.disable_tma_lower`,
+//! `tl.disable_warp_specialized`).
+
+use tilec_ir::{ConstValue, Target};
+
+/// The choices every pass that depends on the architecture reads. On sm_80 every Hopper feature is
+/// off whatever the configs say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct CodegenOptions {
+    pub target: Target,
+    /// `T.gemm` may run on `wgmma` (sm_90 unless `tl.disable_wgmma`).
+    pub wgmma: bool,
+}
+
+impl CodegenOptions {
+    /// The options for `target` under a kernel's effective pass configs. A config counts as set
+    /// when its value is truthy (`True`, a non-zero number or a non-empty string), as Python
+    /// would read it.
+    pub fn new(target: Target, pass_configs: &[(String, ConstValue)]) -> CodegenOptions {
+        let set = |key: &str| {
+            pass_configs
+                .iter()
+                .any(|(name, value)| name == key && is_truthy(value))
+        };
+        let hopper = target == Target::Sm90;
+        CodegenOptions {
+            target,
+            wgmma: hopper && !set("tl.disable_wgmma"),
+        }
+    }
+
+    /// The options of a target with no pass configs.
+    pub fn for_target(target: Target) -> CodegenOptions {
+        CodegenOptions::new(target, &[])
+    }
+}
+
+fn is_truthy(value: &ConstValue) -> bool {
+    match value {
+        ConstValue::None => false,
+        ConstValue::Bool(flag) => *flag,
+        ConstValue::Int(n) => *n != 0,
+        ConstValue::Float(_) => value.as_f64().is_some_and(|x| x != 0.0),
+        ConstValue::Str(text) => !text.is_empty(),
+        ConstValue::DType(_) => true,
+        ConstValue::Tuple(items) | ConstValue::List(items) => !items.is_empty(),
+        ConstValue::Dict(items) => !items.is_empty(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pass_configs_switch_wgmma_off_on_hopper_only() {
+        assert!(CodegenOptions::for_target(Target::Sm90).wgmma);
+        assert!(!CodegenOptions::for_target(Target::Sm80).wgmma);
+        let off = [("tl.disable_wgmma".to_owned(), ConstValue::Bool(true))];
+        assert!(!CodegenOptions::new(Target::Sm90, &off).wgmma);
+        let kept = [("tl.disable_wgmma".to_owned(), ConstValue::Bool(false))];
+        assert!(CodegenOptions::new(Target::Sm90, &kept).wgmma);
+    }
+}
