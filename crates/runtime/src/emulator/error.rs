@@ -139,6 +139,8 @@ pub enum ErrorKind {
     AsyncInFlight { buffer: String, index: i64 },
     /// A thread ended the block with `count` async copies it never waited for.
     AsyncNeverWaited { count: usize },
+    /// A warpgroup ended the block with `count` wgmmas it never waited for.
+    WgmmaNeverWaited { count: usize },
     /// A warp-wide instruction (`ldmatrix`, `mma.sync`) executed by only part of a warp.
     PartialWarp {
         instruction: &'static str,
@@ -264,6 +266,11 @@ impl fmt::Display for ErrorKind {
             ErrorKind::AsyncNeverWaited { count } => write!(
                 f,
                 "{count} cp.async copies were never waited for before the block ended"
+            ),
+            ErrorKind::WgmmaNeverWaited { count } => write!(
+                f,
+                "{count} wgmma instructions were never waited for (wgmma.wait_group) before the \
+                 block ended"
             ),
             ErrorKind::PartialWarp { instruction, warp } => write!(
                 f,

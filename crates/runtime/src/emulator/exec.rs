@@ -38,6 +38,8 @@ pub(super) struct Machine<'p, 't> {
     pub shadowed: Vec<(usize, Binding)>,
     /// Each thread's async copies not landed yet.
     pub asyncs: Vec<super::warp::AsyncQueue>,
+    /// Each warpgroup's wgmmas not executed yet.
+    pub wgmmas: Vec<super::wgmma::WgmmaQueue>,
 }
 
 impl<'p> Machine<'p, '_> {
@@ -66,7 +68,8 @@ impl<'p> Machine<'p, '_> {
         self.report.blocks += 1;
         let program = self.program;
         self.exec_list(&program.body, &all)?;
-        self.finish_async()
+        self.finish_async()?;
+        self.finish_wgmma()
     }
 
     fn exec_list(&mut self, stmts: &'p [Stmt], active: &[u32]) -> Result<(), Fault> {
@@ -169,12 +172,10 @@ impl<'p> Machine<'p, '_> {
                 c,
                 c_index,
             } => self.exec_wgmma(*n, (a, b), (c.index(), *c_index), active),
-            // wgmma completes when issued here, and shared memory has a single proxy: the fences
-            // and groups order nothing further.
-            Stmt::WgmmaFence
-            | Stmt::WgmmaCommit
-            | Stmt::WgmmaWait { .. }
-            | Stmt::FenceProxyAsync => Ok(()),
+            Stmt::WgmmaCommit => self.exec_wgmma_commit(active),
+            Stmt::WgmmaWait { pending } => self.exec_wgmma_wait(*pending, active),
+            // Registers and shared memory have a single view here: the fences order nothing more.
+            Stmt::WgmmaFence | Stmt::FenceProxyAsync => Ok(()),
             Stmt::Block {
                 origin,
                 label,

@@ -127,6 +127,7 @@ pub fn run_program(
         },
         shadowed: Vec::new(),
         asyncs: vec![warp::AsyncQueue::default(); setup.threads],
+        wgmmas: vec![wgmma::WgmmaQueue::default(); setup.threads.div_ceil(128)],
     };
     let [gx, gy, gz] = setup.grid;
     for z in 0..gz {

@@ -1204,3 +1204,91 @@ fn mma_and_ldmatrix_follow_the_ptx_fragment_layouts() {
         }
     }
 }
+
+/// Where a one-warpgroup wgmma's wait goes, relative to the store of its accumulator.
+#[derive(Clone, Copy, PartialEq)]
+enum WgmmaWait {
+    BeforeTheStore,
+    AfterTheStore,
+    Never,
+}
+
+/// 128 threads fill a 64×16 A and a 16×8 B in shared memory with ones, multiply them with one
+/// `wgmma.m64n8k16` into a zeroed accumulator, and store each thread's first register.
+fn ones_wgmma(wait: WgmmaWait) -> ThreadProgram {
+    use tilec_ir::thread::{DescriptorLayout, DescriptorSwizzle, Major, MatrixDescriptor, WgmmaA};
+    let mut b = Builder::new(128);
+    let n = b.int(128);
+    let out = b.param("out", DType::Float32, vec![n], ParamAccess::Write);
+    let a_shared = b.shared("a", DType::Float16, 64 * 16);
+    let b_shared = b.shared("b", DType::Float16, 16 * 8);
+    let c = b.local("c", DType::Float32, 4);
+    let one = b.value(Value::Float {
+        bits: 1f64.to_bits(),
+        dtype: DType::Float16,
+    });
+    let zero = b.f32(0.0);
+    let tx = b.tx();
+    let eight = b.int(8);
+    let row_start = b.p.exprs.mul(tx, eight);
+    let mut body = Vec::new();
+    for r in 0..8 {
+        let offset = b.int(r);
+        let index = b.p.exprs.add(row_start, offset);
+        body.push(store(a_shared, index, one));
+    }
+    body.push(store(b_shared, tx, one));
+    for r in 0..4 {
+        let index = b.int(r);
+        body.push(store(c, index, zero));
+    }
+    body.push(Stmt::Barrier);
+    let layout = DescriptorLayout {
+        leading_bytes: 16,
+        stride_bytes: 256,
+        swizzle: DescriptorSwizzle::Bytes32,
+        major: Major::K,
+    };
+    let start = b.int(0);
+    let descriptor = |buffer| MatrixDescriptor {
+        buffer,
+        start,
+        layout,
+    };
+    let c_index = b.int(0);
+    body.extend([
+        Stmt::WgmmaFence,
+        Stmt::Wgmma {
+            n: 8,
+            a: WgmmaA::Shared(descriptor(a_shared)),
+            b: descriptor(b_shared),
+            c,
+            c_index,
+        },
+        Stmt::WgmmaCommit,
+    ]);
+    let first = b.load(c, c_index);
+    let result = store(out, tx, first);
+    match wait {
+        WgmmaWait::BeforeTheStore => body.extend([Stmt::WgmmaWait { pending: 0 }, result]),
+        WgmmaWait::AfterTheStore => body.extend([result, Stmt::WgmmaWait { pending: 0 }]),
+        WgmmaWait::Never => body.push(result),
+    }
+    b.finish(body)
+}
+
+#[test]
+fn wgmma_results_arrive_at_the_wait() {
+    let run = |wait| {
+        let mut tensors = vec![HostTensor::zeros(DType::Float32, &[128])];
+        run_program(&ones_wgmma(wait), &mut tensors, &[]).map(|_| tensors[0].values.clone())
+    };
+    let waited = run(WgmmaWait::BeforeTheStore).unwrap_or_else(|e| panic!("{e}"));
+    assert!(waited.iter().all(|&x| x == 16.0), "{waited:?}");
+    // Read before the wait, the accumulator still holds its old value: a wrong answer, as on
+    // the GPU, rather than the product.
+    let early = run(WgmmaWait::AfterTheStore).unwrap_or_else(|e| panic!("{e}"));
+    assert!(early.iter().all(|&x| x == 0.0), "{early:?}");
+    let error = err(run(WgmmaWait::Never).map(|_| Default::default()));
+    assert_eq!(error.kind, ErrorKind::WgmmaNeverWaited { count: 1 });
+}

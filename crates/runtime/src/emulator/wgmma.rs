@@ -8,12 +8,19 @@
 //! would on the GPU. An operand that the descriptor places outside its buffer is an
 //! out-of-bounds fault.
 //!
-//! The instruction is modelled as completing when issued. Known limit: a read of its accumulator
-//! before `wgmma.wait_group` is not reported (lowering always waits before the gemm ends).
+//! The instruction is asynchronous here as on the GPU: issuing it records its operands' addresses
+//! and registers, and it executes only when a `wgmma.wait_group` retires its group. Until then the
+//! accumulator keeps its old values, and an operand overwritten in between is read in its new
+//! state, so a missing or late wait computes a wrong answer instead of a lucky right one. A
+//! warpgroup that ends the block with wgmmas never waited for is an error.
+
+use std::collections::VecDeque;
 
 use tilec_ir::ExprId;
 use tilec_ir::dtype::DType;
-use tilec_ir::thread::{MatrixDescriptor, WgmmaA, mma_a_element, wgmma_c_element};
+use tilec_ir::thread::{
+    DescriptorLayout, MatrixDescriptor, WgmmaA, mma_a_element, wgmma_c_element,
+};
 
 use super::error::{ErrorKind, Fault};
 use super::exec::Machine;
@@ -21,8 +28,52 @@ use super::memory::Place;
 
 const WARPGROUP: usize = 128;
 
+/// A shared operand as issued: the buffer, the absolute byte address of its start and its layout.
+#[derive(Clone, Debug)]
+struct IssuedShared {
+    buffer: usize,
+    start: i64,
+    layout: DescriptorLayout,
+}
+
+#[derive(Clone, Debug)]
+enum IssuedA {
+    Shared(IssuedShared),
+    /// The register array and each thread's first register, by thread of the warpgroup.
+    Registers {
+        buffer: usize,
+        at: Vec<i64>,
+    },
+}
+
+/// One wgmma issued and not executed yet.
+#[derive(Clone, Debug)]
+struct IssuedWgmma {
+    first: u32,
+    n: usize,
+    a: IssuedA,
+    b: IssuedShared,
+    c: usize,
+    /// Each thread's first accumulator register, by thread of the warpgroup.
+    c_at: Vec<i64>,
+}
+
+/// One warpgroup's wgmmas: the open group and the committed groups, oldest first.
+#[derive(Clone, Debug, Default)]
+pub(super) struct WgmmaQueue {
+    open: Vec<IssuedWgmma>,
+    committed: VecDeque<Vec<IssuedWgmma>>,
+}
+
+impl WgmmaQueue {
+    fn pending(&self) -> usize {
+        self.open.len() + self.committed.iter().map(Vec::len).sum::<usize>()
+    }
+}
+
 impl<'p> Machine<'p, '_> {
-    /// `wgmma.mma_async.m64n{n}k16`: see [`tilec_ir::thread::Stmt::Wgmma`].
+    /// `wgmma.mma_async.m64n{n}k16`: see [`tilec_ir::thread::Stmt::Wgmma`]. Records the operands;
+    /// [`Machine::exec_wgmma_wait`] executes it.
     pub(super) fn exec_wgmma(
         &mut self,
         n: u32,
@@ -31,41 +82,159 @@ impl<'p> Machine<'p, '_> {
         active: &[u32],
     ) -> Result<(), Fault> {
         let groups = self.whole_warpgroups(active)?;
-        let n = n as usize;
         let c_at = self.per_thread(c_index, active, c)?;
+        let b_at = self.issued_shared(b, active)?;
+        let a_at = match a {
+            WgmmaA::Shared(descriptor) => Some(self.issued_shared(descriptor, active)?),
+            WgmmaA::Registers { .. } => None,
+        };
+        let a_registers = match a {
+            WgmmaA::Registers { buffer, index } => Some((
+                buffer.index(),
+                self.per_thread(*index, active, buffer.index())?,
+            )),
+            WgmmaA::Shared(_) => None,
+        };
         for first in groups {
-            let threads: Vec<u32> = (first..first + WARPGROUP as u32).collect();
-            let b_tile = self.descriptor_tile(b, (16, n), &threads, active, true)?;
-            let a_tile = match a {
-                WgmmaA::Shared(descriptor) => {
-                    self.descriptor_tile(descriptor, (64, 16), &threads, active, false)?
-                }
-                WgmmaA::Registers { buffer, index } => {
-                    self.register_a_tile(buffer.index(), *index, &threads, active)?
-                }
+            let range = first as usize..first as usize + WARPGROUP;
+            let uniform = |issued: &(IssuedShared, Vec<i64>)| {
+                let starts = &issued.1[range.clone()];
+                starts
+                    .iter()
+                    .all(|&s| s == starts[0])
+                    .then(|| IssuedShared {
+                        start: issued.0.start + starts[0],
+                        ..issued.0.clone()
+                    })
             };
-            let mut c_threads = Vec::with_capacity(WARPGROUP * n / 2);
-            let mut c_indices = Vec::with_capacity(WARPGROUP * n / 2);
-            for &thread in &threads {
-                for r in 0..n / 2 {
-                    c_threads.push(thread);
-                    c_indices.push(c_at[thread as usize] + r as i64);
-                }
+            let differing = "wgmma: the threads of one warpgroup give different descriptors";
+            let Some(b) = uniform(&b_at) else {
+                return Err(self.malformed_fault(differing));
+            };
+            let a = match (&a_at, &a_registers) {
+                (Some(issued), _) => match uniform(issued) {
+                    Some(shared) => IssuedA::Shared(shared),
+                    None => return Err(self.malformed_fault(differing)),
+                },
+                (None, Some((buffer, at))) => IssuedA::Registers {
+                    buffer: *buffer,
+                    at: at[range.clone()].to_vec(),
+                },
+                (None, None) => return Err(self.malformed_fault("wgmma without an A operand")),
+            };
+            let issued = IssuedWgmma {
+                first,
+                n: n as usize,
+                a,
+                b,
+                c,
+                c_at: c_at[range].to_vec(),
+            };
+            if let Some(queue) = self.wgmmas.get_mut(first as usize / WARPGROUP) {
+                queue.open.push(issued);
             }
-            let c_values = self.gather(c, &c_threads, &c_indices)?;
-            let mut d_values = c_values;
-            for (slot, value) in d_values.iter_mut().enumerate() {
-                let (thread, r) = (slot / (n / 2), slot % (n / 2));
-                let (row, col) = wgmma_c_element(thread as i64, r as i64);
-                let (row, col) = (row as usize, col as usize);
-                let products: f64 = (0..16)
-                    .map(|k| a_tile[row * 16 + k] * b_tile[k * n + col])
-                    .sum();
-                *value += products;
-            }
-            self.scatter(c, &c_threads, &c_indices, &d_values)?;
         }
         Ok(())
+    }
+
+    /// `wgmma.commit_group`: each warpgroup's open wgmmas become a group.
+    pub(super) fn exec_wgmma_commit(&mut self, active: &[u32]) -> Result<(), Fault> {
+        for first in self.whole_warpgroups(active)? {
+            if let Some(queue) = self.wgmmas.get_mut(first as usize / WARPGROUP) {
+                let group = std::mem::take(&mut queue.open);
+                queue.committed.push_back(group);
+            }
+        }
+        Ok(())
+    }
+
+    /// `wgmma.wait_group pending`: executes each warpgroup's oldest groups until `pending` are left.
+    pub(super) fn exec_wgmma_wait(&mut self, pending: u32, active: &[u32]) -> Result<(), Fault> {
+        for first in self.whole_warpgroups(active)? {
+            let slot = first as usize / WARPGROUP;
+            while let Some(queue) = self.wgmmas.get_mut(slot)
+                && queue.committed.len() > pending as usize
+                && let Some(group) = queue.committed.pop_front()
+            {
+                for issued in &group {
+                    self.execute_wgmma(issued)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// At the end of a block: every wgmma must have been waited for.
+    pub(super) fn finish_wgmma(&mut self) -> Result<(), Fault> {
+        for (slot, queue) in self.wgmmas.iter_mut().enumerate() {
+            let count = queue.pending();
+            *queue = WgmmaQueue::default();
+            if count > 0 {
+                let kind = ErrorKind::WgmmaNeverWaited { count };
+                return Err(self.fault(kind, Some((slot * WARPGROUP) as u32)));
+            }
+        }
+        Ok(())
+    }
+
+    /// A descriptor's buffer, base address and layout, with each thread's start offset.
+    fn issued_shared(
+        &mut self,
+        descriptor: &MatrixDescriptor,
+        active: &[u32],
+    ) -> Result<(IssuedShared, Vec<i64>), Fault> {
+        let buffer = descriptor.buffer.index();
+        let Some(info) = self.buffers.get(buffer) else {
+            return Err(self.malformed_fault("wgmma: buffer id out of range"));
+        };
+        let (Place::Shared { offset, .. }, 2) = (info.place, info.size) else {
+            let message = format!(
+                "wgmma reads `{}` through a descriptor, which needs a 16-bit shared buffer",
+                info.name
+            );
+            return Err(self.malformed_fault(&message));
+        };
+        if !matches!(info.dtype, DType::Float16 | DType::BFloat16) {
+            return Err(self.malformed_fault("wgmma on an operand that is not fp16 or bf16"));
+        }
+        let starts = self.per_thread(descriptor.start, active, buffer)?;
+        let issued = IssuedShared {
+            buffer,
+            start: offset as i64,
+            layout: descriptor.layout,
+        };
+        Ok((issued, starts))
+    }
+
+    /// `D = A × B + D` for one issued wgmma, reading its operands now.
+    fn execute_wgmma(&mut self, issued: &IssuedWgmma) -> Result<(), Fault> {
+        let n = issued.n;
+        let b_tile = self.descriptor_tile(&issued.b, (16, n), issued.first, true)?;
+        let a_tile = match &issued.a {
+            IssuedA::Shared(shared) => {
+                self.descriptor_tile(shared, (64, 16), issued.first, false)?
+            }
+            IssuedA::Registers { buffer, at } => self.register_a_tile(*buffer, at, issued.first)?,
+        };
+        let mut c_threads = Vec::with_capacity(WARPGROUP * n / 2);
+        let mut c_indices = Vec::with_capacity(WARPGROUP * n / 2);
+        for (local, &first_register) in issued.c_at.iter().enumerate() {
+            for r in 0..n / 2 {
+                c_threads.push(issued.first + local as u32);
+                c_indices.push(first_register + r as i64);
+            }
+        }
+        let mut d_values = self.gather(issued.c, &c_threads, &c_indices)?;
+        for (slot, value) in d_values.iter_mut().enumerate() {
+            let (thread, r) = (slot / (n / 2), slot % (n / 2));
+            let (row, col) = wgmma_c_element(thread as i64, r as i64);
+            let (row, col) = (row as usize, col as usize);
+            let products: f64 = (0..16)
+                .map(|k| a_tile[row * 16 + k] * b_tile[k * n + col])
+                .sum();
+            *value += products;
+        }
+        self.scatter(issued.c, &c_threads, &c_indices, &d_values)
     }
 
     /// The first thread of each warpgroup of `active`; an error when one is only partly active.
@@ -88,74 +257,56 @@ impl<'p> Machine<'p, '_> {
         Ok(groups.iter().map(|g| g * WARPGROUP as u32).collect())
     }
 
-    /// A `rows × cols` operand tile read through a descriptor, row-major. For B (`k_rows`) the
-    /// tile is K × N and element `(k, n)` is the descriptor's `(mn = n, k)`; for A it is M × K.
+    /// A `rows × cols` operand tile read through a descriptor, row-major, as warpgroup `first`
+    /// reads it. For B (`k_rows`) the tile is K × N and element `(k, n)` is the descriptor's
+    /// `(mn = n, k)`; for A it is M × K.
     fn descriptor_tile(
         &mut self,
-        descriptor: &MatrixDescriptor,
+        shared: &IssuedShared,
         (rows, cols): (usize, usize),
-        threads: &[u32],
-        active: &[u32],
+        first: u32,
         k_rows: bool,
     ) -> Result<Vec<f64>, Fault> {
-        let buffer = descriptor.buffer.index();
-        let Some(info) = self.buffers.get(buffer) else {
-            return Err(self.malformed_fault("wgmma: buffer id out of range"));
-        };
-        let (Place::Shared { offset, .. }, 2) = (info.place, info.size) else {
-            let message = format!(
-                "wgmma reads `{}` through a descriptor, which needs a 16-bit shared buffer",
-                info.name
-            );
-            return Err(self.malformed_fault(&message));
-        };
-        if !matches!(info.dtype, DType::Float16 | DType::BFloat16) {
-            return Err(self.malformed_fault("wgmma on an operand that is not fp16 or bf16"));
-        }
-        let starts = self.per_thread(descriptor.start, active, buffer)?;
-        let first = threads[0] as usize;
-        if threads.iter().any(|&t| starts[t as usize] != starts[first]) {
-            return Err(self.malformed_fault(
-                "wgmma: the threads of one warpgroup give different descriptors",
-            ));
-        }
-        let base = offset as i64;
-        let start = base + starts[first];
+        let base = self
+            .buffers
+            .get(shared.buffer)
+            .map_or(0, |info| match info.place {
+                Place::Shared { offset, .. } => offset as i64,
+                _ => 0,
+            });
         let mut indices = Vec::with_capacity(rows * cols);
         for row in 0..rows {
             for col in 0..cols {
                 let (mn, k) = if k_rows { (col, row) } else { (row, col) };
-                let relative = descriptor.layout.element_offset(mn as i64, k as i64, 2);
-                let address = descriptor.layout.swizzle.apply(start + relative);
+                let relative = shared.layout.element_offset(mn as i64, k as i64, 2);
+                let address = shared.layout.swizzle.apply(shared.start + relative);
                 indices.push((address - base).div_euclid(2));
             }
         }
-        let readers = vec![threads[0]; indices.len()];
-        self.gather(buffer, &readers, &indices)
+        let readers = vec![first; indices.len()];
+        self.gather(shared.buffer, &readers, &indices)
     }
 
     /// The 64 × 16 A tile from the warpgroup's registers: warp `w` holds rows `16 w..16 w + 16`
-    /// as mma.sync's A fragment.
+    /// as mma.sync's A fragment, from each thread's register `at[thread]` on.
     fn register_a_tile(
         &mut self,
         buffer: usize,
-        index: ExprId,
-        threads: &[u32],
-        active: &[u32],
+        at: &[i64],
+        first: u32,
     ) -> Result<Vec<f64>, Fault> {
-        let at = self.per_thread(index, active, buffer)?;
         let mut readers = Vec::with_capacity(WARPGROUP * 8);
         let mut indices = Vec::with_capacity(WARPGROUP * 8);
-        for &thread in threads {
+        for (local, &start) in at.iter().enumerate() {
             for r in 0..8 {
-                readers.push(thread);
-                indices.push(at[thread as usize] + r);
+                readers.push(first + local as u32);
+                indices.push(start + r);
             }
         }
         let values = self.gather(buffer, &readers, &indices)?;
         let mut tile = vec![0.0; 64 * 16];
         for (slot, value) in values.into_iter().enumerate() {
-            let (local, r) = (slot / 8 % WARPGROUP, slot % 8);
+            let (local, r) = (slot / 8, slot % 8);
             let (row, col) = mma_a_element(local as i64 % 32, r as i64);
             let row = row as usize + 16 * (local / 32);
             tile[row * 16 + col as usize] = value;
