@@ -16,16 +16,14 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
-use tilec_db::{
-    Db, Instance, Settings, SourceFile, lowering_diagnostics, outline, thread_programs,
-};
+use tilec_db::{Db, Instance, SourceFile, lowering_diagnostics, outline, thread_programs};
 use tilec_ir::thread::{Memory, ParamAccess};
 use tilec_ir::{Target, ThreadProgram};
 use tilec_runtime::cuda::{CompileSettings, compile_ptx};
 
 use crate::cache::{Cache, CacheEntry, Lookup, content_key};
 use crate::tuned::apply_tuned;
-use crate::workspace::{Workspace, selected_instances};
+use crate::workspace::{Workspace, parse_target, selected_instances};
 use crate::{Emit, Format, render};
 use tilec_runtime::tuned::TunedFor;
 
@@ -72,15 +70,10 @@ enum Outcome {
 pub fn build(options: &BuildOptions) -> Result<ExitCode> {
     let started = Instant::now();
     let workspace = Workspace::load(&options.paths)?;
-    let target = match options.target.as_deref() {
-        Some(name) => Target::from_name(name)
-            .with_context(|| format!("unknown target `{name}` (expected sm_80 or sm_90)"))?,
-        None => workspace.manifest_target.unwrap_or_default(),
-    };
-    let db = &workspace.db;
-    let _settings = Settings::builder(target, workspace.manifest_pass_configs.clone())
-        .durability(salsa::Durability::HIGH)
-        .new(db);
+    let target = parse_target(options.target.as_deref())?
+        .or(workspace.manifest_target)
+        .unwrap_or_default();
+    let _settings = workspace.apply_settings(target);
     let nvrtc = nvrtc_tag(options.emit)?;
     let (instances, units) = plan(&workspace, options, target, &nvrtc)?;
     let cache = Cache::open(&options.cache)?;

@@ -5,23 +5,13 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use anyhow::{Result, bail};
-use tilec_db::{Settings, file_diagnostics, instance_reports, kernel_world, outline};
-use tilec_ir::{Severity, Target};
+use anyhow::Result;
+use tilec_db::{file_diagnostics, instance_reports, kernel_world, outline};
+use tilec_ir::Severity;
 
 use crate::Format;
 use crate::render;
-use crate::workspace::{Workspace, load_one, selected_instances};
-
-fn parse_target(name: Option<&str>) -> Result<Option<Target>> {
-    match name {
-        None => Ok(None),
-        Some(name) => match Target::from_name(name) {
-            Some(target) => Ok(Some(target)),
-            None => bail!("unknown target `{name}` (expected sm_80 or sm_90)"),
-        },
-    }
-}
+use crate::workspace::{Workspace, load_one, parse_target, selected_instances};
 
 fn styled() -> bool {
     std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
@@ -33,10 +23,7 @@ pub fn run(paths: &[PathBuf], format: Format, target: Option<&str>) -> Result<Ex
     let workspace = Workspace::load(paths)?;
     let target = cli_target.or(workspace.manifest_target).unwrap_or_default();
     let db = &workspace.db;
-    // The target rarely changes: high durability lets salsa skip re-validating what depends on it.
-    let _settings = Settings::builder(target, workspace.manifest_pass_configs.clone())
-        .durability(salsa::Durability::HIGH)
-        .new(db);
+    let _settings = workspace.apply_settings(target);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let (mut errors, mut warnings, mut instance_count, mut checked) =

@@ -7,14 +7,14 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use tilec_db::{Db, Instance, Settings, SourceFile, lowering_diagnostics, thread_programs};
+use tilec_db::{Db, Instance, SourceFile, lowering_diagnostics, thread_programs};
 use tilec_ir::{ConstValue, Target, ThreadProgram};
 use tilec_runtime::cuda::{DeviceTensor, LaunchArg, Repetitions};
 use tilec_runtime::{CudaDevice, HostTensor, compare, inputs, npy, run_program, tolerance_for};
 
 use crate::render;
 use crate::tuned::apply_tuned;
-use crate::workspace::{load_one, selected_instances};
+use crate::workspace::{Workspace, load_one, parse_target, selected_instances};
 use tilec_runtime::tuned::TunedFor;
 
 /// Where `tilec run` executes.
@@ -47,21 +47,19 @@ pub struct RunOptions {
 /// it the comparison is skipped with a note, since the emulator would take minutes.
 pub(crate) const CHECK_LIMIT_THREADS: i64 = 1 << 20;
 
-/// The target a run generates code for: `--target`, which a GPU must be able to run; else the
-/// GPU's own; else tilec.toml's; else sm_90.
-fn run_target(
+/// The target a run (or a measured tuning) generates code for: `--target`, which a GPU must be
+/// able to run; else the GPU's own; else tilec.toml's; else sm_90.
+pub(crate) fn run_target(
     named: Option<&str>,
     device: Option<&CudaDevice>,
-    workspace: &crate::workspace::Workspace,
+    workspace: &Workspace,
 ) -> Result<Target> {
     let device_target = device.and_then(CudaDevice::target);
-    let Some(name) = named else {
+    let Some(target) = parse_target(named)? else {
         return Ok(device_target
             .or(workspace.manifest_target)
             .unwrap_or_default());
     };
-    let target = Target::from_name(name)
-        .with_context(|| format!("unknown target `{name}` (expected sm_80 or sm_90)"))?;
     if let (Some(device), Some(own)) = (device, device_target)
         && own != target
         && !(own == Target::Sm90 && target == Target::Sm80)
@@ -79,9 +77,7 @@ pub fn run(path: &Path, options: &RunOptions) -> Result<ExitCode> {
     let db = &workspace.db;
     let device = open_device(options.device)?;
     let target = run_target(options.target.as_deref(), device.as_ref(), &workspace)?;
-    let _settings = Settings::builder(target, workspace.manifest_pass_configs.clone())
-        .durability(salsa::Durability::HIGH)
-        .new(db);
+    let _settings = workspace.apply_settings(target);
     let instance = pick_instance(
         db,
         file,

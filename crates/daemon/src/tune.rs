@@ -14,7 +14,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use tilec_db::{Db, Instance, Settings, thread_programs};
+use tilec_db::{Db, Instance, thread_programs};
 use tilec_ide::tune::{
     CandidateSource, Config, RankedCandidate, Recommendation, recommend, with_args,
 };
@@ -24,7 +24,8 @@ use tilec_passes::roofline::Estimate;
 use tilec_runtime::{CudaDevice, HostTensor, compare, inputs, tolerance_for};
 
 use crate::run::{
-    CheckVerdict, SharedInputs, check_against_emulator, pick_instance, run_on_gpu, scalar_values,
+    CheckVerdict, SharedInputs, check_against_emulator, pick_instance, run_on_gpu, run_target,
+    scalar_values,
 };
 use crate::tuned::tuned_instance;
 use crate::workspace::load_one;
@@ -60,20 +61,9 @@ pub fn run(path: &Path, options: &TuneOptions) -> Result<ExitCode> {
             )
         })?)
     };
-    // Candidates are lowered for the GPU measured on (or the named target, for a model).
-    let target = match (
-        &options.target,
-        device.as_ref().and_then(CudaDevice::target),
-    ) {
-        (_, Some(own)) => own,
-        (Some(name), None) => {
-            Target::from_name(name).with_context(|| format!("unknown target `{name}`"))?
-        }
-        (None, None) => workspace.manifest_target.unwrap_or_default(),
-    };
-    let _settings = Settings::builder(target, workspace.manifest_pass_configs.clone())
-        .durability(salsa::Durability::HIGH)
-        .new(db);
+    // Candidates are lowered for the target they are measured (or modelled) on.
+    let target = run_target(options.target.as_deref(), device.as_ref(), &workspace)?;
+    let _settings = workspace.apply_settings(target);
     let instance = pick_instance(
         db,
         file,
@@ -81,7 +71,7 @@ pub fn run(path: &Path, options: &TuneOptions) -> Result<ExitCode> {
         options.instance,
         &options.with,
     )?;
-    let gpu = hardware_model(options, device.as_ref())?;
+    let gpu = hardware_model(options, device.as_ref(), target)?;
     let started = Instant::now();
     let recommendation = recommend(db, instance, &gpu);
     let elapsed = started.elapsed().as_secs_f64();
@@ -110,7 +100,11 @@ pub fn run(path: &Path, options: &TuneOptions) -> Result<ExitCode> {
 }
 
 /// The model named by `--gpu`, else the one matching the GPU found, else the target's default.
-fn hardware_model(options: &TuneOptions, device: Option<&CudaDevice>) -> Result<GpuModel> {
+fn hardware_model(
+    options: &TuneOptions,
+    device: Option<&CudaDevice>,
+    target: Target,
+) -> Result<GpuModel> {
     if let Some(name) = &options.gpu {
         return GpuModel::named(name).with_context(|| {
             let names: Vec<String> = GpuModel::all().into_iter().map(|g| g.name).collect();
@@ -131,13 +125,6 @@ fn hardware_model(options: &TuneOptions, device: Option<&CudaDevice>) -> Result<
             return Ok(gpu);
         }
     }
-    let target = match (&options.target, device.and_then(CudaDevice::target)) {
-        (Some(name), _) => {
-            Target::from_name(name).with_context(|| format!("unknown target `{name}`"))?
-        }
-        (None, Some(target)) => target,
-        (None, None) => Target::default(),
-    };
     GpuModel::default_for(target).with_context(|| format!("no hardware model for {target}"))
 }
 

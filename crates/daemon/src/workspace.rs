@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use tilec_db::{RootDatabase, SourceFile};
+use tilec_db::{RootDatabase, Settings, SourceFile};
 use tilec_frontend::manifest::{Manifest, parse_manifest};
+use tilec_ir::Target;
 pub use tilec_lsp::workspace::{instances_for, manifest_for, manifest_instances};
 
 /// A problem with a tilec.toml, reported as a `config-error` diagnostic.
@@ -25,9 +26,30 @@ pub struct Workspace {
     pub files: Vec<SourceFile>,
     pub manifest_problems: Vec<ManifestProblem>,
     /// The target named by the first tilec.toml that sets one.
-    pub manifest_target: Option<tilec_ir::Target>,
+    pub manifest_target: Option<Target>,
     /// The `[pass_configs]` of the tilec.toml files, in the order they were read.
     pub manifest_pass_configs: Vec<(String, tilec_ir::ConstValue)>,
+}
+
+/// `--target NAME`, parsed; an unknown name is an error that lists the known ones.
+pub fn parse_target(name: Option<&str>) -> Result<Option<Target>> {
+    match name {
+        None => Ok(None),
+        Some(name) => match Target::from_name(name) {
+            Some(target) => Ok(Some(target)),
+            None => bail!("unknown target `{name}` (expected sm_80 or sm_90)"),
+        },
+    }
+}
+
+impl Workspace {
+    /// Sets the database's settings for a command: `target` and the tilec.toml pass configs. The
+    /// target rarely changes: high durability lets salsa skip re-validating what depends on it.
+    pub fn apply_settings(&self, target: Target) -> Settings {
+        Settings::builder(target, self.manifest_pass_configs.clone())
+            .durability(salsa::Durability::HIGH)
+            .new(&self.db)
+    }
 }
 
 /// Every `.py` file under `paths` (files as given, folders recursively, sorted), skipping hidden

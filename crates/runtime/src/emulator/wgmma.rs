@@ -28,10 +28,12 @@ use super::memory::Place;
 
 const WARPGROUP: usize = 128;
 
-/// A shared operand as issued: the buffer, the absolute byte address of its start and its layout.
+/// A shared operand as issued: the buffer and its byte address, the absolute byte address of the
+/// operand's start and its layout.
 #[derive(Clone, Debug)]
 struct IssuedShared {
     buffer: usize,
+    base: i64,
     start: i64,
     layout: DescriptorLayout,
 }
@@ -200,6 +202,7 @@ impl<'p> Machine<'p, '_> {
         let starts = self.per_thread(descriptor.start, active, buffer)?;
         let issued = IssuedShared {
             buffer,
+            base: offset as i64,
             start: offset as i64,
             layout: descriptor.layout,
         };
@@ -267,20 +270,13 @@ impl<'p> Machine<'p, '_> {
         first: u32,
         k_rows: bool,
     ) -> Result<Vec<f64>, Fault> {
-        let base = self
-            .buffers
-            .get(shared.buffer)
-            .map_or(0, |info| match info.place {
-                Place::Shared { offset, .. } => offset as i64,
-                _ => 0,
-            });
         let mut indices = Vec::with_capacity(rows * cols);
         for row in 0..rows {
             for col in 0..cols {
                 let (mn, k) = if k_rows { (col, row) } else { (row, col) };
                 let relative = shared.layout.element_offset(mn as i64, k as i64, 2);
                 let address = shared.layout.swizzle.apply(shared.start + relative);
-                indices.push((address - base).div_euclid(2));
+                indices.push((address - shared.base).div_euclid(2));
             }
         }
         let readers = vec![first; indices.len()];
