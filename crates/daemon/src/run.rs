@@ -9,7 +9,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use tilec_db::{Db, Instance, SourceFile, lowering_diagnostics, thread_programs};
 use tilec_ir::{ConstValue, Target, ThreadProgram};
-use tilec_runtime::cuda::{DeviceTensor, LaunchArg, Repetitions};
+use tilec_runtime::cuda::{DeviceTensor, EncodedTensorMap, LaunchArg, Repetitions};
 use tilec_runtime::{CudaDevice, HostTensor, compare, inputs, npy, run_program, tolerance_for};
 
 use crate::render;
@@ -442,14 +442,40 @@ fn launch_programs(
         let grid = launch_grid(program, scalars)?;
         let block = program.block.map(|b| u32::try_from(b).unwrap_or(1));
         let shared = u32::try_from(program.shared_bytes).context("shared memory too large")?;
+        let maps = encode_tensor_maps(device, program, uploaded)?;
+        // The order of the printed kernel's parameters: tensors, scalars, tensor maps.
         let mut args: Vec<LaunchArg<'_>> = uploaded.iter().map(LaunchArg::Tensor).collect();
         args.extend(scalars.iter().map(|&s| LaunchArg::I32(s as i32)));
+        args.extend(maps.iter().map(LaunchArg::TensorMap));
         let timing = device
             .time_launches(&kernel, grid, block, shared, &args, repetitions)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         seconds += timing.median_ms / 1e3;
     }
     Ok((seconds, compile_seconds))
+}
+
+/// The program's TMA tensor maps, each encoded over the uploaded tensor of the parameter whose
+/// buffer it describes (`uploaded` holds one tensor per parameter, in order).
+fn encode_tensor_maps<'t>(
+    device: &CudaDevice,
+    program: &ThreadProgram,
+    uploaded: &'t [DeviceTensor],
+) -> Result<Vec<EncodedTensorMap<'t>>> {
+    let encode = |map: &tilec_ir::thread::TensorMap| {
+        let k = program
+            .params
+            .iter()
+            .position(|param| param.buffer == map.buffer)
+            .with_context(|| format!("tensor map `{}` describes no tensor parameter", map.name))?;
+        let tensor = uploaded
+            .get(k)
+            .with_context(|| format!("tensor map `{}` has no uploaded tensor", map.name))?;
+        device
+            .encode_tensor_map(map, tensor, &program.params[k].name)
+            .map_err(|e| anyhow::anyhow!("{e}"))
+    };
+    program.tensor_maps.iter().map(encode).collect()
 }
 
 /// Threads in all of one launch: what the emulator's time grows with.

@@ -3,12 +3,14 @@
 //! computed here in f64 from the saved inputs: gemm.py (pipelined, three stages), gemm_eager.py (B
 //! transposed, ReLU epilogue), gemm_splitk_atomic.py (atomic adds from the accumulator) and both
 //! instances of flash_attention_fwd.py (causal mask, online softmax, a fragment as the A operand of
-//! the second gemm). Every check runs for both targets: sm_80 lowers the gemms to ldmatrix and
-//! mma.sync, sm_90 to wgmma with shared-memory descriptors (A from registers in attention's second
-//! gemm). The emulator executes ldmatrix, mma.sync and wgmma with PTX's lane ownership and reads
-//! wgmma's shared operands through the descriptor's addressing and swizzle, and lands cp.async
-//! copies only at their wait, so a wrong layout, a wrong descriptor, a missing wait or a missing
-//! barrier fails here.
+//! the second gemm). Every check runs on every code-generation path ([`PATHS`]): sm_80 lowers the
+//! gemms to ldmatrix and mma.sync over a cp.async pipeline; sm_90 to wgmma with shared-memory
+//! descriptors (A from registers in attention's second gemm) over a warp-specialized TMA pipeline
+//! (a producer warpgroup, full and empty mbarriers), a single-role TMA pipeline or a cp.async one.
+//! The emulator executes ldmatrix, mma.sync and wgmma with PTX's lane ownership, reads wgmma's
+//! shared operands through the descriptor's addressing and swizzle, runs the producer and consumer
+//! roles concurrently, and lands cp.async and TMA copies only at their waits, so a wrong layout, a
+//! wrong descriptor or box, a missing wait, a wrong parity or a missing barrier fails here.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -19,21 +21,69 @@ use tilec_runtime::tensor::HostTensor;
 mod common;
 use common::corpus_file;
 
-/// Both code-generation paths: mma.sync (sm_80) and wgmma (sm_90).
-const TARGETS: [&str; 2] = ["sm_80", "sm_90"];
+/// One code-generation path: a target and the pass config (set to true) that selects it.
+#[derive(Clone, Copy, Debug)]
+struct CodePath {
+    target: &'static str,
+    pass_config: Option<&'static str>,
+}
 
-/// Runs one instance on the emulator for `target` with `--with` overrides; returns the saved
-/// inputs and outputs.
+impl std::fmt::Display for CodePath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.pass_config {
+            Some(config) => write!(f, "{}, {config}", self.target),
+            None => write!(f, "{}", self.target),
+        }
+    }
+}
+
+/// Every code-generation path of the tensor-core kernels: mma.sync with cp.async (sm_80); on sm_90
+/// wgmma with a warp-specialized TMA pipeline (the default), with a single-role TMA pipeline, and
+/// with cp.async.
+const PATHS: [CodePath; 4] = [
+    CodePath {
+        target: "sm_80",
+        pass_config: None,
+    },
+    CodePath {
+        target: "sm_90",
+        pass_config: None,
+    },
+    CodePath {
+        target: "sm_90",
+        pass_config: Some("tl.disable_warp_specialized"),
+    },
+    CodePath {
+        target: "sm_90",
+        pass_config: Some("tl.disable_tma_lower"),
+    },
+];
+
+/// Runs one instance on the emulator on `path` with `--with` overrides; returns the saved inputs
+/// and outputs. A pass config is set through a `tilec.toml` beside a copy of the file.
 fn run_saved(
     file: &Path,
-    (instance, target): (usize, &str),
+    (instance, path): (usize, CodePath),
     with: &[&str],
     dir: &Path,
 ) -> (Saved, Saved) {
+    let source = match path.pass_config {
+        Some(config) => {
+            let project = dir.join("project");
+            std::fs::create_dir_all(&project).expect("creates the project folder");
+            let name = file.file_name().expect("a file name");
+            std::fs::copy(file, project.join(name)).expect("copies the kernel");
+            let manifest = format!("[pass_configs]\n\"{config}\" = true\n");
+            std::fs::write(project.join("tilec.toml"), manifest).expect("writes tilec.toml");
+            project.join(name)
+        }
+        None => file.to_path_buf(),
+    };
+    let target = path.target;
     let mut command = Command::new(env!("CARGO_BIN_EXE_tilec"));
     command
         .arg("run")
-        .arg(file)
+        .arg(&source)
         .args([
             "--device",
             "cpu",
@@ -43,7 +93,7 @@ fn run_saved(
             &instance.to_string(),
             "--save",
         ])
-        .arg(dir);
+        .arg(dir.join("saved"));
     for assignment in with {
         command.args(["--with", assignment]);
     }
@@ -54,7 +104,10 @@ fn run_saved(
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
-    (Saved(dir.join("in")), Saved(dir.join("out")))
+    (
+        Saved(dir.join("saved").join("in")),
+        Saved(dir.join("saved").join("out")),
+    )
 }
 
 struct Saved(PathBuf);
@@ -112,13 +165,13 @@ fn pipelined_gemm_matches_f64() {
     let Some(file) = corpus_file("gemm.py") else {
         return;
     };
-    for target in TARGETS {
+    for path in PATHS {
         let dir = tempfile::tempdir().expect("temp dir");
         let with = ["M=256", "N=128", "K=160"];
-        let (inputs, outputs) = run_saved(&file, (0, target), &with, dir.path());
+        let (inputs, outputs) = run_saved(&file, (0, path), &with, dir.path());
         let want = matmul(&inputs.tensor("A"), &inputs.tensor("B"), false);
         // C is fp16: half an ulp of rounding, relative 2^-11.
-        let what = format!("gemm C ({target})");
+        let what = format!("gemm C ({path})");
         assert_close(&what, &outputs.tensor("C").values, &want, 1e-3, 1e-3);
     }
 }
@@ -130,12 +183,12 @@ fn wide_pipelined_gemm_matches_f64() {
     let Some(file) = corpus_file("gemm.py") else {
         return;
     };
-    for target in TARGETS {
+    for path in PATHS {
         let dir = tempfile::tempdir().expect("temp dir");
         let with = ["M=128", "N=256", "K=192"];
-        let (inputs, outputs) = run_saved(&file, (1, target), &with, dir.path());
+        let (inputs, outputs) = run_saved(&file, (1, path), &with, dir.path());
         let want = matmul(&inputs.tensor("A"), &inputs.tensor("B"), false);
-        let what = format!("wide gemm C ({target})");
+        let what = format!("wide gemm C ({path})");
         assert_close(&what, &outputs.tensor("C").values, &want, 1e-3, 1e-3);
     }
 }
@@ -145,15 +198,15 @@ fn gemm_with_transposed_b_and_relu_matches_f64() {
     let Some(file) = corpus_file("gemm_eager.py") else {
         return;
     };
-    for target in TARGETS {
+    for path in PATHS {
         let dir = tempfile::tempdir().expect("temp dir");
         let with = ["M=128", "N=256", "K=96"];
-        let (inputs, outputs) = run_saved(&file, (0, target), &with, dir.path());
+        let (inputs, outputs) = run_saved(&file, (0, path), &with, dir.path());
         let want: Vec<f64> = matmul(&inputs.tensor("A"), &inputs.tensor("B"), true)
             .into_iter()
             .map(|x| x.max(0.0))
             .collect();
-        let what = format!("gemm_eager C ({target})");
+        let what = format!("gemm_eager C ({path})");
         assert_close(&what, &outputs.tensor("C").values, &want, 1e-3, 1e-3);
     }
 }
@@ -163,10 +216,10 @@ fn split_k_gemm_adds_into_c() {
     let Some(file) = corpus_file("gemm_splitk_atomic.py") else {
         return;
     };
-    for target in TARGETS {
+    for path in PATHS {
         let dir = tempfile::tempdir().expect("temp dir");
         let with = ["M=128", "N=128", "K=256", "split_k=2"];
-        let (inputs, outputs) = run_saved(&file, (0, target), &with, dir.path());
+        let (inputs, outputs) = run_saved(&file, (0, path), &with, dir.path());
         let product = matmul(&inputs.tensor("A"), &inputs.tensor("B"), false);
         let start = inputs.tensor("C");
         let want: Vec<f64> = product
@@ -175,7 +228,7 @@ fn split_k_gemm_adds_into_c() {
             .map(|(p, c)| p + c)
             .collect();
         // fp32 accumulation of 256 products, then one atomic add per split.
-        let what = format!("split-K C ({target})");
+        let what = format!("split-K C ({path})");
         assert_close(&what, &outputs.tensor("C").values, &want, 1e-5, 1e-4);
     }
 }
@@ -216,9 +269,9 @@ fn check_flash_attention(instance: usize, with: &[&str], causal: bool) {
     let Some(file) = corpus_file("flash_attention_fwd.py") else {
         return;
     };
-    for target in TARGETS {
+    for path in PATHS {
         let dir = tempfile::tempdir().expect("temp dir");
-        let (inputs, outputs) = run_saved(&file, (instance, target), with, dir.path());
+        let (inputs, outputs) = run_saved(&file, (instance, path), with, dir.path());
         let want = attention(
             &inputs.tensor("Q"),
             &inputs.tensor("K"),
@@ -226,7 +279,7 @@ fn check_flash_attention(instance: usize, with: &[&str], causal: bool) {
             causal,
         );
         // P is rounded to fp16 before the second gemm, and the output to fp16.
-        let what = format!("attention output ({target})");
+        let what = format!("attention output ({path})");
         assert_close(&what, &outputs.tensor("Output").values, &want, 4e-3, 2e-3);
     }
 }
@@ -277,6 +330,13 @@ fn tensor_core_skeleton(cuda: &str) -> String {
             "tl_wgmma_commit",
             "tl_wgmma_wait",
             "tl_fence",
+            "tl_mbarrier",
+            "tl_tma_load",
+            "tl_setmaxnreg",
+            "tl_named_barrier",
+            "if (tx",
+            "producer_tx",
+            "} else {",
             "// ",
         ]
         .iter()
@@ -402,49 +462,50 @@ fn wgmma_gemm_cuda_skeleton() {
         return;
     };
     expect_test::expect![[r#"
-        // T.clear
-            for (int r = 0; r < 128; ++r) {
-        // pipeline prologue: the first 2 stages
-            for (int stage = 0; stage < 2; ++stage) {
-                // T.copy (pipelined: cp.async into its stage)
-                    for (int chunk = 0; chunk < 4; ++chunk) {
-                        tl_cp_async<16>(A_shared
-                // T.copy (pipelined: cp.async into its stage)
-                    for (int chunk_1 = 0; chunk_1 < 8; ++chunk_1) {
-                        tl_cp_async<16>(B_shared
-                tl_cp_async_commit();
-        // T.Pipelined: the iterations that issue a stage ahead, then the last ones
-            for (int ko = 0; ko < 126; ++ko) {
-                tl_cp_async_wait<1>();
-                tl_fence_proxy_async();
-                __syncthreads();
-                // T.copy (pipelined: cp.async into its stage)
-                    for (int chunk = 0; chunk < 4; ++chunk) {
-                        tl_cp_async<16>(A_shared
-                // T.copy (pipelined: cp.async into its stage)
-                    for (int chunk_1 = 0; chunk_1 < 8; ++chunk_1) {
-                        tl_cp_async<16>(B_shared
-                tl_cp_async_commit();
-                // T.gemm 128x256x64 on wgmma m64n128k16, warpgroups 1x2, A from shared (128-byte swizzle, K-major), B from shared (128-byte swizzle, MN-major)
-                    tl_wgmma_fence();
+        // warp specialization: thread 0 initialises the pipeline's mbarriers
+            if (tx == 0) {
+                tl_mbarrier_init(full_barrier
+                tl_mbarrier_init(full_barrier
+                tl_mbarrier_init(full_barrier
+                tl_mbarrier_init(empty_barrier
+                tl_mbarrier_init(empty_barrier
+                tl_mbarrier_init(empty_barrier
+            tl_fence_proxy_async();
+            __syncthreads();
+        if (tx < 256) {
+            tl_setmaxnreg_inc<232>();
+            // T.clear
+                for (int r = 0; r < 128; ++r) {
+            tl_fence_proxy_async();
+            tl_named_barrier(1, 256);
+            // T.Pipelined (consumer warpgroups): wait for the stage's TMA boxes, compute, release the stage
+                for (int ko = 0; ko < 128; ++ko) {
+                    tl_mbarrier_wait(full_barrier
+                    // T.gemm 128x256x64 on wgmma m64n128k16, warpgroups 1x2, A from shared (128-byte swizzle, K-major), B from shared (128-byte swizzle, MN-major)
+                        tl_wgmma_fence();
         ... 8 x tl_wgmma_m64n128k16_f16_ss_t01
-                    tl_wgmma_commit();
-                    tl_wgmma_wait<0>();
-                    tl_fence_registers<128>(C_local);
-            for (int t = 0; t < 2; ++t) {
-                tl_cp_async_wait<1>();
-                tl_fence_proxy_async();
-                __syncthreads();
-                tl_cp_async_commit();
-                // T.gemm 128x256x64 on wgmma m64n128k16, warpgroups 1x2, A from shared (128-byte swizzle, K-major), B from shared (128-byte swizzle, MN-major)
-                    tl_wgmma_fence();
-        ... 8 x tl_wgmma_m64n128k16_f16_ss_t01
-                    tl_wgmma_commit();
-                    tl_wgmma_wait<0>();
-                    tl_fence_registers<128>(C_local);
-        // T.copy
-            for (int chunk_2 = 0; chunk_2 < 64; ++chunk_2) {
-                for (int lane = 0; lane < 2; ++lane) {"#]].assert_eq(&tensor_core_skeleton(&cuda));
+                        tl_wgmma_commit();
+                        tl_wgmma_wait<0>();
+                        tl_fence_registers<128>(C_local);
+                    tl_mbarrier_arrive(empty_barrier
+            // T.copy
+                for (int chunk = 0; chunk < 64; ++chunk) {
+                    for (int lane = 0; lane < 2; ++lane) {
+        } else {
+            tl_setmaxnreg_dec<40>();
+            const int producer_tx = tx;
+            if (tl_floormod(producer_tx, 128) == 0) {
+                // T.Pipelined (producer): 5 TMA box(es) per stage, 3 stages ahead at most
+                    for (int ko_load = 0; ko_load < 128; ++ko_load) {
+                        tl_mbarrier_wait(empty_barrier
+                        tl_mbarrier_arrive_expect_tx(full_barrier
+                        // T.copy into `A_shared` (pipelined: 1 TMA box(es) into its stage)
+                            tl_tma_load_2d(A_shared
+                        // T.copy into `B_shared` (pipelined: 4 TMA box(es) into its stage)
+                            tl_tma_load_2d(B_shared
+                            tl_tma_load_2d(B_shared
+                            tl_tma_load_2d(B_shared
+                            tl_tma_load_2d(B_shared"#]].assert_eq(&tensor_core_skeleton(&cuda));
 }
 
 /// A gemm whose A tile has a padded row-major layout (rows 40 elements apart): no wgmma descriptor
@@ -482,7 +543,7 @@ fn wgmma_falls_back_to_mma_sync_on_an_undescribable_layout() {
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("padded_gemm.py");
     std::fs::write(&file, PADDED_A_GEMM).expect("writes the kernel");
-    let (inputs, outputs) = run_saved(&file, (0, "sm_90"), &[], &dir.path().join("run"));
+    let (inputs, outputs) = run_saved(&file, (0, PATHS[1]), &[], &dir.path().join("run"));
     let want = matmul(&inputs.tensor("A"), &inputs.tensor("B"), false);
     assert_close(
         "padded gemm C",

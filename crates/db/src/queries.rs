@@ -228,6 +228,7 @@ pub fn thread_programs<'db>(
     Arc::new(tilec_passes::lower::lower_world(
         kernel_world(db, instance),
         layouts(db, instance),
+        *codegen_options(db, instance),
     ))
 }
 

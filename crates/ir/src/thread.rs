@@ -404,6 +404,60 @@ pub enum Stmt {
     /// proxy) visible to the async proxy that `wgmma` reads its operands through, once a barrier
     /// has followed.
     FenceProxyAsync,
+    /// Initialises the mbarrier `barrier[index]` (a 64-bit shared element) to expect `count`
+    /// arrivals per phase, and makes the initialisation visible to the async proxy (TMA). Executed
+    /// by one thread, before a barrier that publishes it to the others.
+    MbarrierInit {
+        barrier: BufferId,
+        index: ExprId,
+        count: u32,
+    },
+    /// `mbarrier.arrive` on `barrier[index]`, each executing thread one arrival; with
+    /// `expect_bytes`, `mbarrier.arrive.expect_tx` first raises the phase's pending transaction
+    /// count by that many bytes (which [`Stmt::TmaLoad`]s on the barrier then complete). A phase
+    /// completes when all its arrivals have come and its pending transaction count is zero.
+    MbarrierArrive {
+        barrier: BufferId,
+        index: ExprId,
+        expect_bytes: Option<u32>,
+    },
+    /// `mbarrier.try_wait.parity` in a loop: waits until the phase of `barrier[index]` with parity
+    /// `parity` (0 or 1) has completed, that is until the barrier's current phase has the other
+    /// parity. A [`Stmt::TmaLoad`] completing on that phase has landed for the waiting thread.
+    MbarrierWait {
+        barrier: BufferId,
+        index: ExprId,
+        parity: ExprId,
+    },
+    /// `cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes`, issued
+    /// by one thread: copies one box of tensor map `map` (an index into
+    /// [`ThreadProgram::tensor_maps`]) whose first element has the global coordinates `coords`
+    /// (innermost dimension first; coordinates outside the tensor read zeros) into shared memory
+    /// at `dst[dst_index]`. The box is stored as a dense array, innermost dimension fastest, with
+    /// the map's swizzle applied to the absolute shared address. Its bytes complete on
+    /// `barrier[barrier_index]`.
+    TmaLoad {
+        map: usize,
+        dst: BufferId,
+        dst_index: ExprId,
+        coords: Vec<ExprId>,
+        barrier: BufferId,
+        barrier_index: ExprId,
+    },
+    /// Warp specialization: threads below `consumers` run `consumer`, the others `producer`, and the
+    /// two run concurrently (they meet only at mbarriers and named barriers, never at a block-wide
+    /// [`Stmt::Barrier`]). Both `consumers` and the block's thread count are multiples of 128.
+    WarpRoles {
+        consumers: u32,
+        consumer: Vec<Stmt>,
+        producer: Vec<Stmt>,
+    },
+    /// `setmaxnreg.{inc,dec}.sync.aligned.u32 count`, executed by whole warpgroups: moves registers
+    /// between warpgroups of different roles.
+    SetMaxRegisters { count: u32, increase: bool },
+    /// `bar.sync id, threads`: a barrier among the `threads` threads that execute it (a role of a
+    /// [`Stmt::WarpRoles`]), for the same purpose as [`Stmt::Barrier`].
+    NamedBarrier { id: u32, threads: u32 },
     /// Statements lowered from one entity of the kernel world (a tile op, a parallel loop, a store):
     /// the printer prints `label` as a comment above them, and the emulator names `origin` in what
     /// it reports, which the caller maps to a source range.
@@ -426,6 +480,12 @@ pub fn for_each_stmt(stmts: &[Stmt], visit: &mut impl FnMut(&Stmt)) {
                 for_each_stmt(then, visit);
                 for_each_stmt(otherwise, visit);
             }
+            Stmt::WarpRoles {
+                consumer, producer, ..
+            } => {
+                for_each_stmt(consumer, visit);
+                for_each_stmt(producer, visit);
+            }
             _ => {}
         }
     }
@@ -438,6 +498,32 @@ pub fn uses_wgmma(stmts: &[Stmt]) -> bool {
         found |= matches!(stmt, Stmt::Wgmma { .. })
     });
     found
+}
+
+/// A TMA tensor map over one tensor parameter, created by the host at launch
+/// (`cuTensorMapEncodeTiled`) and passed to the kernel as a `__grid_constant__` parameter.
+///
+/// The tensor is the parameter's row-major array: its dimensions, innermost first, are the
+/// parameter's shape reversed, and the byte stride of dimension `d` is the product of the inner
+/// dimensions times the element size. Element strides are 1, out-of-bounds elements read as zero.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TensorMap {
+    /// The kernel parameter's name, a C identifier.
+    pub name: String,
+    /// The global buffer (a tensor parameter) the map describes.
+    pub buffer: BufferId,
+    /// The box one [`Stmt::TmaLoad`] copies, innermost dimension first, one entry per dimension of
+    /// the tensor (each 1..=256).
+    pub box_dims: Vec<u32>,
+    /// The shared-memory swizzle the copy applies; `None` stores the box unswizzled.
+    pub swizzle: Option<DescriptorSwizzle>,
+}
+
+impl TensorMap {
+    /// Elements of one box.
+    pub fn box_elements(&self) -> i64 {
+        self.box_dims.iter().map(|&d| i64::from(d)).product()
+    }
 }
 
 /// The lowered form of one `with T.Kernel(...)` launch of one kernel instance.
@@ -460,6 +546,8 @@ pub struct ThreadProgram {
     pub block_index: [VarId; 3],
     /// Bytes of dynamic shared memory per block.
     pub shared_bytes: i64,
+    /// The TMA tensor maps the kernel takes, after the tensor and scalar parameters.
+    pub tensor_maps: Vec<TensorMap>,
     pub body: Vec<Stmt>,
 }
 

@@ -11,6 +11,12 @@ pub struct CodegenOptions {
     pub target: Target,
     /// `T.gemm` may run on `wgmma` (sm_90 unless `tl.disable_wgmma`).
     pub wgmma: bool,
+    /// Pipelined global → shared copies may run on TMA with mbarriers (sm_90 unless
+    /// `tl.disable_tma_lower`).
+    pub tma: bool,
+    /// A pipelined loop whose copies run on TMA may get a producer warpgroup of its own (sm_90
+    /// unless `tl.disable_warp_specialized`, and only where TMA is on).
+    pub warp_specialized: bool,
 }
 
 impl CodegenOptions {
@@ -24,9 +30,12 @@ impl CodegenOptions {
                 .any(|(name, value)| name == key && is_truthy(value))
         };
         let hopper = target == Target::Sm90;
+        let tma = hopper && !set("tl.disable_tma_lower");
         CodegenOptions {
             target,
             wgmma: hopper && !set("tl.disable_wgmma"),
+            tma,
+            warp_specialized: tma && !set("tl.disable_warp_specialized"),
         }
     }
 
@@ -61,5 +70,22 @@ mod tests {
         assert!(!CodegenOptions::new(Target::Sm90, &off).wgmma);
         let kept = [("tl.disable_wgmma".to_owned(), ConstValue::Bool(false))];
         assert!(CodegenOptions::new(Target::Sm90, &kept).wgmma);
+    }
+
+    #[test]
+    fn tma_and_warp_specialization_have_their_own_switches() {
+        let hopper = CodegenOptions::for_target(Target::Sm90);
+        assert!(hopper.tma && hopper.warp_specialized);
+        let ampere = CodegenOptions::for_target(Target::Sm80);
+        assert!(!ampere.tma && !ampere.warp_specialized);
+        let no_tma = [("tl.disable_tma_lower".to_owned(), ConstValue::Int(1))];
+        let options = CodegenOptions::new(Target::Sm90, &no_tma);
+        assert!(options.wgmma && !options.tma && !options.warp_specialized);
+        let no_ws = [(
+            "tl.disable_warp_specialized".to_owned(),
+            ConstValue::Bool(true),
+        )];
+        let options = CodegenOptions::new(Target::Sm90, &no_ws);
+        assert!(options.tma && !options.warp_specialized);
     }
 }

@@ -1,6 +1,6 @@
 //! The CUDA backend: opens the GPU through cudarc, compiles CUDA C with NVRTC (once per source and
-//! target in each process), moves [`HostTensor`]s to and from the device, launches kernels and times
-//! them with CUDA events.
+//! target in each process), moves [`HostTensor`]s to and from the device, encodes TMA tensor maps
+//! over device tensors, launches kernels and times them with CUDA events.
 //!
 //! Nothing here links against CUDA. cudarc loads `libcuda` and `libnvrtc` at run time, so the crate
 //! builds and its tests pass on a machine without either. cudarc panics (instead of returning an error)
@@ -15,20 +15,26 @@
 #![allow(unsafe_code)]
 
 use std::any::Any;
-use std::ffi::{CString, c_char};
+use std::ffi::{CString, c_char, c_void};
 use std::fmt;
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::marker::PhantomData;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags, CUfunction_attribute, CUresult};
+use cudarc::driver::sys::{
+    CUdevice_attribute, CUevent_flags, CUfunction_attribute, CUresult, CUtensorMap,
+    CUtensorMapDataType, CUtensorMapFloatOOBfill, CUtensorMapInterleave, CUtensorMapL2promotion,
+    CUtensorMapSwizzle,
+};
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DriverError, LaunchConfig,
-    PushKernelArg,
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DeviceRepr,
+    DriverError, LaunchConfig, PushKernelArg,
 };
 use cudarc::nvrtc::Ptx;
 use dashmap::DashMap;
+use tilec_ir::thread::{DescriptorSwizzle, TensorMap};
 use tilec_ir::{DType, Target};
 
 use crate::tensor::{HostTensor, element_bytes};
@@ -382,11 +388,223 @@ impl DeviceTensor {
     }
 }
 
-/// One kernel argument: a tensor is passed as its device pointer, a scalar by value.
+/// One kernel argument: a tensor is passed as its device pointer, a scalar and a tensor map by
+/// value. Kernels printed from a thread program take tensors, then scalars, then tensor maps.
 #[derive(Clone, Copy, Debug)]
 pub enum LaunchArg<'a> {
     Tensor(&'a DeviceTensor),
     I32(i32),
+    TensorMap(&'a EncodedTensorMap<'a>),
+}
+
+/// A TMA tensor map the driver encoded over one device tensor ([`CudaDevice::encode_tensor_map`]),
+/// for a kernel's `const __grid_constant__ tl_tensor_map` parameter. It holds the tensor's device
+/// address, so it borrows the tensor: the map cannot outlive the memory it describes.
+#[derive(Clone, Copy, Debug)]
+#[repr(transparent)]
+pub struct EncodedTensorMap<'a> {
+    map: CUtensorMap,
+    tensor: PhantomData<&'a DeviceTensor>,
+}
+
+// SAFETY: `DeviceRepr` promises that a value's bytes are what the kernel parameter expects. The
+// wrapper is transparent over `CUtensorMap`, 128 bytes of plain data that `cuTensorMapEncodeTiled`
+// wrote for exactly this use, and the kernel's `tl_tensor_map` is the same 128 bytes (the prelude's
+// `struct { unsigned long long opaque[16]; }`, which the launch copies by its size). The device
+// address inside stays valid as long as the borrowed tensor lives.
+unsafe impl DeviceRepr for EncodedTensorMap<'_> {}
+
+/// The arguments of `cuTensorMapEncodeTiled` for one [`TensorMap`] over one row-major tensor,
+/// computed and checked against the driver's rules without the driver, so that a violation gets a
+/// message naming the rule instead of a bare `CUDA_ERROR_INVALID_VALUE`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorMapLayout {
+    pub data_type: CUtensorMapDataType,
+    /// Elements per dimension, innermost first: the tensor's shape reversed.
+    pub global_dims: Vec<u64>,
+    /// Byte distance between consecutive indices of dimensions 1.., innermost first (one entry
+    /// fewer than the rank; dimension 0 is contiguous).
+    pub global_strides: Vec<u64>,
+    /// Elements per dimension of one box, innermost first.
+    pub box_dims: Vec<u32>,
+    /// All 1: every element of the box is copied.
+    pub element_strides: Vec<u32>,
+    pub swizzle: CUtensorMapSwizzle,
+}
+
+/// The most dimensions a TMA tensor has.
+const TENSOR_MAP_MAX_RANK: usize = 5;
+
+/// The most elements along one dimension of a TMA box.
+const TENSOR_MAP_MAX_BOX: u32 = 256;
+
+impl TensorMapLayout {
+    /// The layout of `map` over a contiguous row-major tensor of `dtype` and `shape` at device
+    /// address `address`, or the driver's rule that it breaks, as a sentence.
+    pub fn new(
+        map: &TensorMap,
+        dtype: DType,
+        shape: &[usize],
+        address: u64,
+    ) -> Result<TensorMapLayout, String> {
+        let rank = shape.len();
+        if !(1..=TENSOR_MAP_MAX_RANK).contains(&rank) {
+            return Err(format!(
+                "the tensor has {rank} dimensions, but TMA handles 1 to {TENSOR_MAP_MAX_RANK}"
+            ));
+        }
+        if map.box_dims.len() != rank {
+            return Err(format!(
+                "the map's box has {} dimensions, but the tensor has {rank}",
+                map.box_dims.len()
+            ));
+        }
+        if !address.is_multiple_of(16) {
+            return Err(format!(
+                "the tensor's device address {address:#x} is not a multiple of 16 bytes"
+            ));
+        }
+        let element = element_bytes(dtype) as u64;
+        let global_dims = tensor_map_dims(shape)?;
+        let global_strides = tensor_map_strides(&global_dims, element)?;
+        check_box(&map.box_dims, element, map.swizzle)?;
+        Ok(TensorMapLayout {
+            data_type: tensor_map_data_type(dtype),
+            global_dims,
+            global_strides,
+            box_dims: map.box_dims.clone(),
+            element_strides: vec![1; rank],
+            swizzle: tensor_map_swizzle(map.swizzle),
+        })
+    }
+}
+
+/// The tensor's dimensions innermost first, each 1 to 2^32 elements as the driver requires.
+fn tensor_map_dims(shape: &[usize]) -> Result<Vec<u64>, String> {
+    let mut dims = Vec::with_capacity(shape.len());
+    for (d, &extent) in shape.iter().rev().enumerate() {
+        let extent = u64::try_from(extent).unwrap_or(u64::MAX);
+        if !(1..=1 << 32).contains(&extent) {
+            return Err(format!(
+                "dimension {d} (innermost first) has {extent} elements, but TMA needs 1 to 2^32"
+            ));
+        }
+        dims.push(extent);
+    }
+    Ok(dims)
+}
+
+/// The byte strides of dimensions 1.. of a contiguous tensor, which the driver needs to be
+/// multiples of 16 below 2^40.
+fn tensor_map_strides(dims: &[u64], element: u64) -> Result<Vec<u64>, String> {
+    let mut strides = Vec::with_capacity(dims.len().saturating_sub(1));
+    let mut stride = element;
+    for d in 1..dims.len() {
+        stride = stride.saturating_mul(dims[d - 1]);
+        if !stride.is_multiple_of(16) || stride >= 1 << 40 {
+            return Err(format!(
+                "consecutive indices of dimension {d} (innermost first) are {stride} bytes apart, \
+                 but TMA needs a multiple of 16 bytes below 2^40"
+            ));
+        }
+        strides.push(stride);
+    }
+    Ok(strides)
+}
+
+/// Checks the box: 1 to 256 elements per dimension, and an inner dimension whose bytes are a
+/// multiple of 16 and fit the swizzle's span (TMA swizzles within rows of that many bytes).
+fn check_box(
+    box_dims: &[u32],
+    element: u64,
+    swizzle: Option<DescriptorSwizzle>,
+) -> Result<(), String> {
+    let outside = box_dims
+        .iter()
+        .enumerate()
+        .find(|(_, extent)| !(1..=TENSOR_MAP_MAX_BOX).contains(*extent));
+    if let Some((d, extent)) = outside {
+        return Err(format!(
+            "box dimension {d} (innermost first) is {extent} elements, but TMA boxes have 1 to \
+             {TENSOR_MAP_MAX_BOX}"
+        ));
+    }
+    let inner = box_dims
+        .first()
+        .map_or(0, |&extent| u64::from(extent) * element);
+    if !inner.is_multiple_of(16) {
+        return Err(format!(
+            "the box's inner dimension is {inner} bytes, but TMA needs a multiple of 16"
+        ));
+    }
+    if let Some(swizzle) = swizzle
+        && inner > swizzle.row_bytes().unsigned_abs()
+    {
+        return Err(format!(
+            "the box's inner dimension is {inner} bytes, more than the {}-byte swizzle span",
+            swizzle.row_bytes()
+        ));
+    }
+    Ok(())
+}
+
+/// The driver's element type for `dtype`. TMA copies bytes without converting them, so the types it
+/// has no name for (fp8, bool, 8- and 16-bit integers) travel as unsigned integers of their size.
+fn tensor_map_data_type(dtype: DType) -> CUtensorMapDataType {
+    use CUtensorMapDataType as T;
+    match dtype {
+        DType::Float16 => T::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+        DType::BFloat16 => T::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+        DType::Float32 => T::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+        DType::Float64 => T::CU_TENSOR_MAP_DATA_TYPE_FLOAT64,
+        DType::Int32 => T::CU_TENSOR_MAP_DATA_TYPE_INT32,
+        DType::UInt32 => T::CU_TENSOR_MAP_DATA_TYPE_UINT32,
+        DType::Int64 => T::CU_TENSOR_MAP_DATA_TYPE_INT64,
+        DType::UInt64 => T::CU_TENSOR_MAP_DATA_TYPE_UINT64,
+        DType::Int16 | DType::UInt16 => T::CU_TENSOR_MAP_DATA_TYPE_UINT16,
+        DType::Bool | DType::Int8 | DType::UInt8 | DType::Float8E4M3 | DType::Float8E5M2 => {
+            T::CU_TENSOR_MAP_DATA_TYPE_UINT8
+        }
+    }
+}
+
+fn tensor_map_swizzle(swizzle: Option<DescriptorSwizzle>) -> CUtensorMapSwizzle {
+    use CUtensorMapSwizzle as S;
+    match swizzle {
+        None => S::CU_TENSOR_MAP_SWIZZLE_NONE,
+        Some(DescriptorSwizzle::Bytes32) => S::CU_TENSOR_MAP_SWIZZLE_32B,
+        Some(DescriptorSwizzle::Bytes64) => S::CU_TENSOR_MAP_SWIZZLE_64B,
+        Some(DescriptorSwizzle::Bytes128) => S::CU_TENSOR_MAP_SWIZZLE_128B,
+    }
+}
+
+/// Calls `cuTensorMapEncodeTiled` for a checked layout: no interleave, L2 promotion by 256 bytes,
+/// out-of-bounds elements read as zero.
+fn encode_tiled(layout: &TensorMapLayout, address: u64) -> Result<CUtensorMap, DriverError> {
+    let mut map = CUtensorMap { opaque: [0; 16] };
+    let rank = u32::try_from(layout.global_dims.len()).unwrap_or(u32::MAX);
+    // The address is only stored in the map for the device; the host never dereferences it.
+    let address = std::ptr::without_provenance_mut::<c_void>(address as usize);
+    // SAFETY: the driver writes 128 bytes into `map`, which has them, and reads `rank` entries of
+    // `global_dims`, `box_dims` and `element_strides` and `rank - 1` of `global_strides`, which
+    // `TensorMapLayout::new` built with exactly those lengths (rank 1 to 5).
+    let status = unsafe {
+        cudarc::driver::sys::cuTensorMapEncodeTiled(
+            &mut map,
+            layout.data_type,
+            rank,
+            address,
+            layout.global_dims.as_ptr(),
+            layout.global_strides.as_ptr(),
+            layout.box_dims.as_ptr(),
+            layout.element_strides.as_ptr(),
+            CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            layout.swizzle,
+            CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    };
+    status.result().map(|()| map)
 }
 
 /// How often [`CudaDevice::time_launches`] runs a kernel: untimed warm-up runs first, then timed ones.
@@ -654,6 +872,40 @@ impl CudaDevice {
         })
     }
 
+    /// Encodes `map` over `tensor`, the device copy of the tensor parameter named `tensor_name`
+    /// whose buffer the map describes, for launches that pass it as [`LaunchArg::TensorMap`].
+    /// Layouts the driver would refuse are reported with the rule they break.
+    pub fn encode_tensor_map<'t>(
+        &self,
+        map: &TensorMap,
+        tensor: &'t DeviceTensor,
+        tensor_name: &str,
+    ) -> Result<EncodedTensorMap<'t>, CudaError> {
+        let during = format!(
+            "encoding tensor map `{}` of tensor `{tensor_name}`",
+            map.name
+        );
+        if tensor.data.context() != &self.context {
+            return Err(CudaError::new(
+                during,
+                "the tensor is of another CUDA context",
+            ));
+        }
+        guarded(panic_error(&during), || {
+            let (address, _read) = tensor.data.device_ptr(&self.stream);
+            let layout = TensorMapLayout::new(map, tensor.dtype, &tensor.shape, address)
+                .map_err(|rule| CudaError::new(during.clone(), rule))?;
+            self.context
+                .bind_to_thread()
+                .map_err(CudaError::driver(during.clone()))?;
+            let map = encode_tiled(&layout, address).map_err(CudaError::driver(during.clone()))?;
+            Ok(EncodedTensorMap {
+                map,
+                tensor: PhantomData,
+            })
+        })
+    }
+
     /// Launches `kernel` once and waits for it; a fault in the kernel comes back as a `CudaError`.
     pub fn launch(
         &self,
@@ -812,14 +1064,16 @@ impl CudaDevice {
             match arg {
                 LaunchArg::Tensor(tensor) => builder.arg(&tensor.data),
                 LaunchArg::I32(value) => builder.arg(value),
+                LaunchArg::TensorMap(map) => builder.arg(*map),
             };
         }
         // SAFETY: the driver cannot check argument types, so this relies on the caller: the code
         // generator emits the kernel signature and the argument list from the same parameter list
-        // (tensors as pointers, scalars as `int`), and out-of-bounds accesses come back as a driver
-        // error at the next synchronisation, not as host memory corruption. Every pointer passed
-        // refers to memory borrowed for the whole call, and `launch`/`time_launches` wait for the
-        // stream before returning, so no buffer is freed while the kernel runs.
+        // (tensors as pointers, scalars as `int`, tensor maps as 128-byte `tl_tensor_map`s), and
+        // out-of-bounds accesses come back as a driver error at the next synchronisation, not as
+        // host memory corruption. Every pointer passed, and every tensor a map describes, refers to
+        // memory borrowed for the whole call, and `launch`/`time_launches` wait for the stream
+        // before returning, so no buffer is freed while the kernel runs.
         unsafe { builder.launch(config) }
             .map(|_| ())
             .map_err(CudaError::driver(format!(
@@ -1374,6 +1628,217 @@ extern "C" __global__ void fault(float* out) {
         );
         assert_eq!(Timing::from_samples(Vec::new()), None);
     }
+
+    /// A tensor map with `box_dims` and `swizzle` over the buffer of parameter 0.
+    fn tensor_map(box_dims: &[u32], swizzle: Option<DescriptorSwizzle>) -> TensorMap {
+        TensorMap {
+            name: "A_map".to_owned(),
+            buffer: tilec_ir::thread::BufferId(0),
+            box_dims: box_dims.to_vec(),
+            swizzle,
+        }
+    }
+
+    #[test]
+    fn tensor_map_layouts_follow_the_row_major_tensor() {
+        let map = tensor_map(&[64, 64], Some(DescriptorSwizzle::Bytes128));
+        let layout = TensorMapLayout::new(&map, DType::Float16, &[128, 64], 0x1000)
+            .expect("a 64 x 64 fp16 box of a 128 x 64 tensor");
+        assert_eq!(
+            layout,
+            TensorMapLayout {
+                data_type: CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                global_dims: vec![64, 128],
+                global_strides: vec![128],
+                box_dims: vec![64, 64],
+                element_strides: vec![1, 1],
+                swizzle: CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            }
+        );
+        let map = tensor_map(&[32, 8, 1], None);
+        let layout = TensorMapLayout::new(&map, DType::BFloat16, &[3, 8, 32], 0x2000)
+            .expect("a bf16 box of a three-dimensional tensor");
+        assert_eq!(layout.global_dims, vec![32, 8, 3]);
+        assert_eq!(layout.global_strides, vec![64, 512]);
+        assert_eq!(layout.element_strides, vec![1, 1, 1]);
+        assert_eq!(
+            (layout.data_type, layout.swizzle),
+            (
+                CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE
+            )
+        );
+        let one_dimensional = TensorMapLayout::new(&tensor_map(&[16], None), DType::UInt8, &[5], 0)
+            .expect("a one-dimensional byte tensor");
+        assert!(one_dimensional.global_strides.is_empty());
+        let types = [
+            (
+                DType::Float32,
+                CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+            ),
+            (
+                DType::Float64,
+                CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT64,
+            ),
+            (
+                DType::Int32,
+                CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_INT32,
+            ),
+            (
+                DType::Int8,
+                CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8,
+            ),
+            (
+                DType::Float8E4M3,
+                CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8,
+            ),
+            (
+                DType::Int16,
+                CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT16,
+            ),
+        ];
+        for (dtype, expected) in types {
+            assert_eq!(tensor_map_data_type(dtype), expected, "{dtype}");
+        }
+    }
+
+    #[test]
+    fn tensor_map_layouts_the_driver_refuses_are_errors() {
+        let refused = |box_dims: &[u32], swizzle, dtype, shape: &[usize], address| {
+            TensorMapLayout::new(&tensor_map(box_dims, swizzle), dtype, shape, address)
+                .expect_err("the driver refuses this layout")
+        };
+        let f16 = DType::Float16;
+        let cases = [
+            (
+                refused(&[8; 6], None, f16, &[8; 6], 0),
+                "the tensor has 6 dimensions, but TMA handles 1 to 5",
+            ),
+            (
+                refused(&[8], None, f16, &[8, 8], 0),
+                "the map's box has 1 dimensions, but the tensor has 2",
+            ),
+            (
+                refused(&[8, 8], None, f16, &[8, 8], 0x1008),
+                "the tensor's device address 0x1008 is not a multiple of 16 bytes",
+            ),
+            (
+                refused(&[8, 8], None, f16, &[0, 8], 0),
+                "dimension 1 (innermost first) has 0 elements, but TMA needs 1 to 2^32",
+            ),
+            (
+                refused(&[8, 4], None, f16, &[4, 7], 0),
+                "consecutive indices of dimension 1 (innermost first) are 14 bytes apart, but TMA \
+                 needs a multiple of 16 bytes below 2^40",
+            ),
+            (
+                refused(&[8, 300], None, f16, &[512, 8], 0),
+                "box dimension 1 (innermost first) is 300 elements, but TMA boxes have 1 to 256",
+            ),
+            (
+                refused(&[3, 8], None, DType::Float32, &[8, 8], 0),
+                "the box's inner dimension is 12 bytes, but TMA needs a multiple of 16",
+            ),
+            (
+                refused(&[48, 8], Some(DescriptorSwizzle::Bytes64), f16, &[8, 64], 0),
+                "the box's inner dimension is 96 bytes, more than the 64-byte swizzle span",
+            ),
+        ];
+        for (message, expected) in cases {
+            assert_eq!(message, expected);
+        }
+    }
+
+    /// Two TMA loads of 8 x 4 boxes of a 16 x 32 fp32 tensor through a map the driver encoded and
+    /// the launch passed by value, one inside the tensor and one reaching past its corner, which
+    /// reads zeros. Needs a Hopper GPU (sm_90); elsewhere only the encoding is checked.
+    #[test]
+    fn a_tma_load_through_an_encoded_tensor_map() {
+        let Some(device) = device_or_skip("a_tma_load_through_an_encoded_tensor_map") else {
+            return;
+        };
+        let a = HostTensor::random(DType::Float32, &[16, 32], 3);
+        let a_dev = device.upload(&a).expect("upload a");
+        let out_dev = device.zeros(DType::Float32, &[64]).expect("allocate out");
+        let map = device
+            .encode_tensor_map(&tensor_map(&[8, 4], None), &a_dev, "A")
+            .expect("the driver encodes the map");
+        let wrong = device.encode_tensor_map(&tensor_map(&[8], None), &a_dev, "A");
+        let wrong = wrong.expect_err("a box of the wrong rank");
+        assert!(wrong.during.contains("`A_map` of tensor `A`"), "{wrong}");
+        if device.compute_capability().0 < 9 {
+            eprintln!("no TMA before sm_90; checked the encoding only");
+            return;
+        }
+        let kernel = device
+            .compile(TMA_COPY, "tma_copy", &device.default_arch())
+            .expect("tma_copy compiles");
+        let args = [
+            LaunchArg::Tensor(&out_dev),
+            LaunchArg::Tensor(&a_dev),
+            LaunchArg::I32(0),
+            LaunchArg::TensorMap(&map),
+        ];
+        device
+            .launch(&kernel, [1, 1, 1], [64, 1, 1], 0, &args)
+            .expect("tma_copy runs");
+        let out = device.download(&out_dev).expect("download out");
+        let at = |row: usize, col: usize| {
+            if row < 16 && col < 32 {
+                a.values[row * 32 + col]
+            } else {
+                0.0
+            }
+        };
+        for i in 0..32 {
+            let (row, col) = (i / 8, i % 8);
+            assert_eq!(out.values[i], at(4 + row, 8 + col), "element {i}");
+            assert_eq!(
+                out.values[32 + i],
+                at(14 + row, 28 + col),
+                "element {}",
+                32 + i
+            );
+        }
+    }
+
+    /// Loads box (8, 4) and box (28, 14) (column, row) of the map into shared memory, both
+    /// completing on one mbarrier, and copies them out. The tensor pointer and the scalar are
+    /// unused; they are there to check the argument order of printed kernels.
+    const TMA_COPY: &str = r#"
+struct __align__(64) tl_tensor_map {
+    unsigned long long opaque[16];
+};
+__device__ __forceinline__ unsigned int smem(const void* p) {
+    return (unsigned int)__cvta_generic_to_shared(p);
+}
+__device__ __forceinline__ void load(float* dst, const tl_tensor_map* map, unsigned long long* bar, int c0, int c1) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%3, %4}], [%2];"
+                 :: "r"(smem(dst)), "l"(reinterpret_cast<unsigned long long>(map)), "r"(smem(bar)),
+                    "r"(c0), "r"(c1) : "memory");
+}
+extern "C" __global__ void tma_copy(float* out, const float* a, int unused,
+                                    const __grid_constant__ tl_tensor_map map) {
+    __shared__ __align__(128) float tile[64];
+    __shared__ __align__(8) unsigned long long bar;
+    if (threadIdx.x == 0) {
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem(&bar)) : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], 256;" :: "r"(smem(&bar)) : "memory");
+        load(tile, &map, &bar, 8, 4);
+        load(tile + 32, &map, &bar, 28, 14);
+    }
+    asm volatile("{\n.reg .pred P1;\nWAIT_%=:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], 0;\n"
+                 "@P1 bra DONE_%=;\nbra WAIT_%=;\nDONE_%=:\n}\n"
+                 :: "r"(smem(&bar)) : "memory");
+    out[threadIdx.x] = tile[threadIdx.x];
+}
+"#;
 
     #[test]
     fn unavailable_messages_say_what_is_missing() {

@@ -6,7 +6,8 @@
 //! uses twice is declared once as a `const` temporary before it, see `hoist.rs`). The output includes
 //! no header: the prelude in `prelude.cuh` defines the 16-bit and 8-bit float types, their exact
 //! conversions (inline PTX for fp16 and bf16, software for fp8), Python-style integer division and
-//! the compare-and-swap atomics the hardware lacks.
+//! the compare-and-swap atomics the hardware lacks. Kernels that use TMA, mbarriers or warp
+//! specialization also get `prelude_sm90.cuh` (see `hopper.rs`).
 //!
 //! Invariants:
 //! - The output is a pure function of the program and the target, and byte-for-byte deterministic.
@@ -15,6 +16,7 @@
 //!   `#error` line at the top names each problem, so NVRTC refuses the text instead of running it.
 
 mod hoist;
+mod hopper;
 mod index;
 mod literal;
 mod names;
@@ -38,6 +40,10 @@ use types::storage_type;
 
 /// The prelude every kernel starts with.
 pub const PRELUDE: &str = include_str!("prelude.cuh");
+
+/// The part of the prelude for TMA, mbarriers and warp specialization, printed after [`PRELUDE`]
+/// only for kernels that use them: its first line refuses any architecture before sm_90.
+pub const PRELUDE_SM90: &str = include_str!("prelude_sm90.cuh");
 
 /// The name of the dynamic shared memory array every shared buffer points into.
 const SHARED_ARRAY: &str = "tl_smem";
@@ -84,6 +90,8 @@ struct Printer<'a> {
     depth: usize,
     /// Helper functions generated for this program (one per wgmma form), by name.
     helpers: std::collections::BTreeMap<String, String>,
+    /// The C name of each tensor map parameter, in the order of `program.tensor_maps`.
+    tensor_maps: Vec<String>,
 }
 
 /// Nodes one statement may print before its expression is reported as too large.
@@ -111,6 +119,7 @@ impl<'a> Printer<'a> {
             budget: STATEMENT_BUDGET,
             depth: 0,
             helpers: std::collections::BTreeMap::new(),
+            tensor_maps: Vec::new(),
         }
     }
 
@@ -152,6 +161,10 @@ impl<'a> Printer<'a> {
         text.push('\n');
         text.push_str(PRELUDE);
         text.push('\n');
+        if hopper::uses_sm90_prelude(self.program) {
+            text.push_str(PRELUDE_SM90);
+            text.push('\n');
+        }
         for helper in self.helpers.values() {
             text.push_str(helper);
             text.push('\n');
@@ -191,7 +204,14 @@ impl Printer<'_> {
         let name = self.kernel_name();
         let threads = self.threads();
         let params = self.params();
-        let head = format!("extern \"C\" __global__ void __launch_bounds__({threads}) {name}(");
+        // `setmaxnreg` needs ptxas to know the register count at entry, which it fixes only when
+        // the bounds also name the blocks per multiprocessor; otherwise it ignores the instruction.
+        let bounds = if hopper::uses_set_max_registers(self.program) {
+            format!("{threads}, 1")
+        } else {
+            threads.to_string()
+        };
+        let head = format!("extern \"C\" __global__ void __launch_bounds__({bounds}) {name}(");
         if params.is_empty() {
             self.line(&format!("{head}) {{"));
         } else {
@@ -242,8 +262,8 @@ impl Printer<'_> {
         }
     }
 
-    /// The parameter declarations, tensors first, then scalars; names every parameter and binds
-    /// the scalars' variables.
+    /// The parameter declarations, tensors first, then scalars, then tensor maps; names every
+    /// parameter and binds the scalars' variables.
     fn params(&mut self) -> Vec<String> {
         let mut params = Vec::new();
         let mut param_names = Vec::new();
@@ -274,6 +294,7 @@ impl Printer<'_> {
             params.push(format!("int {name}"));
             self.bind_as(scalar.var, name);
         }
+        params.extend(self.tensor_map_params());
         self.name_global_buffers(&param_names);
         params
     }
@@ -323,8 +344,10 @@ impl Printer<'_> {
                 .iter()
                 .any(|b| matches!(b.memory, Memory::Shared { .. }));
         if has_shared {
-            // wgmma's swizzled operands repeat every 1024 bytes of the absolute address.
-            let align = if tilec_ir::thread::uses_wgmma(&program.body) {
+            // wgmma's swizzled operands and TMA's swizzled boxes repeat every 1024 bytes of the
+            // absolute address.
+            let align = if tilec_ir::thread::uses_wgmma(&program.body) || hopper::uses_tma(program)
+            {
                 1024
             } else {
                 16
@@ -523,6 +546,13 @@ fn stmt_kind(stmt: &Stmt) -> &'static str {
         Stmt::WgmmaCommit => "wgmma commit",
         Stmt::WgmmaWait { .. } => "wgmma wait",
         Stmt::FenceProxyAsync => "proxy fence",
+        Stmt::MbarrierInit { .. } => "mbarrier init",
+        Stmt::MbarrierArrive { .. } => "mbarrier arrive",
+        Stmt::MbarrierWait { .. } => "mbarrier wait",
+        Stmt::TmaLoad { .. } => "TMA load",
+        Stmt::WarpRoles { .. } => "warp roles",
+        Stmt::SetMaxRegisters { .. } => "setmaxnreg",
+        Stmt::NamedBarrier { .. } => "named barrier",
         Stmt::Block { .. } => "block",
     }
 }

@@ -98,12 +98,42 @@ impl Printer<'_> {
             Stmt::WgmmaCommit => self.line("tl_wgmma_commit();"),
             Stmt::WgmmaWait { pending } => self.wgmma_wait(*pending),
             Stmt::FenceProxyAsync => self.line("tl_fence_proxy_async();"),
+            Stmt::MbarrierInit {
+                barrier,
+                index,
+                count,
+            } => self.mbarrier_init(*barrier, *index, *count),
+            Stmt::MbarrierArrive {
+                barrier,
+                index,
+                expect_bytes,
+            } => self.mbarrier_arrive(*barrier, *index, *expect_bytes),
+            Stmt::MbarrierWait {
+                barrier,
+                index,
+                parity,
+            } => self.mbarrier_wait(*barrier, *index, *parity),
+            Stmt::TmaLoad {
+                map,
+                dst,
+                dst_index,
+                coords,
+                barrier,
+                barrier_index,
+            } => self.tma_load(*map, (*dst, *dst_index), coords, (*barrier, *barrier_index)),
+            Stmt::WarpRoles {
+                consumers,
+                consumer,
+                producer,
+            } => self.warp_roles(*consumers, consumer, producer),
+            Stmt::SetMaxRegisters { count, increase } => self.set_max_registers(*count, *increase),
+            Stmt::NamedBarrier { id, threads } => self.named_barrier(*id, *threads),
             Stmt::Block { label, body, .. } => self.block(label, body),
         }
     }
 
     /// Prints `body` one level deeper, inside a C scope of its own.
-    fn nested(&mut self, body: &[Stmt]) {
+    pub(super) fn nested(&mut self, body: &[Stmt]) {
         self.indent += 1;
         self.open_scope();
         self.stmts(body);

@@ -4,12 +4,12 @@
 use expect_test::expect;
 use tilec_ir::data::{BinaryOp, CompareOp, Intrinsic};
 use tilec_ir::thread::{
-    AtomicOp, BufferDecl, BufferId, Memory, ParamAccess, ScalarParam, Stmt, TensorParam, UnaryOp,
-    Value, ValueId,
+    AtomicOp, BufferDecl, BufferId, DescriptorSwizzle, Memory, ParamAccess, ScalarParam, Stmt,
+    TensorMap, TensorParam, UnaryOp, Value, ValueId,
 };
 use tilec_ir::{DType, ExprArena, ExprId, Target, ThreadProgram, VarId};
 
-use super::{PRELUDE, emit_cuda};
+use super::{PRELUDE, PRELUDE_SM90, emit_cuda};
 
 /// A thread program under construction, with shorthands for the nodes tests use.
 struct Build {
@@ -43,6 +43,7 @@ impl Build {
                 thread,
                 block_index: [bx, by, bz],
                 shared_bytes: 0,
+                tensor_maps: Vec::new(),
                 body: Vec::new(),
             },
         }
@@ -134,6 +135,7 @@ impl Build {
         let text = emit_cuda(&self.p, &Target::Sm90);
         dump(&format!("{}.cu", self.p.name), &text);
         text.replace(PRELUDE, "<prelude>\n")
+            .replace(PRELUDE_SM90, "<sm90 prelude>\n")
     }
 }
 
@@ -969,4 +971,265 @@ fn shared_values_become_temporaries() {
         }
     "#]]
     .assert_eq(&b.emit());
+}
+
+/// A warp-specialized kernel: thread 0 initialises two mbarriers; 256 consumer threads raise their
+/// register budget, wait for the TMA load, meet at a named barrier and release the stage; the
+/// producer warpgroup lowers its budget and one of its threads issues the load through the tensor
+/// map, which the kernel takes after the tensor and scalar parameters.
+#[test]
+fn tma_and_warp_specialization() {
+    let mut b = Build::new("tma", 384, Some(2));
+    let a = b.param("A", DType::Float16, ParamAccess::Read, 128 * 64);
+    let out = b.param("C", DType::Float32, ParamAccess::Write, 128);
+    let n_var = b.p.exprs.var("n", None);
+    b.p.scalars.push(ScalarParam {
+        name: "n".to_owned(),
+        var: n_var,
+    });
+    b.p.tensor_maps.push(TensorMap {
+        name: "A_map".to_owned(),
+        buffer: a,
+        box_dims: vec![64, 64],
+        swizzle: Some(DescriptorSwizzle::Bytes128),
+    });
+    let tile = b.shared("A_shared", DType::Float16, 0, 64 * 64);
+    let bars = b.shared("bars", DType::UInt64, 8192, 2);
+    let (tx_var, bx_var) = (b.tx(), b.bx());
+    let (tx, bx) = (b.var(tx_var), b.var(bx_var));
+    let (zero, one, k64, k256) = (b.int(0), b.int(1), b.int(64), b.int(256));
+    let row = b.p.exprs.mul(bx, k64);
+    let thread = b.index(tx);
+    let first = b.index(zero);
+    let is_first = b.compare(CompareOp::Eq, thread, first);
+    let producer_first = b.index(k256);
+    let is_issuer = b.compare(CompareOp::Eq, thread, producer_first);
+    let element = b.load(tile, tx);
+    let widened = b.value(Value::Cast {
+        dtype: DType::Float32,
+        value: element,
+    });
+    b.p.body = vec![
+        Stmt::If {
+            cond: is_first,
+            then: vec![
+                Stmt::MbarrierInit {
+                    barrier: bars,
+                    index: zero,
+                    count: 1,
+                },
+                Stmt::MbarrierInit {
+                    barrier: bars,
+                    index: one,
+                    count: 256,
+                },
+            ],
+            otherwise: vec![],
+        },
+        Stmt::Barrier,
+        Stmt::WarpRoles {
+            consumers: 256,
+            consumer: vec![
+                Stmt::SetMaxRegisters {
+                    count: 232,
+                    increase: true,
+                },
+                Stmt::MbarrierWait {
+                    barrier: bars,
+                    index: zero,
+                    parity: zero,
+                },
+                Stmt::NamedBarrier {
+                    id: 1,
+                    threads: 256,
+                },
+                b.store(out, tx, widened),
+                Stmt::MbarrierArrive {
+                    barrier: bars,
+                    index: one,
+                    expect_bytes: None,
+                },
+            ],
+            producer: vec![
+                Stmt::SetMaxRegisters {
+                    count: 40,
+                    increase: false,
+                },
+                Stmt::If {
+                    cond: is_issuer,
+                    then: vec![
+                        Stmt::MbarrierArrive {
+                            barrier: bars,
+                            index: zero,
+                            expect_bytes: Some(8192),
+                        },
+                        Stmt::TmaLoad {
+                            map: 0,
+                            dst: tile,
+                            dst_index: zero,
+                            coords: vec![zero, row],
+                            barrier: bars,
+                            barrier_index: zero,
+                        },
+                    ],
+                    otherwise: vec![],
+                },
+            ],
+        },
+    ];
+    let text = emit_cuda(&b.p, &Target::Sm90);
+    assert!(text.contains(PRELUDE_SM90));
+    assert!(!text.contains("invalid"), "{text}");
+    expect![[r#"
+        // Generated by tilec for sm_90: kernel `tma`.
+        // Launch: grid (2, 1, 1), block (384, 1, 1), 8208 bytes of dynamic shared memory.
+
+        <prelude>
+
+        <sm90 prelude>
+
+        extern "C" __global__ void __launch_bounds__(384, 1) tma(
+            const tl_half* __restrict__ A,
+            float* __restrict__ C,
+            int n,
+            const __grid_constant__ tl_tensor_map A_map) {
+            const int tx = threadIdx.x;
+            const int bx = blockIdx.x;
+            const int by = blockIdx.y;
+            const int bz = blockIdx.z;
+            extern __shared__ __align__(1024) unsigned char tl_smem[];
+            tl_half* A_shared = (tl_half*)(tl_smem + 0);
+            unsigned long long* bars = (unsigned long long*)(tl_smem + 8192);
+            if (tx == 0) {
+                tl_mbarrier_init(bars + 0, 1);
+                tl_mbarrier_init(bars + 1, 256);
+            }
+            __syncthreads();
+            if (tx < 256) {
+                tl_setmaxnreg_inc<232>();
+                tl_mbarrier_wait(bars + 0, 0);
+                tl_named_barrier(1, 256);
+                C[tx] = tl_half_to_float(A_shared[tx]);
+                tl_mbarrier_arrive(bars + 1);
+            } else {
+                tl_setmaxnreg_dec<40>();
+                if (tx == 256) {
+                    tl_mbarrier_arrive_expect_tx(bars + 0, 8192);
+                    tl_tma_load_2d(A_shared + 0, &A_map, bars + 0, 0, bx * 64);
+                }
+            }
+        }
+    "#]]
+    .assert_eq(&b.emit());
+}
+
+/// Kernels without TMA, mbarriers or warp roles do not get the sm_90a prelude, which refuses
+/// sm_80; a kernel that takes a tensor map does, even before it loads through it.
+#[test]
+fn the_sm90_prelude_is_printed_only_when_used() {
+    let mut b = Build::new("plain", 32, Some(1));
+    let out = b.param("out", DType::Float32, ParamAccess::Write, 32);
+    let tx_var = b.tx();
+    let tx = b.var(tx_var);
+    let value = b.index(tx);
+    b.p.body = vec![b.store(out, tx, value), Stmt::Barrier];
+    assert!(!emit_cuda(&b.p, &Target::Sm80).contains(PRELUDE_SM90));
+    b.p.tensor_maps.push(TensorMap {
+        name: "out_map".to_owned(),
+        buffer: out,
+        box_dims: vec![32],
+        swizzle: None,
+    });
+    let text = emit_cuda(&b.p, &Target::Sm90);
+    assert!(text.contains(PRELUDE_SM90), "{text}");
+    assert!(
+        text.contains("    const __grid_constant__ tl_tensor_map out_map) {\n"),
+        "{text}"
+    );
+    assert!(PRELUDE_SM90.contains("#error \"this tilec kernel needs sm_90a"));
+}
+
+/// What TMA, mbarriers and warp roles cannot be is reported, not printed: a rank TMA lacks, a
+/// missing tensor map, a barrier that is not a shared uint64 word, register counts and barrier
+/// ids out of range, and warp roles that are not whole warpgroups.
+#[test]
+fn malformed_tma_and_warp_roles_print_errors() {
+    let mut b = Build::new("bad_tma", 256, Some(1));
+    let a = b.param("A", DType::Float32, ParamAccess::Read, 64);
+    b.p.tensor_maps.push(TensorMap {
+        name: "A_map".to_owned(),
+        buffer: BufferId(42),
+        box_dims: vec![8, 8],
+        swizzle: None,
+    });
+    let tile = b.shared("tile", DType::Float32, 0, 64);
+    let bar = b.shared("bar", DType::UInt64, 256, 1);
+    let wrong = b.shared("wrong", DType::UInt32, 264, 2);
+    let zero = b.int(0);
+    let load = |map, coords: Vec<ExprId>, dst| Stmt::TmaLoad {
+        map,
+        dst,
+        dst_index: zero,
+        coords,
+        barrier: bar,
+        barrier_index: zero,
+    };
+    b.p.body = vec![
+        load(0, vec![zero; 6], tile),
+        load(0, vec![zero; 1], tile),
+        load(3, vec![zero; 2], tile),
+        load(0, vec![zero; 2], a),
+        Stmt::MbarrierInit {
+            barrier: wrong,
+            index: zero,
+            count: 1,
+        },
+        Stmt::MbarrierInit {
+            barrier: bar,
+            index: zero,
+            count: 0,
+        },
+        Stmt::MbarrierArrive {
+            barrier: bar,
+            index: zero,
+            expect_bytes: Some(1 << 20),
+        },
+        Stmt::SetMaxRegisters {
+            count: 20,
+            increase: true,
+        },
+        Stmt::NamedBarrier {
+            id: 16,
+            threads: 100,
+        },
+        Stmt::WarpRoles {
+            consumers: 64,
+            consumer: vec![],
+            producer: vec![],
+        },
+    ];
+    expect![[r#"
+        // Generated by tilec for sm_90: kernel `bad_tma`.
+        // Launch: grid (1, 1, 1), block (256, 1, 1), 272 bytes of dynamic shared memory.
+        #error "tilec: invalid thread program: tensor map `A_map` describes a buffer that is not a tensor parameter"
+        #error "tilec: invalid thread program: a TMA load of rank 6 through tensor map `A_map` of rank 2 (TMA has ranks 1 to 5)"
+        #error "tilec: invalid thread program: a TMA load of rank 1 through tensor map `A_map` of rank 2 (TMA has ranks 1 to 5)"
+        #error "tilec: invalid thread program: a TMA load from tensor map 3, which does not exist"
+        #error "tilec: invalid thread program: a TMA load whose destination is not in shared memory"
+        #error "tilec: invalid thread program: an mbarrier that is not a uint64 element of a shared buffer"
+        #error "tilec: invalid thread program: an mbarrier initialised for 0 arrivals (1 to 1048575)"
+        #error "tilec: invalid thread program: an mbarrier arrival expecting 1048576 bytes (at most 1048575)"
+        #error "tilec: invalid thread program: setmaxnreg to 20 registers (24 to 256 in steps of 8)"
+        #error "tilec: invalid thread program: a named barrier 16 of 100 threads (ids 0 to 15, a positive multiple of 32 threads)"
+        #error "tilec: invalid thread program: warp roles with 64 consumer threads in a block of 256 (a positive multiple of 128 below the block's threads)"
+    "#]]
+    .assert_eq(&errors_of(&b.p));
+}
+
+/// The `#error` lines of a printed program.
+fn errors_of(program: &ThreadProgram) -> String {
+    let text = emit_cuda(program, &Target::Sm90);
+    let mut lines: Vec<&str> = text.lines().take_while(|line| !line.is_empty()).collect();
+    lines.push("");
+    lines.join("\n")
 }

@@ -13,8 +13,10 @@ mod raster;
 mod reduce;
 mod rewrite;
 mod shared_plan;
+mod specialize;
 mod sync;
 mod tile;
+mod tma;
 mod values;
 mod vectorize;
 mod wgmma;
@@ -30,6 +32,7 @@ use tilec_ir::{
     ThreadProgram, TileOp, VarId, World,
 };
 
+use crate::CodegenOptions;
 use crate::layout::{FragmentLayout, Layouts};
 use iteration::Iteration;
 pub(crate) use pipeline::staged_buffers;
@@ -52,6 +55,7 @@ impl Unlowerable {
 pub fn lower_world(
     world: &World,
     layouts: &Layouts,
+    options: CodegenOptions,
 ) -> Result<Vec<ThreadProgram>, Vec<Diagnostic>> {
     if world.incomplete {
         return Err(Vec::new());
@@ -81,7 +85,7 @@ pub fn lower_world(
         } else {
             format!("{}_{position}", c_identifier(&world.kernel_name))
         };
-        match lower_launch(world, layouts, launch, name) {
+        match lower_launch(world, layouts, options, launch, name) {
             Ok(program) => programs.push(program),
             Err(diagnostic) => diagnostics.push(diagnostic),
         }
@@ -109,16 +113,28 @@ pub fn c_identifier(name: &str) -> String {
 pub fn lower_launch(
     world: &World,
     layouts: &Layouts,
+    options: CodegenOptions,
     launch: EntityId,
     name: String,
 ) -> Result<ThreadProgram, Diagnostic> {
-    let mut lowering = Lowering::new(world, layouts, launch, name).map_err(|e| e.at(launch))?;
+    let mut lowering =
+        Lowering::new(world, layouts, options, launch, name).map_err(|e| e.at(launch))?;
     let body = world.body(launch).to_vec();
     let mut stmts = lowering.rasterization(&body);
+    lowering.top_lets = stmts
+        .iter()
+        .filter_map(|stmt| match stmt {
+            Stmt::Let { var, .. } => Some(*var),
+            _ => None,
+        })
+        .collect();
     for entity in body {
         lowering
             .statement(entity, &mut stmts)
             .map_err(|e| e.at(entity))?;
+    }
+    if let Some(role) = lowering.producer_role.take() {
+        stmts = lowering.warp_specialize(stmts, role);
     }
     if tilec_ir::thread::uses_wgmma(&stmts) {
         wgmma::fence_barriers(&mut stmts);
@@ -173,6 +189,7 @@ impl FragmentStorage {
 pub(crate) struct Lowering<'w> {
     world: &'w World,
     layouts: &'w Layouts,
+    options: CodegenOptions,
     launch: EntityId,
     program: ThreadProgram,
     buffers: BTreeMap<EntityId, BufferId>,
@@ -186,12 +203,18 @@ pub(crate) struct Lowering<'w> {
     staged: BTreeMap<EntityId, i64>,
     /// While a pipelined loop is lowered: the stage its statements address in each staged buffer.
     current_stage: BTreeMap<EntityId, ExprId>,
+    /// The variables the launch's leading `let`s bind (rasterized block indices), which both
+    /// roles of a warp-specialized launch see.
+    top_lets: Vec<VarId>,
+    /// The producer warpgroup's part, once a pipelined loop has been warp specialized.
+    producer_role: Option<specialize::ProducerRole>,
 }
 
 impl<'w> Lowering<'w> {
     fn new(
         world: &'w World,
         layouts: &'w Layouts,
+        options: CodegenOptions,
         launch: EntityId,
         name: String,
     ) -> Result<Lowering<'w>, Unlowerable> {
@@ -228,11 +251,13 @@ impl<'w> Lowering<'w> {
             thread,
             block_index,
             shared_bytes: 0,
+            tensor_maps: Vec::new(),
             body: Vec::new(),
         };
         let mut lowering = Lowering {
             world,
             layouts,
+            options,
             launch,
             program,
             buffers: BTreeMap::new(),
@@ -242,6 +267,8 @@ impl<'w> Lowering<'w> {
             sync: sync::SyncState::default(),
             staged: staged_buffers(world, launch),
             current_stage: BTreeMap::new(),
+            top_lets: Vec::new(),
+            producer_role: None,
         };
         lowering.declare_params();
         lowering.declare_buffers()?;
@@ -338,14 +365,18 @@ impl<'w> Lowering<'w> {
                 _ => {}
             }
         }
-        let wgmma_operands = self.wgmma_operands();
+        // TMA boxes land swizzled by absolute address, like wgmma operands read them.
+        let mut swizzle_aligned = self.wgmma_operands();
+        if self.options.tma {
+            swizzle_aligned.extend(self.staged.keys().copied());
+        }
         let placed = shared_plan::plan(
             world,
             self.layouts,
             &order,
             &shared,
             &self.staged,
-            &wgmma_operands,
+            &swizzle_aligned,
         )?;
         let mut placement = Vec::new();
         for (entity, offset) in placed.offsets {

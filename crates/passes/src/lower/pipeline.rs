@@ -26,6 +26,27 @@ use tilec_ir::{EntityId, ExprId, LoopKind, Scope, TileOp, VarId, World};
 
 use super::{Lowering, Unlowerable, rewrite};
 
+/// One `T.Pipelined` loop being lowered.
+pub(super) struct Pipeline {
+    pub entity: EntityId,
+    /// Its producer copies, in body order.
+    pub producers: Vec<EntityId>,
+    pub var: VarId,
+    pub extent: ExprId,
+    pub stages: i64,
+}
+
+/// What distinguishes one form of the software pipeline's steady state from another.
+pub(super) struct SteadyParts {
+    /// Waits for the iteration's stage, before the barrier.
+    pub wait: Vec<Stmt>,
+    /// The issue `k - 1` iterations ahead, after the barrier (left out of the tail).
+    pub ahead: Vec<Stmt>,
+    /// What follows the issue, kept in the tail too.
+    pub after_ahead: Vec<Stmt>,
+    pub label: String,
+}
+
 /// The shared buffers a launch's pipelines multi-buffer, with their stage counts.
 pub(crate) fn staged_buffers(world: &World, launch: EntityId) -> BTreeMap<EntityId, i64> {
     let mut staged = BTreeMap::new();
@@ -128,7 +149,8 @@ fn written_anywhere(world: &World, param: EntityId) -> bool {
 
 impl Lowering<'_> {
     /// Lowers a `T.Pipelined` loop with two or more stages; `None` when it has no producer to
-    /// run ahead (then it is an ordinary loop).
+    /// run ahead (then it is an ordinary loop). On sm_90 the producers run on TMA when every one
+    /// of them has a TMA form, else on `cp.async`.
     pub(super) fn pipelined_loop(
         &mut self,
         entity: EntityId,
@@ -149,10 +171,48 @@ impl Lowering<'_> {
                 self.current_stage.insert(dst.buffer, stage);
             }
         }
+        let pipeline = Pipeline {
+            entity,
+            producers,
+            var,
+            extent,
+            stages,
+        };
+        let not_tma = if self.options.tma {
+            match self.plan_tma(&pipeline.producers) {
+                Ok(copies) => {
+                    self.tma_pipeline(&pipeline, &copies, out)?;
+                    self.current_stage.clear();
+                    return Ok(Some(()));
+                }
+                Err(why) => Some(why),
+            }
+        } else {
+            None
+        };
         // Producers of iteration `var`, stage `var % k`; shifted below by substitution.
-        let issue = self.producer_stmts(&producers)?;
+        let issue = self.producer_stmts(&pipeline.producers)?;
         out.push(self.prologue(&issue, var, extent, stages));
-        let steady = self.steady_state(entity, &issue, &producers, (var, extent), stages)?;
+        let exprs = &mut self.program.exprs;
+        let ahead = exprs.int(stages - 1);
+        let next = exprs.add(ko, ahead);
+        let shifted =
+            rewrite::substitute_stmts(&mut self.program, &issue, &|v| (v == var).then_some(next));
+        let wait = vec![Stmt::AsyncWait {
+            pending: u32::try_from(stages - 2).unwrap_or(0),
+        }];
+        let mut label =
+            "T.Pipelined: the iterations that issue a stage ahead, then the last ones".to_owned();
+        if let Some(why) = not_tma {
+            label.push_str(&format!(" (cp.async, not TMA: {why})"));
+        }
+        let parts = SteadyParts {
+            wait,
+            ahead: shifted,
+            after_ahead: vec![Stmt::AsyncCommit],
+            label,
+        };
+        let steady = self.steady_state(&pipeline, parts)?;
         out.push(steady);
         self.current_stage.clear();
         Ok(Some(()))
@@ -320,13 +380,30 @@ impl Lowering<'_> {
 
     /// The first `k - 1` iterations' producers, each its own commit group.
     fn prologue(&mut self, issue: &[Stmt], var: VarId, extent: ExprId, stages: i64) -> Stmt {
+        let mut stage = self.prologue_stages(issue, var, extent, stages);
+        if let Stmt::Block { body, .. } = &mut stage
+            && let Some(Stmt::For { body, .. }) = body.first_mut()
+        {
+            body.push(Stmt::AsyncCommit);
+        }
+        stage
+    }
+
+    /// The first `k - 1` iterations' producers (`issue` over `var`), each under
+    /// `stage < extent` unless that is known.
+    pub(super) fn prologue_stages(
+        &mut self,
+        issue: &[Stmt],
+        var: VarId,
+        extent: ExprId,
+        stages: i64,
+    ) -> Stmt {
         let exprs = &mut self.program.exprs;
         let s = exprs.var("stage", Some(stages - 1));
         let s_expr = exprs.var_expr(s);
         let shifted =
             rewrite::substitute_stmts(&mut self.program, issue, &|v| (v == var).then_some(s_expr));
-        let mut body = self.unless_past_end(s_expr, extent, shifted);
-        body.push(Stmt::AsyncCommit);
+        let body = self.unless_past_end(s_expr, extent, shifted);
         let count = self.program.exprs.int(stages - 1);
         Stmt::Block {
             origin: None,
@@ -366,42 +443,27 @@ impl Lowering<'_> {
     /// The loop itself: wait, barrier, issue `k - 1` ahead, then the consumers. It is split in
     /// two so that no `if` guards the issue: the main loop runs the iterations that have one
     /// `k - 1` ahead, the tail the last `k - 1` (or fewer) with nothing left to issue. Unguarded
-    /// `cp.async`s are straight-line code that ptxas can interleave with the consumers' math.
-    fn steady_state(
+    /// issues are straight-line code that ptxas can interleave with the consumers' math.
+    pub(super) fn steady_state(
         &mut self,
-        entity: EntityId,
-        issue: &[Stmt],
-        producers: &[EntityId],
-        (var, extent): (VarId, ExprId),
-        stages: i64,
+        pipeline: &Pipeline,
+        parts: SteadyParts,
     ) -> Result<Stmt, Unlowerable> {
+        let (var, extent, stages) = (pipeline.var, pipeline.extent, pipeline.stages);
         let exprs = &mut self.program.exprs;
-        let ko = exprs.var_expr(var);
         let ahead = exprs.int(stages - 1);
-        let next = exprs.add(ko, ahead);
         let remaining = exprs.sub(extent, ahead);
         let zero = exprs.int(0);
         let main_extent = exprs.max(remaining, zero);
-        let shifted =
-            rewrite::substitute_stmts(&mut self.program, issue, &|v| (v == var).then_some(next));
-        let mut body = vec![
-            Stmt::AsyncWait {
-                pending: u32::try_from(stages - 2).unwrap_or(0),
-            },
-            Stmt::Barrier,
-        ];
+        let mut body = parts.wait;
+        body.push(Stmt::Barrier);
         self.sync.barrier_placed();
-        let issued = shifted.len();
-        body.extend(shifted);
-        body.push(Stmt::AsyncCommit);
+        let issued = (body.len(), parts.ahead.len());
+        body.extend(parts.ahead);
+        body.extend(parts.after_ahead);
         self.sync.begin_loop();
         self.sync.barrier_placed();
-        for child in self.world.body(entity).to_vec() {
-            if producers.contains(&child) {
-                continue;
-            }
-            self.statement(child, &mut body)?;
-        }
+        self.consumers(pipeline, &mut body)?;
         self.sync.end_loop(&mut body);
         let tail = self.tail_loop(&body, issued, (var, extent), main_extent);
         let main = Stmt::For {
@@ -411,27 +473,41 @@ impl Lowering<'_> {
             body,
         };
         Ok(Stmt::Block {
-            origin: Some(entity),
-            label: "T.Pipelined: the iterations that issue a stage ahead, then the last ones"
-                .to_owned(),
+            origin: Some(pipeline.entity),
+            label: parts.label,
             body: vec![main, tail],
         })
     }
 
-    /// The last iterations: the main body without its issue (which sits right after the wait and
-    /// the barrier), over `ko = main_extent + t`. Their commits stay, as empty groups, so that
-    /// `wait_group(k - 2)` still waits for the right copies.
+    /// The loop body without its producers.
+    pub(super) fn consumers(
+        &mut self,
+        pipeline: &Pipeline,
+        body: &mut Vec<Stmt>,
+    ) -> Result<(), Unlowerable> {
+        for child in self.world.body(pipeline.entity).to_vec() {
+            if pipeline.producers.contains(&child) {
+                continue;
+            }
+            self.statement(child, body)?;
+        }
+        Ok(())
+    }
+
+    /// The last iterations: the main body without its issue (`issued`: where it starts in the
+    /// body and how many statements it has), over `ko = main_extent + t`. `cp.async` commits
+    /// stay, as empty groups, so that `wait_group(k - 2)` still waits for the right copies.
     fn tail_loop(
         &mut self,
         body: &[Stmt],
-        issued: usize,
+        (first, issued): (usize, usize),
         (var, extent): (VarId, ExprId),
         main_extent: ExprId,
     ) -> Stmt {
         let kept: Vec<Stmt> = body
             .iter()
             .enumerate()
-            .filter(|(k, _)| !(2..2 + issued).contains(k))
+            .filter(|(k, _)| !(first..first + issued).contains(k))
             .map(|(_, stmt)| stmt.clone())
             .collect();
         let exprs = &mut self.program.exprs;

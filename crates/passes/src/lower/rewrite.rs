@@ -195,6 +195,65 @@ impl<'p, L: Leaves> Rewriter<'p, L> {
             Stmt::WgmmaCommit => Stmt::WgmmaCommit,
             Stmt::WgmmaWait { pending } => Stmt::WgmmaWait { pending: *pending },
             Stmt::FenceProxyAsync => Stmt::FenceProxyAsync,
+            Stmt::MbarrierInit {
+                barrier,
+                index,
+                count,
+            } => Stmt::MbarrierInit {
+                barrier: *barrier,
+                index: self.expr(*index),
+                count: *count,
+            },
+            Stmt::MbarrierArrive {
+                barrier,
+                index,
+                expect_bytes,
+            } => Stmt::MbarrierArrive {
+                barrier: *barrier,
+                index: self.expr(*index),
+                expect_bytes: *expect_bytes,
+            },
+            Stmt::MbarrierWait {
+                barrier,
+                index,
+                parity,
+            } => Stmt::MbarrierWait {
+                barrier: *barrier,
+                index: self.expr(*index),
+                parity: self.expr(*parity),
+            },
+            Stmt::TmaLoad {
+                map,
+                dst,
+                dst_index,
+                coords,
+                barrier,
+                barrier_index,
+            } => Stmt::TmaLoad {
+                map: *map,
+                dst: *dst,
+                dst_index: self.expr(*dst_index),
+                coords: coords.iter().map(|&c| self.expr(c)).collect(),
+                barrier: *barrier,
+                barrier_index: self.expr(*barrier_index),
+            },
+            Stmt::WarpRoles {
+                consumers,
+                consumer,
+                producer,
+            } => Stmt::WarpRoles {
+                consumers: *consumers,
+                consumer: self.stmts(consumer),
+                producer: self.stmts(producer),
+            },
+            Stmt::SetMaxRegisters { count, increase } => Stmt::SetMaxRegisters {
+                count: *count,
+                increase: *increase,
+            },
+            Stmt::NamedBarrier { id, threads } => Stmt::NamedBarrier {
+                id: *id,
+                threads: *threads,
+            },
             Stmt::Block {
                 origin,
                 label,

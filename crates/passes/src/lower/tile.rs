@@ -169,7 +169,7 @@ impl Lowering<'_> {
     }
 
     /// The world with the program's arena, for helpers that build index expressions in a world.
-    fn scratch_world(&mut self) -> World {
+    pub(super) fn scratch_world(&mut self) -> World {
         let mut world = self.world.clone();
         world.exprs = std::mem::take(&mut self.program.exprs);
         world

@@ -70,6 +70,44 @@ pub enum RaceKind {
     WriteAfterWrite,
 }
 
+/// What is wrong with the use of one mbarrier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MbarrierFault {
+    /// Used before any thread of the block initialised it.
+    Uninitialized,
+    /// Initialised a second time in one block.
+    Reinitialized,
+    /// Used by another thread than its `initializer` with no barrier since the initialisation,
+    /// which is what publishes it.
+    Unpublished { initializer: u32 },
+    /// An arrival on a phase whose arrivals had all come (it waited only for transaction bytes).
+    TooManyArrivals,
+    /// The block ended with `bytes` transaction bytes expected and not completed by a TMA copy
+    /// (negative: bytes completed that no `expect_tx` announced).
+    PendingBytes { bytes: i64 },
+}
+
+/// One wait that can never pass: a role (or the whole block) waits for the phase of parity
+/// `parity` of mbarrier `barrier[index]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockedWait {
+    /// `producer` or `consumer` inside warp roles, `block` outside them.
+    pub role: &'static str,
+    pub barrier: String,
+    pub index: i64,
+    pub parity: i64,
+}
+
+impl fmt::Display for BlockedWait {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the {} waits for parity {} of `{}[{}]`",
+            self.role, self.parity, self.barrier, self.index
+        )
+    }
+}
+
 /// The kinds of fault the emulator detects.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ErrorKind {
@@ -145,6 +183,44 @@ pub enum ErrorKind {
     PartialWarp {
         instruction: &'static str,
         warp: u32,
+    },
+    /// The mbarrier `barrier[index]` was misused.
+    Mbarrier {
+        barrier: String,
+        index: i64,
+        fault: MbarrierFault,
+    },
+    /// Every role that has not finished waits for an mbarrier phase that nothing left to run can
+    /// complete.
+    MbarrierDeadlock { waits: Vec<BlockedWait> },
+    /// A shared element accessed while a TMA copy into it was in flight: nobody had waited for the
+    /// mbarrier phase the copy completes on.
+    TmaInFlight { buffer: String, index: i64 },
+    /// The block ended with `copies` TMA copies that complete on `barrier[index]` never landed: no
+    /// thread waited for their phase.
+    TmaNeverWaited {
+        barrier: String,
+        index: i64,
+        copies: usize,
+    },
+    /// A TMA copy into `buffer[index]` that may overwrite it while thread `other`, of the other
+    /// warp role, still uses it: no mbarrier orders that access before the copy.
+    UnorderedTma {
+        buffer: String,
+        index: i64,
+        other: i64,
+    },
+    /// A TMA copy into `buffer[index]`, whose shared address is not a multiple of 128 bytes.
+    TmaMisaligned {
+        buffer: String,
+        index: i64,
+        address: i64,
+    },
+    /// `bar.sync id, threads` executed by `active` threads instead of `threads`.
+    DivergentNamedBarrier {
+        id: u32,
+        active: usize,
+        threads: u32,
     },
 }
 
@@ -275,6 +351,79 @@ impl fmt::Display for ErrorKind {
             ErrorKind::PartialWarp { instruction, warp } => write!(
                 f,
                 "`{instruction}` executed by only part of warp {warp} (it needs all 32 lanes)"
+            ),
+            ErrorKind::Mbarrier {
+                barrier,
+                index,
+                fault,
+            } => {
+                write!(f, "mbarrier `{barrier}[{index}]` ")?;
+                match fault {
+                    MbarrierFault::Uninitialized => f.write_str("used before it was initialised"),
+                    MbarrierFault::Reinitialized => f.write_str("initialised twice in one block"),
+                    MbarrierFault::Unpublished { initializer } => write!(
+                        f,
+                        "used without a barrier after thread {initializer} initialised it"
+                    ),
+                    MbarrierFault::TooManyArrivals => {
+                        f.write_str("received more arrivals than its count in one phase")
+                    }
+                    MbarrierFault::PendingBytes { bytes } => write!(
+                        f,
+                        "ended the block with {bytes} transaction byte(s) not completed by a TMA copy"
+                    ),
+                }
+            }
+            ErrorKind::MbarrierDeadlock { waits } => {
+                f.write_str("deadlock: ")?;
+                for (k, wait) in waits.iter().enumerate() {
+                    if k > 0 {
+                        f.write_str(" and ")?;
+                    }
+                    write!(f, "{wait}")?;
+                }
+                f.write_str(", a phase nothing left to run can complete")
+            }
+            ErrorKind::TmaInFlight { buffer, index } => write!(
+                f,
+                "shared `{buffer}[{index}]` accessed while a TMA copy to it is in flight (no \
+                 thread waited for the mbarrier phase it completes on)"
+            ),
+            ErrorKind::TmaNeverWaited {
+                barrier,
+                index,
+                copies,
+            } => write!(
+                f,
+                "{copies} TMA copies completing on mbarrier `{barrier}[{index}]` never landed: no \
+                 thread waited for their phase before the block ended"
+            ),
+            ErrorKind::UnorderedTma {
+                buffer,
+                index,
+                other,
+            } => write!(
+                f,
+                "TMA copy into shared `{buffer}[{index}]` while thread {other} of the other role \
+                 may still access it: no mbarrier wait orders that access before the copy (was \
+                 the stage released before its last use?)"
+            ),
+            ErrorKind::TmaMisaligned {
+                buffer,
+                index,
+                address,
+            } => write!(
+                f,
+                "TMA copy into `{buffer}[{index}]` at shared address {address}, which is not a \
+                 multiple of 128 bytes"
+            ),
+            ErrorKind::DivergentNamedBarrier {
+                id,
+                active,
+                threads,
+            } => write!(
+                f,
+                "named barrier {id} for {threads} threads reached by {active} threads"
             ),
         }
     }

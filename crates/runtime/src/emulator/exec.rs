@@ -5,6 +5,9 @@
 //! of the block at the top, the threads whose condition held (or failed) inside an `if`. Within a
 //! statement every value is computed for all active threads first and memory is written afterwards,
 //! thread by thread in ascending order, as a warp's single instruction would.
+//!
+//! The roles of a `WarpRoles` statement run concurrently as resumable tasks (see `roles.rs`), which
+//! hand every statement that holds no mbarrier wait back to `exec` here.
 
 use tilec_ir::thread::{AtomicOp, Stmt, ValueId};
 use tilec_ir::{EntityId, ExprId, ThreadProgram, VarId};
@@ -13,7 +16,9 @@ use super::EmulatorReport;
 use super::error::{EmulatorError, ErrorKind, Fault};
 use super::eval::Frame;
 use super::index::{BatchFault, Binding, Env, Indexer, UniformFault};
+use super::mbarrier::Mbarriers;
 use super::memory::{BufferInfo, Memory};
+use super::tma::{MapInfo, TmaOperands};
 
 /// What the read half of a vector copy produced, one entry per element: the thread, the
 /// destination index and the value read.
@@ -40,6 +45,10 @@ pub(super) struct Machine<'p, 't> {
     pub asyncs: Vec<super::warp::AsyncQueue>,
     /// Each warpgroup's wgmmas not executed yet.
     pub wgmmas: Vec<super::wgmma::WgmmaQueue>,
+    /// The running block's mbarriers.
+    pub mbarriers: Mbarriers,
+    /// The TMA tensor maps, evaluated for this run.
+    pub maps: Vec<MapInfo>,
 }
 
 impl<'p> Machine<'p, '_> {
@@ -59,6 +68,7 @@ impl<'p> Machine<'p, '_> {
     pub(super) fn run_block(&mut self, block: [u32; 3]) -> Result<(), Fault> {
         self.block = block;
         self.memory.begin_block();
+        self.mbarriers.clear();
         for (&var, &index) in self.program.block_index.iter().zip(&block) {
             if let Some(binding) = self.env.vars.get_mut(var.index()) {
                 *binding = Binding::Uniform(i64::from(index));
@@ -69,7 +79,8 @@ impl<'p> Machine<'p, '_> {
         let program = self.program;
         self.exec_list(&program.body, &all)?;
         self.finish_async()?;
-        self.finish_wgmma()
+        self.finish_wgmma()?;
+        self.finish_mbarriers()
     }
 
     fn exec_list(&mut self, stmts: &'p [Stmt], active: &[u32]) -> Result<(), Fault> {
@@ -77,18 +88,30 @@ impl<'p> Machine<'p, '_> {
         for stmt in stmts {
             self.exec(stmt, active)?;
         }
-        while self.shadowed.len() > shadowed {
-            if let Some((var, binding)) = self.shadowed.pop() {
-                self.env.vars[var] = binding;
-            }
-        }
+        self.restore_shadowed(shadowed);
         Ok(())
     }
 
-    fn exec(&mut self, stmt: &'p Stmt, active: &[u32]) -> Result<(), Fault> {
+    /// Undoes the `let`s made since the shadowing stack had `depth` entries.
+    pub(super) fn restore_shadowed(&mut self, depth: usize) {
+        while self.shadowed.len() > depth {
+            if let Some((var, binding)) = self.shadowed.pop()
+                && let Some(slot) = self.env.vars.get_mut(var)
+            {
+                *slot = binding;
+            }
+        }
+    }
+
+    /// Counts a statement executed by `lanes` threads and starts evaluating its values.
+    pub(super) fn begin_statement(&mut self, lanes: usize) {
         self.report.statements += 1;
-        self.report.thread_statements += active.len() as u64;
-        self.frame.begin(active.len());
+        self.report.thread_statements += lanes as u64;
+        self.frame.begin(lanes);
+    }
+
+    pub(super) fn exec(&mut self, stmt: &'p Stmt, active: &[u32]) -> Result<(), Fault> {
+        self.begin_statement(active.len());
         match stmt {
             Stmt::For {
                 var, extent, body, ..
@@ -176,6 +199,48 @@ impl<'p> Machine<'p, '_> {
             Stmt::WgmmaWait { pending } => self.exec_wgmma_wait(*pending, active),
             // Registers and shared memory have a single view here: the fences order nothing more.
             Stmt::WgmmaFence | Stmt::FenceProxyAsync => Ok(()),
+            Stmt::MbarrierInit {
+                barrier,
+                index,
+                count,
+            } => self.exec_mbarrier_init(*barrier, *index, *count, active),
+            Stmt::MbarrierArrive {
+                barrier,
+                index,
+                expect_bytes,
+            } => self.exec_mbarrier_arrive(*barrier, *index, *expect_bytes, active),
+            // Inside warp roles a wait is run by the role's task (`roles.rs`); here it is a wait
+            // of threads that run alone.
+            Stmt::MbarrierWait {
+                barrier,
+                index,
+                parity,
+            } => self.exec_mbarrier_wait((*barrier, *index, *parity), active),
+            Stmt::TmaLoad {
+                map,
+                dst,
+                dst_index,
+                coords,
+                barrier,
+                barrier_index,
+            } => {
+                let load = TmaOperands {
+                    map: *map,
+                    dst: *dst,
+                    dst_index: *dst_index,
+                    coords,
+                    barrier: *barrier,
+                    barrier_index: *barrier_index,
+                };
+                self.exec_tma_load(load, active)
+            }
+            Stmt::WarpRoles {
+                consumers,
+                consumer,
+                producer,
+            } => self.exec_warp_roles(*consumers, (consumer, producer), active),
+            Stmt::SetMaxRegisters { count, .. } => self.exec_set_max_registers(*count, active),
+            Stmt::NamedBarrier { id, threads } => self.exec_named_barrier(*id, *threads, active),
             Stmt::Block {
                 origin,
                 label,
@@ -218,7 +283,7 @@ impl<'p> Machine<'p, '_> {
         self.malformed(message.to_owned())
     }
 
-    fn var_slot(&self, var: VarId) -> Result<usize, Fault> {
+    pub(super) fn var_slot(&self, var: VarId) -> Result<usize, Fault> {
         let index = var.index();
         if index < self.env.vars.len() {
             Ok(index)
@@ -238,8 +303,19 @@ impl<'p> Machine<'p, '_> {
         active: &[u32],
     ) -> Result<(), Fault> {
         let slot = self.var_slot(var)?;
-        let extent = self
-            .indexer
+        let extent = self.loop_extent(extent)?;
+        let outer = std::mem::replace(&mut self.env.vars[slot], Binding::Unbound);
+        for i in 0..extent.max(0) {
+            self.env.vars[slot] = Binding::Uniform(i);
+            self.exec_list(body, active)?;
+        }
+        self.env.vars[slot] = outer;
+        Ok(())
+    }
+
+    /// A loop's extent, which must not depend on the thread.
+    pub(super) fn loop_extent(&mut self, extent: ExprId) -> Result<i64, Fault> {
+        self.indexer
             .eval_uniform(&self.env, extent)
             .map_err(|fault| match fault {
                 UniformFault::Fault(fault) => self.fault(
@@ -253,14 +329,7 @@ impl<'p> Machine<'p, '_> {
                 UniformFault::BadId => {
                     self.malformed(format!("expression id {} out of range", extent.index()))
                 }
-            })?;
-        let outer = std::mem::replace(&mut self.env.vars[slot], Binding::Unbound);
-        for i in 0..extent.max(0) {
-            self.env.vars[slot] = Binding::Uniform(i);
-            self.exec_list(body, active)?;
-        }
-        self.env.vars[slot] = outer;
-        Ok(())
+            })
     }
 
     fn exec_let(&mut self, var: VarId, value: ExprId, active: &[u32]) -> Result<(), Fault> {
@@ -293,6 +362,22 @@ impl<'p> Machine<'p, '_> {
         otherwise: &'p [Stmt],
         active: &[u32],
     ) -> Result<(), Fault> {
+        let (yes, no) = self.split(cond, active)?;
+        if !yes.is_empty() && !then.is_empty() {
+            self.exec_list(then, &yes)?;
+        }
+        if !no.is_empty() && !otherwise.is_empty() {
+            self.exec_list(otherwise, &no)?;
+        }
+        Ok(())
+    }
+
+    /// The threads of `active` for which `cond` holds, and the others.
+    pub(super) fn split(
+        &mut self,
+        cond: ValueId,
+        active: &[u32],
+    ) -> Result<(Vec<u32>, Vec<u32>), Fault> {
         let column = self.eval_all(cond, active)?;
         let picks = self.frame.column(column);
         let (mut yes, mut no) = (Vec::new(), Vec::new());
@@ -303,13 +388,7 @@ impl<'p> Machine<'p, '_> {
                 no.push(thread)
             }
         }
-        if !yes.is_empty() && !then.is_empty() {
-            self.exec_list(then, &yes)?;
-        }
-        if !no.is_empty() && !otherwise.is_empty() {
-            self.exec_list(otherwise, &no)?;
-        }
-        Ok(())
+        Ok((yes, no))
     }
 
     fn exec_store(

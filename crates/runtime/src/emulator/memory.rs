@@ -13,13 +13,31 @@
 //!   last wrote it, so that reading a register before writing it is reported.
 //!
 //! Race detection: time within a block is cut into barrier epochs (a global counter, incremented at
-//! every block start and every barrier, so nothing needs clearing between blocks). Each shared
-//! element remembers its last writer and the epoch of that write, and up to two distinct readers of
-//! the current read epoch. A write conflicts with a write or read by another thread in the same
-//! epoch, a read with a write by another thread in the same epoch. Two remembered readers suffice:
-//! when a thread writes, at least one of two distinct readers is another thread. A write through a
-//! buffer that overlaps others also checks the overlapped elements of those others. Atomics are
-//! exempt: they update values and ownership but not the race state.
+//! every block start and every barrier, named ones included, so nothing needs clearing between
+//! blocks). Each shared element remembers its last writer and the epoch of that write, and up to two
+//! distinct readers of the current read epoch. A write conflicts with a write or read by another
+//! thread in the same epoch, a read with a write by another thread in the same epoch. Two
+//! remembered readers suffice: when a thread writes, at least one of two distinct readers is another
+//! thread. A write through a buffer that overlaps others also checks the overlapped elements of
+//! those others. Atomics are exempt: they update values and ownership but not the race state.
+//!
+//! Asynchronous copies mark their destination elements "in flight" from issue to landing, and any
+//! access to an element in flight is reported, as is a second copy into it. A `cp.async` lands as a
+//! write by its issuing thread, which the race detector checks like any other. A TMA copy lands as
+//! a write by the async proxy ([`ASYNC_PROXY`]), which the race detector never reports: TMA data
+//! is ordered by the mbarrier protocol, not by barriers, so its epochs say nothing. The in-flight
+//! marks check that protocol instead: a read before the wait on the copy's mbarrier phase finds the
+//! element in flight, and so does a TMA issued into a stage whose previous copy was never waited
+//! for. A TMA issue is checked against earlier accesses of its elements in two ways. Outside warp
+//! roles the issuing thread's copy conflicts, like a write, with accesses by other threads in the
+//! same epoch (a block barrier must protect the reuse of a stage). Inside warp roles a consumer's
+//! reads of a stage are ordered before the producer's next copy into it by an mbarrier, in the same
+//! epoch, so epochs cannot tell; instead each role keeps a clock ([`RoleClock`]): an arrival
+//! publishes the role's time to the mbarrier phase, a wait that passes acquires what the phase
+//! published, every shared access inside a role stamps the element with its role's time, and a
+//! copy into an element that another role accessed later than the issuing role has acquired is
+//! reported ([`ErrorKind::UnorderedTma`]). That catches a consumer that releases a stage before it
+//! has finished reading it, in whatever order the scheduler ran the roles.
 //!
 //! Accesses come in batches, one per statement and buffer ("lanes": the executing threads, each
 //! with its index), so that the buffer's kind is looked at once per batch, not once per element.
@@ -33,6 +51,8 @@ use crate::tensor::HostTensor;
 
 /// No thread.
 const NONE: u32 = u32::MAX;
+/// The writer of TMA data: the async proxy, whose writes the race detector never reports.
+pub(super) const ASYNC_PROXY: u32 = u32::MAX - 1;
 
 /// A fault of one access, with the thread that made it.
 pub(super) type LaneFault = (ErrorKind, u32);
@@ -64,6 +84,27 @@ pub(super) struct BufferInfo<'p> {
     pub size: usize,
 }
 
+/// The number of warp roles (producer and consumer).
+pub(super) const ROLES: usize = 2;
+
+/// The time of a running warp role: its own time, which stamps its accesses, and the latest time
+/// of each role that it has acquired through mbarriers (its own included). Times come from one
+/// counter per run, so stamps from earlier blocks and earlier roles are all older than any role's
+/// start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct RoleClock {
+    pub role: usize,
+    pub own: u64,
+    pub seen: [u64; ROLES],
+}
+
+/// The last access of a shared element by one role: its time and thread.
+#[derive(Clone, Copy, Debug, Default)]
+struct RoleAccess {
+    time: u64,
+    thread: u32,
+}
+
 /// The race and initialisation state of one shared element.
 #[derive(Clone, Copy, Debug, Default)]
 struct ElementState {
@@ -75,8 +116,48 @@ struct ElementState {
     /// A second reader distinct from `reader`, or [`NONE`].
     other_reader: u32,
     read_epoch: u32,
-    /// A `cp.async` to the element was issued and has not landed yet.
-    in_flight: bool,
+    /// The asynchronous copy to the element that was issued and has not landed yet, if any.
+    in_flight: Flight,
+    /// The last access by each warp role.
+    roles: [RoleAccess; ROLES],
+}
+
+/// Stamps an element with an access by `thread` of the running role, if one runs.
+fn note_role(state: &mut ElementState, clock: Option<RoleClock>, thread: u32) {
+    if let Some(clock) = clock
+        && let Some(access) = state.roles.get_mut(clock.role)
+    {
+        *access = RoleAccess {
+            time: clock.own,
+            thread,
+        };
+    }
+}
+
+/// Which kind of asynchronous copy an element waits for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Flight {
+    #[default]
+    Landed,
+    CpAsync,
+    Tma,
+}
+
+/// The fault of an access to an element in flight, named after the copy it waits for.
+fn in_flight_fault(flight: Flight, info: &BufferInfo<'_>, index: i64) -> Option<ErrorKind> {
+    // The name is copied only for a fault: this runs for every shared access.
+    let buffer = || info.name.to_owned();
+    match flight {
+        Flight::Landed => None,
+        Flight::CpAsync => Some(ErrorKind::AsyncInFlight {
+            buffer: buffer(),
+            index,
+        }),
+        Flight::Tma => Some(ErrorKind::TmaInFlight {
+            buffer: buffer(),
+            index,
+        }),
+    }
 }
 
 /// One shared buffer's storage.
@@ -122,6 +203,10 @@ pub(super) struct Memory<'t> {
     local_stamps: Vec<Vec<u32>>,
     block_serial: u32,
     epoch: u32,
+    /// The running warp role's clock, `None` outside warp roles.
+    pub clock: Option<RoleClock>,
+    /// The last role time handed out.
+    now: u64,
     pub counts: Counts,
 }
 
@@ -170,6 +255,8 @@ impl<'t> Memory<'t> {
             local_stamps,
             block_serial: 0,
             epoch: 0,
+            clock: None,
+            now: 0,
             counts: Counts::default(),
         }
     }
@@ -207,7 +294,7 @@ impl<'t> Memory<'t> {
             }
             Place::Shared { slot, .. } => {
                 self.counts.shared_loads += n as u64;
-                let (serial, epoch) = (self.block_serial, self.epoch);
+                let (serial, epoch, clock) = (self.block_serial, self.epoch, self.clock);
                 let shared = self
                     .shared
                     .get_mut(slot)
@@ -218,7 +305,7 @@ impl<'t> Memory<'t> {
                         indices,
                         lanes,
                     };
-                    return shared_load_plain(shared, info, (serial, epoch), access, out);
+                    return shared_load_plain(shared, info, (serial, epoch, clock), access, out);
                 }
                 for k in 0..n {
                     let thread = threads[k];
@@ -320,14 +407,14 @@ impl<'t> Memory<'t> {
                 .states
                 .get_mut(element)
                 .ok_or_else(|| (missing(info), thread))?;
-            if state.in_flight {
-                let buffer = info.name.to_owned();
-                return Err((ErrorKind::AsyncInFlight { buffer, index }, thread));
+            if let Some(kind) = in_flight_fault(state.in_flight, info, index) {
+                return Err((kind, thread));
             }
             if let Some((kind, first)) = conflict_with_write(state, epoch, thread) {
                 return Err((race(info, element, kind, first, thread), thread));
             }
-            state.in_flight = true;
+            state.in_flight = Flight::CpAsync;
+            note_role(state, self.clock, thread);
         }
         Ok(())
     }
@@ -349,11 +436,145 @@ impl<'t> Memory<'t> {
                     .ok()
                     .and_then(|element| shared.states.get_mut(element))
                 {
-                    state.in_flight = false;
+                    state.in_flight = Flight::Landed;
                 }
             }
         }
         self.store_lanes(info, threads, indices, values)
+    }
+
+    /// The current barrier epoch, which the mbarriers compare with the epoch of their
+    /// initialisation.
+    pub fn epoch(&self) -> u32 {
+        self.epoch
+    }
+
+    /// The clocks of a producer and a consumer role starting now: each has acquired everything
+    /// before (the roles start together) and stamps its accesses with a time later than any stamp
+    /// so far.
+    pub fn start_roles(&mut self) -> [RoleClock; ROLES] {
+        self.now += 1;
+        let start = self.now;
+        let seen = [start - 1; ROLES];
+        [0, 1].map(|role| RoleClock {
+            role,
+            own: start,
+            seen,
+        })
+    }
+
+    /// An arrival of the running role: returns what it publishes (its view of every role's time,
+    /// its own current time included) and moves its own time on, so that its later accesses are not
+    /// covered by this arrival. `None` outside warp roles.
+    pub fn release(&mut self) -> Option<[u64; ROLES]> {
+        let clock = self.clock.as_mut()?;
+        let mut view = clock.seen;
+        if let Some(own) = view.get_mut(clock.role) {
+            *own = clock.own;
+        }
+        self.now += 1;
+        clock.own = self.now;
+        Some(view)
+    }
+
+    /// A wait of the running role that passed: it acquires what the phase published.
+    pub fn acquire(&mut self, view: [u64; ROLES]) {
+        if let Some(clock) = self.clock.as_mut() {
+            for (seen, time) in clock.seen.iter_mut().zip(view) {
+                *seen = (*seen).max(time);
+            }
+        }
+    }
+
+    /// Starts a TMA copy by `thread` into shared elements: each is marked in flight until
+    /// [`Memory::land_tma`], and one already in flight is an error. The copy must be ordered after
+    /// earlier accesses of the elements: by a barrier outside warp roles, by an mbarrier inside
+    /// them (see the module documentation).
+    pub fn issue_tma(
+        &mut self,
+        info: &BufferInfo<'_>,
+        thread: u32,
+        indices: &[i64],
+    ) -> Result<(), LaneFault> {
+        let Place::Shared { slot, .. } = info.place else {
+            let message = format!("TMA into `{}`, which is not shared memory", info.name);
+            return Err((ErrorKind::Malformed(message), thread));
+        };
+        let (epoch, clock) = (self.epoch, self.clock);
+        let shared = self
+            .shared
+            .get_mut(slot)
+            .ok_or_else(|| (missing(info), thread))?;
+        for &index in indices {
+            let element = check_bounds(info, index).map_err(|kind| (kind, thread))?;
+            let state = shared
+                .states
+                .get_mut(element)
+                .ok_or_else(|| (missing(info), thread))?;
+            if let Some(kind) = in_flight_fault(state.in_flight, info, index) {
+                return Err((kind, thread));
+            }
+            let unordered = match clock {
+                None => conflict_with_write(state, epoch, thread)
+                    .map(|(kind, first)| race(info, element, kind, first, thread)),
+                Some(clock) => {
+                    unordered_access(state, clock).map(|other| ErrorKind::UnorderedTma {
+                        buffer: info.name.to_owned(),
+                        index,
+                        other: i64::from(other),
+                    })
+                }
+            };
+            if let Some(kind) = unordered {
+                return Err((kind, thread));
+            }
+            state.in_flight = Flight::Tma;
+        }
+        Ok(())
+    }
+
+    /// Lands a TMA copy: the elements stop being in flight and take their values (already of the
+    /// buffer's dtype), written by the async proxy in the current epoch. Overlapped bytes change
+    /// owner without a race check, as the landing is ordered by the mbarrier, not by epochs.
+    pub fn land_tma(
+        &mut self,
+        info: &BufferInfo<'_>,
+        indices: &[i64],
+        values: &[f64],
+    ) -> Result<(), ErrorKind> {
+        let Place::Shared { slot, .. } = info.place else {
+            return Err(missing(info));
+        };
+        let (serial, epoch) = (self.block_serial, self.epoch);
+        let shared = self.shared.get_mut(slot).ok_or_else(|| missing(info))?;
+        let (buffer, offset, size) = (shared.buffer as u32, shared.offset, shared.size);
+        let overlapped = !shared.overlaps.is_empty();
+        for (&index, &value) in indices.iter().zip(values) {
+            let element = check_bounds(info, index)?;
+            let (Some(target), Some(state)) = (
+                shared.values.get_mut(element),
+                shared.states.get_mut(element),
+            ) else {
+                return Err(missing(info));
+            };
+            *target = value;
+            state.in_flight = Flight::Landed;
+            state.writer = ASYNC_PROXY;
+            state.write_epoch = epoch;
+            state.stamp = serial;
+            if overlapped {
+                let start = offset + element * size;
+                let owner = ByteOwner {
+                    buffer,
+                    stamp: serial,
+                };
+                for byte in self.owners.get_mut(start..start + size).unwrap_or(&mut []) {
+                    *byte = owner;
+                }
+            }
+        }
+        self.counts.shared_stores += indices.len() as u64;
+        Ok(())
     }
 
     /// An atomic read-modify-write of a global or shared element (the old value is discarded, as
@@ -505,17 +726,14 @@ impl<'t> Memory<'t> {
         else {
             return Err(missing(info));
         };
-        if state.in_flight {
-            let buffer = info.name.to_owned();
-            return Err(ErrorKind::AsyncInFlight {
-                buffer,
-                index: element as i64,
-            });
+        if let Some(kind) = in_flight_fault(state.in_flight, info, element as i64) {
+            return Err(kind);
         }
         if let Some(writer) = note_read(state, epoch, thread) {
             let kind = RaceKind::ReadAfterWrite;
             return Err(race(info, element, kind, writer, thread));
         }
+        note_role(state, self.clock, thread);
         Ok(value)
     }
 
@@ -535,12 +753,8 @@ impl<'t> Memory<'t> {
         ) else {
             return Err(missing(info));
         };
-        if state.in_flight {
-            let buffer = info.name.to_owned();
-            return Err(ErrorKind::AsyncInFlight {
-                buffer,
-                index: element as i64,
-            });
+        if let Some(kind) = in_flight_fault(state.in_flight, info, element as i64) {
+            return Err(kind);
         }
         if let Some((kind, first)) = conflict_with_write(state, epoch, thread) {
             return Err(race(info, element, kind, first, thread));
@@ -549,6 +763,7 @@ impl<'t> Memory<'t> {
         state.writer = thread;
         state.write_epoch = epoch;
         state.stamp = serial;
+        note_role(state, self.clock, thread);
         if !shared.overlaps.is_empty() {
             self.write_overlapped(info, slot, element, thread)?;
         }
@@ -610,7 +825,7 @@ struct Lanes<'a> {
 fn shared_load_plain(
     shared: &mut SharedBuffer,
     info: &BufferInfo<'_>,
-    (serial, epoch): (u32, u32),
+    (serial, epoch, clock): (u32, u32, Option<RoleClock>),
     access: Lanes<'_>,
     out: &mut [f64],
 ) -> Result<(), LaneFault> {
@@ -630,9 +845,8 @@ fn shared_load_plain(
         }
         let element = index as usize;
         let state = &mut states[element];
-        if state.in_flight {
-            let buffer = info.name.to_owned();
-            return Err((ErrorKind::AsyncInFlight { buffer, index }, thread));
+        if let Some(kind) = in_flight_fault(state.in_flight, info, index) {
+            return Err((kind, thread));
         }
         if state.stamp != serial {
             let buffer = info.name.to_owned();
@@ -642,6 +856,7 @@ fn shared_load_plain(
             let kind = RaceKind::ReadAfterWrite;
             return Err((race(info, element, kind, writer, thread), thread));
         }
+        note_role(state, clock, thread);
         out[access.lanes[k] as usize] = values[element];
         k += 1;
     }
@@ -698,7 +913,7 @@ fn find_overlaps(shared: &mut [SharedBuffer]) -> bool {
 /// Records a read by `thread` in `epoch`; returns the other thread that wrote the element in the same
 /// epoch, if one did (then nothing is recorded: the run stops).
 fn note_read(state: &mut ElementState, epoch: u32, thread: u32) -> Option<u32> {
-    if state.write_epoch == epoch && state.writer != thread {
+    if state.write_epoch == epoch && state.writer != thread && state.writer != ASYNC_PROXY {
         return Some(state.writer);
     }
     if state.read_epoch != epoch {
@@ -711,11 +926,24 @@ fn note_read(state: &mut ElementState, epoch: u32, thread: u32) -> Option<u32> {
     None
 }
 
+/// The thread of another role whose access of the element the running role has not acquired
+/// through an mbarrier, if there is one.
+fn unordered_access(state: &ElementState, clock: RoleClock) -> Option<u32> {
+    (0..ROLES)
+        .filter(|&role| role != clock.role)
+        .find_map(|role| {
+            let access = state.roles.get(role)?;
+            let seen = clock.seen.get(role).copied().unwrap_or(0);
+            (access.time > seen).then_some(access.thread)
+        })
+}
+
 /// The conflict a write by `thread` has with earlier accesses of the element in `epoch`: the race
 /// kind and the other thread.
 fn conflict_with_write(state: &ElementState, epoch: u32, thread: u32) -> Option<(RaceKind, u32)> {
     // A state last written in an earlier block has an earlier epoch, so unwritten elements pass.
-    if state.write_epoch == epoch && state.writer != thread {
+    // TMA data is ordered by its mbarrier, which the in-flight marks check instead.
+    if state.write_epoch == epoch && state.writer != thread && state.writer != ASYNC_PROXY {
         return Some((RaceKind::WriteAfterWrite, state.writer));
     }
     if state.read_epoch == epoch {

@@ -7,6 +7,17 @@
 //! column-wise over those threads (see `eval.rs`), and an `if` splits the threads into the two
 //! branches, which run one after the other.
 //!
+//! Warp specialization is the exception to lockstep: the two roles of a `WarpRoles` statement run
+//! concurrently, as two resumable tasks under a deterministic scheduler (see `roles.rs`): the
+//! producer runs until it blocks on an mbarrier wait whose phase has not completed, then the
+//! consumer, and so on, until both have finished. Within a role, threads run in lockstep.
+//!
+//! Asynchronous work is modelled as deferred: a `cp.async` lands at its `wait_group`, a `wgmma`
+//! executes at its `wait_group` (see `wgmma.rs`), and a TMA copy reads global memory when issued but
+//! lands in shared memory only when a wait passes the mbarrier phase it completes on (see
+//! `mbarrier.rs` and `tma.rs`). Until then its elements are in flight, so reading them early is
+//! reported instead of reading data the GPU might not have delivered yet.
+//!
 //! Values are carried as `f64` and rounded to their node's dtype after every operation (see
 //! `arith.rs`), so fp16, bf16 and fp32 arithmetic is reproduced bit for bit; transcendental
 //! intrinsics are computed in `f64` and only match the GPU up to a tolerance. Integers are carried in
@@ -19,7 +30,21 @@
 //! - unsynchronised shared-memory accesses: two threads touching one element between two barriers,
 //!   at least one writing (atomics exempt);
 //! - barriers reached by only part of the block, shuffles that read a thread not executing the
-//!   statement, loop extents that depend on the thread, misaligned vector copies.
+//!   statement, loop extents that depend on the thread, misaligned vector copies;
+//! - the mbarrier protocol: uninitialised, twice-initialised or unpublished mbarriers (used by
+//!   another thread with no barrier after the initialisation), arrivals beyond a phase's count,
+//!   reads of TMA data before a wait on its phase, TMA copies into elements still in flight,
+//!   copies that no wait ever landed and transaction bytes left pending at the end of a block,
+//!   and deadlocks (every unfinished role, or the block outside roles, waiting for a phase nothing
+//!   left to run can complete), named by mbarrier, parity and role;
+//! - the reuse of TMA stages: outside roles a copy conflicts, like a write by its issuing thread,
+//!   with other threads' accesses in the same barrier epoch; inside roles a copy into an element
+//!   that the other role accessed after the last arrival the issuing role has acquired (a stage
+//!   released before its last use) is reported, whatever order the scheduler ran the roles in;
+//! - TMA tensor maps that the host could not encode (box dimensions, inner row bytes, swizzle
+//!   span, global strides) and destinations that are not 128-byte aligned; named barriers reached
+//!   by another number of threads than they name; `setmaxnreg` and `wgmma` by partial
+//!   warpgroups.
 //!
 //! Shared buffers may overlap in bytes (the shared-memory plan reuses bytes across disjoint
 //! lifetimes); reading bytes through another buffer than the one that last wrote them is reported.
@@ -28,16 +53,37 @@
 //! unnoticed); an atomic and a plain access of one shared element in one epoch are not reported;
 //! 64-bit integers are exact only up to 2^53; one error stops the run (the first in block order,
 //! then statement order, then thread order).
+//!
+//! Known limits of the TMA and warp-role model:
+//! - the scheduler explores one interleaving of the roles, the producer running as far ahead as it
+//!   can; mistakes that only another interleaving exposes are found only where the role clocks
+//!   or the in-flight marks make them independent of the order (stage reuse, early reads);
+//! - generic shared-memory accesses across roles are checked by the epoch race detector only, and
+//!   epochs are block-wide: a named barrier of one role also separates the other role's accesses,
+//!   and a producer's generic write read by a consumer after an mbarrier wait in the same epoch
+//!   would be reported as a race (the lowering's producers only issue TMA copies);
+//! - TMA data landed by one thread's wait is visible to every thread, so a thread that reads it
+//!   without waiting itself (or a barrier after another's wait) is not reported;
+//! - within one role the branches of an `if` run one after the other, so a branch that waits for
+//!   an arrival the other branch makes is reported as a deadlock; a named barrier shared by both
+//!   roles is reported as reached by too few threads;
+//! - a wait for a parity passes on the latest completed phase of that parity and acquires what all
+//!   completed phases published, so a wait that aliases an older phase synchronises too much;
+//! - byte ownership of TMA landings into shared bytes overlapped by other buffers is taken without
+//!   a race check, and accesses through an overlapping buffer do not see the in-flight marks.
 
 mod arith;
 mod error;
 mod eval;
 mod exec;
 mod index;
+mod mbarrier;
 mod memory;
+mod roles;
 mod setup;
 #[cfg(test)]
 mod tests;
+mod tma;
 mod warp;
 mod wgmma;
 
@@ -46,7 +92,7 @@ use std::fmt;
 use tilec_ir::ThreadProgram;
 use tilec_ir::thread::ParamAccess;
 
-pub use error::{EmulatorError, ErrorKind, IndexFault, RaceKind};
+pub use error::{BlockedWait, EmulatorError, ErrorKind, IndexFault, MbarrierFault, RaceKind};
 
 use crate::tensor::HostTensor;
 use exec::Machine;
@@ -128,6 +174,8 @@ pub fn run_program(
         shadowed: Vec::new(),
         asyncs: vec![warp::AsyncQueue::default(); setup.threads],
         wgmmas: vec![wgmma::WgmmaQueue::default(); setup.threads.div_ceil(128)],
+        mbarriers: mbarrier::Mbarriers::default(),
+        maps: setup.maps,
     };
     let [gx, gy, gz] = setup.grid;
     for z in 0..gz {

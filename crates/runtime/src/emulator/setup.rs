@@ -2,15 +2,17 @@
 //!
 //! Everything that does not change while blocks run is settled here: the scalar parameters are bound,
 //! every buffer's element count is evaluated, shared buffers are checked to lie inside the shared
-//! arena and tensors to match their parameters, and the value arena is checked to refer only
-//! backwards (so evaluating a value always terminates).
+//! arena and tensors to match their parameters, the value arena is checked to refer only
+//! backwards (so evaluating a value always terminates), and the TMA tensor maps are evaluated and
+//! checked against what `cuTensorMapEncodeTiled` accepts.
 
-use tilec_ir::thread::{BufferDecl, Memory as MemoryKind, Value, ValueId};
+use tilec_ir::thread::{BufferDecl, Memory as MemoryKind, TensorMap, Value, ValueId};
 use tilec_ir::{ExprId, ThreadProgram, VarId};
 
 use super::error::{EmulatorError, ErrorKind, Fault, IndexFault};
 use super::index::{Binding, Env, Indexer, UniformFault};
 use super::memory::{BufferInfo, Place};
+use super::tma::MapInfo;
 use crate::tensor::{HostTensor, element_bytes};
 
 /// CUDA's limit on threads per block.
@@ -31,6 +33,8 @@ pub(super) struct Setup<'p> {
     pub env: Env,
     /// Per parameter, the shape to report unwritten elements in.
     pub shapes: Vec<Vec<i64>>,
+    /// The tensor maps, evaluated.
+    pub maps: Vec<MapInfo>,
 }
 
 /// Counts of the storage slots handed out so far: shared buffers, local buffers, and local elements
@@ -81,6 +85,11 @@ pub(super) fn prepare<'p>(
         ));
     }
     let shapes = check_tensors(program, tensors, &buffers, indexer, &env)?;
+    let maps = program
+        .tensor_maps
+        .iter()
+        .map(|map| map_info(program, &buffers, indexer, &env, map))
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(Setup {
         buffers,
         threads,
@@ -88,6 +97,7 @@ pub(super) fn prepare<'p>(
         shared_bytes,
         env,
         shapes,
+        maps,
     })
 }
 
@@ -318,4 +328,88 @@ fn declared_shape(
         Some(shape) if matches(&shape) => shape,
         _ => tensor.shape.iter().map(|&d| d as i64).collect(),
     }
+}
+
+/// A tensor map evaluated for this run. The encoding's limits are checked here, as the host's
+/// `cuTensorMapEncodeTiled` would refuse the map; global byte strides depend on the run's scalars,
+/// so a bad one is an argument error.
+fn map_info(
+    program: &ThreadProgram,
+    buffers: &[BufferInfo<'_>],
+    indexer: &mut Indexer<'_>,
+    env: &Env,
+    map: &TensorMap,
+) -> Result<MapInfo, Fault> {
+    let malformed =
+        |what: &str| EmulatorError::malformed(format!("tensor map `{}`: {what}", map.name));
+    let decl = program
+        .buffers
+        .get(map.buffer.index())
+        .filter(|decl| matches!(decl.memory, MemoryKind::Global { .. }))
+        .ok_or_else(|| malformed("its buffer is not a tensor parameter"))?;
+    let info = buffers
+        .get(map.buffer.index())
+        .ok_or_else(|| malformed("its buffer is missing"))?;
+    let size = info.size as i64;
+    let box_dims = check_box(map, decl.shape.len(), size, program.shared_bytes)
+        .map_err(|what| malformed(&what))?;
+    let mut dims = Vec::with_capacity(decl.shape.len());
+    for &extent in decl.shape.iter().rev() {
+        dims.push(uniform(indexer, env, extent, &decl.name)?);
+    }
+    let strides = element_strides(&map.name, &dims, size)?;
+    Ok(MapInfo {
+        buffer: map.buffer.index(),
+        dims,
+        strides,
+        box_dims,
+        swizzle: map.swizzle,
+    })
+}
+
+/// The box of a map over a tensor of rank `rank` and elements of `size` bytes, checked: a rank of
+/// 1 to 5, box dimensions of 1 to 256, an inner row of a multiple of 16 bytes and at most the
+/// swizzle span, and a box that fits in the block's shared memory.
+fn check_box(map: &TensorMap, rank: usize, size: i64, shared: i64) -> Result<Vec<i64>, String> {
+    if !(1..=5).contains(&rank) || map.box_dims.len() != rank {
+        return Err("the box and the tensor must have the same rank, 1 to 5".to_owned());
+    }
+    let box_dims: Vec<i64> = map.box_dims.iter().map(|&d| i64::from(d)).collect();
+    if box_dims.iter().any(|d| !(1..=256).contains(d)) {
+        return Err("box dimensions must be 1 to 256".to_owned());
+    }
+    let row = box_dims.first().copied().unwrap_or(0) * size;
+    let span = map.swizzle.map_or(i64::MAX, |swizzle| swizzle.row_bytes());
+    if row % 16 != 0 || row > span {
+        return Err(format!(
+            "an inner box row of {row} bytes, not a multiple of 16 within the swizzle span"
+        ));
+    }
+    if box_dims.iter().product::<i64>() * size > shared {
+        return Err("a box does not fit in the block's shared memory".to_owned());
+    }
+    Ok(box_dims)
+}
+
+/// The element stride of each dimension (innermost first) of a tensor with dimensions `dims`,
+/// checking that every dimension is positive and every outer byte stride a multiple of 16.
+fn element_strides(name: &str, dims: &[i64], size: i64) -> Result<Vec<i64>, Fault> {
+    let mut strides = Vec::with_capacity(dims.len());
+    let mut stride = 1i64;
+    for (d, &extent) in dims.iter().enumerate() {
+        if d > 0 && stride.checked_mul(size).is_none_or(|bytes| bytes % 16 != 0) {
+            let message = format!(
+                "the byte stride of dimension {d} (innermost first) is {} bytes, not a multiple of 16",
+                stride.saturating_mul(size)
+            );
+            return Err(EmulatorError::argument(name, message));
+        }
+        if extent < 1 {
+            let message = format!("dimension {d} (innermost first) is {extent}");
+            return Err(EmulatorError::argument(name, message));
+        }
+        strides.push(stride);
+        stride = stride.saturating_mul(extent);
+    }
+    Ok(strides)
 }

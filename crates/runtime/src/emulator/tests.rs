@@ -7,7 +7,7 @@ use tilec_ir::thread::{
 };
 use tilec_ir::{DType, EntityId, ExprArena, ExprId, ThreadProgram, VarId};
 
-use super::{EmulatorError, ErrorKind, RaceKind, run_program};
+use super::{BlockedWait, EmulatorError, ErrorKind, MbarrierFault, RaceKind, run_program};
 use crate::tensor::{HostTensor, round_to};
 
 /// Builds thread programs with one-dimensional blocks.
@@ -38,6 +38,7 @@ impl Builder {
             thread,
             block_index,
             shared_bytes: 0,
+            tensor_maps: Vec::new(),
             body: Vec::new(),
         };
         Builder { p, origins: 0 }
@@ -1291,4 +1292,617 @@ fn wgmma_results_arrive_at_the_wait() {
     assert!(early.iter().all(|&x| x == 0.0), "{early:?}");
     let error = err(run(WgmmaWait::Never).map(|_| Default::default()));
     assert_eq!(error.kind, ErrorKind::WgmmaNeverWaited { count: 1 });
+}
+
+/// Stages of the warp-specialized pipeline below.
+const STAGES: i64 = 3;
+/// Elements of one TMA box of the pipeline: 8 rows of 64 fp16 columns (1024 bytes).
+const BOX: i64 = 512;
+
+/// What a warp-specialized pipeline gets wrong, if anything.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PipelineFault {
+    None,
+    /// The producer does not wait for the consumers to release a stage.
+    NoEmptyWait,
+    /// The consumers read a stage without waiting for its copy.
+    NoFullWait,
+    /// The consumers wait for the wrong phase of the full barriers.
+    WrongParity,
+    /// The consumers stop one iteration early, leaving the last copy unwaited.
+    ShortConsumer,
+    /// The consumers release a stage (arrive on its empty barrier) before they read it.
+    EarlyRelease,
+}
+
+/// `x` as a float32 value.
+fn to_f32(b: &mut Builder, x: ValueId) -> ValueId {
+    b.value(Value::Cast {
+        dtype: DType::Float32,
+        value: x,
+    })
+}
+
+/// The mbarriers of the pipeline: thread 0 initialises `full[s]` for the producer's one arrival
+/// and `empty[s]` for the 128 consumers' arrivals, then a barrier publishes them.
+fn init_pipeline_barriers(b: &mut Builder, full: BufferId, empty: BufferId) -> Vec<Stmt> {
+    let (tx, zero) = (b.tx(), b.int(0));
+    let first = b.compare(CompareOp::Eq, tx, zero);
+    let mut init = Vec::new();
+    for s in 0..STAGES {
+        let index = b.int(s);
+        init.push(Stmt::MbarrierInit {
+            barrier: full,
+            index,
+            count: 1,
+        });
+        init.push(Stmt::MbarrierInit {
+            barrier: empty,
+            index,
+            count: 128,
+        });
+    }
+    vec![
+        b.block("init barriers", vec![when(first, init)]),
+        Stmt::Barrier,
+    ]
+}
+
+/// A warp-specialized pipeline over `iterations` boxes of `A` (`[iterations × 8, 64]` fp16): 256
+/// threads, consumers 0..128 and producers 128..256. Thread 128 loads box `ko` into stage
+/// `ko % 3` with TMA; consumer `t` adds elements `4t..4t + 4` of each box into a float32 register
+/// and finally stores it to `out[t]`.
+fn pipeline(iterations: i64, fault: PipelineFault) -> ThreadProgram {
+    let mut b = Builder::new(256);
+    let (rows, cols, threads) = (b.int(iterations * 8), b.int(64), b.int(128));
+    let a = b.param("A", DType::Float16, vec![rows, cols], ParamAccess::Read);
+    let out = b.param("out", DType::Float32, vec![threads], ParamAccess::Write);
+    let stages = b.shared("stages", DType::Float16, STAGES * BOX);
+    let full = b.shared("full", DType::UInt64, STAGES);
+    let empty = b.shared("empty", DType::UInt64, STAGES);
+    b.p.tensor_maps.push(tilec_ir::thread::TensorMap {
+        name: "A_map".to_owned(),
+        buffer: a,
+        box_dims: vec![64, 8],
+        swizzle: None,
+    });
+    let acc = b.local("acc", DType::Float32, 1);
+    let mut body = init_pipeline_barriers(&mut b, full, empty);
+    // Both roles name their loop variable `ko`: each task binds it in its own environment.
+    let ko = b.p.exprs.var("ko", Some(iterations));
+    let ko_expr = b.p.exprs.var_expr(ko);
+    let (three, two, one, zero) = (b.int(STAGES), b.int(2), b.int(1), b.int(0));
+    let stage = b.p.exprs.floormod(ko_expr, three);
+    let round = b.p.exprs.floordiv(ko_expr, three);
+    let parity = b.p.exprs.floormod(round, two);
+    let flipped = b.p.exprs.sub(one, parity);
+
+    let mut consume = Vec::new();
+    if fault != PipelineFault::NoFullWait {
+        let parity = if fault == PipelineFault::WrongParity {
+            flipped
+        } else {
+            parity
+        };
+        consume.push(Stmt::MbarrierWait {
+            barrier: full,
+            index: stage,
+            parity,
+        });
+    }
+    let release = Stmt::MbarrierArrive {
+        barrier: empty,
+        index: stage,
+        expect_bytes: None,
+    };
+    if fault == PipelineFault::EarlyRelease {
+        consume.push(release.clone());
+    }
+    let (box_elements, four, tx) = (b.int(BOX), b.int(4), b.tx());
+    let stage_start = b.p.exprs.mul(stage, box_elements);
+    let mine = b.p.exprs.mul(tx, four);
+    let mine = b.p.exprs.add(stage_start, mine);
+    for j in 0..4 {
+        let offset = b.int(j);
+        let index = b.p.exprs.add(mine, offset);
+        let x = b.load(stages, index);
+        let x = to_f32(&mut b, x);
+        let sum = b.load(acc, zero);
+        let sum = b.binary(BinaryOp::Add, sum, x, DType::Float32);
+        consume.push(store(acc, zero, sum));
+    }
+    if fault != PipelineFault::EarlyRelease {
+        consume.push(release);
+    }
+    consume.push(Stmt::NamedBarrier {
+        id: 1,
+        threads: 128,
+    });
+    let consumed = if fault == PipelineFault::ShortConsumer {
+        iterations - 1
+    } else {
+        iterations
+    };
+    let (zero_value, consumed, result) = (b.f32(0.0), b.int(consumed), b.load(acc, zero));
+    let consumer = vec![
+        Stmt::SetMaxRegisters {
+            count: 240,
+            increase: true,
+        },
+        store(acc, zero, zero_value),
+        Stmt::For {
+            var: ko,
+            extent: consumed,
+            unroll: false,
+            body: consume,
+        },
+        store(out, tx, result),
+    ];
+
+    let (issuer, eight) = (b.int(128), b.int(8));
+    let is_issuer = b.compare(CompareOp::Eq, tx, issuer);
+    let row = b.p.exprs.mul(ko_expr, eight);
+    let issue = vec![
+        Stmt::MbarrierArrive {
+            barrier: full,
+            index: stage,
+            expect_bytes: Some(1024),
+        },
+        Stmt::TmaLoad {
+            map: 0,
+            dst: stages,
+            dst_index: stage_start,
+            coords: vec![zero, row],
+            barrier: full,
+            barrier_index: stage,
+        },
+    ];
+    let mut produce = Vec::new();
+    if fault != PipelineFault::NoEmptyWait {
+        produce.push(Stmt::MbarrierWait {
+            barrier: empty,
+            index: stage,
+            parity: flipped,
+        });
+    }
+    produce.push(when(is_issuer, issue));
+    let extent = b.int(iterations);
+    let producer = vec![
+        Stmt::SetMaxRegisters {
+            count: 40,
+            increase: false,
+        },
+        Stmt::For {
+            var: ko,
+            extent,
+            unroll: false,
+            body: produce,
+        },
+    ];
+    let roles = Stmt::WarpRoles {
+        consumers: 128,
+        consumer,
+        producer,
+    };
+    body.push(b.block("pipeline", vec![roles]));
+    b.finish(body)
+}
+
+fn pipeline_tensors(iterations: i64) -> Vec<HostTensor> {
+    vec![
+        HostTensor::random(DType::Float16, &[iterations as usize * 8, 64], 11),
+        HostTensor::zeros(DType::Float32, &[128]),
+    ]
+}
+
+#[test]
+fn a_warp_specialized_tma_pipeline_computes_exact_sums() {
+    let iterations = 7;
+    let mut tensors = pipeline_tensors(iterations);
+    let program = pipeline(iterations, PipelineFault::None);
+    let report = run_program(&program, &mut tensors, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let a = &tensors[0].values;
+    for t in 0..128 {
+        let mut sum = 0.0;
+        for ko in 0..iterations as usize {
+            for j in 0..4 {
+                sum = round_to(DType::Float32, sum + a[ko * BOX as usize + 4 * t + j]);
+            }
+        }
+        assert_eq!(tensors[1].values[t], sum, "out[{t}]");
+    }
+    // One block barrier and one named barrier per consumer iteration.
+    assert_eq!(report.barriers, 1 + iterations as u64);
+    assert_eq!(report.shared_stores, (iterations * BOX) as u64);
+}
+
+#[test]
+fn pipeline_protocol_mistakes_are_reported() {
+    let run = |fault| {
+        let mut tensors = pipeline_tensors(6);
+        err(run_program(&pipeline(6, fault), &mut tensors, &[]))
+    };
+    // Without the empty wait the producer runs ahead into stage 0 while its first copy is still
+    // in flight.
+    let error = run(PipelineFault::NoEmptyWait);
+    let in_flight = ErrorKind::TmaInFlight {
+        buffer: "stages".to_owned(),
+        index: 0,
+    };
+    assert_eq!(error.kind, in_flight, "{error}");
+    assert_eq!(error.thread, Some(128));
+    // Without the full wait the consumers read a copy that has not landed.
+    let error = run(PipelineFault::NoFullWait);
+    assert_eq!(error.kind, in_flight, "{error}");
+    assert_eq!(error.thread, Some(0));
+    let error = run(PipelineFault::WrongParity);
+    let waits = vec![
+        BlockedWait {
+            role: "producer",
+            barrier: "empty".to_owned(),
+            index: 0,
+            parity: 0,
+        },
+        BlockedWait {
+            role: "consumer",
+            barrier: "full".to_owned(),
+            index: 0,
+            parity: 1,
+        },
+    ];
+    assert_eq!(error.kind, ErrorKind::MbarrierDeadlock { waits }, "{error}");
+    assert_eq!(error.label.as_deref(), Some("pipeline"));
+    let message = error.to_string();
+    assert!(
+        message.contains("the consumer waits for parity 1 of `full[0]`"),
+        "{message}"
+    );
+    // Released before it is read, a stage may be overwritten while the consumers read it, although
+    // the producer, which runs first, only overwrites it after the reads here.
+    let error = run(PipelineFault::EarlyRelease);
+    let unordered = ErrorKind::UnorderedTma {
+        buffer: "stages".to_owned(),
+        index: 0,
+        other: 0,
+    };
+    assert_eq!(error.kind, unordered, "{error}");
+    assert_eq!(error.thread, Some(128));
+    let error = run(PipelineFault::ShortConsumer);
+    let never = ErrorKind::TmaNeverWaited {
+        barrier: "full".to_owned(),
+        index: 2,
+        copies: 1,
+    };
+    assert_eq!(error.kind, never, "{error}");
+}
+
+/// 64 threads: thread 0 initialises an mbarrier (a barrier publishes it when `publish`), then
+/// loads rows 8..16 of `A` (`[16, 64]` fp16) with one TMA box `{64, 8}` stored with the 128-byte
+/// swizzle; every thread waits for parity `parity` and copies eight elements of the tile, in
+/// shared-memory order, to `out`.
+fn swizzled_tile(parity: i64, publish: bool) -> ThreadProgram {
+    use tilec_ir::thread::{DescriptorSwizzle, TensorMap};
+    let mut b = Builder::new(64);
+    let (rows, cols, n) = (b.int(16), b.int(64), b.int(BOX));
+    let a = b.param("A", DType::Float16, vec![rows, cols], ParamAccess::Read);
+    let out = b.param("out", DType::Float16, vec![n], ParamAccess::Write);
+    let tile = b.shared("tile", DType::Float16, BOX);
+    let bar = b.shared("bar", DType::UInt64, 1);
+    b.p.tensor_maps.push(TensorMap {
+        name: "A_map".to_owned(),
+        buffer: a,
+        box_dims: vec![64, 8],
+        swizzle: Some(DescriptorSwizzle::Bytes128),
+    });
+    let (tx, zero, eight) = (b.tx(), b.int(0), b.int(8));
+    let first = b.compare(CompareOp::Eq, tx, zero);
+    let init = Stmt::MbarrierInit {
+        barrier: bar,
+        index: zero,
+        count: 1,
+    };
+    let load = vec![
+        Stmt::MbarrierArrive {
+            barrier: bar,
+            index: zero,
+            expect_bytes: Some(1024),
+        },
+        Stmt::TmaLoad {
+            map: 0,
+            dst: tile,
+            dst_index: zero,
+            coords: vec![zero, eight],
+            barrier: bar,
+            barrier_index: zero,
+        },
+    ];
+    let mut body = vec![when(first, vec![init])];
+    if publish {
+        body.push(Stmt::Barrier);
+    }
+    let parity = b.int(parity);
+    body.extend([
+        when(first, load),
+        Stmt::MbarrierWait {
+            barrier: bar,
+            index: zero,
+            parity,
+        },
+    ]);
+    let start = b.p.exprs.mul(tx, eight);
+    for j in 0..8 {
+        let offset = b.int(j);
+        let index = b.p.exprs.add(start, offset);
+        let x = b.load(tile, index);
+        body.push(store(out, index, x));
+    }
+    let stmt = b.block("tile", body);
+    b.finish(vec![stmt])
+}
+
+#[test]
+fn tma_boxes_land_at_swizzled_addresses() {
+    use tilec_ir::thread::DescriptorSwizzle;
+    let mut tensors = vec![
+        HostTensor::random(DType::Float16, &[16, 64], 12),
+        HostTensor::zeros(DType::Float16, &[BOX as usize]),
+    ];
+    run_program(&swizzled_tile(0, true), &mut tensors, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let mut moved = 0;
+    for position in 0..BOX {
+        let element = DescriptorSwizzle::Bytes128.apply(position * 2) / 2;
+        moved += usize::from(element != position);
+        let (row, col) = (8 + position / 64, position % 64);
+        let want = tensors[0].values[(row * 64 + col) as usize];
+        assert_eq!(tensors[1].values[element as usize], want, "box {position}");
+    }
+    assert!(moved > 0, "the swizzle moves elements");
+}
+
+#[test]
+fn mbarrier_misuse_is_reported() {
+    let tensors = || {
+        vec![
+            HostTensor::random(DType::Float16, &[16, 64], 12),
+            HostTensor::zeros(DType::Float16, &[BOX as usize]),
+        ]
+    };
+    // Waiting for the phase after the one the copy completes: nothing else can complete it.
+    let error = err(run_program(&swizzled_tile(1, true), &mut tensors(), &[]));
+    let waits = vec![BlockedWait {
+        role: "block",
+        barrier: "bar".to_owned(),
+        index: 0,
+        parity: 1,
+    }];
+    assert_eq!(error.kind, ErrorKind::MbarrierDeadlock { waits }, "{error}");
+    // Without a barrier after the initialisation, thread 1 may see an uninitialised mbarrier.
+    let error = err(run_program(&swizzled_tile(0, false), &mut tensors(), &[]));
+    let unpublished = ErrorKind::Mbarrier {
+        barrier: "bar".to_owned(),
+        index: 0,
+        fault: MbarrierFault::Unpublished { initializer: 0 },
+    };
+    assert_eq!(error.kind, unpublished, "{error}");
+    assert_eq!(error.thread, Some(1));
+    // Without the initialisation.
+    let mut program = swizzled_tile(0, true);
+    if let Some(Stmt::Block { body, .. }) = program.body.first_mut() {
+        body.remove(0);
+    }
+    let error = err(run_program(&program, &mut tensors(), &[]));
+    assert!(
+        matches!(
+            error.kind,
+            ErrorKind::Mbarrier {
+                fault: MbarrierFault::Uninitialized,
+                ..
+            }
+        ),
+        "{error}"
+    );
+}
+
+/// Two TMA boxes `{8, 4}` of a `[6, 12]` float32 tensor that reach past its edges, issued before
+/// the `expect_tx` that announces their bytes (the transaction count goes negative first); 64
+/// threads then copy both tiles to `out`.
+#[test]
+fn tma_fills_outside_the_tensor_with_zeros() {
+    use tilec_ir::thread::TensorMap;
+    let mut b = Builder::new(64);
+    let (rows, cols, n) = (b.int(6), b.int(12), b.int(64));
+    let a = b.param("A", DType::Float32, vec![rows, cols], ParamAccess::Read);
+    let out = b.param("out", DType::Float32, vec![n], ParamAccess::Write);
+    let tiles = b.shared("tiles", DType::Float32, 64);
+    let bar = b.shared("bar", DType::UInt64, 1);
+    b.p.tensor_maps.push(TensorMap {
+        name: "A_map".to_owned(),
+        buffer: a,
+        box_dims: vec![8, 4],
+        swizzle: None,
+    });
+    let (tx, zero) = (b.tx(), b.int(0));
+    let first = b.compare(CompareOp::Eq, tx, zero);
+    let origins = [(8, 4, 0), (-4, -2, 32)];
+    let mut load = Vec::new();
+    for (col, row, dst) in origins {
+        let (col, row, dst_index) = (b.int(col), b.int(row), b.int(dst));
+        load.push(Stmt::TmaLoad {
+            map: 0,
+            dst: tiles,
+            dst_index,
+            coords: vec![col, row],
+            barrier: bar,
+            barrier_index: zero,
+        });
+    }
+    load.push(Stmt::MbarrierArrive {
+        barrier: bar,
+        index: zero,
+        expect_bytes: Some(256),
+    });
+    let x = b.load(tiles, tx);
+    let body = vec![
+        when(
+            first,
+            vec![Stmt::MbarrierInit {
+                barrier: bar,
+                index: zero,
+                count: 1,
+            }],
+        ),
+        Stmt::Barrier,
+        when(first, load),
+        Stmt::MbarrierWait {
+            barrier: bar,
+            index: zero,
+            parity: zero,
+        },
+        store(out, tx, x),
+    ];
+    let program = b.finish(body);
+    let mut tensors = vec![
+        HostTensor::random(DType::Float32, &[6, 12], 13),
+        HostTensor::zeros(DType::Float32, &[64]),
+    ];
+    run_program(&program, &mut tensors, &[]).unwrap_or_else(|e| panic!("{e}"));
+    for (k, (col0, row0, dst)) in origins.into_iter().enumerate() {
+        for position in 0..32i64 {
+            let (row, col) = (row0 + position / 8, col0 + position % 8);
+            let inside = (0..6).contains(&row) && (0..12).contains(&col);
+            let want = if inside {
+                tensors[0].values[(row * 12 + col) as usize]
+            } else {
+                0.0
+            };
+            let got = tensors[1].values[(dst + position) as usize];
+            assert_eq!(got, want, "box {k} element {position}");
+        }
+    }
+}
+
+#[test]
+fn named_barriers_and_setmaxnreg_check_their_threads() {
+    let b = Builder::new(128);
+    let program = b.finish(vec![Stmt::NamedBarrier { id: 1, threads: 64 }]);
+    let error = err(run_program(&program, &mut [], &[]));
+    let expected = ErrorKind::DivergentNamedBarrier {
+        id: 1,
+        active: 128,
+        threads: 64,
+    };
+    assert_eq!(error.kind, expected);
+
+    let mut b = Builder::new(128);
+    let (tx, half) = (b.tx(), b.int(64));
+    let low = b.compare(CompareOp::Lt, tx, half);
+    let setmaxnreg = Stmt::SetMaxRegisters {
+        count: 232,
+        increase: true,
+    };
+    let program = b.finish(vec![when(low, vec![setmaxnreg])]);
+    let error = err(run_program(&program, &mut [], &[]));
+    assert!(
+        matches!(error.kind, ErrorKind::PartialWarp { warp: 0, .. }),
+        "{error}"
+    );
+}
+
+/// 64 threads without warp roles load two boxes `{64, 8}` of `A` (`[16, 64]` fp16) one after the
+/// other into one stage, thread 0 issuing and every thread waiting, and copy each to `out`; with
+/// `barrier`, a block barrier protects the reuse of the stage.
+fn reused_stage(barrier: bool) -> ThreadProgram {
+    use tilec_ir::thread::TensorMap;
+    let mut b = Builder::new(64);
+    let (rows, cols, n) = (b.int(16), b.int(64), b.int(2 * BOX));
+    let a = b.param("A", DType::Float16, vec![rows, cols], ParamAccess::Read);
+    let out = b.param("out", DType::Float16, vec![n], ParamAccess::Write);
+    let tile = b.shared("tile", DType::Float16, BOX);
+    let bar = b.shared("bar", DType::UInt64, 1);
+    b.p.tensor_maps.push(TensorMap {
+        name: "A_map".to_owned(),
+        buffer: a,
+        box_dims: vec![64, 8],
+        swizzle: None,
+    });
+    let (tx, zero, eight, two) = (b.tx(), b.int(0), b.int(8), b.int(2));
+    let first = b.compare(CompareOp::Eq, tx, zero);
+    let it = b.p.exprs.var("it", Some(2));
+    let it_expr = b.p.exprs.var_expr(it);
+    let row = b.p.exprs.mul(it_expr, eight);
+    let parity = b.p.exprs.floormod(it_expr, two);
+    let load = vec![
+        Stmt::MbarrierArrive {
+            barrier: bar,
+            index: zero,
+            expect_bytes: Some(1024),
+        },
+        Stmt::TmaLoad {
+            map: 0,
+            dst: tile,
+            dst_index: zero,
+            coords: vec![zero, row],
+            barrier: bar,
+            barrier_index: zero,
+        },
+    ];
+    let mut step = vec![
+        when(first, load),
+        Stmt::MbarrierWait {
+            barrier: bar,
+            index: zero,
+            parity,
+        },
+    ];
+    let (box_elements, start) = (b.int(BOX), b.p.exprs.mul(tx, eight));
+    let out_start = b.p.exprs.mul(it_expr, box_elements);
+    let out_start = b.p.exprs.add(out_start, start);
+    for j in 0..8 {
+        let offset = b.int(j);
+        let index = b.p.exprs.add(start, offset);
+        let out_index = b.p.exprs.add(out_start, offset);
+        let x = b.load(tile, index);
+        step.push(store(out, out_index, x));
+    }
+    if barrier {
+        step.push(Stmt::Barrier);
+    }
+    let init = Stmt::MbarrierInit {
+        barrier: bar,
+        index: zero,
+        count: 1,
+    };
+    let body = vec![
+        when(first, vec![init]),
+        Stmt::Barrier,
+        Stmt::For {
+            var: it,
+            extent: two,
+            unroll: false,
+            body: step,
+        },
+    ];
+    b.finish(body)
+}
+
+#[test]
+fn reusing_a_tma_stage_outside_roles_needs_a_barrier() {
+    let tensors = || {
+        vec![
+            HostTensor::random(DType::Float16, &[16, 64], 14),
+            HostTensor::zeros(DType::Float16, &[2 * BOX as usize]),
+        ]
+    };
+    let mut ok = tensors();
+    run_program(&reused_stage(true), &mut ok, &[]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(ok[1].values, ok[0].values);
+    let error = err(run_program(&reused_stage(false), &mut tensors(), &[]));
+    let race = ErrorKind::Race {
+        buffer: "tile".to_owned(),
+        index: 8,
+        kind: RaceKind::WriteAfterRead,
+        first: 1,
+        second: 0,
+    };
+    assert_eq!(error.kind, race, "{error}");
 }

@@ -27,6 +27,8 @@ use super::exec::Machine;
 use super::memory::Place;
 
 const WARPGROUP: usize = 128;
+/// How a partial warpgroup names the instruction.
+const WGMMA: &str = "wgmma (a warpgroup of 128 threads)";
 
 /// A shared operand as issued: the buffer and its byte address, the absolute byte address of the
 /// operand's start and its layout.
@@ -83,7 +85,7 @@ impl<'p> Machine<'p, '_> {
         (c, c_index): (usize, ExprId),
         active: &[u32],
     ) -> Result<(), Fault> {
-        let groups = self.whole_warpgroups(active)?;
+        let groups = self.whole_warpgroups(active, WGMMA)?;
         let c_at = self.per_thread(c_index, active, c)?;
         let b_at = self.issued_shared(b, active)?;
         let a_at = match a {
@@ -141,7 +143,7 @@ impl<'p> Machine<'p, '_> {
 
     /// `wgmma.commit_group`: each warpgroup's open wgmmas become a group.
     pub(super) fn exec_wgmma_commit(&mut self, active: &[u32]) -> Result<(), Fault> {
-        for first in self.whole_warpgroups(active)? {
+        for first in self.whole_warpgroups(active, WGMMA)? {
             if let Some(queue) = self.wgmmas.get_mut(first as usize / WARPGROUP) {
                 let group = std::mem::take(&mut queue.open);
                 queue.committed.push_back(group);
@@ -152,7 +154,7 @@ impl<'p> Machine<'p, '_> {
 
     /// `wgmma.wait_group pending`: executes each warpgroup's oldest groups until `pending` are left.
     pub(super) fn exec_wgmma_wait(&mut self, pending: u32, active: &[u32]) -> Result<(), Fault> {
-        for first in self.whole_warpgroups(active)? {
+        for first in self.whole_warpgroups(active, WGMMA)? {
             let slot = first as usize / WARPGROUP;
             while let Some(queue) = self.wgmmas.get_mut(slot)
                 && queue.committed.len() > pending as usize
@@ -240,8 +242,13 @@ impl<'p> Machine<'p, '_> {
         self.scatter(issued.c, &c_threads, &c_indices, &d_values)
     }
 
-    /// The first thread of each warpgroup of `active`; an error when one is only partly active.
-    fn whole_warpgroups(&self, active: &[u32]) -> Result<Vec<u32>, Fault> {
+    /// The first thread of each warpgroup of `active`; an error, naming `instruction`, when one is
+    /// only partly active.
+    pub(super) fn whole_warpgroups(
+        &self,
+        active: &[u32],
+        instruction: &'static str,
+    ) -> Result<Vec<u32>, Fault> {
         let mut groups: Vec<u32> = active.iter().map(|&t| t / WARPGROUP as u32).collect();
         groups.dedup();
         for &group in &groups {
@@ -251,7 +258,7 @@ impl<'p> Machine<'p, '_> {
                 .count();
             if members != WARPGROUP {
                 let kind = ErrorKind::PartialWarp {
-                    instruction: "wgmma (a warpgroup of 128 threads)",
+                    instruction,
                     warp: group * 4,
                 };
                 return Err(self.fault(kind, Some(group * WARPGROUP as u32)));

@@ -1,0 +1,453 @@
+//! The software pipeline on TMA, in its two forms.
+//!
+//! Both keep one *full* mbarrier per stage: the thread that issues a stage's boxes arrives on it
+//! with the stage's byte count (`arrive.expect_tx`), the boxes complete those bytes, and whoever
+//! reads the stage first waits for the barrier's phase of that round (parity `(ko / k) % 2`).
+//!
+//! - Warp specialized (TileLang's default on sm_90): a producer warpgroup is added after the
+//!   kernel's threads. One of its threads walks the loop issuing TMA, `k` stages ahead at most:
+//!   before refilling a stage it waits for the stage's *empty* mbarrier, on which every consumer
+//!   thread arrives once it has finished reading the stage. The kernel's own threads (the
+//!   consumers) run everything else, with their barriers narrowed to a named barrier of their own,
+//!   since the producer never reaches them. Registers move from the producer to the consumers
+//!   (`setmaxnreg`).
+//! - Otherwise (`tl.disable_warp_specialized`, or a loop this does not apply to): the `cp.async`
+//!   pipeline's schedule, with thread 0 issuing TMA `k - 1` iterations ahead, every thread waiting
+//!   for the full barrier, and the block barrier after the wait proving that the stage about to
+//!   be refilled has been read by everyone.
+
+use tilec_ir::data::CompareOp;
+use tilec_ir::thread::{BufferDecl, BufferId, Memory, Stmt};
+use tilec_ir::{DType, EntityId, ExprId, VarId};
+
+use super::pipeline::{Pipeline, SteadyParts};
+use super::tma::TmaCopy;
+use super::{Lowering, Unlowerable, rewrite};
+
+/// Threads of a warpgroup: the producer role is one.
+const WARPGROUP: i64 = 128;
+/// The most threads a block may have.
+const MAX_THREADS: i64 = 1024;
+/// Registers per thread the producer warpgroup keeps (CUTLASS's choice for a TMA producer).
+const PRODUCER_REGISTERS: u32 = 40;
+/// The most registers per thread `setmaxnreg` may give.
+const MAX_REGISTERS: u32 = 240;
+/// Registers of one multiprocessor, which one block of the specialized kernel fills.
+const REGISTER_FILE: u32 = 65536;
+/// The named barrier the consumers use instead of `__syncthreads` (0 is `__syncthreads`'s own).
+const CONSUMER_BARRIER: u32 = 1;
+
+/// The producer side of a warp-specialized pipeline, put in place once the whole launch is
+/// lowered.
+#[derive(Clone, Debug)]
+pub(super) struct ProducerRole {
+    /// The mbarrier initialisations, run by thread 0 before the roles split.
+    setup: Vec<Stmt>,
+    /// The producer's loop, run by one thread of the producer warpgroup.
+    stmts: Vec<Stmt>,
+}
+
+impl Lowering<'_> {
+    /// Lowers a pipelined loop whose producers all have a TMA form.
+    pub(super) fn tma_pipeline(
+        &mut self,
+        pipeline: &Pipeline,
+        copies: &[TmaCopy],
+        out: &mut Vec<Stmt>,
+    ) -> Result<(), Unlowerable> {
+        match self.why_not_specialized(pipeline, copies) {
+            None => self.specialized_pipeline(pipeline, copies, out),
+            Some(why) => self.tma_steady_pipeline(pipeline, copies, out, why),
+        }
+    }
+
+    /// Why the loop keeps a single role, or `None` when it gets a producer warpgroup.
+    fn why_not_specialized(&self, pipeline: &Pipeline, copies: &[TmaCopy]) -> Option<String> {
+        if !self.options.warp_specialized {
+            return Some("tl.disable_warp_specialized".to_owned());
+        }
+        if self.producer_role.is_some() {
+            return Some("another loop of the kernel has the producer warpgroup".to_owned());
+        }
+        if self.world.parents.get(pipeline.entity) != Some(&self.launch) {
+            return Some("the loop is nested in another statement".to_owned());
+        }
+        if self.threads % WARPGROUP != 0 || self.threads + WARPGROUP > MAX_THREADS {
+            return Some(format!(
+                "{} threads leave no room for a warpgroup of its own",
+                self.threads
+            ));
+        }
+        let mut bound = vec![pipeline.var, self.program.thread];
+        bound.extend(self.program.block_index);
+        bound.extend(self.program.scalars.iter().map(|s| s.var));
+        bound.extend(self.top_lets.iter().copied());
+        let exprs = &self.program.exprs;
+        let free = copies
+            .iter()
+            .flat_map(|copy| &copy.boxes)
+            .flat_map(|tma_box| &tma_box.coords)
+            .flat_map(|&c| exprs.vars_of(c))
+            .any(|v| !bound.contains(&v));
+        free.then(|| "a copy's coordinates depend on a value computed in the kernel".to_owned())
+    }
+
+    /// The warp-specialized form: the consumers' loop goes in place, the producer's is kept for
+    /// [`Lowering::warp_specialize`].
+    fn specialized_pipeline(
+        &mut self,
+        pipeline: &Pipeline,
+        copies: &[TmaCopy],
+        out: &mut Vec<Stmt>,
+    ) -> Result<(), Unlowerable> {
+        let stages = pipeline.stages;
+        let full = self.mbarriers("full_barrier", stages);
+        let empty = self.mbarriers("empty_barrier", stages);
+        let consumers = u32::try_from(self.threads).unwrap_or(u32::MAX);
+        let setup = self.mbarrier_setup(&[(full, 1), (empty, consumers)], stages);
+        // Publishes what the consumers wrote before the loop to the loop's readers, which no
+        // barrier at the top of every iteration does here.
+        out.push(Stmt::Barrier);
+        self.sync.barrier_placed();
+        let ko = self.program.exprs.var_expr(pipeline.var);
+        let (stage, parity) = self.stage_and_parity(ko, stages, false);
+        let mut body = vec![Stmt::MbarrierWait {
+            barrier: full,
+            index: stage,
+            parity,
+        }];
+        self.sync.begin_loop();
+        self.consumers(pipeline, &mut body)?;
+        self.sync.end_loop(&mut body);
+        body.push(Stmt::MbarrierArrive {
+            barrier: empty,
+            index: stage,
+            expect_bytes: None,
+        });
+        out.push(Stmt::Block {
+            origin: Some(pipeline.entity),
+            label: "T.Pipelined (consumer warpgroups): wait for the stage's TMA boxes, compute, \
+                    release the stage"
+                .to_owned(),
+            body: vec![Stmt::For {
+                var: pipeline.var,
+                extent: pipeline.extent,
+                unroll: false,
+                body,
+            }],
+        });
+        let producer = self.producer_loop(pipeline, copies, (full, empty));
+        self.producer_role = Some(ProducerRole {
+            setup,
+            stmts: producer,
+        });
+        Ok(())
+    }
+
+    /// The producer's loop: wait until the consumers released the stage, then refill it.
+    fn producer_loop(
+        &mut self,
+        pipeline: &Pipeline,
+        copies: &[TmaCopy],
+        (full, empty): (BufferId, BufferId),
+    ) -> Vec<Stmt> {
+        let info = self.program.exprs.var_info(pipeline.var).clone();
+        let exprs = &mut self.program.exprs;
+        let load = exprs.var(&format!("{}_load", info.name), info.extent);
+        let ko = exprs.var_expr(load);
+        let (stage, parity) = self.stage_and_parity(ko, pipeline.stages, true);
+        let mut body = vec![Stmt::MbarrierWait {
+            barrier: empty,
+            index: stage,
+            parity,
+        }];
+        body.extend(self.tma_issue(pipeline, copies, full, ko));
+        vec![Stmt::Block {
+            origin: Some(pipeline.entity),
+            label: format!(
+                "T.Pipelined (producer): {} TMA box(es) per stage, {} stages ahead at most",
+                copies.iter().map(|c| c.boxes.len()).sum::<usize>(),
+                pipeline.stages
+            ),
+            body: vec![Stmt::For {
+                var: load,
+                extent: pipeline.extent,
+                unroll: false,
+                body,
+            }],
+        }]
+    }
+
+    /// The single-role form: the `cp.async` schedule with TMA issued by thread 0.
+    fn tma_steady_pipeline(
+        &mut self,
+        pipeline: &Pipeline,
+        copies: &[TmaCopy],
+        out: &mut Vec<Stmt>,
+        why: String,
+    ) -> Result<(), Unlowerable> {
+        let (var, stages) = (pipeline.var, pipeline.stages);
+        let full = self.mbarriers("full_barrier", stages);
+        let mut setup = self.mbarrier_setup(&[(full, 1)], stages);
+        setup.push(Stmt::Barrier);
+        self.sync.barrier_placed();
+        out.push(Stmt::Block {
+            origin: Some(pipeline.entity),
+            label: "the pipeline's mbarriers, initialised by thread 0".to_owned(),
+            body: setup,
+        });
+        let ko = self.program.exprs.var_expr(var);
+        let issue_stmts = self.tma_issue(pipeline, copies, full, ko);
+        let elected = self.thread_is(0);
+        let issue = vec![Stmt::If {
+            cond: elected,
+            then: issue_stmts,
+            otherwise: Vec::new(),
+        }];
+        out.push(self.prologue_stages(&issue, var, pipeline.extent, stages));
+        let exprs = &mut self.program.exprs;
+        let ahead = exprs.int(stages - 1);
+        let next = exprs.add(ko, ahead);
+        let shifted =
+            rewrite::substitute_stmts(&mut self.program, &issue, &|v| (v == var).then_some(next));
+        let (stage, parity) = self.stage_and_parity(ko, stages, false);
+        let parts = SteadyParts {
+            wait: vec![Stmt::MbarrierWait {
+                barrier: full,
+                index: stage,
+                parity,
+            }],
+            ahead: shifted,
+            after_ahead: Vec::new(),
+            label: format!(
+                "T.Pipelined on TMA: the iterations that issue a stage ahead, then the last ones \
+                 (one role: {why})"
+            ),
+        };
+        let steady = self.steady_state(pipeline, parts)?;
+        out.push(steady);
+        Ok(())
+    }
+
+    /// Iteration `ko`'s issue: the expected bytes on its stage's full barrier, then every box.
+    fn tma_issue(
+        &mut self,
+        pipeline: &Pipeline,
+        copies: &[TmaCopy],
+        full: BufferId,
+        ko: ExprId,
+    ) -> Vec<Stmt> {
+        let (stage, _) = self.stage_and_parity(ko, pipeline.stages, false);
+        let bytes: i64 = copies.iter().map(|copy| copy.bytes).sum();
+        let mut stmts = vec![Stmt::MbarrierArrive {
+            barrier: full,
+            index: stage,
+            expect_bytes: Some(u32::try_from(bytes).unwrap_or(u32::MAX)),
+        }];
+        for copy in copies {
+            stmts.push(self.copy_boxes(pipeline.var, copy, (full, stage), ko));
+        }
+        stmts
+    }
+
+    /// One copy's boxes for iteration `ko`, completing on `full[stage]`.
+    fn copy_boxes(
+        &mut self,
+        var: VarId,
+        copy: &TmaCopy,
+        (full, stage): (BufferId, ExprId),
+        ko: ExprId,
+    ) -> Stmt {
+        let Ok(dst) = self.buffer_of(copy.dst) else {
+            return Stmt::Block {
+                origin: Some(copy.dst),
+                label: "a TMA destination without a buffer".to_owned(),
+                body: Vec::new(),
+            };
+        };
+        let storage = self.stage_elements(copy.dst);
+        let mut body = Vec::new();
+        for tma_box in &copy.boxes {
+            let exprs = &mut self.program.exprs;
+            let size = exprs.int(storage);
+            let stage_start = exprs.mul(stage, size);
+            let offset = exprs.int(tma_box.dst_offset);
+            let dst_index = exprs.add(stage_start, offset);
+            let coords = tma_box
+                .coords
+                .iter()
+                .map(|&c| exprs.substitute(c, &|v| (v == var).then_some(ko)))
+                .collect();
+            body.push(Stmt::TmaLoad {
+                map: tma_box.map,
+                dst,
+                dst_index,
+                coords,
+                barrier: full,
+                barrier_index: stage,
+            });
+        }
+        Stmt::Block {
+            origin: Some(copy.dst),
+            label: format!(
+                "T.copy into `{}` (pipelined: {} TMA box(es) into its stage)",
+                self.world.name(copy.dst),
+                copy.boxes.len()
+            ),
+            body,
+        }
+    }
+
+    /// Elements of one stage of a pipelined shared buffer.
+    fn stage_elements(&self, buffer: EntityId) -> i64 {
+        self.layouts
+            .shared
+            .get(&buffer)
+            .map_or(0, |assigned| assigned.storage_elements)
+    }
+
+    /// `ko % k` and the parity of round `ko / k`, flipped for the producer's empty-barrier wait
+    /// (whose first round must pass at once).
+    fn stage_and_parity(&mut self, ko: ExprId, stages: i64, flipped: bool) -> (ExprId, ExprId) {
+        let exprs = &mut self.program.exprs;
+        let k = exprs.int(stages);
+        let two = exprs.int(2);
+        let stage = exprs.floormod(ko, k);
+        let mut round = exprs.floordiv(ko, k);
+        if flipped {
+            let one = exprs.int(1);
+            round = exprs.add(round, one);
+        }
+        (stage, exprs.floormod(round, two))
+    }
+
+    /// A shared array of `count` mbarriers after everything else in shared memory.
+    fn mbarriers(&mut self, base: &str, count: i64) -> BufferId {
+        let offset = (self.program.shared_bytes + 7) / 8 * 8;
+        self.program.shared_bytes = offset + 8 * count;
+        let exprs = &mut self.program.exprs;
+        let elements = exprs.int(count);
+        let name = self.program.unique_buffer_name(base);
+        self.program.add_buffer(BufferDecl {
+            name,
+            dtype: DType::UInt64,
+            memory: Memory::Shared { offset },
+            shape: vec![elements],
+            elements,
+        })
+    }
+
+    /// Thread 0 initialises `stages` barriers of each array with its arrival count.
+    fn mbarrier_setup(&mut self, arrays: &[(BufferId, u32)], stages: i64) -> Vec<Stmt> {
+        let mut inits = Vec::new();
+        for &(barrier, count) in arrays {
+            for s in 0..stages {
+                let index = self.program.exprs.int(s);
+                inits.push(Stmt::MbarrierInit {
+                    barrier,
+                    index,
+                    count,
+                });
+            }
+        }
+        let elected = self.thread_is(0);
+        vec![Stmt::If {
+            cond: elected,
+            then: inits,
+            otherwise: Vec::new(),
+        }]
+    }
+
+    /// Splits the launch into its consumer and producer roles once the whole body is lowered:
+    /// the leading `let`s (rasterization) stay shared, the barriers are initialised, and the rest
+    /// of the body becomes the consumers' role.
+    pub(super) fn warp_specialize(&mut self, stmts: Vec<Stmt>, role: ProducerRole) -> Vec<Stmt> {
+        let consumers = self.threads;
+        let shared = stmts
+            .iter()
+            .take_while(|stmt| matches!(stmt, Stmt::Let { .. }))
+            .count();
+        let mut body: Vec<Stmt> = stmts[..shared].to_vec();
+        let mut setup = role.setup;
+        setup.push(Stmt::Barrier);
+        body.push(Stmt::Block {
+            origin: None,
+            label: "warp specialization: thread 0 initialises the pipeline's mbarriers".to_owned(),
+            body: setup,
+        });
+        let consumer_count = u32::try_from(consumers).unwrap_or(u32::MAX);
+        let mut consumer = vec![Stmt::SetMaxRegisters {
+            count: consumer_registers(consumer_count),
+            increase: true,
+        }];
+        consumer.extend(stmts[shared..].iter().cloned());
+        narrow_barriers(&mut consumer, consumer_count);
+        // The thread index's range (the consumers') lets the arena simplify `tx % 128` to `tx`,
+        // which is wrong for the producer's threads: they read it through a variable of their
+        // own with no range.
+        let exprs = &mut self.program.exprs;
+        let t = exprs.var_expr(self.program.thread);
+        let producer_thread = exprs.var("producer_tx", None);
+        let p = exprs.var_expr(producer_thread);
+        let group = exprs.int(WARPGROUP);
+        let lane = exprs.floormod(p, group);
+        let zero = exprs.int(0);
+        let elected = self.compare_indices(CompareOp::Eq, lane, zero);
+        let producer = vec![
+            Stmt::SetMaxRegisters {
+                count: PRODUCER_REGISTERS,
+                increase: false,
+            },
+            Stmt::Let {
+                var: producer_thread,
+                value: t,
+            },
+            Stmt::If {
+                cond: elected,
+                then: role.stmts,
+                otherwise: Vec::new(),
+            },
+        ];
+        body.push(Stmt::WarpRoles {
+            consumers: consumer_count,
+            consumer,
+            producer,
+        });
+        self.program.block[0] = consumers + WARPGROUP;
+        body
+    }
+}
+
+/// Registers per consumer thread: what the producer gives up, shared out, in multiples of 8.
+fn consumer_registers(consumers: u32) -> u32 {
+    let left = REGISTER_FILE - PRODUCER_REGISTERS * WARPGROUP as u32;
+    (left / consumers.max(1) / 8 * 8).min(MAX_REGISTERS)
+}
+
+/// Replaces every block-wide barrier of `stmts` with the consumers' named barrier.
+fn narrow_barriers(stmts: &mut [Stmt], threads: u32) {
+    for stmt in stmts {
+        match stmt {
+            Stmt::Barrier => {
+                *stmt = Stmt::NamedBarrier {
+                    id: CONSUMER_BARRIER,
+                    threads,
+                }
+            }
+            Stmt::For { body, .. } | Stmt::Block { body, .. } => narrow_barriers(body, threads),
+            Stmt::If {
+                then, otherwise, ..
+            } => {
+                narrow_barriers(then, threads);
+                narrow_barriers(otherwise, threads);
+            }
+            Stmt::WarpRoles {
+                consumer, producer, ..
+            } => {
+                narrow_barriers(consumer, threads);
+                narrow_barriers(producer, threads);
+            }
+            _ => {}
+        }
+    }
+}

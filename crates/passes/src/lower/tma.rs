@@ -1,0 +1,390 @@
+//! Pipelined global → shared copies on Hopper's Tensor Memory Accelerator: one thread issues
+//! `cp.async.bulk.tensor` for whole boxes of a tensor map, and the bytes complete on an mbarrier.
+//!
+//! As for wgmma descriptors, nothing here trusts a formula. A TMA box lands as a dense array,
+//! innermost dimension fastest, with the map's swizzle applied to the absolute shared address.
+//! For each swizzle (128, 64 and 32 bytes, then none) the copy is cut into boxes along its
+//! innermost dimension as wide as that swizzle allows, and the candidate is accepted only if, for
+//! every element of the copy, the address TMA writes is where the destination's inferred layout
+//! stores that element. Copies with no such form stay on `cp.async`, and the loop's label says
+//! why.
+
+use tilec_ir::thread::{BufferId, DescriptorSwizzle, Memory, TensorMap};
+use tilec_ir::{EntityId, ExprId, ExprProgram, TileOp, VarId};
+
+use super::Lowering;
+
+/// The most dimensions a tensor map has.
+const MAX_RANK: usize = 5;
+/// The most elements along one dimension of a box.
+const MAX_BOX: i64 = 256;
+/// The alignment TMA needs of a box's shared destination, in bytes.
+const BOX_ALIGNMENT: i64 = 128;
+/// The period of the widest swizzle: stages must start on it for the pattern to match.
+const SWIZZLE_PERIOD: i64 = 1024;
+
+/// One pipelined copy as TMA boxes.
+#[derive(Clone, Debug)]
+pub(super) struct TmaCopy {
+    /// The shared destination.
+    pub dst: EntityId,
+    pub boxes: Vec<TmaBox>,
+    /// Bytes one iteration's copy brings (what its mbarrier expects).
+    pub bytes: i64,
+}
+
+/// One `cp.async.bulk.tensor` of a copy.
+#[derive(Clone, Debug)]
+pub(super) struct TmaBox {
+    /// The index into the program's tensor maps.
+    pub map: usize,
+    /// Elements from the start of the destination's stage to where the box lands.
+    pub dst_offset: i64,
+    /// The global coordinates of the box's first element, innermost first (over the loop
+    /// variable of the pipeline).
+    pub coords: Vec<ExprId>,
+}
+
+/// How the copy's loop variables and global dimensions correspond.
+struct CopyGeometry {
+    /// Per global dimension, innermost first: the box extent and the copy variable that walks it
+    /// (`None` for a dimension of extent 1).
+    dims: Vec<(i64, Option<usize>)>,
+    /// Per global dimension, innermost first: the coordinate of the copy's first element.
+    starts: Vec<ExprId>,
+    /// The copy loop's shape (one extent per copy variable).
+    shape: Vec<i64>,
+    /// Per element of the copy (row-major over `shape`): its destination element offset within
+    /// one stage.
+    stored: Vec<i64>,
+    global: BufferId,
+    element_bytes: i64,
+}
+
+/// The box width and swizzle one candidate uses.
+#[derive(Clone, Copy, Debug)]
+struct Candidate {
+    width: i64,
+    swizzle: Option<DescriptorSwizzle>,
+}
+
+impl Lowering<'_> {
+    /// The TMA form of every producer of a pipeline, or why one of them has none.
+    pub(super) fn plan_tma(&mut self, producers: &[EntityId]) -> Result<Vec<TmaCopy>, String> {
+        producers
+            .iter()
+            .map(|&producer| self.plan_tma_copy(producer))
+            .collect()
+    }
+
+    fn plan_tma_copy(&mut self, producer: EntityId) -> Result<TmaCopy, String> {
+        let geometry = self.copy_geometry(producer)?;
+        let Some(TileOp::Copy { dst, .. }) = self.world.ops.get(producer) else {
+            return Err("a producer is not a copy".to_owned());
+        };
+        let dst = dst.buffer;
+        self.check_tma_destination(dst)?;
+        let candidate = candidates(&geometry)
+            .into_iter()
+            .find(|&candidate| matches_layout(&geometry, candidate))
+            .ok_or_else(|| {
+                format!(
+                    "no TMA box lands `{}` as its inferred layout stores it",
+                    self.world.name(dst)
+                )
+            })?;
+        Ok(self.tma_boxes(dst, &geometry, candidate))
+    }
+
+    /// The copy's loop, read as boxes of the global tensor.
+    fn copy_geometry(&mut self, producer: EntityId) -> Result<CopyGeometry, String> {
+        let Some(TileOp::Copy { src, dst }) = self.world.ops.get(producer).cloned() else {
+            return Err("a producer is not a copy".to_owned());
+        };
+        if self.world.is_alias(src.buffer) || self.world.is_alias(dst.buffer) {
+            return Err("a copy reads or writes a view".to_owned());
+        }
+        let element = self.element_dtype(dst.buffer);
+        if self.element_dtype(src.buffer) != element {
+            return Err("a copy converts its elements".to_owned());
+        }
+        let mut scratch = self.scratch_world();
+        let copy = crate::layout::infer::copy_loop(&mut scratch, &src, &dst);
+        self.program.exprs = scratch.exprs;
+        let copy = copy.ok_or("a copy's extents are not known at compile time")?;
+        if copy.src_indices.len() > MAX_RANK {
+            return Err("a tensor has more than five dimensions".to_owned());
+        }
+        let (dims, starts) = self.box_dims(&copy.src_indices, &copy.vars, &copy.shape)?;
+        let stored = self.stored_offsets(dst.buffer, &copy.dst_indices, &copy.vars, &copy.shape)?;
+        Ok(CopyGeometry {
+            dims,
+            starts,
+            shape: copy.shape,
+            stored,
+            global: self.buffer_of(src.buffer).map_err(|e| e.message)?,
+            element_bytes: element.bytes() as i64,
+        })
+    }
+
+    /// Per global dimension (innermost first), the box extent, the copy variable walking it and
+    /// the start coordinate. Every copy variable must walk exactly one dimension with step 1.
+    #[allow(clippy::type_complexity)]
+    fn box_dims(
+        &mut self,
+        src_indices: &[ExprId],
+        vars: &[VarId],
+        shape: &[i64],
+    ) -> Result<(Vec<(i64, Option<usize>)>, Vec<ExprId>), String> {
+        let exprs = &mut self.program.exprs;
+        let (zero, one) = (exprs.int(0), exprs.int(1));
+        let (mut dims, mut starts) = (Vec::new(), Vec::new());
+        let mut walked = vec![false; vars.len()];
+        for &index in src_indices.iter().rev() {
+            let used = exprs.vars_of(index);
+            let walking: Vec<usize> = (0..vars.len())
+                .filter(|&j| used.contains(&vars[j]))
+                .collect();
+            let start = exprs.substitute(index, &|v| vars.contains(&v).then_some(zero));
+            match walking.as_slice() {
+                [] => dims.push((1, None)),
+                &[j] => {
+                    let next = exprs.substitute(index, &|v| {
+                        if v == vars[j] {
+                            Some(one)
+                        } else {
+                            vars.contains(&v).then_some(zero)
+                        }
+                    });
+                    let step = exprs.sub(next, start);
+                    if exprs.as_int(step) != Some(1) || walked[j] {
+                        return Err("a copy does not walk its source densely".to_owned());
+                    }
+                    walked[j] = true;
+                    dims.push((shape[j], Some(j)));
+                }
+                _ => return Err("a source index mixes copy dimensions".to_owned()),
+            }
+            starts.push(start);
+        }
+        if walked.iter().any(|&w| !w) {
+            return Err("a copy dimension does not walk the source".to_owned());
+        }
+        Ok((dims, starts))
+    }
+
+    /// The destination element offset (within one stage) of every element of the copy,
+    /// row-major over the copy's shape, read off the inferred shared layout.
+    fn stored_offsets(
+        &mut self,
+        dst: EntityId,
+        dst_indices: &[ExprId],
+        vars: &[VarId],
+        shape: &[i64],
+    ) -> Result<Vec<i64>, String> {
+        let map = &self
+            .layouts
+            .shared
+            .get(&dst)
+            .ok_or("the destination has no shared layout")?
+            .map;
+        let offset = *map.outputs.first().ok_or("the destination has no layout")?;
+        let bindings: Vec<(VarId, ExprId)> = map
+            .vars
+            .iter()
+            .copied()
+            .zip(dst_indices.iter().copied())
+            .collect();
+        let lookup = |v| bindings.iter().find(|(var, _)| *var == v).map(|(_, e)| *e);
+        let offset = self.program.exprs.substitute(offset, &lookup);
+        let mut formula = ExprProgram::compile(&self.program.exprs, vars, &[offset]);
+        let total: i64 = shape.iter().product();
+        let mut point = vec![0; shape.len()];
+        let mut stored = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
+        for flat in 0..total {
+            let mut rest = flat;
+            for (slot, &extent) in point.iter_mut().zip(shape).rev() {
+                *slot = rest % extent;
+                rest /= extent;
+            }
+            let at = formula
+                .run_one(&point)
+                .ok_or("the destination layout does not place an element")?;
+            stored.push(at);
+        }
+        Ok(stored)
+    }
+
+    /// TMA writes whole boxes at aligned shared addresses, and the swizzle is a function of the
+    /// absolute address: the destination and each of its stages must start on the swizzle's
+    /// period.
+    fn check_tma_destination(&self, dst: EntityId) -> Result<(), String> {
+        let buffer = self.buffer_of(dst).map_err(|e| e.message)?;
+        let Memory::Shared { offset } = self.program.buffer(buffer).memory else {
+            return Err("the destination is not in shared memory".to_owned());
+        };
+        let element = self.element_dtype(dst).bytes() as i64;
+        let stage_bytes = self
+            .layouts
+            .shared
+            .get(&dst)
+            .map_or(0, |assigned| assigned.storage_elements * element);
+        if offset % SWIZZLE_PERIOD != 0 || stage_bytes % SWIZZLE_PERIOD != 0 {
+            return Err(format!(
+                "a stage of `{}` does not start on a 1024-byte boundary",
+                self.world.name(dst)
+            ));
+        }
+        Ok(())
+    }
+
+    /// The copy as boxes of a (possibly shared) tensor map.
+    fn tma_boxes(
+        &mut self,
+        dst: EntityId,
+        geometry: &CopyGeometry,
+        candidate: Candidate,
+    ) -> TmaCopy {
+        let mut box_dims: Vec<u32> = geometry
+            .dims
+            .iter()
+            .map(|&(extent, _)| u32::try_from(extent).unwrap_or(1))
+            .collect();
+        box_dims[0] = u32::try_from(candidate.width).unwrap_or(1);
+        let map = self.tensor_map(geometry.global, box_dims, candidate.swizzle);
+        let chunks = geometry.dims[0].0 / candidate.width;
+        let boxes = (0..chunks)
+            .map(|q| {
+                let first = box_origin_element(geometry, q * candidate.width);
+                let exprs = &mut self.program.exprs;
+                let shift = exprs.int(q * candidate.width);
+                let mut coords = geometry.starts.clone();
+                coords[0] = exprs.add(coords[0], shift);
+                TmaBox {
+                    map,
+                    dst_offset: geometry.stored[first],
+                    coords,
+                }
+            })
+            .collect();
+        let elements: i64 = geometry.shape.iter().product();
+        TmaCopy {
+            dst,
+            boxes,
+            bytes: elements * geometry.element_bytes,
+        }
+    }
+
+    /// The index of the tensor map over `global` with this box and swizzle, added if new.
+    fn tensor_map(
+        &mut self,
+        global: BufferId,
+        box_dims: Vec<u32>,
+        swizzle: Option<DescriptorSwizzle>,
+    ) -> usize {
+        let maps = &self.program.tensor_maps;
+        if let Some(found) = maps
+            .iter()
+            .position(|m| m.buffer == global && m.box_dims == box_dims && m.swizzle == swizzle)
+        {
+            return found;
+        }
+        let base = format!("{}_tma", self.program.buffer(global).name);
+        let taken = |name: &str| maps.iter().any(|m| m.name == name);
+        let name = if taken(&base) {
+            (1..)
+                .map(|n| format!("{base}_{n}"))
+                .find(|name| !taken(name))
+                .unwrap_or(base)
+        } else {
+            base
+        };
+        self.program.tensor_maps.push(TensorMap {
+            name,
+            buffer: global,
+            box_dims,
+            swizzle,
+        });
+        self.program.tensor_maps.len() - 1
+    }
+}
+
+/// The candidates to try, widest swizzle first: the innermost dimension cut into boxes as wide as
+/// the swizzle's row (every box dimension at most 256 elements, rows a multiple of 16 bytes).
+fn candidates(geometry: &CopyGeometry) -> Vec<Candidate> {
+    let inner = geometry.dims[0].0;
+    let eb = geometry.element_bytes;
+    let outer_fits = geometry.dims[1..]
+        .iter()
+        .all(|&(extent, _)| extent <= MAX_BOX);
+    let swizzles = [
+        Some(DescriptorSwizzle::Bytes128),
+        Some(DescriptorSwizzle::Bytes64),
+        Some(DescriptorSwizzle::Bytes32),
+        None,
+    ];
+    swizzles
+        .into_iter()
+        .filter_map(|swizzle| {
+            let width = match swizzle {
+                Some(swizzle) => inner.min(swizzle.row_bytes() / eb),
+                None => inner,
+            };
+            let usable = outer_fits
+                && (1..=MAX_BOX).contains(&width)
+                && inner % width == 0
+                && (width * eb) % 16 == 0;
+            usable.then_some(Candidate { width, swizzle })
+        })
+        .collect()
+}
+
+/// Whether boxes of `candidate` land every element where the layout stores it.
+fn matches_layout(geometry: &CopyGeometry, candidate: Candidate) -> bool {
+    let eb = geometry.element_bytes;
+    let chunks = geometry.dims[0].0 / candidate.width;
+    let bases: Vec<i64> = (0..chunks)
+        .map(|q| geometry.stored[box_origin_element(geometry, q * candidate.width)] * eb)
+        .collect();
+    if bases.iter().any(|base| base % BOX_ALIGNMENT != 0) {
+        return false;
+    }
+    let swizzle = |address: i64| candidate.swizzle.map_or(address, |s| s.apply(address));
+    let mut point = vec![0; geometry.shape.len()];
+    geometry.stored.iter().enumerate().all(|(flat, &stored)| {
+        unravel_into(flat as i64, &geometry.shape, &mut point);
+        let (chunk, linear) = box_position(geometry, candidate.width, &point);
+        swizzle(bases[chunk] + linear * eb) == stored * eb
+    })
+}
+
+/// The box (chunk along the innermost dimension) and linear position within it of the copy
+/// element at `point`.
+fn box_position(geometry: &CopyGeometry, width: i64, point: &[i64]) -> (usize, i64) {
+    let coordinate = |dim: &(i64, Option<usize>)| dim.1.map_or(0, |j| point[j]);
+    let inner = coordinate(&geometry.dims[0]);
+    let mut linear = 0;
+    for dim in geometry.dims[1..].iter().rev() {
+        linear = linear * dim.0 + coordinate(dim);
+    }
+    linear = linear * width + inner % width;
+    ((inner / width) as usize, linear)
+}
+
+/// The flat copy element whose innermost coordinate is `inner` and whose others are 0.
+fn box_origin_element(geometry: &CopyGeometry, inner: i64) -> usize {
+    let mut flat = 0;
+    for (j, &extent) in geometry.shape.iter().enumerate() {
+        let walks_inner = geometry.dims[0].1 == Some(j);
+        flat = flat * extent + if walks_inner { inner } else { 0 };
+    }
+    usize::try_from(flat).unwrap_or(0)
+}
+
+/// Writes the row-major multi-index of `flat` in `shape` into `point`.
+fn unravel_into(mut flat: i64, shape: &[i64], point: &mut [i64]) {
+    for (slot, &extent) in point.iter_mut().zip(shape).rev() {
+        *slot = flat % extent;
+        flat /= extent;
+    }
+}
