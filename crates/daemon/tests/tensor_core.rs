@@ -478,16 +478,18 @@ fn wgmma_gemm_cuda_skeleton() {
                 for (int r = 0; r < 128; ++r) {
             tl_fence_proxy_async();
             tl_named_barrier(1, 256);
-            // T.Pipelined (consumer warpgroups): wait for the stage's TMA boxes, compute, release the stage
+            // T.Pipelined (consumer warpgroups): wait for the stage's TMA boxes, issue its wgmmas, wait for the previous iteration's and release its stage
                 for (int ko = 0; ko < 128; ++ko) {
                     tl_mbarrier_wait(full_barrier
                     // T.gemm 128x256x64 on wgmma m64n128k16, warpgroups 1x2, A from shared (128-byte swizzle, K-major), B from shared (128-byte swizzle, MN-major)
                         tl_wgmma_fence();
         ... 8 x tl_wgmma_m64n128k16_f16_ss_t01
                         tl_wgmma_commit();
-                        tl_wgmma_wait<0>();
+                        tl_wgmma_wait<1>();
                         tl_fence_registers<128>(C_local);
-                    tl_mbarrier_arrive(empty_barrier
+                        tl_mbarrier_arrive(empty_barrier
+                tl_wgmma_wait<0>();
+                tl_fence_registers<128>(C_local);
             // T.copy
                 for (int chunk = 0; chunk < 64; ++chunk) {
                     for (int lane = 0; lane < 2; ++lane) {

@@ -119,22 +119,54 @@ impl Lowering<'_> {
         self.sync.begin_loop();
         self.consumers(pipeline, &mut body)?;
         self.sync.end_loop(&mut body);
-        body.push(Stmt::MbarrierArrive {
-            barrier: empty,
-            index: stage,
-            expect_bytes: None,
-        });
+        let overlapped = keep_last_gemm_in_flight(&mut body);
+        let (label, after) = if overlapped {
+            // The stage the previous iteration's gemm read is released once that gemm is done,
+            // which the wait for all but the newest group proves.
+            let exprs = &mut self.program.exprs;
+            let one = exprs.int(1);
+            let previous = exprs.sub(ko, one);
+            let k = exprs.int(stages);
+            let previous_stage = exprs.floormod(previous, k);
+            let zero = exprs.int(0);
+            let not_first = self.compare_indices(CompareOp::Gt, ko, zero);
+            body.push(Stmt::If {
+                cond: not_first,
+                then: vec![Stmt::MbarrierArrive {
+                    barrier: empty,
+                    index: previous_stage,
+                    expect_bytes: None,
+                }],
+                otherwise: Vec::new(),
+            });
+            (
+                "T.Pipelined (consumer warpgroups): wait for the stage's TMA boxes, issue its \
+                 wgmmas, wait for the previous iteration's and release its stage",
+                vec![Stmt::WgmmaWait { pending: 0 }],
+            )
+        } else {
+            body.push(Stmt::MbarrierArrive {
+                barrier: empty,
+                index: stage,
+                expect_bytes: None,
+            });
+            (
+                "T.Pipelined (consumer warpgroups): wait for the stage's TMA boxes, compute, \
+                 release the stage",
+                Vec::new(),
+            )
+        };
+        let mut stmts = vec![Stmt::For {
+            var: pipeline.var,
+            extent: pipeline.extent,
+            unroll: false,
+            body,
+        }];
+        stmts.extend(after);
         out.push(Stmt::Block {
             origin: Some(pipeline.entity),
-            label: "T.Pipelined (consumer warpgroups): wait for the stage's TMA boxes, compute, \
-                    release the stage"
-                .to_owned(),
-            body: vec![Stmt::For {
-                var: pipeline.var,
-                extent: pipeline.extent,
-                unroll: false,
-                body,
-            }],
+            label: label.to_owned(),
+            body: stmts,
         });
         let producer = self.producer_loop(pipeline, copies, (full, empty));
         self.producer_role = Some(ProducerRole {
@@ -415,6 +447,28 @@ impl Lowering<'_> {
         });
         self.program.block[0] = consumers + WARPGROUP;
         body
+    }
+}
+
+/// When the consumers' iteration is the stage's wait and one wgmma gemm and nothing else (a gemm
+/// loop), lets that gemm's group stay in flight into the next iteration: its final
+/// `wgmma.wait_group 0` becomes `wait_group 1`, which retires the previous iteration's group
+/// instead. The accumulator is only chained into the next iteration's wgmmas, which the hardware
+/// orders, so the tensor cores never drain between k steps. Returns whether it applied; the
+/// caller then releases the previous stage, not the current one, and waits for the last group
+/// after the loop.
+fn keep_last_gemm_in_flight(body: &mut [Stmt]) -> bool {
+    let [Stmt::MbarrierWait { .. }, Stmt::Block { body: gemm, .. }] = body else {
+        return false;
+    };
+    let issues_wgmma = gemm.iter().any(|stmt| matches!(stmt, Stmt::Wgmma { .. }));
+    let tail = gemm.len().saturating_sub(2);
+    match &mut gemm[tail..] {
+        [Stmt::WgmmaCommit, Stmt::WgmmaWait { pending }] if issues_wgmma && *pending == 0 => {
+            *pending = 1;
+            true
+        }
+        _ => false,
     }
 }
 
