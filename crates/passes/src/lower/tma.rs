@@ -182,21 +182,9 @@ impl Lowering<'_> {
         vars: &[VarId],
         shape: &[i64],
     ) -> Result<Vec<i64>, String> {
-        let map = &self
-            .layouts
-            .shared
-            .get(&dst)
-            .ok_or("the destination has no shared layout")?
-            .map;
-        let offset = *map.outputs.first().ok_or("the destination has no layout")?;
-        let bindings: Vec<(VarId, ExprId)> = map
-            .vars
-            .iter()
-            .copied()
-            .zip(dst_indices.iter().copied())
-            .collect();
-        let lookup = |v| bindings.iter().find(|(var, _)| *var == v).map(|(_, e)| *e);
-        let offset = self.program.exprs.substitute(offset, &lookup);
+        let offset = self
+            .shared_layout_offset(dst, dst_indices)
+            .ok_or("the destination has no shared layout")?;
         let mut formula = ExprProgram::compile(&self.program.exprs, vars, &[offset]);
         let total: i64 = shape.iter().product();
         let mut point = vec![0; shape.len()];

@@ -217,6 +217,25 @@ impl Lowering<'_> {
 
     /// The program buffer and flat element index of `buffer[indices]`, as the current thread sees
     /// it: global and shared buffers row-major, fragments through their layout's local index.
+    /// The element offset within one stage at which `buffer`'s inferred shared layout stores
+    /// `buffer[indices]`; `None` when the buffer has no shared layout.
+    pub(super) fn shared_layout_offset(
+        &mut self,
+        buffer: EntityId,
+        indices: &[ExprId],
+    ) -> Option<ExprId> {
+        let map = &self.layouts.shared.get(&buffer)?.map;
+        let offset = *map.outputs.first()?;
+        let bindings: Vec<(tilec_ir::VarId, ExprId)> = map
+            .vars
+            .iter()
+            .copied()
+            .zip(indices.iter().copied())
+            .collect();
+        let lookup = |v| bindings.iter().find(|(var, _)| *var == v).map(|(_, e)| *e);
+        Some(self.program.exprs.substitute(offset, &lookup))
+    }
+
     pub(super) fn address(
         &mut self,
         buffer: EntityId,
@@ -232,16 +251,8 @@ impl Lowering<'_> {
         let index = match self.fragments.get(&buffer) {
             Some(fragment) => fragment.local_index(&mut self.program.exprs, indices),
             None if self.layouts.shared.contains_key(&buffer) => {
-                let map = &self.layouts.shared[&buffer].map;
-                let bindings: Vec<(tilec_ir::VarId, ExprId)> = map
-                    .vars
-                    .iter()
-                    .copied()
-                    .zip(indices.iter().copied())
-                    .collect();
-                let lookup = |v| bindings.iter().find(|(var, _)| *var == v).map(|(_, e)| *e);
-                let offset = match map.outputs.first().copied() {
-                    Some(offset) => self.program.exprs.substitute(offset, &lookup),
+                let offset = match self.shared_layout_offset(buffer, indices) {
+                    Some(offset) => offset,
                     None => self.program.exprs.int(0),
                 };
                 match self.current_stage.get(&buffer).copied() {
