@@ -34,6 +34,8 @@ const PRODUCER_REGISTERS: u32 = 40;
 const MAX_REGISTERS: u32 = 240;
 /// Registers of one multiprocessor, which one block of the specialized kernel fills.
 const REGISTER_FILE: u32 = 65536;
+/// An mbarrier's transaction count is 20 bits wide.
+const MAX_TRANSACTION_BYTES: u32 = 1 << 20;
 /// The named barrier the consumers use instead of `__syncthreads` (0 is `__syncthreads`'s own).
 const CONSUMER_BARRIER: u32 = 1;
 
@@ -168,7 +170,7 @@ impl Lowering<'_> {
             label: label.to_owned(),
             body: stmts,
         });
-        let producer = self.producer_loop(pipeline, copies, (full, empty));
+        let producer = self.producer_loop(pipeline, copies, (full, empty))?;
         self.producer_role = Some(ProducerRole {
             setup,
             stmts: producer,
@@ -182,7 +184,7 @@ impl Lowering<'_> {
         pipeline: &Pipeline,
         copies: &[TmaCopy],
         (full, empty): (BufferId, BufferId),
-    ) -> Vec<Stmt> {
+    ) -> Result<Vec<Stmt>, Unlowerable> {
         let info = self.program.exprs.var_info(pipeline.var).clone();
         let exprs = &mut self.program.exprs;
         let load = exprs.var(&format!("{}_load", info.name), info.extent);
@@ -193,8 +195,8 @@ impl Lowering<'_> {
             index: stage,
             parity,
         }];
-        body.extend(self.tma_issue(pipeline, copies, full, ko));
-        vec![Stmt::Block {
+        body.extend(self.tma_issue(pipeline, copies, full, ko)?);
+        Ok(vec![Stmt::Block {
             origin: Some(pipeline.entity),
             label: format!(
                 "T.Pipelined (producer): {} TMA box(es) per stage, {} stages ahead at most",
@@ -207,7 +209,7 @@ impl Lowering<'_> {
                 unroll: false,
                 body,
             }],
-        }]
+        }])
     }
 
     /// The single-role form: the `cp.async` schedule with TMA issued by thread 0.
@@ -229,7 +231,7 @@ impl Lowering<'_> {
             body: setup,
         });
         let ko = self.program.exprs.var_expr(var);
-        let issue_stmts = self.tma_issue(pipeline, copies, full, ko);
+        let issue_stmts = self.tma_issue(pipeline, copies, full, ko)?;
         let elected = self.thread_is(0);
         let issue = vec![Stmt::If {
             cond: elected,
@@ -268,18 +270,24 @@ impl Lowering<'_> {
         copies: &[TmaCopy],
         full: BufferId,
         ko: ExprId,
-    ) -> Vec<Stmt> {
+    ) -> Result<Vec<Stmt>, Unlowerable> {
         let (stage, _) = self.stage_and_parity(ko, pipeline.stages, false);
         let bytes: i64 = copies.iter().map(|copy| copy.bytes).sum();
+        let bytes = u32::try_from(bytes)
+            .ok()
+            .filter(|&bytes| bytes < MAX_TRANSACTION_BYTES)
+            .ok_or_else(|| {
+                Unlowerable::new("a stage's TMA boxes exceed an mbarrier's byte count")
+            })?;
         let mut stmts = vec![Stmt::MbarrierArrive {
             barrier: full,
             index: stage,
-            expect_bytes: Some(u32::try_from(bytes).unwrap_or(u32::MAX)),
+            expect_bytes: Some(bytes),
         }];
         for copy in copies {
-            stmts.push(self.copy_boxes(pipeline.var, copy, (full, stage), ko));
+            stmts.push(self.copy_boxes(pipeline.var, copy, (full, stage), ko)?);
         }
-        stmts
+        Ok(stmts)
     }
 
     /// One copy's boxes for iteration `ko`, completing on `full[stage]`.
@@ -289,14 +297,8 @@ impl Lowering<'_> {
         copy: &TmaCopy,
         (full, stage): (BufferId, ExprId),
         ko: ExprId,
-    ) -> Stmt {
-        let Ok(dst) = self.buffer_of(copy.dst) else {
-            return Stmt::Block {
-                origin: Some(copy.dst),
-                label: "a TMA destination without a buffer".to_owned(),
-                body: Vec::new(),
-            };
-        };
+    ) -> Result<Stmt, Unlowerable> {
+        let dst = self.buffer_of(copy.dst)?;
         let storage = self.stage_elements(copy.dst);
         let mut body = Vec::new();
         for tma_box in &copy.boxes {
@@ -319,15 +321,15 @@ impl Lowering<'_> {
                 barrier_index: stage,
             });
         }
-        Stmt::Block {
-            origin: Some(copy.dst),
+        Ok(Stmt::Block {
+            origin: Some(copy.producer),
             label: format!(
                 "T.copy into `{}` (pipelined: {} TMA box(es) into its stage)",
                 self.world.name(copy.dst),
                 copy.boxes.len()
             ),
             body,
-        }
+        })
     }
 
     /// Elements of one stage of a pipelined shared buffer.

@@ -26,6 +26,8 @@ const SWIZZLE_PERIOD: i64 = 1024;
 /// One pipelined copy as TMA boxes.
 #[derive(Clone, Debug)]
 pub(super) struct TmaCopy {
+    /// The `T.copy` it lowers.
+    pub producer: EntityId,
     /// The shared destination.
     pub dst: EntityId,
     pub boxes: Vec<TmaBox>,
@@ -93,7 +95,7 @@ impl Lowering<'_> {
                     self.world.name(dst)
                 )
             })?;
-        Ok(self.tma_boxes(dst, &geometry, candidate))
+        Ok(self.tma_boxes((producer, dst), &geometry, candidate))
     }
 
     /// The copy's loop, read as boxes of the global tensor.
@@ -229,7 +231,7 @@ impl Lowering<'_> {
     /// The copy as boxes of a (possibly shared) tensor map.
     fn tma_boxes(
         &mut self,
-        dst: EntityId,
+        (producer, dst): (EntityId, EntityId),
         geometry: &CopyGeometry,
         candidate: Candidate,
     ) -> TmaCopy {
@@ -257,6 +259,7 @@ impl Lowering<'_> {
             .collect();
         let elements: i64 = geometry.shape.iter().product();
         TmaCopy {
+            producer,
             dst,
             boxes,
             bytes: elements * geometry.element_bytes,
