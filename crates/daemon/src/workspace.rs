@@ -131,6 +131,11 @@ impl Workspace {
             .values()
             .flatten()
             .find_map(|manifest| manifest.target);
+        workspace.manifest_pass_configs = manifests
+            .values()
+            .flatten()
+            .flat_map(|manifest| manifest.pass_configs.iter().cloned())
+            .collect();
         Ok(workspace)
     }
 
