@@ -38,9 +38,11 @@ impl std::fmt::Display for CodePath {
 }
 
 /// Every code-generation path of the tensor-core kernels: mma.sync with cp.async (sm_80); on sm_90
-/// wgmma with a warp-specialized TMA pipeline (the default), with a single-role TMA pipeline, and
-/// with cp.async.
-const PATHS: [CodePath; 4] = [
+/// wgmma with a warp-specialized TMA pipeline (the default), the same with the consumer warpgroups
+/// taking turns at the tensor cores (`tilec.enable_warpgroup_pingpong`), with a single-role TMA pipeline,
+/// and with cp.async; and mma.sync in the warp-specialized TMA pipeline (`tl.disable_wgmma`).
+/// [`every_path_generates_its_own_code`] proves each one is taken.
+const PATHS: [CodePath; 6] = [
     CodePath {
         target: "sm_80",
         pass_config: None,
@@ -51,11 +53,19 @@ const PATHS: [CodePath; 4] = [
     },
     CodePath {
         target: "sm_90",
+        pass_config: Some("tilec.enable_warpgroup_pingpong"),
+    },
+    CodePath {
+        target: "sm_90",
         pass_config: Some("tl.disable_warp_specialized"),
     },
     CodePath {
         target: "sm_90",
         pass_config: Some("tl.disable_tma_lower"),
+    },
+    CodePath {
+        target: "sm_90",
+        pass_config: Some("tl.disable_wgmma"),
     },
 ];
 
@@ -67,18 +77,7 @@ fn run_saved(
     with: &[&str],
     dir: &Path,
 ) -> (Saved, Saved) {
-    let source = match path.pass_config {
-        Some(config) => {
-            let project = dir.join("project");
-            std::fs::create_dir_all(&project).expect("creates the project folder");
-            let name = file.file_name().expect("a file name");
-            std::fs::copy(file, project.join(name)).expect("copies the kernel");
-            let manifest = format!("[pass_configs]\n\"{config}\" = true\n");
-            std::fs::write(project.join("tilec.toml"), manifest).expect("writes tilec.toml");
-            project.join(name)
-        }
-        None => file.to_path_buf(),
-    };
+    let source = source_on_path(file, path, dir);
     let target = path.target;
     let mut command = Command::new(env!("CARGO_BIN_EXE_tilec"));
     command
@@ -108,6 +107,21 @@ fn run_saved(
         Saved(dir.join("saved").join("in")),
         Saved(dir.join("saved").join("out")),
     )
+}
+
+/// The kernel file to give tilec for `path`: the corpus file itself, or a copy in a project under
+/// `dir` whose `tilec.toml` sets the path's pass config.
+fn source_on_path(file: &Path, path: CodePath, dir: &Path) -> PathBuf {
+    let Some(config) = path.pass_config else {
+        return file.to_path_buf();
+    };
+    let project = dir.join("project");
+    std::fs::create_dir_all(&project).expect("creates the project folder");
+    let name = file.file_name().expect("a file name");
+    std::fs::copy(file, project.join(name)).expect("copies the kernel");
+    let manifest = format!("[pass_configs]\n\"{config}\" = true\n");
+    std::fs::write(project.join("tilec.toml"), manifest).expect("writes tilec.toml");
+    project.join(name)
 }
 
 struct Saved(PathBuf);
@@ -358,13 +372,30 @@ fn tensor_core_skeleton(cuda: &str) -> String {
 }
 
 /// The CUDA that `tilec build --emit cuda` prints for instance `instance` of gemm.py's `matmul`.
-fn built_gemm(target: &str, instance: usize) -> Option<String> {
+fn built_gemm(target: &'static str, instance: usize) -> Option<String> {
     let file = corpus_file("gemm.py")?;
+    let path = CodePath {
+        target,
+        pass_config: None,
+    };
+    Some(built_cuda(&file, ("matmul", instance), path))
+}
+
+/// The CUDA that `tilec build --emit cuda` prints for one instance of a kernel of `file` on `path`.
+fn built_cuda(file: &Path, (kernel, instance): (&str, usize), path: CodePath) -> String {
     let dir = tempfile::tempdir().expect("temp dir");
+    let source = source_on_path(file, path, dir.path());
     let output = Command::new(env!("CARGO_BIN_EXE_tilec"))
         .arg("build")
-        .arg(&file)
-        .args(["--emit", "cuda", "--target", target, "--kernel", "matmul"])
+        .arg(&source)
+        .args([
+            "--emit",
+            "cuda",
+            "--target",
+            path.target,
+            "--kernel",
+            kernel,
+        ])
         .args(["--instance", &instance.to_string(), "--out"])
         .arg(dir.path().join("out"))
         .arg("--cache")
@@ -376,8 +407,76 @@ fn built_gemm(target: &str, instance: usize) -> Option<String> {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let path = dir.path().join(format!("out/gemm/matmul-{instance}.cu"));
-    Some(std::fs::read_to_string(path).expect("the .cu"))
+    let stem = file
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .expect("a file stem");
+    let cu = dir
+        .path()
+        .join(format!("out/{stem}/{kernel}-{instance}.cu"));
+    std::fs::read_to_string(cu).expect("the .cu")
+}
+
+/// The features of a kernel's printed CUDA that tell the paths apart, each a call in the kernel
+/// body (the helpers' definitions are not counted).
+fn path_features(cuda: &str) -> Vec<&'static str> {
+    let body = cuda.split_once("__global__").map_or(cuda, |(_, body)| body);
+    let features = [
+        ("wgmma", "tl_wgmma_m64"),
+        ("mma.sync", "tl_mma_"),
+        ("cp.async", "tl_cp_async<"),
+        ("TMA", "tl_tma_load_"),
+        ("warp roles", "tl_setmaxnreg_inc<"),
+        ("warpgroup turns", "// take the turn"),
+    ];
+    features
+        .into_iter()
+        .filter(|(_, call)| body.contains(call))
+        .map(|(name, _)| name)
+        .collect()
+}
+
+/// The pass configs of a project's tilec.toml reach the compiler: each path of [`PATHS`] prints
+/// its own code for gemm.py's large instance and attention.
+#[test]
+fn every_path_generates_its_own_code() {
+    let (Some(gemm), Some(attention)) = (
+        corpus_file("gemm.py"),
+        corpus_file("flash_attention_fwd.py"),
+    ) else {
+        return;
+    };
+    let mut table = String::new();
+    for path in PATHS {
+        let gemm = path_features(&built_cuda(&gemm, ("matmul", 1), path));
+        let attention = path_features(&built_cuda(&attention, ("flashattn", 1), path));
+        table.push_str(&format!(
+            "{path}\n  gemm: {}\n  attention: {}\n",
+            gemm.join(", "),
+            attention.join(", ")
+        ));
+    }
+    expect_test::expect![[r#"
+        sm_80
+          gemm: mma.sync, cp.async
+          attention: mma.sync, cp.async
+        sm_90
+          gemm: wgmma, TMA, warp roles
+          attention: wgmma, TMA, warp roles
+        sm_90, tilec.enable_warpgroup_pingpong
+          gemm: wgmma, TMA, warp roles
+          attention: wgmma, TMA, warp roles, warpgroup turns
+        sm_90, tl.disable_warp_specialized
+          gemm: wgmma, TMA
+          attention: wgmma, TMA
+        sm_90, tl.disable_tma_lower
+          gemm: wgmma, cp.async
+          attention: wgmma, cp.async
+        sm_90, tl.disable_wgmma
+          gemm: mma.sync, TMA, warp roles
+          attention: mma.sync, TMA, warp roles
+    "#]]
+    .assert_eq(&table);
 }
 
 #[test]

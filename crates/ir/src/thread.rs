@@ -458,6 +458,18 @@ pub enum Stmt {
     /// `bar.sync id, threads`: a barrier among the `threads` threads that execute it (a role of a
     /// [`Stmt::WarpRoles`]), for the same purpose as [`Stmt::Barrier`].
     NamedBarrier { id: u32, threads: u32 },
+    /// One step of the turn-taking ("ping-pong") of the `warpgroups` consumer warpgroups of a
+    /// warp-specialized loop, which lets one warpgroup's tensor-core work run while another does
+    /// its other arithmetic. Warpgroup `w` waits for its turn on named barrier
+    /// `first_barrier + w` and hands it on to `w + 1` (modulo `warpgroups`) on the next one's
+    /// barrier: `bar.sync` of 2 × 128 threads, completed by the taker's own threads and the
+    /// giver's `bar.arrive`. Every step is executed by all the consumer warpgroups together; the
+    /// turn protects no data, it only orders the warpgroups' issue.
+    WarpgroupTurn {
+        step: TurnStep,
+        warpgroups: u32,
+        first_barrier: u32,
+    },
     /// Statements lowered from one entity of the kernel world (a tile op, a parallel loop, a store):
     /// the printer prints `label` as a comment above them, and the emulator names `origin` in what
     /// it reports, which the caller maps to a source range.
@@ -466,6 +478,22 @@ pub enum Stmt {
         label: String,
         body: Vec<Stmt>,
     },
+}
+
+/// The steps of [`Stmt::WarpgroupTurn`]. The protocol is `Start`, then pairs of `Take` and
+/// `Pass`, then `End`, all executed by every consumer warpgroup in the same order, so that no
+/// warpgroup ever waits for a turn that nobody will hand on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TurnStep {
+    /// The last warpgroup hands the first turn to warpgroup 0.
+    Start,
+    /// Each warpgroup waits until the previous one has handed it the turn.
+    Take,
+    /// Each warpgroup hands the turn on to the next one.
+    Pass,
+    /// Warpgroup 0 takes the turn the last warpgroup handed on last, so that every barrier phase
+    /// is complete when the block exits.
+    End,
 }
 
 /// Calls `visit` on every statement of `stmts`, nested ones included, in program order.

@@ -1,6 +1,6 @@
 //! What code is generated for: the target architecture and the TileLang pass configs that switch
 //! its Hopper features off (`tl.disable_wgmma`, `tl.disable_tma_lower`,
-//! `tl.disable_warp_specialized`).
+//! `tl.disable_warp_specialized`), plus tilec's own `tilec.enable_warpgroup_pingpong`.
 
 use tilec_ir::{ConstValue, Target};
 
@@ -17,6 +17,11 @@ pub struct CodegenOptions {
     /// A pipelined loop whose copies run on TMA may get a producer warpgroup of its own (sm_90
     /// unless `tl.disable_warp_specialized`, and only where TMA is on).
     pub warp_specialized: bool,
+    /// The consumer warpgroups of a warp-specialized loop that does more than its gemms take
+    /// turns at the tensor cores (FlashAttention-3's "ping-pong"). Off unless the tilec-specific
+    /// `tilec.enable_warpgroup_pingpong` is set: on the H200 it measured no faster for the corpus
+    /// attention (BENCHMARKS.md), so it stays an experiment.
+    pub warpgroup_pingpong: bool,
 }
 
 impl CodegenOptions {
@@ -31,11 +36,13 @@ impl CodegenOptions {
         };
         let hopper = target == Target::Sm90;
         let tma = hopper && !set("tl.disable_tma_lower");
+        let warp_specialized = tma && !set("tl.disable_warp_specialized");
         CodegenOptions {
             target,
             wgmma: hopper && !set("tl.disable_wgmma"),
             tma,
-            warp_specialized: tma && !set("tl.disable_warp_specialized"),
+            warp_specialized,
+            warpgroup_pingpong: warp_specialized && set("tilec.enable_warpgroup_pingpong"),
         }
     }
 
@@ -87,5 +94,22 @@ mod tests {
         )];
         let options = CodegenOptions::new(Target::Sm90, &no_ws);
         assert!(options.tma && !options.warp_specialized);
+    }
+
+    #[test]
+    fn warpgroup_pingpong_is_opt_in_and_needs_warp_specialization() {
+        assert!(!CodegenOptions::for_target(Target::Sm90).warpgroup_pingpong);
+        let on = [(
+            "tilec.enable_warpgroup_pingpong".to_owned(),
+            ConstValue::Bool(true),
+        )];
+        assert!(CodegenOptions::new(Target::Sm90, &on).warpgroup_pingpong);
+        assert!(!CodegenOptions::new(Target::Sm80, &on).warpgroup_pingpong);
+        let mut single_role = on.to_vec();
+        single_role.push((
+            "tl.disable_warp_specialized".to_owned(),
+            ConstValue::Bool(true),
+        ));
+        assert!(!CodegenOptions::new(Target::Sm90, &single_role).warpgroup_pingpong);
     }
 }

@@ -20,8 +20,10 @@ extern "C" __global__ void __launch_bounds__(128) layernorm(
     __align__(8) tl_bfloat16 W_vec[4];
     __align__(8) tl_bfloat16 Bias_vec[4];
     __align__(8) float partial[2];
+    __align__(16) float pairs[4];
     float* reduce_workspace = (float*)(tl_smem + 0);
     __align__(8) float partial_1[2];
+    __align__(16) float pairs_1[4];
     float* reduce_workspace_1 = (float*)(tl_smem + 1024);
     __align__(8) tl_bfloat16 Y_vec[4];
     // T.copy
@@ -59,24 +61,22 @@ extern "C" __global__ void __launch_bounds__(128) layernorm(
     }
     // T.reduce_sum
     {
-        partial[0] = 0.0f;
-        partial[0] = partial[0] + x[0];
-        partial[0] = partial[0] + x[1];
-        partial[0] = partial[0] + x[2];
-        partial[0] = partial[0] + x[3];
-        partial[0] = partial[0] + x[4];
-        partial[0] = partial[0] + x[5];
-        partial[0] = partial[0] + x[6];
-        partial[0] = partial[0] + x[7];
-        partial[1] = 0.0f;
-        partial[1] = partial[1] + x[8];
-        partial[1] = partial[1] + x[9];
-        partial[1] = partial[1] + x[10];
-        partial[1] = partial[1] + x[11];
-        partial[1] = partial[1] + x[12];
-        partial[1] = partial[1] + x[13];
-        partial[1] = partial[1] + x[14];
-        partial[1] = partial[1] + x[15];
+        pairs[0] = x[0] + x[1];
+        pairs[1] = x[2] + x[3];
+        pairs[2] = x[4] + x[5];
+        pairs[3] = x[6] + x[7];
+        pairs[0] = pairs[0] + pairs[1];
+        pairs[1] = pairs[2] + pairs[3];
+        pairs[0] = pairs[0] + pairs[1];
+        partial[0] = 0.0f + pairs[0];
+        pairs[0] = x[8] + x[9];
+        pairs[1] = x[10] + x[11];
+        pairs[2] = x[12] + x[13];
+        pairs[3] = x[14] + x[15];
+        pairs[0] = pairs[0] + pairs[1];
+        pairs[1] = pairs[2] + pairs[3];
+        pairs[0] = pairs[0] + pairs[1];
+        partial[1] = 0.0f + pairs[0];
         partial[0] = partial[0] + __shfl_xor_sync(0xffffffffu, partial[0], 16, 32);
         partial[1] = partial[1] + __shfl_xor_sync(0xffffffffu, partial[1], 16, 32);
         partial[0] = partial[0] + __shfl_xor_sync(0xffffffffu, partial[0], 8, 32);
@@ -118,24 +118,22 @@ extern "C" __global__ void __launch_bounds__(128) layernorm(
     }
     // T.reduce_sum
     {
-        partial_1[0] = 0.0f;
-        partial_1[0] = partial_1[0] + sq[0];
-        partial_1[0] = partial_1[0] + sq[1];
-        partial_1[0] = partial_1[0] + sq[2];
-        partial_1[0] = partial_1[0] + sq[3];
-        partial_1[0] = partial_1[0] + sq[4];
-        partial_1[0] = partial_1[0] + sq[5];
-        partial_1[0] = partial_1[0] + sq[6];
-        partial_1[0] = partial_1[0] + sq[7];
-        partial_1[1] = 0.0f;
-        partial_1[1] = partial_1[1] + sq[8];
-        partial_1[1] = partial_1[1] + sq[9];
-        partial_1[1] = partial_1[1] + sq[10];
-        partial_1[1] = partial_1[1] + sq[11];
-        partial_1[1] = partial_1[1] + sq[12];
-        partial_1[1] = partial_1[1] + sq[13];
-        partial_1[1] = partial_1[1] + sq[14];
-        partial_1[1] = partial_1[1] + sq[15];
+        pairs_1[0] = sq[0] + sq[1];
+        pairs_1[1] = sq[2] + sq[3];
+        pairs_1[2] = sq[4] + sq[5];
+        pairs_1[3] = sq[6] + sq[7];
+        pairs_1[0] = pairs_1[0] + pairs_1[1];
+        pairs_1[1] = pairs_1[2] + pairs_1[3];
+        pairs_1[0] = pairs_1[0] + pairs_1[1];
+        partial_1[0] = 0.0f + pairs_1[0];
+        pairs_1[0] = sq[8] + sq[9];
+        pairs_1[1] = sq[10] + sq[11];
+        pairs_1[2] = sq[12] + sq[13];
+        pairs_1[3] = sq[14] + sq[15];
+        pairs_1[0] = pairs_1[0] + pairs_1[1];
+        pairs_1[1] = pairs_1[2] + pairs_1[3];
+        pairs_1[0] = pairs_1[0] + pairs_1[1];
+        partial_1[1] = 0.0f + pairs_1[0];
         partial_1[0] = partial_1[0] + __shfl_xor_sync(0xffffffffu, partial_1[0], 16, 32);
         partial_1[1] = partial_1[1] + __shfl_xor_sync(0xffffffffu, partial_1[1], 16, 32);
         partial_1[0] = partial_1[0] + __shfl_xor_sync(0xffffffffu, partial_1[0], 8, 32);

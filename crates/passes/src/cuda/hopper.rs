@@ -7,7 +7,7 @@
 //! What the hardware would reject (a rank TMA lacks, a register count `setmaxnreg` refuses, a barrier
 //! that is not a 64-bit shared word) is reported like any other malformed program.
 
-use tilec_ir::thread::{BufferId, Memory, Stmt, for_each_stmt};
+use tilec_ir::thread::{BufferId, Memory, Stmt, TurnStep, for_each_stmt};
 use tilec_ir::{DType, ExprId, ThreadProgram};
 
 use super::Printer;
@@ -33,6 +33,7 @@ pub(super) fn uses_sm90_prelude(program: &ThreadProgram) -> bool {
                     | Stmt::WarpRoles { .. }
                     | Stmt::SetMaxRegisters { .. }
                     | Stmt::NamedBarrier { .. }
+                    | Stmt::WarpgroupTurn { .. }
             )
         })
 }
@@ -205,6 +206,47 @@ impl Printer<'_> {
             ));
         }
         self.line(&format!("tl_named_barrier({id}, {threads});"));
+    }
+
+    /// A step of the consumer warpgroups' turn-taking, on named barriers `first_barrier` to
+    /// `first_barrier + warpgroups - 1`; each phase has two warpgroups' threads, the taker's
+    /// `bar.sync` and the giver's `bar.arrive`.
+    pub(super) fn warpgroup_turn(&mut self, step: TurnStep, warpgroups: u32, first: u32) {
+        if warpgroups < 2 || first == 0 || first.saturating_add(warpgroups) > NAMED_BARRIERS {
+            return self.skip(&format!(
+                "a turn among {warpgroups} warpgroups on named barriers from {first} (at least \
+                 two warpgroups, barriers 1 to {})",
+                NAMED_BARRIERS - 1
+            ));
+        }
+        let thread = self
+            .visible
+            .get(self.program.thread.index())
+            .cloned()
+            .flatten();
+        let Some(thread) = thread else {
+            return self.skip("a warpgroup turn where the thread index is not defined");
+        };
+        let group = format!("{thread} / 128");
+        let pair = 2 * 128;
+        let last = warpgroups - 1;
+        let line = match step {
+            TurnStep::Start => format!(
+                "if ({group} == {last}) tl_named_barrier_arrive({first}, {pair}); // the first turn \
+                 goes to warpgroup 0"
+            ),
+            TurnStep::Take => {
+                format!("tl_named_barrier({first} + {group}, {pair}); // take the turn")
+            }
+            TurnStep::Pass => format!(
+                "tl_named_barrier_arrive({first} + ({group} + 1) % {warpgroups}, {pair}); // hand \
+                 the turn on"
+            ),
+            TurnStep::End => format!(
+                "if ({group} == 0) tl_named_barrier({first}, {pair}); // the last turn handed on"
+            ),
+        };
+        self.line(&line);
     }
 
     /// `barrier + index` for an mbarrier, which must be a 64-bit word of shared memory; prints the

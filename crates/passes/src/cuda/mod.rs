@@ -553,6 +553,7 @@ fn stmt_kind(stmt: &Stmt) -> &'static str {
         Stmt::WarpRoles { .. } => "warp roles",
         Stmt::SetMaxRegisters { .. } => "setmaxnreg",
         Stmt::NamedBarrier { .. } => "named barrier",
+        Stmt::WarpgroupTurn { .. } => "warpgroup turn",
         Stmt::Block { .. } => "block",
     }
 }

@@ -113,6 +113,14 @@ __device__ __forceinline__ tl_fp8_e5m2 tl_float_to_e5m2(float f) {
     return x;
 }
 
+// 2^x on the special-function unit: exp2f's accuracy (2 ulp), with subnormal inputs read as zero
+// and results below 2^-126 flushed to zero (the emulator flushes them too).
+__device__ __forceinline__ float tl_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
 // A float rounded to the nearest value of a narrower type, still as a float.
 __device__ __forceinline__ float tl_round_f16(float f) { return tl_half_to_float(tl_float_to_half(f)); }
 __device__ __forceinline__ float tl_round_bf16(float f) {

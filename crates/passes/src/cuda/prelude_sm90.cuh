@@ -114,4 +114,8 @@ __device__ __forceinline__ void tl_setmaxnreg_dec() {
 __device__ __forceinline__ void tl_named_barrier(unsigned int id, unsigned int threads) {
     asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
+// Counts the executing threads towards barrier `id` without waiting for it to complete.
+__device__ __forceinline__ void tl_named_barrier_arrive(unsigned int id, unsigned int threads) {
+    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
 // ---- end of the sm_90a prelude ----------------------------------------------------------------

@@ -128,6 +128,11 @@ impl Printer<'_> {
             } => self.warp_roles(*consumers, consumer, producer),
             Stmt::SetMaxRegisters { count, increase } => self.set_max_registers(*count, *increase),
             Stmt::NamedBarrier { id, threads } => self.named_barrier(*id, *threads),
+            Stmt::WarpgroupTurn {
+                step,
+                warpgroups,
+                first_barrier,
+            } => self.warpgroup_turn(*step, *warpgroups, *first_barrier),
             Stmt::Block { label, body, .. } => self.block(label, body),
         }
     }

@@ -5,7 +5,7 @@ use expect_test::expect;
 use tilec_ir::data::{BinaryOp, CompareOp, Intrinsic};
 use tilec_ir::thread::{
     AtomicOp, BufferDecl, BufferId, DescriptorSwizzle, Memory, ParamAccess, ScalarParam, Stmt,
-    TensorMap, TensorParam, UnaryOp, Value, ValueId,
+    TensorMap, TensorParam, TurnStep, UnaryOp, Value, ValueId,
 };
 use tilec_ir::{DType, ExprArena, ExprId, Target, ThreadProgram, VarId};
 
@@ -1009,6 +1009,11 @@ fn tma_and_warp_specialization() {
         dtype: DType::Float32,
         value: element,
     });
+    let turn = |step| Stmt::WarpgroupTurn {
+        step,
+        warpgroups: 2,
+        first_barrier: 2,
+    };
     b.p.body = vec![
         Stmt::If {
             cond: is_first,
@@ -1043,7 +1048,11 @@ fn tma_and_warp_specialization() {
                     id: 1,
                     threads: 256,
                 },
+                turn(TurnStep::Start),
+                turn(TurnStep::Take),
                 b.store(out, tx, widened),
+                turn(TurnStep::Pass),
+                turn(TurnStep::End),
                 Stmt::MbarrierArrive {
                     barrier: bars,
                     index: one,
@@ -1109,7 +1118,11 @@ fn tma_and_warp_specialization() {
                 tl_setmaxnreg_inc<232>();
                 tl_mbarrier_wait(bars + 0, 0);
                 tl_named_barrier(1, 256);
+                if (tx / 128 == 1) tl_named_barrier_arrive(2, 256); // the first turn goes to warpgroup 0
+                tl_named_barrier(2 + tx / 128, 256); // take the turn
                 C[tx] = tl_half_to_float(A_shared[tx]);
+                tl_named_barrier_arrive(2 + (tx / 128 + 1) % 2, 256); // hand the turn on
+                if (tx / 128 == 0) tl_named_barrier(2, 256); // the last turn handed on
                 tl_mbarrier_arrive(bars + 1);
             } else {
                 tl_setmaxnreg_dec<40>();

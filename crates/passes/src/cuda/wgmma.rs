@@ -9,8 +9,8 @@
 
 use std::fmt::Write as _;
 
-use tilec_ir::DType;
 use tilec_ir::thread::{BufferId, Major, MatrixDescriptor, Memory, WgmmaA};
+use tilec_ir::{DType, Expr, ExprArena, ExprId};
 
 use super::Printer;
 
@@ -21,7 +21,7 @@ impl Printer<'_> {
         n: u32,
         a: &WgmmaA,
         b: &MatrixDescriptor,
-        c: (BufferId, tilec_ir::ExprId),
+        c: (BufferId, ExprId),
     ) {
         let dtype = |p: &Self, id: BufferId| p.program.buffers.get(id.index()).map(|b| b.dtype);
         let a_buffer = match a {
@@ -95,6 +95,12 @@ impl Printer<'_> {
     }
 
     /// The C expression of a descriptor: `tl_wgmma_descriptor(address, lbo, sbo, layout type)`.
+    ///
+    /// A constant part of the start that is a multiple of 16 bytes is added to the descriptor
+    /// instead of the address (`+ bytes / 16`), so that the wgmmas of one gemm, which differ only by
+    /// such constants, share one computed descriptor. That is exact: the address field holds
+    /// `address / 16` in 14 bits and a shared address is below 2^18, so the sum never carries out
+    /// of the field.
     fn descriptor(&mut self, descriptor: &MatrixDescriptor) -> Option<String> {
         if !matches!(
             self.memory_of(descriptor.buffer),
@@ -103,13 +109,23 @@ impl Printer<'_> {
             return None;
         }
         let name = self.buffer_name(descriptor.buffer)?;
-        let start = self.index(descriptor.start).text;
-        Some(format!(
+        let (rest, constant) = split_constant(&self.program.exprs, descriptor.start);
+        let (start, offset) = match rest {
+            Some(rest) if constant % 16 == 0 => (self.index(rest).text, constant / 16),
+            None if constant % 16 == 0 => ("0".to_owned(), constant / 16),
+            _ => (self.index(descriptor.start).text, 0),
+        };
+        let base = format!(
             "tl_wgmma_descriptor((const unsigned char*){name} + ({start}), {}, {}, {})",
             descriptor.layout.leading_bytes,
             descriptor.layout.stride_bytes,
             descriptor.layout.swizzle.layout_type()
-        ))
+        );
+        Some(match offset {
+            0 => base,
+            offset if offset > 0 => format!("{base} + {offset}ull"),
+            offset => format!("{base} - {}ull", offset.unsigned_abs()),
+        })
     }
 
     /// The name of the helper for this form, defining it on first use.
@@ -125,6 +141,23 @@ impl Printer<'_> {
             self.helpers.insert(name.clone(), text);
         }
         name
+    }
+}
+
+/// `e` as a non-constant part and the constant term of its sum chain (`None` when `e` is a
+/// constant).
+fn split_constant(exprs: &ExprArena, e: ExprId) -> (Option<ExprId>, i64) {
+    match *exprs.get(e) {
+        Expr::Int(c) => (None, c),
+        Expr::Add(rest, c) => match exprs.as_int(c) {
+            Some(c) => (Some(rest), c),
+            None => (Some(e), 0),
+        },
+        Expr::Sub(rest, c) => match exprs.as_int(c).and_then(i64::checked_neg) {
+            Some(c) => (Some(rest), c),
+            None => (Some(e), 0),
+        },
+        _ => (Some(e), 0),
     }
 }
 

@@ -254,6 +254,7 @@ impl<'p, L: Leaves> Rewriter<'p, L> {
                 id: *id,
                 threads: *threads,
             },
+            Stmt::WarpgroupTurn { .. } => stmt.clone(),
             Stmt::Block {
                 origin,
                 label,

@@ -17,7 +17,7 @@
 //!   be refilled has been read by everyone.
 
 use tilec_ir::data::CompareOp;
-use tilec_ir::thread::{BufferDecl, BufferId, Memory, Stmt};
+use tilec_ir::thread::{BufferDecl, BufferId, Memory, Stmt, TurnStep, for_each_stmt};
 use tilec_ir::{DType, EntityId, ExprId, VarId};
 
 use super::pipeline::{Pipeline, SteadyParts};
@@ -38,6 +38,8 @@ const REGISTER_FILE: u32 = 65536;
 const MAX_TRANSACTION_BYTES: u32 = 1 << 20;
 /// The named barrier the consumers use instead of `__syncthreads` (0 is `__syncthreads`'s own).
 const CONSUMER_BARRIER: u32 = 1;
+/// The first of the named barriers the consumer warpgroups take turns on, one per warpgroup.
+const TURN_BARRIERS: u32 = 2;
 
 /// The producer side of a warp-specialized pipeline, put in place once the whole launch is
 /// lowered.
@@ -122,6 +124,11 @@ impl Lowering<'_> {
         self.consumers(pipeline, &mut body)?;
         self.sync.end_loop(&mut body);
         let overlapped = keep_last_gemm_in_flight(&mut body);
+        let warpgroups = u32::try_from(self.threads / WARPGROUP).unwrap_or(0);
+        let pingpong = !overlapped
+            && self.options.warpgroup_pingpong
+            && warpgroups >= 2
+            && take_turns(&mut body, warpgroups);
         let (label, after) = if overlapped {
             // The stage the previous iteration's gemm read is released once that gemm is done,
             // which the wait for all but the newest group proves.
@@ -158,16 +165,33 @@ impl Lowering<'_> {
                 Vec::new(),
             )
         };
-        let mut stmts = vec![Stmt::For {
+        let turn = |step| Stmt::WarpgroupTurn {
+            step,
+            warpgroups,
+            first_barrier: TURN_BARRIERS,
+        };
+        let mut stmts = Vec::new();
+        if pingpong {
+            stmts.push(turn(TurnStep::Start));
+        }
+        stmts.push(Stmt::For {
             var: pipeline.var,
             extent: pipeline.extent,
             unroll: false,
             body,
-        }];
+        });
         stmts.extend(after);
+        if pingpong {
+            stmts.push(turn(TurnStep::End));
+        }
+        let label = if pingpong {
+            format!("{label}; the {warpgroups} warpgroups take turns at issuing their wgmmas")
+        } else {
+            label.to_owned()
+        };
         out.push(Stmt::Block {
             origin: Some(pipeline.entity),
-            label: label.to_owned(),
+            label,
             body: stmts,
         });
         let producer = self.producer_loop(pipeline, copies, (full, empty))?;
@@ -472,6 +496,68 @@ fn keep_last_gemm_in_flight(body: &mut [Stmt]) -> bool {
         }
         _ => false,
     }
+}
+
+/// Makes the consumer warpgroups take turns at the tensor cores ("ping-pong", as FlashAttention-3
+/// schedules them): every gemm of the iteration waits for the warpgroup's turn before its first
+/// wgmma and hands the turn on once its group is committed. The warpgroups then issue their gemms
+/// one after the other, so that while one warpgroup's gemm runs, the other does the iteration's
+/// other arithmetic (attention's softmax) instead of competing for the same tensor cores and then
+/// leaving them idle together. Applies when every wgmma of the iteration is in a gemm block that
+/// is a direct statement of the body, so that all warpgroups take the same turns; returns whether
+/// it applied.
+fn take_turns(body: &mut [Stmt], warpgroups: u32) -> bool {
+    let mut all = 0;
+    for_each_stmt(body, &mut |stmt| {
+        all += usize::from(matches!(stmt, Stmt::Wgmma { .. }))
+    });
+    let direct: usize = body
+        .iter()
+        .map(|stmt| match stmt {
+            Stmt::Block { body: gemm, .. } => gemm
+                .iter()
+                .filter(|s| matches!(s, Stmt::Wgmma { .. }))
+                .count(),
+            _ => 0,
+        })
+        .sum();
+    if all == 0 || all != direct {
+        return false;
+    }
+    // Where each gemm's issue starts (its fence) and ends (its commit), checked for every gemm
+    // before any is changed.
+    let mut issues = Vec::new();
+    for (at, stmt) in body.iter().enumerate() {
+        let Stmt::Block { body: gemm, .. } = stmt else {
+            continue;
+        };
+        if !gemm.iter().any(|s| matches!(s, Stmt::Wgmma { .. })) {
+            continue;
+        }
+        let first = gemm
+            .iter()
+            .position(|s| matches!(s, Stmt::WgmmaFence | Stmt::Wgmma { .. }));
+        let last = gemm.iter().rposition(|s| matches!(s, Stmt::Wgmma { .. }));
+        let commit = gemm.iter().position(|s| matches!(s, Stmt::WgmmaCommit));
+        match (first, last, commit) {
+            (Some(first), Some(last), Some(commit)) if last < commit => {
+                issues.push((at, first, commit));
+            }
+            _ => return false,
+        }
+    }
+    let turn = |step| Stmt::WarpgroupTurn {
+        step,
+        warpgroups,
+        first_barrier: TURN_BARRIERS,
+    };
+    for (at, first, commit) in issues {
+        if let Some(Stmt::Block { body: gemm, .. }) = body.get_mut(at) {
+            gemm.insert(commit + 1, turn(TurnStep::Pass));
+            gemm.insert(first, turn(TurnStep::Take));
+        }
+    }
+    true
 }
 
 /// Registers per consumer thread: what the producer gives up, shared out, in multiples of 8.

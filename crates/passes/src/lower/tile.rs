@@ -609,35 +609,7 @@ impl Lowering<'_> {
         let src_id = self.buffer_of(src.buffer)?;
         let dst_id = self.buffer_of(dst.buffer)?;
         let partial = self.temporary("partial", dtype, plan.slots.len() as i64);
-        // Fold each thread's own elements, slot by slot. Every step is stored, so that no value
-        // tree grows with the number of elements (a max is a select that names its operands twice).
-        for (slot, sources) in plan.slots.iter().enumerate() {
-            let slot_index = self.program.exprs.int(slot as i64);
-            let init = self.constant(reduce_init(kind), dtype);
-            out.push(Stmt::Store {
-                buffer: partial,
-                index: slot_index,
-                value: init,
-            });
-            for &source_index in sources {
-                let loaded = self.program.add_value(Value::Load {
-                    buffer: src_id,
-                    index: source_index,
-                });
-                let element = self.cast(loaded, dtype);
-                let element = self.reduce_operand(kind, element, dtype);
-                let acc = self.program.add_value(Value::Load {
-                    buffer: partial,
-                    index: slot_index,
-                });
-                let combined = self.combine(kind, acc, element, dtype);
-                out.push(Stmt::Store {
-                    buffer: partial,
-                    index: slot_index,
-                    value: combined,
-                });
-            }
-        }
+        self.fold_own_elements(kind, (src_id, &plan.slots), (partial, dtype), out);
         self.all_reduce_shuffles(
             kind,
             partial,
@@ -678,6 +650,83 @@ impl Lowering<'_> {
             });
         }
         Ok(())
+    }
+
+    /// Folds each thread's own elements of every slot into `partial[slot]`, as a balanced tree of
+    /// pairs rather than a chain: the chain's 32 dependent steps (a compare and a select each for a
+    /// max) were the longest latency of attention's softmax, the tree has five. Every level is
+    /// stored into a temporary, so that no value tree grows with the number of elements (a max is a
+    /// select that names its operands twice); the tree's root is combined with the reduction's
+    /// initial value, as the first step of the chain was.
+    fn fold_own_elements(
+        &mut self,
+        kind: ReduceKind,
+        (src, slots): (tilec_ir::thread::BufferId, &[Vec<ExprId>]),
+        (partial, dtype): (tilec_ir::thread::BufferId, DType),
+        out: &mut Vec<Stmt>,
+    ) {
+        let widest = slots.iter().map(Vec::len).max().unwrap_or(0);
+        let pairs = self.temporary("pairs", dtype, (widest.div_ceil(2)).max(1) as i64);
+        for (slot, sources) in slots.iter().enumerate() {
+            let slot_index = self.program.exprs.int(slot as i64);
+            let init = self.constant(reduce_init(kind), dtype);
+            let mut folded = init;
+            if !sources.is_empty() {
+                let elements: Vec<ValueId> = sources
+                    .iter()
+                    .map(|&index| {
+                        let loaded = self.program.add_value(Value::Load { buffer: src, index });
+                        let element = self.cast(loaded, dtype);
+                        self.reduce_operand(kind, element, dtype)
+                    })
+                    .collect();
+                let root = self.fold_pairs(kind, &elements, (pairs, dtype), out);
+                folded = self.combine(kind, init, root, dtype);
+            }
+            out.push(Stmt::Store {
+                buffer: partial,
+                index: slot_index,
+                value: folded,
+            });
+        }
+    }
+
+    /// Combines `elements` pairwise, level by level, in `pairs`; returns the root.
+    fn fold_pairs(
+        &mut self,
+        kind: ReduceKind,
+        elements: &[ValueId],
+        (pairs, dtype): (tilec_ir::thread::BufferId, DType),
+        out: &mut Vec<Stmt>,
+    ) -> ValueId {
+        let mut level: Vec<ValueId> = elements.to_vec();
+        loop {
+            let mut next = Vec::with_capacity(level.len().div_ceil(2));
+            for (i, pair) in level.chunks(2).enumerate() {
+                let value = match *pair {
+                    [a, b] => self.combine(kind, a, b, dtype),
+                    [a] => a,
+                    _ => continue,
+                };
+                let index = self.program.exprs.int(i as i64);
+                out.push(Stmt::Store {
+                    buffer: pairs,
+                    index,
+                    value,
+                });
+                next.push(self.program.add_value(Value::Load {
+                    buffer: pairs,
+                    index,
+                }));
+            }
+            if next.len() <= 1 {
+                return next
+                    .first()
+                    .copied()
+                    .unwrap_or_else(|| self.constant(reduce_init(kind), dtype));
+            }
+            level = next;
+        }
     }
 
     fn reduce_operand(&mut self, kind: ReduceKind, value: ValueId, dtype: DType) -> ValueId {

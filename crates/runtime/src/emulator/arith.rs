@@ -109,7 +109,7 @@ fn intrinsic_value(intrinsic: Intrinsic, dtype: DType, x: f64) -> Result<f64, St
             return Ok(wrap_int(dtype, (x as i64).wrapping_abs()) as f64);
         }
         Intrinsic::Exp => x.exp(),
-        Intrinsic::Exp2 => x.exp2(),
+        Intrinsic::Exp2 => exp2(dtype, x),
         Intrinsic::Log => x.ln(),
         Intrinsic::Log2 => x.log2(),
         Intrinsic::Sqrt => x.sqrt(),
@@ -126,6 +126,19 @@ fn intrinsic_value(intrinsic: Intrinsic, dtype: DType, x: f64) -> Result<f64, St
         }
     };
     Ok(round_to(dtype, value))
+}
+
+/// `2^x` as the GPU computes it: single precision (and the narrower types, computed in it) runs on
+/// `ex2.approx.ftz.f32`, which reads subnormal inputs as zero and flushes results below 2^-126 to
+/// zero; `f64` keeps the whole range.
+fn exp2(dtype: DType, x: f64) -> f64 {
+    if dtype == DType::Float64 {
+        return x.exp2();
+    }
+    let smallest_normal = f64::from(f32::MIN_POSITIVE);
+    let x = if x.abs() < smallest_normal { 0.0 } else { x };
+    let y = x.exp2();
+    if y < smallest_normal { 0.0 } else { y }
 }
 
 pub(super) fn binary(op: BinaryOp, dtype: DType, a: f64, b: f64) -> Result<f64, String> {

@@ -222,6 +222,8 @@ pub enum ErrorKind {
         active: usize,
         threads: u32,
     },
+    /// The consumer warpgroups' turn-taking breaks the protocol that keeps it free of deadlocks.
+    WarpgroupTurn(String),
 }
 
 impl fmt::Display for ErrorKind {
@@ -425,6 +427,7 @@ impl fmt::Display for ErrorKind {
                 f,
                 "named barrier {id} for {threads} threads reached by {active} threads"
             ),
+            ErrorKind::WarpgroupTurn(message) => write!(f, "warpgroup turn-taking: {message}"),
         }
     }
 }

@@ -47,6 +47,8 @@ pub(super) struct Machine<'p, 't> {
     pub wgmmas: Vec<super::wgmma::WgmmaQueue>,
     /// The running block's mbarriers.
     pub mbarriers: Mbarriers,
+    /// The running block's warpgroup turn-taking.
+    pub turns: super::turns::Turns,
     /// The TMA tensor maps, evaluated for this run.
     pub maps: Vec<MapInfo>,
 }
@@ -69,6 +71,7 @@ impl<'p> Machine<'p, '_> {
         self.block = block;
         self.memory.begin_block();
         self.mbarriers.clear();
+        self.turns.clear();
         for (&var, &index) in self.program.block_index.iter().zip(&block) {
             if let Some(binding) = self.env.vars.get_mut(var.index()) {
                 *binding = Binding::Uniform(i64::from(index));
@@ -80,6 +83,7 @@ impl<'p> Machine<'p, '_> {
         self.exec_list(&program.body, &all)?;
         self.finish_async()?;
         self.finish_wgmma()?;
+        self.finish_turns()?;
         self.finish_mbarriers()
     }
 
@@ -241,6 +245,11 @@ impl<'p> Machine<'p, '_> {
             } => self.exec_warp_roles(*consumers, (consumer, producer), active),
             Stmt::SetMaxRegisters { count, .. } => self.exec_set_max_registers(*count, active),
             Stmt::NamedBarrier { id, threads } => self.exec_named_barrier(*id, *threads, active),
+            Stmt::WarpgroupTurn {
+                step,
+                warpgroups,
+                first_barrier,
+            } => self.exec_warpgroup_turn(*step, (*warpgroups, *first_barrier), active),
             Stmt::Block {
                 origin,
                 label,

@@ -44,7 +44,8 @@
 //! - TMA tensor maps that the host could not encode (box dimensions, inner row bytes, swizzle
 //!   span, global strides) and destinations that are not 128-byte aligned; named barriers reached
 //!   by another number of threads than they name; `setmaxnreg` and `wgmma` by partial
-//!   warpgroups.
+//!   warpgroups; consumer warpgroups' turn-taking that could deadlock or leave a barrier phase
+//!   half complete (see `turns.rs`).
 //!
 //! Shared buffers may overlap in bytes (the shared-memory plan reuses bytes across disjoint
 //! lifetimes); reading bytes through another buffer than the one that last wrote them is reported.
@@ -84,6 +85,7 @@ mod setup;
 #[cfg(test)]
 mod tests;
 mod tma;
+mod turns;
 mod warp;
 mod wgmma;
 
@@ -175,6 +177,7 @@ pub fn run_program(
         asyncs: vec![warp::AsyncQueue::default(); setup.threads],
         wgmmas: vec![wgmma::WgmmaQueue::default(); setup.threads.div_ceil(128)],
         mbarriers: mbarrier::Mbarriers::default(),
+        turns: turns::Turns::default(),
         maps: setup.maps,
     };
     let [gx, gy, gz] = setup.grid;

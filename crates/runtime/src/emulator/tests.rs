@@ -2,8 +2,8 @@
 
 use tilec_ir::data::{BinaryOp, CompareOp};
 use tilec_ir::thread::{
-    BufferDecl, BufferId, Memory as MemoryKind, ParamAccess, ScalarParam, Stmt, TensorParam, Value,
-    ValueId,
+    BufferDecl, BufferId, Memory as MemoryKind, ParamAccess, ScalarParam, Stmt, TensorParam,
+    TurnStep, Value, ValueId,
 };
 use tilec_ir::{DType, EntityId, ExprArena, ExprId, ThreadProgram, VarId};
 
@@ -1905,4 +1905,88 @@ fn reusing_a_tma_stage_outside_roles_needs_a_barrier() {
         second: 0,
     };
     assert_eq!(error.kind, race, "{error}");
+}
+
+/// The turn-taking of two warpgroups (256 threads): `steps` run by all of them in order, then,
+/// with `partial`, a `Take` run by the threads below it only.
+fn turns(steps: &[TurnStep], partial: Option<i64>) -> ThreadProgram {
+    let mut b = Builder::new(256);
+    let turn = |step| Stmt::WarpgroupTurn {
+        step,
+        warpgroups: 2,
+        first_barrier: 2,
+    };
+    let mut body: Vec<Stmt> = steps.iter().map(|&step| turn(step)).collect();
+    if let Some(limit) = partial {
+        let (tx, limit) = (b.tx(), b.int(limit));
+        let low = b.compare(CompareOp::Lt, tx, limit);
+        body.push(when(low, vec![turn(TurnStep::Take)]));
+    }
+    b.finish(body)
+}
+
+#[test]
+fn warpgroup_turns_that_could_deadlock_are_reported() {
+    use TurnStep::{End, Pass, Start, Take};
+    let fine = turns(&[Start, Take, Pass, Take, Pass, End], None);
+    let report = run_program(&fine, &mut [], &[]).expect("a balanced turn-taking runs");
+    assert_eq!(report.barriers, 4, "one barrier per take and per pass");
+
+    let cases: [(&[TurnStep], Option<i64>, &str); 6] = [
+        (&[Take, Pass], None, "Take with no Start before it"),
+        (
+            &[Start, Take, Take],
+            None,
+            "Take by warpgroup 0 on named barrier 2",
+        ),
+        (
+            &[Start, Pass],
+            None,
+            "Pass by warpgroup 0 on named barrier 3",
+        ),
+        (
+            &[Start, Take, End],
+            None,
+            "End while warpgroup 0 holds the turn",
+        ),
+        (&[Start, Take, Pass], None, "still running (no End)"),
+        (&[Start], Some(128), "Take executed by 128 threads"),
+    ];
+    for (steps, partial, message) in cases {
+        let error = err(run_program(&turns(steps, partial), &mut [], &[]));
+        assert!(
+            matches!(&error.kind, ErrorKind::WarpgroupTurn(text) if text.contains(message)),
+            "{steps:?}: {error}"
+        );
+    }
+}
+
+#[test]
+fn single_precision_exp2_flushes_what_the_gpu_flushes() {
+    use tilec_ir::Intrinsic;
+    use tilec_ir::thread::UnaryOp;
+    let mut b = Builder::new(4);
+    let four = b.int(4);
+    let input = b.param("x", DType::Float32, vec![four], ParamAccess::Read);
+    let out = b.param("out", DType::Float32, vec![four], ParamAccess::Write);
+    let tx = b.tx();
+    let x = b.load(input, tx);
+    let y = b.value(Value::Unary {
+        op: UnaryOp::Intrinsic(Intrinsic::Exp2),
+        arg: x,
+        dtype: DType::Float32,
+    });
+    let program = b.finish(vec![store(out, tx, y)]);
+    let subnormal = f64::from(f32::MIN_POSITIVE) / 4.0;
+    let mut tensors = vec![
+        HostTensor {
+            dtype: DType::Float32,
+            shape: vec![4],
+            values: vec![-127.0, -126.0, subnormal, 3.0],
+        },
+        HostTensor::zeros(DType::Float32, &[4]),
+    ];
+    run_program(&program, &mut tensors, &[]).expect("runs");
+    let want = [0.0, f64::from(f32::MIN_POSITIVE), 1.0, 8.0];
+    assert_eq!(tensors[1].values, want);
 }
