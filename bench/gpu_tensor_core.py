@@ -3,6 +3,7 @@ sizes, checks each against torch and times both in the same process.
 
 Usage (on a GPU machine, from the repository root, with a release `tilec` built):
     python3 bench/gpu_tensor_core.py [--tilec target/release/tilec] [--corpus ../shared/corpus] [--out DIR]
+        [--only LABELS] [--target sm_80|sm_90]
 
 For every instance: `tilec run FILE --kernel K --instance I --device cuda --bench --save DIR`, then
 torch computes the reference from the saved inputs (fp32 matmul, SDPA in fp32), the relative error
@@ -81,6 +82,8 @@ CASES = [
 def run_tilec(args, file, kernel, instance, save, bench):
     command = [args.tilec, "run", os.path.join(args.corpus, file), "--kernel", kernel,
                "--instance", str(instance), "--device", "cuda", "--save", save]
+    if args.target:
+        command += ["--target", args.target]
     if bench:
         command.append("--bench")
     run = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
@@ -98,6 +101,8 @@ def main():
     parser.add_argument("--out", default=os.environ.get("OUT", "/tmp/tilec-gpu"))
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per run")
     parser.add_argument("--only", default=None, help="comma-separated substrings of case labels")
+    parser.add_argument("--target", default=None,
+                        help="code path: sm_80 (mma.sync, cp.async) or sm_90 (default: the GPU's)")
     args = parser.parse_args()
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
     print("| instance | tilec | TFLOP/s | torch | torch TFLOP/s | ratio (torch/tilec time) | rel. error |")
