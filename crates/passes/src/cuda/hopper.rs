@@ -170,12 +170,7 @@ impl Printer<'_> {
                  multiple of 128 below the block's threads)"
             ));
         }
-        let thread = self
-            .visible
-            .get(self.program.thread.index())
-            .cloned()
-            .flatten();
-        let Some(thread) = thread else {
+        let Some(thread) = self.thread_name() else {
             return self.skip("warp roles where the thread index is not defined");
         };
         self.line(&format!("if ({thread} < {consumers}) {{"));
@@ -183,6 +178,14 @@ impl Printer<'_> {
         self.line("} else {");
         self.nested(producer);
         self.line("}");
+    }
+
+    /// The C name of the flat thread index, once it is defined.
+    fn thread_name(&self) -> Option<String> {
+        self.visible
+            .get(self.program.thread.index())
+            .cloned()
+            .flatten()
     }
 
     /// `tl_setmaxnreg_inc<count>();` or `tl_setmaxnreg_dec<count>();`.
@@ -219,12 +222,7 @@ impl Printer<'_> {
                 NAMED_BARRIERS - 1
             ));
         }
-        let thread = self
-            .visible
-            .get(self.program.thread.index())
-            .cloned()
-            .flatten();
-        let Some(thread) = thread else {
+        let Some(thread) = self.thread_name() else {
             return self.skip("a warpgroup turn where the thread index is not defined");
         };
         let group = format!("{thread} / 128");
