@@ -174,37 +174,31 @@ fn assert_close(what: &str, got: &[f64], want: &[f64], relative: f64, absolute: 
     );
 }
 
-#[test]
-fn pipelined_gemm_matches_f64() {
+/// gemm.py's instance `instance` at the sizes `with` on every path, against `A @ B` in f64.
+fn check_gemm(instance: usize, with: &[&str], what: &str) {
     let Some(file) = corpus_file("gemm.py") else {
         return;
     };
     for path in PATHS {
         let dir = tempfile::tempdir().expect("temp dir");
-        let with = ["M=256", "N=128", "K=160"];
-        let (inputs, outputs) = run_saved(&file, (0, path), &with, dir.path());
+        let (inputs, outputs) = run_saved(&file, (instance, path), with, dir.path());
         let want = matmul(&inputs.tensor("A"), &inputs.tensor("B"), false);
         // C is fp16: half an ulp of rounding, relative 2^-11.
-        let what = format!("gemm C ({path})");
+        let what = format!("{what} ({path})");
         assert_close(&what, &outputs.tensor("C").values, &want, 1e-3, 1e-3);
     }
+}
+
+#[test]
+fn pipelined_gemm_matches_f64() {
+    check_gemm(0, &["M=256", "N=128", "K=160"], "gemm C");
 }
 
 #[test]
 fn wide_pipelined_gemm_matches_f64() {
     // Instance 1's 128x256x64 tile with 256 threads: two warpgroups side by side along N on
     // wgmma, 128-byte swizzles on both operands.
-    let Some(file) = corpus_file("gemm.py") else {
-        return;
-    };
-    for path in PATHS {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let with = ["M=128", "N=256", "K=192"];
-        let (inputs, outputs) = run_saved(&file, (1, path), &with, dir.path());
-        let want = matmul(&inputs.tensor("A"), &inputs.tensor("B"), false);
-        let what = format!("wide gemm C ({path})");
-        assert_close(&what, &outputs.tensor("C").values, &want, 1e-3, 1e-3);
-    }
+    check_gemm(1, &["M=128", "N=256", "K=192"], "wide gemm C");
 }
 
 #[test]

@@ -379,6 +379,24 @@ impl ExprArena {
         }
     }
 
+    /// `e` as its constant term and the rest: `(None, c)` for a constant, `(Some(rest), c)` for a
+    /// sum whose last term is the constant `c` (the canonical form puts it there), `(Some(e), 0)`
+    /// otherwise.
+    pub fn split_constant(&self, e: ExprId) -> (Option<ExprId>, i64) {
+        match *self.get(e) {
+            Expr::Int(c) => (None, c),
+            Expr::Add(rest, c) => match self.as_int(c) {
+                Some(c) => (Some(rest), c),
+                None => (Some(e), 0),
+            },
+            Expr::Sub(rest, c) => match self.as_int(c).and_then(i64::checked_neg) {
+                Some(c) => (Some(rest), c),
+                None => (Some(e), 0),
+            },
+            _ => (Some(e), 0),
+        }
+    }
+
     /// The number of interned nodes.
     pub fn len(&self) -> usize {
         self.nodes.len()
@@ -1770,6 +1788,22 @@ mod tests {
                 .collect();
         }
         points
+    }
+
+    #[test]
+    fn split_constant_takes_the_constant_term_of_a_sum() {
+        let mut ar = ExprArena::new();
+        let i = ar.var("i", Some(4));
+        let x = ar.var_expr(i);
+        let k = ar.int(8);
+        let scaled = ar.mul(x, k);
+        let c = ar.int(32);
+        let plus = ar.add(scaled, c);
+        assert_eq!(ar.split_constant(plus), (Some(scaled), 32));
+        let minus = ar.sub(scaled, c);
+        assert_eq!(ar.split_constant(minus), (Some(scaled), -32));
+        assert_eq!(ar.split_constant(c), (None, 32));
+        assert_eq!(ar.split_constant(scaled), (Some(scaled), 0));
     }
 
     #[test]

@@ -10,7 +10,7 @@
 use std::fmt::Write as _;
 
 use tilec_ir::thread::{BufferId, Major, MatrixDescriptor, Memory, WgmmaA};
-use tilec_ir::{DType, Expr, ExprArena, ExprId};
+use tilec_ir::{DType, ExprId};
 
 use super::Printer;
 
@@ -109,7 +109,7 @@ impl Printer<'_> {
             return None;
         }
         let name = self.buffer_name(descriptor.buffer)?;
-        let (rest, constant) = split_constant(&self.program.exprs, descriptor.start);
+        let (rest, constant) = self.program.exprs.split_constant(descriptor.start);
         let (start, offset) = match rest {
             Some(rest) if constant % 16 == 0 => (self.index(rest).text, constant / 16),
             None if constant % 16 == 0 => ("0".to_owned(), constant / 16),
@@ -141,23 +141,6 @@ impl Printer<'_> {
             self.helpers.insert(name.clone(), text);
         }
         name
-    }
-}
-
-/// `e` as a non-constant part and the constant term of its sum chain (`None` when `e` is a
-/// constant).
-fn split_constant(exprs: &ExprArena, e: ExprId) -> (Option<ExprId>, i64) {
-    match *exprs.get(e) {
-        Expr::Int(c) => (None, c),
-        Expr::Add(rest, c) => match exprs.as_int(c) {
-            Some(c) => (Some(rest), c),
-            None => (Some(e), 0),
-        },
-        Expr::Sub(rest, c) => match exprs.as_int(c).and_then(i64::checked_neg) {
-            Some(c) => (Some(rest), c),
-            None => (Some(e), 0),
-        },
-        _ => (Some(e), 0),
     }
 }
 

@@ -666,47 +666,51 @@ impl Lowering<'_> {
         out: &mut Vec<Stmt>,
     ) {
         let widest = slots.iter().map(Vec::len).max().unwrap_or(0);
-        let pairs = self.temporary("pairs", dtype, (widest.div_ceil(2)).max(1) as i64);
+        let pairs = (widest > 1).then(|| self.temporary("pairs", dtype, widest.div_ceil(2) as i64));
         for (slot, sources) in slots.iter().enumerate() {
-            let slot_index = self.program.exprs.int(slot as i64);
+            let elements: Vec<ValueId> = sources
+                .iter()
+                .map(|&index| {
+                    let loaded = self.program.add_value(Value::Load { buffer: src, index });
+                    let element = self.cast(loaded, dtype);
+                    self.reduce_operand(kind, element, dtype)
+                })
+                .collect();
+            let root = match pairs {
+                Some(pairs) => self.fold_pairs(kind, elements, (pairs, dtype), out),
+                None => elements.first().copied(),
+            };
             let init = self.constant(reduce_init(kind), dtype);
-            let mut folded = init;
-            if !sources.is_empty() {
-                let elements: Vec<ValueId> = sources
-                    .iter()
-                    .map(|&index| {
-                        let loaded = self.program.add_value(Value::Load { buffer: src, index });
-                        let element = self.cast(loaded, dtype);
-                        self.reduce_operand(kind, element, dtype)
-                    })
-                    .collect();
-                let root = self.fold_pairs(kind, &elements, (pairs, dtype), out);
-                folded = self.combine(kind, init, root, dtype);
-            }
+            let folded = match root {
+                Some(root) => self.combine(kind, init, root, dtype),
+                None => init,
+            };
+            let index = self.program.exprs.int(slot as i64);
             out.push(Stmt::Store {
                 buffer: partial,
-                index: slot_index,
+                index,
                 value: folded,
             });
         }
     }
 
-    /// Combines `elements` pairwise, level by level, in `pairs`; returns the root.
+    /// Combines `level` pairwise, level by level, in `pairs`; returns the root (`None` when there
+    /// is no element).
     fn fold_pairs(
         &mut self,
         kind: ReduceKind,
-        elements: &[ValueId],
+        mut level: Vec<ValueId>,
         (pairs, dtype): (tilec_ir::thread::BufferId, DType),
         out: &mut Vec<Stmt>,
-    ) -> ValueId {
-        let mut level: Vec<ValueId> = elements.to_vec();
-        loop {
+    ) -> Option<ValueId> {
+        while level.len() > 1 {
             let mut next = Vec::with_capacity(level.len().div_ceil(2));
             for (i, pair) in level.chunks(2).enumerate() {
                 let value = match *pair {
                     [a, b] => self.combine(kind, a, b, dtype),
-                    [a] => a,
-                    _ => continue,
+                    // The odd one out is copied, so that the next level reads it from a slot
+                    // this level's stores do not reach.
+                    _ => pair[0],
                 };
                 let index = self.program.exprs.int(i as i64);
                 out.push(Stmt::Store {
@@ -719,14 +723,9 @@ impl Lowering<'_> {
                     index,
                 }));
             }
-            if next.len() <= 1 {
-                return next
-                    .first()
-                    .copied()
-                    .unwrap_or_else(|| self.constant(reduce_init(kind), dtype));
-            }
             level = next;
         }
+        level.first().copied()
     }
 
     fn reduce_operand(&mut self, kind: ReduceKind, value: ValueId, dtype: DType) -> ValueId {

@@ -48,8 +48,9 @@ impl Machine<'_, '_> {
             );
             return Err(self.malformed_fault(&message));
         }
-        let every: Vec<u32> = (0..warpgroups * WARPGROUP).collect();
-        if active != every.as_slice() {
+        let every = (warpgroups * WARPGROUP) as usize;
+        let all_consumers = active.len() == every && active.iter().zip(0..).all(|(&t, k)| t == k);
+        if !all_consumers {
             let message = format!(
                 "{step:?} executed by {} threads, not by all {warpgroups} consumer warpgroups \
                  together: a warpgroup that skips a step leaves the others waiting for a turn",
