@@ -131,6 +131,13 @@ enum Command {
         /// GPU's, or tilec.toml's target on the emulator, else sm_90.
         #[arg(long)]
         target: Option<String>,
+        /// Launch this CUDA file in place of the code tilec generates (GPU only): for trying a
+        /// change to the generated code by hand before teaching it to the compiler. The file must
+        /// define the same kernel with the same parameters. Grid, block, inputs, timing and
+        /// `--save` stay those of the instance; the dynamic shared memory is the file's, from its
+        /// `// Launch:` header. Start from `tilec build --emit cuda`.
+        #[arg(long, value_name = "FILE")]
+        cuda_source: Option<PathBuf>,
     },
     /// Rank a kernel's tile configurations (block sizes, threads, stages) by a hardware model
     /// (`--recommend`, no GPU needed), or measure the top candidates on the GPU and store the
@@ -285,6 +292,7 @@ fn run(cli: Cli) -> ExitCode {
             seed,
             cache,
             target,
+            cuda_source,
         } => run::run(
             &file,
             &run::RunOptions {
@@ -298,6 +306,7 @@ fn run(cli: Cli) -> ExitCode {
                 seed,
                 cache,
                 target,
+                cuda_source,
             },
         ),
         Command::Tune {

@@ -41,6 +41,8 @@ pub struct RunOptions {
     pub cache: PathBuf,
     /// `--target`: the architecture to generate code for.
     pub target: Option<String>,
+    /// `--cuda-source`: a hand-edited CUDA file launched in place of the generated code.
+    pub cuda_source: Option<PathBuf>,
 }
 
 /// The emulator runs at most this many thread-iterations of blocks × threads for `--check`; beyond
@@ -102,6 +104,7 @@ pub fn run(path: &Path, options: &RunOptions) -> Result<ExitCode> {
         None => return Ok(ExitCode::from(1)),
     };
     let scalars = scalar_values(db, instance, &programs)?;
+    let replacement = replacement_source(options.cuda_source.as_deref(), &device, &programs)?;
     let describe = describe_instance(db, instance);
     let mut stdout = std::io::stdout().lock();
     let program = first_program(&programs)?;
@@ -113,8 +116,14 @@ pub fn run(path: &Path, options: &RunOptions) -> Result<ExitCode> {
     let inputs_before = tensors.clone();
     match &device {
         Some(device) => {
-            let (seconds, _) =
-                run_on_gpu(device, &programs, &scalars, &mut tensors, options.bench)?;
+            let (seconds, _) = run_on_gpu(
+                device,
+                &programs,
+                &scalars,
+                &mut tensors,
+                options.bench,
+                replacement.as_deref(),
+            )?;
             report(
                 &mut stdout,
                 &describe,
@@ -157,6 +166,34 @@ pub fn run(path: &Path, options: &RunOptions) -> Result<ExitCode> {
         )?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The text of `--cuda-source`, after checking that it can stand in for the generated code: a GPU
+/// runs it, and the instance launches one kernel (whose launch shape and parameters it keeps).
+fn replacement_source(
+    path: Option<&Path>,
+    device: &Option<CudaDevice>,
+    programs: &[ThreadProgram],
+) -> Result<Option<String>> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    if device.is_none() {
+        bail!("--cuda-source runs on a GPU only; the emulator runs tilec's own thread programs");
+    }
+    if programs.len() != 1 {
+        bail!(
+            "--cuda-source replaces a single kernel, but this instance launches {}",
+            programs.len()
+        );
+    }
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read --cuda-source {}", path.display()))?;
+    eprintln!(
+        "note: launching {} in place of the generated code",
+        path.display()
+    );
+    Ok(Some(text))
 }
 
 fn first_program(programs: &[ThreadProgram]) -> Result<&ThreadProgram> {
@@ -305,17 +342,26 @@ fn open_device(choice: DeviceChoice) -> Result<Option<CudaDevice>> {
 
 /// Runs the launches on the GPU and returns (kernel seconds, compile seconds): the median launch
 /// time when benchmarking, one launch's otherwise, and what NVRTC took (nothing on a cache hit).
-/// The tensors are uploaded first and replaced by what the GPU left in them.
+/// The tensors are uploaded first and replaced by what the GPU left in them. `replacement` is CUDA
+/// text compiled in place of the (single) program's generated code.
 pub(crate) fn run_on_gpu(
     device: &CudaDevice,
     programs: &[ThreadProgram],
     scalars: &[i64],
     tensors: &mut [HostTensor],
     bench: bool,
+    replacement: Option<&str>,
 ) -> Result<(f64, f64)> {
     let uploaded = upload_all(device, tensors)?;
     let repetitions = if bench { BENCH } else { ONCE };
-    let timing = launch_programs(device, programs, scalars, &uploaded, repetitions)?;
+    let timing = launch_programs(
+        device,
+        programs,
+        scalars,
+        &uploaded,
+        repetitions,
+        replacement,
+    )?;
     download_all(device, &uploaded, tensors)?;
     Ok(timing)
 }
@@ -375,7 +421,7 @@ impl<'a> SharedInputs<'a> {
                     .map_err(|e| anyhow::anyhow!("{e}"))?;
             }
         }
-        launch_programs(self.device, programs, scalars, &self.buffers, ONCE)?;
+        launch_programs(self.device, programs, scalars, &self.buffers, ONCE, None)?;
         // Read-only slots stay empty: copying 64 M-element inputs per candidate would cost more
         // than the launches.
         let mut outputs = Vec::with_capacity(self.buffers.len());
@@ -388,7 +434,8 @@ impl<'a> SharedInputs<'a> {
                 HostTensor::zeros(buffer.dtype(), &[0])
             });
         }
-        let (seconds, _) = launch_programs(self.device, programs, scalars, &self.buffers, BENCH)?;
+        let (seconds, _) =
+            launch_programs(self.device, programs, scalars, &self.buffers, BENCH, None)?;
         Ok((outputs, seconds))
     }
 }
@@ -414,19 +461,24 @@ fn download_all(
     Ok(())
 }
 
-/// Compiles (through the module cache) and launches every program on `uploaded`.
+/// Compiles (through the module cache) and launches every program on `uploaded`; `replacement`,
+/// when given, is compiled instead of the generated code.
 fn launch_programs(
     device: &CudaDevice,
     programs: &[ThreadProgram],
     scalars: &[i64],
     uploaded: &[DeviceTensor],
     repetitions: Repetitions,
+    replacement: Option<&str>,
 ) -> Result<(f64, f64)> {
     let target = device.target().unwrap_or(Target::Sm90);
     let arch = device.default_arch();
     let (mut seconds, mut compile_seconds) = (0.0, 0.0);
     for program in programs {
-        let source = tilec_passes::cuda::emit_cuda(program, &target);
+        let source = match replacement {
+            Some(text) => text.to_owned(),
+            None => tilec_passes::cuda::emit_cuda(program, &target),
+        };
         let compile_started = Instant::now();
         let kernel = device
             .compile(&source, &program.name, &arch)
@@ -441,7 +493,12 @@ fn launch_programs(
         compile_seconds += compile_started.elapsed().as_secs_f64();
         let grid = launch_grid(program, scalars)?;
         let block = program.block.map(|b| u32::try_from(b).unwrap_or(1));
-        let shared = u32::try_from(program.shared_bytes).context("shared memory too large")?;
+        let mut shared = u32::try_from(program.shared_bytes).context("shared memory too large")?;
+        // A hand-edited file may need more shared memory (another barrier, a deeper pipeline): its
+        // `// Launch:` header line, which tilec prints, says how much.
+        if let Some(declared) = replacement.and_then(declared_shared_bytes) {
+            shared = declared;
+        }
         let maps = encode_tensor_maps(device, program, uploaded)?;
         // The order of the printed kernel's parameters: tensors, scalars, tensor maps.
         let mut args: Vec<LaunchArg<'_>> = uploaded.iter().map(LaunchArg::Tensor).collect();
@@ -453,6 +510,17 @@ fn launch_programs(
         seconds += timing.median_ms / 1e3;
     }
     Ok((seconds, compile_seconds))
+}
+
+/// The dynamic shared memory a CUDA file's `// Launch: ..., N bytes of dynamic shared memory.`
+/// header asks for, as `tilec build --emit cuda` prints it.
+fn declared_shared_bytes(text: &str) -> Option<u32> {
+    let line = text
+        .lines()
+        .take_while(|line| line.starts_with("//"))
+        .find(|line| line.starts_with("// Launch:"))?;
+    let before = line.strip_suffix(" bytes of dynamic shared memory.")?;
+    before.rsplit(' ').next()?.parse().ok()
 }
 
 /// The program's TMA tensor maps, each encoded over the uploaded tensor of the parameter whose
@@ -621,4 +689,23 @@ fn save_tensors(dir: &Path, program: &ThreadProgram, tensors: &[HostTensor]) -> 
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::declared_shared_bytes;
+
+    #[test]
+    fn a_replacement_declares_its_shared_memory_in_the_launch_header() {
+        let header = "// Generated by tilec for sm_90: kernel `k`.\n\
+            // Launch: grid (32, 16, 8), block (384, 1, 1), 163904 bytes of dynamic shared memory.\n\
+            extern \"C\" __global__ void k() {}\n";
+        assert_eq!(declared_shared_bytes(header), Some(163_904));
+        assert_eq!(
+            declared_shared_bytes("extern \"C\" __global__ void k() {}"),
+            None
+        );
+        let edited = "// Launch: grid (1, 1, 1), block (32, 1, 1), lots of shared memory.\n";
+        assert_eq!(declared_shared_bytes(edited), None);
+    }
 }

@@ -492,7 +492,14 @@ fn reference_output(
     work: f64,
 ) -> Result<Vec<HostTensor>> {
     let mut tensors = inputs.to_vec();
-    run_on_gpu(device, &reference.programs, scalars, &mut tensors, false)?;
+    run_on_gpu(
+        device,
+        &reference.programs,
+        scalars,
+        &mut tensors,
+        false,
+        None,
+    )?;
     let verdict = if work > EMULATOR_WORK_LIMIT {
         CheckVerdict::Skipped(format!(
             "about {work:.1e} operations, more than the {EMULATOR_WORK_LIMIT:.0e} the emulator does in seconds"

@@ -330,7 +330,8 @@ impl Runner {
             let inputs = tensors.clone();
             // After a failure the device is dropped: a fault leaves its context unusable, so the
             // next run opens a fresh one.
-            let run = crate::run::run_on_gpu(&device, programs, &scalars, &mut tensors, false);
+            let run =
+                crate::run::run_on_gpu(&device, programs, &scalars, &mut tensors, false, None);
             let (seconds, compile) = match run {
                 Ok(times) => times,
                 Err(error) => {

@@ -491,9 +491,17 @@ fn pipelined_gemm_cuda_skeleton() {
                         tl_cp_async<16>(B_shared
                 tl_cp_async_commit();
         // T.Pipelined: the iterations that issue a stage ahead, then the last ones
+            tl_cp_async_wait<1>();
+            __syncthreads();
+            tl_ldmatrix_x4(a_frag
+            tl_ldmatrix_x4(a_frag
+            tl_ldmatrix_x4(a_frag
+            tl_ldmatrix_x4(a_frag
+            tl_ldmatrix_x4_trans(b_frag
+            tl_ldmatrix_x4_trans(b_frag
+            tl_ldmatrix_x4_trans(b_frag
+            tl_ldmatrix_x4_trans(b_frag
             for (int ko = 0; ko < 30; ++ko) {
-                tl_cp_async_wait<1>();
-                __syncthreads();
                 // T.copy (pipelined: cp.async into its stage)
                     for (int chunk = 0; chunk < 4; ++chunk) {
                         tl_cp_async<16>(A_shared
@@ -511,6 +519,8 @@ fn pipelined_gemm_cuda_skeleton() {
                     tl_ldmatrix_x4_trans(b_frag
                     tl_ldmatrix_x4_trans(b_frag
         ... 32 x tl_mma_m16n8k16_f16
+                    tl_cp_async_wait<1>();
+                    __syncthreads();
                     tl_ldmatrix_x4(a_frag
                     tl_ldmatrix_x4(a_frag
                     tl_ldmatrix_x4(a_frag
@@ -521,8 +531,6 @@ fn pipelined_gemm_cuda_skeleton() {
                     tl_ldmatrix_x4_trans(b_frag
         ... 32 x tl_mma_m16n8k16_f16
             for (int t = 0; t < 2; ++t) {
-                tl_cp_async_wait<1>();
-                __syncthreads();
                 tl_cp_async_commit();
                 // T.gemm 128x128x32 on mma.sync m16n8k16, warps 2x2 of 64x64
                     tl_ldmatrix_x4(a_frag
@@ -534,6 +542,8 @@ fn pipelined_gemm_cuda_skeleton() {
                     tl_ldmatrix_x4_trans(b_frag
                     tl_ldmatrix_x4_trans(b_frag
         ... 32 x tl_mma_m16n8k16_f16
+                    tl_cp_async_wait<1>();
+                    __syncthreads();
                     tl_ldmatrix_x4(a_frag
                     tl_ldmatrix_x4(a_frag
                     tl_ldmatrix_x4(a_frag

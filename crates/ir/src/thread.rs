@@ -528,6 +528,15 @@ pub fn uses_wgmma(stmts: &[Stmt]) -> bool {
     found
 }
 
+/// Whether any statement of `stmts`, nested ones included, is a [`Stmt::LoadMatrix`].
+pub fn uses_ldmatrix(stmts: &[Stmt]) -> bool {
+    let mut found = false;
+    for_each_stmt(stmts, &mut |stmt| {
+        found |= matches!(stmt, Stmt::LoadMatrix { .. })
+    });
+    found
+}
+
 /// A TMA tensor map over one tensor parameter, created by the host at launch
 /// (`cuTensorMapEncodeTiled`) and passed to the kernel as a `__grid_constant__` parameter.
 ///

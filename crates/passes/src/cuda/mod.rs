@@ -92,6 +92,9 @@ struct Printer<'a> {
     helpers: std::collections::BTreeMap<String, String>,
     /// The C name of each tensor map parameter, in the order of `program.tensor_maps`.
     tensor_maps: Vec<String>,
+    /// The C name of the dynamic shared memory's 32-bit shared-window address, declared when an
+    /// `ldmatrix` needs it.
+    shared_window: Option<String>,
 }
 
 /// Nodes one statement may print before its expression is reported as too large.
@@ -120,6 +123,7 @@ impl<'a> Printer<'a> {
             depth: 0,
             helpers: std::collections::BTreeMap::new(),
             tensor_maps: Vec::new(),
+            shared_window: None,
         }
     }
 
@@ -355,6 +359,13 @@ impl Printer<'_> {
             self.line(&format!(
                 "extern __shared__ __align__({align}) unsigned char {SHARED_ARRAY}[];"
             ));
+            if tilec_ir::thread::uses_ldmatrix(&program.body) {
+                let window = self.names.fresh("smem_window");
+                self.line(&format!(
+                    "const unsigned int {window} = tl_shared_address({SHARED_ARRAY});"
+                ));
+                self.shared_window = Some(window);
+            }
         }
         for (index, buffer) in program.buffers.iter().enumerate() {
             match buffer.memory {

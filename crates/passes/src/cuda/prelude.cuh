@@ -318,7 +318,9 @@ __device__ __forceinline__ void tl_atomic_cas_small(T* address, V value, Op op) 
 // ---- asynchronous copies and tensor cores (sm_80) ----------------------------------------------
 // The thread program's cp.async, ldmatrix and mma.sync statements, one inline PTX instruction each.
 // Register arrays are passed by pointer to their first element; after unrolling every index is a
-// constant, so the arrays stay in registers.
+// constant, so the arrays stay in registers. ldmatrix takes a 32-bit shared-window address that
+// the kernel computes as one converted base plus a byte offset: the constant part of the offset
+// then folds into the instruction's immediate, and no 64-bit pointer is kept per operand.
 __device__ __forceinline__ unsigned int tl_shared_address(const void* p) {
     unsigned int address;
     asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(address) : "l"(p));
@@ -339,39 +341,39 @@ template <int Pending>
 __device__ __forceinline__ void tl_cp_async_wait() {
     asm volatile("cp.async.wait_group %0;" ::"n"(Pending) : "memory");
 }
-__device__ __forceinline__ void tl_ldmatrix_x1(void* dst, const void* src) {
+__device__ __forceinline__ void tl_ldmatrix_x1(void* dst, unsigned int src) {
     unsigned int* d = (unsigned int*)dst;
-    asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];" : "=r"(d[0]) : "r"(tl_shared_address(src)));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];" : "=r"(d[0]) : "r"(src));
 }
-__device__ __forceinline__ void tl_ldmatrix_x1_trans(void* dst, const void* src) {
+__device__ __forceinline__ void tl_ldmatrix_x1_trans(void* dst, unsigned int src) {
     unsigned int* d = (unsigned int*)dst;
     asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];"
                  : "=r"(d[0])
-                 : "r"(tl_shared_address(src)));
+                 : "r"(src));
 }
-__device__ __forceinline__ void tl_ldmatrix_x2(void* dst, const void* src) {
+__device__ __forceinline__ void tl_ldmatrix_x2(void* dst, unsigned int src) {
     unsigned int* d = (unsigned int*)dst;
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];"
                  : "=r"(d[0]), "=r"(d[1])
-                 : "r"(tl_shared_address(src)));
+                 : "r"(src));
 }
-__device__ __forceinline__ void tl_ldmatrix_x2_trans(void* dst, const void* src) {
+__device__ __forceinline__ void tl_ldmatrix_x2_trans(void* dst, unsigned int src) {
     unsigned int* d = (unsigned int*)dst;
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"
                  : "=r"(d[0]), "=r"(d[1])
-                 : "r"(tl_shared_address(src)));
+                 : "r"(src));
 }
-__device__ __forceinline__ void tl_ldmatrix_x4(void* dst, const void* src) {
+__device__ __forceinline__ void tl_ldmatrix_x4(void* dst, unsigned int src) {
     unsigned int* d = (unsigned int*)dst;
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
                  : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-                 : "r"(tl_shared_address(src)));
+                 : "r"(src));
 }
-__device__ __forceinline__ void tl_ldmatrix_x4_trans(void* dst, const void* src) {
+__device__ __forceinline__ void tl_ldmatrix_x4_trans(void* dst, unsigned int src) {
     unsigned int* d = (unsigned int*)dst;
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
                  : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-                 : "r"(tl_shared_address(src)));
+                 : "r"(src));
 }
 __device__ __forceinline__ void tl_mma_m16n8k16_f16(float* c, const void* a, const void* b) {
     const unsigned int* x = (const unsigned int*)a;

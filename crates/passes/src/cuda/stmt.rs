@@ -332,11 +332,30 @@ impl Printer<'_> {
             return self
                 .skip("an ldmatrix that is not 1, 2 or 4 matrices from shared to registers");
         }
-        let Some((dst, src)) = self.pointers(dst, src) else {
+        let (Some(dst), Some(src)) = (self.pointer(dst.0, dst.1), self.window_address(src)) else {
             return self.skip("an ldmatrix between buffers that could not be declared");
         };
         let trans = if transpose { "_trans" } else { "" };
         self.line(&format!("tl_ldmatrix_x{matrices}{trans}({dst}, {src});"));
+    }
+
+    /// The 32-bit shared-window address of element `index` of a shared buffer: the window base
+    /// plus a byte offset, so that ptxas can fold the offset's constant part into the instruction.
+    fn window_address(&mut self, (buffer, index): (BufferId, ExprId)) -> Option<String> {
+        let Some(Memory::Shared { offset }) = self.memory_of(buffer) else {
+            return None;
+        };
+        let window = self.shared_window.clone()?;
+        let bytes = self.program.buffers.get(buffer.index())?.dtype.bytes();
+        let index = self.index(index).text;
+        let base = if offset == 0 {
+            String::new()
+        } else {
+            format!("{offset}u + ")
+        };
+        Some(format!(
+            "{window} + {base}(unsigned int)({index}) * {bytes}u"
+        ))
     }
 
     /// `mma.sync.m16n8k16` on register arrays: fp16 or bf16 operands, fp32 accumulator.

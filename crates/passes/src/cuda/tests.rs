@@ -623,6 +623,42 @@ fn names_scopes_and_three_dimensional_blocks() {
     .assert_eq(&b.emit());
 }
 
+/// `ldmatrix` reads through a 32-bit shared-window address computed once per kernel: the buffer's
+/// byte offset and the element offset are added to it, so ptxas can fold their constant parts
+/// into the instruction instead of keeping a 64-bit pointer per operand.
+#[test]
+fn ldmatrix_addresses_the_shared_window() {
+    let mut b = Build::new("fragments", 32, Some(1));
+    let _first = b.shared("B_shared", DType::Float16, 0, 512);
+    let tile = b.shared("A_shared", DType::Float16, 1024, 512);
+    let regs = b.local("a_frag", DType::Float16, 16);
+    let tx_var = b.tx();
+    let tx = b.var(tx_var);
+    let eight = b.int(8);
+    let row = b.p.exprs.mul(tx, eight);
+    let (src_index, dst_index) = (b.p.exprs.add(row, eight), b.int(8));
+    b.p.body = vec![Stmt::LoadMatrix {
+        matrices: 4,
+        transpose: true,
+        dst: regs,
+        dst_index,
+        src: tile,
+        src_index,
+    }];
+    let text = b.emit();
+    let kernel = &text[text.find("extern __shared__").unwrap_or(0)..];
+    expect![[r#"
+        extern __shared__ __align__(16) unsigned char tl_smem[];
+            const unsigned int smem_window = tl_shared_address(tl_smem);
+            tl_half* B_shared = (tl_half*)(tl_smem + 0);
+            tl_half* A_shared = (tl_half*)(tl_smem + 1024);
+            __align__(16) tl_half a_frag[16];
+            tl_ldmatrix_x4_trans(a_frag + 8, smem_window + 1024u + (unsigned int)(tx * 8 + 8) * 2u);
+        }
+    "#]]
+    .assert_eq(kernel);
+}
+
 /// Every dtype through every operation, conversion, shuffle, atomic and vector width: the program
 /// must print without a single error. With `TILEC_CUDA_DUMP_DIR` set, the printed kernels of this
 /// file are written there, for compiling them with NVRTC on a machine that has it.

@@ -44,6 +44,15 @@ pub(super) struct GemmPlan {
     pub(super) instruction: GemmInstruction,
 }
 
+/// The register arrays a warp's A and B operands are loaded into, each holding `sets` sets of
+/// `a_len` (`b_len`) elements.
+struct Fragments {
+    a: tilec_ir::thread::BufferId,
+    b: tilec_ir::thread::BufferId,
+    a_len: i64,
+    b_len: i64,
+}
+
 /// Where a warp's operand registers come from.
 enum OperandSource {
     /// `ldmatrix` from a shared buffer whose row chunks are contiguous.
@@ -107,28 +116,36 @@ impl Lowering<'_> {
         if *clear_accum {
             self.clear_registers(plan.c, out)?;
         }
-        let a_regs = self.scratch_registers("a_frag", plan.dtype, plan.tile_m / 16 * 8);
-        let b_regs = self.scratch_registers("b_frag", plan.dtype, plan.tile_n / 8 * 4);
+        let steps = plan.k / 16;
+        let (a_len, b_len) = (plan.tile_m / 16 * 8, plan.tile_n / 8 * 4);
+        // Two sets of fragment registers, so that step kk + 1's loads can be issued before step
+        // kk's mma (which reads the other set) and their latency hides behind it.
+        let sets = if steps > 1 { 2 } else { 1 };
+        let regs = Fragments {
+            a: self.scratch_registers("a_frag", plan.dtype, sets * a_len),
+            b: self.scratch_registers("b_frag", plan.dtype, sets * b_len),
+            a_len,
+            b_len,
+        };
+        let sources = (&a_source, &b_source);
         let c_id = self.buffer_of(plan.c)?;
-        for kk in 0..plan.k / 16 {
-            for mi in 0..plan.tile_m / 16 {
-                self.load_a(&plan, &a_source, (mi, kk), a_regs, out)?;
+        // The next iteration's first fragments go to set 0 while the last step's mma reads set
+        // `(steps - 1) % 2`, which must be the other one.
+        let prefetch = steps % 2 == 0 && self.fragment_prefetch_offered();
+        let mut first = Vec::new();
+        self.load_step(&plan, sources, (0, 0), &regs, &mut first)?;
+        if prefetch {
+            self.fragments_before_loop(&first);
+        } else {
+            out.extend(first.iter().cloned());
+        }
+        for kk in 0..steps {
+            if kk + 1 < steps {
+                self.load_step(&plan, sources, (kk + 1, (kk + 1) % 2), &regs, out)?;
+            } else if prefetch {
+                self.fragments_of_next_iteration(&first, out);
             }
-            self.load_b(&plan, &b_source, kk, b_regs, out)?;
-            for mi in 0..plan.tile_m / 16 {
-                for ni in 0..plan.tile_n / 8 {
-                    let atom = (mi * (plan.tile_n / 8) + ni) as usize;
-                    let exprs = &mut self.program.exprs;
-                    out.push(Stmt::Mma {
-                        a: a_regs,
-                        a_index: exprs.int(mi * 8),
-                        b: b_regs,
-                        b_index: exprs.int(ni * 4),
-                        c: c_id,
-                        c_index: exprs.int(accumulator[atom]),
-                    });
-                }
-            }
+            self.mma_step(&plan, (kk % 2, &regs), (c_id, &accumulator), out);
         }
         let note = if fallback.is_empty() {
             String::new()
@@ -145,6 +162,45 @@ impl Lowering<'_> {
             plan.tile_m,
             plan.tile_n
         ))
+    }
+
+    /// Step `kk`'s A and B operands into register set `set`.
+    fn load_step(
+        &mut self,
+        plan: &GemmPlan,
+        (a_source, b_source): (&OperandSource, &OperandSource),
+        (kk, set): (i64, i64),
+        regs: &Fragments,
+        out: &mut Vec<Stmt>,
+    ) -> Result<(), Unlowerable> {
+        for mi in 0..plan.tile_m / 16 {
+            self.load_a(plan, a_source, (mi, kk), (regs.a, set * regs.a_len), out)?;
+        }
+        self.load_b(plan, b_source, kk, (regs.b, set * regs.b_len), out)
+    }
+
+    /// One k step's mma per 16×8 atom of the warp's tile, on register set `set`.
+    fn mma_step(
+        &mut self,
+        plan: &GemmPlan,
+        (set, regs): (i64, &Fragments),
+        (c, accumulator): (tilec_ir::thread::BufferId, &[i64]),
+        out: &mut Vec<Stmt>,
+    ) {
+        for mi in 0..plan.tile_m / 16 {
+            for ni in 0..plan.tile_n / 8 {
+                let atom = (mi * (plan.tile_n / 8) + ni) as usize;
+                let exprs = &mut self.program.exprs;
+                out.push(Stmt::Mma {
+                    a: regs.a,
+                    a_index: exprs.int(set * regs.a_len + mi * 8),
+                    b: regs.b,
+                    b_index: exprs.int(set * regs.b_len + ni * 4),
+                    c,
+                    c_index: exprs.int(accumulator[atom]),
+                });
+            }
+        }
     }
 
     /// Shapes, dtypes and the warp grid of a gemm, or why it cannot run on tensor cores.
@@ -465,13 +521,13 @@ impl Lowering<'_> {
         [lane, wm, wn]
     }
 
-    /// The A registers of micro tile `mi` at k step `kk`, into `a_regs[mi * 8..]`.
+    /// The A registers of micro tile `mi` at k step `kk`, into `a_regs[base + mi * 8..]`.
     fn load_a(
         &mut self,
         plan: &GemmPlan,
         source: &OperandSource,
         (mi, kk): (i64, i64),
-        a_regs: tilec_ir::thread::BufferId,
+        (a_regs, base): (tilec_ir::thread::BufferId, i64),
         out: &mut Vec<Stmt>,
     ) -> Result<(), Unlowerable> {
         match source {
@@ -481,7 +537,7 @@ impl Lowering<'_> {
                 for r in 0..8 {
                     let local = table[mi as usize * per_tile + kk as usize * 8 + r];
                     let exprs = &mut self.program.exprs;
-                    let (src, dst) = (exprs.int(local), exprs.int(mi * 8 + r as i64));
+                    let (src, dst) = (exprs.int(local), exprs.int(base + mi * 8 + r as i64));
                     let value = self.program.add_value(Value::Load {
                         buffer: fragment,
                         index: src,
@@ -517,7 +573,7 @@ impl Lowering<'_> {
                     vec![m, k]
                 };
                 let (src, src_index) = self.address(plan.a, &indices)?;
-                let dst_index = self.program.exprs.int(mi * 8);
+                let dst_index = self.program.exprs.int(base + mi * 8);
                 out.push(Stmt::LoadMatrix {
                     matrices: 4,
                     transpose: plan.transpose_a,
@@ -541,20 +597,26 @@ impl Lowering<'_> {
                     let base_k = e.int(kk * 16);
                     let k = e.add(base_k, col);
                     let indices = if plan.transpose_a { [k, m] } else { [m, k] };
-                    self.element_to_register(plan.a, &indices, a_regs, mi * 8 + r as i64, out)?;
+                    self.element_to_register(
+                        plan.a,
+                        &indices,
+                        a_regs,
+                        base + mi * 8 + r as i64,
+                        out,
+                    )?;
                 }
                 Ok(())
             }
         }
     }
 
-    /// The B registers of every n8 atom of the warp's tile at k step `kk`, into `b_regs`.
+    /// The B registers of every n8 atom of the warp's tile at k step `kk`, into `b_regs[base..]`.
     fn load_b(
         &mut self,
         plan: &GemmPlan,
         source: &OperandSource,
         kk: i64,
-        b_regs: tilec_ir::thread::BufferId,
+        (b_regs, base): (tilec_ir::thread::BufferId, i64),
         out: &mut Vec<Stmt>,
     ) -> Result<(), Unlowerable> {
         let [lane, _, wn] = self.lane_exprs(plan);
@@ -569,7 +631,7 @@ impl Lowering<'_> {
                     let zero = e.int(0);
                     let n = warp_offset(e, wn, plan.tile_n, atom * 8, zero, n);
                     let indices = if plan.transpose_b { [n, k] } else { [k, n] };
-                    self.element_to_register(plan.b, &indices, b_regs, atom * 4 + r, out)?;
+                    self.element_to_register(plan.b, &indices, b_regs, base + atom * 4 + r, out)?;
                 }
             }
             return Ok(());
@@ -598,7 +660,7 @@ impl Lowering<'_> {
                 vec![k, n]
             };
             let (src, src_index) = self.address(plan.b, &indices)?;
-            let dst_index = self.program.exprs.int(first * 4);
+            let dst_index = self.program.exprs.int(base + first * 4);
             out.push(Stmt::LoadMatrix {
                 matrices: if pair { 4 } else { 2 },
                 transpose: !plan.transpose_b,

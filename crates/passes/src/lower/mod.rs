@@ -208,6 +208,9 @@ pub(crate) struct Lowering<'w> {
     top_lets: Vec<VarId>,
     /// The producer warpgroup's part, once a pipelined loop has been warp specialized.
     producer_role: Option<specialize::ProducerRole>,
+    /// While a `cp.async` pipeline's only consumer, a gemm, is lowered: its offer to prefetch the
+    /// next iteration's fragments.
+    fragment_prefetch: Option<pipeline::FragmentPrefetch>,
 }
 
 impl<'w> Lowering<'w> {
@@ -269,6 +272,7 @@ impl<'w> Lowering<'w> {
             current_stage: BTreeMap::new(),
             top_lets: Vec::new(),
             producer_role: None,
+            fragment_prefetch: None,
         };
         lowering.declare_params();
         lowering.declare_buffers()?;

@@ -36,6 +36,31 @@ pub(super) struct Pipeline {
     pub stages: i64,
 }
 
+/// A `cp.async` pipeline's offer to the gemm that is its only consumer: load the next
+/// iteration's first k step of fragments before the last k step's mma, as CUTLASS's multistage
+/// main loop does. The loop's wait and barrier move there, right after the last reads of the
+/// iteration's stage, so the next stage's first `ldmatrix` latency hides behind that mma:
+///
+/// ```text
+/// wait_group(k-2); barrier; fragments(0)
+/// for i in 0..n:   if i+k-1 < n: producers(i+k-1); commit
+///                  steps 0..s-1 of gemm(i), each loading step+1's fragments first
+///                  wait_group(k-2); barrier; fragments(min(i+1, n-1))
+///                  step s-1 of gemm(i)
+/// ```
+///
+/// When iteration `i` waits, `i + k` groups were committed, so `wait_group(k - 2)` completes
+/// iteration `i + 1`'s; the barrier publishes it, and follows every read of stage `i % k` (the
+/// fragments are in registers by then), which iteration `i + 1`'s producers overwrite.
+pub(super) struct FragmentPrefetch {
+    var: VarId,
+    extent: ExprId,
+    wait: Vec<Stmt>,
+    /// Set by the gemm that takes the offer: the wait, the barrier and iteration 0's fragments,
+    /// which run before the loop.
+    before_loop: Option<Vec<Stmt>>,
+}
+
 /// What distinguishes one form of the software pipeline's steady state from another.
 pub(super) struct SteadyParts {
     /// Waits for the iteration's stage, before the barrier.
@@ -45,6 +70,9 @@ pub(super) struct SteadyParts {
     /// What follows the issue, kept in the tail too.
     pub after_ahead: Vec<Stmt>,
     pub label: String,
+    /// Whether a gemm that is the only consumer may prefetch the next iteration's fragments
+    /// (`wait` is then a `cp.async` wait, which may move to the end of the body).
+    pub prefetch_fragments: bool,
 }
 
 /// The shared buffers a launch's pipelines multi-buffer, with their stage counts.
@@ -211,6 +239,7 @@ impl Lowering<'_> {
             ahead: shifted,
             after_ahead: vec![Stmt::AsyncCommit],
             label,
+            prefetch_fragments: true,
         };
         let steady = self.steady_state(&pipeline, parts)?;
         out.push(steady);
@@ -455,16 +484,33 @@ impl Lowering<'_> {
         let remaining = exprs.sub(extent, ahead);
         let zero = exprs.int(0);
         let main_extent = exprs.max(remaining, zero);
-        let mut body = parts.wait;
-        body.push(Stmt::Barrier);
+        let mut head = parts.wait.clone();
+        head.push(Stmt::Barrier);
         self.sync.barrier_placed();
+        if parts.prefetch_fragments && self.only_consumer_is_a_gemm(pipeline) {
+            self.fragment_prefetch = Some(FragmentPrefetch {
+                var,
+                extent,
+                wait: parts.wait,
+                before_loop: None,
+            });
+        }
+        let mut consumers = Vec::new();
+        self.sync.begin_loop();
+        self.sync.barrier_placed();
+        self.consumers(pipeline, &mut consumers)?;
+        self.sync.end_loop(&mut consumers);
+        let before_loop = self.fragment_prefetch.take().and_then(|p| p.before_loop);
+        // A gemm that took the offer placed the wait and the barrier itself.
+        let mut body = if before_loop.is_some() {
+            Vec::new()
+        } else {
+            head
+        };
         let issued = (body.len(), parts.ahead.len());
         body.extend(parts.ahead);
         body.extend(parts.after_ahead);
-        self.sync.begin_loop();
-        self.sync.barrier_placed();
-        self.consumers(pipeline, &mut body)?;
-        self.sync.end_loop(&mut body);
+        body.extend(consumers);
         let tail = self.tail_loop(&body, issued, (var, extent), main_extent);
         let main = Stmt::For {
             var,
@@ -472,11 +518,73 @@ impl Lowering<'_> {
             unroll: false,
             body,
         };
+        let mut stmts = match before_loop {
+            Some(first) => {
+                let zero = self.program.exprs.int(0);
+                self.unless_past_end(zero, extent, first)
+            }
+            None => Vec::new(),
+        };
+        stmts.extend([main, tail]);
         Ok(Stmt::Block {
             origin: Some(pipeline.entity),
             label: parts.label,
-            body: vec![main, tail],
+            body: stmts,
         })
+    }
+
+    /// Whether the loop body, producers aside, is a single `T.gemm`.
+    fn only_consumer_is_a_gemm(&self, pipeline: &Pipeline) -> bool {
+        let mut consumers = self
+            .world
+            .body(pipeline.entity)
+            .iter()
+            .filter(|child| !pipeline.producers.contains(child));
+        let first = consumers.next();
+        consumers.next().is_none()
+            && first.is_some_and(|&op| matches!(self.world.ops.get(op), Some(TileOp::Gemm { .. })))
+    }
+
+    /// Whether the enclosing pipeline offers its next iteration's fragments to this gemm.
+    pub(super) fn fragment_prefetch_offered(&self) -> bool {
+        self.fragment_prefetch
+            .as_ref()
+            .is_some_and(|offer| offer.before_loop.is_none())
+    }
+
+    /// Takes the offer: `first` (the gemm's first k step of loads, over the loop variable), with
+    /// the wait and the barrier, runs for iteration 0 before the loop.
+    pub(super) fn fragments_before_loop(&mut self, first: &[Stmt]) {
+        let Some(offer) = self.fragment_prefetch.as_ref() else {
+            return;
+        };
+        let (var, mut stmts) = (offer.var, offer.wait.clone());
+        let zero = self.program.exprs.int(0);
+        stmts.push(Stmt::Barrier);
+        stmts.extend(rewrite::substitute_stmts(&mut self.program, first, &|v| {
+            (v == var).then_some(zero)
+        }));
+        if let Some(offer) = self.fragment_prefetch.as_mut() {
+            offer.before_loop = Some(stmts);
+        }
+    }
+
+    /// The wait, the barrier and the next iteration's first fragments. The last iteration has no
+    /// next one; it reloads its own (a stage whose copies are complete) rather than branch.
+    pub(super) fn fragments_of_next_iteration(&mut self, first: &[Stmt], out: &mut Vec<Stmt>) {
+        let Some(offer) = self.fragment_prefetch.as_ref() else {
+            return;
+        };
+        let (var, extent) = (offer.var, offer.extent);
+        out.extend(offer.wait.iter().cloned());
+        out.push(Stmt::Barrier);
+        let exprs = &mut self.program.exprs;
+        let (one, current) = (exprs.int(1), exprs.var_expr(var));
+        let (following, last) = (exprs.add(current, one), exprs.sub(extent, one));
+        let next = exprs.min(following, last);
+        out.extend(rewrite::substitute_stmts(&mut self.program, first, &|v| {
+            (v == var).then_some(next)
+        }));
     }
 
     /// The loop body without its producers.

@@ -281,6 +281,7 @@ impl Lowering<'_> {
                 "T.Pipelined on TMA: the iterations that issue a stage ahead, then the last ones \
                  (one role: {why})"
             ),
+            prefetch_fragments: false,
         };
         let steady = self.steady_state(pipeline, parts)?;
         out.push(steady);
