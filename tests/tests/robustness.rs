@@ -530,6 +530,63 @@ fn shared_buffer_whose_byte_size_overflows_is_still_reported_here() {
     );
 }
 
+/// A fragment of 2^62 elements: its element count does not even fit the checks' arithmetic. It is
+/// a `register-pressure` error (not the spilling warning) at the allocation, and the instance is
+/// not lowered: lowering enumerates a fragment's registers and would not finish, or panic.
+#[test]
+fn fragment_no_block_could_hold_is_an_error_and_is_not_lowered() {
+    on_analysis_stack(fragment_no_block_could_hold_is_an_error_and_is_not_lowered_here);
+}
+
+fn fragment_no_block_could_hold_is_an_error_and_is_not_lowered_here() {
+    let text = kernel_with_body(
+        "            x = T.alloc_fragment((1 << 31, 1 << 31), \"float32\")\n            T.fill(x, 0)",
+    );
+    let (db, file, diagnostics) = compile("huge_fragment.py", &text);
+    let listing = describe_all(&db, file, &diagnostics);
+    let errors: Vec<&tilec_db::FileDiagnostic> = diagnostics
+        .iter()
+        .filter(|d| d.code.name() == "register-pressure" && d.severity == tilec_ir::Severity::Error)
+        .collect();
+    assert_eq!(errors.len(), 1, "one register-pressure error:\n{listing}");
+    assert_eq!(
+        tilec_tests::line_of(&db, file, errors[0].span.start),
+        10,
+        "at the allocation:\n{listing}"
+    );
+    let instance = tilec_tests::instance(&db, file, "k", 0);
+    let refused = tilec_db::thread_programs(&db, instance);
+    let Err(why) = refused.as_ref() else {
+        panic!("an instance with check errors must not be lowered");
+    };
+    assert!(
+        why.iter().any(|d| d.code.name() == "register-pressure"),
+        "the check error says why: {why:?}"
+    );
+}
+
+/// A kernel over the shared-memory capacity is not lowered either: the capacity error is why. (A
+/// 2^40-wide gemm tile once reached the TMA lowering, which enumerates a box's elements.)
+#[test]
+fn kernel_over_the_shared_memory_capacity_is_not_lowered() {
+    on_analysis_stack(|| {
+        let text = kernel_with_body(
+            "            s = T.alloc_shared((1 << 31, 1 << 31), \"float32\")\n            T.copy(A[0, 0], s)",
+        );
+        let (db, file, _) = compile("huge_shared_lowered.py", &text);
+        let instance = tilec_tests::instance(&db, file, "k", 0);
+        let refused = tilec_db::thread_programs(&db, instance);
+        let Err(why) = refused.as_ref() else {
+            panic!("an instance over the shared-memory capacity must not be lowered");
+        };
+        assert!(
+            why.iter()
+                .any(|d| d.code.name() == "shared-memory-capacity"),
+            "the capacity error says why: {why:?}"
+        );
+    });
+}
+
 /// Four live shared buffers of 2^62 bytes each: every size fits in 64 bits, their sum does not.
 /// Adding them up must neither panic (debug builds) nor wrap around to a small total that passes
 /// the check (release builds).

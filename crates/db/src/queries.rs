@@ -219,12 +219,23 @@ pub fn instance_checks<'db>(db: &'db dyn Db, instance: Instance<'db>) -> Vec<Dia
 }
 
 /// The thread programs of an instance (one per launch), or why it cannot be lowered. Lowering
-/// failures are not file diagnostics: a kernel that cannot run yet still checks clean.
+/// failures are not file diagnostics: a kernel that cannot run yet still checks clean. An
+/// instance whose checks report errors is not lowered at all: those errors are why, and lowering
+/// may assume what the checks establish (a tile that fits in shared memory, say, rather than one
+/// of 2^45 elements it would enumerate).
 #[salsa::tracked(returns(ref))]
 pub fn thread_programs<'db>(
     db: &'db dyn Db,
     instance: Instance<'db>,
 ) -> Arc<Result<Vec<tilec_ir::ThreadProgram>, Vec<Diagnostic>>> {
+    let errors: Vec<Diagnostic> = instance_checks(db, instance)
+        .iter()
+        .filter(|d| d.severity == tilec_ir::Severity::Error)
+        .cloned()
+        .collect();
+    if !errors.is_empty() {
+        return Arc::new(Err(errors));
+    }
     Arc::new(tilec_passes::lower::lower_world(
         kernel_world(db, instance),
         layouts(db, instance),

@@ -1,5 +1,5 @@
 //! Semantic checks of a world: region shapes of tile ops, gemm and reduce extents, dtypes, scopes,
-//! and shared-memory capacity per target.
+//! shared-memory capacity per target, and register buffers no block could hold.
 
 use tilec_ir::{
     Anchor, Code, DType, Diagnostic, EntityId, ExprId, Region, Scope, Target, TileOp, World,
@@ -44,7 +44,50 @@ pub fn check_world(world: &World, target: Target) -> Vec<Diagnostic> {
         diagnostics.extend(found);
     }
     diagnostics.extend(check_shared_memory(world, target));
+    diagnostics.extend(check_register_buffer_sizes(world));
     diagnostics
+}
+
+/// The most elements a fragment or local buffer may have: 64 Ki registers per thread of a
+/// 256-thread block, far beyond what spills to local memory would still run at, and the bound
+/// that keeps lowering's per-register enumeration of a layout short.
+pub const MAX_REGISTER_BUFFER_ELEMENTS: i64 = 1 << 24;
+
+/// Fragments and local buffers no block could hold, whose element count may not even fit in an
+/// integer: an error, where what merely spills is `register-pressure`'s warning.
+fn check_register_buffer_sizes(world: &World) -> Vec<Diagnostic> {
+    let mut found = Vec::new();
+    for (buffer, scope) in world.scopes.iter() {
+        if !matches!(scope, Scope::Fragment | Scope::Local | Scope::LocalVar) {
+            continue;
+        }
+        let Some(shape) = world.const_shape(buffer) else {
+            continue;
+        };
+        let elements = shape
+            .iter()
+            .try_fold(1i64, |total, &extent| total.checked_mul(extent.max(0)));
+        if elements.is_some_and(|n| n <= MAX_REGISTER_BUFFER_ELEMENTS) {
+            continue;
+        }
+        let dims: Vec<String> = shape.iter().map(i64::to_string).collect();
+        let size = elements.map_or_else(|| "more than 2^63".to_owned(), |n| n.to_string());
+        found.push(
+            Diagnostic::error(
+                Code::RegisterPressure,
+                Anchor::Entity(buffer),
+                format!(
+                    "the {} buffer `{}` ({}) has {size} elements; a block's registers hold at \
+                     most {MAX_REGISTER_BUFFER_ELEMENTS}",
+                    scope.name(),
+                    world.name(buffer),
+                    dims.join("×"),
+                ),
+            )
+            .with_help("use smaller tiles, or keep the data in shared or global memory"),
+        );
+    }
+    found
 }
 
 fn shape_mismatch(entity: EntityId, message: String) -> Diagnostic {
