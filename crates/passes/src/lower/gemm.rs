@@ -6,6 +6,11 @@
 //! (four 8×8 matrices at a time, `.trans` where the stored orientation needs it); an A operand in
 //! registers is copied register by register into the instruction's operand array.
 //!
+//! Each warp keeps two sets of fragment registers and issues step `kk + 1`'s loads before step
+//! `kk`'s mma, so their latency hides behind it. A `cp.async` pipeline whose only consumer is the
+//! gemm also has it load the next iteration's first step before the last step's mma (see
+//! `pipeline::FragmentPrefetch`).
+//!
 //! Nothing here trusts a formula: which register of which thread holds an element is read off the
 //! inferred layouts by enumeration, and a layout that does not give every lane exactly the registers
 //! the instruction expects (at indices that are the same in every thread, so they stay constants
@@ -116,37 +121,7 @@ impl Lowering<'_> {
         if *clear_accum {
             self.clear_registers(plan.c, out)?;
         }
-        let steps = plan.k / 16;
-        let (a_len, b_len) = (plan.tile_m / 16 * 8, plan.tile_n / 8 * 4);
-        // Two sets of fragment registers, so that step kk + 1's loads can be issued before step
-        // kk's mma (which reads the other set) and their latency hides behind it.
-        let sets = if steps > 1 { 2 } else { 1 };
-        let regs = Fragments {
-            a: self.scratch_registers("a_frag", plan.dtype, sets * a_len),
-            b: self.scratch_registers("b_frag", plan.dtype, sets * b_len),
-            a_len,
-            b_len,
-        };
-        let sources = (&a_source, &b_source);
-        let c_id = self.buffer_of(plan.c)?;
-        // The next iteration's first fragments go to set 0 while the last step's mma reads set
-        // `(steps - 1) % 2`, which must be the other one.
-        let prefetch = steps % 2 == 0 && self.fragment_prefetch_offered();
-        let mut first = Vec::new();
-        self.load_step(&plan, sources, (0, 0), &regs, &mut first)?;
-        if prefetch {
-            self.fragments_before_loop(&first);
-        } else {
-            out.extend(first.iter().cloned());
-        }
-        for kk in 0..steps {
-            if kk + 1 < steps {
-                self.load_step(&plan, sources, (kk + 1, (kk + 1) % 2), &regs, out)?;
-            } else if prefetch {
-                self.fragments_of_next_iteration(&first, out);
-            }
-            self.mma_step(&plan, (kk % 2, &regs), (c_id, &accumulator), out);
-        }
+        self.issue_steps(&plan, (&a_source, &b_source), &accumulator, out)?;
         let note = if fallback.is_empty() {
             String::new()
         } else {
@@ -162,6 +137,49 @@ impl Lowering<'_> {
             plan.tile_m,
             plan.tile_n
         ))
+    }
+
+    /// The gemm's k steps on mma.sync: each step's fragment loads, then its mma per atom.
+    fn issue_steps(
+        &mut self,
+        plan: &GemmPlan,
+        sources: (&OperandSource, &OperandSource),
+        accumulator: &[i64],
+        out: &mut Vec<Stmt>,
+    ) -> Result<(), Unlowerable> {
+        let steps = plan.k / 16;
+        let (a_len, b_len) = (plan.tile_m / 16 * 8, plan.tile_n / 8 * 4);
+        // Two sets of fragment registers, so that step kk + 1's loads can be issued before step
+        // kk's mma (which reads the other set) and their latency hides behind it.
+        let sets = if steps > 1 { 2 } else { 1 };
+        let regs = Fragments {
+            a: self.scratch_registers("a_frag", plan.dtype, sets * a_len),
+            b: self.scratch_registers("b_frag", plan.dtype, sets * b_len),
+            a_len,
+            b_len,
+        };
+        let c_id = self.buffer_of(plan.c)?;
+        // The next iteration's first fragments go to set 0 while the last step's mma reads set
+        // `(steps - 1) % 2`, which must be the other one.
+        let prefetch = steps > 0 && steps % 2 == 0 && self.fragment_prefetch_offered();
+        let mut first = Vec::new();
+        if steps > 0 {
+            self.load_step(plan, sources, (0, 0), &regs, &mut first)?;
+        }
+        if prefetch {
+            self.fragments_before_loop(&first);
+        } else {
+            out.extend(first.iter().cloned());
+        }
+        for kk in 0..steps {
+            if kk + 1 < steps {
+                self.load_step(plan, sources, (kk + 1, (kk + 1) % 2), &regs, out)?;
+            } else if prefetch {
+                self.fragments_of_next_iteration(&first, out);
+            }
+            self.mma_step(plan, (kk % 2, &regs), (c_id, accumulator), out);
+        }
+        Ok(())
     }
 
     /// Step `kk`'s A and B operands into register set `set`.
