@@ -472,11 +472,16 @@ fn write_outputs(
                 for error in &errors {
                     writeln!(out, "       {error}")?;
                 }
-                if !record.diagnostics.is_empty() {
+                // Say why in a line each: an instance made by --with has no other report.
+                for diagnostic in &record.diagnostics {
                     writeln!(
                         out,
-                        "       cannot be lowered; see `tilec check {}`",
-                        record.file
+                        "       {}:{}: {}[{}]: {}",
+                        record.file,
+                        diagnostic["line"],
+                        diagnostic["severity"].as_str().unwrap_or("error"),
+                        diagnostic["code"].as_str().unwrap_or("?"),
+                        diagnostic["message"].as_str().unwrap_or("")
                     )?;
                 }
             }

@@ -1,6 +1,7 @@
 //! `tilec build` end to end, through the real binary over a temporary copy of some corpus files: a
 //! second build is served from the cache, an edit rebuilds exactly the instances it changed, a
-//! damaged cache entry is rebuilt, and two builds sharing one cache at once both succeed.
+//! damaged cache entry is rebuilt, two builds sharing one cache at once both succeed, and an
+//! instance that `--with` makes impossible fails with its diagnostic at the line it concerns.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -149,6 +150,49 @@ fn two_builds_sharing_a_cache_at_once_both_succeed() {
         assert_eq!(result[3], 0);
     }
     assert_eq!(counts(&summary(&build(dir.path()))), [7, 0, 7, 0]);
+}
+
+/// `--with` can make an instance no block could hold. `tilec check` never sees that instance, so
+/// the build says why itself, positioned at the allocation, and writes the diagnostic (with its
+/// line) into the instance's JSON.
+#[test]
+fn an_instance_made_impossible_by_with_fails_with_its_diagnostic() {
+    let Some(dir) = setup() else { return };
+    let output = Command::new(env!("CARGO_BIN_EXE_tilec"))
+        .current_dir(dir.path())
+        .args([
+            "build",
+            "kernels/softmax.py",
+            "--out",
+            "out",
+            "--cache",
+            "cache",
+        ])
+        .args(["--emit", "cuda", "--with", "N=4611686018427387904"])
+        .output()
+        .expect("tilec runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(!output.status.success(), "the build must fail: {stdout}");
+    let reason = stdout
+        .lines()
+        .find(|line| line.contains("error[register-pressure]"))
+        .unwrap_or_else(|| panic!("a register-pressure error line: {stdout}"));
+    assert!(
+        reason.trim_start().starts_with("kernels/softmax.py:"),
+        "positioned in the file: {reason}"
+    );
+    let json = walk_files(&dir.path().join("out"))
+        .into_iter()
+        .find(|path| path.extension().is_some_and(|e| e == "json"))
+        .expect("the instance's JSON");
+    let record: Value =
+        serde_json::from_str(&std::fs::read_to_string(json).expect("readable")).expect("JSON");
+    let diagnostic = &record["diagnostics"][0];
+    assert_eq!(diagnostic["code"], "register-pressure", "{record:#}");
+    assert_eq!(
+        diagnostic["line"], 11,
+        "at `x = T.alloc_fragment(...)`: {record:#}"
+    );
 }
 
 fn walk_files(dir: &Path) -> Vec<PathBuf> {

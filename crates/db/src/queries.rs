@@ -149,10 +149,26 @@ pub fn kernel_world<'db>(db: &'db dyn Db, instance: Instance<'db>) -> Arc<World>
 #[salsa::tracked(returns(ref))]
 pub fn kernel_positions<'db>(db: &'db dyn Db, instance: Instance<'db>) -> KernelPositions {
     let file = instance.kernel(db).file(db);
-    match instance_spec(db, instance) {
-        Some(spec) => tilec_frontend::build_positions(parse(db, file), outline(db, file), spec),
-        None => KernelPositions::default(),
+    if let Some(spec) = instance_spec(db, instance) {
+        return tilec_frontend::build_positions(parse(db, file), outline(db, file), spec);
     }
+    // An instance that `--with` or `tilec tune` derived from one of the file's is positioned by
+    // evaluating its own arguments, from the call site of the instance it was derived from, so
+    // that its diagnostics keep their ranges.
+    let kernel = instance.kernel(db);
+    let base = instances(db, file)
+        .iter()
+        .position(|c| c.kernel(db) == kernel && c.index(db) == instance.index(db))
+        .and_then(|position| instance_origins(db, file).get(position));
+    let spec = InstanceSpec {
+        kernel: kernel.name(db).clone(),
+        args: instance.args(db).clone(),
+        origin: base.map_or(InstanceOrigin::Defaults, |base| base.origin.clone()),
+        unevaluated: base
+            .map(|base| base.unevaluated.clone())
+            .unwrap_or_default(),
+    };
+    tilec_frontend::build_positions(parse(db, file), outline(db, file), &spec)
 }
 
 /// The pass configs an instance is compiled with: its `@tilelang.jit(pass_configs=...)`, with the
