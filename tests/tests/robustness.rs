@@ -530,9 +530,9 @@ fn shared_buffer_whose_byte_size_overflows_is_still_reported_here() {
     );
 }
 
-/// A fragment of 2^62 elements: its element count does not even fit the checks' arithmetic. It is
-/// a `register-pressure` error (not the spilling warning) at the allocation, and the instance is
-/// not lowered: lowering enumerates a fragment's registers and would not finish, or panic.
+/// A fragment of 2^62 elements, far beyond any register file: a `register-pressure` error (not the
+/// spilling warning) at the allocation, and the instance is not lowered, since lowering enumerates
+/// a fragment's registers and would not finish (or would overflow, for larger shapes).
 #[test]
 fn fragment_no_block_could_hold_is_an_error_and_is_not_lowered() {
     on_analysis_stack(fragment_no_block_could_hold_is_an_error_and_is_not_lowered_here);

@@ -160,8 +160,18 @@ fn plan(
             let programs = match thread_programs(db, instance).as_ref() {
                 Ok(programs) => programs.clone(),
                 Err(_) => {
+                    let mut diagnostics = failure_diagnostics(db, file, instance);
+                    if diagnostics.is_empty() {
+                        // Every reason lacked a position; the instance still failed.
+                        diagnostics.push(json!({
+                            "kind": "diagnostic",
+                            "severity": "error",
+                            "code": "cannot-lower",
+                            "message": "the kernel could not be evaluated far enough to lower it",
+                        }));
+                    }
                     instances.push(InstanceRecord {
-                        diagnostics: failure_diagnostics(db, file, instance),
+                        diagnostics,
                         ..record
                     });
                     continue;
@@ -474,11 +484,13 @@ fn write_outputs(
                 }
                 // Say why in a line each: an instance made by --with has no other report.
                 for diagnostic in &record.diagnostics {
+                    let at = match diagnostic["line"].as_u64() {
+                        Some(line) => format!("{}:{line}", record.file),
+                        None => record.file.clone(),
+                    };
                     writeln!(
                         out,
-                        "       {}:{}: {}[{}]: {}",
-                        record.file,
-                        diagnostic["line"],
+                        "       {at}: {}[{}]: {}",
                         diagnostic["severity"].as_str().unwrap_or("error"),
                         diagnostic["code"].as_str().unwrap_or("?"),
                         diagnostic["message"].as_str().unwrap_or("")

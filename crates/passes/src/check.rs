@@ -48,9 +48,9 @@ pub fn check_world(world: &World, target: Target) -> Vec<Diagnostic> {
     diagnostics
 }
 
-/// The most elements a fragment or local buffer may have: 64 Ki registers per thread of a
-/// 256-thread block, far beyond what spills to local memory would still run at, and the bound
-/// that keeps lowering's per-register enumeration of a layout short.
+/// The most elements tilec compiles for one fragment or local buffer: a sanity bound, 256 times
+/// the 64 Ki registers of a whole block, far beyond what spills to local memory would still run
+/// at, that keeps lowering's per-register enumeration of a layout short.
 pub const MAX_REGISTER_BUFFER_ELEMENTS: i64 = 1 << 24;
 
 /// Fragments and local buffers no block could hold, whose element count may not even fit in an
@@ -77,8 +77,9 @@ fn check_register_buffer_sizes(world: &World) -> Vec<Diagnostic> {
                 Code::RegisterPressure,
                 Anchor::Entity(buffer),
                 format!(
-                    "the {} buffer `{}` ({}) has {size} elements; a block's registers hold at \
-                     most {MAX_REGISTER_BUFFER_ELEMENTS}",
+                    "the {} buffer `{}` ({}) has {size} elements; tilec compiles at most \
+                     {MAX_REGISTER_BUFFER_ELEMENTS} for one register buffer (a block has 65536 \
+                     registers)",
                     scope.name(),
                     world.name(buffer),
                     dims.join("×"),

@@ -345,6 +345,8 @@ impl Printer<'_> {
         let Some(Memory::Shared { offset }) = self.memory_of(buffer) else {
             return None;
         };
+        // A buffer that could not be declared is skipped, as `pointer` would.
+        self.buffer_name(buffer)?;
         let window = self.shared_window.clone()?;
         let bytes = self.program.buffers.get(buffer.index())?.dtype.bytes();
         let index = self.index(index).text;

@@ -167,7 +167,7 @@ impl Lowering<'_> {
             self.load_step(plan, sources, (0, 0), &regs, &mut first)?;
         }
         if prefetch {
-            self.fragments_before_loop(&first);
+            self.take_fragment_prefetch(&first);
         } else {
             out.extend(first.iter().cloned());
         }

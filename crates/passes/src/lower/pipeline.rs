@@ -71,7 +71,7 @@ pub(super) struct SteadyParts {
     pub after_ahead: Vec<Stmt>,
     pub label: String,
     /// Whether a gemm that is the only consumer may prefetch the next iteration's fragments
-    /// (`wait` is then a `cp.async` wait, which may move to the end of the body).
+    /// (`wait` is then a `cp.async` wait, which may move to before the gemm's last k step).
     pub prefetch_fragments: bool,
 }
 
@@ -469,7 +469,8 @@ impl Lowering<'_> {
         }]
     }
 
-    /// The loop itself: wait, barrier, issue `k - 1` ahead, then the consumers. It is split in
+    /// The loop itself: wait, barrier, issue `k - 1` ahead, then the consumers (a gemm that takes
+    /// the [`FragmentPrefetch`] offer places the wait and the barrier itself). It is split in
     /// two so that no `if` guards the issue: the main loop runs the iterations that have one
     /// `k - 1` ahead, the tail the last `k - 1` (or fewer) with nothing left to issue. Unguarded
     /// issues are straight-line code that ptxas can interleave with the consumers' math.
@@ -497,6 +498,8 @@ impl Lowering<'_> {
         }
         let mut consumers = Vec::new();
         self.sync.begin_loop();
+        // With the offer taken the barrier sits inside the gemm rather than at the top; the
+        // tracker may still count it from the top, since a gemm writes no shared memory.
         self.sync.barrier_placed();
         self.consumers(pipeline, &mut consumers)?;
         self.sync.end_loop(&mut consumers);
@@ -552,9 +555,9 @@ impl Lowering<'_> {
             .is_some_and(|offer| offer.before_loop.is_none())
     }
 
-    /// Takes the offer: `first` (the gemm's first k step of loads, over the loop variable), with
-    /// the wait and the barrier, runs for iteration 0 before the loop.
-    pub(super) fn fragments_before_loop(&mut self, first: &[Stmt]) {
+    /// Takes the offer: `first` (the gemm's first k step of loads, over the loop variable) runs
+    /// for iteration 0 before the loop, after the wait and the barrier.
+    pub(super) fn take_fragment_prefetch(&mut self, first: &[Stmt]) {
         let Some(offer) = self.fragment_prefetch.as_ref() else {
             return;
         };
