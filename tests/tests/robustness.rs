@@ -510,22 +510,26 @@ fn shared_buffer_whose_byte_size_overflows_is_still_reported_here() {
         "            s = T.alloc_shared((1 << 31, 1 << 31), \"float32\")\n            T.copy(A[0, 0], s)",
     );
     let (db, file, diagnostics) = compile("huge_shared.py", &text);
-    let listing = describe_all(&db, file, &diagnostics);
-    let capacity: Vec<&tilec_db::FileDiagnostic> = diagnostics
+    assert_one_error_at(&db, file, &diagnostics, "shared-memory-capacity", 10);
+}
+
+/// Asserts that `diagnostics` hold exactly one error with `code`, on line `line` of `file`.
+fn assert_one_error_at(
+    db: &RootDatabase,
+    file: SourceFile,
+    diagnostics: &[tilec_db::FileDiagnostic],
+    code: &str,
+    line: usize,
+) {
+    let listing = describe_all(db, file, diagnostics);
+    let errors: Vec<&tilec_db::FileDiagnostic> = diagnostics
         .iter()
-        .filter(|diagnostic| {
-            diagnostic.code.name() == "shared-memory-capacity"
-                && diagnostic.severity == tilec_ir::Severity::Error
-        })
+        .filter(|d| d.code.name() == code && d.severity == tilec_ir::Severity::Error)
         .collect();
+    assert_eq!(errors.len(), 1, "one {code} error:\n{listing}");
     assert_eq!(
-        capacity.len(),
-        1,
-        "one shared-memory-capacity error:\n{listing}"
-    );
-    assert_eq!(
-        tilec_tests::line_of(&db, file, capacity[0].span.start),
-        10,
+        tilec_tests::line_of(db, file, errors[0].span.start),
+        line,
         "at the allocation:\n{listing}"
     );
 }
@@ -543,17 +547,7 @@ fn fragment_no_block_could_hold_is_an_error_and_is_not_lowered_here() {
         "            x = T.alloc_fragment((1 << 31, 1 << 31), \"float32\")\n            T.fill(x, 0)",
     );
     let (db, file, diagnostics) = compile("huge_fragment.py", &text);
-    let listing = describe_all(&db, file, &diagnostics);
-    let errors: Vec<&tilec_db::FileDiagnostic> = diagnostics
-        .iter()
-        .filter(|d| d.code.name() == "register-pressure" && d.severity == tilec_ir::Severity::Error)
-        .collect();
-    assert_eq!(errors.len(), 1, "one register-pressure error:\n{listing}");
-    assert_eq!(
-        tilec_tests::line_of(&db, file, errors[0].span.start),
-        10,
-        "at the allocation:\n{listing}"
-    );
+    assert_one_error_at(&db, file, &diagnostics, "register-pressure", 10);
     let instance = tilec_tests::instance(&db, file, "k", 0);
     let refused = tilec_db::thread_programs(&db, instance);
     let Err(why) = refused.as_ref() else {

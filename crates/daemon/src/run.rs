@@ -104,7 +104,8 @@ pub fn run(path: &Path, options: &RunOptions) -> Result<ExitCode> {
         None => return Ok(ExitCode::from(1)),
     };
     let scalars = scalar_values(db, instance, &programs)?;
-    let replacement = replacement_source(options.cuda_source.as_deref(), &device, &programs)?;
+    let replacement =
+        replacement_source(options.cuda_source.as_deref(), device.as_ref(), &programs)?;
     let describe = describe_instance(db, instance);
     let mut stdout = std::io::stdout().lock();
     let program = first_program(&programs)?;
@@ -172,7 +173,7 @@ pub fn run(path: &Path, options: &RunOptions) -> Result<ExitCode> {
 /// runs it, and the instance launches one kernel (whose launch shape and parameters it keeps).
 fn replacement_source(
     path: Option<&Path>,
-    device: &Option<CudaDevice>,
+    device: Option<&CudaDevice>,
     programs: &[ThreadProgram],
 ) -> Result<Option<String>> {
     let Some(path) = path else {

@@ -124,13 +124,7 @@ pub fn instance_spec<'db>(db: &'db dyn Db, instance: Instance<'db>) -> Option<&'
 
 /// Where an instance came from (its call site, if any).
 pub fn instance_origin<'db>(db: &'db dyn Db, instance: Instance<'db>) -> InstanceOrigin {
-    let file = instance.kernel(db).file(db);
-    let position = instances(db, file)
-        .iter()
-        .position(|candidate| *candidate == instance);
-    position
-        .and_then(|position| instance_origins(db, file).get(position))
-        .map_or(InstanceOrigin::Defaults, |spec| spec.origin.clone())
+    instance_spec(db, instance).map_or(InstanceOrigin::Defaults, |spec| spec.origin.clone())
 }
 
 /// The position-free world of an instance: what every pass reads.
@@ -160,14 +154,13 @@ pub fn kernel_positions<'db>(db: &'db dyn Db, instance: Instance<'db>) -> Kernel
         .iter()
         .position(|c| c.kernel(db) == kernel && c.index(db) == instance.index(db))
         .and_then(|position| instance_origins(db, file).get(position));
-    let spec = InstanceSpec {
+    let mut spec = base.cloned().unwrap_or_else(|| InstanceSpec {
         kernel: kernel.name(db).clone(),
-        args: instance.args(db).clone(),
-        origin: base.map_or(InstanceOrigin::Defaults, |base| base.origin.clone()),
-        unevaluated: base
-            .map(|base| base.unevaluated.clone())
-            .unwrap_or_default(),
-    };
+        args: Vec::new(),
+        origin: InstanceOrigin::Defaults,
+        unevaluated: Vec::new(),
+    });
+    spec.args = instance.args(db).clone();
     tilec_frontend::build_positions(parse(db, file), outline(db, file), &spec)
 }
 

@@ -519,22 +519,16 @@ pub fn for_each_stmt(stmts: &[Stmt], visit: &mut impl FnMut(&Stmt)) {
     }
 }
 
-/// Whether any statement of `stmts`, nested ones included, is a [`Stmt::Wgmma`].
-pub fn uses_wgmma(stmts: &[Stmt]) -> bool {
+/// Whether any statement of `stmts`, nested ones included, satisfies `test`.
+pub fn any_stmt(stmts: &[Stmt], test: impl Fn(&Stmt) -> bool) -> bool {
     let mut found = false;
-    for_each_stmt(stmts, &mut |stmt| {
-        found |= matches!(stmt, Stmt::Wgmma { .. })
-    });
+    for_each_stmt(stmts, &mut |stmt| found |= test(stmt));
     found
 }
 
-/// Whether any statement of `stmts`, nested ones included, is a [`Stmt::LoadMatrix`].
-pub fn uses_ldmatrix(stmts: &[Stmt]) -> bool {
-    let mut found = false;
-    for_each_stmt(stmts, &mut |stmt| {
-        found |= matches!(stmt, Stmt::LoadMatrix { .. })
-    });
-    found
+/// Whether any statement of `stmts`, nested ones included, is a [`Stmt::Wgmma`].
+pub fn uses_wgmma(stmts: &[Stmt]) -> bool {
+    any_stmt(stmts, |stmt| matches!(stmt, Stmt::Wgmma { .. }))
 }
 
 /// A TMA tensor map over one tensor parameter, created by the host at launch

@@ -51,7 +51,7 @@ pub fn check_world(world: &World, target: Target) -> Vec<Diagnostic> {
 /// The most elements tilec compiles for one fragment or local buffer: a sanity bound, 256 times
 /// the 64 Ki registers of a whole block, far beyond what spills to local memory would still run
 /// at, that keeps lowering's per-register enumeration of a layout short.
-pub const MAX_REGISTER_BUFFER_ELEMENTS: i64 = 1 << 24;
+pub const MAX_REGISTER_BUFFER_ELEMENTS: u64 = 1 << 24;
 
 /// Fragments and local buffers no block could hold, whose element count may not even fit in an
 /// integer: an error, where what merely spills is `register-pressure`'s warning.
@@ -61,17 +61,22 @@ fn check_register_buffer_sizes(world: &World) -> Vec<Diagnostic> {
         if !matches!(scope, Scope::Fragment | Scope::Local | Scope::LocalVar) {
             continue;
         }
-        let Some(shape) = world.const_shape(buffer) else {
+        let Some(elements) = buffer_elements(world, buffer) else {
             continue;
         };
-        let elements = shape
-            .iter()
-            .try_fold(1i64, |total, &extent| total.checked_mul(extent.max(0)));
-        if elements.is_some_and(|n| n <= MAX_REGISTER_BUFFER_ELEMENTS) {
+        if elements <= MAX_REGISTER_BUFFER_ELEMENTS {
             continue;
         }
-        let dims: Vec<String> = shape.iter().map(i64::to_string).collect();
-        let size = elements.map_or_else(|| "more than 2^63".to_owned(), |n| n.to_string());
+        let dims: Vec<String> = world
+            .const_shape(buffer)
+            .unwrap_or_default()
+            .iter()
+            .map(i64::to_string)
+            .collect();
+        let size = match elements {
+            u64::MAX => "more than 2^64".to_owned(),
+            n => n.to_string(),
+        };
         found.push(
             Diagnostic::error(
                 Code::RegisterPressure,
@@ -509,11 +514,16 @@ pub fn staged_bytes(world: &World, buffer: EntityId) -> Option<u64> {
 
 /// The size of a buffer in bytes, saturating: a shape too large to count is still far too large.
 pub(crate) fn buffer_bytes(world: &World, buffer: EntityId) -> Option<u64> {
-    let shape = world.const_shape(buffer)?;
-    let elements = shape.iter().fold(1u64, |acc, &extent| {
-        acc.saturating_mul(u64::try_from(extent).unwrap_or(0))
-    });
+    let elements = buffer_elements(world, buffer)?;
     Some(elements.saturating_mul(world.dtypes.get(buffer)?.bytes()))
+}
+
+/// The number of elements of a buffer with a constant shape, saturating at `u64::MAX`.
+fn buffer_elements(world: &World, buffer: EntityId) -> Option<u64> {
+    let shape = world.const_shape(buffer)?;
+    Some(shape.iter().fold(1u64, |acc, &extent| {
+        acc.saturating_mul(u64::try_from(extent).unwrap_or(0))
+    }))
 }
 
 /// `512 KiB`, `1.5 KiB`, `96 B`.

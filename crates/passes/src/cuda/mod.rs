@@ -359,7 +359,7 @@ impl Printer<'_> {
             self.line(&format!(
                 "extern __shared__ __align__({align}) unsigned char {SHARED_ARRAY}[];"
             ));
-            if tilec_ir::thread::uses_ldmatrix(&program.body) {
+            if tilec_ir::thread::any_stmt(&program.body, |s| matches!(s, Stmt::LoadMatrix { .. })) {
                 let window = self.names.fresh("smem_window");
                 self.line(&format!(
                     "const unsigned int {window} = tl_shared_address({SHARED_ARRAY});"

@@ -169,7 +169,7 @@ impl Lowering<'_> {
         if prefetch {
             self.take_fragment_prefetch(&first);
         } else {
-            out.extend(first.iter().cloned());
+            out.append(&mut first);
         }
         for kk in 0..steps {
             if kk + 1 < steps {
