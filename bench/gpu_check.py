@@ -6,7 +6,7 @@ Usage (on a GPU machine, from the repository root, with a release `tilec` built)
 For every kernel: `tilec run FILE --device cuda --bench --save DIR` (inputs and outputs as .npy),
 then torch computes the reference from the saved inputs, the relative error
 ||out - ref|| / ||ref|| is checked against 1e-4 (fp32) or 1e-2 (fp16/bf16), and the torch
-equivalent is timed with CUDA events (median of 50 after 5 warm-ups). Prints one Markdown row per
+equivalent is timed with CUDA events (median of 50 after a warm-up of at least 5 calls and 100 ms, as `tilec run --bench`). Prints one Markdown row per
 kernel: time, GB/s, torch time, ratio, error.
 """
 import argparse
@@ -15,15 +15,21 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 
 import numpy as np
 import torch
 
 
-def median_ms(fn, warmup=5, iterations=50):
-    for _ in range(warmup):
+def median_ms(fn, warmup=5, iterations=50, warmup_seconds=0.1):
+    """Median CUDA-event time of `fn` after at least `warmup` calls and `warmup_seconds` of GPU work,
+    the same warm-up `tilec run --bench` does: a GPU that idled runs its first milliseconds slower."""
+    started = time.perf_counter()
+    done = 0
+    while done < warmup or time.perf_counter() - started < warmup_seconds:
         fn()
-    torch.cuda.synchronize()
+        torch.cuda.synchronize()
+        done += 1
     times = []
     for _ in range(iterations):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

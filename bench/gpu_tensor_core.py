@@ -8,7 +8,7 @@ Usage (on a GPU machine, from the repository root, with a release `tilec` built)
 For every instance: `tilec run FILE --kernel K --instance I --device cuda --bench --save DIR`, then
 torch computes the reference from the saved inputs (fp32 matmul, SDPA in fp32), the relative error
 ||out - ref|| / ||ref|| must be below 1e-2, and the torch equivalent (cuBLAS fp16 GEMM, SDPA) is timed
-with CUDA events (median of 50 after 5 warm-ups). Split-K accumulates into its input, so it is checked
+with CUDA events (median of 50 after a warm-up of at least 100 ms). Split-K accumulates into its input, so it is checked
 on a single launch and timed in a second run. Prints one Markdown row per instance, then the ptxas
 register and spill report of every instance (`tilec build --emit ptx`).
 """

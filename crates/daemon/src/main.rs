@@ -115,7 +115,7 @@ enum Command {
         /// DIR/out/<param>.npy after it (bfloat16 as float32).
         #[arg(long, value_name = "DIR")]
         save: Option<PathBuf>,
-        /// Time 50 launches after 5 warm-up launches and report the median (GPU only).
+        /// Time 50 launches after a warm-up (at least 5 launches and 100 ms) and report the median (GPU only).
         #[arg(long)]
         bench: bool,
         /// On a GPU, also run the emulator on the same inputs and compare (small launches only).

@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use tilec_db::{Db, Instance, SourceFile, lowering_diagnostics, thread_programs};
@@ -367,13 +367,16 @@ pub(crate) fn run_on_gpu(
     Ok(timing)
 }
 
-/// 50 timed launches after 5 warm-ups.
+/// 50 timed launches after a warm-up of at least 5 launches and 100 ms (see
+/// [`Repetitions::warmup_time`]).
 pub(crate) const BENCH: Repetitions = Repetitions {
     warmup: 5,
+    warmup_time: Duration::from_millis(100),
     iterations: 50,
 };
 const ONCE: Repetitions = Repetitions {
     warmup: 0,
+    warmup_time: Duration::ZERO,
     iterations: 1,
 };
 

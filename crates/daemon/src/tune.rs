@@ -4,7 +4,7 @@
 //! (`tilec_ide::tune`), in milliseconds and without a GPU. Without it, the top candidates of that
 //! ranking are compiled in parallel (NVRTC), each is run on the GPU on the same seeded inputs,
 //! checked against the reference configuration's output (itself checked against the emulator when
-//! the launch is small enough), and timed (median of 50 after 5 warm-ups). The fastest correct
+//! the launch is small enough), and timed (median of 50 after a warm-up of at least 5 launches and 100 ms). The fastest correct
 //! one is stored in the tuning cache, keyed by file, kernel, arguments and device, where `tilec
 //! run` and `tilec build` find it.
 

@@ -22,6 +22,7 @@ use std::marker::PhantomData;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use cudarc::driver::sys::{
     CUdevice_attribute, CUevent_flags, CUfunction_attribute, CUresult, CUtensorMap,
@@ -610,7 +611,12 @@ fn encode_tiled(layout: &TensorMapLayout, address: u64) -> Result<CUtensorMap, D
 /// How often [`CudaDevice::time_launches`] runs a kernel: untimed warm-up runs first, then timed ones.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Repetitions {
+    /// The fewest untimed launches.
     pub warmup: usize,
+    /// Untimed launches go on, each waited for, until the GPU has been kept busy this long. A GPU
+    /// that has idled (between processes, or while NVRTC compiled) runs at a lower clock for its
+    /// first milliseconds of work, and a median over a few milliseconds would measure that.
+    pub warmup_time: Duration,
     pub iterations: usize,
 }
 
@@ -947,12 +953,7 @@ impl CudaDevice {
         // event and the launch stays as small as possible.
         let config = self.prepare_launch(kernel, grid, block, shared_bytes, args)?;
         guarded(panic_error(&during), || {
-            for _ in 0..repetitions.warmup {
-                self.enqueue(kernel, config, args)?;
-            }
-            self.stream
-                .synchronize()
-                .map_err(CudaError::driver(during.clone()))?;
+            self.warm_up(kernel, config, args, repetitions, &during)?;
             let mut events = Vec::with_capacity(repetitions.iterations);
             for _ in 0..repetitions.iterations {
                 let record = || {
@@ -975,6 +976,33 @@ impl CudaDevice {
             Timing::from_samples(samples)
                 .ok_or_else(|| CudaError::new(during.clone(), "no launch was timed"))
         })
+    }
+
+    /// The untimed launches before a timing: at least `repetitions.warmup`, and for at least
+    /// `repetitions.warmup_time` of wall-clock time, each waited for so that the time counts the
+    /// GPU's work rather than the host's enqueueing.
+    fn warm_up(
+        &self,
+        kernel: &CompiledKernel,
+        config: LaunchConfig,
+        args: &[LaunchArg<'_>],
+        repetitions: Repetitions,
+        during: &str,
+    ) -> Result<(), CudaError> {
+        let started = Instant::now();
+        let mut launched = 0;
+        while launched < repetitions.warmup || started.elapsed() < repetitions.warmup_time {
+            self.enqueue(kernel, config, args)?;
+            launched += 1;
+            if repetitions.warmup_time > Duration::ZERO {
+                self.stream
+                    .synchronize()
+                    .map_err(CudaError::driver(during.to_string()))?;
+            }
+        }
+        self.stream
+            .synchronize()
+            .map_err(CudaError::driver(during.to_string()))
     }
 
     /// Checks a launch against the device's and the kernel's limits, so that mistakes get a clear
@@ -1373,6 +1401,7 @@ extern "C" __global__ void vector_add(float* out, const float* a, const float* b
                 &args,
                 Repetitions {
                     warmup: 2,
+                    warmup_time: Duration::from_millis(20),
                     iterations: 5,
                 },
             )
