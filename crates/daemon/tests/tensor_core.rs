@@ -38,9 +38,9 @@ impl std::fmt::Display for CodePath {
 }
 
 /// Every code-generation path of the tensor-core kernels: mma.sync with cp.async (sm_80); on sm_90
-/// wgmma with a warp-specialized TMA pipeline (the default), the same with the consumer warpgroups
-/// taking turns at the tensor cores (`tilec.enable_warpgroup_pingpong`), with a single-role TMA pipeline,
-/// and with cp.async; and mma.sync in the warp-specialized TMA pipeline (`tl.disable_wgmma`).
+/// wgmma with a warp-specialized TMA pipeline (the default, attention on FlashAttention-3's
+/// schedule), the same with attention's loop kept as written (`tilec.disable_gemm_overlap`), with a
+/// single-role TMA pipeline, and with cp.async; and mma.sync in the warp-specialized TMA pipeline (`tl.disable_wgmma`).
 /// [`every_path_generates_its_own_code`] proves each one is taken.
 const PATHS: [CodePath; 6] = [
     CodePath {
@@ -53,7 +53,7 @@ const PATHS: [CodePath; 6] = [
     },
     CodePath {
         target: "sm_90",
-        pass_config: Some("tilec.enable_warpgroup_pingpong"),
+        pass_config: Some("tilec.disable_gemm_overlap"),
     },
     CodePath {
         target: "sm_90",
@@ -299,7 +299,9 @@ fn causal_flash_attention_matches_f64() {
 
 #[test]
 fn flash_attention_matches_f64() {
-    check_flash_attention(1, &["batch=1", "heads=1", "seq_len=256", "dim=128"], false);
+    // Four key blocks: on sm_90 the rotated loop (FlashAttention-3's schedule) runs three times,
+    // its two stages each refilled, so every turn, stage release and parity flip is exercised.
+    check_flash_attention(1, &["batch=1", "heads=1", "seq_len=512", "dim=128"], false);
 }
 
 /// The statements that make the tensor-core path of printed CUDA: loops, copies, waits, barriers,
@@ -456,10 +458,10 @@ fn every_path_generates_its_own_code() {
           attention: mma.sync, cp.async
         sm_90
           gemm: wgmma, TMA, warp roles
-          attention: wgmma, TMA, warp roles
-        sm_90, tilec.enable_warpgroup_pingpong
-          gemm: wgmma, TMA, warp roles
           attention: wgmma, TMA, warp roles, warpgroup turns
+        sm_90, tilec.disable_gemm_overlap
+          gemm: wgmma, TMA, warp roles
+          attention: wgmma, TMA, warp roles
         sm_90, tl.disable_warp_specialized
           gemm: wgmma, TMA
           attention: wgmma, TMA
@@ -557,6 +559,115 @@ fn pipelined_gemm_cuda_skeleton() {
             for (int chunk_2 = 0; chunk_2 < 64; ++chunk_2) {
                 for (int lane = 0; lane < 2; ++lane) {"#]]
     .assert_eq(&tensor_core_skeleton(&cuda));
+}
+
+/// Attention on sm_90 gets FlashAttention-3's schedule: iteration 0's first gemm before the loop,
+/// each iteration's first gemm issued with the previous one's second inside one turn, a wait for
+/// all but the newest group before the softmax, the stage released after the second gemm retires,
+/// and the last second gemm after the loop.
+#[test]
+fn overlapped_attention_cuda_skeleton() {
+    let Some(file) = corpus_file("flash_attention_fwd.py") else {
+        return;
+    };
+    let path = CodePath {
+        target: "sm_90",
+        pass_config: None,
+    };
+    let cuda = built_cuda(&file, ("flashattn", 1), path);
+    let skeleton = tensor_core_skeleton(&cuda);
+    let consumer = skeleton
+        .split_once("// T.Pipelined (consumer warpgroups)")
+        .and_then(|(_, rest)| rest.split_once("} else {"))
+        .map_or("", |(loop_, _)| loop_);
+    expect_test::expect![[r#"
+        , FlashAttention-3's schedule: iteration k's first gemm and k-1's second are issued together, the 2 warpgroups taking turns, and what does not need the second gemm runs while it does
+                tl_mbarrier_wait(full_barrier
+                // T.clear
+                    for (int r_3 = 0; r_3 < 64; ++r_3) {
+                // T.gemm 128x128x128 on wgmma m64n128k16, warpgroups 2x1, A from shared (128-byte swizzle, K-major), B from shared (128-byte swizzle, K-major)
+                    tl_wgmma_fence();
+        ... 8 x tl_wgmma_m64n128k16_f16_ss_t00
+                    tl_wgmma_commit();
+                tl_wgmma_wait<0>();
+                tl_fence_registers<64>(acc_s);
+                tl_fence_registers<64>(acc_o);
+                tl_mbarrier_arrive(empty_barrier
+                // T.copy
+                    for (int step = 0; step < 2; ++step) {
+                // T.reduce_max
+                // T.Parallel(128)
+                    for (int step_1 = 0; step_1 < 2; ++step_1) {
+                // T.Parallel(128, 128)
+                    for (int step_2 = 0; step_2 < 64; ++step_2) {
+                // T.reduce_sum
+                // T.Parallel(128)
+                    for (int step_3 = 0; step_3 < 2; ++step_3) {
+                // T.Parallel(128, 128)
+                    for (int step_4 = 0; step_4 < 64; ++step_4) {
+                // T.copy
+                    for (int step_5 = 0; step_5 < 64; ++step_5) {
+                if (tx / 128 == 1) tl_named_barrier_arrive(2, 256); // the first turn goes to warpgroup 0
+                for (int k = 0; k < 31; ++k) {
+                    tl_mbarrier_wait(full_barrier
+                    // T.clear
+                        for (int r_3 = 0; r_3 < 64; ++r_3) {
+                    tl_named_barrier(2
+                    // T.gemm 128x128x128 on wgmma m64n128k16, warpgroups 2x1, A from shared (128-byte swizzle, K-major), B from shared (128-byte swizzle, K-major)
+                        tl_wgmma_fence();
+        ... 8 x tl_wgmma_m64n128k16_f16_ss_t00
+                        tl_wgmma_commit();
+                    tl_mbarrier_wait(late_full_barrier
+                    // T.gemm 128x128x128 on wgmma m64n128k16, warpgroups 2x1, A from registers, B from shared (128-byte swizzle, MN-major)
+                        tl_wgmma_fence();
+        ... 8 x tl_wgmma_m64n128k16_f16_rs_t1
+                        tl_wgmma_commit();
+                    tl_named_barrier_arrive(2
+                    tl_wgmma_wait<1>();
+                    tl_fence_registers<64>(acc_s);
+                    tl_fence_registers<64>(acc_o);
+                    tl_mbarrier_arrive(empty_barrier
+                    // T.copy
+                        for (int step = 0; step < 2; ++step) {
+                    // T.reduce_max
+                    // T.Parallel(128)
+                        for (int step_1 = 0; step_1 < 2; ++step_1) {
+                    // T.Parallel(128, 128)
+                        for (int step_2 = 0; step_2 < 64; ++step_2) {
+                    // T.reduce_sum
+                    // T.Parallel(128)
+                        for (int step_3 = 0; step_3 < 2; ++step_3) {
+                    tl_wgmma_wait<0>();
+                    tl_fence_registers<64>(acc_s);
+                    tl_fence_registers<64>(acc_o);
+                    tl_mbarrier_arrive(late_empty_barrier
+                    // T.Parallel(128, 128)
+                        for (int step_4 = 0; step_4 < 64; ++step_4) {
+                    // T.copy
+                        for (int step_5 = 0; step_5 < 64; ++step_5) {
+                if (tx / 128 == 0) tl_named_barrier(2, 256); // the last turn handed on
+                tl_mbarrier_wait(late_full_barrier
+                // T.gemm 128x128x128 on wgmma m64n128k16, warpgroups 2x1, A from registers, B from shared (128-byte swizzle, MN-major)
+                    tl_wgmma_fence();
+        ... 8 x tl_wgmma_m64n128k16_f16_rs_t1
+                    tl_wgmma_commit();
+                tl_wgmma_wait<0>();
+                tl_fence_registers<64>(acc_s);
+                tl_fence_registers<64>(acc_o);
+                tl_mbarrier_arrive(late_empty_barrier
+            // T.Parallel(128, 128)
+                for (int step_6 = 0; step_6 < 64; ++step_6) {
+            tl_fence_proxy_async();
+            tl_named_barrier(1, 256);
+            // T.copy
+                for (int chunk_1 = 0; chunk_1 < 32; ++chunk_1) {
+                    for (int lane_1 = 0; lane_1 < 2; ++lane_1) {
+            tl_fence_proxy_async();
+            tl_named_barrier(1, 256);
+            // T.copy
+                for (int chunk_2 = 0; chunk_2 < 8; ++chunk_2) {
+                    for (int lane_2 = 0; lane_2 < 8; ++lane_2) {
+    "#]].assert_eq(consumer);
 }
 
 #[test]

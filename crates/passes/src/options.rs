@@ -1,6 +1,6 @@
 //! What code is generated for: the target architecture and the TileLang pass configs that switch
 //! its Hopper features off (`tl.disable_wgmma`, `tl.disable_tma_lower`,
-//! `tl.disable_warp_specialized`), plus tilec's own `tilec.enable_warpgroup_pingpong`.
+//! `tl.disable_warp_specialized`), plus tilec's own `tilec.disable_gemm_overlap`.
 
 use tilec_ir::{ConstValue, Target};
 
@@ -17,11 +17,11 @@ pub struct CodegenOptions {
     /// A pipelined loop whose copies run on TMA may get a producer warpgroup of its own (sm_90
     /// unless `tl.disable_warp_specialized`, and only where TMA is on).
     pub warp_specialized: bool,
-    /// The consumer warpgroups of a warp-specialized loop that does more than its gemms take
-    /// turns at the tensor cores (FlashAttention-3's "ping-pong"). Off unless the tilec-specific
-    /// `tilec.enable_warpgroup_pingpong` is set: on the H200 it measured no faster for the corpus
-    /// attention (BENCHMARKS.md), so it stays an experiment.
-    pub warpgroup_pingpong: bool,
+    /// A warp-specialized loop whose consumer warpgroups (two or more) run two gemms with other
+    /// work between them (attention) gets FlashAttention-3's schedule: each iteration's first gemm
+    /// issued with the previous iteration's second, the warpgroups taking turns at issuing them
+    /// (`lower/overlap.rs`). On unless `tilec.disable_gemm_overlap` is set.
+    pub overlap_gemms: bool,
 }
 
 impl CodegenOptions {
@@ -42,7 +42,7 @@ impl CodegenOptions {
             wgmma: hopper && !set("tl.disable_wgmma"),
             tma,
             warp_specialized,
-            warpgroup_pingpong: warp_specialized && set("tilec.enable_warpgroup_pingpong"),
+            overlap_gemms: warp_specialized && !set("tilec.disable_gemm_overlap"),
         }
     }
 
@@ -97,19 +97,18 @@ mod tests {
     }
 
     #[test]
-    fn warpgroup_pingpong_is_opt_in_and_needs_warp_specialization() {
-        assert!(!CodegenOptions::for_target(Target::Sm90).warpgroup_pingpong);
-        let on = [(
-            "tilec.enable_warpgroup_pingpong".to_owned(),
+    fn gemm_overlap_is_on_by_default_and_needs_warp_specialization() {
+        assert!(CodegenOptions::for_target(Target::Sm90).overlap_gemms);
+        assert!(!CodegenOptions::for_target(Target::Sm80).overlap_gemms);
+        let off = [(
+            "tilec.disable_gemm_overlap".to_owned(),
             ConstValue::Bool(true),
         )];
-        assert!(CodegenOptions::new(Target::Sm90, &on).warpgroup_pingpong);
-        assert!(!CodegenOptions::new(Target::Sm80, &on).warpgroup_pingpong);
-        let mut single_role = on.to_vec();
-        single_role.push((
+        assert!(!CodegenOptions::new(Target::Sm90, &off).overlap_gemms);
+        let single_role = [(
             "tl.disable_warp_specialized".to_owned(),
             ConstValue::Bool(true),
-        ));
-        assert!(!CodegenOptions::new(Target::Sm90, &single_role).warpgroup_pingpong);
+        )];
+        assert!(!CodegenOptions::new(Target::Sm90, &single_role).overlap_gemms);
     }
 }

@@ -8,6 +8,7 @@
 
 mod gemm;
 mod iteration;
+mod overlap;
 mod pipeline;
 mod raster;
 mod reduce;

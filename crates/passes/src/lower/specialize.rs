@@ -17,9 +17,10 @@
 //!   be refilled has been read by everyone.
 
 use tilec_ir::data::CompareOp;
-use tilec_ir::thread::{BufferDecl, BufferId, Memory, Stmt, TurnStep, for_each_stmt};
+use tilec_ir::thread::{BufferDecl, BufferId, Memory, Stmt};
 use tilec_ir::{DType, EntityId, ExprId, VarId};
 
+use super::overlap::{HalfBarriers, OverlapPlan};
 use super::pipeline::{Pipeline, SteadyParts};
 use super::tma::TmaCopy;
 use super::{Lowering, Unlowerable, rewrite};
@@ -39,7 +40,7 @@ const MAX_TRANSACTION_BYTES: u32 = 1 << 20;
 /// The named barrier the consumers use instead of `__syncthreads` (0 is `__syncthreads`'s own).
 const CONSUMER_BARRIER: u32 = 1;
 /// The first of the named barriers the consumer warpgroups take turns on, one per warpgroup.
-const TURN_BARRIERS: u32 = 2;
+pub(super) const TURN_BARRIERS: u32 = 2;
 
 /// The producer side of a warp-specialized pipeline, put in place once the whole launch is
 /// lowered.
@@ -123,12 +124,14 @@ impl Lowering<'_> {
         self.sync.begin_loop();
         self.consumers(pipeline, &mut body)?;
         self.sync.end_loop(&mut body);
-        let overlapped = keep_last_gemm_in_flight(&mut body);
         let warpgroups = u32::try_from(self.threads / WARPGROUP).unwrap_or(0);
-        let pingpong = !overlapped
-            && self.options.warpgroup_pingpong
-            && warpgroups >= 2
-            && take_turns(&mut body, warpgroups);
+        if self.options.overlap_gemms {
+            let dsts: Vec<_> = copies.iter().map(|copy| copy.dst).collect();
+            if let Some(plan) = self.overlap_plan(pipeline, &body, &dsts, warpgroups) {
+                return self.overlapped_pipeline(pipeline, copies, &plan, (full, empty), out);
+            }
+        }
+        let overlapped = keep_last_gemm_in_flight(&mut body);
         let (label, after) = if overlapped {
             // The stage the previous iteration's gemm read is released once that gemm is done,
             // which the wait for all but the newest group proves.
@@ -165,36 +168,19 @@ impl Lowering<'_> {
                 Vec::new(),
             )
         };
-        let turn = |step| Stmt::WarpgroupTurn {
-            step,
-            warpgroups,
-            first_barrier: TURN_BARRIERS,
-        };
-        let mut stmts = Vec::new();
-        if pingpong {
-            stmts.push(turn(TurnStep::Start));
-        }
-        stmts.push(Stmt::For {
+        let mut stmts = vec![Stmt::For {
             var: pipeline.var,
             extent: pipeline.extent,
             unroll: false,
             body,
-        });
+        }];
         stmts.extend(after);
-        if pingpong {
-            stmts.push(turn(TurnStep::End));
-        }
-        let label = if pingpong {
-            format!("{label}; the {warpgroups} warpgroups take turns at issuing their wgmmas")
-        } else {
-            label.to_owned()
-        };
         out.push(Stmt::Block {
             origin: Some(pipeline.entity),
-            label,
+            label: label.to_owned(),
             body: stmts,
         });
-        let producer = self.producer_loop(pipeline, copies, (full, empty))?;
+        let producer = self.producer_loop(pipeline, &[(copies, full, empty)])?;
         self.producer_role = Some(ProducerRole {
             setup,
             stmts: producer,
@@ -202,29 +188,93 @@ impl Lowering<'_> {
         Ok(())
     }
 
-    /// The producer's loop: wait until the consumers released the stage, then refill it.
-    fn producer_loop(
+    /// The consumers on FlashAttention-3's schedule (`overlap.rs`), with a second pair of
+    /// mbarriers per stage for the copies only the second gemm reads, and the producer filling
+    /// each half of a stage as soon as its own barrier says it is free.
+    fn overlapped_pipeline(
         &mut self,
         pipeline: &Pipeline,
         copies: &[TmaCopy],
+        plan: &OverlapPlan,
         (full, empty): (BufferId, BufferId),
+        out: &mut Vec<Stmt>,
+    ) -> Result<(), Unlowerable> {
+        let stages = pipeline.stages;
+        let late_full = self.mbarriers("late_full_barrier", stages);
+        let late_empty = self.mbarriers("late_empty_barrier", stages);
+        let consumers = u32::try_from(self.threads).unwrap_or(u32::MAX);
+        let arrays = [
+            (full, 1),
+            (empty, consumers),
+            (late_full, 1),
+            (late_empty, consumers),
+        ];
+        let setup = self.mbarrier_setup(&arrays, stages);
+        let warpgroups = u32::try_from(self.threads / WARPGROUP).unwrap_or(0);
+        let barriers = HalfBarriers {
+            empty,
+            late_full,
+            late_empty,
+        };
+        let body = self.overlapped_gemm_loop(pipeline, plan, barriers, warpgroups);
+        out.push(Stmt::Block {
+            origin: Some(pipeline.entity),
+            label: format!(
+                "T.Pipelined (consumer warpgroups), FlashAttention-3's schedule: iteration k's \
+                 first gemm and k-1's second are issued together, the {warpgroups} warpgroups \
+                 taking turns, and what does not need the second gemm runs while it does"
+            ),
+            body,
+        });
+        let (mut early, mut late) = (Vec::new(), Vec::new());
+        for (copy, &is_late) in copies.iter().zip(&plan.late_copies) {
+            match is_late {
+                true => late.push(copy.clone()),
+                false => early.push(copy.clone()),
+            }
+        }
+        let halves = [
+            (&early[..], full, empty),
+            (&late[..], late_full, late_empty),
+        ];
+        let producer = self.producer_loop(pipeline, &halves)?;
+        self.producer_role = Some(ProducerRole {
+            setup,
+            stmts: producer,
+        });
+        Ok(())
+    }
+
+    /// The producer's loop: for each group of copies with its pair of mbarriers, wait until the
+    /// consumers released the group's part of the stage, then refill it.
+    fn producer_loop(
+        &mut self,
+        pipeline: &Pipeline,
+        groups: &[(&[TmaCopy], BufferId, BufferId)],
     ) -> Result<Vec<Stmt>, Unlowerable> {
         let info = self.program.exprs.var_info(pipeline.var).clone();
         let exprs = &mut self.program.exprs;
         let load = exprs.var(&format!("{}_load", info.name), info.extent);
         let ko = exprs.var_expr(load);
         let (stage, parity) = self.stage_and_parity(ko, pipeline.stages, true);
-        let mut body = vec![Stmt::MbarrierWait {
-            barrier: empty,
-            index: stage,
-            parity,
-        }];
-        body.extend(self.tma_issue(pipeline, copies, full, ko)?);
+        let mut body = Vec::new();
+        for &(copies, full, empty) in groups {
+            body.push(Stmt::MbarrierWait {
+                barrier: empty,
+                index: stage,
+                parity,
+            });
+            body.extend(self.tma_issue(pipeline, copies, full, ko)?);
+        }
+        let boxes: usize = groups
+            .iter()
+            .flat_map(|(copies, ..)| copies.iter())
+            .map(|c| c.boxes.len())
+            .sum();
         Ok(vec![Stmt::Block {
             origin: Some(pipeline.entity),
             label: format!(
-                "T.Pipelined (producer): {} TMA box(es) per stage, {} stages ahead at most",
-                copies.iter().map(|c| c.boxes.len()).sum::<usize>(),
+                "T.Pipelined (producer): {boxes} TMA box(es) per stage, {} stages ahead at most",
                 pipeline.stages
             ),
             body: vec![Stmt::For {
@@ -367,7 +417,12 @@ impl Lowering<'_> {
 
     /// `ko % k` and the parity of round `ko / k`, flipped for the producer's empty-barrier wait
     /// (whose first round must pass at once).
-    fn stage_and_parity(&mut self, ko: ExprId, stages: i64, flipped: bool) -> (ExprId, ExprId) {
+    pub(super) fn stage_and_parity(
+        &mut self,
+        ko: ExprId,
+        stages: i64,
+        flipped: bool,
+    ) -> (ExprId, ExprId) {
         let exprs = &mut self.program.exprs;
         let k = exprs.int(stages);
         let two = exprs.int(2);
@@ -497,68 +552,6 @@ fn keep_last_gemm_in_flight(body: &mut [Stmt]) -> bool {
         }
         _ => false,
     }
-}
-
-/// Makes the consumer warpgroups take turns at the tensor cores ("ping-pong", as FlashAttention-3
-/// schedules them): every gemm of the iteration waits for the warpgroup's turn before its first
-/// wgmma and hands the turn on once its group is committed. The warpgroups then issue their gemms
-/// one after the other, so that while one warpgroup's gemm runs, the other does the iteration's
-/// other arithmetic (attention's softmax) instead of competing for the same tensor cores and then
-/// leaving them idle together. Applies when every wgmma of the iteration is in a gemm block that
-/// is a direct statement of the body, so that all warpgroups take the same turns; returns whether
-/// it applied.
-fn take_turns(body: &mut [Stmt], warpgroups: u32) -> bool {
-    let mut all = 0;
-    for_each_stmt(body, &mut |stmt| {
-        all += usize::from(matches!(stmt, Stmt::Wgmma { .. }))
-    });
-    let direct: usize = body
-        .iter()
-        .map(|stmt| match stmt {
-            Stmt::Block { body: gemm, .. } => gemm
-                .iter()
-                .filter(|s| matches!(s, Stmt::Wgmma { .. }))
-                .count(),
-            _ => 0,
-        })
-        .sum();
-    if all == 0 || all != direct {
-        return false;
-    }
-    // Where each gemm's issue starts (its fence) and ends (its commit), checked for every gemm
-    // before any is changed.
-    let mut issues = Vec::new();
-    for (at, stmt) in body.iter().enumerate() {
-        let Stmt::Block { body: gemm, .. } = stmt else {
-            continue;
-        };
-        if !gemm.iter().any(|s| matches!(s, Stmt::Wgmma { .. })) {
-            continue;
-        }
-        let first = gemm
-            .iter()
-            .position(|s| matches!(s, Stmt::WgmmaFence | Stmt::Wgmma { .. }));
-        let last = gemm.iter().rposition(|s| matches!(s, Stmt::Wgmma { .. }));
-        let commit = gemm.iter().position(|s| matches!(s, Stmt::WgmmaCommit));
-        match (first, last, commit) {
-            (Some(first), Some(last), Some(commit)) if last < commit => {
-                issues.push((at, first, commit));
-            }
-            _ => return false,
-        }
-    }
-    let turn = |step| Stmt::WarpgroupTurn {
-        step,
-        warpgroups,
-        first_barrier: TURN_BARRIERS,
-    };
-    for (at, first, commit) in issues {
-        if let Some(Stmt::Block { body: gemm, .. }) = body.get_mut(at) {
-            gemm.insert(commit + 1, turn(TurnStep::Pass));
-            gemm.insert(first, turn(TurnStep::Take));
-        }
-    }
-    true
 }
 
 /// Registers per consumer thread: what the producer gives up, shared out, in multiples of 8.
