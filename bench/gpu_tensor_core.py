@@ -3,7 +3,7 @@ sizes, checks each against torch and times both in the same process.
 
 Usage (on a GPU machine, from the repository root, with a release `tilec` built):
     python3 bench/gpu_tensor_core.py [--tilec target/release/tilec] [--corpus ../shared/corpus] [--out DIR]
-        [--only LABELS] [--target sm_80|sm_90]
+        [--only LABELS] [--target sm_80|sm_90] [--rounds N]
 
 For every instance: `tilec run FILE --kernel K --instance I --device cuda --bench --save DIR`, then
 torch computes the reference from the saved inputs (fp32 matmul, SDPA in fp32), the relative error
@@ -16,6 +16,7 @@ import argparse
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 
@@ -103,6 +104,9 @@ def main():
     parser.add_argument("--only", default=None, help="comma-separated substrings of case labels")
     parser.add_argument("--target", default=None,
                         help="code path: sm_80 (mma.sync, cp.async) or sm_90 (default: the GPU's)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="time tilec and torch this many times, alternating; a row then gives "
+                             "the median times and the median (min-max) of the per-round ratios")
     args = parser.parse_args()
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
     print("| instance | tilec | TFLOP/s | torch | torch TFLOP/s | ratio (torch/tilec time) | rel. error |")
@@ -125,12 +129,26 @@ def main():
             failures += 1
             print(f"| {label} | FAILED: {failure} |", flush=True)
             continue
-        torch_ms = median_ms(lambda: torch_op(t))
+        times = [(ms, median_ms(lambda: torch_op(t)))]
+        try:
+            for _ in range(args.rounds - 1):
+                again = run_tilec(args, file, kernel, instance, save + "-bench", bench=True)
+                times.append((again, median_ms(lambda: torch_op(t))))
+        except (RuntimeError, subprocess.TimeoutExpired) as failure:
+            failures += 1
+            print(f"| {label} | FAILED in a later round: {failure} |", flush=True)
+            continue
+        ms = statistics.median(tilec for tilec, _ in times)
+        torch_ms = statistics.median(torch for _, torch in times)
+        ratios = sorted(torch / tilec for tilec, torch in times)
+        ratio = f"{statistics.median(ratios):.2f}"
+        if len(ratios) > 1:
+            ratio += f" ({ratios[0]:.2f}-{ratios[-1]:.2f}, {len(ratios)} rounds)"
         work = flops(t)
         ok = "ok" if error < 1e-2 else "WRONG"
         failures += ok != "ok"
         print(f"| {label} | {ms:.4f} ms | {work / ms / 1e9:.1f} | {torch_ms:.4f} ms | "
-              f"{work / torch_ms / 1e9:.1f} | {torch_ms / ms:.2f} | {error:.2e} {ok} |", flush=True)
+              f"{work / torch_ms / 1e9:.1f} | {ratio} | {error:.2e} {ok} |", flush=True)
         shutil.rmtree(save, ignore_errors=True)
         shutil.rmtree(save + "-bench", ignore_errors=True)
         del t
