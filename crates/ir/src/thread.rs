@@ -582,6 +582,21 @@ pub struct ThreadProgram {
     pub body: Vec<Stmt>,
 }
 
+/// A single-precision `±(a × b) ± c` computed with one rounding (`fmaf`, one FFMA instruction): what
+/// a `float32` sum or difference with a `float32` product as an operand means in a thread program.
+/// The printer emits it and the emulator computes it the same way, so results stay bit for bit
+/// equal. The product node itself keeps its own rounding wherever else it is used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FusedMultiplyAdd {
+    pub a: ValueId,
+    pub b: ValueId,
+    pub c: ValueId,
+    /// `c - a × b`: the product is negated.
+    pub negate_product: bool,
+    /// `a × b - c`: the addend is negated.
+    pub negate_addend: bool,
+}
+
 impl ThreadProgram {
     pub fn value(&self, id: ValueId) -> &Value {
         &self.values[id.index()]
@@ -609,6 +624,47 @@ impl ThreadProgram {
             Value::Index(_) => DType::Int32,
             Value::Load { buffer, .. } => self.buffer(*buffer).dtype,
             Value::Compare { .. } => DType::Bool,
+        }
+    }
+
+    /// The fused multiply-add that value `id` is, if it is a `float32` sum or difference with a
+    /// `float32` product as an operand (the left one when both are products); `None` otherwise or
+    /// for a dangling id.
+    pub fn fused_multiply_add(&self, id: ValueId) -> Option<FusedMultiplyAdd> {
+        let Some(&Value::Binary {
+            op,
+            lhs,
+            rhs,
+            dtype: DType::Float32,
+        }) = self.values.get(id.index())
+        else {
+            return None;
+        };
+        let product = |v: ValueId| match self.values.get(v.index()) {
+            Some(&Value::Binary {
+                op: BinaryOp::Mul,
+                lhs,
+                rhs,
+                dtype: DType::Float32,
+            }) => Some((lhs, rhs)),
+            _ => None,
+        };
+        let fused =
+            |(a, b): (ValueId, ValueId), c, negate_product, negate_addend| FusedMultiplyAdd {
+                a,
+                b,
+                c,
+                negate_product,
+                negate_addend,
+            };
+        let subtract = op == BinaryOp::Sub;
+        if !matches!(op, BinaryOp::Add | BinaryOp::Sub) {
+            return None;
+        }
+        match (product(lhs), product(rhs)) {
+            (Some(ab), _) => Some(fused(ab, rhs, false, subtract)),
+            (None, Some(ab)) => Some(fused(ab, lhs, subtract, false)),
+            (None, None) => None,
         }
     }
 

@@ -39,7 +39,7 @@ extern "C" __global__ void __launch_bounds__(256) axpy(
     {
         #pragma unroll
         for (int step = 0; step < 8; ++step) {
-            y[step / 4 * 4 + step % 4] = __fmul_rn(x[step / 4 * 4 + step % 4], 2.0f) + y[step / 4 * 4 + step % 4];
+            y[step / 4 * 4 + step % 4] = fmaf(x[step / 4 * 4 + step % 4], 2.0f, y[step / 4 * 4 + step % 4]);
         }
     }
     // T.copy

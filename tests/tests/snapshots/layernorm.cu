@@ -162,7 +162,7 @@ extern "C" __global__ void __launch_bounds__(128) layernorm(
     {
         #pragma unroll
         for (int step_2 = 0; step_2 < 2; ++step_2) {
-            rstd[step_2] = rsqrtf(__fmul_rn(rstd[step_2], 0.0009765625f) + 0x1.4f8b58p-17f);
+            rstd[step_2] = rsqrtf(fmaf(rstd[step_2], 0.0009765625f, 0x1.4f8b58p-17f));
         }
     }
     // T.Parallel(2, 1024)
@@ -171,7 +171,7 @@ extern "C" __global__ void __launch_bounds__(128) layernorm(
         for (int chunk_3 = 0; chunk_3 < 4; ++chunk_3) {
             #pragma unroll
             for (int lane_3 = 0; lane_3 < 4; ++lane_3) {
-                Y_vec[lane_3] = tl_float_to_bfloat16(__fmul_rn(__fmul_rn(x[chunk_3 / 2 * 8 + chunk_3 % 2 * 4 + lane_3], rstd[chunk_3 / 2]), w[chunk_3 % 2 * 4 + lane_3]) + b[chunk_3 % 2 * 4 + lane_3]);
+                Y_vec[lane_3] = tl_float_to_bfloat16(fmaf(__fmul_rn(x[chunk_3 / 2 * 8 + chunk_3 % 2 * 4 + lane_3], rstd[chunk_3 / 2]), w[chunk_3 % 2 * 4 + lane_3], b[chunk_3 % 2 * 4 + lane_3]));
             }
             *(uint2*)(Y + bx * 2048 + tx * 4 + chunk_3 / 2 * 1024 + chunk_3 % 2 * 512) = *(const uint2*)(Y_vec + 0);
         }

@@ -1003,7 +1003,7 @@ fn shared_values_become_temporaries() {
             m[0] = (v9 > x[3]) ? v9 : x[3];
             const float v14 = __shfl_xor_sync(0xffffffffu, m[0], 16, 32);
             m[0] = (m[0] > v14) ? m[0] : v14;
-            out[tx] = (tx < 100) ? (__fmul_rn(A[tx], A[tx]) + __fmul_rn(A[tx], A[tx])) : 0.0f;
+            out[tx] = (tx < 100) ? fmaf(A[tx], A[tx], __fmul_rn(A[tx], A[tx])) : 0.0f;
         }
     "#]]
     .assert_eq(&b.emit());

@@ -8,7 +8,7 @@
 //! select, shuffle) are not rounded.
 
 use tilec_ir::data::{BinaryOp, Intrinsic};
-use tilec_ir::thread::{BufferId, UnaryOp, Value, ValueId};
+use tilec_ir::thread::{BufferId, FusedMultiplyAdd, UnaryOp, Value, ValueId};
 use tilec_ir::{DType, ExprId};
 
 use super::Printer;
@@ -333,6 +333,9 @@ impl Printer<'_> {
         (lhs, rhs): (ValueId, ValueId),
         dtype: DType,
     ) -> CExpr {
+        if let Some(fused) = self.program.fused_multiply_add(id) {
+            return self.fused_multiply_add(id, fused);
+        }
         let (mut a, a_dtype) = self.operand(id, lhs);
         let (mut b, b_dtype) = self.operand(id, rhs);
         if dtype == DType::Float64 {
@@ -353,9 +356,29 @@ impl Printer<'_> {
         }
     }
 
+    /// `fmaf(a, b, c)` with the signs folded into its operands: a `float32` sum or difference of a
+    /// `float32` product, computed with one rounding as the emulator computes it (see
+    /// [`tilec_ir::thread::FusedMultiplyAdd`]).
+    fn fused_multiply_add(&mut self, id: ValueId, fused: FusedMultiplyAdd) -> CExpr {
+        let (a, _) = self.operand(id, fused.a);
+        let (b, _) = self.operand(id, fused.b);
+        let (c, _) = self.operand(id, fused.c);
+        let signed = |negate: bool, e: &CExpr| match negate {
+            true => format!("-{}", e.operand()),
+            false => e.text.clone(),
+        };
+        CExpr::atom(format!(
+            "fmaf({}, {}, {})",
+            signed(fused.negate_product, &a),
+            b.text,
+            signed(fused.negate_addend, &c)
+        ))
+    }
+
     /// Float arithmetic in `float` (`double` for `float64`), rounded to the node's type. A product
     /// of `float` or `double` type is `__fmul_rn` / `__dmul_rn`, which the compiler never fuses into
-    /// a multiply-add: the emulator rounds the product before the sum uses it. Floor division and
+    /// a multiply-add on its own: the multiply-adds tilec wants are explicit `fmaf`s (above), and
+    /// the emulator rounds every other product before a sum uses it. Floor division and
     /// modulo are computed in `double` as the emulator does, because `floorf` of a quotient rounded
     /// to `float` can land on the next integer.
     fn float_binary(&mut self, op: BinaryOp, (a, b): (CExpr, CExpr), dtype: DType) -> CExpr {

@@ -12,7 +12,7 @@
 
 use std::borrow::Cow;
 
-use tilec_ir::thread::{Value, ValueId};
+use tilec_ir::thread::{FusedMultiplyAdd, Value, ValueId};
 
 use super::Machine;
 use super::arith;
@@ -157,6 +157,11 @@ impl Machine<'_, '_> {
                 None,
             )
         })?;
+        if let Some(fused) = program.fused_multiply_add(value) {
+            let column = self.fused_multiply_add(fused, active, sel, nesting)?;
+            self.frame.remember(value, column);
+            return Ok(column);
+        }
         let column = match *node {
             Value::Float { bits, dtype } => {
                 self.constant(sel, round_to(dtype, f64::from_bits(bits)))
@@ -309,6 +314,36 @@ impl Machine<'_, '_> {
             let lane = lane as usize;
             out[lane] =
                 f(a[lane], b[lane]).map_err(|message| self.arithmetic(message, active, lane))?;
+        }
+        self.frame.put(column, out);
+        Ok(column)
+    }
+
+    /// `±(a × b) ± c` in single precision with one rounding, as CUDA's `fmaf` computes it: the
+    /// operands are converted to `f32` first, as C converts `fmaf`'s arguments.
+    fn fused_multiply_add(
+        &mut self,
+        fused: FusedMultiplyAdd,
+        active: &[u32],
+        sel: &[u32],
+        nesting: u32,
+    ) -> Result<usize, Fault> {
+        let a = self.eval(fused.a, active, sel, nesting)?;
+        let b = self.eval(fused.b, active, sel, nesting)?;
+        let c = self.eval(fused.c, active, sel, nesting)?;
+        let product_sign = if fused.negate_product { -1.0f32 } else { 1.0 };
+        let addend_sign = if fused.negate_addend { -1.0f32 } else { 1.0 };
+        let column = self.frame.alloc();
+        let mut out = self.frame.take(column);
+        let (a, b, c) = (
+            self.frame.column(a),
+            self.frame.column(b),
+            self.frame.column(c),
+        );
+        for &lane in sel {
+            let lane = lane as usize;
+            let (x, y, z) = (a[lane] as f32, b[lane] as f32, c[lane] as f32);
+            out[lane] = f64::from((product_sign * x).mul_add(y, addend_sign * z));
         }
         self.frame.put(column, out);
         Ok(column)

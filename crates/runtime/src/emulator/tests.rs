@@ -435,6 +435,39 @@ fn storing_into_float16_rounds() {
     assert_eq!(tensors[0].values, vec![1.0, 1.0]);
 }
 
+/// A float32 sum or difference of a float32 product rounds once, as CUDA's `fmaf` (what the printer
+/// emits for it) does. With `x = 1 + 2^-12`, `x × x = 1 + 2^-11 + 2^-24` rounds to `1 + 2^-11`
+/// alone, so the unfused `x × x - (1 + 2^-11)` would be 0; fused it is exactly `2^-24`. A product
+/// subtracted from the addend (`c - x × x`) and a product added on the right (`c + x × x`) fuse
+/// too; a product used elsewhere keeps its own rounding.
+#[test]
+fn float32_multiply_add_rounds_once() {
+    let mut b = Builder::new(1);
+    let four = b.int(4);
+    let out = b.param("Out", DType::Float32, vec![four], ParamAccess::Write);
+    let index: Vec<ExprId> = (0..4).map(|k| b.int(k)).collect();
+    let x = b.f32(1.0 + 1.0 / 4096.0);
+    let rounded_square = b.f32(1.0 + 1.0 / 2048.0);
+    let square = b.binary(BinaryOp::Mul, x, x, DType::Float32);
+    let difference = b.binary(BinaryOp::Sub, square, rounded_square, DType::Float32);
+    let negated = b.binary(BinaryOp::Sub, rounded_square, square, DType::Float32);
+    let minus = b.f32(-(1.0 + 1.0 / 2048.0));
+    let sum = b.binary(BinaryOp::Add, minus, square, DType::Float32);
+    let program = b.finish(vec![
+        store(out, index[0], difference),
+        store(out, index[1], negated),
+        store(out, index[2], sum),
+        store(out, index[3], square),
+    ]);
+    let mut tensors = vec![HostTensor::zeros(DType::Float32, &[4])];
+    run_program(&program, &mut tensors, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let tiny = 2f64.powi(-24);
+    assert_eq!(
+        tensors[0].values,
+        vec![tiny, -tiny, tiny, 1.0 + 1.0 / 2048.0]
+    );
+}
+
 #[test]
 fn barrier_under_a_thread_dependent_if_is_an_error() {
     let mut b = Builder::new(64);
@@ -868,8 +901,10 @@ fn gemm(size: i64) -> ThreadProgram {
     b.finish(vec![stmt])
 }
 
+/// Each step `acc + a × b` is one float32 fused multiply-add (`FusedMultiplyAdd`), so the
+/// reference folds `fmaf`s in k order.
 #[test]
-fn tiled_gemm_matches_sequential_float32_sums() {
+fn tiled_gemm_matches_sequential_float32_multiply_adds() {
     let size = 128;
     let program = gemm(size as i64);
     let mut tensors = vec![
@@ -879,13 +914,13 @@ fn tiled_gemm_matches_sequential_float32_sums() {
     ];
     let report = run_program(&program, &mut tensors, &[]).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!((report.blocks, report.barriers), (4, 4 * 8));
-    let f32_round = |x: f64| round_to(DType::Float32, x);
     for i in 0..size {
         for j in 0..size {
             let (a, b) = (&tensors[0].values, &tensors[1].values);
-            let sum = (0..size).fold(0.0, |s, k| {
-                f32_round(s + f32_round(a[i * size + k] * b[k * size + j]))
+            let sum = (0..size).fold(0.0f32, |s, k| {
+                (a[i * size + k] as f32).mul_add(b[k * size + j] as f32, s)
             });
+            let sum = f64::from(sum);
             assert_eq!(tensors[2].values[i * size + j], sum, "C[{i}, {j}]");
         }
     }
