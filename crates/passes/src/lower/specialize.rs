@@ -108,8 +108,6 @@ impl Lowering<'_> {
         let stages = pipeline.stages;
         let full = self.mbarriers("full_barrier", stages);
         let empty = self.mbarriers("empty_barrier", stages);
-        let consumers = u32::try_from(self.threads).unwrap_or(u32::MAX);
-        let setup = self.mbarrier_setup(&[(full, 1), (empty, consumers)], stages);
         // Publishes what the consumers wrote before the loop to the loop's readers, which no
         // barrier at the top of every iteration does here.
         out.push(Stmt::Barrier);
@@ -131,6 +129,8 @@ impl Lowering<'_> {
                 return self.overlapped_pipeline(pipeline, copies, &plan, (full, empty), out);
             }
         }
+        let consumers = u32::try_from(self.threads).unwrap_or(u32::MAX);
+        let setup = self.mbarrier_setup(&[(full, 1), (empty, consumers)], stages);
         let overlapped = keep_last_gemm_in_flight(&mut body);
         let (label, after) = if overlapped {
             // The stage the previous iteration's gemm read is released once that gemm is done,
