@@ -82,6 +82,23 @@ struct TwoGemmIteration {
     post: Vec<Stmt>,
 }
 
+impl TwoGemmIteration {
+    /// The stage's wait, `pre` and the first gemm's issue.
+    fn own_issue(&self) -> Vec<Stmt> {
+        let mut stmts = vec![self.wait.clone()];
+        stmts.extend(self.pre.iter().cloned());
+        stmts.push(self.first.issue.clone());
+        stmts
+    }
+
+    /// What runs once the first gemm has retired and while the second may still run.
+    fn after_first_gemm(&self) -> Vec<Stmt> {
+        let mut stmts = self.mid_a.clone();
+        stmts.extend(self.post.iter().cloned());
+        stmts
+    }
+}
+
 /// The mbarriers a rotated loop releases and waits for itself: `empty` for the A half of each
 /// stage, `late_full` and `late_empty` for the B half (the iteration's first statement, which the
 /// loop keeps, waits for the A half's full barrier).
@@ -146,7 +163,7 @@ impl Lowering<'_> {
         warpgroups: u32,
     ) -> Vec<Stmt> {
         let parts = &plan.parts;
-        let (var, stages) = (pipeline.var, pipeline.stages);
+        let var = pipeline.var;
         let extent = self.program.exprs.as_int(pipeline.extent).unwrap_or(1);
         let name = self.program.exprs.var_info(var).name.clone();
         let exprs = &mut self.program.exprs;
@@ -161,49 +178,56 @@ impl Lowering<'_> {
             warpgroups,
             first_barrier: super::specialize::TURN_BARRIERS,
         };
-        let own = |parts: &TwoGemmIteration| {
-            let mut stmts = vec![parts.wait.clone()];
-            stmts.extend(parts.pre.iter().cloned());
-            stmts.push(parts.first.issue.clone());
-            stmts
-        };
-        let after_first = |parts: &TwoGemmIteration| {
-            let mut stmts = parts.mid_a.clone();
-            stmts.extend(parts.post.iter().cloned());
-            stmts
-        };
 
-        let mut prologue = own(parts);
+        let mut prologue = parts.own_issue();
         prologue.push(Stmt::WgmmaWait { pending: 0 });
-        prologue.push(self.release(barriers.empty, zero, stages));
-        prologue.extend(after_first(parts));
+        prologue.push(self.release(barriers.empty, zero, pipeline.stages));
+        prologue.extend(parts.after_first_gemm());
         prologue.extend(parts.mid_b.iter().cloned());
         let mut out = self.at(var, zero, &prologue);
-
-        let mut iteration = self.at(var, current, &own(parts));
-        let take_at = iteration.len() - 1;
-        iteration.insert(take_at, turn(TurnStep::Take));
-        iteration.extend(self.second_gemm(pipeline, parts, barriers.late_full, previous));
-        iteration.push(turn(TurnStep::Pass));
-        iteration.push(Stmt::WgmmaWait { pending: 1 });
-        iteration.push(self.release(barriers.empty, current, stages));
-        iteration.extend(self.at(var, current, &after_first(parts)));
-        iteration.push(Stmt::WgmmaWait { pending: 0 });
-        iteration.push(self.release(barriers.late_empty, previous, stages));
-        iteration.extend(self.at(var, current, &parts.mid_b));
-
+        let body =
+            self.rotated_iteration(pipeline, parts, (barriers, warpgroups), (previous, current));
         out.push(turn(TurnStep::Start));
         out.push(Stmt::For {
             var: step,
             extent: self.program.exprs.int(extent - 1),
             unroll: false,
-            body: iteration,
+            body,
         });
         out.push(turn(TurnStep::End));
         out.extend(self.second_gemm(pipeline, parts, barriers.late_full, last));
         out.push(Stmt::WgmmaWait { pending: 0 });
-        out.push(self.release(barriers.late_empty, last, stages));
+        out.push(self.release(barriers.late_empty, last, pipeline.stages));
         out
+    }
+
+    /// One iteration `current` of the rotated loop, which also finishes iteration `previous`: its
+    /// own first gemm and the previous second one issued in one turn of the warpgroups, then what
+    /// may run while the second gemm does, then what needs it.
+    fn rotated_iteration(
+        &mut self,
+        pipeline: &Pipeline,
+        parts: &TwoGemmIteration,
+        (barriers, warpgroups): (HalfBarriers, u32),
+        (previous, current): (ExprId, ExprId),
+    ) -> Vec<Stmt> {
+        let (var, stages) = (pipeline.var, pipeline.stages);
+        let turn = |step| Stmt::WarpgroupTurn {
+            step,
+            warpgroups,
+            first_barrier: super::specialize::TURN_BARRIERS,
+        };
+        let mut stmts = self.at(var, current, &parts.own_issue());
+        stmts.insert(stmts.len() - 1, turn(TurnStep::Take));
+        stmts.extend(self.second_gemm(pipeline, parts, barriers.late_full, previous));
+        stmts.push(turn(TurnStep::Pass));
+        stmts.push(Stmt::WgmmaWait { pending: 1 });
+        stmts.push(self.release(barriers.empty, current, stages));
+        stmts.extend(self.at(var, current, &parts.after_first_gemm()));
+        stmts.push(Stmt::WgmmaWait { pending: 0 });
+        stmts.push(self.release(barriers.late_empty, previous, stages));
+        stmts.extend(self.at(var, current, &parts.mid_b));
+        stmts
     }
 
     /// `stmts` with the loop variable `var` replaced by `value`.
