@@ -632,7 +632,7 @@ impl ThreadProgram {
     /// for a dangling id.
     pub fn fused_multiply_add(&self, id: ValueId) -> Option<FusedMultiplyAdd> {
         let Some(&Value::Binary {
-            op,
+            op: op @ (BinaryOp::Add | BinaryOp::Sub),
             lhs,
             rhs,
             dtype: DType::Float32,
@@ -658,9 +658,6 @@ impl ThreadProgram {
                 negate_addend,
             };
         let subtract = op == BinaryOp::Sub;
-        if !matches!(op, BinaryOp::Add | BinaryOp::Sub) {
-            return None;
-        }
         match (product(lhs), product(rhs)) {
             (Some(ab), _) => Some(fused(ab, rhs, false, subtract)),
             (None, Some(ab)) => Some(fused(ab, lhs, subtract, false)),

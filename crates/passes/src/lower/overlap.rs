@@ -54,6 +54,13 @@ impl Footprint {
             || other.writes.iter().any(|b| self.reads.contains(b))
     }
 
+    /// Everything the footprints together read and write.
+    fn union<'f>(footprints: impl IntoIterator<Item = &'f Footprint>) -> Footprint {
+        let mut all = Footprint::default();
+        footprints.into_iter().for_each(|f| all.join(f));
+        all
+    }
+
     fn join(&mut self, other: &Footprint) {
         self.reads.extend(other.reads.iter().copied());
         self.writes.extend(other.writes.iter().copied());
@@ -69,10 +76,10 @@ struct GemmIssue {
 
 /// The consumer iteration, cut into the parts the rotation moves.
 struct TwoGemmIteration {
-    /// What `pre`, the first gemm and `mid` read and write before the second gemm, and what
-    /// `mid` and `post` do after the first: where a stage's copies may be read.
-    before_second: Vec<Footprint>,
-    after_first: Vec<Footprint>,
+    /// What `pre`, the first gemm and `mid` touch before the second gemm, and what `mid` and
+    /// `post` touch after the first: where a stage's copies may be read.
+    before_second: Footprint,
+    after_first: Footprint,
     wait: Stmt,
     pre: Vec<Stmt>,
     first: GemmIssue,
@@ -134,14 +141,13 @@ impl Lowering<'_> {
             return None;
         }
         let parts = self.two_gemm_iteration(body)?;
-        let storage = |b: EntityId| self.world.aliases.get(b).copied().unwrap_or(b);
         let mut late_copies = Vec::new();
         for &dst in dsts {
-            let dst = storage(dst);
+            let dst = self.world.storage_of(dst);
             let read = |f: &Footprint| f.reads.contains(&dst) || f.writes.contains(&dst);
             let by_second = read(&parts.second.footprint);
-            let after_first = by_second || parts.after_first.iter().any(read);
-            match (by_second, parts.before_second.iter().any(read)) {
+            let after_first = by_second || read(&parts.after_first);
+            match (by_second, read(&parts.before_second)) {
                 (true, false) => late_copies.push(true),
                 (false, _) if !after_first => late_copies.push(false),
                 _ => return None,
@@ -305,14 +311,10 @@ impl Lowering<'_> {
         {
             return None;
         }
+        let after_first = (g1 + 1..rest.len()).filter(|&at| at != g2);
         Some(TwoGemmIteration {
-            before_second: footprints[..g2].to_vec(),
-            after_first: footprints[g1 + 1..]
-                .iter()
-                .enumerate()
-                .filter(|&(at, _)| g1 + 1 + at != g2)
-                .map(|(_, f)| f.clone())
-                .collect(),
+            before_second: Footprint::union(&footprints[..g2]),
+            after_first: Footprint::union(after_first.map(|at| &footprints[at])),
             wait: wait.clone(),
             pre: rest[..g1].to_vec(),
             first,
@@ -356,11 +358,7 @@ impl Lowering<'_> {
 /// Adds the accesses of `entity` and of every statement nested in it.
 fn entity_footprint(world: &World, entity: EntityId, footprint: &mut Footprint) {
     for access in world.accesses.get(entity).into_iter().flatten() {
-        let buffer = world
-            .aliases
-            .get(access.region.buffer)
-            .copied()
-            .unwrap_or(access.region.buffer);
+        let buffer = world.storage_of(access.region.buffer);
         match access.kind {
             tilec_ir::AccessKind::Read => {
                 footprint.reads.insert(buffer);
@@ -382,7 +380,7 @@ fn entity_footprint(world: &World, entity: EntityId, footprint: &mut Footprint) 
 }
 
 fn is_wgmma_block(stmt: &Stmt) -> bool {
-    matches!(stmt, Stmt::Block { body, .. } if body.iter().any(|s| matches!(s, Stmt::Wgmma { .. })))
+    matches!(stmt, Stmt::Block { body, .. } if tilec_ir::thread::uses_wgmma(body))
 }
 
 /// A gemm block cut after its commit; `None` unless it ends with the commit and a wait for it.
