@@ -39,10 +39,12 @@ impl std::fmt::Display for CodePath {
 
 /// Every code-generation path of the tensor-core kernels: mma.sync with cp.async (sm_80); on sm_90
 /// wgmma with a warp-specialized TMA pipeline (the default, attention on FlashAttention-3's
-/// schedule), the same with attention's loop kept as written (`tilec.disable_gemm_overlap`), with a
-/// single-role TMA pipeline, and with cp.async; and mma.sync in the warp-specialized TMA pipeline (`tl.disable_wgmma`).
+/// schedule, gemm stores staged through shared memory), the same with attention's loop kept as
+/// written (`tilec.disable_gemm_overlap`), with gemm stores straight from registers
+/// (`tilec.disable_epilogue_staging`), with a single-role TMA pipeline, and with cp.async; and
+/// mma.sync in the warp-specialized TMA pipeline (`tl.disable_wgmma`).
 /// [`every_path_generates_its_own_code`] proves each one is taken.
-const PATHS: [CodePath; 6] = [
+const PATHS: [CodePath; 7] = [
     CodePath {
         target: "sm_80",
         pass_config: None,
@@ -54,6 +56,10 @@ const PATHS: [CodePath; 6] = [
     CodePath {
         target: "sm_90",
         pass_config: Some("tilec.disable_gemm_overlap"),
+    },
+    CodePath {
+        target: "sm_90",
+        pass_config: Some("tilec.disable_epilogue_staging"),
     },
     CodePath {
         target: "sm_90",
@@ -378,12 +384,23 @@ fn built_gemm(target: &'static str, instance: usize) -> Option<String> {
 }
 
 /// The CUDA that `tilec build --emit cuda` prints for one instance of a kernel of `file` on `path`.
-fn built_cuda(file: &Path, (kernel, instance): (&str, usize), path: CodePath) -> String {
+fn built_cuda(file: &Path, kernel_instance: (&str, usize), path: CodePath) -> String {
+    built_cuda_with(file, kernel_instance, path, &[])
+}
+
+/// [`built_cuda`] with `--with` overrides.
+fn built_cuda_with(
+    file: &Path,
+    (kernel, instance): (&str, usize),
+    path: CodePath,
+    with: &[&str],
+) -> String {
     let dir = tempfile::tempdir().expect("temp dir");
     let source = source_on_path(file, path, dir.path());
     let output = Command::new(env!("CARGO_BIN_EXE_tilec"))
         .arg("build")
         .arg(&source)
+        .args(with.iter().flat_map(|assignment| ["--with", assignment]))
         .args([
             "--emit",
             "cuda",
@@ -424,6 +441,7 @@ fn path_features(cuda: &str) -> Vec<&'static str> {
         ("TMA", "tl_tma_load_"),
         ("warp roles", "tl_setmaxnreg_inc<"),
         ("warpgroup turns", "// take the turn"),
+        ("staged epilogue", "_staged -> "),
     ];
     features
         .into_iter()
@@ -454,25 +472,58 @@ fn every_path_generates_its_own_code() {
     }
     expect_test::expect![[r#"
         sm_80
-          gemm: mma.sync, cp.async
+          gemm: mma.sync, cp.async, staged epilogue
           attention: mma.sync, cp.async
         sm_90
-          gemm: wgmma, TMA, warp roles
+          gemm: wgmma, TMA, warp roles, staged epilogue
           attention: wgmma, TMA, warp roles, warpgroup turns
         sm_90, tilec.disable_gemm_overlap
-          gemm: wgmma, TMA, warp roles
+          gemm: wgmma, TMA, warp roles, staged epilogue
           attention: wgmma, TMA, warp roles
+        sm_90, tilec.disable_epilogue_staging
+          gemm: wgmma, TMA, warp roles
+          attention: wgmma, TMA, warp roles, warpgroup turns
         sm_90, tl.disable_warp_specialized
-          gemm: wgmma, TMA
+          gemm: wgmma, TMA, staged epilogue
           attention: wgmma, TMA
         sm_90, tl.disable_tma_lower
-          gemm: wgmma, cp.async
+          gemm: wgmma, cp.async, staged epilogue
           attention: wgmma, cp.async
         sm_90, tl.disable_wgmma
-          gemm: mma.sync, TMA, warp roles
+          gemm: mma.sync, TMA, warp roles, staged epilogue
           attention: mma.sync, TMA, warp roles
     "#]]
     .assert_eq(&table);
+}
+
+/// A gemm's store is staged through shared memory only where the finished pipeline leaves room
+/// for the padded tile: 128×128 fp16 with 16-byte row padding is 34 816 bytes, which three 16 KiB
+/// stages hold and two do not. The tile reuses the pipeline's space from offset 0.
+#[test]
+fn epilogue_is_staged_only_in_space_the_pipeline_frees() {
+    let Some(file) = corpus_file("gemm.py") else {
+        return;
+    };
+    for target in ["sm_80", "sm_90"] {
+        let path = CodePath {
+            target,
+            pass_config: None,
+        };
+        let three = built_cuda_with(&file, ("matmul", 0), path, &["num_stages=3"]);
+        assert!(
+            three.contains("tl_half* C_local_staged = (tl_half*)(tl_smem + 0);"),
+            "{target}: three stages leave room for the staged store:\n{three}"
+        );
+        assert!(
+            three.contains("C_local_staged + tx / 16 * 136"),
+            "{target}: the staged tile's rows are 128 + 8 elements apart:\n{three}"
+        );
+        let two = built_cuda_with(&file, ("matmul", 0), path, &["num_stages=2"]);
+        assert!(
+            !two.contains("C_local_staged"),
+            "{target}: two stages leave no room for the staged store:\n{two}"
+        );
+    }
 }
 
 #[test]
@@ -555,9 +606,14 @@ fn pipelined_gemm_cuda_skeleton() {
                     tl_ldmatrix_x4_trans(b_frag
                     tl_ldmatrix_x4_trans(b_frag
         ... 32 x tl_mma_m16n8k16_f16
-        // T.copy
+        __syncthreads();
+        // T.copy(C_local -> C_local_staged): the gemm's store, staged through shared memory
             for (int chunk_2 = 0; chunk_2 < 64; ++chunk_2) {
-                for (int lane = 0; lane < 2; ++lane) {"#]]
+                for (int lane = 0; lane < 2; ++lane) {
+        __syncthreads();
+        // T.copy(C_local_staged -> C): the staged store, in whole rows
+            for (int chunk_3 = 0; chunk_3 < 16; ++chunk_3) {
+                for (int lane_1 = 0; lane_1 < 8; ++lane_1) {"#]]
     .assert_eq(&tensor_core_skeleton(&cuda));
 }
 
@@ -704,9 +760,16 @@ fn wgmma_gemm_cuda_skeleton() {
                         tl_mbarrier_arrive(empty_barrier
                 tl_wgmma_wait<0>();
                 tl_fence_registers<128>(C_local);
-            // T.copy
+            tl_fence_proxy_async();
+            tl_named_barrier(1, 256);
+            // T.copy(C_local -> C_local_staged): the gemm's store, staged through shared memory
                 for (int chunk = 0; chunk < 64; ++chunk) {
                     for (int lane = 0; lane < 2; ++lane) {
+            tl_fence_proxy_async();
+            tl_named_barrier(1, 256);
+            // T.copy(C_local_staged -> C): the staged store, in whole rows
+                for (int chunk_1 = 0; chunk_1 < 16; ++chunk_1) {
+                    for (int lane_1 = 0; lane_1 < 8; ++lane_1) {
         } else {
             tl_setmaxnreg_dec<40>();
             const int producer_tx = tx;

@@ -67,6 +67,7 @@ pub fn shared_layout_words(world: &World, assigned: &SharedAssigned) -> String {
             world.ops.get(assigned.op).map_or("gemm", |op| op.name())
         ),
         SharedOrigin::RowMajor => String::new(),
+        SharedOrigin::EpilogueStaging => " (staging a gemm accumulator's store)".to_owned(),
     };
     format!(", {}{why}", assigned.description)
 }

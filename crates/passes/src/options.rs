@@ -1,6 +1,6 @@
 //! What code is generated for: the target architecture and the TileLang pass configs that switch
 //! its Hopper features off (`tl.disable_wgmma`, `tl.disable_tma_lower`,
-//! `tl.disable_warp_specialized`), plus tilec's own `tilec.disable_gemm_overlap`.
+//! `tl.disable_warp_specialized`), plus tilec's own `tilec.disable_gemm_overlap` and `tilec.disable_epilogue_staging`.
 
 use tilec_ir::{ConstValue, Target};
 
@@ -22,6 +22,10 @@ pub struct CodegenOptions {
     /// issued with the previous iteration's second, the warpgroups taking turns at issuing them
     /// (`lower/overlap.rs`). On unless `tilec.disable_gemm_overlap` is set.
     pub overlap_gemms: bool,
+    /// A tensor-core gemm's accumulator stored to global memory goes through a padded shared tile,
+    /// leaving as 16-byte vectors (`lower/epilogue.rs`). On unless
+    /// `tilec.disable_epilogue_staging` is set.
+    pub stage_epilogues: bool,
 }
 
 impl CodegenOptions {
@@ -43,6 +47,7 @@ impl CodegenOptions {
             tma,
             warp_specialized,
             overlap_gemms: warp_specialized && !set("tilec.disable_gemm_overlap"),
+            stage_epilogues: !set("tilec.disable_epilogue_staging"),
         }
     }
 
@@ -110,5 +115,17 @@ mod tests {
             ConstValue::Bool(true),
         )];
         assert!(!CodegenOptions::new(Target::Sm90, &single_role).overlap_gemms);
+    }
+
+    #[test]
+    fn epilogue_staging_is_on_by_default_on_both_targets() {
+        assert!(CodegenOptions::for_target(Target::Sm90).stage_epilogues);
+        assert!(CodegenOptions::for_target(Target::Sm80).stage_epilogues);
+        let off = [(
+            "tilec.disable_epilogue_staging".to_owned(),
+            ConstValue::Bool(true),
+        )];
+        assert!(!CodegenOptions::new(Target::Sm90, &off).stage_epilogues);
+        assert!(!CodegenOptions::new(Target::Sm80, &off).stage_epilogues);
     }
 }

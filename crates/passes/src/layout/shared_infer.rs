@@ -23,6 +23,9 @@ pub enum SharedOrigin {
     GemmOperand,
     /// No op asks for anything else.
     RowMajor,
+    /// The padded tile lowering adds to stage a gemm accumulator's store (`lower/epilogue.rs`);
+    /// never in the layouts inference reports, only in the copy lowering makes of them.
+    EpilogueStaging,
 }
 
 /// The layout of one shared buffer.

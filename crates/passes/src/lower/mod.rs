@@ -6,6 +6,7 @@
 //! writes meet other threads' accesses. Anything the lowering cannot express becomes a diagnostic
 //! on the entity that needs it, never a panic and never a silently wrong program.
 
+mod epilogue;
 mod gemm;
 mod iteration;
 mod overlap;
@@ -110,8 +111,46 @@ pub fn c_identifier(name: &str) -> String {
     out
 }
 
-/// Lowers one launch.
+/// Lowers one launch, with its gemm epilogues staged through shared memory where that needs no
+/// more shared memory than the launch as written (`epilogue.rs`).
 pub fn lower_launch(
+    world: &World,
+    layouts: &Layouts,
+    options: CodegenOptions,
+    launch: EntityId,
+    name: String,
+) -> Result<ThreadProgram, Diagnostic> {
+    if options.stage_epilogues
+        && let Some((staged_world, staged_layouts)) =
+            epilogue::stage_epilogues(world, layouts, launch)
+    {
+        // Staging is an optimization: a staged launch whose shared-memory plan grows (perhaps
+        // fitting fewer blocks per SM), or that does not lower, leaves the launch as written.
+        let planned = |world, layouts| {
+            Lowering::new(world, layouts, options, launch, String::new())
+                .map(|lowering| lowering.program.shared_bytes)
+        };
+        let fits = matches!(
+            (planned(&staged_world, &staged_layouts), planned(world, layouts)),
+            (Ok(staged), Ok(as_written)) if staged <= as_written
+        );
+        if fits
+            && let Ok(program) = lower_launch_as_written(
+                &staged_world,
+                &staged_layouts,
+                options,
+                launch,
+                name.clone(),
+            )
+        {
+            return Ok(program);
+        }
+    }
+    lower_launch_as_written(world, layouts, options, launch, name)
+}
+
+/// Lowers one launch exactly as its world says.
+fn lower_launch_as_written(
     world: &World,
     layouts: &Layouts,
     options: CodegenOptions,

@@ -33,6 +33,7 @@ impl Lowering<'_> {
             TileOp::Copy { src, dst } => {
                 self.sync.before(&accesses, out);
                 self.copy(entity, src, dst, &mut stmts)?;
+                label = self.staging_label(src, dst);
             }
             TileOp::Fill { dst, value, .. } => {
                 self.sync.before(&accesses, out);
@@ -77,6 +78,28 @@ impl Lowering<'_> {
         });
         self.sync.after(&accesses);
         Ok(())
+    }
+
+    /// The label of a copy into or out of a staging tile (`epilogue.rs`), which the user did not
+    /// write: it says why the CUDA has two copies where the source has one.
+    fn staging_label(&self, src: &Region, dst: &Region) -> Option<String> {
+        let is_staging = |buffer: EntityId| {
+            self.layouts.shared.get(&buffer).is_some_and(|assigned| {
+                assigned.origin == crate::layout::SharedOrigin::EpilogueStaging
+            })
+        };
+        let (src_name, dst_name) = (self.world.name(src.buffer), self.world.name(dst.buffer));
+        if is_staging(dst.buffer) {
+            Some(format!(
+                "T.copy({src_name} -> {dst_name}): the gemm's store, staged through shared memory"
+            ))
+        } else if is_staging(src.buffer) {
+            Some(format!(
+                "T.copy({src_name} -> {dst_name}): the staged store, in whole rows"
+            ))
+        } else {
+            None
+        }
     }
 
     /// `T.copy(src, dst)`: a parallel loop over the tile (laid out by inference when a fragment is
