@@ -61,10 +61,13 @@ def flops_attention(causal):
     return flops
 
 
-# (label, file, kernel, instance, reference(t), output name, torch op(t), flops(t), accumulates)
+# (label, file (in the corpus, or examples/...), kernel, instance, reference(t), output name, torch op(t),
+# flops(t), accumulates)
 CASES = [
     ("gemm 1024^3 128x128x32", "gemm.py", "matmul", 0, *gemm_case(), "C", flops_gemm, False),
     ("gemm 8192^3 128x256x64 s3 t256", "gemm.py", "matmul", 1, *gemm_case(), "C", flops_gemm, False),
+    ("gemm 8192^3 128x256x64 s3 t256 FullRow", "examples/hopper_gemm.py", "hopper_gemm", 0, *gemm_case(), "C",
+     flops_gemm, False),
     ("gemm_eager relu 2048x1024x512", "gemm_eager.py", "matmul_relu", 0,
      lambda t: torch.relu(t["A"].float() @ t["B"].float().t()), lambda t: torch.relu(t["A"] @ t["B"].t()),
      "C", flops_gemm, False),
@@ -80,8 +83,13 @@ CASES = [
 ]
 
 
+def source_path(args, file):
+    """A corpus file by name, or one of the repository's examples by its path."""
+    return file if file.startswith("examples/") else os.path.join(args.corpus, file)
+
+
 def run_tilec(args, file, kernel, instance, save, bench):
-    command = [args.tilec, "run", os.path.join(args.corpus, file), "--kernel", kernel,
+    command = [args.tilec, "run", source_path(args, file), "--kernel", kernel,
                "--instance", str(instance), "--device", "cuda", "--save", save]
     if args.target:
         command += ["--target", args.target]
@@ -155,7 +163,7 @@ def main():
         torch.cuda.empty_cache()
     print("\nptxas (tilec build --emit ptx --target sm_90):")
     for file in sorted({case[1] for case in CASES}):
-        build = subprocess.run([args.tilec, "build", os.path.join(args.corpus, file), "--emit", "ptx",
+        build = subprocess.run([args.tilec, "build", source_path(args, file), "--emit", "ptx",
                                 "--target", "sm_90", "--out", os.path.join(args.out, "ptx")],
                                capture_output=True, text=True, timeout=args.timeout)
         for line in (build.stdout + build.stderr).splitlines():

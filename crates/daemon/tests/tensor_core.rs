@@ -207,6 +207,24 @@ fn wide_pipelined_gemm_matches_f64() {
     check_gemm(1, &["M=128", "N=256", "K=192"], "wide gemm C");
 }
 
+/// examples/hopper_gemm.py stacks the warps along M (`FullRow`): on sm_90 each consumer
+/// warpgroup owns 64 whole rows on m64n256k16, and its store is staged through shared memory.
+#[test]
+fn full_row_wgmma_gemm_matches_f64() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hopper_gemm.py");
+    let path = CodePath {
+        target: "sm_90",
+        pass_config: None,
+    };
+    let with = ["M=128", "N=256", "K=192"];
+    let cuda = built_cuda_with(&file, ("hopper_gemm", 0), path, &with);
+    assert!(cuda.contains("tl_wgmma_m64n256k16") && cuda.contains("acc_staged -> C"));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (inputs, outputs) = run_saved(&file, (0, path), &with, dir.path());
+    let want = matmul(&inputs.tensor("A"), &inputs.tensor("B"), false);
+    assert_close("FullRow gemm C", &outputs.tensor("C").values, &want, 1e-3, 1e-3);
+}
+
 #[test]
 fn gemm_with_transposed_b_and_relu_matches_f64() {
     let Some(file) = corpus_file("gemm_eager.py") else {
