@@ -13,6 +13,7 @@ on a single launch and timed in a second run. Prints one Markdown row per instan
 register and spill report of every instance (`tilec build --emit ptx`).
 """
 import argparse
+import json
 import os
 import re
 import shutil
@@ -103,6 +104,30 @@ def run_tilec(args, file, kernel, instance, save, bench):
     return float(time.group(1)) * {"µs": 1e-3, "ms": 1.0, "s": 1e3}[time.group(2)]
 
 
+def report_registers(args):
+    """Registers and spills of every case's instances, from the ptxas report that `tilec build
+    --emit ptx` keeps in each instance's .json (present where ptxas ran, i.e. on a GPU machine)."""
+    target = args.target or "sm_90"
+    print(f"\nptxas ({target}, from the .json of tilec build --emit ptx):")
+    out = os.path.join(args.out, "ptx")
+    for file in sorted({case[1] for case in CASES}):
+        build = subprocess.run([args.tilec, "build", source_path(args, file), "--emit", "ptx",
+                                "--target", target, "--out", out],
+                               capture_output=True, text=True, timeout=args.timeout)
+        if build.returncode != 0:
+            print(f"  {file}: build failed: {(build.stderr or build.stdout).strip()[:300]}")
+            continue
+        folder = os.path.join(out, os.path.splitext(os.path.basename(file))[0])
+        for name in sorted(n for n in os.listdir(folder) if n.endswith(".json")):
+            with open(os.path.join(folder, name)) as f:
+                record = json.load(f)
+            for launch in record.get("launches", []):
+                ptxas = " ".join((launch.get("ptxas") or "").split())
+                spills = re.findall(r"\d+ bytes spill stores, \d+ bytes spill loads", ptxas)
+                print(f"  {file} {record['kernel']}#{record['instance']}: "
+                      f"{launch.get('registers')} registers, {spills[0] if spills else 'spills: not reported'}")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--tilec", default="target/release/tilec")
@@ -161,14 +186,7 @@ def main():
         shutil.rmtree(save + "-bench", ignore_errors=True)
         del t
         torch.cuda.empty_cache()
-    print("\nptxas (tilec build --emit ptx --target sm_90):")
-    for file in sorted({case[1] for case in CASES}):
-        build = subprocess.run([args.tilec, "build", source_path(args, file), "--emit", "ptx",
-                                "--target", "sm_90", "--out", os.path.join(args.out, "ptx")],
-                               capture_output=True, text=True, timeout=args.timeout)
-        for line in (build.stdout + build.stderr).splitlines():
-            if "registers" in line or "spill" in line or "error" in line.lower():
-                print(f"  {file}: {line.strip()}")
+    report_registers(args)
     sys.exit(1 if failures else 0)
 
 
