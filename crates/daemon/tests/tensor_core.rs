@@ -222,7 +222,13 @@ fn full_row_wgmma_gemm_matches_f64() {
     let dir = tempfile::tempdir().expect("temp dir");
     let (inputs, outputs) = run_saved(&file, (0, path), &with, dir.path());
     let want = matmul(&inputs.tensor("A"), &inputs.tensor("B"), false);
-    assert_close("FullRow gemm C", &outputs.tensor("C").values, &want, 1e-3, 1e-3);
+    assert_close(
+        "FullRow gemm C",
+        &outputs.tensor("C").values,
+        &want,
+        1e-3,
+        1e-3,
+    );
 }
 
 #[test]
