@@ -1,6 +1,8 @@
 //! `tilec bench`: per kernel instance, the cold time of parse + evaluate + checks, the cold time of
-//! layout inference on top of it (a fresh database each time, as `tilec check` pays them), and the
-//! time to recompute the file's diagnostics after an edit elsewhere in the file (as an editor pays).
+//! layout inference on top of it (a fresh database each time, as `tilec check` pays them), the
+//! time to lower the instance and print its CUDA on top of that (what `tilec build --emit cuda`
+//! adds, for the default target sm_90), and the time to recompute the file's diagnostics after an
+//! edit elsewhere in the file (as an editor pays).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -10,7 +12,7 @@ use anyhow::Result;
 use salsa::Setter;
 use tilec_db::{
     RootDatabase, SourceFile, file_diagnostics, instance_checks, instances, kernel_positions,
-    layouts, outline, resources,
+    layouts, outline, resources, target, thread_programs,
 };
 
 use crate::workspace::collect_python_files;
@@ -29,13 +31,14 @@ struct FileTimes {
     instances: usize,
     check: f64,
     layouts: f64,
+    cuda: f64,
     edit: f64,
 }
 
 /// Times the pipeline on one file: cold front end + checks, cold layout inference, and the
 /// recomputation of the file's diagnostics after an edit that changes no kernel.
 fn time_file(path: &std::path::Path, text: &str, iterations: u32) -> Option<FileTimes> {
-    let (mut check, mut layout) = (Vec::new(), Vec::new());
+    let (mut check, mut layout, mut cuda) = (Vec::new(), Vec::new(), Vec::new());
     let mut count = 0;
     for _ in 0..iterations {
         let started = Instant::now();
@@ -57,6 +60,11 @@ fn time_file(path: &std::path::Path, text: &str, iterations: u32) -> Option<File
         }
         file_diagnostics(&db, file);
         layout.push(started.elapsed());
+        let started = Instant::now();
+        for &instance in &all {
+            print_cuda(&db, instance);
+        }
+        cuda.push(started.elapsed());
         count = all.len();
     }
     if count == 0 {
@@ -80,8 +88,20 @@ fn time_file(path: &std::path::Path, text: &str, iterations: u32) -> Option<File
         instances: count,
         check: per(check),
         layouts: per(layout),
+        cuda: per(cuda),
         edit: per(edits),
     })
+}
+
+/// Lowers `instance` and prints the CUDA of each launch; an instance that does not lower costs
+/// what finding that out costs.
+fn print_cuda(db: &RootDatabase, instance: tilec_db::Instance<'_>) {
+    if let Ok(programs) = thread_programs(db, instance).as_ref() {
+        let target = target(db);
+        for program in programs {
+            std::hint::black_box(tilec_passes::cuda::emit_cuda(program, &target));
+        }
+    }
 }
 
 pub fn run(paths: &[PathBuf], iterations: u32) -> Result<ExitCode> {
@@ -99,10 +119,10 @@ pub fn run(paths: &[PathBuf], iterations: u32) -> Result<ExitCode> {
         .unwrap_or(0)
         .max(20);
     println!(
-        "{:<width$} {:>9} {:>16} {:>16} {:>14}",
-        "file", "instances", "check µs/inst", "layouts µs/inst", "edit µs/inst"
+        "{:<width$} {:>9} {:>16} {:>16} {:>14} {:>14}",
+        "file", "instances", "check µs/inst", "layouts µs/inst", "cuda µs/inst", "edit µs/inst"
     );
-    let mut totals = (0usize, 0.0f64, 0.0f64, 0.0f64);
+    let mut totals = (0usize, 0.0f64, 0.0f64, 0.0f64, 0.0f64);
     for path in files {
         let text = std::fs::read_to_string(&path)?;
         let Some(times) = time_file(&path, &text, iterations) else {
@@ -113,26 +133,29 @@ pub fn run(paths: &[PathBuf], iterations: u32) -> Result<ExitCode> {
             totals.0 + times.instances,
             totals.1 + times.check * n,
             totals.2 + times.layouts * n,
-            totals.3 + times.edit * n,
+            totals.3 + times.cuda * n,
+            totals.4 + times.edit * n,
         );
         println!(
-            "{:<width$} {:>9} {:>16.1} {:>16.1} {:>14.1}",
+            "{:<width$} {:>9} {:>16.1} {:>16.1} {:>14.1} {:>14.1}",
             path.display().to_string(),
             times.instances,
             times.check,
             times.layouts,
+            times.cuda,
             times.edit
         );
     }
     if totals.0 > 0 {
         let n = totals.0 as f64;
         println!(
-            "{:<width$} {:>9} {:>16.1} {:>16.1} {:>14.1}",
+            "{:<width$} {:>9} {:>16.1} {:>16.1} {:>14.1} {:>14.1}",
             "mean over instances",
             totals.0,
             totals.1 / n,
             totals.2 / n,
-            totals.3 / n
+            totals.3 / n,
+            totals.4 / n
         );
     }
     Ok(ExitCode::SUCCESS)
