@@ -119,6 +119,10 @@ pub fn for_each_point(shape: &[i64], mut visit: impl FnMut(&[i64]) -> bool) {
     }
 }
 
+/// Threads at or beyond this are no thread of any block: [`FragmentLayout::thread_histogram`]
+/// does not count them.
+const MAX_THREAD: i64 = 1 << 16;
+
 /// Points per batch of [`for_each_chunk`]: enough to amortise a program's dispatch over many
 /// points, few enough that the program's registers stay in cache.
 pub const CHUNK_POINTS: usize = 1024;
@@ -153,6 +157,23 @@ pub fn for_each_chunk(shape: &[i64], mut visit: impl FnMut(u64, &[&[i64]], usize
         }
         first += len;
     }
+}
+
+/// The value of the one-output `program` (compiled over one variable per dimension of `shape`) at
+/// every point of `shape`, row-major, evaluated in chunks. `None` when some point has no value, or
+/// when the domain is empty or larger than [`MAX_POINTS`].
+pub fn values_over(program: &mut ExprProgram, shape: &[i64]) -> Option<Vec<i64>> {
+    let mut values = Vec::new();
+    let mut complete = false;
+    for_each_chunk(shape, |first, columns, len| {
+        let Some(batch) = program.run_batch(columns, len) else {
+            return false;
+        };
+        values.extend_from_slice(batch.column(0));
+        complete = first + len as u64 == shape.iter().map(|&e| e as u64).product::<u64>();
+        true
+    });
+    complete.then_some(values)
 }
 
 /// Writes coordinate values of points `first..first + len` for a dimension whose value changes
@@ -511,9 +532,18 @@ impl FragmentLayout {
         });
     }
 
-    /// The number of threads the layout uses: the largest thread plus one.
+    /// The number of threads the layout uses: the largest thread plus one. The largest thread is
+    /// found term by term where the formula is separable (`max_over_domain`), which is much
+    /// cheaper than the histogram's pass over every element.
     pub fn thread_extent(&self, arena: &ExprArena) -> i64 {
-        self.thread_histogram(arena).len() as i64
+        let mut vars = self.vars.clone();
+        vars.push(self.rep);
+        let mut domain = self.shape.clone();
+        domain.push(self.replicate);
+        match max_over_domain(arena, self.thread, &vars, &domain) {
+            Some(largest) if (0..MAX_THREAD).contains(&largest) => largest + 1,
+            _ => self.thread_histogram(arena).len() as i64,
+        }
     }
 
     /// How many (element, replica) pairs each thread `0..threads` holds; pairs on other threads
@@ -528,7 +558,6 @@ impl FragmentLayout {
     /// batched pass over the domain extended by the replica. Negative threads, and threads beyond
     /// any block, are not counted.
     pub fn thread_histogram(&self, arena: &ExprArena) -> Vec<u64> {
-        const MAX_THREAD: i64 = 1 << 16;
         let mut domain = self.shape.clone();
         domain.push(self.replicate);
         let mut inputs = self.vars.clone();

@@ -409,40 +409,52 @@ impl Lowering<'_> {
             .fragments
             .get(&fragment)
             .ok_or_else(|| "it has no inferred layout".to_owned())?;
-        // The formulas run compiled: this visits every register of every thread.
+        // The formulas run compiled and batched over a thread's slots: this visits every register
+        // of every thread. A slot that replica 0 does not place on the thread (a replicated
+        // fragment) is looked up replica by replica.
         let layout = &storage.layout;
         let mut inputs = layout.vars.clone();
         inputs.push(layout.rep);
         let mut outputs = vec![layout.thread];
         outputs.extend(&layout.index);
         let mut formulas = ExprProgram::compile(&self.program.exprs, &inputs, &outputs);
+        let flatten = |local: &mut dyn Iterator<Item = i64>| {
+            local
+                .zip(&storage.local_shape)
+                .fold(0, |acc, (index, &extent)| acc * extent + index)
+        };
         let mut table = vec![-1; slots];
         for t in 0..self.threads {
+            let points: Vec<Vec<i64>> = (0..slots).map(|slot| element(t, slot)).collect();
+            let mut columns: Vec<Vec<i64>> = (0..layout.vars.len())
+                .map(|d| {
+                    points
+                        .iter()
+                        .map(|p| p.get(d).copied().unwrap_or(0))
+                        .collect()
+                })
+                .collect();
+            columns.push(vec![0; slots]);
+            let refs: Vec<&[i64]> = columns.iter().map(Vec::as_slice).collect();
+            let on_replica_0: Vec<Option<i64>> = match formulas.run_batch(&refs, slots) {
+                Some(batch) => (0..slots)
+                    .map(|slot| {
+                        (batch.column(0)[slot] == t).then(|| {
+                            flatten(&mut (1..batch.outputs()).map(|k| batch.column(k)[slot]))
+                        })
+                    })
+                    .collect(),
+                None => vec![None; slots],
+            };
             for (slot, entry) in table.iter_mut().enumerate() {
-                let mut point = element(t, slot);
-                point.push(0);
-                let mut local = None;
-                for rep in 0..layout.replicate {
-                    point[inputs.len() - 1] = rep;
-                    match formulas.run(&point) {
-                        Some(out) if out[0] == t => {
-                            local = Some(out[1..].to_vec());
-                            break;
-                        }
-                        Some(_) => {}
-                        None => return Err(format!("element {point:?} has no register")),
+                let point = &points[slot];
+                let flat = match on_replica_0[slot] {
+                    Some(flat) => flat,
+                    None => {
+                        let local = replica_holding(&mut formulas, point, layout.replicate, t)?;
+                        flatten(&mut local.into_iter())
                     }
-                }
-                point.pop();
-                let Some(local) = local else {
-                    return Err(format!(
-                        "thread {t} needs element {point:?}, which it does not hold"
-                    ));
                 };
-                let flat = local
-                    .iter()
-                    .zip(&storage.local_shape)
-                    .fold(0, |acc, (&index, &extent)| acc * extent + index);
                 if *entry >= 0 && *entry != flat {
                     return Err(format!(
                         "element {point:?} sits in register {flat} of thread {t} but in \
@@ -755,4 +767,29 @@ fn b_element_exprs(e: &mut tilec_ir::ExprArena, lane: ExprId, r: i64) -> (ExprId
     let t2 = e.mul(t, two);
     let k_add = e.int(r % 2 + 8 * (r / 2));
     (e.add(t2, k_add), g)
+}
+
+/// The local index at which thread `t` holds `point` of a fragment, trying each replica; `formulas`
+/// computes (thread, local indices...) from (point..., replica).
+fn replica_holding(
+    formulas: &mut ExprProgram,
+    point: &[i64],
+    replicate: i64,
+    t: i64,
+) -> Result<Vec<i64>, String> {
+    let mut input = point.to_vec();
+    input.push(0);
+    for rep in 0..replicate {
+        if let Some(last) = input.last_mut() {
+            *last = rep;
+        }
+        match formulas.run(&input) {
+            Some(out) if out[0] == t => return Ok(out[1..].to_vec()),
+            Some(_) => {}
+            None => return Err(format!("element {input:?} has no register")),
+        }
+    }
+    Err(format!(
+        "thread {t} needs element {point:?}, which it does not hold"
+    ))
 }

@@ -11,7 +11,7 @@
 use tilec_ir::{ExprArena, ExprId, ExprProgram, VarId};
 
 use crate::layout::FragmentLayout;
-use crate::layout::fragment::for_each_point;
+use crate::layout::fragment::for_each_chunk;
 
 /// The schedule of one laid-out loop.
 #[derive(Clone, Debug)]
@@ -298,51 +298,88 @@ fn visits_exactly_once(
     let mut outputs = coords.clone();
     outputs.push(*rep);
     outputs.push(bound.map_or_else(|| arena.int(0), |(e, _)| e));
-    let mut inverse = ExprProgram::compile(arena, &[thread, *step], &outputs);
-    let mut inputs = layout.vars.clone();
-    inputs.push(layout.rep);
-    let mut forward = ExprProgram::compile(arena, &inputs, &[layout.thread]);
-    let limit = bound.map_or(i64::MAX, |(_, limit)| limit);
-    let mut seen = vec![false; slots as usize];
-    let mut visited = 0i64;
-    let mut ok = true;
-    for_each_point(&[*threads, *steps], |ts| {
-        let Some(out) = inverse.run(ts) else {
-            ok = false;
-            return false;
-        };
-        let rank = layout.shape.len();
-        if out[rank + 1] >= limit {
-            return true;
-        }
-        let (point, replica) = (out[..rank].to_vec(), out[rank]);
-        let in_domain = point
-            .iter()
-            .zip(&layout.shape)
-            .all(|(&c, &e)| (0..e).contains(&c))
-            && (0..layout.replicate).contains(&replica);
-        if !in_domain {
-            ok = false;
-            return false;
-        }
-        let mut args = point.clone();
-        args.push(replica);
-        if forward.run_one(&args) != Some(ts[0]) {
-            ok = false;
-            return false;
-        }
-        let ordinal = point
-            .iter()
-            .zip(&layout.shape)
-            .fold(0i64, |acc, (&c, &e)| acc * e + c);
-        let slot = (replica * total + ordinal) as usize;
-        if seen[slot] {
-            ok = false;
-            return false;
-        }
-        seen[slot] = true;
-        visited += 1;
-        true
+    let mut check = VisitCheck {
+        inverse: ExprProgram::compile(arena, &[thread, *step], &outputs),
+        forward: {
+            let mut inputs = layout.vars.clone();
+            inputs.push(layout.rep);
+            ExprProgram::compile(arena, &inputs, &[layout.thread])
+        },
+        shape: &layout.shape,
+        replicate: layout.replicate,
+        limit: bound.map_or(i64::MAX, |(_, limit)| limit),
+        seen: vec![false; slots as usize],
+        visited: 0,
+    };
+    let mut complete = true;
+    for_each_chunk(&[*threads, *steps], |_, columns, _| {
+        complete = check.batch(columns[0], columns[1]).is_some();
+        complete
     });
-    ok && visited == slots
+    complete && check.visited == slots
+}
+
+/// The state of [`visits_exactly_once`]: the schedule's inverse and the layout's forward map,
+/// compiled, and which (iteration, replica) slots were visited so far.
+struct VisitCheck<'a> {
+    inverse: ExprProgram,
+    forward: ExprProgram,
+    shape: &'a [i64],
+    replicate: i64,
+    limit: i64,
+    seen: Vec<bool>,
+    visited: i64,
+}
+
+impl VisitCheck<'_> {
+    /// Checks one chunk of (thread, step) points; `None` on the first point that leaves the
+    /// domain, lands on another thread or repeats a slot.
+    fn batch(&mut self, threads: &[i64], step_column: &[i64]) -> Option<()> {
+        let rank = self.shape.len();
+        let VisitCheck {
+            inverse, forward, ..
+        } = self;
+        let out = inverse.run_batch(&[threads, step_column], threads.len())?;
+        let outputs: Vec<&[i64]> = (0..rank + 2).map(|k| out.column(k)).collect();
+        // The visited (iteration, replica) of each point inside the bound: forward's inputs.
+        let bound = outputs[rank + 1];
+        let kept: Vec<usize> = (0..threads.len())
+            .filter(|&k| bound[k] < self.limit)
+            .collect();
+        let filtered: Vec<Vec<i64>>;
+        let (columns, owners): (Vec<&[i64]>, Vec<i64>) = if kept.len() == threads.len() {
+            (outputs[..=rank].to_vec(), threads.to_vec())
+        } else {
+            filtered = outputs[..=rank]
+                .iter()
+                .map(|column| kept.iter().map(|&k| column[k]).collect())
+                .collect();
+            let owners = kept.iter().map(|&k| threads[k]).collect();
+            (filtered.iter().map(Vec::as_slice).collect(), owners)
+        };
+        let kept = owners.len();
+        let named = forward.run_batch(&columns, kept)?;
+        let named = named.column(0);
+        let total: i64 = self.shape.iter().product();
+        for k in 0..kept {
+            let replica = columns[rank][k];
+            let mut ordinal = 0i64;
+            for (dim, &extent) in self.shape.iter().enumerate() {
+                let c = columns[dim][k];
+                if !(0..extent).contains(&c) {
+                    return None;
+                }
+                ordinal = ordinal * extent + c;
+            }
+            if !(0..self.replicate).contains(&replica) || named[k] != owners[k] {
+                return None;
+            }
+            let slot = usize::try_from(replica * total + ordinal).ok()?;
+            if std::mem::replace(&mut self.seen[slot], true) {
+                return None;
+            }
+            self.visited += 1;
+        }
+        Some(())
+    }
 }

@@ -133,19 +133,24 @@ fn line_masks(
     let width = lines.first().map_or(0, Vec::len);
     let mut program = ExprProgram::compile(arena, &[thread], &flat);
     let mut holders: BTreeMap<Vec<i64>, Vec<i64>> = BTreeMap::new();
-    let mut keys_at: Vec<Vec<(i64, Vec<i64>)>> = Vec::new();
+    // Per thread, the distinct lines each result register holds (one, unless the layout is
+    // inconsistent), so that comparing partners costs one lookup per register.
+    let mut keys_at: Vec<BTreeMap<i64, Vec<Vec<i64>>>> = Vec::new();
     for t in 0..threads {
         let values = program
             .run(&[t])
             .ok_or_else(|| Unlowerable::new("a reduction layout that fails to evaluate"))?
             .to_vec();
-        let mut mine = Vec::new();
+        let mut mine: BTreeMap<i64, Vec<Vec<i64>>> = BTreeMap::new();
         for (s, key) in values.chunks(width.max(1)).enumerate() {
             let entry = holders.entry(key.to_vec()).or_default();
-            if !entry.contains(&t) {
+            if entry.last() != Some(&t) {
                 entry.push(t);
             }
-            mine.push((slot_of[s], key.to_vec()));
+            let lines = mine.entry(slot_of[s]).or_default();
+            if !lines.iter().any(|line| line.as_slice() == key) {
+                lines.push(key.to_vec());
+            }
         }
         keys_at.push(mine);
     }
@@ -184,10 +189,13 @@ fn line_masks(
                 continue;
             }
             let (mine, theirs) = (&keys_at[t as usize], &keys_at[partner as usize]);
-            for (slot, key) in mine {
-                if theirs
+            for (slot, lines) in mine {
+                let Some(other_lines) = theirs.get(slot) else {
+                    continue;
+                };
+                if lines
                     .iter()
-                    .any(|(other_slot, other_key)| other_slot == slot && other_key != key)
+                    .any(|line| other_lines.iter().any(|other| other != line))
                 {
                     return Err(Unlowerable::new(
                         "partner threads keep different lines in one register",

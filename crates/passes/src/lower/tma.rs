@@ -188,21 +188,8 @@ impl Lowering<'_> {
             .shared_layout_offset(dst, dst_indices)
             .ok_or("the destination has no shared layout")?;
         let mut formula = ExprProgram::compile(&self.program.exprs, vars, &[offset]);
-        let total: i64 = shape.iter().product();
-        let mut point = vec![0; shape.len()];
-        let mut stored = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
-        for flat in 0..total {
-            let mut rest = flat;
-            for (slot, &extent) in point.iter_mut().zip(shape).rev() {
-                *slot = rest % extent;
-                rest /= extent;
-            }
-            let at = formula
-                .run_one(&point)
-                .ok_or("the destination layout does not place an element")?;
-            stored.push(at);
-        }
-        Ok(stored)
+        crate::layout::fragment::values_over(&mut formula, shape)
+            .ok_or_else(|| "the destination layout does not place an element".to_owned())
     }
 
     /// TMA writes whole boxes at aligned shared addresses, and the swizzle is a function of the

@@ -306,7 +306,23 @@ impl Lowering<'_> {
             return Err("an operand has no shared layout");
         };
         let mut formula = ExprProgram::compile(&self.program.exprs, &map.vars, &[offset]);
-        let mut bytes_at = |point: [i64; 2]| formula.run_one(&point).map(|o| o * element);
+        // Every element of every tile is checked against each candidate swizzle: the offsets are
+        // tabulated once, in batches, rather than evaluated point by point.
+        let table = match map.shape[..] {
+            [_, columns] => crate::layout::fragment::values_over(&mut formula, &map.shape)
+                .map(|offsets| (offsets, columns)),
+            _ => None,
+        };
+        let mut bytes_at = |[row, column]: [i64; 2]| {
+            let tabulated = table.as_ref().and_then(|(offsets, columns)| {
+                let inside = (0..*columns).contains(&column) && row >= 0;
+                let flat = usize::try_from(row * columns + column).ok()?;
+                inside.then(|| offsets.get(flat).copied()).flatten()
+            });
+            tabulated
+                .or_else(|| formula.run_one(&[row, column]))
+                .map(|o| o * element)
+        };
         let groups = self.threads / WARPGROUP_THREADS;
         let mut origins = vec![vec![0; groups as usize]; tiles];
         for (tile, row) in origins.iter_mut().enumerate() {
