@@ -216,7 +216,7 @@ enum Command {
         #[arg(long)]
         target: Option<String>,
     },
-    /// Measure parse + evaluate + check time per instance (use a release build).
+    /// Measure per instance the cold time of parse + evaluate + checks, layout inference, and lowering to CUDA, and the time of an edit (use a release build).
     Bench {
         /// Files or folders (default: the current folder).
         paths: Vec<PathBuf>,
