@@ -11,7 +11,7 @@
 use tilec_ir::{ExprArena, ExprId, ExprProgram, VarId};
 
 use crate::layout::FragmentLayout;
-use crate::layout::fragment::for_each_chunk;
+use crate::layout::fragment::CHUNK_POINTS;
 
 /// The schedule of one laid-out loop.
 #[derive(Clone, Debug)]
@@ -311,12 +311,20 @@ fn visits_exactly_once(
         seen: vec![false; slots as usize],
         visited: 0,
     };
-    let mut complete = true;
-    for_each_chunk(&[*threads, *steps], |_, columns, _| {
-        complete = check.batch(columns[0], columns[1]).is_some();
-        complete
-    });
-    complete && check.visited == slots
+    // Chunked by hand rather than with `for_each_chunk`, whose domain limit is lower than the
+    // 2^24 points this check accepts.
+    let (points, chunk) = (threads * steps, CHUNK_POINTS as i64);
+    let mut first = 0;
+    while first < points {
+        let (thread_column, step_column): (Vec<i64>, Vec<i64>) = (first..points.min(first + chunk))
+            .map(|point| (point / steps, point % steps))
+            .unzip();
+        if check.batch(&thread_column, &step_column).is_none() {
+            return false;
+        }
+        first += chunk;
+    }
+    check.visited == slots
 }
 
 /// The state of [`visits_exactly_once`]: the schedule's inverse and the layout's forward map,
