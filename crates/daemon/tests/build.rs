@@ -1,7 +1,8 @@
 //! `tilec build` end to end, through the real binary over a temporary copy of some corpus files: a
 //! second build is served from the cache, an edit rebuilds exactly the instances it changed, a
 //! damaged cache entry is rebuilt, two builds sharing one cache at once both succeed, and an
-//! instance that `--with` makes impossible fails with its diagnostic at the line it concerns.
+//! instance that `--with` makes impossible fails with its diagnostic at the line it concerns. Also
+//! `tilec bench`, which times the same pipeline per stage.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -210,4 +211,48 @@ fn walk_files(dir: &Path) -> Vec<PathBuf> {
     }
     found.sort();
     found
+}
+
+/// `tilec bench` reports, per instance, each stage from source to CUDA: one row per file with its
+/// instance count and four timings, the CUDA one covering a real lowering (not zero).
+#[test]
+fn bench_times_every_stage_from_source_to_cuda() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/tiled_gemm.py");
+    let output = Command::new(env!("CARGO_BIN_EXE_tilec"))
+        .arg("bench")
+        .arg(&example)
+        .args(["--iterations", "1"])
+        .output()
+        .expect("runs tilec bench");
+    assert!(output.status.success(), "{output:?}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let mut lines = stdout.lines();
+    let header: Vec<&str> = lines.next().expect("a header").split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "file",
+            "instances",
+            "check",
+            "µs/inst",
+            "layouts",
+            "µs/inst",
+            "cuda",
+            "µs/inst",
+            "edit",
+            "µs/inst"
+        ]
+    );
+    let row: Vec<&str> = lines
+        .find(|line| line.contains("tiled_gemm.py"))
+        .expect("a row for the file")
+        .split_whitespace()
+        .collect();
+    assert_eq!(row[1], "2", "{stdout}");
+    let times: Vec<f64> = row[2..]
+        .iter()
+        .map(|value| value.parse().expect("a number"))
+        .collect();
+    assert_eq!(times.len(), 4, "{stdout}");
+    assert!(times.iter().all(|&t| t > 0.0), "{stdout}");
 }
