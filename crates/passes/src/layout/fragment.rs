@@ -163,17 +163,23 @@ pub fn for_each_chunk(shape: &[i64], mut visit: impl FnMut(u64, &[&[i64]], usize
 /// every point of `shape`, row-major, evaluated in chunks. `None` when some point has no value, or
 /// when the domain is empty or larger than [`MAX_POINTS`].
 pub fn values_over(program: &mut ExprProgram, shape: &[i64]) -> Option<Vec<i64>> {
-    let mut values = Vec::new();
-    let mut complete = false;
-    for_each_chunk(shape, |first, columns, len| {
-        let Some(batch) = program.run_batch(columns, len) else {
-            return false;
-        };
-        values.extend_from_slice(batch.column(0));
-        complete = first + len as u64 == shape.iter().map(|&e| e as u64).product::<u64>();
-        true
+    let total = shape.iter().try_fold(1u64, |acc, &extent| {
+        acc.checked_mul(u64::try_from(extent).ok()?)
+    })?;
+    if total == 0 || total > MAX_POINTS {
+        return None;
+    }
+    let mut values = Vec::with_capacity(usize::try_from(total).ok()?);
+    for_each_chunk(shape, |_, columns, len| {
+        match program.run_batch(columns, len) {
+            Some(batch) => {
+                values.extend_from_slice(batch.column(0));
+                true
+            }
+            None => false,
+        }
     });
-    complete.then_some(values)
+    (values.len() as u64 == total).then_some(values)
 }
 
 /// Writes coordinate values of points `first..first + len` for a dimension whose value changes
