@@ -292,6 +292,7 @@ fn launch_json(program: &ThreadProgram) -> Value {
     json!({
         "function": program.name,
         "grid": grid,
+        "persistent": program.persistent.is_some(),
         "block": program.block,
         "shared_bytes": program.shared_bytes,
         "shared_buffers": shared_buffers,

@@ -133,9 +133,9 @@ enum Command {
         target: Option<String>,
         /// Launch this CUDA file in place of the code tilec generates (GPU only): for trying a
         /// change to the generated code by hand before teaching it to the compiler. The file must
-        /// define the same kernel with the same parameters. Grid, block, inputs, timing and
-        /// `--save` stay those of the instance; the dynamic shared memory is the file's, from its
-        /// `// Launch:` header. Start from `tilec build --emit cuda`.
+        /// define the same kernel with the same parameters. Block, inputs, timing and `--save`
+        /// stay those of the instance; the grid and the dynamic shared memory are the file's, from
+        /// its `// Launch:` header. Start from `tilec build --emit cuda`.
         #[arg(long, value_name = "FILE")]
         cuda_source: Option<PathBuf>,
     },

@@ -105,6 +105,7 @@ fn an_edit_rebuilds_exactly_the_instances_it_changed() {
     .expect("parses");
     assert_eq!(json["launches"][0]["block"][0], 128);
     assert_eq!(json["launches"][0]["grid"][0], 8192);
+    assert_eq!(json["launches"][0]["persistent"], false);
     assert!(dir.path().join("out/softmax/softmax-0.cu").is_file());
 }
 

@@ -39,12 +39,13 @@ impl std::fmt::Display for CodePath {
 
 /// Every code-generation path of the tensor-core kernels: mma.sync with cp.async (sm_80); on sm_90
 /// wgmma with a warp-specialized TMA pipeline (the default, attention on FlashAttention-3's
-/// schedule, gemm stores staged through shared memory), the same with attention's loop kept as
-/// written (`tilec.disable_gemm_overlap`), with gemm stores straight from registers
-/// (`tilec.disable_epilogue_staging`), with a single-role TMA pipeline, and with cp.async; and
+/// schedule, gemm launches persistent with their stores staged through shared memory), the same
+/// with attention's loop kept as written (`tilec.disable_gemm_overlap`), with gemm stores straight
+/// from registers (`tilec.disable_epilogue_staging`), with one block per tile
+/// (`tilec.disable_persistent`), with a single-role TMA pipeline, and with cp.async; and
 /// mma.sync in the warp-specialized TMA pipeline (`tl.disable_wgmma`).
 /// [`every_path_generates_its_own_code`] proves each one is taken.
-const PATHS: [CodePath; 7] = [
+const PATHS: [CodePath; 8] = [
     CodePath {
         target: "sm_80",
         pass_config: None,
@@ -60,6 +61,10 @@ const PATHS: [CodePath; 7] = [
     CodePath {
         target: "sm_90",
         pass_config: Some("tilec.disable_epilogue_staging"),
+    },
+    CodePath {
+        target: "sm_90",
+        pass_config: Some("tilec.disable_persistent"),
     },
     CodePath {
         target: "sm_90",
@@ -205,6 +210,14 @@ fn gemm_with_partial_tiles_matches_f64() {
     // M and N are not multiples of the 128x128 tile: the last blocks' stores (staged through
     // shared memory by default) are cut at the edges, and TMA pads the loads with zeros.
     check_gemm(0, &["M=200", "N=136", "K=96"], "partial-tile gemm C");
+}
+
+#[test]
+fn persistent_gemm_walks_several_tiles_per_block() {
+    // 4 x 2 tiles of 128x256 on the emulator's three blocks: blocks 0 and 1 take three tiles,
+    // block 2 two, and with two k steps over three stages each tile starts at another stage and
+    // barrier parity than the last, which the pipeline carries over from round to round.
+    check_gemm(1, &["M=512", "N=512", "K=128"], "persistent gemm C");
 }
 
 #[test]
@@ -473,6 +486,7 @@ fn path_features(cuda: &str) -> Vec<&'static str> {
         ("warp roles", "tl_setmaxnreg_inc<"),
         ("warpgroup turns", "// take the turn"),
         ("staged epilogue", "_staged -> "),
+        ("persistent", "tile_stride = gridDim.x"),
     ];
     features
         .into_iter()
@@ -506,13 +520,16 @@ fn every_path_generates_its_own_code() {
           gemm: mma.sync, cp.async, staged epilogue
           attention: mma.sync, cp.async
         sm_90
-          gemm: wgmma, TMA, warp roles, staged epilogue
+          gemm: wgmma, TMA, warp roles, staged epilogue, persistent
           attention: wgmma, TMA, warp roles, warpgroup turns
         sm_90, tilec.disable_gemm_overlap
-          gemm: wgmma, TMA, warp roles, staged epilogue
-          attention: wgmma, TMA, warp roles
+          gemm: wgmma, TMA, warp roles, staged epilogue, persistent
+          attention: wgmma, TMA, warp roles, persistent
         sm_90, tilec.disable_epilogue_staging
-          gemm: wgmma, TMA, warp roles
+          gemm: wgmma, TMA, warp roles, persistent
+          attention: wgmma, TMA, warp roles, warpgroup turns
+        sm_90, tilec.disable_persistent
+          gemm: wgmma, TMA, warp roles, staged epilogue
           attention: wgmma, TMA, warp roles, warpgroup turns
         sm_90, tl.disable_warp_specialized
           gemm: wgmma, TMA, staged epilogue
@@ -521,24 +538,25 @@ fn every_path_generates_its_own_code() {
           gemm: wgmma, cp.async, staged epilogue
           attention: wgmma, cp.async
         sm_90, tl.disable_wgmma
-          gemm: mma.sync, TMA, warp roles, staged epilogue
-          attention: mma.sync, TMA, warp roles
+          gemm: mma.sync, TMA, warp roles, staged epilogue, persistent
+          attention: mma.sync, TMA, warp roles, persistent
     "#]]
     .assert_eq(&table);
 }
 
 /// A gemm's store is staged through shared memory only where the finished pipeline leaves room
 /// for the padded tile: 128×128 fp16 with 16-byte row padding is 34 816 bytes, which three 16 KiB
-/// stages hold and two do not. The tile reuses the pipeline's space from offset 0.
+/// stages hold and two do not. The tile reuses the pipeline's space from offset 0. (On sm_90 the
+/// launch is made one block per tile for this; persistent launches are the next test's.)
 #[test]
 fn epilogue_is_staged_only_in_space_the_pipeline_frees() {
     let Some(file) = corpus_file("gemm.py") else {
         return;
     };
-    for target in ["sm_80", "sm_90"] {
+    for (target, pass_config) in [("sm_80", None), ("sm_90", Some("tilec.disable_persistent"))] {
         let path = CodePath {
             target,
-            pass_config: None,
+            pass_config,
         };
         let three = built_cuda_with(&file, ("matmul", 0), path, &["num_stages=3"]);
         assert!(
@@ -553,6 +571,54 @@ fn epilogue_is_staged_only_in_space_the_pipeline_frees() {
         assert!(
             !two.contains("C_local_staged"),
             "{target}: two stages leave no room for the staged store:\n{two}"
+        );
+    }
+}
+
+/// On sm_90 a warp-specialized gemm launch is persistent: one block per multiprocessor walks the
+/// tiles, and since its producer refills stages while the consumers store, the staged store gets
+/// shared memory of its own, even where two stages would leave no room. Attention on
+/// FlashAttention-3's schedule, measured slower persistent, and causal attention, whose loop's
+/// trip count differs between tiles, keep one block per tile.
+#[test]
+fn gemm_launches_are_persistent_with_a_staging_tile_of_their_own() {
+    let (Some(gemm), Some(attention)) = (
+        corpus_file("gemm.py"),
+        corpus_file("flash_attention_fwd.py"),
+    ) else {
+        return;
+    };
+    let path = CodePath {
+        target: "sm_90",
+        pass_config: None,
+    };
+    let two = built_cuda_with(&gemm, ("matmul", 0), path, &["num_stages=2"]);
+    let header = "// Launch: persistent: one block per multiprocessor walking the tiles of \
+        grid (8, 8, 1), block (256, 1, 1), 67616 bytes of dynamic shared memory.";
+    assert!(two.contains(header), "{two}");
+    // The padded 128x136 tile (34 816 bytes), then two 8 KiB stages of A and of B, then the
+    // mbarriers: nothing shares space.
+    for placed in [
+        "C_local_staged = (tl_half*)(tl_smem + 0);",
+        "A_shared = (tl_half*)(tl_smem + 34816);",
+        "B_shared = (tl_half*)(tl_smem + 51200);",
+        "full_barrier = (unsigned long long*)(tl_smem + 67584);",
+    ] {
+        assert!(two.contains(placed), "{placed}:\n{two}");
+    }
+    // Each round walks one tile: its block indices come from the round, and the last of its 32
+    // stages (stage 1 of 2) is released for the next tile.
+    for per_tile in [
+        "const int block_x = (tile_round * tile_stride + first_tile) % 8;",
+        "tl_mbarrier_arrive(empty_barrier + 1);",
+    ] {
+        assert!(two.contains(per_tile), "{per_tile}:\n{two}");
+    }
+    for (instance, header) in [(0, "grid (8, 8, 1)"), (1, "grid (32, 16, 8)")] {
+        let cuda = built_cuda(&attention, ("flashattn", instance), path);
+        assert!(
+            cuda.contains(&format!("// Launch: {header}")),
+            "attention {instance}:\n{cuda}"
         );
     }
 }
@@ -775,47 +841,52 @@ fn wgmma_gemm_cuda_skeleton() {
             __syncthreads();
         if (tx < 256) {
             tl_setmaxnreg_inc<232>();
-            // T.clear
-                for (int r = 0; r < 128; ++r) {
-            tl_fence_proxy_async();
-            tl_named_barrier(1, 256);
-            // T.Pipelined (consumer warpgroups): wait for the stage's TMA boxes, issue its wgmmas, wait for the previous iteration's and release its stage
-                for (int ko = 0; ko < 128; ++ko) {
-                    tl_mbarrier_wait(full_barrier
-                    // T.gemm 128x256x64 on wgmma m64n128k16, warpgroups 1x2, A from shared (128-byte swizzle, K-major), B from shared (128-byte swizzle, MN-major)
-                        tl_wgmma_fence();
+            // persistent: this block's tiles, one per round, one block per multiprocessor
+                for (int tile_round = 0; tile_round < tl_floordiv(-first_tile
+                    // T.clear
+                        for (int r = 0; r < 128; ++r) {
+                    tl_fence_proxy_async();
+                    tl_named_barrier(1, 256);
+                    // T.Pipelined (consumer warpgroups): wait for the stage's TMA boxes, issue its wgmmas, wait for the previous iteration's and release its stage
+                        for (int ko = 0; ko < 128; ++ko) {
+                            tl_mbarrier_wait(full_barrier
+                            // T.gemm 128x256x64 on wgmma m64n128k16, warpgroups 1x2, A from shared (128-byte swizzle, K-major), B from shared (128-byte swizzle, MN-major)
+                                tl_wgmma_fence();
         ... 8 x tl_wgmma_m64n128k16_f16_ss_t01
-                        tl_wgmma_commit();
-                        tl_wgmma_wait<1>();
+                                tl_wgmma_commit();
+                                tl_wgmma_wait<1>();
+                                tl_fence_registers<128>(C_local);
+                                tl_mbarrier_arrive(empty_barrier
+                        tl_wgmma_wait<0>();
                         tl_fence_registers<128>(C_local);
                         tl_mbarrier_arrive(empty_barrier
-                tl_wgmma_wait<0>();
-                tl_fence_registers<128>(C_local);
-            tl_fence_proxy_async();
-            tl_named_barrier(1, 256);
-            // T.copy(C_local -> C_local_staged): the gemm's store, staged through shared memory
-                for (int chunk = 0; chunk < 64; ++chunk) {
-                    for (int lane = 0; lane < 2; ++lane) {
-            tl_fence_proxy_async();
-            tl_named_barrier(1, 256);
-            // T.copy(C_local_staged -> C): the staged store, in whole rows
-                for (int chunk_1 = 0; chunk_1 < 16; ++chunk_1) {
-                    for (int lane_1 = 0; lane_1 < 8; ++lane_1) {
+                    // T.copy(C_local -> C_local_staged): the gemm's store, staged through shared memory
+                        for (int chunk = 0; chunk < 64; ++chunk) {
+                            for (int lane = 0; lane < 2; ++lane) {
+                    tl_fence_proxy_async();
+                    tl_named_barrier(1, 256);
+                    // T.copy(C_local_staged -> C): the staged store, in whole rows
+                        for (int chunk_1 = 0; chunk_1 < 16; ++chunk_1) {
+                            for (int lane_1 = 0; lane_1 < 8; ++lane_1) {
+                    tl_fence_proxy_async();
+                    tl_named_barrier(1, 256);
         } else {
             tl_setmaxnreg_dec<40>();
             const int producer_tx = tx;
             if (tl_floormod(producer_tx, 128) == 0) {
-                // T.Pipelined (producer): 5 TMA box(es) per stage, 3 stages ahead at most
-                    for (int ko_load = 0; ko_load < 128; ++ko_load) {
-                        tl_mbarrier_wait(empty_barrier
-                        tl_mbarrier_arrive_expect_tx(full_barrier
-                        // T.copy into `A_shared` (pipelined: 1 TMA box(es) into its stage)
-                            tl_tma_load_2d(A_shared
-                        // T.copy into `B_shared` (pipelined: 4 TMA box(es) into its stage)
-                            tl_tma_load_2d(B_shared
-                            tl_tma_load_2d(B_shared
-                            tl_tma_load_2d(B_shared
-                            tl_tma_load_2d(B_shared"#]].assert_eq(&tensor_core_skeleton(&cuda));
+                // persistent: this block's tiles, one per round, one block per multiprocessor
+                    for (int tile_round = 0; tile_round < tl_floordiv(-first_tile
+                        // T.Pipelined (producer): 5 TMA box(es) per stage, 3 stages ahead at most
+                            for (int ko_load = 0; ko_load < 128; ++ko_load) {
+                                tl_mbarrier_wait(empty_barrier
+                                tl_mbarrier_arrive_expect_tx(full_barrier
+                                // T.copy into `A_shared` (pipelined: 1 TMA box(es) into its stage)
+                                    tl_tma_load_2d(A_shared
+                                // T.copy into `B_shared` (pipelined: 4 TMA box(es) into its stage)
+                                    tl_tma_load_2d(B_shared
+                                    tl_tma_load_2d(B_shared
+                                    tl_tma_load_2d(B_shared
+                                    tl_tma_load_2d(B_shared"#]].assert_eq(&tensor_core_skeleton(&cuda));
 }
 
 /// A gemm whose A tile has a padded row-major layout (rows 40 elements apart): no wgmma descriptor

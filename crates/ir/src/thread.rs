@@ -573,13 +573,48 @@ pub struct ThreadProgram {
     pub block: [i64; 3],
     /// The flat thread index `threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)`.
     pub thread: VarId,
-    /// `blockIdx.x`, `blockIdx.y`, `blockIdx.z`.
+    /// `blockIdx.x`, `blockIdx.y`, `blockIdx.z`; in a persistent program, the tile's indices,
+    /// which the body binds itself (see [`PersistentGrid`]).
     pub block_index: [VarId; 3],
+    /// Set when the program is persistent: launched on fewer blocks than `grid` has tiles, each
+    /// block walking several of them.
+    pub persistent: Option<PersistentGrid>,
     /// Bytes of dynamic shared memory per block.
     pub shared_bytes: i64,
     /// The TMA tensor maps the kernel takes, after the tensor and scalar parameters.
     pub tensor_maps: Vec<TensorMap>,
     pub body: Vec<Stmt>,
+}
+
+/// How a persistent program is launched and walks its tiles.
+///
+/// `grid` then counts tiles, not blocks: the program is launched on `min(tiles, B)` blocks along x,
+/// where `tiles` is the product of `grid` and `B` is the launcher's choice (one block per
+/// multiprocessor on a GPU, since such a program fills a multiprocessor's registers). Block `b` of
+/// `n` handles tiles `b`, `b + n`, `b + 2n`, …: its body loops over those rounds and binds
+/// [`ThreadProgram::block_index`] to each tile's `(x, y, z)` (x fastest) with `let`s, so tiles are
+/// visited in the order a non-persistent launch would schedule its blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PersistentGrid {
+    /// `blockIdx.x`: the first tile of the block.
+    pub block: VarId,
+    /// `gridDim.x`: the blocks launched, which is the stride between a block's tiles.
+    pub blocks: VarId,
+}
+
+impl ThreadProgram {
+    /// The blocks to launch per grid dimension, given the grid's tile counts (`grid` evaluated) and
+    /// the most blocks a persistent program should get.
+    pub fn launch_blocks(&self, grid: [u32; 3], resident_blocks: u32) -> [u32; 3] {
+        match self.persistent {
+            None => grid,
+            Some(_) => {
+                let tiles = grid.iter().map(|&g| u64::from(g)).product::<u64>();
+                let blocks = tiles.min(u64::from(resident_blocks.max(1)));
+                [u32::try_from(blocks).unwrap_or(u32::MAX), 1, 1]
+            }
+        }
+    }
 }
 
 /// A single-precision `±(a × b) ± c` computed with one rounding (`fmaf`, one FFMA instruction): what

@@ -1,6 +1,7 @@
 //! What code is generated for: the target architecture and the TileLang pass configs that switch
 //! its Hopper features off (`tl.disable_wgmma`, `tl.disable_tma_lower`,
-//! `tl.disable_warp_specialized`), plus tilec's own `tilec.disable_gemm_overlap` and `tilec.disable_epilogue_staging`.
+//! `tl.disable_warp_specialized`), plus tilec's own `tilec.disable_gemm_overlap`,
+//! `tilec.disable_epilogue_staging` and `tilec.disable_persistent`.
 
 use tilec_ir::{ConstValue, Target};
 
@@ -26,6 +27,11 @@ pub struct CodegenOptions {
     /// leaving as 16-byte vectors (`lower/epilogue.rs`). On unless
     /// `tilec.disable_epilogue_staging` is set.
     pub stage_epilogues: bool,
+    /// A warp-specialized gemm launch becomes persistent: one block per multiprocessor walks the
+    /// tiles, its producer loading the next tile's stages while the consumers store the last one
+    /// (`lower/persistent.rs`). On where warp specialization is, unless `tilec.disable_persistent`
+    /// is set.
+    pub persistent: bool,
 }
 
 impl CodegenOptions {
@@ -48,6 +54,7 @@ impl CodegenOptions {
             warp_specialized,
             overlap_gemms: warp_specialized && !set("tilec.disable_gemm_overlap"),
             stage_epilogues: !set("tilec.disable_epilogue_staging"),
+            persistent: warp_specialized && !set("tilec.disable_persistent"),
         }
     }
 
@@ -127,5 +134,21 @@ mod tests {
         )];
         assert!(!CodegenOptions::new(Target::Sm90, &off).stage_epilogues);
         assert!(!CodegenOptions::new(Target::Sm80, &off).stage_epilogues);
+    }
+
+    #[test]
+    fn persistence_is_on_by_default_and_needs_warp_specialization() {
+        assert!(CodegenOptions::for_target(Target::Sm90).persistent);
+        assert!(!CodegenOptions::for_target(Target::Sm80).persistent);
+        let off = [(
+            "tilec.disable_persistent".to_owned(),
+            ConstValue::Bool(true),
+        )];
+        assert!(!CodegenOptions::new(Target::Sm90, &off).persistent);
+        let single_role = [(
+            "tl.disable_warp_specialized".to_owned(),
+            ConstValue::Bool(true),
+        )];
+        assert!(!CodegenOptions::new(Target::Sm90, &single_role).persistent);
     }
 }

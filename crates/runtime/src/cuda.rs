@@ -661,6 +661,8 @@ pub struct CudaDevice {
     compute_capability: (i32, i32),
     /// The opt-in maximum of dynamic shared memory per block.
     max_shared_bytes: u32,
+    /// Streaming multiprocessors: how many blocks a persistent program is launched on.
+    multiprocessors: u32,
     /// Modules are per context, so they are cached per device, keyed like the NVRTC cache.
     modules: DashMap<u64, Arc<CudaModule>>,
 }
@@ -700,6 +702,9 @@ impl CudaDevice {
         let max_shared = context
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
             .map_err(fail("reading the shared memory limit"))?;
+        let multiprocessors = context
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(fail("reading the multiprocessor count"))?;
         let stream = context.default_stream();
         Ok(CudaDevice {
             context,
@@ -707,6 +712,7 @@ impl CudaDevice {
             name,
             compute_capability,
             max_shared_bytes: u32::try_from(max_shared).unwrap_or(DEFAULT_DYNAMIC_SHARED_BYTES),
+            multiprocessors: u32::try_from(multiprocessors).unwrap_or(1).max(1),
             modules: DashMap::new(),
         })
     }
@@ -734,6 +740,11 @@ impl CudaDevice {
     /// The largest dynamic shared memory one block may request, in bytes.
     pub fn max_shared_bytes(&self) -> u32 {
         self.max_shared_bytes
+    }
+
+    /// The device's streaming multiprocessors (132 on an H100 SXM or H200).
+    pub fn multiprocessors(&self) -> u32 {
+        self.multiprocessors
     }
 
     /// Compiles `source` for `arch` with the default settings and loads `kernel_name` from it.

@@ -193,9 +193,15 @@ impl<'a> Printer<'a> {
             })
             .collect();
         let [x, y, z] = self.program.block;
+        let blocks = match self.program.persistent {
+            Some(_) => format!(
+                "persistent: one block per multiprocessor walking the tiles of grid ({})",
+                grid.join(", ")
+            ),
+            None => format!("grid ({})", grid.join(", ")),
+        };
         format!(
-            "grid ({}), block ({x}, {y}, {z}), {} bytes of dynamic shared memory",
-            grid.join(", "),
+            "{blocks}, block ({x}, {y}, {z}), {} bytes of dynamic shared memory",
             self.program.shared_bytes
         )
     }
@@ -321,6 +327,12 @@ impl Printer<'_> {
         };
         let thread_var = self.program.thread;
         self.define_index_variable(thread_var, &thread);
+        // A persistent program binds its tile's indices itself, once per round.
+        if let Some(persistent) = self.program.persistent {
+            self.define_index_variable(persistent.block, "blockIdx.x");
+            self.define_index_variable(persistent.blocks, "gridDim.x");
+            return;
+        }
         let block_vars = self.program.block_index;
         for (var, axis) in block_vars.into_iter().zip(["x", "y", "z"]) {
             self.define_index_variable(var, &format!("blockIdx.{axis}"));

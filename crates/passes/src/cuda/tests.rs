@@ -42,6 +42,7 @@ impl Build {
                 block: [threads, 1, 1],
                 thread,
                 block_index: [bx, by, bz],
+                persistent: None,
                 shared_bytes: 0,
                 tensor_maps: Vec::new(),
                 body: Vec::new(),

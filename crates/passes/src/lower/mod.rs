@@ -10,6 +10,7 @@ mod epilogue;
 mod gemm;
 mod iteration;
 mod overlap;
+mod persistent;
 mod pipeline;
 mod raster;
 mod reduce;
@@ -111,8 +112,18 @@ pub fn c_identifier(name: &str) -> String {
     out
 }
 
-/// Lowers one launch, with its gemm epilogues staged through shared memory where that needs no
-/// more shared memory than the launch as written (`epilogue.rs`).
+/// How a launch's blocks cover its grid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TileOrder {
+    /// One block per tile, as written.
+    PerBlock,
+    /// One block per multiprocessor, each walking several tiles (`persistent.rs`).
+    Persistent,
+}
+
+/// Lowers one launch: persistent where that applies and its shared memory fits a block
+/// (`persistent.rs`), with its gemm epilogues staged through shared memory where that needs no
+/// more shared memory than the launch as written or the launch is persistent (`epilogue.rs`).
 pub fn lower_launch(
     world: &World,
     layouts: &Layouts,
@@ -120,45 +131,82 @@ pub fn lower_launch(
     launch: EntityId,
     name: String,
 ) -> Result<ThreadProgram, Diagnostic> {
-    if options.stage_epilogues
-        && let Some((staged_world, staged_layouts)) =
-            epilogue::stage_epilogues(world, layouts, launch)
+    let staged = match options.stage_epilogues {
+        true => epilogue::stage_epilogues(world, layouts, launch),
+        false => None,
+    };
+    let staged = staged.as_ref().map(|(world, layouts)| (world, layouts));
+    if options.persistent
+        && pipeline::may_be_persistent(world, launch, options.overlap_gemms)
+        && let Some(program) = persistent_launch(staged, (world, layouts), options, launch, &name)
     {
+        return Ok(program);
+    }
+    if let Some((staged_world, staged_layouts)) = staged {
         // Staging is an optimization: a staged launch whose shared-memory plan grows (perhaps
         // fitting fewer blocks per SM), or that does not lower, leaves the launch as written.
         let planned = |world, layouts| {
-            Lowering::new(world, layouts, options, launch, String::new())
-                .map(|lowering| lowering.program.shared_bytes)
+            Lowering::new(
+                world,
+                layouts,
+                options,
+                (launch, TileOrder::PerBlock),
+                String::new(),
+            )
+            .map(|lowering| lowering.program.shared_bytes)
         };
         let fits = matches!(
-            (planned(&staged_world, &staged_layouts), planned(world, layouts)),
+            (planned(staged_world, staged_layouts), planned(world, layouts)),
             (Ok(staged), Ok(as_written)) if staged <= as_written
         );
         if fits
             && let Ok(program) = lower_launch_as_written(
-                &staged_world,
-                &staged_layouts,
+                staged_world,
+                staged_layouts,
                 options,
-                launch,
+                (launch, TileOrder::PerBlock),
                 name.clone(),
             )
         {
             return Ok(program);
         }
     }
-    lower_launch_as_written(world, layouts, options, launch, name)
+    lower_launch_as_written(world, layouts, options, (launch, TileOrder::PerBlock), name)
 }
 
-/// Lowers one launch exactly as its world says.
+/// The persistent form of a launch, its epilogue staged if that fits: `None` where persistence
+/// does not apply (the lowering says why, and the launch is lowered per block instead) or where
+/// shared memory, which a persistent launch cannot share between its phases, exceeds a block's.
+fn persistent_launch(
+    staged: Option<(&World, &Layouts)>,
+    as_written: (&World, &Layouts),
+    options: CodegenOptions,
+    launch: EntityId,
+    name: &str,
+) -> Option<ThreadProgram> {
+    let limit = i64::try_from(options.target.shared_memory_per_block()).unwrap_or(i64::MAX);
+    for (world, layouts) in staged.into_iter().chain([as_written]) {
+        let walk = (launch, TileOrder::Persistent);
+        // A refusal holds for the staged and the unstaged launch alike: both have the same loop.
+        let program =
+            lower_launch_as_written(world, layouts, options, walk, name.to_owned()).ok()?;
+        if program.shared_bytes <= limit {
+            return Some(program);
+        }
+    }
+    None
+}
+
+/// Lowers one launch exactly as its world says, with its blocks covering the grid as `walk` says.
 fn lower_launch_as_written(
     world: &World,
     layouts: &Layouts,
     options: CodegenOptions,
-    launch: EntityId,
+    (launch, walk): (EntityId, TileOrder),
     name: String,
 ) -> Result<ThreadProgram, Diagnostic> {
     let mut lowering =
-        Lowering::new(world, layouts, options, launch, name).map_err(|e| e.at(launch))?;
+        Lowering::new(world, layouts, options, (launch, walk), name).map_err(|e| e.at(launch))?;
     let body = world.body(launch).to_vec();
     let mut stmts = lowering.rasterization(&body);
     lowering.top_lets = stmts
@@ -173,8 +221,11 @@ fn lower_launch_as_written(
             .statement(entity, &mut stmts)
             .map_err(|e| e.at(entity))?;
     }
-    if let Some(role) = lowering.producer_role.take() {
-        stmts = lowering.warp_specialize(stmts, role);
+    match lowering.producer_role.take() {
+        Some(role) => stmts = lowering.warp_specialize(stmts, role),
+        None => lowering
+            .refuse_persistence("no pipelined loop has a producer warpgroup")
+            .map_err(|e| e.at(launch))?,
     }
     if tilec_ir::thread::uses_wgmma(&stmts) {
         wgmma::fence_barriers(&mut stmts);
@@ -251,6 +302,10 @@ pub(crate) struct Lowering<'w> {
     /// While a `cp.async` pipeline's only consumer, a gemm, is lowered: its offer to prefetch the
     /// next iteration's fragments.
     fragment_prefetch: Option<pipeline::FragmentPrefetch>,
+    /// In a persistent lowering, the variables its loops over tiles bind (`persistent.rs`).
+    tile_walk: Option<persistent::TileWalk>,
+    /// In a persistent lowering's pipelined loop: the iterations of the block's earlier rounds.
+    stage_offset: Option<ExprId>,
 }
 
 impl<'w> Lowering<'w> {
@@ -258,7 +313,7 @@ impl<'w> Lowering<'w> {
         world: &'w World,
         layouts: &'w Layouts,
         options: CodegenOptions,
-        launch: EntityId,
+        (launch, walk): (EntityId, TileOrder),
         name: String,
     ) -> Result<Lowering<'w>, Unlowerable> {
         let info = world
@@ -282,6 +337,12 @@ impl<'w> Lowering<'w> {
         }
         let mut block = [1i64; 3];
         block[0] = threads;
+        let tiles = grid
+            .iter()
+            .map(|&extent| exprs.as_int(extent))
+            .product::<Option<i64>>();
+        let tile_walk =
+            (walk == TileOrder::Persistent).then(|| persistent::TileWalk::new(&mut exprs, tiles));
         let program = ThreadProgram {
             name,
             exprs,
@@ -293,6 +354,7 @@ impl<'w> Lowering<'w> {
             block,
             thread,
             block_index,
+            persistent: tile_walk.map(|walk| walk.grid),
             shared_bytes: 0,
             tensor_maps: Vec::new(),
             body: Vec::new(),
@@ -313,6 +375,8 @@ impl<'w> Lowering<'w> {
             top_lets: Vec::new(),
             producer_role: None,
             fragment_prefetch: None,
+            tile_walk,
+            stage_offset: None,
         };
         lowering.declare_params();
         lowering.declare_buffers()?;
@@ -421,6 +485,7 @@ impl<'w> Lowering<'w> {
             &shared,
             &self.staged,
             &swizzle_aligned,
+            self.tile_walk.is_none(),
         )?;
         let mut placement = Vec::new();
         for (entity, offset) in placed.offsets {

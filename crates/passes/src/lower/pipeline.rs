@@ -75,6 +75,25 @@ pub(super) struct SteadyParts {
     pub prefetch_fragments: bool,
 }
 
+/// Whether a statement of the launch's own body (not a nested one) is a `T.Pipelined` loop with
+/// copies to run ahead (the only loop warp specialization applies to) and, where two gemms in its
+/// body would get FlashAttention-3's schedule (`two_gemm_schedule`), fewer than two: checked before
+/// trying a persistent lowering, which refuses that schedule, so attention does not pay for
+/// lowering its loop twice.
+pub(super) fn may_be_persistent(world: &World, launch: EntityId, two_gemm_schedule: bool) -> bool {
+    world.body(launch).iter().any(|&entity| {
+        let pipelined = world.loops.get(entity).is_some_and(
+            |info| matches!(info.kind, LoopKind::Pipelined { num_stages } if num_stages >= 2),
+        );
+        let gemms = world
+            .body(entity)
+            .iter()
+            .filter(|&&op| matches!(world.ops.get(op), Some(TileOp::Gemm { .. })))
+            .count();
+        pipelined && !producers(world, entity).is_empty() && (gemms < 2 || !two_gemm_schedule)
+    })
+}
+
 /// The shared buffers a launch's pipelines multi-buffer, with their stage counts.
 pub(crate) fn staged_buffers(world: &World, launch: EntityId) -> BTreeMap<EntityId, i64> {
     let mut staged = BTreeMap::new();
@@ -190,10 +209,12 @@ impl Lowering<'_> {
         if producers.is_empty() {
             return Ok(None);
         }
+        self.begin_pipeline_count(extent)?;
+        let ko = self.program.exprs.var_expr(var);
+        let count = self.pipeline_count(ko);
         let exprs = &mut self.program.exprs;
-        let ko = exprs.var_expr(var);
         let stage_count = exprs.int(stages);
-        let stage = exprs.floormod(ko, stage_count);
+        let stage = exprs.floormod(count, stage_count);
         for &producer in &producers {
             if let Some(TileOp::Copy { dst, .. }) = self.world.ops.get(producer) {
                 self.current_stage.insert(dst.buffer, stage);
@@ -218,6 +239,7 @@ impl Lowering<'_> {
         } else {
             None
         };
+        self.refuse_persistence("the pipelined loop runs on cp.async, with no producer warpgroup")?;
         // Producers of iteration `var`, stage `var % k`; shifted below by substitution.
         let issue = self.producer_stmts(&pipeline.producers)?;
         out.push(self.prologue(&issue, var, extent, stages));

@@ -17,7 +17,9 @@ pub(crate) struct SharedPlacement {
     pub bytes: i64,
 }
 
-/// Places `buffers` (shared buffers of the launch whose statements are `order`).
+/// Places `buffers` (shared buffers of the launch whose statements are `order`). Without
+/// `share_space` every buffer gets space of its own, as a persistent launch needs: its statements
+/// run once per tile, so any buffer may be live while any other is.
 pub(crate) fn plan(
     world: &World,
     layouts: &crate::layout::Layouts,
@@ -25,6 +27,7 @@ pub(crate) fn plan(
     buffers: &[EntityId],
     staged: &std::collections::BTreeMap<EntityId, i64>,
     wgmma_operands: &[EntityId],
+    share_space: bool,
 ) -> Result<SharedPlacement, Unlowerable> {
     let mut items: Vec<(EntityId, i64, (usize, usize))> = Vec::new();
     for &buffer in buffers {
@@ -49,7 +52,10 @@ pub(crate) fn plan(
             .and_then(|bytes| bytes.checked_mul(stages))
             .ok_or_else(|| Unlowerable::new("a shared buffer too large"))?;
         // A buffer nothing touches still gets space, live nowhere.
-        let live = crate::liveness::live_range(world, order, buffer).unwrap_or((usize::MAX, 0));
+        let live = match share_space {
+            true => crate::liveness::live_range(world, order, buffer).unwrap_or((usize::MAX, 0)),
+            false => (0, usize::MAX),
+        };
         items.push((buffer, bytes, live));
     }
     items.sort_by_key(|&(buffer, bytes, _)| (std::cmp::Reverse(bytes), buffer));

@@ -62,7 +62,10 @@ impl Lowering<'_> {
     ) -> Result<(), Unlowerable> {
         match self.why_not_specialized(pipeline, copies) {
             None => self.specialized_pipeline(pipeline, copies, out),
-            Some(why) => self.tma_steady_pipeline(pipeline, copies, out, why),
+            Some(why) => {
+                self.refuse_persistence(&format!("no producer warpgroup ({why})"))?;
+                self.tma_steady_pipeline(pipeline, copies, out, why)
+            }
         }
     }
 
@@ -126,6 +129,9 @@ impl Lowering<'_> {
         if self.options.overlap_gemms {
             let dsts: Vec<_> = copies.iter().map(|copy| copy.dst).collect();
             if let Some(plan) = self.overlap_plan(pipeline, &body, &dsts, warpgroups) {
+                self.refuse_persistence(
+                    "FlashAttention-3's schedule measured slower persistent (BENCHMARKS.md)",
+                )?;
                 return self.overlapped_pipeline(pipeline, copies, &plan, (full, empty), out);
             }
         }
@@ -138,9 +144,8 @@ impl Lowering<'_> {
             let exprs = &mut self.program.exprs;
             let one = exprs.int(1);
             let previous = exprs.sub(ko, one);
-            let k = exprs.int(stages);
-            let previous_stage = exprs.floormod(previous, k);
             let zero = exprs.int(0);
+            let (previous_stage, _) = self.stage_and_parity(previous, stages, false);
             let not_first = self.compare_indices(CompareOp::Gt, ko, zero);
             body.push(Stmt::If {
                 cond: not_first,
@@ -151,10 +156,21 @@ impl Lowering<'_> {
                 }],
                 otherwise: Vec::new(),
             });
+            let mut after = vec![Stmt::WgmmaWait { pending: 0 }];
+            // The next tile of a persistent block refills the last stage too.
+            if self.tile_walk.is_some() {
+                let last = self.last_iteration(pipeline.extent);
+                let (last_stage, _) = self.stage_and_parity(last, stages, false);
+                after.push(Stmt::MbarrierArrive {
+                    barrier: empty,
+                    index: last_stage,
+                    expect_bytes: None,
+                });
+            }
             (
                 "T.Pipelined (consumer warpgroups): wait for the stage's TMA boxes, issue its \
                  wgmmas, wait for the previous iteration's and release its stage",
-                vec![Stmt::WgmmaWait { pending: 0 }],
+                after,
             )
         } else {
             body.push(Stmt::MbarrierArrive {
@@ -416,18 +432,20 @@ impl Lowering<'_> {
     }
 
     /// `ko % k` and the parity of round `ko / k`, flipped for the producer's empty-barrier wait
-    /// (whose first round must pass at once).
+    /// (whose first round must pass at once); in a persistent launch `ko` counts on from the
+    /// block's earlier tiles.
     pub(super) fn stage_and_parity(
         &mut self,
         ko: ExprId,
         stages: i64,
         flipped: bool,
     ) -> (ExprId, ExprId) {
+        let count = self.pipeline_count(ko);
         let exprs = &mut self.program.exprs;
         let k = exprs.int(stages);
         let two = exprs.int(2);
-        let stage = exprs.floormod(ko, k);
-        let mut round = exprs.floordiv(ko, k);
+        let stage = exprs.floormod(count, k);
+        let mut round = exprs.floordiv(count, k);
         if flipped {
             let one = exprs.int(1);
             round = exprs.add(round, one);
@@ -474,14 +492,21 @@ impl Lowering<'_> {
 
     /// Splits the launch into its consumer and producer roles once the whole body is lowered:
     /// the leading `let`s (rasterization) stay shared, the barriers are initialised, and the rest
-    /// of the body becomes the consumers' role.
+    /// of the body becomes the consumers' role. In a persistent launch each role loops over the
+    /// block's tiles and re-runs the `let`s per tile (`persistent.rs`).
     pub(super) fn warp_specialize(&mut self, stmts: Vec<Stmt>, role: ProducerRole) -> Vec<Stmt> {
         let consumers = self.threads;
-        let shared = stmts
+        let lets = stmts
             .iter()
             .take_while(|stmt| matches!(stmt, Stmt::Let { .. }))
             .count();
-        let mut body: Vec<Stmt> = stmts[..shared].to_vec();
+        let (leading, rest) = stmts.split_at(lets);
+        // A persistent launch binds the block indices per tile, so its `let`s go into each role's
+        // loop over tiles instead.
+        let mut body: Vec<Stmt> = match self.tile_walk {
+            Some(_) => Vec::new(),
+            None => leading.to_vec(),
+        };
         let mut setup = role.setup;
         setup.push(Stmt::Barrier);
         body.push(Stmt::Block {
@@ -494,7 +519,18 @@ impl Lowering<'_> {
             count: consumer_registers(consumer_count),
             increase: true,
         }];
-        consumer.extend(stmts[shared..].iter().cloned());
+        let mut producer_stmts = role.stmts;
+        match self.tile_walk {
+            Some(walk) => {
+                let mut per_tile = rest.to_vec();
+                // The next tile's first shared-memory writes wait for every consumer to finish
+                // this tile's reads.
+                per_tile.push(Stmt::Barrier);
+                consumer.push(self.tile_loop(walk, leading, per_tile));
+                producer_stmts = vec![self.tile_loop(walk, leading, producer_stmts)];
+            }
+            None => consumer.extend(rest.iter().cloned()),
+        }
         narrow_barriers(&mut consumer, consumer_count);
         // The thread index's range (the consumers') lets the arena simplify `tx % 128` to `tx`,
         // which is wrong for the producer's threads: they read it through a variable of their
@@ -518,7 +554,7 @@ impl Lowering<'_> {
             },
             Stmt::If {
                 cond: elected,
-                then: role.stmts,
+                then: producer_stmts,
                 otherwise: Vec::new(),
             },
         ];

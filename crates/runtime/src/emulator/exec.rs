@@ -38,6 +38,8 @@ pub(super) struct Machine<'p, 't> {
     pub sites: Vec<(Option<EntityId>, &'p str)>,
     /// The running block's index.
     pub block: [u32; 3],
+    /// The blocks along x that the run launches (what `gridDim.x` reads).
+    pub blocks: u32,
     pub report: EmulatorReport,
     /// Bindings shadowed by `let`s, restored when their statement list ends.
     pub shadowed: Vec<(usize, Binding)>,
@@ -72,7 +74,17 @@ impl<'p> Machine<'p, '_> {
         self.memory.begin_block();
         self.mbarriers.clear();
         self.turns.clear();
-        for (&var, &index) in self.program.block_index.iter().zip(&block) {
+        let mut bound: Vec<(VarId, u32)> =
+            self.program.block_index.into_iter().zip(block).collect();
+        // A persistent program reads which block it is and how many run; its `let`s bind the
+        // block indices of each tile it walks.
+        if let Some(persistent) = self.program.persistent {
+            bound = vec![
+                (persistent.block, block[0]),
+                (persistent.blocks, self.blocks),
+            ];
+        }
+        for (var, index) in bound {
             if let Some(binding) = self.env.vars.get_mut(var.index()) {
                 *binding = Binding::Uniform(i64::from(index));
             }

@@ -169,6 +169,7 @@ pub fn run_program(
         frame: eval::Frame::new(program.values.len()),
         sites: Vec::new(),
         block: [0; 3],
+        blocks: setup.grid[0],
         report: EmulatorReport {
             threads_per_block: setup.threads as u64,
             ..EmulatorReport::default()

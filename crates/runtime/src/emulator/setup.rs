@@ -21,12 +21,17 @@ const MAX_THREADS: i64 = 1024;
 const MAX_SHARED_BYTES: i64 = 1 << 24;
 /// Local elements over all buffers and threads of a block that the emulator allocates at most.
 const MAX_LOCAL_ELEMENTS: usize = 1 << 24;
+/// The blocks a persistent program is emulated on: few, and prime, so that small launches already
+/// give blocks different numbers of rounds, each carrying its pipeline's barrier phases into the
+/// next tile.
+pub(super) const EMULATED_MULTIPROCESSORS: u32 = 3;
 
 /// What the run needs from the declarations.
 #[derive(Debug)]
 pub(super) struct Setup<'p> {
     pub buffers: Vec<BufferInfo<'p>>,
     pub threads: usize,
+    /// The blocks to run: the grid's, or a persistent program's [`EMULATED_MULTIPROCESSORS`].
     pub grid: [u32; 3],
     pub shared_bytes: usize,
     /// Scalars and the thread index bound; block indices are bound per block.
@@ -64,6 +69,7 @@ pub(super) fn prepare<'p>(
             .filter(|&blocks| blocks <= i32::MAX as u32)
             .ok_or_else(|| EmulatorError::malformed(format!("grid extent {value} out of range")))?;
     }
+    let grid = program.launch_blocks(grid, EMULATED_MULTIPROCESSORS);
     let shared_bytes = usize::try_from(program.shared_bytes)
         .ok()
         .filter(|&bytes| bytes as i64 <= MAX_SHARED_BYTES)
@@ -171,6 +177,10 @@ fn bind_scalars(program: &ThreadProgram, scalars: &[i64]) -> Result<Env, Fault> 
     env.vars[thread] = Binding::Thread;
     for &var in &program.block_index {
         check_var(program, var)?;
+    }
+    if let Some(persistent) = program.persistent {
+        check_var(program, persistent.block)?;
+        check_var(program, persistent.blocks)?;
     }
     Ok(env)
 }

@@ -37,6 +37,7 @@ impl Builder {
             block: [threads, 1, 1],
             thread,
             block_index,
+            persistent: None,
             shared_bytes: 0,
             tensor_maps: Vec::new(),
             body: Vec::new(),
