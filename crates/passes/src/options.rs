@@ -21,7 +21,8 @@ pub struct CodegenOptions {
     /// A warp-specialized loop whose consumer warpgroups (two or more) run two gemms with other
     /// work between them (attention) gets FlashAttention-3's schedule: each iteration's first gemm
     /// issued with the previous iteration's second, the warpgroups taking turns at issuing them
-    /// (`lower/overlap.rs`). On unless `tilec.disable_gemm_overlap` is set.
+    /// (`lower/overlap.rs`). The schedule rests on wgmma's asynchronous issue, so it needs wgmma
+    /// as well as warp specialization; on unless `tilec.disable_gemm_overlap` is set.
     pub overlap_gemms: bool,
     /// A tensor-core gemm's accumulator stored to global memory goes through a padded shared tile,
     /// leaving as 16-byte vectors (`lower/epilogue.rs`). On unless
@@ -47,12 +48,13 @@ impl CodegenOptions {
         let hopper = target == Target::Sm90;
         let tma = hopper && !set("tl.disable_tma_lower");
         let warp_specialized = tma && !set("tl.disable_warp_specialized");
+        let wgmma = hopper && !set("tl.disable_wgmma");
         CodegenOptions {
             target,
-            wgmma: hopper && !set("tl.disable_wgmma"),
+            wgmma,
             tma,
             warp_specialized,
-            overlap_gemms: warp_specialized && !set("tilec.disable_gemm_overlap"),
+            overlap_gemms: wgmma && warp_specialized && !set("tilec.disable_gemm_overlap"),
             stage_epilogues: !set("tilec.disable_epilogue_staging"),
             persistent: warp_specialized && !set("tilec.disable_persistent"),
         }
@@ -109,7 +111,7 @@ mod tests {
     }
 
     #[test]
-    fn gemm_overlap_is_on_by_default_and_needs_warp_specialization() {
+    fn gemm_overlap_is_on_by_default_and_needs_warp_specialization_and_wgmma() {
         assert!(CodegenOptions::for_target(Target::Sm90).overlap_gemms);
         assert!(!CodegenOptions::for_target(Target::Sm80).overlap_gemms);
         let off = [(
@@ -122,6 +124,8 @@ mod tests {
             ConstValue::Bool(true),
         )];
         assert!(!CodegenOptions::new(Target::Sm90, &single_role).overlap_gemms);
+        let mma_sync = [("tl.disable_wgmma".to_owned(), ConstValue::Bool(true))];
+        assert!(!CodegenOptions::new(Target::Sm90, &mma_sync).overlap_gemms);
     }
 
     #[test]
