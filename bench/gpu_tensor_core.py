@@ -111,9 +111,12 @@ def report_registers(args):
     print(f"\nptxas ({target}, from the .json of tilec build --emit ptx):")
     out = os.path.join(args.out, "ptx")
     for file in sorted({case[1] for case in CASES}):
+        # The `tilec run`s above filled the CUDA compute cache, from which NVRTC would take these
+        # kernels without ptxas's report; with the cache off ptxas runs and reports.
         build = subprocess.run([args.tilec, "build", source_path(args, file), "--emit", "ptx",
                                 "--target", target, "--out", out],
-                               capture_output=True, text=True, timeout=args.timeout)
+                               capture_output=True, text=True, timeout=args.timeout,
+                               env={**os.environ, "CUDA_CACHE_DISABLE": "1"})
         if build.returncode != 0:
             print(f"  {file}: build failed: {(build.stderr or build.stdout).strip()[:300]}")
             continue

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use tilec_db::{Db, Instance, SourceFile, lowering_diagnostics, outline, thread_programs};
 use tilec_ir::thread::{Memory, ParamAccess};
 use tilec_ir::{Target, ThreadProgram};
-use tilec_runtime::cuda::{CompileSettings, compile_ptx};
+use tilec_runtime::cuda::{CompileSettings, compile_ptx, compute_cache_disabled};
 
 use crate::cache::{Cache, CacheEntry, Lookup, content_key};
 use crate::tuned::apply_tuned;
@@ -361,9 +361,12 @@ fn compile_all(
 /// One unit: a valid cache entry, or a fresh compilation stored for next time. A corrupt entry
 /// is reported on stderr and rebuilt.
 fn obtain(unit: &Unit, cache: &Cache, compile: Option<&CompileSettings>) -> Outcome {
+    let report_wanted = compile.is_some() && compute_cache_disabled();
     match cache.get(&unit.key) {
-        Lookup::Hit(entry) => return Outcome::Cached(entry),
-        Lookup::Miss => {}
+        Lookup::Hit(entry) if !lacks_wanted_report(&entry, report_wanted) => {
+            return Outcome::Cached(entry);
+        }
+        Lookup::Hit(_) | Lookup::Miss => {}
         Lookup::Corrupt(why) => {
             eprintln!(
                 "warning: corrupt cache entry for {} ({why}); rebuilding it",
@@ -395,12 +398,22 @@ fn obtain(unit: &Unit, cache: &Cache, compile: Option<&CompileSettings>) -> Outc
     Outcome::Built(entry)
 }
 
+/// Whether a cached entry has PTX but no ptxas report while one can now be had. NVRTC (CUDA 13 on)
+/// leaves ptxas's report out of its log when it takes the result from the CUDA compute cache,
+/// which `tilec run` of the same kernel fills; with `CUDA_CACHE_DISABLE=1` it reports again, and
+/// such an entry is rebuilt so that the report reaches the `.json`.
+fn lacks_wanted_report(entry: &CacheEntry, report_wanted: bool) -> bool {
+    report_wanted && entry.ptx.is_some() && entry.ptxas.is_none()
+}
+
 #[derive(Debug, Default)]
 struct Summary {
     instances: usize,
     built: usize,
     cached: usize,
     failed: usize,
+    /// Launches with PTX whose registers and spills ptxas did not report.
+    unreported: usize,
 }
 
 /// Phase 3: the `.cu`, `.ptx` and `.json` files of every instance, one line per instance.
@@ -446,6 +459,9 @@ fn write_outputs(
                 launch["ptx"] = json!(path.display().to_string());
             }
             let ptxas = entry.and_then(|e| e.ptxas.as_deref());
+            if entry.is_some_and(|e| e.ptx.is_some()) && ptxas.is_none() {
+                summary.unreported += 1;
+            }
             launch["registers"] = json!(ptxas.and_then(registers_of));
             launch["ptxas"] = json!(ptxas);
             launches.push(launch);
@@ -526,6 +542,14 @@ fn report_summary(
     cache: &Cache,
     started: Instant,
 ) -> Result<()> {
+    if summary.unreported > 0 && options.format == Format::Human {
+        eprintln!(
+            "note: ptxas reported no registers or spills for {} launch(es): NVRTC took them from \
+             the CUDA compute cache (a `tilec run` of the same kernel fills it); run again with \
+             CUDA_CACHE_DISABLE=1 for the report",
+            summary.unreported
+        );
+    }
     let mut out = std::io::stdout().lock();
     match options.format {
         Format::Human => writeln!(
@@ -548,8 +572,49 @@ fn report_summary(
                 "built": summary.built,
                 "cached": summary.cached,
                 "failed": summary.failed,
+                "unreported_registers": summary.unreported,
             })
         )?,
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A report as NVRTC 13's ptxas writes it for a warp-specialized kernel (measured on an H100).
+    const REPORT: &str = "ptxas info    : 0 bytes gmem\n\
+        ptxas info    : Compiling entry function 'flashattn' for 'sm_90a'\n\
+        ptxas info    : Function properties for flashattn\n\
+        ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n\
+        ptxas info    : Used 168 registers, used 16 barriers\n\
+        ptxas info    : Compile time = 338.528 ms";
+
+    fn entry(ptx: Option<&str>, ptxas: Option<&str>) -> CacheEntry {
+        CacheEntry {
+            cuda: "extern \"C\" __global__ void k() {}".to_owned(),
+            ptx: ptx.map(str::to_owned),
+            ptxas: ptxas.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn registers_come_from_the_used_line() {
+        assert_eq!(registers_of(REPORT), Some(168));
+        assert_eq!(registers_of("ptxas info    : 0 bytes gmem"), None);
+    }
+
+    #[test]
+    fn an_entry_without_its_report_is_rebuilt_only_when_ptxas_would_report() {
+        let unreported = entry(Some(".entry k"), None);
+        assert!(lacks_wanted_report(&unreported, true));
+        assert!(!lacks_wanted_report(&unreported, false));
+        // An entry with its report, or one built without PTX (`--emit cuda`), is kept either way.
+        assert!(!lacks_wanted_report(
+            &entry(Some(".entry k"), Some(REPORT)),
+            true
+        ));
+        assert!(!lacks_wanted_report(&entry(None, None), true));
+    }
 }

@@ -59,6 +59,9 @@ fn summary(output: &Output) -> Value {
     let last = stdout.lines().last().expect("a summary line");
     let value: Value = serde_json::from_str(last).expect("the summary is JSON");
     assert_eq!(value["kind"], "build-summary");
+    // Launches whose PTX came without ptxas's report (NVRTC's compute-cache hits): none without
+    // NVRTC, some number with it.
+    assert!(value["unreported_registers"].is_u64(), "{value}");
     value
 }
 

@@ -259,6 +259,13 @@ pub fn compile_ptx(
     })
 }
 
+/// Whether the CUDA compute cache is turned off for this process (`CUDA_CACHE_DISABLE=1`), so that
+/// every NVRTC compilation runs ptxas and its log carries the register and spill report (see
+/// [`CompiledKernel::ptxas_info`]).
+pub fn compute_cache_disabled() -> bool {
+    std::env::var("CUDA_CACHE_DISABLE").is_ok_and(|value| value.trim() == "1")
+}
+
 /// The lines of an NVRTC log that ptxas wrote.
 fn ptxas_lines(log: &str) -> Option<String> {
     let lines: Vec<&str> = log
