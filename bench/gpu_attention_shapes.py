@@ -1,0 +1,77 @@
+"""Times the corpus attention kernel at other shapes or with other tilec binaries against SDPA on the
+same inputs, alternating in one process, and checks each output against SDPA in fp32.
+
+Usage (on a GPU machine, from the repository root):
+    python3 bench/gpu_attention_shapes.py CORPUS ROUNDS LABEL=BINARY[@FOLDER][:NAME=VALUE,...] ...
+
+Each LABEL runs `BINARY run FOLDER/flash_attention_fwd.py --instance 1 --with NAME=VALUE ... --bench`
+(FOLDER defaults to CORPUS), so one call compares shapes (`s8192=tilec:batch=4,seq_len=8192`), edited
+kernels (`noq=tilec@variants/noq`) or builds. Fixing the number of tiles and varying the key blocks
+per tile separates a kernel's per-tile cost from its per-key-block cost (BENCHMARKS.md).
+"""
+import re
+import statistics
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+from gpu_check import median_ms
+
+
+def parse(spec, corpus):
+    label, rest = spec.split("=", 1)
+    binary, _, overrides = rest.partition(":")
+    binary, _, folder = binary.partition("@")
+    withs = [arg for item in overrides.split(",") if item for arg in ("--with", item)]
+    return label, binary, withs, folder or corpus
+
+
+def run_tilec(binary, withs, folder, save):
+    command = [binary, "run", f"{folder}/flash_attention_fwd.py", "--kernel", "flashattn", "--instance",
+               "1", "--device", "cuda", "--bench", "--target", "sm_90", "--save", save] + withs
+    run = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    if run.returncode != 0:
+        raise RuntimeError((run.stderr or run.stdout).strip()[-800:])
+    time = re.search(r": ([0-9.]+) (µs|ms|s) \(", run.stdout)
+    return float(time.group(1)) * {"µs": 1e-3, "ms": 1.0, "s": 1e3}[time.group(2)]
+
+
+def sdpa(q, k, v):
+    """Attention over BSHD tensors, as the corpus kernel computes it."""
+    out = torch.nn.functional.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                                           v.transpose(1, 2))
+    return out.transpose(1, 2)
+
+
+def main():
+    corpus, rounds = sys.argv[1], int(sys.argv[2])
+    specs = [parse(spec, corpus) for spec in sys.argv[3:]]
+    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
+    times = {label: [] for label, *_ in specs}
+    for round_index in range(rounds):
+        for label, binary, withs, folder in specs:
+            save = f"/tmp/attention-shapes-{label}"
+            ms = run_tilec(binary, withs, folder, save)
+            load = lambda name: torch.from_numpy(np.load(f"{save}/in/{name}.npy")).cuda()
+            q, k, v = load("Q"), load("K"), load("V")
+            if round_index == 0:
+                out = torch.from_numpy(np.load(f"{save}/out/Output.npy")).cuda().double()
+                ref = sdpa(q.float(), k.float(), v.float()).double()
+                error = ((out - ref).norm() / ref.norm()).item()
+                print(f"{label}: shape {tuple(q.shape)}, rel. error {error:.2e}", flush=True)
+            torch_ms = median_ms(lambda: sdpa(q, k, v))
+            times[label].append((ms, torch_ms))
+            print(f"round {round_index} {label}: tilec {ms:.4f} ms, SDPA {torch_ms:.4f} ms", flush=True)
+            del q, k, v
+            torch.cuda.empty_cache()
+    for label, pairs in times.items():
+        ratios = sorted(b / a for a, b in pairs)
+        print(f"{label}: tilec {statistics.median(a for a, _ in pairs):.4f} ms, "
+              f"SDPA {statistics.median(b for _, b in pairs):.4f} ms, "
+              f"ratio {statistics.median(ratios):.3f} ({ratios[0]:.3f}-{ratios[-1]:.3f})")
+
+
+if __name__ == "__main__":
+    main()
