@@ -608,13 +608,17 @@ impl ThreadProgram {
     pub fn launch_blocks(&self, grid: [u32; 3], resident_blocks: u32) -> [u32; 3] {
         match self.persistent {
             None => grid,
-            Some(_) => {
-                let tiles = grid.iter().map(|&g| u64::from(g)).product::<u64>();
-                let blocks = tiles.min(u64::from(resident_blocks.max(1)));
-                [u32::try_from(blocks).unwrap_or(u32::MAX), 1, 1]
-            }
+            Some(_) => persistent_blocks(grid, resident_blocks),
         }
     }
+}
+
+/// The blocks a persistent launch over `tiles` starts: one per resident slot, no more than tiles,
+/// along x (the kernel reads `gridDim.x` as the stride between a block's tiles).
+pub fn persistent_blocks(tiles: [u32; 3], resident_blocks: u32) -> [u32; 3] {
+    let tiles = tiles.iter().map(|&g| u64::from(g)).product::<u64>();
+    let blocks = tiles.min(u64::from(resident_blocks.max(1)));
+    [u32::try_from(blocks).unwrap_or(u32::MAX), 1, 1]
 }
 
 /// A single-precision `±(a × b) ± c` computed with one rounding (`fmaf`, one FFMA instruction): what
