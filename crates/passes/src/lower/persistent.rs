@@ -20,8 +20,11 @@
 //! Only a launch whose single pipelined loop gets a producer warpgroup and the plain consumer loop,
 //! with the same trip count in every tile, is made persistent: a loop without a producer warpgroup
 //! has no one to run ahead. FlashAttention-3's schedule (`overlap.rs`) would allow it (it releases
-//! every stage it waits for, and the emulator runs it correctly), but on the H200 the persistent
-//! attention kernel measured 2.01 ms against 1.98 ms per block, so it stays per block.
+//! every stage it waits for, and the emulator runs it correctly), but the persistent attention
+//! kernel measured slower than one block per tile (H200: 2.01 against 1.98 ms; H100: 2.06 against
+//! 1.98 ms), so it stays per block. By hand, it became the faster form once the next tile's Q was
+//! loaded into registers during the last PV and the epilogue's divisions took the reciprocal form
+//! (1.92 ms, BENCHMARKS.md, 2026-11-25): what this rewrite would have to do first.
 
 use tilec_ir::thread::{PersistentGrid, Stmt};
 use tilec_ir::{ExprId, VarId};
