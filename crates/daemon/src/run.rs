@@ -654,11 +654,14 @@ fn format_rate(bytes_per_second: f64) -> String {
     }
 }
 
+/// A run time with at least four significant digits from 100 µs up: GPU timings of milliseconds differ by
+/// tenths of a percent between the variants one compares, so two decimals of a millisecond
+/// (0.5 % at 2 ms) are too coarse.
 fn format_seconds(seconds: f64) -> String {
     if seconds < 1e-3 {
         format!("{:.1} µs", seconds * 1e6)
     } else if seconds < 1.0 {
-        format!("{:.2} ms", seconds * 1e3)
+        format!("{:.3} ms", seconds * 1e3)
     } else {
         format!("{seconds:.2} s")
     }
@@ -744,6 +747,13 @@ fn save_tensors(dir: &Path, program: &ThreadProgram, tensors: &[HostTensor]) -> 
 #[cfg(test)]
 mod tests {
     use super::{DeclaredLaunch, declared_launch, declared_shared_bytes};
+
+    #[test]
+    fn run_times_keep_four_significant_digits() {
+        assert_eq!(super::format_seconds(1.9742e-3), "1.974 ms");
+        assert_eq!(super::format_seconds(503.46e-6), "503.5 µs");
+        assert_eq!(super::format_seconds(2.5), "2.50 s");
+    }
 
     #[test]
     fn a_replacement_declares_its_shared_memory_in_the_launch_header() {
