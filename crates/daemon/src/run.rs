@@ -654,9 +654,9 @@ fn format_rate(bytes_per_second: f64) -> String {
     }
 }
 
-/// A run time with at least four significant digits from 100 µs up: GPU timings of milliseconds differ by
-/// tenths of a percent between the variants one compares, so two decimals of a millisecond
-/// (0.5 % at 2 ms) are too coarse.
+/// A run time with at least four significant digits from 100 µs up: GPU timings of milliseconds
+/// differ by tenths of a percent between the variants one compares, so two decimals of a
+/// millisecond (0.5 % at 2 ms) are too coarse.
 fn format_seconds(seconds: f64) -> String {
     if seconds < 1e-3 {
         format!("{:.1} µs", seconds * 1e6)
