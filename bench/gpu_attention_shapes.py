@@ -9,7 +9,6 @@ Each LABEL runs `BINARY run FOLDER/flash_attention_fwd.py --instance 1 --with NA
 kernels (`noq=tilec@variants/noq`) or builds. Fixing the number of tiles and varying the key blocks
 per tile separates a kernel's per-tile cost from its per-key-block cost (BENCHMARKS.md).
 """
-import re
 import statistics
 import subprocess
 import sys
@@ -17,7 +16,8 @@ import sys
 import numpy as np
 import torch
 
-from gpu_check import median_ms
+from gpu_check import median_ms, run_time_ms
+from gpu_tensor_core import sdpa
 
 
 def parse(spec, corpus):
@@ -34,15 +34,7 @@ def run_tilec(binary, withs, folder, save):
     run = subprocess.run(command, capture_output=True, text=True, timeout=300)
     if run.returncode != 0:
         raise RuntimeError((run.stderr or run.stdout).strip()[-800:])
-    time = re.search(r": ([0-9.]+) (µs|ms|s) \(", run.stdout)
-    return float(time.group(1)) * {"µs": 1e-3, "ms": 1.0, "s": 1e3}[time.group(2)]
-
-
-def sdpa(q, k, v):
-    """Attention over BSHD tensors, as the corpus kernel computes it."""
-    out = torch.nn.functional.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
-                                                           v.transpose(1, 2))
-    return out.transpose(1, 2)
+    return run_time_ms(run.stdout.strip().splitlines()[0])
 
 
 def main():
@@ -58,10 +50,10 @@ def main():
             q, k, v = load("Q"), load("K"), load("V")
             if round_index == 0:
                 out = torch.from_numpy(np.load(f"{save}/out/Output.npy")).cuda().double()
-                ref = sdpa(q.float(), k.float(), v.float()).double()
+                ref = sdpa(q.float(), k.float(), v.float(), False).double()
                 error = ((out - ref).norm() / ref.norm()).item()
                 print(f"{label}: shape {tuple(q.shape)}, rel. error {error:.2e}", flush=True)
-            torch_ms = median_ms(lambda: sdpa(q, k, v))
+            torch_ms = median_ms(lambda: sdpa(q, k, v, False))
             times[label].append((ms, torch_ms))
             print(f"round {round_index} {label}: tilec {ms:.4f} ms, SDPA {torch_ms:.4f} ms", flush=True)
             del q, k, v

@@ -21,6 +21,12 @@ import numpy as np
 import torch
 
 
+def run_time_ms(line):
+    """The run time a `tilec run` line reports (`...: 1.974 ms (median of 50 launches), ...`), in ms."""
+    time = re.search(r": ([0-9.]+) (µs|ms|s) \(", line)
+    return float(time.group(1)) * {"µs": 1e-3, "ms": 1.0, "s": 1e3}[time.group(2)]
+
+
 def median_ms(fn, warmup=5, iterations=50, warmup_seconds=0.1):
     """Median CUDA-event time of `fn` after at least `warmup` calls and `warmup_seconds` of GPU work,
     the same warm-up `tilec run --bench` does: a GPU that idled runs its first milliseconds slower."""
@@ -117,8 +123,7 @@ def main():
             print(f"| {kernel} | {' '.join(overrides)} | FAILED: {(run.stderr or run.stdout).strip()[:400]} |", flush=True)
             continue
         line = run.stdout.strip().splitlines()[0]
-        time = re.search(r": ([0-9.]+) (µs|ms|s) \(", line)
-        ms = float(time.group(1)) * {"µs": 1e-3, "ms": 1.0, "s": 1e3}[time.group(2)]
+        ms = run_time_ms(line)
         rate = re.search(r"([0-9.]+) (GB|MB)/s", line)
         gbs = f"{float(rate.group(1)) * (1.0 if rate.group(2) == 'GB' else 1e-3):.1f}"
         tensors = [load(os.path.join(save, "in"), name, dtype) for name in inputs]

@@ -24,7 +24,7 @@ import sys
 import numpy as np
 import torch
 
-from gpu_check import median_ms
+from gpu_check import median_ms, run_time_ms
 
 
 def load(dir, name, dtype=None):
@@ -99,9 +99,7 @@ def run_tilec(args, file, kernel, instance, save, bench):
     run = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
     if run.returncode != 0:
         raise RuntimeError((run.stderr or run.stdout).strip()[:600])
-    line = run.stdout.strip().splitlines()[0]
-    time = re.search(r": ([0-9.]+) (µs|ms|s) \(", line)
-    return float(time.group(1)) * {"µs": 1e-3, "ms": 1.0, "s": 1e3}[time.group(2)]
+    return run_time_ms(run.stdout.strip().splitlines()[0])
 
 
 def report_registers(args):
