@@ -150,7 +150,7 @@ extern "C" __global__ void __launch_bounds__(128) rms_norm(
     {
         #pragma unroll
         for (int step_1 = 0; step_1 < 4; ++step_1) {
-            ssum[step_1] = rsqrtf(ssum[step_1] / 2048.0f + 0x1.0c6f7ap-20f);
+            ssum[step_1] = rsqrtf(tl_div(ssum[step_1], 2048.0f) + 0x1.0c6f7ap-20f);
         }
     }
     // T.Parallel(4, 2048)

@@ -183,7 +183,7 @@ extern "C" __global__ void __launch_bounds__(256) softmax(
     {
         #pragma unroll
         for (int step_1 = 0; step_1 < 32; ++step_1) {
-            x[step_1 / 16 * 16 + step_1 % 4 + step_1 / 4 % 4 * 4] = x[step_1 / 16 * 16 + step_1 % 4 + step_1 / 4 % 4 * 4] / row_sum[step_1 / 16];
+            x[step_1 / 16 * 16 + step_1 % 4 + step_1 / 4 % 4 * 4] = tl_div(x[step_1 / 16 * 16 + step_1 % 4 + step_1 / 4 % 4 * 4], row_sum[step_1 / 16]);
         }
     }
     // T.copy

@@ -121,6 +121,26 @@ __device__ __forceinline__ float tl_exp2(float x) {
     return y;
 }
 
+// tilec's float division: b's correctly rounded reciprocal r (the compiler computes it once for
+// all the quotients of one divisor, a softmax's or a norm's row), the first quotient q = a r, and
+// one Markstein correction q - (b q - a) r. Where |a| and |b| lie in [2^-60, 2^60] this is IEEE
+// division bit for bit: bench/division_check.cu checks every pair of significands on a GPU and
+// gives the scaling argument for the rest of the range. Where the correction is NaN (a zero or
+// infinite operand) q is already the IEEE result; the sign is always q's, which is the IEEE sign
+// even where a zero correction would flip a zero quotient's. So zeros, infinities and NaN come out
+// as IEEE division has them. Only near the ends of the exponent range may it differ: subnormal
+// operands or quotients and quotients near overflow in the last place, and a divisor below 2^-128,
+// whose reciprocal overflows, gives an infinite quotient. The emulator computes the same formula,
+// so it matches the GPU either way. What this saves over `a / b` is
+// the reciprocal on the special-function unit and the range check that `a / b` repeats for every
+// quotient.
+__device__ __forceinline__ float tl_div(float a, float b) {
+    const float r = __frcp_rn(b);
+    const float q = __fmul_rn(a, r);
+    const float corrected = fmaf(-fmaf(b, q, -a), r, q);
+    return corrected != corrected ? q : copysignf(corrected, q);
+}
+
 // A float rounded to the nearest value of a narrower type, still as a float.
 __device__ __forceinline__ float tl_round_f16(float f) { return tl_half_to_float(tl_float_to_half(f)); }
 __device__ __forceinline__ float tl_round_bf16(float f) {

@@ -380,7 +380,9 @@ impl Printer<'_> {
     /// a multiply-add on its own: the multiply-adds tilec wants are explicit `fmaf`s (above), and
     /// the emulator rounds every other product before a sum uses it. Floor division and
     /// modulo are computed in `double` as the emulator does, because `floorf` of a quotient rounded
-    /// to `float` can land on the next integer.
+    /// to `float` can land on the next integer. A `float` quotient is the prelude's `tl_div`, IEEE
+    /// division from a reciprocal shared by the quotients of one divisor (a softmax's or a norm's
+    /// row), which saves a special-function-unit reciprocal per element.
     fn float_binary(&mut self, op: BinaryOp, (a, b): (CExpr, CExpr), dtype: DType) -> CExpr {
         let double = dtype == DType::Float64;
         let (x, y) = (a.operand(), b.operand());
@@ -389,6 +391,7 @@ impl Printer<'_> {
             BinaryOp::Mul if dtype == DType::Float32 => {
                 CExpr::atom(format!("__fmul_rn({}, {})", a.text, b.text))
             }
+            BinaryOp::Div if !double => CExpr::atom(format!("tl_div({}, {})", a.text, b.text)),
             BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div => {
                 CExpr::arithmetic(&a, op.symbol(), &b, arithmetic_prec(op))
             }

@@ -1,9 +1,10 @@
 //! Element arithmetic: what one value node computes from its operands in one thread.
 //!
 //! Every value is carried as an `f64` holding a value of the node's dtype exactly. Float results are
-//! computed in `f64` and rounded once to the node's dtype with [`round_to`]. For `+ - * /` and `sqrt`
+//! computed in `f64` and rounded once to the node's dtype with [`round_to`]. For `+ - *` and `sqrt`
 //! that equals the IEEE operation in the narrower format, because `f64` carries more than twice the
-//! significand bits of `f32`, `f16` and `bf16` plus two, so the double rounding is innocuous. Other
+//! significand bits of `f32`, `f16` and `bf16` plus two, so the double rounding is innocuous. `/`
+//! below `f64` is [`float_division`], the generated code's formula, rounded to the dtype. Other
 //! intrinsics (`exp`, `tanh`, ...) are computed correctly rounded-ish in `f64`; the GPU's versions are
 //! approximations, so results that use them match only up to a tolerance.
 //!
@@ -70,7 +71,7 @@ pub(super) fn fast_binary(op: BinaryOp, dtype: DType) -> Option<fn(f64, f64) -> 
         (BinaryOp::Add, DType::Float32) => |a, b| f64::from((a + b) as f32),
         (BinaryOp::Sub, DType::Float32) => |a, b| f64::from((a - b) as f32),
         (BinaryOp::Mul, DType::Float32) => |a, b| f64::from((a * b) as f32),
-        (BinaryOp::Div, DType::Float32) => |a, b| f64::from((a / b) as f32),
+        (BinaryOp::Div, DType::Float32) => |a, b| f64::from(float_division(a as f32, b as f32)),
         (BinaryOp::Add, DType::Float64) => |a, b| a + b,
         (BinaryOp::Sub, DType::Float64) => |a, b| a - b,
         (BinaryOp::Mul, DType::Float64) => |a, b| a * b,
@@ -78,14 +79,37 @@ pub(super) fn fast_binary(op: BinaryOp, dtype: DType) -> Option<fn(f64, f64) -> 
         (BinaryOp::Add, DType::Float16) => |a, b| half::f16::from_f64(a + b).to_f64(),
         (BinaryOp::Sub, DType::Float16) => |a, b| half::f16::from_f64(a - b).to_f64(),
         (BinaryOp::Mul, DType::Float16) => |a, b| half::f16::from_f64(a * b).to_f64(),
-        (BinaryOp::Div, DType::Float16) => |a, b| half::f16::from_f64(a / b).to_f64(),
+        (BinaryOp::Div, DType::Float16) => {
+            |a, b| half::f16::from_f32(float_division(a as f32, b as f32)).to_f64()
+        }
         (BinaryOp::Add, DType::BFloat16) => |a, b| half::bf16::from_f64(a + b).to_f64(),
         (BinaryOp::Sub, DType::BFloat16) => |a, b| half::bf16::from_f64(a - b).to_f64(),
         (BinaryOp::Mul, DType::BFloat16) => |a, b| half::bf16::from_f64(a * b).to_f64(),
-        (BinaryOp::Div, DType::BFloat16) => |a, b| half::bf16::from_f64(a / b).to_f64(),
+        (BinaryOp::Div, DType::BFloat16) => {
+            |a, b| half::bf16::from_f32(float_division(a as f32, b as f32)).to_f64()
+        }
         _ => return None,
     };
     Some(f)
+}
+
+/// `a / b` as the generated code computes it for every float type narrower than `f64` (the
+/// prelude's `tl_div`): the correctly rounded reciprocal, the first quotient, one fused correction
+/// with the first quotient's sign, and the first quotient where the correction is NaN. It is IEEE
+/// division wherever |a| and |b| lie in [2^-60, 2^60] (every pair of significands was checked on
+/// a GPU, `bench/division_check.cu`) and for zeros, infinities and NaN. Near the ends of the
+/// exponent range it may differ (in the last place for subnormal operands or quotients; a divisor
+/// below 2^-128 has an infinite reciprocal and gives an infinite quotient), and the emulator
+/// follows the GPU there too.
+pub(crate) fn float_division(a: f32, b: f32) -> f32 {
+    let reciprocal = 1.0 / b;
+    let first = a * reciprocal;
+    let corrected = (-b.mul_add(first, -a)).mul_add(reciprocal, first);
+    if corrected.is_nan() {
+        first
+    } else {
+        corrected.copysign(first)
+    }
 }
 
 fn is_integral(dtype: DType) -> bool {
@@ -159,7 +183,8 @@ fn float_binary(op: BinaryOp, dtype: DType, a: f64, b: f64) -> Result<f64, Strin
         BinaryOp::Add => a + b,
         BinaryOp::Sub => a - b,
         BinaryOp::Mul => a * b,
-        BinaryOp::Div => a / b,
+        BinaryOp::Div if dtype == DType::Float64 => a / b,
+        BinaryOp::Div => f64::from(float_division(a as f32, b as f32)),
         BinaryOp::FloorDiv => (a / b).floor(),
         BinaryOp::Mod => a - (a / b).floor() * b,
         BinaryOp::Pow => a.powf(b),
@@ -293,6 +318,86 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// IEEE division of `f32`s, computed independently of the formula: in `f64`, exact enough that
+    /// rounding to `f32` once more is innocuous.
+    fn ieee_quotient(a: f32, b: f32) -> f32 {
+        (f64::from(a) / f64::from(b)) as f32
+    }
+
+    fn same_bits(x: f32, y: f32) -> bool {
+        x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan())
+    }
+
+    #[test]
+    fn float_division_is_ieee_division_in_range() {
+        // Divisors whose significands sit at the ends and in the middle of the binade, each with
+        // a sweep of dividend significands, at exponents across the range.
+        let mut state = 0x2545_f491_u32;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            state
+        };
+        for divisor_bits in [
+            0x3f80_0000,
+            0x3f80_0001,
+            0x3fc0_0000,
+            0x3fff_fffe,
+            0x3fff_ffff,
+        ] {
+            for dividend_significand in (0..1u32 << 23).step_by(97) {
+                for scale in [-60, -1, 0, 7, 59] {
+                    let a = f32::from_bits(0x3f80_0000 | dividend_significand) * 2f32.powi(scale);
+                    let b = -f32::from_bits(divisor_bits) * 2f32.powi(-scale / 2);
+                    assert!(
+                        same_bits(float_division(a, b), ieee_quotient(a, b)),
+                        "{a:e} / {b:e}"
+                    );
+                }
+            }
+        }
+        for _ in 0..200_000 {
+            let a = f32::from_bits(0x3f80_0000 | (next() >> 9));
+            let b = f32::from_bits(0x3f80_0000 | (next() >> 9));
+            assert!(
+                same_bits(float_division(a, b), ieee_quotient(a, b)),
+                "{a:e} / {b:e}"
+            );
+        }
+    }
+
+    #[test]
+    fn float_division_keeps_ieee_zeros_infinities_and_nan() {
+        let specials = [
+            0.0f32,
+            -0.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            1.5,
+            -3.0,
+        ];
+        for &a in &specials {
+            for &b in &specials {
+                assert!(same_bits(float_division(a, b), a / b), "{a} / {b}");
+            }
+        }
+    }
+
+    #[test]
+    fn float_division_differs_only_at_the_ends_of_the_range() {
+        // A subnormal divisor's reciprocal overflows, so the quotient is infinite, as the GPU's is.
+        let tiny = f32::from_bits(0x0000_4000);
+        assert_eq!(float_division(tiny, tiny), f32::INFINITY);
+        assert_eq!(tiny / tiny, 1.0);
+        let f16 = |x: f64| round_to(DType::Float16, x);
+        assert_eq!(
+            binary(BinaryOp::Div, DType::Float16, f16(1.0), f16(3.0)),
+            Ok(f16(1.0 / 3.0))
+        );
     }
 
     #[test]
