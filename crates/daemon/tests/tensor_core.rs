@@ -521,13 +521,13 @@ fn every_path_generates_its_own_code() {
           attention: mma.sync, cp.async
         sm_90
           gemm: wgmma, TMA, warp roles, staged epilogue, persistent
-          attention: wgmma, TMA, warp roles, warpgroup turns
+          attention: wgmma, TMA, warp roles, warpgroup turns, persistent
         sm_90, tilec.disable_gemm_overlap
           gemm: wgmma, TMA, warp roles, staged epilogue, persistent
           attention: wgmma, TMA, warp roles, persistent
         sm_90, tilec.disable_epilogue_staging
           gemm: wgmma, TMA, warp roles, persistent
-          attention: wgmma, TMA, warp roles, warpgroup turns
+          attention: wgmma, TMA, warp roles, warpgroup turns, persistent
         sm_90, tilec.disable_persistent
           gemm: wgmma, TMA, warp roles, staged epilogue
           attention: wgmma, TMA, warp roles, warpgroup turns
@@ -578,8 +578,8 @@ fn epilogue_is_staged_only_in_space_the_pipeline_frees() {
 /// On sm_90 a warp-specialized gemm launch is persistent: one block per multiprocessor walks the
 /// tiles, and since its producer refills stages while the consumers store, the staged store gets
 /// shared memory of its own, even where two stages would leave no room. Attention on
-/// FlashAttention-3's schedule, measured slower persistent, and causal attention, whose loop's
-/// trip count differs between tiles, keep one block per tile.
+/// FlashAttention-3's schedule is persistent too; causal attention, whose loop's trip count
+/// differs between tiles, keeps one block per tile.
 #[test]
 fn gemm_launches_are_persistent_with_a_staging_tile_of_their_own() {
     let (Some(gemm), Some(attention)) = (
@@ -614,13 +614,93 @@ fn gemm_launches_are_persistent_with_a_staging_tile_of_their_own() {
     ] {
         assert!(two.contains(per_tile), "{per_tile}:\n{two}");
     }
-    for (instance, header) in [(0, "grid (8, 8, 1)"), (1, "grid (32, 16, 8)")] {
+    for (instance, header) in [
+        (0, "grid (8, 8, 1)"),
+        (
+            1,
+            "persistent: one block per multiprocessor walking the tiles of grid (32, 16, 8)",
+        ),
+    ] {
         let cuda = built_cuda(&attention, ("flashattn", instance), path);
         assert!(
             cuda.contains(&format!("// Launch: {header}")),
             "attention {instance}:\n{cuda}"
         );
     }
+}
+
+/// Persistent attention loads the next tile's Q rows into registers while its last PV gemm runs,
+/// between that gemm's commit and the wait for it, and the next round stores them into shared
+/// memory; round 0 loads its own. The next tile's block indices replace the current ones.
+#[test]
+fn persistent_attention_loads_the_next_tiles_q_during_its_last_gemm() {
+    let Some(attention) = corpus_file("flash_attention_fwd.py") else {
+        return;
+    };
+    let path = CodePath {
+        target: "sm_90",
+        pass_config: None,
+    };
+    let cuda = built_cuda(&attention, ("flashattn", 1), path);
+    let own_tile = "Q + bx * 262144 + by * 128 + bz * 8388608 + tx / 16 * 2048 + tx % 16 * 8";
+    let next_tile = "Q + tx / 16 * 2048 + tx % 16 * 8 + next_bx * 262144 + next_by * 128 \
+        + next_bz * 8388608 + chunk * 32768";
+    let in_order = [
+        "__align__(16) tl_half Q_next[64];",
+        "if (tile_round == 0) {",
+        own_tile,
+        "*(uint4*)(Q_vec + 0) = *(const uint4*)(Q_next + chunk * 8);",
+        // The last PV gemm of the tile, after the rotated loop.
+        "if (tx / 128 == 0) tl_named_barrier(2, 256); // the last turn handed on",
+        "tl_wgmma_commit();",
+        "// persistent: the next tile's inputs into registers while this tile's last gemm runs",
+        "const int next_tile = (tile_round + 1) * tile_stride + first_tile;",
+        "if (next_tile < 4096) {",
+        "const int next_bx = next_tile % 32;",
+        "const int next_by = next_tile / 32 % 16;",
+        "const int next_bz = next_tile / 512;",
+        next_tile,
+        "tl_wgmma_wait<0>();",
+        "tl_div(acc_o[",
+    ];
+    let mut rest = cuda.as_str();
+    for piece in in_order {
+        let Some(at) = rest.find(piece) else {
+            panic!("`{piece}` missing or out of order in:\n{cuda}");
+        };
+        rest = &rest[at + piece.len()..];
+    }
+}
+
+/// The emulator runs a persistent launch on three blocks: with eight tiles over a (2, 2, 2) grid,
+/// block 0 walks tiles 0, 3 and 6, whose block indices differ in every axis from the tile before,
+/// so every output row is right only if each round stores the Q rows its predecessor prefetched
+/// for it.
+#[test]
+fn persistent_attention_matches_f64_across_rounds() {
+    let Some(file) = corpus_file("flash_attention_fwd.py") else {
+        return;
+    };
+    let path = CodePath {
+        target: "sm_90",
+        pass_config: None,
+    };
+    let with = ["batch=2", "heads=2", "seq_len=256", "dim=128"];
+    let cuda = built_cuda_with(&file, ("flashattn", 1), path, &with);
+    assert!(
+        cuda.contains("walking the tiles of grid (2, 2, 2)"),
+        "{cuda}"
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (inputs, outputs) = run_saved(&file, (1, path), &with, dir.path());
+    let want = attention(
+        &inputs.tensor("Q"),
+        &inputs.tensor("K"),
+        &inputs.tensor("V"),
+        false,
+    );
+    let what = "persistent attention output";
+    assert_close(what, &outputs.tensor("Output").values, &want, 4e-3, 2e-3);
 }
 
 #[test]
@@ -735,91 +815,93 @@ fn overlapped_attention_cuda_skeleton() {
         .map_or("", |(loop_, _)| loop_);
     expect_test::expect![[r#"
         , FlashAttention-3's schedule: iteration k's first gemm and k-1's second are issued together, the 2 warpgroups taking turns, and what does not need the second gemm runs while it does
-                tl_mbarrier_wait(full_barrier
-                // T.clear
-                    for (int r_3 = 0; r_3 < 64; ++r_3) {
-                // T.gemm 128x128x128 on wgmma m64n128k16, warpgroups 2x1, A from shared (128-byte swizzle, K-major), B from shared (128-byte swizzle, K-major)
-                    tl_wgmma_fence();
+                        tl_mbarrier_wait(full_barrier
+                        // T.clear
+                            for (int r_3 = 0; r_3 < 64; ++r_3) {
+                        // T.gemm 128x128x128 on wgmma m64n128k16, warpgroups 2x1, A from shared (128-byte swizzle, K-major), B from shared (128-byte swizzle, K-major)
+                            tl_wgmma_fence();
         ... 8 x tl_wgmma_m64n128k16_f16_ss_t00
-                    tl_wgmma_commit();
-                tl_wgmma_wait<0>();
-                tl_fence_registers<64>(acc_s);
-                tl_fence_registers<64>(acc_o);
-                tl_mbarrier_arrive(empty_barrier
-                // T.copy
-                    for (int step = 0; step < 2; ++step) {
-                // T.reduce_max
-                // T.Parallel(128)
-                    for (int step_1 = 0; step_1 < 2; ++step_1) {
-                // T.Parallel(128, 128)
-                    for (int step_2 = 0; step_2 < 64; ++step_2) {
-                // T.reduce_sum
-                // T.Parallel(128)
-                    for (int step_3 = 0; step_3 < 2; ++step_3) {
-                // T.Parallel(128, 128)
-                    for (int step_4 = 0; step_4 < 64; ++step_4) {
-                // T.copy
-                    for (int step_5 = 0; step_5 < 64; ++step_5) {
-                if (tx / 128 == 1) tl_named_barrier_arrive(2, 256); // the first turn goes to warpgroup 0
-                for (int k = 0; k < 31; ++k) {
-                    tl_mbarrier_wait(full_barrier
-                    // T.clear
-                        for (int r_3 = 0; r_3 < 64; ++r_3) {
-                    tl_named_barrier(2
-                    // T.gemm 128x128x128 on wgmma m64n128k16, warpgroups 2x1, A from shared (128-byte swizzle, K-major), B from shared (128-byte swizzle, K-major)
-                        tl_wgmma_fence();
+                            tl_wgmma_commit();
+                        tl_wgmma_wait<0>();
+                        tl_fence_registers<64>(acc_s);
+                        tl_fence_registers<64>(acc_o);
+                        tl_mbarrier_arrive(empty_barrier
+                        // T.copy
+                            for (int step = 0; step < 2; ++step) {
+                        // T.reduce_max
+                        // T.Parallel(128)
+                            for (int step_1 = 0; step_1 < 2; ++step_1) {
+                        // T.Parallel(128, 128)
+                            for (int step_2 = 0; step_2 < 64; ++step_2) {
+                        // T.reduce_sum
+                        // T.Parallel(128)
+                            for (int step_3 = 0; step_3 < 2; ++step_3) {
+                        // T.Parallel(128, 128)
+                            for (int step_4 = 0; step_4 < 64; ++step_4) {
+                        // T.copy
+                            for (int step_5 = 0; step_5 < 64; ++step_5) {
+                        if (tx / 128 == 1) tl_named_barrier_arrive(2, 256); // the first turn goes to warpgroup 0
+                        for (int k = 0; k < 31; ++k) {
+                            tl_mbarrier_wait(full_barrier
+                            // T.clear
+                                for (int r_3 = 0; r_3 < 64; ++r_3) {
+                            tl_named_barrier(2
+                            // T.gemm 128x128x128 on wgmma m64n128k16, warpgroups 2x1, A from shared (128-byte swizzle, K-major), B from shared (128-byte swizzle, K-major)
+                                tl_wgmma_fence();
         ... 8 x tl_wgmma_m64n128k16_f16_ss_t00
-                        tl_wgmma_commit();
-                    tl_mbarrier_wait(late_full_barrier
-                    // T.gemm 128x128x128 on wgmma m64n128k16, warpgroups 2x1, A from registers, B from shared (128-byte swizzle, MN-major)
-                        tl_wgmma_fence();
+                                tl_wgmma_commit();
+                            tl_mbarrier_wait(late_full_barrier
+                            // T.gemm 128x128x128 on wgmma m64n128k16, warpgroups 2x1, A from registers, B from shared (128-byte swizzle, MN-major)
+                                tl_wgmma_fence();
         ... 8 x tl_wgmma_m64n128k16_f16_rs_t1
-                        tl_wgmma_commit();
-                    tl_named_barrier_arrive(2
-                    tl_wgmma_wait<1>();
-                    tl_fence_registers<64>(acc_s);
-                    tl_fence_registers<64>(acc_o);
-                    tl_mbarrier_arrive(empty_barrier
-                    // T.copy
-                        for (int step = 0; step < 2; ++step) {
-                    // T.reduce_max
-                    // T.Parallel(128)
-                        for (int step_1 = 0; step_1 < 2; ++step_1) {
-                    // T.Parallel(128, 128)
-                        for (int step_2 = 0; step_2 < 64; ++step_2) {
-                    // T.reduce_sum
-                    // T.Parallel(128)
-                        for (int step_3 = 0; step_3 < 2; ++step_3) {
-                    tl_wgmma_wait<0>();
-                    tl_fence_registers<64>(acc_s);
-                    tl_fence_registers<64>(acc_o);
-                    tl_mbarrier_arrive(late_empty_barrier
-                    // T.Parallel(128, 128)
-                        for (int step_4 = 0; step_4 < 64; ++step_4) {
-                    // T.copy
-                        for (int step_5 = 0; step_5 < 64; ++step_5) {
-                if (tx / 128 == 0) tl_named_barrier(2, 256); // the last turn handed on
-                tl_mbarrier_wait(late_full_barrier
-                // T.gemm 128x128x128 on wgmma m64n128k16, warpgroups 2x1, A from registers, B from shared (128-byte swizzle, MN-major)
-                    tl_wgmma_fence();
+                                tl_wgmma_commit();
+                            tl_named_barrier_arrive(2
+                            tl_wgmma_wait<1>();
+                            tl_fence_registers<64>(acc_s);
+                            tl_fence_registers<64>(acc_o);
+                            tl_mbarrier_arrive(empty_barrier
+                            // T.copy
+                                for (int step = 0; step < 2; ++step) {
+                            // T.reduce_max
+                            // T.Parallel(128)
+                                for (int step_1 = 0; step_1 < 2; ++step_1) {
+                            // T.Parallel(128, 128)
+                                for (int step_2 = 0; step_2 < 64; ++step_2) {
+                            // T.reduce_sum
+                            // T.Parallel(128)
+                                for (int step_3 = 0; step_3 < 2; ++step_3) {
+                            tl_wgmma_wait<0>();
+                            tl_fence_registers<64>(acc_s);
+                            tl_fence_registers<64>(acc_o);
+                            tl_mbarrier_arrive(late_empty_barrier
+                            // T.Parallel(128, 128)
+                                for (int step_4 = 0; step_4 < 64; ++step_4) {
+                            // T.copy
+                                for (int step_5 = 0; step_5 < 64; ++step_5) {
+                        if (tx / 128 == 0) tl_named_barrier(2, 256); // the last turn handed on
+                        tl_mbarrier_wait(late_full_barrier
+                        // T.gemm 128x128x128 on wgmma m64n128k16, warpgroups 2x1, A from registers, B from shared (128-byte swizzle, MN-major)
+                            tl_wgmma_fence();
         ... 8 x tl_wgmma_m64n128k16_f16_rs_t1
-                    tl_wgmma_commit();
-                tl_wgmma_wait<0>();
-                tl_fence_registers<64>(acc_s);
-                tl_fence_registers<64>(acc_o);
-                tl_mbarrier_arrive(late_empty_barrier
-            // T.Parallel(128, 128)
-                for (int step_6 = 0; step_6 < 64; ++step_6) {
-            tl_fence_proxy_async();
-            tl_named_barrier(1, 256);
-            // T.copy
-                for (int chunk_1 = 0; chunk_1 < 32; ++chunk_1) {
-                    for (int lane_1 = 0; lane_1 < 2; ++lane_1) {
-            tl_fence_proxy_async();
-            tl_named_barrier(1, 256);
-            // T.copy
-                for (int chunk_2 = 0; chunk_2 < 8; ++chunk_2) {
-                    for (int lane_2 = 0; lane_2 < 8; ++lane_2) {
+                            tl_wgmma_commit();
+                        // persistent: the next tile's inputs into registers while this tile's last gemm runs
+                                for (int chunk = 0; chunk < 8; ++chunk) {
+                        tl_wgmma_wait<0>();
+                        tl_fence_registers<64>(acc_s);
+                        tl_fence_registers<64>(acc_o);
+                        tl_mbarrier_arrive(late_empty_barrier
+                    // T.Parallel(128, 128)
+                        for (int step_6 = 0; step_6 < 64; ++step_6) {
+                    // T.copy
+                        for (int chunk_1 = 0; chunk_1 < 32; ++chunk_1) {
+                            for (int lane_1 = 0; lane_1 < 2; ++lane_1) {
+                    tl_fence_proxy_async();
+                    tl_named_barrier(1, 256);
+                    // T.copy
+                        for (int chunk_2 = 0; chunk_2 < 8; ++chunk_2) {
+                            for (int lane_2 = 0; lane_2 < 8; ++lane_2) {
+                    tl_fence_proxy_async();
+                    tl_named_barrier(1, 256);
     "#]].assert_eq(consumer);
 }
 

@@ -137,7 +137,7 @@ pub fn lower_launch(
     };
     let staged = staged.as_ref().map(|(world, layouts)| (world, layouts));
     if options.persistent
-        && pipeline::may_be_persistent(world, launch, options.overlap_gemms)
+        && pipeline::may_be_persistent(world, launch)
         && let Some(program) = persistent_launch(staged, (world, layouts), options, launch, &name)
     {
         return Ok(program);
@@ -341,8 +341,8 @@ impl<'w> Lowering<'w> {
             .iter()
             .map(|&extent| exprs.as_int(extent))
             .product::<Option<i64>>();
-        let tile_walk =
-            (walk == TileOrder::Persistent).then(|| persistent::TileWalk::new(&mut exprs, tiles));
+        let tile_walk = (walk == TileOrder::Persistent)
+            .then(|| persistent::TileWalk::new(&mut exprs, tiles, block_index));
         let program = ThreadProgram {
             name,
             exprs,

@@ -76,21 +76,14 @@ pub(super) struct SteadyParts {
 }
 
 /// Whether a statement of the launch's own body (not a nested one) is a `T.Pipelined` loop with
-/// copies to run ahead (the only loop warp specialization applies to) and, where two gemms in its
-/// body would get FlashAttention-3's schedule (`two_gemm_schedule`), fewer than two: checked before
-/// trying a persistent lowering, which refuses that schedule, so attention does not pay for
-/// lowering its loop twice.
-pub(super) fn may_be_persistent(world: &World, launch: EntityId, two_gemm_schedule: bool) -> bool {
+/// copies to run ahead, the only loop warp specialization applies to: checked before trying a
+/// persistent lowering, so that other launches do not pay for lowering twice.
+pub(super) fn may_be_persistent(world: &World, launch: EntityId) -> bool {
     world.body(launch).iter().any(|&entity| {
         let pipelined = world.loops.get(entity).is_some_and(
             |info| matches!(info.kind, LoopKind::Pipelined { num_stages } if num_stages >= 2),
         );
-        let gemms = world
-            .body(entity)
-            .iter()
-            .filter(|&&op| matches!(world.ops.get(op), Some(TileOp::Gemm { .. })))
-            .count();
-        pipelined && !producers(world, entity).is_empty() && (gemms < 2 || !two_gemm_schedule)
+        pipelined && !producers(world, entity).is_empty()
     })
 }
 

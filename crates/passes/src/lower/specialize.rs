@@ -129,9 +129,6 @@ impl Lowering<'_> {
         if self.options.overlap_gemms {
             let dsts: Vec<_> = copies.iter().map(|copy| copy.dst).collect();
             if let Some(plan) = self.overlap_plan(pipeline, &body, &dsts, warpgroups) {
-                self.refuse_persistence(
-                    "FlashAttention-3's schedule measured slower persistent (BENCHMARKS.md)",
-                )?;
                 return self.overlapped_pipeline(pipeline, copies, &plan, (full, empty), out);
             }
         }
@@ -522,7 +519,7 @@ impl Lowering<'_> {
         let mut producer_stmts = role.stmts;
         match self.tile_walk {
             Some(walk) => {
-                let mut per_tile = rest.to_vec();
+                let mut per_tile = self.prefetch_tile_inputs(walk, leading, rest.to_vec());
                 // The next tile's first shared-memory writes wait for every consumer to finish
                 // this tile's reads.
                 per_tile.push(Stmt::Barrier);
