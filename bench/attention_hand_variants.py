@@ -1,37 +1,38 @@
-"""Writes the hand-edited attention kernels BENCHMARKS.md measured (2026-11-25), from the CUDA tilec
-generates for the corpus attention instance 1 on sm_90, so that they can be measured again with
-`tilec run --cuda-source` and serve as the specification of the lowering still to be written.
+"""Writes the hand-edited attention kernels BENCHMARKS.md measured, from the CUDA tilec generates for
+the corpus attention instance 1 on sm_90, so that they can be measured again with
+`tilec run --cuda-source` (bench/gpu_attention_shapes.py's `LABEL=tilec%FILE.cu`).
 
 Usage (here, no GPU needed):
-    tilec build CORPUS/flash_attention_fwd.py --instance 1 --target sm_90 --emit cuda --out PER_BLOCK
-    (a build with FlashAttention-3's persistence allowed) ... --out PERSISTENT
-    python3 bench/attention_hand_variants.py PER_BLOCK.cu PERSISTENT.cu OUT_DIR
+    tilec build CORPUS/flash_attention_fwd.py --instance 1 --target sm_90 --emit cuda --out BUILD
+    python3 bench/attention_hand_variants.py BUILD/flash_attention_fwd/flashattn-1.cu OUT_DIR
 
-Writes into OUT_DIR:
-    rescale_after_qk.cu  per block; O rescaled after QK(k+1) is issued, before PV(k) (FlashAttention-3's order)
-    reciprocal.cu        per block; x / d as x * RN(1/d): not the same numerics, timing only
-    markstein.cu         per block; x / d from RN(1/d) and one fma correction
-    q_prefetch.cu        persistent; the next tile's Q loaded into registers while the last PV runs
-    q_prefetch_markstein.cu  persistent; both
-A persistent file must be launched by a tilec whose program for the instance is persistent too
-(`tilec run` takes the launch grid from the program).
+The input is the persistent kernel (the default on sm_90 since the eighth session). Writes into
+OUT_DIR, each launched by a tilec whose program for the instance is persistent too:
+    unchecked_division.cu  tl_div without the NaN and sign handling: three float operations
+    ieee_division.cu       tl_div as IEEE `/`
+    no_output_store.cu     knockout: the output's global stores removed (wrong output, timing only)
+    bulk_store.cu          the output by cp.async.bulk, one 256-byte row per thread, waited for at once
+    bulk_store_deferred.cu the same, its wait moved to the next tile's epilogue
+    direct_store.cu        the output stored from registers, without the O_shared round trip
+    q_before_stores.cu     the next tile's Q stored and fenced before this tile's output stores
+The sessions before measured per-block variants (rescale order, reciprocal division, Q prefetch by
+hand) from earlier versions of this script; the compiler now does the Q prefetch itself.
 """
 import os
 import re
 import sys
 
-# The O rescale `acc_o[i, j] *= scores_scale[i]`, as tilec prints it.
-RESCALE = re.compile(
-    r"( *)// T\.Parallel\(128, 128\)\n *\{\n *#pragma unroll\n *for \(int (step_\d+) = 0; \2 < 64; \+\+\2\) \{\n"
-    r" *acc_o\[[^\n]*__fmul_rn\(acc_o[^\n]*scores_scale[^\n]*\n *\}\n *\}\n")
-# The normalization `acc_o[i, j] /= logsum[i]`.
-DIVISION = re.compile(r"(acc_o\[[^\]]*\]) = \1 / (logsum\[[^\]]*\]);")
-# The consumers' copy of Q into shared memory at the start of a tile.
+TL_DIV = re.compile(r"__device__ __forceinline__ float tl_div\(float a, float b\) \{\n.*?\n\}\n", re.S)
+# The copy of the output tile from O_shared to global memory, at the end of every tile.
+OUTPUT_COPY = re.compile(
+    r"( *)// T\.copy\n *\{\n *#pragma unroll\n *for \(int chunk_2 = 0; chunk_2 < 8; \+\+chunk_2\) \{\n.*?\n\1\}\n", re.S)
+# The store of the normalized accumulator into O_shared.
+O_SHARED_STORE = "O_shared + tx / 32 * 2048 + tx % 4 * 2 + tx / 4 % 8 * 128 + chunk_1 / 2 * 8 + chunk_1 % 2 * 1024"
+# The start-of-tile copy of the prefetched Q rows into shared memory.
 Q_COPY = re.compile(
-    r" *// T\.copy\n *\{\n *#pragma unroll\n *for \(int chunk = 0; chunk < 8; \+\+chunk\) \{\n"
-    r" *\*\(uint4\*\)\(Q_vec \+ 0\) = \*\(const uint4\*\)\((Q \+ [^;]*)\);\n *#pragma unroll\n"
-    r" *for \(int lane = 0; lane < 8; \+\+lane\) \{\n *Q_shared_vec\[lane\] = Q_vec\[lane\];\n *\}\n"
-    r" *\*\(uint4\*\)\((Q_shared \+ [^;]*)\) = \*\(const uint4\*\)\(Q_shared_vec \+ 0\);\n *\}\n *\}\n")
+    r"( *)// T\.copy\n *\{\n *#pragma unroll\n *for \(int chunk = 0; chunk < 8; \+\+chunk\) \{\n"
+    r" *\*\(uint4\*\)\(Q_vec \+ 0\) = \*\(const uint4\*\)\(Q_next \+ chunk \* 8\);.*?\n\1\}\n", re.S)
+FENCE_BARRIER = "tl_fence_proxy_async();\n{ind}tl_named_barrier(1, 256);\n"
 
 
 def one(pattern, text):
@@ -40,75 +41,95 @@ def one(pattern, text):
     return found[0]
 
 
-def rescale_after_qk(cuda):
-    """The rescale by scale(k) moved between QK(k+1)'s issue and PV(k)'s, and before the last PV."""
-    blocks = list(RESCALE.finditer(cuda))
-    assert len(blocks) == 2, len(blocks)
-    prologue, in_loop = blocks
-    text = in_loop.group(0).strip() + "\ntl_fence_registers<64>(acc_o);\n"
-    out = cuda[:prologue.start()] + cuda[prologue.end():in_loop.start()] + cuda[in_loop.end():]
-    in_loop_wait = "tl_mbarrier_wait(late_full_barrier + k % 2, k / 2 % 2);"
-    last_wait = re.search(r"tl_mbarrier_wait\(late_full_barrier \+ \d+, \d+\);", out.split(in_loop_wait)[1]).group(0)
-    return out.replace(in_loop_wait, text + in_loop_wait).replace(last_wait, text + last_wait)
+def with_division(cuda, body):
+    return TL_DIV.sub(lambda _: "__device__ __forceinline__ float tl_div(float a, float b) {\n" + body + "}\n", cuda)
 
 
-def reciprocal(cuda):
-    m = one(DIVISION, cuda)
-    return cuda.replace(m.group(0), f"{m.group(1)} = __fmul_rn({m.group(1)}, __frcp_rn({m.group(2)}));")
+def output_parts(cuda):
+    """The output copy, its indentation, its shared source index and its global target index."""
+    m = one(OUTPUT_COPY, cuda)
+    block = m.group(0)
+    lds = re.search(r"\*\(const uint4\*\)\((O_shared \+ [^;]*)\);", block).group(1)
+    stg = re.search(r"\*\(uint4\*\)\((Output \+ [^;]*)\) = ", block).group(1)
+    return block, m.group(1), lds, stg
 
 
-def markstein(cuda):
-    m = one(DIVISION, cuda)
-    x, d = m.group(1), m.group(2)
-    return cuda.replace(m.group(0), (
-        f"{{ const float tl_d = {d}; const float tl_r = __frcp_rn(tl_d); const float tl_x = {x}; "
-        f"const float tl_q = __fmul_rn(tl_x, tl_r); {x} = fmaf(fmaf(-tl_d, tl_q, tl_x), tl_r, tl_q); }}"))
+def tile_base(stg):
+    return re.search(r"Output \+ (bx \* \d+ \+ by \* \d+ \+ bz \* \d+)", stg).group(1)
 
 
-def q_prefetch(cuda):
-    """Round r loads round r+1's Q rows into registers right after issuing its last PV; round r+1
-    stores them (round 0 loads its own), after the end-of-tile barrier both warpgroups pass."""
-    m = one(Q_COPY, cuda)
-    source, target = m.group(1), m.group(2)
-    top = (
-        "                {\n"
-        "                    if (tile_round == 0) {\n"
-        "                        #pragma unroll\n"
-        f"                        for (int chunk = 0; chunk < 8; ++chunk) q_next[chunk] = *(const uint4*)({source});\n"
-        "                    }\n"
-        "                    #pragma unroll\n"
-        f"                    for (int chunk = 0; chunk < 8; ++chunk) *(uint4*)({target}) = q_next[chunk];\n"
-        "                }\n")
-    out = cuda.replace(m.group(0), top)
-    out = out.replace("    __align__(16) tl_half Q_vec[8];\n", "    __align__(16) tl_half Q_vec[8];\n    uint4 q_next[8];\n", 1)
-    last_wait = re.search(r"tl_mbarrier_wait\(late_full_barrier \+ \d+, \d+\);\n", out)
-    issued = out.index("tl_wgmma_commit();", last_wait.end()) + len("tl_wgmma_commit();")
-    tiles = re.search(r"tl_floordiv\(-first_tile \+ (\d+), tile_stride\)", out).group(1)
-    grid_x = re.search(r"const int bx = \(tile_round \* tile_stride \+ first_tile\) % (\d+);", out).group(1)
-    grid_y = re.search(r"const int by = \(tile_round \* tile_stride \+ first_tile\) / \d+ % (\d+);", out).group(1)
-    next_source = source.replace("bx *", "nbx *").replace("by *", "nby *").replace("bz *", "nbz *")
-    prefetch = (
-        "\n{ const int next_tile = (tile_round + 1) * tile_stride + first_tile;\n"
-        f"  if (next_tile <= {tiles}) {{ const int nbx = next_tile % {grid_x}; const int nby = next_tile / {grid_x} % {grid_y};\n"
-        f"    const int nbz = next_tile / {int(grid_x) * int(grid_y)};\n"
-        "    #pragma unroll\n"
-        f"    for (int chunk = 0; chunk < 8; ++chunk) q_next[chunk] = *(const uint4*)({next_source}); }} }}\n")
-    return out[:issued] + prefetch + out[issued:]
+def no_output_store(cuda):
+    block, _, _, stg = output_parts(cuda)
+    return cuda.replace(re.search(r"\n *\*\(uint4\*\)\(Output \+ [^\n]*\n", block).group(0), "\n", 1)
+
+
+def bulk_store(cuda, deferred=False):
+    block, ind, _, stg = output_parts(cuda)
+    wait_now = "" if deferred else f'{ind}    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");\n'
+    new = (f"{ind}if (tx < 128) {{\n"
+           f'{ind}    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], 256;" :: '
+           f'"l"(Output + {tile_base(stg)} + tx * 2048), "r"(tl_shared_address(O_shared + tx * 128)) : "memory");\n'
+           f'{ind}    asm volatile("cp.async.bulk.commit_group;" ::: "memory");\n'
+           f"{wait_now}{ind}}}\n")
+    out = cuda.replace(block, new, 1)
+    if deferred:
+        at = out.rindex("// T.copy", 0, out.index("for (int chunk_1 = 0; chunk_1 < 32; ++chunk_1)"))
+        line = out.rindex("\n", 0, at) + 1
+        pad = out[line:at]
+        out = (out[:line] + f'{pad}if (tx < 128) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");\n'
+               f"{pad}tl_named_barrier(1, 256);\n" + out[line:])
+        end = out.index("    } else {\n        tl_setmaxnreg_dec<")
+        out = out[:end] + '        if (tx < 128) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");\n' + out[end:]
+    return out
+
+
+def direct_store(cuda):
+    block, ind, _, stg = output_parts(cuda)
+    assert cuda.count(O_SHARED_STORE) == 1
+    rows = f"Output + {tile_base(stg)} + (tx / 32 * 16 + tx / 4 % 8 + chunk_1 % 2 * 8) * 2048 + tx % 4 * 2 + chunk_1 / 2 * 8"
+    out = cuda.replace(O_SHARED_STORE, rows)
+    return out.replace(ind + FENCE_BARRIER.format(ind=ind) + block, "", 1)
+
+
+def q_before_stores(cuda):
+    q = one(Q_COPY, cuda)
+    qstore = re.search(r"\*\(uint4\*\)\((Q_shared \+ [^;]*)\) = ", q.group(0)).group(1)
+    out = cuda.replace(q.group(0), f"{q.group(1)}if (tile_round == 0)\n" + q.group(0), 1)
+    pre = "tl_fence_proxy_async();\n                tl_named_barrier(1, 256);\n                // T.Pipelined (consumer"
+    assert out.count(pre) == 1
+    out = out.replace(pre, "if (tile_round == 0) tl_fence_proxy_async();\n                tl_named_barrier(1, 256);\n"
+                           "                // T.Pipelined (consumer")
+    block, ind, lds, stg = output_parts(out)
+    tiles = re.search(r"if \(next_tile < (\d+)\)", out).group(1)
+    tail = ind + FENCE_BARRIER.format(ind=ind)
+    new = (f"{ind}{{\n{ind}    uint4 o_out[8];\n{ind}    #pragma unroll\n"
+           f"{ind}    for (int chunk_2 = 0; chunk_2 < 8; ++chunk_2) o_out[chunk_2] = *(const uint4*)({lds});\n"
+           f"{ind}    if ((tile_round + 1) * tile_stride + first_tile < {tiles}) {{\n{ind}        #pragma unroll\n"
+           f"{ind}        for (int chunk = 0; chunk < 8; ++chunk) *(uint4*)({qstore}) = *(const uint4*)(Q_next + chunk * 8);\n"
+           f"{ind}    }}\n{ind}    tl_fence_proxy_async();\n{ind}    tl_named_barrier(1, 256);\n{ind}    #pragma unroll\n"
+           f"{ind}    for (int chunk_2 = 0; chunk_2 < 8; ++chunk_2) *(uint4*)({stg}) = o_out[chunk_2];\n{ind}}}\n")
+    assert out.count(block + tail) == 1
+    return out.replace(block + tail, new, 1)
 
 
 def main():
-    per_block, persistent, out = sys.argv[1], sys.argv[2], sys.argv[3]
+    persistent, out = sys.argv[1], sys.argv[2]
+    cuda = open(persistent).read()
+    assert "persistent:" in cuda.splitlines()[1], "the kernel is not persistent"
     os.makedirs(out, exist_ok=True)
-    block_cuda, persistent_cuda = open(per_block).read(), open(persistent).read()
-    assert "persistent:" in persistent_cuda.splitlines()[1], "the second file is not persistent"
     variants = {
-        "rescale_after_qk.cu": rescale_after_qk(block_cuda),
-        "reciprocal.cu": reciprocal(block_cuda),
-        "markstein.cu": markstein(block_cuda),
-        "q_prefetch.cu": q_prefetch(persistent_cuda),
-        "q_prefetch_markstein.cu": markstein(q_prefetch(persistent_cuda)),
+        "unchecked_division.cu": with_division(
+            cuda, "    const float r = __frcp_rn(b);\n    const float q = __fmul_rn(a, r);\n"
+                  "    return fmaf(-fmaf(b, q, -a), r, q);\n"),
+        "ieee_division.cu": with_division(cuda, "    return a / b;\n"),
+        "no_output_store.cu": no_output_store(cuda),
+        "bulk_store.cu": bulk_store(cuda),
+        "bulk_store_deferred.cu": bulk_store(cuda, deferred=True),
+        "direct_store.cu": direct_store(cuda),
+        "q_before_stores.cu": q_before_stores(cuda),
     }
     for name, text in variants.items():
+        assert text != cuda, name
         with open(os.path.join(out, name), "w") as f:
             f.write(text)
         print(os.path.join(out, name))

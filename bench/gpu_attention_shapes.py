@@ -2,11 +2,12 @@
 same inputs, alternating in one process, and checks each output against SDPA in fp32.
 
 Usage (on a GPU machine, from the repository root):
-    python3 bench/gpu_attention_shapes.py CORPUS ROUNDS LABEL=BINARY[@FOLDER][:NAME=VALUE,...] ...
+    python3 bench/gpu_attention_shapes.py CORPUS ROUNDS LABEL=BINARY[@FOLDER][%CUDA][:NAME=VALUE,...] ...
 
 Each LABEL runs `BINARY run FOLDER/flash_attention_fwd.py --instance 1 --with NAME=VALUE ... --bench`
-(FOLDER defaults to CORPUS), so one call compares shapes (`s8192=tilec:batch=4,seq_len=8192`), edited
-kernels (`noq=tilec@variants/noq`) or builds. Fixing the number of tiles and varying the key blocks
+(FOLDER defaults to CORPUS), with `--cuda-source CUDA` when given, so one call compares shapes
+(`s8192=tilec:batch=4,seq_len=8192`), edited kernels (`noq=tilec@variants/noq`), hand-edited CUDA
+(`fast=tilec%variants/fast.cu`) or builds. Fixing the number of tiles and varying the key blocks
 per tile separates a kernel's per-tile cost from its per-key-block cost (BENCHMARKS.md).
 """
 import statistics
@@ -23,8 +24,11 @@ from gpu_tensor_core import sdpa
 def parse(spec, corpus):
     label, rest = spec.split("=", 1)
     binary, _, overrides = rest.partition(":")
+    binary, _, cuda = binary.partition("%")
     binary, _, folder = binary.partition("@")
     withs = [arg for item in overrides.split(",") if item for arg in ("--with", item)]
+    if cuda:
+        withs += ["--cuda-source", cuda]
     return label, binary, withs, folder or corpus
 
 
