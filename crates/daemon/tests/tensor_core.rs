@@ -1038,3 +1038,51 @@ fn wgmma_falls_back_to_mma_sync_on_an_undescribable_layout() {
         .trim();
     expect_test::expect!["// T.gemm 128x128x32 on mma.sync m16n8k16, warps 4x1 of 32x128 (not wgmma: no wgmma descriptor describes an operand's shared layout)"].assert_eq(label);
 }
+
+/// With `tilec.tma_store`, attention's output tile leaves O_shared as one TMA box stored by thread
+/// 0 (O_shared is dense, so a box of the output's tensor map covers it), which then waits until
+/// the box has been read; the result still matches f64 in the emulator, across persistent rounds.
+/// The gemm's staged epilogue, whose rows are padded, keeps its threads' stores.
+#[test]
+fn tma_store_writes_a_dense_output_tile_from_one_thread() {
+    let (Some(attention_file), Some(gemm)) = (
+        corpus_file("flash_attention_fwd.py"),
+        corpus_file("gemm.py"),
+    ) else {
+        return;
+    };
+    let path = CodePath {
+        target: "sm_90",
+        pass_config: Some("tilec.tma_store"),
+    };
+    let with = ["batch=2", "heads=2", "seq_len=256", "dim=128"];
+    let cuda = built_cuda_with(&attention_file, ("flashattn", 1), path, &with);
+    let in_order = [
+        "const __grid_constant__ tl_tensor_map Output_tma",
+        "// T.copy(O_shared -> Output): 1 TMA box(es) stored by thread 0",
+        "if (tx == 0) {",
+        "tl_tma_store_4d(&Output_tma, O_shared + 0, 0, by, bx * 128, bz);",
+        "tl_tma_store_wait();",
+    ];
+    let mut rest = cuda.as_str();
+    for piece in in_order {
+        let Some(at) = rest.find(piece) else {
+            panic!("`{piece}` missing or out of order in:\n{cuda}");
+        };
+        rest = &rest[at + piece.len()..];
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (inputs, outputs) = run_saved(&attention_file, (1, path), &with, dir.path());
+    let want = attention(
+        &inputs.tensor("Q"),
+        &inputs.tensor("K"),
+        &inputs.tensor("V"),
+        false,
+    );
+    let what = "attention output stored by TMA";
+    assert_close(what, &outputs.tensor("Output").values, &want, 4e-3, 2e-3);
+
+    let gemm_cuda = built_cuda(&gemm, ("matmul", 1), path);
+    assert!(gemm_cuda.contains("C_local_staged"), "{gemm_cuda}");
+    assert!(!gemm_cuda.contains("stored by thread 0"), "{gemm_cuda}");
+}

@@ -444,6 +444,23 @@ pub enum Stmt {
         barrier: BufferId,
         barrier_index: ExprId,
     },
+    /// `cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group`, then
+    /// `cp.async.bulk.commit_group`, issued by one thread: copies the box of tensor map `map` stored
+    /// at `src[src_index]` (a dense array, innermost dimension fastest, the map's swizzle applied
+    /// to the absolute shared address, as a [`Stmt::TmaLoad`] lands it) into the map's tensor at
+    /// the global coordinates `coords` (innermost first); elements outside the tensor are not
+    /// written. Generic writes of the box need a [`Stmt::FenceProxyAsync`] and a barrier before
+    /// it, and the issuing thread must pass a [`Stmt::TmaStoreWait`] before the box is written
+    /// again.
+    TmaStore {
+        map: usize,
+        src: BufferId,
+        src_index: ExprId,
+        coords: Vec<ExprId>,
+    },
+    /// `cp.async.bulk.wait_group.read 0`: waits until every TMA store the thread committed has
+    /// read its shared box.
+    TmaStoreWait,
     /// Warp specialization: threads below `consumers` run `consumer`, the others `producer`, and the
     /// two run concurrently (they meet only at mbarriers and named barriers, never at a block-wide
     /// [`Stmt::Barrier`]). Both `consumers` and the block's thread count are multiples of 128.

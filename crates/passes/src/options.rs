@@ -1,7 +1,8 @@
 //! What code is generated for: the target architecture and the TileLang pass configs that switch
 //! its Hopper features off (`tl.disable_wgmma`, `tl.disable_tma_lower`,
 //! `tl.disable_warp_specialized`), plus tilec's own `tilec.disable_gemm_overlap`,
-//! `tilec.disable_epilogue_staging` and `tilec.disable_persistent`.
+//! `tilec.disable_epilogue_staging` and `tilec.disable_persistent`, and the opt-in
+//! `tilec.tma_store`.
 
 use tilec_ir::{ConstValue, Target};
 
@@ -33,6 +34,10 @@ pub struct CodegenOptions {
     /// (`lower/persistent.rs`). On where warp specialization is, unless `tilec.disable_persistent`
     /// is set.
     pub persistent: bool,
+    /// A shared → global `T.copy` whose shared layout a TMA box reproduces is stored by one thread
+    /// through a tensor map (`cp.async.bulk.tensor`, `lower/tma.rs`) instead of by every thread.
+    /// Opt-in with `tilec.tma_store` (and only where TMA is on) until it is measured on a GPU.
+    pub tma_store: bool,
 }
 
 impl CodegenOptions {
@@ -57,6 +62,7 @@ impl CodegenOptions {
             overlap_gemms: wgmma && warp_specialized && !set("tilec.disable_gemm_overlap"),
             stage_epilogues: !set("tilec.disable_epilogue_staging"),
             persistent: warp_specialized && !set("tilec.disable_persistent"),
+            tma_store: tma && set("tilec.tma_store"),
         }
     }
 
@@ -126,6 +132,16 @@ mod tests {
         assert!(!CodegenOptions::new(Target::Sm90, &single_role).overlap_gemms);
         let mma_sync = [("tl.disable_wgmma".to_owned(), ConstValue::Bool(true))];
         assert!(!CodegenOptions::new(Target::Sm90, &mma_sync).overlap_gemms);
+    }
+
+    #[test]
+    fn tma_stores_are_opt_in_and_need_tma() {
+        assert!(!CodegenOptions::for_target(Target::Sm90).tma_store);
+        let on = ("tilec.tma_store".to_owned(), ConstValue::Bool(true));
+        assert!(CodegenOptions::new(Target::Sm90, std::slice::from_ref(&on)).tma_store);
+        assert!(!CodegenOptions::new(Target::Sm80, std::slice::from_ref(&on)).tma_store);
+        let no_tma = ("tl.disable_tma_lower".to_owned(), ConstValue::Bool(true));
+        assert!(!CodegenOptions::new(Target::Sm90, &[on, no_tma]).tma_store);
     }
 
     #[test]

@@ -30,6 +30,8 @@ pub(super) fn uses_sm90_prelude(program: &ThreadProgram) -> bool {
                     | Stmt::MbarrierArrive { .. }
                     | Stmt::MbarrierWait { .. }
                     | Stmt::TmaLoad { .. }
+                    | Stmt::TmaStore { .. }
+                    | Stmt::TmaStoreWait
                     | Stmt::WarpRoles { .. }
                     | Stmt::SetMaxRegisters { .. }
                     | Stmt::NamedBarrier { .. }
@@ -43,10 +45,12 @@ pub(super) fn uses_set_max_registers(program: &ThreadProgram) -> bool {
     any_stmt(program, |stmt| matches!(stmt, Stmt::SetMaxRegisters { .. }))
 }
 
-/// Whether any statement is a TMA load, whose swizzle, like wgmma's, applies to the absolute shared
-/// address and so needs the shared array aligned to the 1024-byte swizzle pattern.
+/// Whether any statement is a TMA load or store, whose swizzle, like wgmma's, applies to the
+/// absolute shared address and so needs the shared array aligned to the 1024-byte swizzle pattern.
 pub(super) fn uses_tma(program: &ThreadProgram) -> bool {
-    any_stmt(program, |stmt| matches!(stmt, Stmt::TmaLoad { .. }))
+    any_stmt(program, |stmt| {
+        matches!(stmt, Stmt::TmaLoad { .. } | Stmt::TmaStore { .. })
+    })
 }
 
 /// Whether `test` holds for any statement of the program, nested ones included.
@@ -157,6 +161,39 @@ impl Printer<'_> {
         let coords: Vec<String> = coords.iter().map(|&c| self.int_argument(c)).collect();
         self.line(&format!(
             "tl_tma_load_{rank}d({dst}, &{map_name}, {barrier}, {});",
+            coords.join(", ")
+        ));
+    }
+
+    /// `tl_tma_store_{rank}d(&map, src, coords...)`: one box from shared memory into the map's
+    /// tensor, committed as the thread's bulk group.
+    pub(super) fn tma_store(&mut self, map: usize, src: (BufferId, ExprId), coords: &[ExprId]) {
+        let program = self.program;
+        let (Some(decl), Some(name)) = (program.tensor_maps.get(map), self.tensor_maps.get(map))
+        else {
+            return self.skip(&format!(
+                "a TMA store through tensor map {map}, which does not exist"
+            ));
+        };
+        let rank = coords.len();
+        if !(1..=5).contains(&rank) || rank != decl.box_dims.len() {
+            return self.skip(&format!(
+                "a TMA store of rank {rank} through tensor map `{}` of rank {} (TMA has ranks 1 \
+                 to 5)",
+                decl.name,
+                decl.box_dims.len()
+            ));
+        }
+        let map_name = name.clone();
+        if !matches!(self.memory_of(src.0), Some(Memory::Shared { .. })) {
+            return self.skip("a TMA store whose source is not in shared memory");
+        }
+        let Some(src) = self.pointer(src.0, src.1) else {
+            return self.skip("a TMA store from a buffer that could not be declared");
+        };
+        let coords: Vec<String> = coords.iter().map(|&c| self.int_argument(c)).collect();
+        self.line(&format!(
+            "tl_tma_store_{rank}d(&{map_name}, {src}, {});",
             coords.join(", ")
         ));
     }

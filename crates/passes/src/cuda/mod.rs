@@ -573,6 +573,8 @@ fn stmt_kind(stmt: &Stmt) -> &'static str {
         Stmt::MbarrierArrive { .. } => "mbarrier arrive",
         Stmt::MbarrierWait { .. } => "mbarrier wait",
         Stmt::TmaLoad { .. } => "TMA load",
+        Stmt::TmaStore { .. } => "TMA store",
+        Stmt::TmaStoreWait => "TMA store wait",
         Stmt::WarpRoles { .. } => "warp roles",
         Stmt::SetMaxRegisters { .. } => "setmaxnreg",
         Stmt::NamedBarrier { .. } => "named barrier",

@@ -101,6 +101,49 @@ __device__ __forceinline__ void tl_tma_load_5d(void* dst, const tl_tensor_map* m
                  : "memory");
 }
 
+// One box of shared memory, stored as a TMA load lands it, into a tensor map's tensor (elements
+// outside the tensor are not written), then the thread's bulk group committed. The async proxy
+// reads the box later: the issuing thread waits with tl_tma_store_wait before it is written again.
+__device__ __forceinline__ void tl_tma_store_1d(const tl_tensor_map* map, const void* src, int c0) {
+    asm volatile("cp.async.bulk.tensor.1d.global.shared::cta.bulk_group [%0, {%2}], [%1];\n"
+                 "cp.async.bulk.commit_group;"
+                 :
+                 : "l"(tl_tensor_map_address(map)), "r"(tl_shared_address(src)), "r"(c0)
+                 : "memory");
+}
+__device__ __forceinline__ void tl_tma_store_2d(const tl_tensor_map* map, const void* src, int c0, int c1) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n"
+                 "cp.async.bulk.commit_group;"
+                 :
+                 : "l"(tl_tensor_map_address(map)), "r"(tl_shared_address(src)), "r"(c0), "r"(c1)
+                 : "memory");
+}
+__device__ __forceinline__ void tl_tma_store_3d(const tl_tensor_map* map, const void* src, int c0, int c1, int c2) {
+    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n"
+                 "cp.async.bulk.commit_group;"
+                 :
+                 : "l"(tl_tensor_map_address(map)), "r"(tl_shared_address(src)), "r"(c0), "r"(c1), "r"(c2)
+                 : "memory");
+}
+__device__ __forceinline__ void tl_tma_store_4d(const tl_tensor_map* map, const void* src, int c0, int c1, int c2, int c3) {
+    asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n"
+                 "cp.async.bulk.commit_group;"
+                 :
+                 : "l"(tl_tensor_map_address(map)), "r"(tl_shared_address(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+                 : "memory");
+}
+__device__ __forceinline__ void tl_tma_store_5d(const tl_tensor_map* map, const void* src, int c0, int c1, int c2, int c3, int c4) {
+    asm volatile("cp.async.bulk.tensor.5d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5, %6}], [%1];\n"
+                 "cp.async.bulk.commit_group;"
+                 :
+                 : "l"(tl_tensor_map_address(map)), "r"(tl_shared_address(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4)
+                 : "memory");
+}
+// Waits until every TMA store this thread committed has read its shared box.
+__device__ __forceinline__ void tl_tma_store_wait() {
+    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+}
+
 // Moves registers between the warpgroups of different roles; the count is an immediate.
 template <int Count>
 __device__ __forceinline__ void tl_setmaxnreg_inc() {

@@ -121,6 +121,13 @@ impl Printer<'_> {
                 barrier,
                 barrier_index,
             } => self.tma_load(*map, (*dst, *dst_index), coords, (*barrier, *barrier_index)),
+            Stmt::TmaStore {
+                map,
+                src,
+                src_index,
+                coords,
+            } => self.tma_store(*map, (*src, *src_index), coords),
+            Stmt::TmaStoreWait => self.line("tl_tma_store_wait();"),
             Stmt::WarpRoles {
                 consumers,
                 consumer,

@@ -227,7 +227,9 @@ fn lower_launch_as_written(
             .refuse_persistence("no pipelined loop has a producer warpgroup")
             .map_err(|e| e.at(launch))?,
     }
-    if tilec_ir::thread::uses_wgmma(&stmts) {
+    // wgmma and TMA stores read shared memory through the async proxy.
+    let async_reads = |stmt: &Stmt| matches!(stmt, Stmt::Wgmma { .. } | Stmt::TmaStore { .. });
+    if tilec_ir::thread::any_stmt(&stmts, async_reads) {
         wgmma::fence_barriers(&mut stmts);
     }
     lowering.program.body = stmts;

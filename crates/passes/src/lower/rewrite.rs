@@ -237,6 +237,18 @@ impl<'p, L: Leaves> Rewriter<'p, L> {
                 barrier: *barrier,
                 barrier_index: self.expr(*barrier_index),
             },
+            Stmt::TmaStore {
+                map,
+                src,
+                src_index,
+                coords,
+            } => Stmt::TmaStore {
+                map: *map,
+                src: *src,
+                src_index: self.expr(*src_index),
+                coords: coords.iter().map(|&c| self.expr(c)).collect(),
+            },
+            Stmt::TmaStoreWait => Stmt::TmaStoreWait,
             Stmt::WarpRoles {
                 consumers,
                 consumer,

@@ -127,7 +127,7 @@ impl Lowering<'_> {
         self.sync.end_loop(&mut body);
         let warpgroups = u32::try_from(self.threads / WARPGROUP).unwrap_or(0);
         if self.options.overlap_gemms {
-            let dsts: Vec<_> = copies.iter().map(|copy| copy.dst).collect();
+            let dsts: Vec<_> = copies.iter().map(|copy| copy.shared).collect();
             if let Some(plan) = self.overlap_plan(pipeline, &body, &dsts, warpgroups) {
                 return self.overlapped_pipeline(pipeline, copies, &plan, (full, empty), out);
             }
@@ -386,14 +386,14 @@ impl Lowering<'_> {
         (full, stage): (BufferId, ExprId),
         ko: ExprId,
     ) -> Result<Stmt, Unlowerable> {
-        let dst = self.buffer_of(copy.dst)?;
-        let storage = self.stage_elements(copy.dst);
+        let dst = self.buffer_of(copy.shared)?;
+        let storage = self.stage_elements(copy.shared);
         let mut body = Vec::new();
         for tma_box in &copy.boxes {
             let exprs = &mut self.program.exprs;
             let size = exprs.int(storage);
             let stage_start = exprs.mul(stage, size);
-            let offset = exprs.int(tma_box.dst_offset);
+            let offset = exprs.int(tma_box.shared_offset);
             let dst_index = exprs.add(stage_start, offset);
             let coords = tma_box
                 .coords
@@ -413,7 +413,7 @@ impl Lowering<'_> {
             origin: Some(copy.producer),
             label: format!(
                 "T.copy into `{}` (pipelined: {} TMA box(es) into its stage)",
-                self.world.name(copy.dst),
+                self.world.name(copy.shared),
                 copy.boxes.len()
             ),
             body,

@@ -32,8 +32,11 @@ impl Lowering<'_> {
         match &op {
             TileOp::Copy { src, dst } => {
                 self.sync.before(&accesses, out);
-                self.copy(entity, src, dst, &mut stmts)?;
-                label = self.staging_label(src, dst);
+                label = self.tma_store(entity, (src, dst), &mut stmts);
+                if label.is_none() {
+                    self.copy(entity, src, dst, &mut stmts)?;
+                    label = self.staging_label(src, dst);
+                }
             }
             TileOp::Fill { dst, value, .. } => {
                 self.sync.before(&accesses, out);

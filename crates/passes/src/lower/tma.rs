@@ -1,5 +1,7 @@
-//! Pipelined global → shared copies on Hopper's Tensor Memory Accelerator: one thread issues
-//! `cp.async.bulk.tensor` for whole boxes of a tensor map, and the bytes complete on an mbarrier.
+//! Copies on Hopper's Tensor Memory Accelerator: one thread issues `cp.async.bulk.tensor` for
+//! whole boxes of a tensor map. Pipelined global → shared copies complete on an mbarrier; with
+//! `tilec.tma_store`, a shared → global copy is stored the same way, the issuing thread waiting
+//! until the boxes have been read.
 //!
 //! As for wgmma descriptors, nothing here trusts a formula. A TMA box lands as a dense array,
 //! innermost dimension fastest, with the map's swizzle applied to the absolute shared address.
@@ -9,8 +11,8 @@
 //! stores that element. Copies with no such form stay on `cp.async`, and the loop's label says
 //! why.
 
-use tilec_ir::thread::{BufferId, DescriptorSwizzle, Memory, TensorMap};
-use tilec_ir::{EntityId, ExprId, ExprProgram, TileOp, VarId};
+use tilec_ir::thread::{BufferId, DescriptorSwizzle, Memory, Stmt, TensorMap};
+use tilec_ir::{EntityId, ExprId, ExprProgram, Region, Scope, TileOp, VarId};
 
 use super::Lowering;
 
@@ -23,13 +25,22 @@ const BOX_ALIGNMENT: i64 = 128;
 /// The period of the widest swizzle: stages must start on it for the pattern to match.
 const SWIZZLE_PERIOD: i64 = 1024;
 
-/// One pipelined copy as TMA boxes.
+/// Which way a TMA copy moves its boxes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TmaDirection {
+    /// Global → shared (`cp.async.bulk.tensor...shared::cluster.global`).
+    Load,
+    /// Shared → global (`cp.async.bulk.tensor...global.shared::cta`).
+    Store,
+}
+
+/// One copy as TMA boxes.
 #[derive(Clone, Debug)]
 pub(super) struct TmaCopy {
     /// The `T.copy` it lowers.
     pub producer: EntityId,
-    /// The shared destination.
-    pub dst: EntityId,
+    /// The shared side: a load's destination, a store's source.
+    pub shared: EntityId,
     pub boxes: Vec<TmaBox>,
     /// Bytes one iteration's copy brings (what its mbarrier expects).
     pub bytes: i64,
@@ -40,8 +51,9 @@ pub(super) struct TmaCopy {
 pub(super) struct TmaBox {
     /// The index into the program's tensor maps.
     pub map: usize,
-    /// Elements from the start of the destination's stage to where the box lands.
-    pub dst_offset: i64,
+    /// Elements from the start of the shared side's stage to where the box lands (a load) or
+    /// starts (a store).
+    pub shared_offset: i64,
     /// The global coordinates of the box's first element, innermost first (over the loop
     /// variable of the pipeline).
     pub coords: Vec<ExprId>,
@@ -80,27 +92,80 @@ impl Lowering<'_> {
     }
 
     fn plan_tma_copy(&mut self, producer: EntityId) -> Result<TmaCopy, String> {
-        let geometry = self.copy_geometry(producer)?;
-        let Some(TileOp::Copy { dst, .. }) = self.world.ops.get(producer) else {
-            return Err("a producer is not a copy".to_owned());
-        };
-        let dst = dst.buffer;
-        self.check_tma_destination(dst)?;
+        self.plan_tma_boxes(producer, TmaDirection::Load)
+    }
+
+    /// A shared → global `T.copy` as TMA stores (`tilec.tma_store`): thread 0 issues every box,
+    /// then waits until they have read the tile, so that a later write of it (ordered after this
+    /// copy by a barrier, as any write after a read is) cannot overtake them. Returns the block's
+    /// label, or `None` where the option is off or no box form covers the shared side's layout:
+    /// the copy is then lowered thread by thread.
+    pub(super) fn tma_store(
+        &mut self,
+        entity: EntityId,
+        (src, dst): (&Region, &Region),
+        out: &mut Vec<Stmt>,
+    ) -> Option<String> {
+        let shared_to_global = self.scope_of(src.buffer) == Some(Scope::Shared)
+            && self.world.params.contains(&dst.buffer);
+        if !self.options.tma_store || !shared_to_global {
+            return None;
+        }
+        let plan = self.plan_tma_boxes(entity, TmaDirection::Store).ok()?;
+        let shared = self.buffer_of(plan.shared).ok()?;
+        let mut issue: Vec<Stmt> = plan
+            .boxes
+            .iter()
+            .map(|tma_box| Stmt::TmaStore {
+                map: tma_box.map,
+                src: shared,
+                src_index: self.program.exprs.int(tma_box.shared_offset),
+                coords: tma_box.coords.clone(),
+            })
+            .collect();
+        issue.push(Stmt::TmaStoreWait);
+        let first = self.thread_is(0);
+        out.push(Stmt::If {
+            cond: first,
+            then: issue,
+            otherwise: Vec::new(),
+        });
+        Some(format!(
+            "T.copy({} -> {}): {} TMA box(es) stored by thread 0",
+            self.world.name(src.buffer),
+            self.world.name(dst.buffer),
+            plan.boxes.len()
+        ))
+    }
+
+    /// The boxes of `copy` in `direction`: the first candidate whose boxes cover the shared side
+    /// exactly as its inferred layout stores it.
+    fn plan_tma_boxes(
+        &mut self,
+        copy: EntityId,
+        direction: TmaDirection,
+    ) -> Result<TmaCopy, String> {
+        let (geometry, shared) = self.copy_geometry(copy, direction)?;
+        self.check_tma_shared(shared)?;
         let candidate = candidates(&geometry)
             .into_iter()
             .find(|&candidate| matches_layout(&geometry, candidate))
             .ok_or_else(|| {
                 format!(
-                    "no TMA box lands `{}` as its inferred layout stores it",
-                    self.world.name(dst)
+                    "no TMA box covers `{}` as its inferred layout stores it",
+                    self.world.name(shared)
                 )
             })?;
-        Ok(self.tma_boxes((producer, dst), &geometry, candidate))
+        Ok(self.tma_boxes((copy, shared), &geometry, candidate))
     }
 
-    /// The copy's loop, read as boxes of the global tensor.
-    fn copy_geometry(&mut self, producer: EntityId) -> Result<CopyGeometry, String> {
-        let Some(TileOp::Copy { src, dst }) = self.world.ops.get(producer).cloned() else {
+    /// The copy's loop, read as boxes of the global tensor, and its shared side.
+    fn copy_geometry(
+        &mut self,
+        copy_op: EntityId,
+        direction: TmaDirection,
+    ) -> Result<(CopyGeometry, EntityId), String> {
+        let Some(TileOp::Copy { src, dst }) = self.world.ops.get(copy_op).cloned() else {
             return Err("a producer is not a copy".to_owned());
         };
         if self.world.is_alias(src.buffer) || self.world.is_alias(dst.buffer) {
@@ -114,19 +179,28 @@ impl Lowering<'_> {
         let copy = crate::layout::infer::copy_loop(&mut scratch, &src, &dst);
         self.program.exprs = scratch.exprs;
         let copy = copy.ok_or("a copy's extents are not known at compile time")?;
-        if copy.src_indices.len() > MAX_RANK {
+        let (global, global_indices, shared, shared_indices) = match direction {
+            TmaDirection::Load => (src.buffer, &copy.src_indices, dst.buffer, &copy.dst_indices),
+            TmaDirection::Store => (dst.buffer, &copy.dst_indices, src.buffer, &copy.src_indices),
+        };
+        if global_indices.len() > MAX_RANK {
             return Err("a tensor has more than five dimensions".to_owned());
         }
-        let (dims, starts) = self.box_dims(&copy.src_indices, &copy.vars, &copy.shape)?;
-        let stored = self.stored_offsets(dst.buffer, &copy.dst_indices, &copy.vars, &copy.shape)?;
-        Ok(CopyGeometry {
+        let global = self.buffer_of(global).map_err(|e| e.message)?;
+        if !matches!(self.program.buffer(global).memory, Memory::Global { .. }) {
+            return Err("the copy's global side is not a tensor parameter".to_owned());
+        }
+        let (dims, starts) = self.box_dims(global_indices, &copy.vars, &copy.shape)?;
+        let stored = self.stored_offsets(shared, shared_indices, &copy.vars, &copy.shape)?;
+        let geometry = CopyGeometry {
             dims,
             starts,
             shape: copy.shape,
             stored,
-            global: self.buffer_of(src.buffer).map_err(|e| e.message)?,
+            global,
             element_bytes: element.bytes() as i64,
-        })
+        };
+        Ok((geometry, shared))
     }
 
     /// Per global dimension (innermost first), the box extent, the copy variable walking it and
@@ -192,13 +266,13 @@ impl Lowering<'_> {
             .ok_or_else(|| "the destination layout does not place an element".to_owned())
     }
 
-    /// TMA writes whole boxes at aligned shared addresses, and the swizzle is a function of the
-    /// absolute address: the destination and each of its stages must start on the swizzle's
+    /// TMA moves whole boxes at aligned shared addresses, and the swizzle is a function of the
+    /// absolute address: the shared side and each of its stages must start on the swizzle's
     /// period.
-    fn check_tma_destination(&self, dst: EntityId) -> Result<(), String> {
+    fn check_tma_shared(&self, dst: EntityId) -> Result<(), String> {
         let buffer = self.buffer_of(dst).map_err(|e| e.message)?;
         let Memory::Shared { offset } = self.program.buffer(buffer).memory else {
-            return Err("the destination is not in shared memory".to_owned());
+            return Err("the copy's other side is not in shared memory".to_owned());
         };
         let element = self.element_dtype(dst).bytes() as i64;
         let stage_bytes = self
@@ -239,7 +313,7 @@ impl Lowering<'_> {
                 coords[0] = exprs.add(coords[0], shift);
                 TmaBox {
                     map,
-                    dst_offset: geometry.stored[first],
+                    shared_offset: geometry.stored[first],
                     coords,
                 }
             })
@@ -247,7 +321,7 @@ impl Lowering<'_> {
         let elements: i64 = geometry.shape.iter().product();
         TmaCopy {
             producer,
-            dst,
+            shared: dst,
             boxes,
             bytes: elements * geometry.element_bytes,
         }

@@ -250,6 +250,15 @@ impl<'p> Machine<'p, '_> {
                 };
                 self.exec_tma_load(load, active)
             }
+            Stmt::TmaStore {
+                map,
+                src,
+                src_index,
+                coords,
+            } => self.exec_tma_store(*map, (*src, *src_index), coords, active),
+            // The box is read when the store is issued (see `tma.rs`), so the wait has nothing
+            // left to wait for.
+            Stmt::TmaStoreWait => Ok(()),
             Stmt::WarpRoles {
                 consumers,
                 consumer,

@@ -2026,3 +2026,87 @@ fn single_precision_exp2_flushes_what_the_gpu_flushes() {
     let want = [0.0, f64::from(f32::MIN_POSITIVE), 1.0, 8.0];
     assert_eq!(tensors[1].values, want);
 }
+
+/// 64 threads write an 8 × 64 fp16 tile into shared memory (thread `t` writes column `t` of every
+/// row, the value `A[r][t]`), then thread 0 stores the tile with one TMA box at row `first_row` of
+/// `Out` (`[rows, 64]`), with or without a barrier between the writes and the store.
+fn tma_store_tile(rows: i64, first_row: i64, barrier: bool) -> ThreadProgram {
+    let mut b = Builder::new(64);
+    let (eight, sixty_four, rows) = (b.int(8), b.int(64), b.int(rows));
+    let a = b.param(
+        "A",
+        DType::Float16,
+        vec![eight, sixty_four],
+        ParamAccess::Read,
+    );
+    let out = b.param(
+        "Out",
+        DType::Float16,
+        vec![rows, sixty_four],
+        ParamAccess::ReadWrite,
+    );
+    let tile = b.shared("tile", DType::Float16, 512);
+    b.p.tensor_maps.push(tilec_ir::thread::TensorMap {
+        name: "Out_map".to_owned(),
+        buffer: out,
+        box_dims: vec![64, 8],
+        swizzle: None,
+    });
+    let (zero, tx) = (b.int(0), b.tx());
+    let mut writes = Vec::new();
+    for r in 0..8 {
+        let row = b.int(r * 64);
+        let index = b.p.exprs.add(row, tx);
+        let value = b.load(a, index);
+        writes.push(store(tile, index, value));
+    }
+    let mut body = vec![b.block("fill the tile", writes)];
+    if barrier {
+        body.push(Stmt::FenceProxyAsync);
+        body.push(Stmt::Barrier);
+    }
+    let first = b.compare(CompareOp::Eq, tx, zero);
+    let first_row = b.int(first_row);
+    let issue = vec![
+        Stmt::TmaStore {
+            map: 0,
+            src: tile,
+            src_index: zero,
+            coords: vec![zero, first_row],
+        },
+        Stmt::TmaStoreWait,
+    ];
+    body.push(b.block("store the tile", vec![when(first, issue)]));
+    b.finish(body)
+}
+
+#[test]
+fn a_tma_store_writes_the_box_and_skips_rows_outside_the_tensor() {
+    // Rows 0..8 of the box land at rows 4..12 of a 10-row tensor: box rows 6 and 7 are skipped,
+    // and rows 0..4 of the output keep their values.
+    let program = tma_store_tile(10, 4, true);
+    let mut tensors = vec![
+        HostTensor::random(DType::Float16, &[8, 64], 3),
+        HostTensor::random(DType::Float16, &[10, 64], 4),
+    ];
+    let before = tensors[1].values.clone();
+    run_program(&program, &mut tensors, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let (a, out) = (&tensors[0].values, &tensors[1].values);
+    assert_eq!(out[..4 * 64], before[..4 * 64]);
+    assert_eq!(out[4 * 64..], a[..6 * 64]);
+}
+
+#[test]
+fn a_tma_store_without_a_barrier_after_the_writes_is_a_race() {
+    let program = tma_store_tile(8, 0, false);
+    let mut tensors = vec![
+        HostTensor::random(DType::Float16, &[8, 64], 3),
+        HostTensor::zeros(DType::Float16, &[8, 64]),
+    ];
+    let error = err(run_program(&program, &mut tensors, &[]));
+    assert!(
+        matches!(&error.kind, ErrorKind::Race { buffer, kind: RaceKind::ReadAfterWrite, second: 0, .. } if buffer == "tile"),
+        "{error}"
+    );
+    assert_eq!(error.label.as_deref(), Some("store the tile"));
+}

@@ -1,5 +1,8 @@
 //! TMA loads (`cp.async.bulk.tensor`): a box of a global tensor copied into shared memory by the
-//! async proxy, completing on an mbarrier.
+//! async proxy, completing on an mbarrier. TMA stores: a box of shared memory copied into a global
+//! tensor, read from shared memory when the store is issued (the earliest moment the hardware may
+//! read it; the lowering waits for the read before anything writes the box again, and the race
+//! check still sees every write between the box's last writer and the issue).
 //!
 //! The box is read from global memory when the copy is issued, innermost dimension fastest, with
 //! zeros for elements outside the tensor as the hardware fills them. Box element `L` goes to the
@@ -121,6 +124,75 @@ impl Machine<'_, '_> {
             self.complete_tx(key, bytes, copy)?;
         }
         Ok(())
+    }
+
+    /// `cp.async.bulk.tensor` from shared to global memory: each executing thread stores one box,
+    /// read at the swizzled addresses a load of the same map would land it at, skipping the
+    /// elements outside the tensor.
+    pub(super) fn exec_tma_store(
+        &mut self,
+        map: usize,
+        (src, src_index): (BufferId, ExprId),
+        coords: &[ExprId],
+        active: &[u32],
+    ) -> Result<(), Fault> {
+        let Some(map) = self.maps.get(map).cloned() else {
+            return Err(self.malformed_fault("TMA: tensor map index out of range"));
+        };
+        let src = src.index();
+        let (offset, size) = self.tma_destination(&map, src)?;
+        if coords.len() != map.dims.len() {
+            return Err(self.malformed_fault("TMA: coordinates do not match the map's rank"));
+        }
+        let starts = self.index(src_index, active, Some(src))?;
+        let mut origins = vec![Vec::with_capacity(map.dims.len()); active.len()];
+        for &coordinate in coords {
+            let values = self.index(coordinate, active, Some(map.buffer))?;
+            for (origin, value) in origins.iter_mut().zip(values) {
+                origin.push(value);
+            }
+        }
+        for (k, &thread) in active.iter().enumerate() {
+            let (Some(&start), Some(origin)) = (starts.get(k), origins.get(k)) else {
+                return Err(self.malformed_fault("TMA: missing operands"));
+            };
+            let sources = self.box_targets(&map, (src, offset, size), start, thread)?;
+            self.store_box(&map, (src, &sources), origin, thread)?;
+        }
+        Ok(())
+    }
+
+    /// Reads the shared elements `sources` (one per box element, innermost dimension fastest) and
+    /// writes those inside the tensor to the box at `origin`.
+    fn store_box(
+        &mut self,
+        map: &MapInfo,
+        (src, sources): (usize, &[i64]),
+        origin: &[i64],
+        thread: u32,
+    ) -> Result<(), Fault> {
+        let (mut flats, mut reads) = (Vec::new(), Vec::new());
+        let mut position = vec![0i64; map.box_dims.len()];
+        for &source in sources {
+            if let Some(flat) = map.global_index(origin, &position) {
+                flats.push(flat);
+                reads.push(source);
+            }
+            advance(&mut position, &map.box_dims);
+        }
+        let threads = vec![thread; reads.len()];
+        let lanes: Vec<u32> = (0..reads.len() as u32).collect();
+        let mut values = vec![0.0; reads.len()];
+        let (Some(shared), Some(global)) = (self.buffers.get(src), self.buffers.get(map.buffer))
+        else {
+            return Err(self.malformed_fault("TMA: buffer id out of range"));
+        };
+        let loaded = self
+            .memory
+            .load_lanes(shared, &threads, &reads, &lanes, &mut values);
+        loaded.map_err(|(kind, thread)| self.fault(kind, Some(thread)))?;
+        let stored = self.memory.store_lanes(global, &threads, &flats, &values);
+        stored.map_err(|(kind, thread)| self.fault(kind, Some(thread)))
     }
 
     /// The byte offset and element size of a TMA destination, which must be a shared buffer of the
