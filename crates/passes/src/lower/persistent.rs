@@ -298,22 +298,42 @@ impl Lowering<'_> {
     /// The statements that replace `copy` at the tile's start (round 0's own load into the
     /// prefetch registers, then the copy reading them), and the load of the next tile's data.
     fn load_ahead(&mut self, walk: TileWalk, copy: &Stmt, load: StagedLoad) -> (Vec<Stmt>, Stmt) {
-        let source = self.program.buffer(load.src);
-        let (name, dtype) = (format!("{}_next", source.name), source.dtype);
-        let name = self.program.unique_buffer_name(&name);
-        let elements = self.program.exprs.int(load.chunks * i64::from(load.lanes));
-        let ahead = self.program.add_buffer(BufferDecl {
-            name,
-            dtype,
-            memory: Memory::Local,
-            shape: vec![elements],
-            elements,
-        });
+        let ahead = self.prefetch_registers(load);
         let own = self.fill_ahead(load, ahead, load.src_index);
         let exprs = &mut self.program.exprs;
         let round = exprs.var_expr(walk.round);
         let zero = exprs.int(0);
         let first_round = self.compare_indices(CompareOp::Eq, round, zero);
+        let at_start = vec![
+            Stmt::If {
+                cond: first_round,
+                then: vec![own],
+                otherwise: Vec::new(),
+            },
+            self.copy_from_registers(copy, load, ahead),
+        ];
+        let next_index = self.at_next_tile(walk, load.src_index);
+        (at_start, self.fill_ahead(load, ahead, next_index))
+    }
+
+    /// The register array that holds one tile of `load`'s vectors between two rounds.
+    fn prefetch_registers(&mut self, load: StagedLoad) -> BufferId {
+        let source = self.program.buffer(load.src);
+        let (name, dtype) = (format!("{}_next", source.name), source.dtype);
+        let name = self.program.unique_buffer_name(&name);
+        let elements = self.program.exprs.int(load.chunks * i64::from(load.lanes));
+        self.program.add_buffer(BufferDecl {
+            name,
+            dtype,
+            memory: Memory::Local,
+            shape: vec![elements],
+            elements,
+        })
+    }
+
+    /// `copy` with its global load (the first statement of its chunk loop, as
+    /// [`Lowering::staged_global_load`] found it) reading the prefetch registers instead.
+    fn copy_from_registers(&mut self, copy: &Stmt, load: StagedLoad, ahead: BufferId) -> Stmt {
         let mut from_registers = copy.clone();
         if let Stmt::Block { body, .. } = &mut from_registers
             && let [
@@ -327,32 +347,22 @@ impl Lowering<'_> {
             let width = exprs.int(i64::from(load.lanes));
             chunk_body[0] = Stmt::VectorCopy {
                 dst: load.staging,
-                dst_index: zero,
+                dst_index: exprs.int(0),
                 src: ahead,
                 src_index: exprs.mul(chunk, width),
                 lanes: load.lanes,
             };
         }
-        let at_start = vec![
-            Stmt::If {
-                cond: first_round,
-                then: vec![own],
-                otherwise: Vec::new(),
-            },
-            from_registers,
-        ];
-        let [bx, by, bz] = self.program.block_index;
-        let [nx, ny, nz] = walk.next_block_index;
+        from_registers
+    }
+
+    /// `index` with the block indices replaced by the next tile's.
+    fn at_next_tile(&mut self, walk: TileWalk, index: ExprId) -> ExprId {
+        let current = self.program.block_index;
         let exprs = &mut self.program.exprs;
-        let next = [nx, ny, nz].map(|v| exprs.var_expr(v));
-        let map = move |v: VarId| {
-            [bx, by, bz]
-                .iter()
-                .position(|&b| b == v)
-                .map(|axis| next[axis])
-        };
-        let next_index = exprs.substitute(load.src_index, &map);
-        (at_start, self.fill_ahead(load, ahead, next_index))
+        let next = walk.next_block_index.map(|v| exprs.var_expr(v));
+        let map = move |v: VarId| current.iter().position(|&b| b == v).map(|axis| next[axis]);
+        exprs.substitute(index, &map)
     }
 
     /// The unrolled loop that loads a tile's vectors of `load`'s tensor, from `src_index` on, into
