@@ -132,26 +132,10 @@ impl Printer<'_> {
         coords: &[ExprId],
         barrier: (BufferId, ExprId),
     ) {
-        let program = self.program;
-        let (Some(decl), Some(name)) = (program.tensor_maps.get(map), self.tensor_maps.get(map))
+        let Some(map_name) = self.tma_operands(map, coords.len(), dst.0, ("load", "destination"))
         else {
-            return self.skip(&format!(
-                "a TMA load from tensor map {map}, which does not exist"
-            ));
+            return;
         };
-        let rank = coords.len();
-        if !(1..=5).contains(&rank) || rank != decl.box_dims.len() {
-            return self.skip(&format!(
-                "a TMA load of rank {rank} through tensor map `{}` of rank {} (TMA has ranks 1 to \
-                 5)",
-                decl.name,
-                decl.box_dims.len()
-            ));
-        }
-        let map_name = name.clone();
-        if !matches!(self.memory_of(dst.0), Some(Memory::Shared { .. })) {
-            return self.skip("a TMA load whose destination is not in shared memory");
-        }
         let Some(dst) = self.pointer(dst.0, dst.1) else {
             return self.skip("a TMA load into a buffer that could not be declared");
         };
@@ -160,42 +144,66 @@ impl Printer<'_> {
         };
         let coords: Vec<String> = coords.iter().map(|&c| self.int_argument(c)).collect();
         self.line(&format!(
-            "tl_tma_load_{rank}d({dst}, &{map_name}, {barrier}, {});",
+            "tl_tma_load_{}d({dst}, &{map_name}, {barrier}, {});",
+            coords.len(),
             coords.join(", ")
         ));
     }
 
-    /// `tl_tma_store_{rank}d(&map, src, coords...)`: one box from shared memory into the map's
+    /// `tl_tma_store_{rank}d(&map, src, c0, ..);`: one box from shared memory into the map's
     /// tensor, committed as the thread's bulk group.
     pub(super) fn tma_store(&mut self, map: usize, src: (BufferId, ExprId), coords: &[ExprId]) {
-        let program = self.program;
-        let (Some(decl), Some(name)) = (program.tensor_maps.get(map), self.tensor_maps.get(map))
+        let Some(map_name) = self.tma_operands(map, coords.len(), src.0, ("store", "source"))
         else {
-            return self.skip(&format!(
-                "a TMA store through tensor map {map}, which does not exist"
-            ));
+            return;
         };
-        let rank = coords.len();
-        if !(1..=5).contains(&rank) || rank != decl.box_dims.len() {
-            return self.skip(&format!(
-                "a TMA store of rank {rank} through tensor map `{}` of rank {} (TMA has ranks 1 \
-                 to 5)",
-                decl.name,
-                decl.box_dims.len()
-            ));
-        }
-        let map_name = name.clone();
-        if !matches!(self.memory_of(src.0), Some(Memory::Shared { .. })) {
-            return self.skip("a TMA store whose source is not in shared memory");
-        }
         let Some(src) = self.pointer(src.0, src.1) else {
             return self.skip("a TMA store from a buffer that could not be declared");
         };
         let coords: Vec<String> = coords.iter().map(|&c| self.int_argument(c)).collect();
         self.line(&format!(
-            "tl_tma_store_{rank}d(&{map_name}, {src}, {});",
+            "tl_tma_store_{}d(&{map_name}, {src}, {});",
+            coords.len(),
             coords.join(", ")
         ));
+    }
+
+    /// The parameter name of tensor map `map` for a TMA `what` ("load" or "store") of `rank`
+    /// coordinates whose shared `side` ("destination" or "source") is `shared`; `None`, with the
+    /// statement skipped and said why, where the map does not exist, the ranks differ or the
+    /// buffer is not shared.
+    fn tma_operands(
+        &mut self,
+        map: usize,
+        rank: usize,
+        shared: BufferId,
+        (what, side): (&str, &str),
+    ) -> Option<String> {
+        let program = self.program;
+        let (Some(decl), Some(name)) = (program.tensor_maps.get(map), self.tensor_maps.get(map))
+        else {
+            self.skip(&format!(
+                "a TMA {what} through tensor map {map}, which does not exist"
+            ));
+            return None;
+        };
+        if !(1..=5).contains(&rank) || rank != decl.box_dims.len() {
+            self.skip(&format!(
+                "a TMA {what} of rank {rank} through tensor map `{}` of rank {} (TMA has ranks 1 \
+                 to 5)",
+                decl.name,
+                decl.box_dims.len()
+            ));
+            return None;
+        }
+        let name = name.clone();
+        if !matches!(self.memory_of(shared), Some(Memory::Shared { .. })) {
+            self.skip(&format!(
+                "a TMA {what} whose {side} is not in shared memory"
+            ));
+            return None;
+        }
+        Some(name)
     }
 
     /// `if (thread < consumers) { consumer } else { producer }`.

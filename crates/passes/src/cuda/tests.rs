@@ -1264,7 +1264,7 @@ fn malformed_tma_and_warp_roles_print_errors() {
         #error "tilec: invalid thread program: tensor map `A_map` describes a buffer that is not a tensor parameter"
         #error "tilec: invalid thread program: a TMA load of rank 6 through tensor map `A_map` of rank 2 (TMA has ranks 1 to 5)"
         #error "tilec: invalid thread program: a TMA load of rank 1 through tensor map `A_map` of rank 2 (TMA has ranks 1 to 5)"
-        #error "tilec: invalid thread program: a TMA load from tensor map 3, which does not exist"
+        #error "tilec: invalid thread program: a TMA load through tensor map 3, which does not exist"
         #error "tilec: invalid thread program: a TMA load whose destination is not in shared memory"
         #error "tilec: invalid thread program: an mbarrier that is not a uint64 element of a shared buffer"
         #error "tilec: invalid thread program: an mbarrier initialised for 0 arrivals (1 to 1048575)"
