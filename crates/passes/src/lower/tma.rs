@@ -108,7 +108,7 @@ impl Lowering<'_> {
     ) -> Option<String> {
         let shared_to_global = self.scope_of(src.buffer) == Some(Scope::Shared)
             && self.world.params.contains(&dst.buffer);
-        if !self.options.tma_store || !shared_to_global {
+        if !self.options.tma_store || !shared_to_global || !self.only_written(dst.buffer) {
             return None;
         }
         let plan = self.plan_tma_boxes(entity, TmaDirection::Store).ok()?;
@@ -136,6 +136,22 @@ impl Lowering<'_> {
             self.world.name(dst.buffer),
             plan.boxes.len()
         ))
+    }
+
+    /// Whether the kernel only writes the tensor parameter `tensor`: a TMA store's global writes
+    /// are not ordered before the kernel's own later reads of them (`wait_group.read` waits for
+    /// the shared reads only), so only such a tensor is stored by TMA.
+    fn only_written(&self, tensor: EntityId) -> bool {
+        let Ok(buffer) = self.buffer_of(tensor) else {
+            return false;
+        };
+        let Memory::Global { param } = self.program.buffer(buffer).memory else {
+            return false;
+        };
+        self.program
+            .params
+            .get(param)
+            .is_some_and(|p| p.access == tilec_ir::thread::ParamAccess::Write)
     }
 
     /// The boxes of `copy` in `direction`: the first candidate whose boxes cover the shared side
