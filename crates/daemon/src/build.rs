@@ -23,7 +23,7 @@ use tilec_runtime::cuda::{CompileSettings, compile_ptx, compute_cache_disabled};
 
 use crate::cache::{Cache, CacheEntry, Lookup, content_key};
 use crate::tuned::apply_tuned;
-use crate::workspace::{Workspace, parse_target, selected_instances};
+use crate::workspace::{InstanceSelection, Workspace, parse_target};
 use crate::{Emit, Format, render};
 use tilec_runtime::tuned::TunedFor;
 
@@ -33,9 +33,8 @@ pub struct BuildOptions {
     pub paths: Vec<PathBuf>,
     pub out: PathBuf,
     pub cache: PathBuf,
-    pub kernel: Option<String>,
-    pub instance: Option<u32>,
-    pub with: Vec<String>,
+    /// `--kernel`, `--instance` and `--with` (one file only).
+    pub selection: InstanceSelection,
     pub target: Option<String>,
     pub emit: Emit,
     pub format: Format,
@@ -115,7 +114,8 @@ fn plan(
     nvrtc: &Option<String>,
 ) -> Result<(Vec<InstanceRecord>, Vec<Unit>)> {
     let db = &workspace.db;
-    if !options.with.is_empty() && workspace.files.len() != 1 {
+    let selection = &options.selection;
+    if !selection.with.is_empty() && workspace.files.len() != 1 {
         bail!("--with needs exactly one file");
     }
     let roots = options.paths.clone();
@@ -125,27 +125,21 @@ fn plan(
         if !outline(db, file).uses_tilelang {
             continue;
         }
-        let selected = if options.with.is_empty() {
-            match selected_instances(db, file, options.kernel.as_deref(), options.instance) {
+        let selected = if selection.with.is_empty() {
+            match selection.selected(db, file) {
                 Ok(selected) => selected,
                 // A folder build skips files without the requested kernel.
-                Err(_) if options.kernel.is_some() || options.instance.is_some() => continue,
+                Err(_) if selection.kernel.is_some() || selection.instance.is_some() => continue,
                 Err(error) => return Err(error),
             }
         } else {
-            vec![crate::run::pick_instance(
-                db,
-                file,
-                options.kernel.as_deref(),
-                options.instance,
-                &options.with,
-            )?]
+            vec![selection.pick(db, file)?]
         };
         let folder = output_folder(file.path(db), &roots);
         for instance in selected {
             // A configuration `tilec tune` measured on a GPU of this architecture wins over the
             // call site's, unless the user named values with --with.
-            let instance = if options.with.is_empty() {
+            let instance = if selection.with.is_empty() {
                 apply_tuned(
                     db,
                     &options.cache,

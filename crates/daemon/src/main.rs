@@ -19,6 +19,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::workspace::InstanceSelection;
+
 /// tilec reads TileLang kernels (`.py` files) without running Python: it finds every kernel instance,
 /// evaluates the meta-level Python, and checks the tile program in milliseconds.
 #[derive(Debug, Parser)]
@@ -100,15 +102,8 @@ enum Command {
     /// are seeded random values; prints where it ran, the time and the bytes moved per second.
     Run {
         file: PathBuf,
-        /// The kernel to run (the factory or jit function name); default: the first.
-        #[arg(long)]
-        kernel: Option<String>,
-        /// Which instance of the kernel (0-based); default: the first.
-        #[arg(long)]
-        instance: Option<u32>,
-        /// Override a factory argument or const by name: `--with M=256 --with dtype=float32`.
-        #[arg(long = "with", value_name = "NAME=VALUE")]
-        with: Vec<String>,
+        #[command(flatten)]
+        selection: InstanceSelection,
         #[arg(long, value_enum, default_value_t = run::DeviceChoice::Auto)]
         device: run::DeviceChoice,
         /// Write every tensor parameter as DIR/in/<param>.npy before the launch and
@@ -144,15 +139,8 @@ enum Command {
     /// fastest correct one for `tilec run` and `tilec build`.
     Tune {
         file: PathBuf,
-        /// The kernel to tune (the factory or jit function name); default: the first.
-        #[arg(long)]
-        kernel: Option<String>,
-        /// Which instance of the kernel (0-based); default: the first.
-        #[arg(long)]
-        instance: Option<u32>,
-        /// Override a factory argument before tuning: `--with M=4096`.
-        #[arg(long = "with", value_name = "NAME=VALUE")]
-        with: Vec<String>,
+        #[command(flatten)]
+        selection: InstanceSelection,
         /// Rank by the hardware model only, without running anything.
         #[arg(long)]
         recommend: bool,
@@ -187,13 +175,9 @@ enum Command {
         /// The content-addressed cache of compiled kernels, shared by every build that names it.
         #[arg(long, value_name = "DIR", default_value = ".tilec-cache")]
         cache: PathBuf,
-        #[arg(long)]
-        kernel: Option<String>,
-        #[arg(long)]
-        instance: Option<u32>,
-        /// Override a factory argument or const (one file only).
-        #[arg(long = "with", value_name = "NAME=VALUE")]
-        with: Vec<String>,
+        /// With `--with`, one file only.
+        #[command(flatten)]
+        selection: InstanceSelection,
         #[arg(long, value_enum, default_value_t = Emit::Auto)]
         emit: Emit,
         /// GPU architecture: sm_80 or sm_90 (default: tilec.toml's, else sm_90).
@@ -282,9 +266,7 @@ fn run(cli: Cli) -> ExitCode {
         Command::Bench { paths, iterations } => bench::run(&paths, iterations),
         Command::Run {
             file,
-            kernel,
-            instance,
-            with,
+            selection,
             device,
             save,
             bench,
@@ -296,9 +278,7 @@ fn run(cli: Cli) -> ExitCode {
         } => run::run(
             &file,
             &run::RunOptions {
-                kernel,
-                instance,
-                with,
+                selection,
                 device,
                 save,
                 bench,
@@ -311,9 +291,7 @@ fn run(cli: Cli) -> ExitCode {
         ),
         Command::Tune {
             file,
-            kernel,
-            instance,
-            with,
+            selection,
             recommend,
             top,
             gpu,
@@ -323,9 +301,7 @@ fn run(cli: Cli) -> ExitCode {
         } => tune::run(
             &file,
             &tune::TuneOptions {
-                kernel,
-                instance,
-                with,
+                selection,
                 recommend,
                 top,
                 gpu,
@@ -352,9 +328,7 @@ fn run(cli: Cli) -> ExitCode {
             paths,
             out,
             cache,
-            kernel,
-            instance,
-            with,
+            selection,
             emit,
             target,
             format,
@@ -362,9 +336,7 @@ fn run(cli: Cli) -> ExitCode {
             paths,
             out,
             cache,
-            kernel,
-            instance,
-            with,
+            selection,
             target,
             emit,
             format,

@@ -15,7 +15,7 @@ use tilec_runtime::{CudaDevice, HostTensor, compare, inputs, npy, run_program, t
 
 use crate::render;
 use crate::tuned::apply_tuned;
-use crate::workspace::{Workspace, load_one, parse_target, selected_instances};
+use crate::workspace::{InstanceSelection, Workspace, load_one, parse_target};
 use tilec_runtime::tuned::TunedFor;
 
 /// Where `tilec run` executes.
@@ -30,9 +30,8 @@ pub enum DeviceChoice {
 /// What `tilec run` was asked to do.
 #[derive(Debug)]
 pub struct RunOptions {
-    pub kernel: Option<String>,
-    pub instance: Option<u32>,
-    pub with: Vec<String>,
+    /// `--kernel`, `--instance` and `--with`.
+    pub selection: InstanceSelection,
     pub device: DeviceChoice,
     pub save: Option<PathBuf>,
     pub bench: bool,
@@ -81,17 +80,11 @@ pub fn run(path: &Path, options: &RunOptions) -> Result<ExitCode> {
     let device = open_device(options.device)?;
     let target = run_target(options.target.as_deref(), device.as_ref(), &workspace)?;
     let _settings = workspace.apply_settings(target);
-    let instance = pick_instance(
-        db,
-        file,
-        options.kernel.as_deref(),
-        options.instance,
-        &options.with,
-    )?;
+    let instance = options.selection.pick(db, file)?;
     // On a GPU, a configuration `tilec tune` measured on this device replaces the call site's,
     // unless --with names values.
     let instance = match &device {
-        Some(gpu) if options.with.is_empty() => apply_tuned(
+        Some(gpu) if options.selection.with.is_empty() => apply_tuned(
             db,
             &options.cache,
             path,
@@ -202,57 +195,6 @@ fn first_program(programs: &[ThreadProgram]) -> Result<&ThreadProgram> {
     programs
         .first()
         .context("the kernel has no `with T.Kernel(...)` launch")
-}
-
-/// The selected instance with `--with NAME=VALUE` applied to its arguments.
-pub(crate) fn pick_instance<'db>(
-    db: &'db dyn Db,
-    file: SourceFile,
-    kernel: Option<&str>,
-    index: Option<u32>,
-    with: &[String],
-) -> Result<Instance<'db>> {
-    let selected = selected_instances(db, file, kernel, index)?;
-    let base = *selected.first().context("no instance selected")?;
-    if selected.len() > 1 {
-        eprintln!(
-            "note: {} instances match; running `{}` instance {} (choose with --kernel and --instance)",
-            selected.len(),
-            base.kernel(db).name(db),
-            base.index(db)
-        );
-    }
-    if with.is_empty() {
-        return Ok(base);
-    }
-    let mut args = base.args(db).clone();
-    for assignment in with {
-        let (name, value) = assignment
-            .split_once('=')
-            .with_context(|| format!("--with expects NAME=VALUE, got `{assignment}`"))?;
-        let value = parse_value(value.trim());
-        match args.iter_mut().find(|(arg, _)| arg == name.trim()) {
-            Some(slot) => slot.1 = value,
-            None => args.push((name.trim().to_owned(), value)),
-        }
-    }
-    Ok(Instance::new(db, base.kernel(db), base.index(db), args))
-}
-
-/// A `--with` value as Python would read the literal: int, float, bool, None or a string.
-fn parse_value(text: &str) -> ConstValue {
-    if let Ok(int) = text.parse::<i64>() {
-        return ConstValue::Int(int);
-    }
-    if let Ok(float) = text.parse::<f64>() {
-        return ConstValue::float(float);
-    }
-    match text {
-        "True" | "true" => ConstValue::Bool(true),
-        "False" | "false" => ConstValue::Bool(false),
-        "None" => ConstValue::None,
-        _ => ConstValue::Str(text.trim_matches(|c| c == '"' || c == '\'').to_owned()),
-    }
 }
 
 /// The instance's thread programs, or `None` after printing why it cannot be lowered (its check

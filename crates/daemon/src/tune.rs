@@ -24,19 +24,17 @@ use tilec_passes::roofline::Estimate;
 use tilec_runtime::{CudaDevice, HostTensor, compare, inputs, tolerance_for};
 
 use crate::run::{
-    CheckVerdict, SharedInputs, check_against_emulator, pick_instance, run_on_gpu, run_target,
-    scalar_values,
+    CheckVerdict, SharedInputs, check_against_emulator, run_on_gpu, run_target, scalar_values,
 };
 use crate::tuned::tuned_instance;
-use crate::workspace::load_one;
+use crate::workspace::{InstanceSelection, load_one};
 use tilec_runtime::tuned::{TunedRecord, TunedStore};
 
 /// What `tilec tune` was asked to do.
 #[derive(Debug)]
 pub struct TuneOptions {
-    pub kernel: Option<String>,
-    pub instance: Option<u32>,
-    pub with: Vec<String>,
+    /// `--kernel`, `--instance` and `--with`.
+    pub selection: InstanceSelection,
     /// Rank by the hardware model only; run nothing.
     pub recommend: bool,
     /// How many ranked configurations to print, or to measure.
@@ -64,13 +62,7 @@ pub fn run(path: &Path, options: &TuneOptions) -> Result<ExitCode> {
     // Candidates are lowered for the target they are measured (or modelled) on.
     let target = run_target(options.target.as_deref(), device.as_ref(), &workspace)?;
     let _settings = workspace.apply_settings(target);
-    let instance = pick_instance(
-        db,
-        file,
-        options.kernel.as_deref(),
-        options.instance,
-        &options.with,
-    )?;
+    let instance = options.selection.pick(db, file)?;
     let gpu = hardware_model(options, device.as_ref(), target)?;
     let started = Instant::now();
     let recommendation = recommend(db, instance, &gpu);

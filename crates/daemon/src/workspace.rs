@@ -1,13 +1,13 @@
-//! Finding the files to check and the tilec.toml that applies to each, and loading them into the
-//! database.
+//! Finding the files to check and the tilec.toml that applies to each, loading them into the
+//! database, and choosing the kernel instance a command works on.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use tilec_db::{RootDatabase, Settings, SourceFile};
+use tilec_db::{Instance, RootDatabase, Settings, SourceFile};
 use tilec_frontend::manifest::{Manifest, parse_manifest};
-use tilec_ir::Target;
+use tilec_ir::{ConstValue, Target};
 pub use tilec_lsp::workspace::{instances_for, manifest_for, manifest_instances};
 
 /// A problem with a tilec.toml, reported as a `config-error` diagnostic.
@@ -28,7 +28,7 @@ pub struct Workspace {
     /// The target named by the first tilec.toml that sets one.
     pub manifest_target: Option<Target>,
     /// The `[pass_configs]` of the tilec.toml files, in the order they were read.
-    pub manifest_pass_configs: Vec<(String, tilec_ir::ConstValue)>,
+    pub manifest_pass_configs: Vec<(String, ConstValue)>,
 }
 
 /// `--target NAME`, parsed; an unknown name is an error that lists the known ones.
@@ -184,7 +184,7 @@ pub fn selected_instances<'db>(
     file: SourceFile,
     kernel: Option<&str>,
     instance: Option<u32>,
-) -> Result<Vec<tilec_db::Instance<'db>>> {
+) -> Result<Vec<Instance<'db>>> {
     let selected: Vec<_> = tilec_db::instances(db, file)
         .iter()
         .copied()
@@ -210,4 +210,77 @@ pub fn selected_instances<'db>(
         );
     }
     Ok(selected)
+}
+
+/// Which kernel instance `tilec run`, `tune` and `build` work on: `--kernel`, `--instance` and
+/// `--with`, one set of flags for the three commands.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct InstanceSelection {
+    /// The kernel (the factory or jit function name); default: the first (`build`: every one).
+    #[arg(long)]
+    pub kernel: Option<String>,
+    /// Which instance of the kernel (0-based); default: the first (`build`: every one).
+    #[arg(long)]
+    pub instance: Option<u32>,
+    /// Override a factory argument or const by name: `--with M=256 --with dtype=float32`.
+    #[arg(long = "with", value_name = "NAME=VALUE")]
+    pub with: Vec<String>,
+}
+
+impl InstanceSelection {
+    /// The instances of `file` that `--kernel` and `--instance` select (`--with` aside).
+    pub fn selected<'db>(
+        &self,
+        db: &'db dyn tilec_db::Db,
+        file: SourceFile,
+    ) -> Result<Vec<Instance<'db>>> {
+        selected_instances(db, file, self.kernel.as_deref(), self.instance)
+    }
+
+    /// The first selected instance (with a note when several match), its arguments overridden
+    /// by `--with`.
+    pub fn pick<'db>(&self, db: &'db dyn tilec_db::Db, file: SourceFile) -> Result<Instance<'db>> {
+        let selected = self.selected(db, file)?;
+        let base = *selected.first().context("no instance selected")?;
+        if selected.len() > 1 {
+            eprintln!(
+                "note: {} instances match; running `{}` instance {} (choose with --kernel and \
+                 --instance)",
+                selected.len(),
+                base.kernel(db).name(db),
+                base.index(db)
+            );
+        }
+        if self.with.is_empty() {
+            return Ok(base);
+        }
+        let mut args = base.args(db).clone();
+        for assignment in &self.with {
+            let (name, value) = assignment
+                .split_once('=')
+                .with_context(|| format!("--with expects NAME=VALUE, got `{assignment}`"))?;
+            let value = parse_value(value.trim());
+            match args.iter_mut().find(|(arg, _)| arg == name.trim()) {
+                Some(slot) => slot.1 = value,
+                None => args.push((name.trim().to_owned(), value)),
+            }
+        }
+        Ok(Instance::new(db, base.kernel(db), base.index(db), args))
+    }
+}
+
+/// A `--with` value as Python would read the literal: int, float, bool, None or a string.
+fn parse_value(text: &str) -> ConstValue {
+    if let Ok(int) = text.parse::<i64>() {
+        return ConstValue::Int(int);
+    }
+    if let Ok(float) = text.parse::<f64>() {
+        return ConstValue::float(float);
+    }
+    match text {
+        "True" | "true" => ConstValue::Bool(true),
+        "False" | "false" => ConstValue::Bool(false),
+        "None" => ConstValue::None,
+        _ => ConstValue::Str(text.trim_matches(|c| c == '"' || c == '\'').to_owned()),
+    }
 }
