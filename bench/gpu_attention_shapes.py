@@ -2,14 +2,17 @@
 same inputs, alternating in one process, and checks each output against SDPA in fp32.
 
 Usage (on a GPU machine, from the repository root):
-    python3 bench/gpu_attention_shapes.py CORPUS ROUNDS LABEL=BINARY[@FOLDER][%CUDA][:NAME=VALUE,...] ...
+    python3 bench/gpu_attention_shapes.py CORPUS ROUNDS LABEL=BINARY[@FOLDER][%CUDA][+CONFIG...][:NAME=VALUE,...] ...
 
 Each LABEL runs `BINARY run FOLDER/flash_attention_fwd.py --instance 1 --with NAME=VALUE ... --bench`
-(FOLDER defaults to CORPUS), with `--cuda-source CUDA` when given, so one call compares shapes
+(FOLDER defaults to CORPUS), with `--cuda-source CUDA` when given and with every `+CONFIG` pass
+config set to true (in a copy of the file beside a tilec.toml), so one call compares shapes
 (`s8192=tilec:batch=4,seq_len=8192`), edited kernels (`noq=tilec@variants/noq`), hand-edited CUDA
-(`fast=tilec%variants/fast.cu`) or builds. Fixing the number of tiles and varying the key blocks
+(`fast=tilec%variants/fast.cu`), pass configs (`tma=tilec+tilec.tma_store`) or builds. Fixing the number of tiles and varying the key blocks
 per tile separates a kernel's per-tile cost from its per-key-block cost (BENCHMARKS.md).
 """
+import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -24,12 +27,25 @@ from gpu_tensor_core import sdpa
 def parse(spec, corpus):
     label, rest = spec.split("=", 1)
     binary, _, overrides = rest.partition(":")
+    binary, *configs = binary.split("+")
     binary, _, cuda = binary.partition("%")
     binary, _, folder = binary.partition("@")
     withs = [arg for item in overrides.split(",") if item for arg in ("--with", item)]
     if cuda:
         withs += ["--cuda-source", cuda]
-    return label, binary, withs, folder or corpus
+    folder = folder or corpus
+    if configs:
+        folder = with_pass_configs(folder, configs, f"/tmp/attention-shapes-project-{label}")
+    return label, binary, withs, folder
+
+
+def with_pass_configs(folder, configs, project):
+    """A copy of FOLDER's attention file in PROJECT, beside a tilec.toml that sets CONFIGS."""
+    os.makedirs(project, exist_ok=True)
+    shutil.copy(f"{folder}/flash_attention_fwd.py", project)
+    with open(f"{project}/tilec.toml", "w") as toml:
+        toml.write("[pass_configs]\n" + "".join(f'"{config}" = true\n' for config in configs))
+    return project
 
 
 def run_tilec(binary, withs, folder, save):
