@@ -658,6 +658,14 @@ impl ThreadProgram {
         &self.values[id.index()]
     }
 
+    /// How the kernel uses `buffer` when it is a tensor parameter; `None` for other buffers.
+    pub fn param_access(&self, buffer: BufferId) -> Option<ParamAccess> {
+        match self.buffers.get(buffer.index())?.memory {
+            Memory::Global { param } => self.params.get(param).map(|p| p.access),
+            _ => None,
+        }
+    }
+
     pub fn buffer(&self, id: BufferId) -> &BufferDecl {
         &self.buffers[id.index()]
     }

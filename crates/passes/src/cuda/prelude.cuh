@@ -131,9 +131,8 @@ __device__ __forceinline__ float tl_exp2(float x) {
 // as IEEE division has them. Only near the ends of the exponent range may it differ: subnormal
 // operands or quotients and quotients near overflow in the last place, and a divisor below 2^-128,
 // whose reciprocal overflows, gives an infinite quotient. The emulator computes the same formula,
-// so it matches the GPU either way. What this saves over `a / b` is
-// the reciprocal on the special-function unit and the range check that `a / b` repeats for every
-// quotient.
+// so it matches the GPU either way. What this saves over `a / b` is the reciprocal on the
+// special-function unit and the range check that `a / b` repeats for every quotient.
 __device__ __forceinline__ float tl_div(float a, float b) {
     const float r = __frcp_rn(b);
     const float q = __fmul_rn(a, r);

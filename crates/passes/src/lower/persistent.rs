@@ -129,20 +129,18 @@ impl Lowering<'_> {
         per_tile_lets: &[Stmt],
         body: Vec<Stmt>,
     ) -> Stmt {
+        // The launcher starts no more blocks than tiles, so every block has at least one round.
+        let tiles = self.tile_count();
         let exprs = &mut self.program.exprs;
         let first = exprs.var_expr(walk.grid.block);
         let stride = exprs.var_expr(walk.grid.blocks);
         let round = exprs.var_expr(walk.round);
-        // The launcher starts no more blocks than tiles, so every block has at least one round.
-        let tiles = self.tile_count();
-        let exprs = &mut self.program.exprs;
         let one = exprs.int(1);
         let last = exprs.sub(tiles, one);
         let after_first = exprs.sub(last, first);
         let more = exprs.floordiv(after_first, stride);
         let rounds = exprs.add(more, one);
-        let step = exprs.mul(round, stride);
-        let tile = exprs.add(first, step);
+        let tile = self.tile_of_round(walk, round);
         let [x, y, z] = self.tile_block_indices(tile);
         let [bx, by, bz] = self.program.block_index;
         let mut stmts = vec![
@@ -171,6 +169,15 @@ impl Lowering<'_> {
         let exprs = &mut self.program.exprs;
         let xy = exprs.mul(gx, gy);
         exprs.mul(xy, gz)
+    }
+
+    /// The number of the tile the block handles in round `round`: `first + round × stride`.
+    fn tile_of_round(&mut self, walk: TileWalk, round: ExprId) -> ExprId {
+        let exprs = &mut self.program.exprs;
+        let first = exprs.var_expr(walk.grid.block);
+        let stride = exprs.var_expr(walk.grid.blocks);
+        let step = exprs.mul(round, stride);
+        exprs.add(first, step)
     }
 
     /// The block indices of tile number `tile`, x fastest.
@@ -219,10 +226,10 @@ impl Lowering<'_> {
                 None => out.push(stmt.clone()),
             }
         }
-        let mut rest = per_tile[pipeline..].to_vec();
         if next_tile_loads.is_empty() {
             return per_tile;
         }
+        let mut rest = per_tile[pipeline..].to_vec();
         let ahead = self.next_tile_block(walk, next_tile_loads);
         // The pipeline's block ends with the wait for the tile's last gemm: the loads go just
         // before it, so that they overlap the gemm. A pipeline of another form gets them after it.
@@ -268,13 +275,7 @@ impl Lowering<'_> {
             return None;
         };
         let program = &self.program;
-        let Memory::Global { param } = program.buffer(src).memory else {
-            return None;
-        };
-        let read_only = program
-            .params
-            .get(param)
-            .is_some_and(|p| p.access == ParamAccess::Read);
+        let read_only = program.param_access(src) == Some(ParamAccess::Read);
         let local = program.buffer(dst).memory == Memory::Local;
         let chunks = program.exprs.as_int(*extent)?;
         let allowed = |v: VarId| {
@@ -390,15 +391,12 @@ impl Lowering<'_> {
     fn next_tile_block(&mut self, walk: TileWalk, loads: Vec<Stmt>) -> Stmt {
         let tiles = self.tile_count();
         let exprs = &mut self.program.exprs;
-        let first = exprs.var_expr(walk.grid.block);
-        let stride = exprs.var_expr(walk.grid.blocks);
         let round = exprs.var_expr(walk.round);
         let one = exprs.int(1);
         let next_round = exprs.add(round, one);
-        let step = exprs.mul(next_round, stride);
-        let tile = exprs.add(first, step);
+        let tile = self.tile_of_round(walk, next_round);
         let next_tile = walk.next_tile;
-        let next_tile_expr = exprs.var_expr(next_tile);
+        let next_tile_expr = self.program.exprs.var_expr(next_tile);
         let has_next = self.compare_indices(CompareOp::Lt, next_tile_expr, tiles);
         let indices = self.tile_block_indices(next_tile_expr);
         let mut then: Vec<Stmt> = walk

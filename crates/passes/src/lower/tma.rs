@@ -142,16 +142,9 @@ impl Lowering<'_> {
     /// are not ordered before the kernel's own later reads of them (`wait_group.read` waits for
     /// the shared reads only), so only such a tensor is stored by TMA.
     fn only_written(&self, tensor: EntityId) -> bool {
-        let Ok(buffer) = self.buffer_of(tensor) else {
-            return false;
-        };
-        let Memory::Global { param } = self.program.buffer(buffer).memory else {
-            return false;
-        };
-        self.program
-            .params
-            .get(param)
-            .is_some_and(|p| p.access == tilec_ir::thread::ParamAccess::Write)
+        self.buffer_of(tensor).is_ok_and(|buffer| {
+            self.program.param_access(buffer) == Some(tilec_ir::thread::ParamAccess::Write)
+        })
     }
 
     /// The boxes of `copy` in `direction`: the first candidate whose boxes cover the shared side

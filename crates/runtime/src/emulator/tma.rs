@@ -67,6 +67,18 @@ fn advance(position: &mut [i64], box_dims: &[i64]) {
     }
 }
 
+/// [`Machine::box_operands`]: one TMA statement's operands, evaluated for the active threads.
+struct BoxOperands {
+    map: MapInfo,
+    /// The shared side's byte offset and element size.
+    offset: i64,
+    size: i64,
+    /// Per active thread, the shared index where its box starts.
+    starts: Vec<i64>,
+    /// Per active thread, the global coordinates of its box's first element, innermost first.
+    origins: Vec<Vec<i64>>,
+}
+
 /// The operands of one `TmaLoad` statement.
 pub(super) struct TmaOperands<'s> {
     pub map: usize,
@@ -84,32 +96,19 @@ impl Machine<'_, '_> {
         load: TmaOperands<'_>,
         active: &[u32],
     ) -> Result<(), Fault> {
-        let Some(map) = self.maps.get(load.map).cloned() else {
-            return Err(self.malformed_fault("TMA: tensor map index out of range"));
-        };
         let dst = load.dst.index();
-        let (offset, size) = self.tma_destination(&map, dst)?;
-        if load.coords.len() != map.dims.len() {
-            return Err(self.malformed_fault("TMA: coordinates do not match the map's rank"));
-        }
-        let starts = self.index(load.dst_index, active, Some(dst))?;
-        let mut origins = vec![Vec::with_capacity(map.dims.len()); active.len()];
-        for &coordinate in load.coords {
-            let values = self.index(coordinate, active, Some(map.buffer))?;
-            for (origin, value) in origins.iter_mut().zip(values) {
-                origin.push(value);
-            }
-        }
+        let boxes = self.box_operands(load.map, (dst, load.dst_index), load.coords, active)?;
         let keys = self.mbarrier_keys(load.barrier, load.barrier_index, active)?;
-        let bytes = map.box_elements() * size;
+        let bytes = boxes.map.box_elements() * boxes.size;
         for (k, &thread) in active.iter().enumerate() {
             let (Some(&start), Some(origin), Some(&key)) =
-                (starts.get(k), origins.get(k), keys.get(k))
+                (boxes.starts.get(k), boxes.origins.get(k), keys.get(k))
             else {
                 return Err(self.malformed_fault("TMA: missing operands"));
             };
-            let values = self.read_box(&map, origin, thread)?;
-            let indices = self.box_targets(&map, (dst, offset, size), start, thread)?;
+            let values = self.read_box(&boxes.map, origin, thread)?;
+            let shared = (dst, boxes.offset, boxes.size);
+            let indices = self.box_targets(&boxes.map, shared, start, thread)?;
             let Some(info) = self.buffers.get(dst) else {
                 return Err(self.malformed_fault("TMA: buffer id out of range"));
             };
@@ -136,15 +135,37 @@ impl Machine<'_, '_> {
         coords: &[ExprId],
         active: &[u32],
     ) -> Result<(), Fault> {
+        let src = src.index();
+        let boxes = self.box_operands(map, (src, src_index), coords, active)?;
+        for (k, &thread) in active.iter().enumerate() {
+            let (Some(&start), Some(origin)) = (boxes.starts.get(k), boxes.origins.get(k)) else {
+                return Err(self.malformed_fault("TMA: missing operands"));
+            };
+            let shared = (src, boxes.offset, boxes.size);
+            let sources = self.box_targets(&boxes.map, shared, start, thread)?;
+            self.store_box(&boxes.map, (src, &sources), origin, thread)?;
+        }
+        Ok(())
+    }
+
+    /// What a TMA load and a TMA store both evaluate first: the map, where the shared side starts
+    /// and its element size, and per active thread the shared start index and the box's global
+    /// origin.
+    fn box_operands(
+        &mut self,
+        map: usize,
+        (shared, shared_index): (usize, ExprId),
+        coords: &[ExprId],
+        active: &[u32],
+    ) -> Result<BoxOperands, Fault> {
         let Some(map) = self.maps.get(map).cloned() else {
             return Err(self.malformed_fault("TMA: tensor map index out of range"));
         };
-        let src = src.index();
-        let (offset, size) = self.tma_destination(&map, src)?;
+        let (offset, size) = self.tma_shared_side(&map, shared)?;
         if coords.len() != map.dims.len() {
             return Err(self.malformed_fault("TMA: coordinates do not match the map's rank"));
         }
-        let starts = self.index(src_index, active, Some(src))?;
+        let starts = self.index(shared_index, active, Some(shared))?;
         let mut origins = vec![Vec::with_capacity(map.dims.len()); active.len()];
         for &coordinate in coords {
             let values = self.index(coordinate, active, Some(map.buffer))?;
@@ -152,14 +173,13 @@ impl Machine<'_, '_> {
                 origin.push(value);
             }
         }
-        for (k, &thread) in active.iter().enumerate() {
-            let (Some(&start), Some(origin)) = (starts.get(k), origins.get(k)) else {
-                return Err(self.malformed_fault("TMA: missing operands"));
-            };
-            let sources = self.box_targets(&map, (src, offset, size), start, thread)?;
-            self.store_box(&map, (src, &sources), origin, thread)?;
-        }
-        Ok(())
+        Ok(BoxOperands {
+            map,
+            offset,
+            size,
+            starts,
+            origins,
+        })
     }
 
     /// Reads the shared elements `sources` (one per box element, innermost dimension fastest) and
@@ -195,9 +215,9 @@ impl Machine<'_, '_> {
         stored.map_err(|(kind, thread)| self.fault(kind, Some(thread)))
     }
 
-    /// The byte offset and element size of a TMA destination, which must be a shared buffer of the
-    /// tensor's dtype.
-    fn tma_destination(&self, map: &MapInfo, dst: usize) -> Result<(i64, i64), Fault> {
+    /// The byte offset and element size of a TMA copy's shared side, which must be a shared buffer
+    /// of the tensor's dtype.
+    fn tma_shared_side(&self, map: &MapInfo, dst: usize) -> Result<(i64, i64), Fault> {
         let (Some(info), Some(global)) = (self.buffers.get(dst), self.buffers.get(map.buffer))
         else {
             return Err(self.malformed_fault("TMA: buffer id out of range"));
@@ -208,7 +228,7 @@ impl Machine<'_, '_> {
             }
             _ => {
                 let message = format!(
-                    "TMA from `{}` ({}) into `{}` ({}), which is not a shared buffer of that dtype",
+                    "TMA between `{}` ({}) and `{}` ({}), which is not a shared buffer of that dtype",
                     global.name, global.dtype, info.name, info.dtype
                 );
                 Err(self.malformed_fault(&message))
