@@ -703,6 +703,85 @@ fn persistent_attention_matches_f64_across_rounds() {
     assert_close(what, &outputs.tensor("Output").values, &want, 4e-3, 2e-3);
 }
 
+/// The output tile a fragment fills is stored with rows padded to 136 halfs, so the eight rows
+/// a warp's accumulator store touches start in different banks (row-major 256-byte rows put
+/// them all in the same ones), and the store's addresses stay affine in the thread index.
+#[test]
+fn attention_output_tile_rows_are_padded_against_bank_conflicts() {
+    let Some(file) = corpus_file("flash_attention_fwd.py") else {
+        return;
+    };
+    let path = CodePath {
+        target: "sm_90",
+        pass_config: None,
+    };
+    let cuda = built_cuda(&file, ("flashattn", 1), path);
+    let store = cuda
+        .lines()
+        .find(|line| line.contains("*(unsigned int*)(O_shared +"))
+        .expect("the accumulator's store into O_shared")
+        .trim();
+    expect_test::expect!["*(unsigned int*)(O_shared + tx / 32 * 2176 + tx % 4 * 2 + tx / 4 % 8 * 136 + chunk_1 / 2 * 8 + chunk_1 % 2 * 1088) = *(const unsigned int*)(O_shared_vec + 0);"].assert_eq(store);
+}
+
+/// With three stages, attention's K and V tiles, Q_shared and O_shared (192 + 32 + 34 KiB) do not
+/// fit a block's 227 KiB, so the persistent launch lets O_shared reuse Q_shared's space (both
+/// are overwritten whole at their first access in a tile, so neither carries anything into the
+/// next) instead of falling back to one block per tile. The pipeline's stages keep space of
+/// their own: the producer fills the next tile's while this tile's epilogue runs. The emulator's
+/// race check then holds the sharing to its barriers, across rounds.
+#[test]
+fn persistent_attention_shares_q_and_o_space_only_when_it_must() {
+    let Some(file) = corpus_file("flash_attention_fwd.py") else {
+        return;
+    };
+    let path = CodePath {
+        target: "sm_90",
+        pass_config: None,
+    };
+    let offset = |cuda: &str, buffer: &str| -> String {
+        let declaration = format!("tl_half* {buffer} = (tl_half*)(tl_smem + ");
+        let at = cuda.find(&declaration).expect("the declaration") + declaration.len();
+        cuda[at..].split(')').next().unwrap_or_default().to_owned()
+    };
+    let small = ["batch=2", "heads=2", "seq_len=256", "dim=128"];
+    let two_stages = built_cuda_with(&file, ("flashattn", 1), path, &small);
+    assert_ne!(
+        offset(&two_stages, "O_shared"),
+        offset(&two_stages, "Q_shared")
+    );
+    let with = [
+        "batch=2",
+        "heads=2",
+        "seq_len=256",
+        "dim=128",
+        "num_stages=3",
+    ];
+    let cuda = built_cuda_with(&file, ("flashattn", 1), path, &with);
+    assert!(
+        cuda.contains("walking the tiles of grid (2, 2, 2)"),
+        "{cuda}"
+    );
+    assert!(
+        cuda.contains("231504 bytes of dynamic shared memory"),
+        "{cuda}"
+    );
+    assert_eq!(offset(&cuda, "O_shared"), offset(&cuda, "Q_shared"));
+    for staged in ["K_shared", "V_shared"] {
+        assert_ne!(offset(&cuda, staged), offset(&cuda, "O_shared"));
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (inputs, outputs) = run_saved(&file, (1, path), &with, dir.path());
+    let want = attention(
+        &inputs.tensor("Q"),
+        &inputs.tensor("K"),
+        &inputs.tensor("V"),
+        false,
+    );
+    let what = "three-stage persistent attention output";
+    assert_close(what, &outputs.tensor("Output").values, &want, 4e-3, 2e-3);
+}
+
 #[test]
 fn pipelined_gemm_cuda_skeleton() {
     let Some(cuda) = built_gemm("sm_80", 0) else {
@@ -1039,12 +1118,14 @@ fn wgmma_falls_back_to_mma_sync_on_an_undescribable_layout() {
     expect_test::expect!["// T.gemm 128x128x32 on mma.sync m16n8k16, warps 4x1 of 32x128 (not wgmma: no wgmma descriptor describes an operand's shared layout)"].assert_eq(label);
 }
 
-/// With `tilec.tma_store`, attention's output tile leaves O_shared as one TMA box stored by thread
-/// 0 (O_shared is dense, so a box of the output's tensor map covers it), which then waits until
-/// the box has been read; the result still matches f64 in the emulator, across persistent rounds.
-/// The gemm's staged epilogue, whose rows are padded, keeps its threads' stores.
+/// With `tilec.tma_store`, attention's output tile leaves O_shared as two TMA boxes stored by
+/// thread 0 (O_shared, which a fragment fills, is then given the 128-byte swizzle instead of
+/// padded rows, so that each 64-column half is one box of the output's tensor map), which then
+/// waits until the boxes have been read; the result still matches f64 in the emulator, across
+/// persistent rounds. The gemm's staged epilogue, whose rows are padded, keeps its threads'
+/// stores.
 #[test]
-fn tma_store_writes_a_dense_output_tile_from_one_thread() {
+fn tma_store_writes_the_output_tile_from_one_thread() {
     let (Some(attention_file), Some(gemm)) = (
         corpus_file("flash_attention_fwd.py"),
         corpus_file("gemm.py"),
@@ -1059,9 +1140,10 @@ fn tma_store_writes_a_dense_output_tile_from_one_thread() {
     let cuda = built_cuda_with(&attention_file, ("flashattn", 1), path, &with);
     let in_order = [
         "const __grid_constant__ tl_tensor_map Output_tma",
-        "// T.copy(O_shared -> Output): 1 TMA box(es) stored by thread 0",
+        "// T.copy(O_shared -> Output): 2 TMA box(es) stored by thread 0",
         "if (tx == 0) {",
         "tl_tma_store_4d(&Output_tma, O_shared + 0, 0, by, bx * 128, bz);",
+        "tl_tma_store_4d(&Output_tma, O_shared + 8192, 64, by, bx * 128, bz);",
         "tl_tma_store_wait();",
     ];
     let mut rest = cuda.as_str();

@@ -66,6 +66,10 @@ pub fn shared_layout_words(world: &World, assigned: &SharedAssigned) -> String {
             " (operand of the `T.{}`)",
             world.ops.get(assigned.op).map_or("gemm", |op| op.name())
         ),
+        SharedOrigin::FragmentCopy => format!(
+            " (exchanged with a fragment by the `T.{}`, so that its rows start in different banks)",
+            world.ops.get(assigned.op).map_or("copy", |op| op.name())
+        ),
         SharedOrigin::RowMajor => String::new(),
         SharedOrigin::EpilogueStaging => " (staging a gemm accumulator's store)".to_owned(),
     };

@@ -1,7 +1,7 @@
 //! Live ranges of buffers within a launch, and the peak of what is live at once: shared memory
 //! and registers are both sized by it.
 
-use tilec_ir::{EntityId, EntityKind, World};
+use tilec_ir::{AccessKind, EntityId, EntityKind, World};
 
 /// The launch an entity belongs to (its outermost `T.Kernel` ancestor).
 pub fn launch_of(world: &World, mut entity: EntityId) -> Option<EntityId> {
@@ -79,6 +79,42 @@ pub fn live_range(world: &World, order: &[EntityId], buffer: EntityId) -> Option
     let first = live_span(world, order, *touching.first()?).0;
     let last = live_span(world, order, *touching.last()?).1;
     Some((first, last))
+}
+
+/// Whether `buffer`'s first access in `order` overwrites all of it without reading it, so that
+/// nothing it held before that statement is ever read. A persistent launch runs `order` once per
+/// tile: such a buffer carries nothing from one tile to the next, and its live range within the
+/// tile is all there is of it.
+pub fn first_access_overwrites(world: &World, order: &[EntityId], buffer: EntityId) -> bool {
+    let first = order.iter().find_map(|&statement| {
+        let accesses = world.accesses.get(statement)?;
+        let touching: Vec<_> = accesses
+            .iter()
+            .filter(|access| world.storage_of(access.region.buffer) == buffer)
+            .collect();
+        (!touching.is_empty()).then_some(touching)
+    });
+    let Some(accesses) = first else {
+        return false;
+    };
+    accesses.iter().all(|access| {
+        access.kind == AccessKind::Write
+            && access.region.buffer == buffer
+            && covers_whole_buffer(world, &access.region)
+    })
+}
+
+/// Whether `region` is every element of its buffer: each dimension starts at zero and spans
+/// the buffer's (constant) extent.
+fn covers_whole_buffer(world: &World, region: &tilec_ir::Region) -> bool {
+    let Some(shape) = world.const_shape(region.buffer) else {
+        return false;
+    };
+    region.dims.len() == shape.len()
+        && region.dims.iter().zip(&shape).all(|(dim, &extent)| {
+            world.exprs.as_int(dim.start) == Some(0)
+                && dim.extent.and_then(|e| world.exprs.as_int(e)) == Some(extent)
+        })
 }
 
 /// Where the most weight is live: the position, the total weight there, and the live items.

@@ -36,7 +36,8 @@ pub struct CodegenOptions {
     pub persistent: bool,
     /// A shared → global `T.copy` whose shared layout a TMA box reproduces is stored by one thread
     /// through a tensor map (`cp.async.bulk.tensor`, `lower/tma.rs`) instead of by every thread.
-    /// Opt-in with `tilec.tma_store` (and only where TMA is on) until it is measured on a GPU.
+    /// Opt-in with `tilec.tma_store` (and only where TMA is on): on attention's output it
+    /// measured no faster than the threads' own stores (BENCHMARKS.md).
     pub tma_store: bool,
 }
 

@@ -183,7 +183,8 @@ pub fn infer_layouts(world: &World, options: CodegenOptions) -> Layouts {
         &state.exprs,
         threads,
     ));
-    let (shared, shared_diagnostics) = super::shared_infer::infer_shared(world, &mut state.exprs);
+    let (shared, shared_diagnostics) =
+        super::shared_infer::infer_shared(world, &mut state.exprs, options.tma_store);
     diagnostics.extend(shared_diagnostics);
     Layouts {
         exprs: state.exprs,

@@ -595,7 +595,7 @@ impl SharedLayout {
     }
 
     /// The pitch of a two-dimensional row-major layout with padded rows.
-    fn row_pitch(&self) -> Option<i64> {
+    pub(super) fn row_pitch(&self) -> Option<i64> {
         match (
             self.shape.as_slice(),
             self.mode_shape.as_slice(),
@@ -652,10 +652,15 @@ pub fn gemm_operand_layout(
     if !k_inner && element_bits == 8 {
         return SharedLayout::padded(rows, cols, element_bits);
     }
+    widest_bank_swizzle(rows, cols, element_bits)
+        .map_or_else(|| SharedLayout::padded(rows, cols, element_bits), Ok)
+}
+
+/// The widest of TileLang's bank swizzles (full, half, quarter) that a `rows × cols` tile allows.
+pub fn widest_bank_swizzle(rows: i64, cols: i64, element_bits: u32) -> Option<SharedLayout> {
     [BankSwizzle::Full, BankSwizzle::Half, BankSwizzle::Quarter]
         .into_iter()
         .find_map(|kind| SharedLayout::bank_swizzled(rows, cols, element_bits, kind).ok())
-        .map_or_else(|| SharedLayout::padded(rows, cols, element_bits), Ok)
 }
 
 /// TileLang's `MergeSwizzleLayouts`: two bank swizzles of the same tile merge into the one of

@@ -2,9 +2,12 @@
 //!
 //! A `T.annotate_layout` with `T.Layout(shape, fn)` fixes a buffer's layout; a `T.gemm` operand in
 //! shared memory gets TileLang's swizzled operand layout (two gemms that disagree merge to the
-//! smaller swizzle, as `MergeSwizzleLayouts` does, or conflict); every other shared buffer is
-//! row-major. Each layout is an [`IndexMap`] from the logical index to one storage offset, checked
-//! injective by enumeration.
+//! smaller swizzle, as `MergeSwizzleLayouts` does, or conflict); a buffer a `T.copy` moves to or
+//! from a fragment gets its rows padded by 16 bytes when they are a whole number of 32-byte
+//! sectors (XOR-swizzled instead where TMA stores are asked for), because a fragment's threads
+//! touch eight rows at once and unpadded rows would put them all in the same banks; every other
+//! shared buffer is row-major. Each layout is an [`IndexMap`] from the logical index
+//! to one storage offset, checked injective by enumeration.
 
 use std::collections::BTreeMap;
 
@@ -12,7 +15,7 @@ use tilec_ir::{Anchor, Code, Diagnostic, EntityId, ExprArena, ExprId, LayoutKind
 
 use super::algebra::IndexMap;
 use super::fragment::for_each_point;
-use super::shared::{SharedLayout, gemm_operand_layout, merge_swizzles};
+use super::shared::{SharedLayout, gemm_operand_layout, merge_swizzles, widest_bank_swizzle};
 
 /// How a shared buffer's layout was decided.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -21,6 +24,8 @@ pub enum SharedOrigin {
     Annotation,
     /// The operand layout of a `T.gemm` (bank-swizzled or padded).
     GemmOperand,
+    /// Padded or swizzled because a `T.copy` moves it to or from a fragment.
+    FragmentCopy,
     /// No op asks for anything else.
     RowMajor,
     /// The padded tile lowering adds to stage a gemm accumulator's store (`lower/epilogue.rs`);
@@ -47,6 +52,7 @@ pub struct SharedAssigned {
 pub(super) fn infer_shared(
     world: &World,
     arena: &mut ExprArena,
+    tma_store: bool,
 ) -> (BTreeMap<EntityId, SharedAssigned>, Vec<Diagnostic>) {
     let mut assigned: BTreeMap<EntityId, SharedAssigned> = BTreeMap::new();
     let mut diagnostics = Vec::new();
@@ -84,21 +90,34 @@ pub(super) fn infer_shared(
             _ => {}
         }
     }
-    for (buffer, (layout, op)) in swizzled {
-        if assigned.contains_key(&buffer) {
-            continue;
+    let mut fragment_copies = BTreeMap::new();
+    for (entity, op) in world.ops.iter() {
+        if let Some(buffer) = fragment_copied(world, op) {
+            fragment_copies.entry(buffer).or_insert(entity);
         }
-        let (Ok(map), Ok(storage)) = (
-            IndexMap::of_shared_layout(arena, &layout),
-            layout.storage_size(),
-        ) else {
-            continue;
-        };
-        let description = layout.describe();
-        assigned.insert(
+    }
+    for (buffer, (layout, op)) in swizzled {
+        fragment_copies.remove(&buffer);
+        assign_swizzled(
+            arena,
+            &mut assigned,
             buffer,
-            finish(map, storage, &description, SharedOrigin::GemmOperand, op),
+            &layout,
+            SharedOrigin::GemmOperand,
+            op,
         );
+    }
+    for (buffer, op) in fragment_copies {
+        if let Some(layout) = fragment_copy_layout(world, buffer, tma_store) {
+            assign_swizzled(
+                arena,
+                &mut assigned,
+                buffer,
+                &layout,
+                SharedOrigin::FragmentCopy,
+                op,
+            );
+        }
     }
     for buffer in world.shared_buffers() {
         if assigned.contains_key(&buffer) {
@@ -117,6 +136,74 @@ pub(super) fn infer_shared(
         );
     }
     (assigned, diagnostics)
+}
+
+/// Records a swizzled layout for `buffer` unless an annotation already fixed one.
+fn assign_swizzled(
+    arena: &mut ExprArena,
+    assigned: &mut BTreeMap<EntityId, SharedAssigned>,
+    buffer: EntityId,
+    layout: &SharedLayout,
+    origin: SharedOrigin,
+    op: EntityId,
+) {
+    if assigned.contains_key(&buffer) {
+        return;
+    }
+    let (Ok(map), Ok(storage)) = (
+        IndexMap::of_shared_layout(arena, layout),
+        layout.storage_size(),
+    ) else {
+        return;
+    };
+    let description = layout.describe();
+    assigned.insert(buffer, finish(map, storage, &description, origin, op));
+}
+
+/// The shared buffer a `T.copy` moves to or from a fragment, if it is one.
+fn fragment_copied(world: &World, op: &TileOp) -> Option<EntityId> {
+    let TileOp::Copy { src, dst } = op else {
+        return None;
+    };
+    let is_fragment = |buffer| {
+        world
+            .scopes
+            .get(buffer)
+            .is_some_and(|scope| *scope == tilec_ir::Scope::Fragment)
+    };
+    match (is_fragment(src.buffer), is_fragment(dst.buffer)) {
+        (true, false) if is_shared(world, dst.buffer) => Some(dst.buffer),
+        (false, true) if is_shared(world, src.buffer) => Some(src.buffer),
+        _ => None,
+    }
+}
+
+/// A layout for the buffer's last two dimensions in which a fragment's accesses do not
+/// conflict: rows padded by one 16-byte chunk (TileLang's padded operand layout) when they are
+/// a whole number of 32-byte sectors, or, where `tma_store` asks for TMA stores, the widest XOR
+/// swizzle the rows allow, the only conflict-free layouts a TMA box reproduces.
+///
+/// A fragment's accumulator layout has each warp touch eight consecutive rows in one
+/// instruction; with row-major rows of 128 bytes or more those eight accesses fall into the same
+/// banks (an 8-way conflict). Padding starts each row four banks further on; a swizzle sends each
+/// row's chunk to a different bank group, but its addresses are not affine in the thread index,
+/// and on attention's output tile computing them was measured to cost more than the conflicts
+/// (BENCHMARKS.md). A warp reading whole rows (the copy to global memory) covers every bank in
+/// either layout, and rows stay 16-byte aligned for vector accesses.
+fn fragment_copy_layout(world: &World, buffer: EntityId, tma_store: bool) -> Option<SharedLayout> {
+    let (shape, dtype) = (world.const_shape(buffer)?, world.dtypes.get(buffer)?);
+    let [leading @ .., rows, cols] = shape.as_slice() else {
+        return None;
+    };
+    let bits = u32::try_from(dtype.bytes() * 8).ok()?;
+    let layout = if tma_store {
+        widest_bank_swizzle(*rows, *cols, bits)?
+    } else {
+        let padded = SharedLayout::padded(*rows, *cols, bits).ok()?;
+        padded.row_pitch()?;
+        padded
+    };
+    layout.expand(leading).ok()
 }
 
 fn is_shared(world: &World, buffer: EntityId) -> bool {

@@ -117,8 +117,13 @@ pub fn c_identifier(name: &str) -> String {
 enum TileOrder {
     /// One block per tile, as written.
     PerBlock,
-    /// One block per multiprocessor, each walking several tiles (`persistent.rs`).
+    /// One block per multiprocessor, each walking several tiles (`persistent.rs`), every
+    /// shared buffer in space of its own.
     Persistent,
+    /// The same, with buffers that carry nothing between tiles sharing space by their live
+    /// ranges within a tile (`shared_plan.rs`). Sharing costs a barrier wherever a buffer's
+    /// space is reused, so it is only taken where the launch would not fit otherwise.
+    PersistentSharingSpace,
 }
 
 /// Lowers one launch: persistent where that applies and its shared memory fits a block
@@ -186,12 +191,15 @@ fn persistent_launch(
 ) -> Option<ThreadProgram> {
     let limit = i64::try_from(options.target.shared_memory_per_block()).unwrap_or(i64::MAX);
     for (world, layouts) in staged.into_iter().chain([as_written]) {
-        let walk = (launch, TileOrder::Persistent);
-        // A refusal holds for the staged and the unstaged launch alike: both have the same loop.
-        let program =
-            lower_launch_as_written(world, layouts, options, walk, name.to_owned()).ok()?;
-        if program.shared_bytes <= limit {
-            return Some(program);
+        for order in [TileOrder::Persistent, TileOrder::PersistentSharingSpace] {
+            // A refusal holds for the staged and the unstaged launch alike, and for either
+            // plan of shared memory: all have the same loop.
+            let walk = (launch, order);
+            let program =
+                lower_launch_as_written(world, layouts, options, walk, name.to_owned()).ok()?;
+            if program.shared_bytes <= limit {
+                return Some(program);
+            }
         }
     }
     None
@@ -306,6 +314,8 @@ pub(crate) struct Lowering<'w> {
     fragment_prefetch: Option<pipeline::FragmentPrefetch>,
     /// In a persistent lowering, the variables its loops over tiles bind (`persistent.rs`).
     tile_walk: Option<persistent::TileWalk>,
+    /// How the launch's blocks cover its tiles (and so which shared buffers may share space).
+    tile_order: TileOrder,
     /// In a persistent lowering's pipelined loop: the iterations of the block's earlier rounds.
     stage_offset: Option<ExprId>,
 }
@@ -343,7 +353,7 @@ impl<'w> Lowering<'w> {
             .iter()
             .map(|&extent| exprs.as_int(extent))
             .product::<Option<i64>>();
-        let tile_walk = (walk == TileOrder::Persistent)
+        let tile_walk = (walk != TileOrder::PerBlock)
             .then(|| persistent::TileWalk::new(&mut exprs, tiles, block_index));
         let program = ThreadProgram {
             name,
@@ -378,6 +388,7 @@ impl<'w> Lowering<'w> {
             producer_role: None,
             fragment_prefetch: None,
             tile_walk,
+            tile_order: walk,
             stage_offset: None,
         };
         lowering.declare_params();
@@ -487,7 +498,11 @@ impl<'w> Lowering<'w> {
             &shared,
             &self.staged,
             &swizzle_aligned,
-            self.tile_walk.is_none(),
+            match self.tile_order {
+                TileOrder::PerBlock => shared_plan::SpaceSharing::ByLiveRange,
+                TileOrder::Persistent => shared_plan::SpaceSharing::None,
+                TileOrder::PersistentSharingSpace => shared_plan::SpaceSharing::WithinTile,
+            },
         )?;
         let mut placement = Vec::new();
         for (entity, offset) in placed.offsets {

@@ -17,9 +17,24 @@ pub(crate) struct SharedPlacement {
     pub bytes: i64,
 }
 
-/// Places `buffers` (shared buffers of the launch whose statements are `order`). Without
-/// `share_space` every buffer gets space of its own, as a persistent launch needs: its statements
-/// run once per tile, so any buffer may be live while any other is.
+/// Which buffers may share space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SpaceSharing {
+    /// One block per tile: buffers whose live ranges do not overlap share space.
+    ByLiveRange,
+    /// A persistent launch runs its statements once per tile, so a buffer may carry a value
+    /// from one tile into the next and be live while any other is. Only buffers whose first
+    /// access overwrites them whole carry nothing, and unless a pipeline stages them (a
+    /// producer fills those ahead of the consumers) they share space by their live ranges
+    /// within the tile; the tile loop's own barriers order one tile's last accesses before the
+    /// next tile's first.
+    WithinTile,
+    /// Every buffer in space of its own.
+    None,
+}
+
+/// Places `buffers` (shared buffers of the launch whose statements are `order`), sharing space
+/// as `sharing` allows.
 pub(crate) fn plan(
     world: &World,
     layouts: &crate::layout::Layouts,
@@ -27,7 +42,7 @@ pub(crate) fn plan(
     buffers: &[EntityId],
     staged: &std::collections::BTreeMap<EntityId, i64>,
     wgmma_operands: &[EntityId],
-    share_space: bool,
+    sharing: SpaceSharing,
 ) -> Result<SharedPlacement, Unlowerable> {
     let mut items: Vec<(EntityId, i64, (usize, usize))> = Vec::new();
     for &buffer in buffers {
@@ -51,8 +66,15 @@ pub(crate) fn plan(
             .ok()
             .and_then(|bytes| bytes.checked_mul(stages))
             .ok_or_else(|| Unlowerable::new("a shared buffer too large"))?;
+        let shares = match sharing {
+            SpaceSharing::ByLiveRange => true,
+            SpaceSharing::WithinTile => {
+                stages == 1 && crate::liveness::first_access_overwrites(world, order, buffer)
+            }
+            SpaceSharing::None => false,
+        };
         // A buffer nothing touches still gets space, live nowhere.
-        let live = match share_space {
+        let live = match shares {
             true => crate::liveness::live_range(world, order, buffer).unwrap_or((usize::MAX, 0)),
             false => (0, usize::MAX),
         };
