@@ -722,6 +722,20 @@ fn attention_output_tile_rows_are_padded_against_bank_conflicts() {
         .expect("the accumulator's store into O_shared")
         .trim();
     expect_test::expect!["*(unsigned int*)(O_shared + tx / 32 * 2176 + tx % 4 * 2 + tx / 4 % 8 * 136 + chunk_1 / 2 * 8 + chunk_1 % 2 * 1088) = *(const unsigned int*)(O_shared_vec + 0);"].assert_eq(store);
+
+    // `tilec layout` reports the padded storage (127 rows of 136 halfs and one of 128), not the
+    // tile's 32 KiB, and says why the rows are padded.
+    let output = Command::new(env!("CARGO_BIN_EXE_tilec"))
+        .args(["layout", &file.to_string_lossy(), "--instance", "1"])
+        .output()
+        .expect("tilec layout");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout
+        .lines()
+        .find(|line| line.contains("shared O_shared"))
+        .unwrap_or_else(|| panic!("no O_shared line in:\n{stdout}"))
+        .trim();
+    expect_test::expect!["shared O_shared: 34.0 KiB, row-major 128 rows × 128 halfs, rows padded to 136 elements (exchanged with a fragment by the `T.copy`, so that its rows start in different banks)"].assert_eq(line);
 }
 
 /// With three stages, attention's K and V tiles, Q_shared and O_shared (192 + 32 + 34 KiB) do not

@@ -63,12 +63,29 @@ impl OccupancyLimit {
     }
 }
 
+/// A shared buffer's bytes with every pipeline stage counted: the storage its layout addresses,
+/// which a padded layout makes larger than the tile itself.
+fn stored_bytes(world: &World, layouts: &Layouts, buffer: EntityId) -> Option<u64> {
+    let declared = staged_bytes(world, buffer)?;
+    let stored = layouts.shared.get(&buffer).and_then(|assigned| {
+        let stages = u64::try_from(pipeline_stages(world, buffer)).ok()?;
+        let elements = u64::try_from(assigned.storage_elements).ok()?;
+        let element_bytes = world.dtypes.get(buffer)?.bytes();
+        Some(
+            elements
+                .saturating_mul(element_bytes)
+                .saturating_mul(stages),
+        )
+    });
+    Some(stored.map_or(declared, |stored| stored.max(declared)))
+}
+
 /// Estimates registers, shared memory and occupancy from the layouts of `world`'s fragments, for
 /// `target`.
 pub fn estimate_resources(world: &World, layouts: &Layouts, target: Target) -> Resources {
     let mut resources = Resources::default();
     for buffer in world.shared_buffers() {
-        if let Some(bytes) = staged_bytes(world, buffer) {
+        if let Some(bytes) = stored_bytes(world, layouts, buffer) {
             let stages = pipeline_stages(world, buffer);
             resources
                 .shared
