@@ -323,22 +323,33 @@ fn attention(q: &HostTensor, k: &HostTensor, v: &HostTensor, causal: bool) -> Ve
     out
 }
 
+/// Runs an attention instance of `file` in the emulator and compares its output with f64.
+fn assert_attention_matches(
+    file: &Path,
+    (instance, path): (usize, CodePath),
+    with: &[&str],
+    causal: bool,
+    what: &str,
+) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (inputs, outputs) = run_saved(file, (instance, path), with, dir.path());
+    let want = attention(
+        &inputs.tensor("Q"),
+        &inputs.tensor("K"),
+        &inputs.tensor("V"),
+        causal,
+    );
+    // P is rounded to fp16 before the second gemm, and the output to fp16.
+    assert_close(what, &outputs.tensor("Output").values, &want, 4e-3, 2e-3);
+}
+
 fn check_flash_attention(instance: usize, with: &[&str], causal: bool) {
     let Some(file) = corpus_file("flash_attention_fwd.py") else {
         return;
     };
     for path in PATHS {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let (inputs, outputs) = run_saved(&file, (instance, path), with, dir.path());
-        let want = attention(
-            &inputs.tensor("Q"),
-            &inputs.tensor("K"),
-            &inputs.tensor("V"),
-            causal,
-        );
-        // P is rounded to fp16 before the second gemm, and the output to fp16.
         let what = format!("attention output ({path})");
-        assert_close(&what, &outputs.tensor("Output").values, &want, 4e-3, 2e-3);
+        assert_attention_matches(&file, (instance, path), with, causal, &what);
     }
 }
 
@@ -691,16 +702,13 @@ fn persistent_attention_matches_f64_across_rounds() {
         cuda.contains("walking the tiles of grid (2, 2, 2)"),
         "{cuda}"
     );
-    let dir = tempfile::tempdir().expect("temp dir");
-    let (inputs, outputs) = run_saved(&file, (1, path), &with, dir.path());
-    let want = attention(
-        &inputs.tensor("Q"),
-        &inputs.tensor("K"),
-        &inputs.tensor("V"),
+    assert_attention_matches(
+        &file,
+        (1, path),
+        &with,
         false,
+        "persistent attention output",
     );
-    let what = "persistent attention output";
-    assert_close(what, &outputs.tensor("Output").values, &want, 4e-3, 2e-3);
 }
 
 /// The output tile a fragment fills is stored with rows padded to 136 halfs, so the eight rows
@@ -784,16 +792,13 @@ fn persistent_attention_shares_q_and_o_space_only_when_it_must() {
     for staged in ["K_shared", "V_shared"] {
         assert_ne!(offset(&cuda, staged), offset(&cuda, "O_shared"));
     }
-    let dir = tempfile::tempdir().expect("temp dir");
-    let (inputs, outputs) = run_saved(&file, (1, path), &with, dir.path());
-    let want = attention(
-        &inputs.tensor("Q"),
-        &inputs.tensor("K"),
-        &inputs.tensor("V"),
+    assert_attention_matches(
+        &file,
+        (1, path),
+        &with,
         false,
+        "three-stage persistent attention output",
     );
-    let what = "three-stage persistent attention output";
-    assert_close(what, &outputs.tensor("Output").values, &want, 4e-3, 2e-3);
 }
 
 #[test]
@@ -1167,16 +1172,13 @@ fn tma_store_writes_the_output_tile_from_one_thread() {
         };
         rest = &rest[at + piece.len()..];
     }
-    let dir = tempfile::tempdir().expect("temp dir");
-    let (inputs, outputs) = run_saved(&attention_file, (1, path), &with, dir.path());
-    let want = attention(
-        &inputs.tensor("Q"),
-        &inputs.tensor("K"),
-        &inputs.tensor("V"),
+    assert_attention_matches(
+        &attention_file,
+        (1, path),
+        &with,
         false,
+        "attention output stored by TMA",
     );
-    let what = "attention output stored by TMA";
-    assert_close(what, &outputs.tensor("Output").values, &want, 4e-3, 2e-3);
 
     let gemm_cuda = built_cuda(&gemm, ("matmul", 1), path);
     assert!(gemm_cuda.contains("C_local_staged"), "{gemm_cuda}");

@@ -67,16 +67,10 @@ impl OccupancyLimit {
 /// which a padded layout makes larger than the tile itself.
 fn stored_bytes(world: &World, layouts: &Layouts, buffer: EntityId) -> Option<u64> {
     let declared = staged_bytes(world, buffer)?;
-    let stored = layouts.shared.get(&buffer).and_then(|assigned| {
-        let stages = u64::try_from(pipeline_stages(world, buffer)).ok()?;
-        let elements = u64::try_from(assigned.storage_elements).ok()?;
-        let element_bytes = world.dtypes.get(buffer)?.bytes();
-        Some(
-            elements
-                .saturating_mul(element_bytes)
-                .saturating_mul(stages),
-        )
-    });
+    let stages = u64::try_from(pipeline_stages(world, buffer)).unwrap_or(1);
+    let stored = layouts
+        .shared_storage_bytes(world, buffer)
+        .map(|bytes| bytes.saturating_mul(stages));
     Some(stored.map_or(declared, |stored| stored.max(declared)))
 }
 

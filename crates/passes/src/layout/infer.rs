@@ -63,6 +63,15 @@ pub struct Layouts {
     pub diagnostics: Vec<Diagnostic>,
 }
 
+impl Layouts {
+    /// The bytes of one stage of `buffer`'s shared storage as its layout addresses it (a padded
+    /// layout stores more than the tile's elements), if it has a layout.
+    pub fn shared_storage_bytes(&self, world: &World, buffer: EntityId) -> Option<u64> {
+        let elements = u64::try_from(self.shared.get(&buffer)?.storage_elements).ok()?;
+        Some(elements.saturating_mul(world.dtypes.get(buffer)?.bytes()))
+    }
+}
+
 /// How lowering runs a laid-out loop on the threads.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LoopPlan {
@@ -128,7 +137,7 @@ impl Op {
     }
 }
 
-fn is_fragment(world: &World, buffer: EntityId) -> bool {
+pub(super) fn is_fragment(world: &World, buffer: EntityId) -> bool {
     world.scopes.get(buffer) == Some(&Scope::Fragment)
 }
 

@@ -98,7 +98,7 @@ pub(super) fn infer_shared(
     }
     for (buffer, (layout, op)) in swizzled {
         fragment_copies.remove(&buffer);
-        assign_swizzled(
+        assign_layout(
             arena,
             &mut assigned,
             buffer,
@@ -109,7 +109,7 @@ pub(super) fn infer_shared(
     }
     for (buffer, op) in fragment_copies {
         if let Some(layout) = fragment_copy_layout(world, buffer, tma_store) {
-            assign_swizzled(
+            assign_layout(
                 arena,
                 &mut assigned,
                 buffer,
@@ -138,8 +138,8 @@ pub(super) fn infer_shared(
     (assigned, diagnostics)
 }
 
-/// Records a swizzled layout for `buffer` unless an annotation already fixed one.
-fn assign_swizzled(
+/// Records `layout` for `buffer` unless an annotation or a gemm already fixed one.
+fn assign_layout(
     arena: &mut ExprArena,
     assigned: &mut BTreeMap<EntityId, SharedAssigned>,
     buffer: EntityId,
@@ -165,12 +165,7 @@ fn fragment_copied(world: &World, op: &TileOp) -> Option<EntityId> {
     let TileOp::Copy { src, dst } = op else {
         return None;
     };
-    let is_fragment = |buffer| {
-        world
-            .scopes
-            .get(buffer)
-            .is_some_and(|scope| *scope == tilec_ir::Scope::Fragment)
-    };
+    let is_fragment = |buffer| super::infer::is_fragment(world, buffer);
     match (is_fragment(src.buffer), is_fragment(dst.buffer)) {
         (true, false) if is_shared(world, dst.buffer) => Some(dst.buffer),
         (false, true) if is_shared(world, src.buffer) => Some(src.buffer),

@@ -46,14 +46,8 @@ pub(crate) fn plan(
 ) -> Result<SharedPlacement, Unlowerable> {
     let mut items: Vec<(EntityId, i64, (usize, usize))> = Vec::new();
     for &buffer in buffers {
-        // A padded layout stores more than the tile's elements.
-        let storage = layouts.shared.get(&buffer).and_then(|assigned| {
-            let element = world.dtypes.get(buffer)?.bytes();
-            u64::try_from(assigned.storage_elements)
-                .ok()
-                .map(|n| n * element)
-        });
-        let bytes = storage
+        let bytes = layouts
+            .shared_storage_bytes(world, buffer)
             .or_else(|| crate::check::buffer_bytes(world, buffer))
             .ok_or_else(|| {
                 Unlowerable::new(format!(
