@@ -4,7 +4,8 @@
 # left alone. Elapsed cycles do not move with the clock the GPU happens to run at, so they
 # compare kernels more steadily than times taken minutes apart (BENCHMARKS.md).
 #
-# Usage (on a GPU machine, from the repository root): bench/attention_cycles.sh CORPUS LABEL=BINARY...
+# Usage (on a GPU machine, from the repository root): bench/attention_cycles.sh CORPUS LABEL=BINARY[%CUDA]...
+# where CUDA, when given, is a hand-edited kernel source that BINARY runs in place of its own.
 set -euo pipefail
 corpus=$1
 shift
@@ -16,10 +17,14 @@ report() {
         /sm__cycles_elapsed/ {gsub(",", "", $NF); gsub(",", "", a); printf "%s %s, %s cycles elapsed, %s active\n", label, t, $NF, a}'
 }
 for spec in "$@"; do
-    label=${spec%%=*} binary=${spec#*=}
+    label=${spec%%=*} binary=${spec#*=} source=()
+    if [[ $binary == *%* ]]; then
+        source=(--cuda-source "${binary#*%}")
+        binary=${binary%%%*}
+    fi
     ncu --clock-control none --metrics "$metrics" -k regex:flashattn --launch-skip 5 --launch-count 5 \
         "$binary" run "$corpus/flash_attention_fwd.py" --kernel flashattn --instance 1 --device cuda \
-        --target sm_90 --bench 2>/dev/null | report "$label"
+        --target sm_90 --bench "${source[@]}" 2>/dev/null | report "$label"
 done
 cat >/tmp/sdpa_repeat.py <<'PY'
 import torch

@@ -916,10 +916,13 @@ fn overlapped_attention_cuda_skeleton() {
                         tl_mbarrier_wait(full_barrier
                         // T.clear
                             for (int r_3 = 0; r_3 < 64; ++r_3) {
+                        if (tx / 128 == 1) tl_named_barrier_arrive(2, 256); // the first turn goes to warpgroup 0
+                        tl_named_barrier(2
                         // T.gemm 128x128x128 on wgmma m64n128k16, warpgroups 2x1, A from shared (128-byte swizzle, K-major), B from shared (128-byte swizzle, K-major)
                             tl_wgmma_fence();
         ... 8 x tl_wgmma_m64n128k16_f16_ss_t00
                             tl_wgmma_commit();
+                        tl_named_barrier_arrive(2
                         tl_wgmma_wait<0>();
                         tl_fence_registers<64>(acc_s);
                         tl_fence_registers<64>(acc_o);
@@ -938,7 +941,6 @@ fn overlapped_attention_cuda_skeleton() {
                             for (int step_4 = 0; step_4 < 64; ++step_4) {
                         // T.copy
                             for (int step_5 = 0; step_5 < 64; ++step_5) {
-                        if (tx / 128 == 1) tl_named_barrier_arrive(2, 256); // the first turn goes to warpgroup 0
                         for (int k = 0; k < 31; ++k) {
                             tl_mbarrier_wait(full_barrier
                             // T.clear
@@ -993,12 +995,10 @@ fn overlapped_attention_cuda_skeleton() {
                     // T.copy
                         for (int chunk_1 = 0; chunk_1 < 32; ++chunk_1) {
                             for (int lane_1 = 0; lane_1 < 2; ++lane_1) {
-                    tl_fence_proxy_async();
                     tl_named_barrier(1, 256);
                     // T.copy
                         for (int chunk_2 = 0; chunk_2 < 8; ++chunk_2) {
                             for (int lane_2 = 0; lane_2 < 8; ++lane_2) {
-                    tl_fence_proxy_async();
                     tl_named_barrier(1, 256);
     "#]].assert_eq(consumer);
 }
@@ -1043,12 +1043,10 @@ fn wgmma_gemm_cuda_skeleton() {
                     // T.copy(C_local -> C_local_staged): the gemm's store, staged through shared memory
                         for (int chunk = 0; chunk < 64; ++chunk) {
                             for (int lane = 0; lane < 2; ++lane) {
-                    tl_fence_proxy_async();
                     tl_named_barrier(1, 256);
                     // T.copy(C_local_staged -> C): the staged store, in whole rows
                         for (int chunk_1 = 0; chunk_1 < 16; ++chunk_1) {
                             for (int lane_1 = 0; lane_1 < 8; ++lane_1) {
-                    tl_fence_proxy_async();
                     tl_named_barrier(1, 256);
         } else {
             tl_setmaxnreg_dec<40>();

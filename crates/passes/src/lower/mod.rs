@@ -7,6 +7,7 @@
 //! on the entity that needs it, never a panic and never a silently wrong program.
 
 mod epilogue;
+mod fences;
 mod gemm;
 mod iteration;
 mod overlap;
@@ -235,11 +236,7 @@ fn lower_launch_as_written(
             .refuse_persistence("no pipelined loop has a producer warpgroup")
             .map_err(|e| e.at(launch))?,
     }
-    // wgmma and TMA stores read shared memory through the async proxy.
-    let async_reads = |stmt: &Stmt| matches!(stmt, Stmt::Wgmma { .. } | Stmt::TmaStore { .. });
-    if tilec_ir::thread::any_stmt(&stmts, async_reads) {
-        wgmma::fence_barriers(&mut stmts);
-    }
+    fences::fence_barriers(&lowering.program, &mut stmts);
     lowering.program.body = stmts;
     Ok(lowering.program)
 }

@@ -8,7 +8,8 @@
 //! operands while that gemm still runs:
 //!
 //! ```text
-//! k = 0:       wait(A 0); pre; G1 issue; wait_group 0; release(A 0); mid_a; post; mid_b
+//! k = 0:       wait(A 0); pre; [take turn] G1 issue [pass turn]; wait_group 0; release(A 0);
+//!              mid_a; post; mid_b
 //! k = 1..n:    wait(A k); pre; [take turn] G1(k) issue; wait(B k-1); G2(k-1) issue [pass turn]
 //!              wait_group 1; release(A k); mid_a; post; wait_group 0; release(B k-1); mid_b
 //! after:       wait(B n-1); G2(n-1) issue; wait_group 0; release(B n-1)
@@ -185,7 +186,12 @@ impl Lowering<'_> {
             first_barrier: super::specialize::TURN_BARRIERS,
         };
 
+        // The first iteration's gemm is issued in turns too: warpgroup 0's softmax then runs while
+        // warpgroup 1's gemm does, instead of both softmaxes running with the tensor cores idle.
         let mut prologue = parts.own_issue();
+        let issue = prologue.len() - 1;
+        prologue.splice(issue..issue, [turn(TurnStep::Start), turn(TurnStep::Take)]);
+        prologue.push(turn(TurnStep::Pass));
         prologue.push(Stmt::WgmmaWait { pending: 0 });
         prologue.push(self.release(barriers.empty, zero, pipeline.stages));
         prologue.extend(parts.after_first_gemm());
@@ -193,7 +199,6 @@ impl Lowering<'_> {
         let mut out = self.at(var, zero, &prologue);
         let body =
             self.rotated_iteration(pipeline, parts, (barriers, warpgroups), (previous, current));
-        out.push(turn(TurnStep::Start));
         out.push(Stmt::For {
             var: step,
             extent: self.program.exprs.int(extent - 1),

@@ -516,32 +516,3 @@ fn describe_operand(described: &Described) -> String {
         described.layout.swizzle.row_bytes()
     )
 }
-
-/// Puts a proxy fence in front of every barrier (block-wide or named): wgmma reads shared memory
-/// through the async proxy, so each thread's generic writes (stores, landed cp.asyncs) must be
-/// fenced before the barrier that publishes them. A barrier that publishes nothing a wgmma reads
-/// pays one fence.
-pub(super) fn fence_barriers(stmts: &mut Vec<Stmt>) {
-    let mut fenced = Vec::with_capacity(stmts.len());
-    for mut stmt in std::mem::take(stmts) {
-        match &mut stmt {
-            Stmt::Barrier | Stmt::NamedBarrier { .. } => fenced.push(Stmt::FenceProxyAsync),
-            Stmt::For { body, .. } | Stmt::Block { body, .. } => fence_barriers(body),
-            Stmt::If {
-                then, otherwise, ..
-            } => {
-                fence_barriers(then);
-                fence_barriers(otherwise);
-            }
-            Stmt::WarpRoles {
-                consumer, producer, ..
-            } => {
-                fence_barriers(consumer);
-                fence_barriers(producer);
-            }
-            _ => {}
-        }
-        fenced.push(stmt);
-    }
-    *stmts = fenced;
-}
