@@ -104,10 +104,10 @@ fn fence_list(program: &ThreadProgram, space: &AsyncReadSpace, stmts: &mut Vec<S
     let mut fenced: Vec<Stmt> = Vec::with_capacity(stmts.len());
     for mut stmt in std::mem::take(stmts) {
         match &mut stmt {
-            Stmt::Barrier | Stmt::NamedBarrier { .. } => {
-                if publishes_async_reads(program, space, &fenced) {
-                    fenced.push(Stmt::FenceProxyAsync);
-                }
+            Stmt::Barrier | Stmt::NamedBarrier { .. }
+                if publishes_async_reads(program, space, &fenced) =>
+            {
+                fenced.push(Stmt::FenceProxyAsync);
             }
             Stmt::For { body, .. } | Stmt::Block { body, .. } => fence_list(program, space, body),
             Stmt::If {
