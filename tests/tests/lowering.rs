@@ -136,6 +136,34 @@ fn row_reduce() {
     assert_matches("RowMax", &t[2], maxes);
 }
 
+/// `T.reduce_max` is `fmaxf` (the GPU's `max.f32`, TileLang's CUDA `max`): a NaN in a row is passed
+/// over, and a row of NaNs only leaves the reduction's initial value, −inf.
+#[test]
+fn reduce_max_passes_over_nan_as_fmaxf_does() {
+    let Some(program) = lowered(
+        "row_reduce.py",
+        "row_reduce",
+        &[("M", 16), ("N", 128), ("block_M", 8)],
+    ) else {
+        return;
+    };
+    let mut tensors = make_tensors(&program, &[], 7).expect("shapes evaluate");
+    let width = 128;
+    tensors[0].values[3 * width + 17] = f64::NAN;
+    tensors[0].values[12 * width..13 * width].fill(f64::NAN);
+    let x = tensors[0].clone();
+    if let Err(error) = run_program(&program, &mut tensors, &[]) {
+        panic!("row_reduce: emulator: {error}");
+    }
+    let maxes: Vec<f64> = rows(&x)
+        .iter()
+        .map(|r| r.iter().copied().fold(f64::NEG_INFINITY, f64::max))
+        .collect();
+    assert_eq!(maxes[12], f64::NEG_INFINITY);
+    assert!(maxes[3].is_finite());
+    assert_eq!(tensors[2].values, maxes);
+}
+
 fn softmax_rows(x: &HostTensor) -> Vec<f64> {
     rows(x)
         .iter()

@@ -37,6 +37,13 @@ pub enum BinaryOp {
     Shr,
     And,
     Or,
+    /// The larger operand. The front end writes `T.max(a, b)` as an intrinsic call; lowering turns
+    /// that call and `T.reduce_max`'s combining step into this node. On floats it is IEEE
+    /// 754-2019's maximumNumber, which C's `fmaxf` and the GPU's `max.f32` implement: a NaN operand
+    /// gives the other operand, and −0 counts as less than +0.
+    Max,
+    /// The smaller operand, as [`BinaryOp::Max`] is the larger (minimumNumber on floats).
+    Min,
 }
 
 impl BinaryOp {
@@ -56,6 +63,8 @@ impl BinaryOp {
             BinaryOp::Shr => ">>",
             BinaryOp::And => "and",
             BinaryOp::Or => "or",
+            BinaryOp::Max => "max",
+            BinaryOp::Min => "min",
         }
     }
 }

@@ -2,7 +2,7 @@
 
 use std::fmt::{self, Write as _};
 
-use crate::data::{DataExpr, DataId};
+use crate::data::{BinaryOp, DataExpr, DataId};
 use crate::value::write_python_float;
 use crate::world::{AtomicSource, EntityId, EntityKind, LoopKind, Region, TileOp, World};
 
@@ -299,6 +299,17 @@ impl World {
             DataExpr::Not(inner) => {
                 out.write_str("not ")?;
                 self.write_data(out, *inner, true)
+            }
+            DataExpr::Binary {
+                op: op @ (BinaryOp::Max | BinaryOp::Min),
+                lhs,
+                rhs,
+            } => {
+                write!(out, "T.{}(", op.symbol())?;
+                self.write_data(out, *lhs, false)?;
+                out.write_str(", ")?;
+                self.write_data(out, *rhs, false)?;
+                out.write_str(")")
             }
             DataExpr::Binary { op, lhs, rhs } => {
                 self.write_infix(out, op.symbol(), *lhs, *rhs, nested)

@@ -395,6 +395,15 @@ impl Printer<'_> {
             BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div => {
                 CExpr::arithmetic(&a, op.symbol(), &b, arithmetic_prec(op))
             }
+            BinaryOp::Max | BinaryOp::Min => {
+                let name = match (op == BinaryOp::Max, double) {
+                    (true, false) => "fmaxf",
+                    (true, true) => "fmax",
+                    (false, false) => "fminf",
+                    (false, true) => "fmin",
+                };
+                CExpr::atom(format!("{name}({}, {})", a.text, b.text))
+            }
             BinaryOp::Pow if double => CExpr::atom(format!("pow({}, {})", a.text, b.text)),
             BinaryOp::Pow => CExpr::atom(format!("powf({}, {})", a.text, b.text)),
             BinaryOp::FloorDiv if double => CExpr::atom(format!("floor({x} / {y})")),
@@ -559,6 +568,8 @@ fn int_binary(op: BinaryOp, (a, b): (CExpr, CExpr), dtype: DType) -> CExpr {
         BinaryOp::FloorDiv => helper("tl_floordiv"),
         BinaryOp::Mod => helper("tl_floormod"),
         BinaryOp::Pow => helper("tl_ipow"),
+        BinaryOp::Max => helper("tl_max"),
+        BinaryOp::Min => helper("tl_min"),
         // C leaves shifting a negative value left undefined, so signed values shift as unsigned.
         BinaryOp::Shl if signed(dtype) => {
             let unsigned = if dtype == DType::Int64 {

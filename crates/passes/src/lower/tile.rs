@@ -679,11 +679,10 @@ impl Lowering<'_> {
     }
 
     /// Folds each thread's own elements of every slot into `partial[slot]`, as a balanced tree of
-    /// pairs rather than a chain: the chain's 32 dependent steps (a compare and a select each for a
-    /// max) were the longest latency of attention's softmax, the tree has five. Every level is
-    /// stored into a temporary, so that no value tree grows with the number of elements (a max is a
-    /// select that names its operands twice); the tree's root is combined with the reduction's
-    /// initial value, as the first step of the chain was.
+    /// pairs rather than a chain: the chain's 32 dependent steps were the longest latency of
+    /// attention's softmax, the tree has five. Every level is stored into a temporary, so that no
+    /// value tree grows with the number of elements; the tree's root is combined with the
+    /// reduction's initial value, as the first step of the chain was.
     fn fold_own_elements(
         &mut self,
         kind: ReduceKind,
@@ -776,15 +775,14 @@ impl Lowering<'_> {
             }),
             ReduceKind::Max | ReduceKind::AbsMax | ReduceKind::Min => {
                 let op = if kind == ReduceKind::Min {
-                    CompareOp::Lt
+                    BinaryOp::Min
                 } else {
-                    CompareOp::Gt
+                    BinaryOp::Max
                 };
-                let cond = self.program.add_value(Value::Compare { op, lhs, rhs });
-                self.program.add_value(Value::Select {
-                    cond,
-                    then: lhs,
-                    otherwise: rhs,
+                self.program.add_value(Value::Binary {
+                    op,
+                    lhs,
+                    rhs,
                     dtype,
                 })
             }

@@ -192,8 +192,8 @@ impl Lowering<'_> {
         Ok(self.program.add_value(node))
     }
 
-    /// `T.max(a, b)` and `T.min(a, b)` as a comparison and a select, so that the thread program has
-    /// one two-operand form for them.
+    /// `T.max(a, b)` and `T.min(a, b)` as the two-operand [`BinaryOp::Max`] and
+    /// [`BinaryOp::Min`], the form the reductions combine with too (one `max.f32` on the GPU).
     fn binary_intrinsic(
         &mut self,
         intrinsic: tilec_ir::Intrinsic,
@@ -202,15 +202,14 @@ impl Lowering<'_> {
         dtype: DType,
     ) -> Value {
         let op = if intrinsic == tilec_ir::Intrinsic::Min {
-            tilec_ir::data::CompareOp::Lt
+            BinaryOp::Min
         } else {
-            tilec_ir::data::CompareOp::Gt
+            BinaryOp::Max
         };
-        let cond = self.program.add_value(Value::Compare { op, lhs, rhs });
-        Value::Select {
-            cond,
-            then: lhs,
-            otherwise: rhs,
+        Value::Binary {
+            op,
+            lhs,
+            rhs,
             dtype,
         }
     }

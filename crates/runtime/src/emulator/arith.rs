@@ -188,6 +188,8 @@ fn float_binary(op: BinaryOp, dtype: DType, a: f64, b: f64) -> Result<f64, Strin
         BinaryOp::FloorDiv => (a / b).floor(),
         BinaryOp::Mod => a - (a / b).floor() * b,
         BinaryOp::Pow => a.powf(b),
+        BinaryOp::Max => maximum_number(a, b),
+        BinaryOp::Min => -maximum_number(-a, -b),
         _ => return Err(format!("`{}` on {dtype} operands", op.symbol())),
     };
     Ok(round_to(dtype, value))
@@ -212,8 +214,22 @@ fn int_binary(op: BinaryOp, dtype: DType, a: i64, b: i64) -> Result<f64, String>
         BinaryOp::BitXor => a ^ b,
         BinaryOp::Shl | BinaryOp::Shr => shift(op, dtype, a, b)?,
         BinaryOp::And | BinaryOp::Or => i64::from(op == BinaryOp::And && a != 0 && b != 0),
+        BinaryOp::Max => a.max(b),
+        BinaryOp::Min => a.min(b),
     };
     Ok(wrap_int(dtype, value) as f64)
+}
+
+/// IEEE 754-2019's maximumNumber, the GPU's `max.f32`: a NaN operand gives the other operand, and
+/// −0 is less than +0. (The minimum is the negated maximum of the negated operands.)
+fn maximum_number(a: f64, b: f64) -> f64 {
+    if a.is_nan() {
+        b
+    } else if b.is_nan() || a > b || (a == b && b.is_sign_negative()) {
+        a
+    } else {
+        b
+    }
 }
 
 /// `a ** b` on integers; a negative exponent truncates `1 / a^-b` toward zero.
@@ -282,6 +298,24 @@ mod tests {
         assert_eq!(binary(BinaryOp::Mod, DType::Int32, -7.0, 2.0), Ok(1.0));
         assert!(binary(BinaryOp::Div, DType::Int32, 1.0, 0.0).is_err());
         assert_eq!(binary(BinaryOp::Mod, DType::Float32, -7.5, 2.0), Ok(0.5));
+    }
+
+    #[test]
+    fn max_and_min_ignore_nan_and_order_signed_zeros() {
+        let max = |a: f64, b: f64| binary(BinaryOp::Max, DType::Float32, a, b);
+        let min = |a: f64, b: f64| binary(BinaryOp::Min, DType::Float32, a, b);
+        assert_eq!(max(f64::NAN, 2.0), Ok(2.0));
+        assert_eq!(max(2.0, f64::NAN), Ok(2.0));
+        assert_eq!(min(f64::NAN, -2.0), Ok(-2.0));
+        assert!(max(f64::NAN, f64::NAN).is_ok_and(f64::is_nan));
+        assert_eq!(max(f64::NEG_INFINITY, -3.5), Ok(-3.5));
+        assert_eq!(min(f64::INFINITY, 3.5), Ok(3.5));
+        for (a, b) in [(0.0, -0.0), (-0.0, 0.0)] {
+            assert_eq!(max(a, b).map(f64::is_sign_positive), Ok(true));
+            assert_eq!(min(a, b).map(f64::is_sign_negative), Ok(true));
+        }
+        assert_eq!(binary(BinaryOp::Max, DType::Int32, -7.0, 3.0), Ok(3.0));
+        assert_eq!(binary(BinaryOp::Min, DType::UInt8, 200.0, 7.0), Ok(7.0));
     }
 
     #[test]
