@@ -37,6 +37,12 @@ impl std::fmt::Display for CodePath {
     }
 }
 
+/// sm_90's default path: wgmma, TMA, warp specialization, persistent launches.
+const SM90: CodePath = CodePath {
+    target: "sm_90",
+    pass_config: None,
+};
+
 /// Every code-generation path of the tensor-core kernels: mma.sync with cp.async (sm_80); on sm_90
 /// wgmma with a warp-specialized TMA pipeline (the default, attention on FlashAttention-3's
 /// schedule, gemm launches persistent with their stores staged through shared memory), the same
@@ -50,10 +56,7 @@ const PATHS: [CodePath; 8] = [
         target: "sm_80",
         pass_config: None,
     },
-    CodePath {
-        target: "sm_90",
-        pass_config: None,
-    },
+    SM90,
     CodePath {
         target: "sm_90",
         pass_config: Some("tilec.disable_gemm_overlap"),
@@ -232,10 +235,7 @@ fn wide_pipelined_gemm_matches_f64() {
 #[test]
 fn full_row_wgmma_gemm_matches_f64() {
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hopper_gemm.py");
-    let path = CodePath {
-        target: "sm_90",
-        pass_config: None,
-    };
+    let path = SM90;
     let with = ["M=128", "N=256", "K=192"];
     let cuda = built_cuda_with(&file, ("hopper_gemm", 0), path, &with);
     assert!(cuda.contains("tl_wgmma_m64n256k16") && cuda.contains("acc_staged -> C"));
@@ -438,6 +438,17 @@ fn built_gemm(target: &'static str, instance: usize) -> Option<String> {
     Some(built_cuda(&file, ("matmul", instance), path))
 }
 
+/// Asserts that every piece occurs in `cuda`, each after the one before it.
+fn assert_in_order(cuda: &str, pieces: &[&str]) {
+    let mut rest = cuda;
+    for piece in pieces {
+        let Some(at) = rest.find(piece) else {
+            panic!("`{piece}` missing or out of order in:\n{cuda}");
+        };
+        rest = &rest[at + piece.len()..];
+    }
+}
+
 /// The CUDA that `tilec build --emit cuda` prints for one instance of a kernel of `file` on `path`.
 fn built_cuda(file: &Path, kernel_instance: (&str, usize), path: CodePath) -> String {
     built_cuda_with(file, kernel_instance, path, &[])
@@ -599,10 +610,7 @@ fn gemm_launches_are_persistent_with_a_staging_tile_of_their_own() {
     ) else {
         return;
     };
-    let path = CodePath {
-        target: "sm_90",
-        pass_config: None,
-    };
+    let path = SM90;
     let two = built_cuda_with(&gemm, ("matmul", 0), path, &["num_stages=2"]);
     let header = "// Launch: persistent: one block per multiprocessor walking the tiles of \
         grid (8, 8, 1), block (256, 1, 1), 67616 bytes of dynamic shared memory.";
@@ -648,10 +656,7 @@ fn persistent_attention_loads_the_next_tiles_q_during_its_last_gemm() {
     let Some(attention) = corpus_file("flash_attention_fwd.py") else {
         return;
     };
-    let path = CodePath {
-        target: "sm_90",
-        pass_config: None,
-    };
+    let path = SM90;
     let cuda = built_cuda(&attention, ("flashattn", 1), path);
     let own_tile = "Q + bx * 262144 + by * 128 + bz * 8388608 + tx / 16 * 2048 + tx % 16 * 8";
     let next_tile = "Q + tx / 16 * 2048 + tx % 16 * 8 + next_bx * 262144 + next_by * 128 \
@@ -674,13 +679,7 @@ fn persistent_attention_loads_the_next_tiles_q_during_its_last_gemm() {
         "tl_wgmma_wait<0>();",
         "tl_div(acc_o[",
     ];
-    let mut rest = cuda.as_str();
-    for piece in in_order {
-        let Some(at) = rest.find(piece) else {
-            panic!("`{piece}` missing or out of order in:\n{cuda}");
-        };
-        rest = &rest[at + piece.len()..];
-    }
+    assert_in_order(&cuda, &in_order);
 }
 
 /// The emulator runs a persistent launch on three blocks: with eight tiles over a (2, 2, 2) grid,
@@ -692,10 +691,7 @@ fn persistent_attention_matches_f64_across_rounds() {
     let Some(file) = corpus_file("flash_attention_fwd.py") else {
         return;
     };
-    let path = CodePath {
-        target: "sm_90",
-        pass_config: None,
-    };
+    let path = SM90;
     let with = ["batch=2", "heads=2", "seq_len=256", "dim=128"];
     let cuda = built_cuda_with(&file, ("flashattn", 1), path, &with);
     assert!(
@@ -719,10 +715,7 @@ fn attention_output_tile_rows_are_padded_against_bank_conflicts() {
     let Some(file) = corpus_file("flash_attention_fwd.py") else {
         return;
     };
-    let path = CodePath {
-        target: "sm_90",
-        pass_config: None,
-    };
+    let path = SM90;
     let cuda = built_cuda(&file, ("flashattn", 1), path);
     let store = cuda
         .lines()
@@ -757,10 +750,7 @@ fn persistent_attention_shares_q_and_o_space_only_when_it_must() {
     let Some(file) = corpus_file("flash_attention_fwd.py") else {
         return;
     };
-    let path = CodePath {
-        target: "sm_90",
-        pass_config: None,
-    };
+    let path = SM90;
     let offset = |cuda: &str, buffer: &str| -> String {
         let declaration = format!("tl_half* {buffer} = (tl_half*)(tl_smem + ");
         let at = cuda.find(&declaration).expect("the declaration") + declaration.len();
@@ -901,10 +891,7 @@ fn overlapped_attention_cuda_skeleton() {
     let Some(file) = corpus_file("flash_attention_fwd.py") else {
         return;
     };
-    let path = CodePath {
-        target: "sm_90",
-        pass_config: None,
-    };
+    let path = SM90;
     let cuda = built_cuda(&file, ("flashattn", 1), path);
     let skeleton = tensor_core_skeleton(&cuda);
     let consumer = skeleton
@@ -1163,13 +1150,7 @@ fn tma_store_writes_the_output_tile_from_one_thread() {
         "tl_tma_store_4d(&Output_tma, O_shared + 8192, 64, by, bx * 128, bz);",
         "tl_tma_store_wait();",
     ];
-    let mut rest = cuda.as_str();
-    for piece in in_order {
-        let Some(at) = rest.find(piece) else {
-            panic!("`{piece}` missing or out of order in:\n{cuda}");
-        };
-        rest = &rest[at + piece.len()..];
-    }
+    assert_in_order(&cuda, &in_order);
     assert_attention_matches(
         &attention_file,
         (1, path),

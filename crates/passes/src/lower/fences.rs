@@ -14,7 +14,7 @@
 //! loop body, whose previous iteration is not followed) needs the fence too, so the walk errs only
 //! towards a fence too many.
 
-use tilec_ir::thread::{Memory, Stmt, ThreadProgram, WgmmaA, for_each_stmt};
+use tilec_ir::thread::{BufferId, Memory, Stmt, ThreadProgram, WgmmaA, for_each_stmt};
 
 /// The byte ranges of shared memory the async proxy reads: wgmma operands and TMA store boxes.
 struct AsyncReadSpace {
@@ -30,7 +30,7 @@ struct SharedRange {
 }
 
 impl SharedRange {
-    fn of(program: &ThreadProgram, buffer: tilec_ir::thread::BufferId) -> Option<SharedRange> {
+    fn of(program: &ThreadProgram, buffer: BufferId) -> Option<SharedRange> {
         let decl = program.buffer(buffer);
         let Memory::Shared { offset } = decl.memory else {
             return None;
