@@ -129,6 +129,7 @@ pub fn const_json(value: &ConstValue) -> Value {
             }
             Value::Object(object)
         }
+        ConstValue::RunTime => json!("<run time>"),
     }
 }
 
@@ -137,12 +138,19 @@ pub fn instance_json(path: &Path, report: &InstanceReport) -> Value {
     for (name, value) in &report.args {
         args.insert(name.clone(), const_json(value));
     }
+    let mut assumed = Map::new();
+    for arg in &report.assumed {
+        let entry = json!({"value": const_json(&arg.value), "source": arg.source});
+        assumed.insert(arg.name.clone(), entry);
+    }
     json!({
         "kind": "instance",
         "file": path.display().to_string(),
         "kernel": report.kernel,
         "instance": report.index,
         "args": args,
+        "symbolic": report.symbolic,
+        "assumed": assumed,
         "status": if report.has_errors { "error" } else { "ok" },
     })
 }

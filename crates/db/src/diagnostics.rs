@@ -8,8 +8,8 @@ use tilec_ir::{Anchor, Code, ConstValue, Diagnostic, Severity, Span, SpanTable};
 
 use crate::Db;
 use crate::queries::{
-    Instance, SourceFile, instance_checks, instance_origin, instances, kernel_positions, layouts,
-    outline, parse, resources, thread_programs,
+    Instance, SourceFile, instance_checks, instance_origin, instances, kernel_positions,
+    kernel_world, layouts, outline, parse, resources, thread_programs,
 };
 
 /// A secondary location of a diagnostic.
@@ -40,6 +40,10 @@ pub struct InstanceReport {
     pub index: u32,
     pub args: Vec<(String, ConstValue)>,
     pub origin: InstanceOrigin,
+    /// Parameters the instance is generic over (no call site gives them a compile-time value).
+    pub symbolic: Vec<String>,
+    /// Values assumed for parameters no call site gives, with where each came from.
+    pub assumed: Vec<tilec_ir::AssumedArg>,
     /// True when the instance has an error-level diagnostic (or sits in code that does not parse).
     pub has_errors: bool,
 }
@@ -192,11 +196,14 @@ pub fn instance_reports(db: &dyn Db, file: SourceFile) -> Vec<InstanceReport> {
                     && d.kernel.as_deref() == Some(kernel.as_str())
                     && d.instance.is_none_or(|i| i == index)
             });
+            let world = kernel_world(db, *instance);
             InstanceReport {
                 kernel,
                 index,
                 args: instance.args(db).clone(),
                 origin: instance_origin(db, *instance),
+                symbolic: world.symbolic_args.clone(),
+                assumed: world.assumed_args.clone(),
                 has_errors: own_errors || file_errors || !positions.complete,
             }
         })

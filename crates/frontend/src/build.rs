@@ -2,10 +2,11 @@
 //! and instantiating the prim_func into a world, a span table and diagnostics.
 
 use ruff_python_ast::{Expr, Stmt, StmtFunctionDef};
-use tilec_ir::{Anchor, Code, ConstValue, Diagnostic, Span, SpanTable, World};
+use tilec_ir::{Code, ConstValue, Diagnostic, Span, SpanTable, World};
 
 use crate::builder::{Builder, Eval, Stop};
 use crate::exec::Flow;
+use crate::generic::declared_tensors;
 use crate::instances::InstanceSpec;
 use crate::outline::{
     ContextSource, KernelSource, KernelStyle, Outline, context_statements, range_span,
@@ -42,16 +43,60 @@ pub fn build_world(
             Stmt::FunctionDef(def) => Some(def),
             _ => None,
         });
-    let mut builder = Builder::new(true);
-    builder.world.kernel_name = kernel.name.clone();
     match def {
         Some(def) if kernel_parsed.errors().is_empty() => {
             let context: Vec<&Stmt> = context_parsed.syntax().body.iter().collect();
-            builder.instantiate(&context, def, kernel.style, args, None);
+            let request = BuildRequest {
+                context: &context,
+                def,
+                style: kernel.style,
+                args,
+                origin: None,
+                unevaluated: &[],
+            };
+            build_instance(&request).world
         }
-        _ => builder.world.incomplete = true,
+        _ => World {
+            kernel_name: kernel.name.clone(),
+            incomplete: true,
+            ..World::default()
+        },
     }
-    builder.world
+}
+
+/// What one instance is built from.
+struct BuildRequest<'r, 'a> {
+    context: &'r [&'a Stmt],
+    def: &'a StmtFunctionDef,
+    style: KernelStyle,
+    args: &'r [(String, ConstValue)],
+    origin: Option<Span>,
+    unevaluated: &'r [String],
+}
+
+/// Builds an instance, keeping the parameters no call site gives symbolic where the kernel allows
+/// it. A build whose symbols reach something that must be known at compile time (a tile's shape,
+/// a `T.Parallel` extent) or that fails with them is repeated with those parameters assumed, until
+/// nothing more is demanded; each round assumes at least one more, so this ends.
+fn build_instance(request: &BuildRequest<'_, '_>) -> Builder {
+    let mut concrete: Vec<String> = Vec::new();
+    loop {
+        let mut builder = Builder::new(true);
+        builder.world.kernel_name = request.def.name.to_string();
+        builder.unevaluated = request.unevaluated.to_vec();
+        builder.concrete_generics = concrete.clone();
+        builder.instantiate(request.context, request.def, request.style, request.args);
+        let demanded: Vec<String> = builder
+            .demanded_generics()
+            .into_iter()
+            .filter(|name| !concrete.contains(name))
+            .collect();
+        if demanded.is_empty() {
+            builder.note_generic_instance(request.def, request.origin);
+            return builder;
+        }
+        concrete.extend(demanded);
+    }
 }
 
 /// Builds an instance from the parsed file itself, for its spans and diagnostics.
@@ -78,16 +123,15 @@ pub fn build_positions(
     };
     let names: Vec<&str> = outline.kernels.iter().map(|kernel| kernel.name()).collect();
     let context: Vec<&Stmt> = context_statements(module, &names).collect();
-    let mut builder = Builder::new(true);
-    builder.world.kernel_name = kernel_name.to_owned();
-    builder.unevaluated = spec.unevaluated.clone();
-    builder.instantiate(
-        &context,
+    let request = BuildRequest {
+        context: &context,
         def,
-        kernel.source.style,
-        &spec.args,
-        spec.origin.span(),
-    );
+        style: kernel.source.style,
+        args: &spec.args,
+        origin: spec.origin.span(),
+        unevaluated: &spec.unevaluated,
+    };
+    let builder = build_instance(&request);
     let complete = !builder.world.incomplete;
     KernelPositions {
         spans: builder.spans,
@@ -115,10 +159,10 @@ impl Builder {
         def: &'a StmtFunctionDef,
         style: KernelStyle,
         args: &[(String, ConstValue)],
-        origin: Option<Span>,
     ) {
         let globals = module_env(self, context);
         self.read_decorators(&globals, def);
+        self.read_configs(&globals, def);
         self.stmt_span = range_span(&def.name);
         let _ = match style {
             KernelStyle::PrimFunc => {
@@ -131,7 +175,7 @@ impl Builder {
                 self.instantiate_prim_func(&function)
             }
             KernelStyle::Classic | KernelStyle::Eager => {
-                self.run_factory(&globals, def, style, args, origin)
+                self.run_factory(&globals, def, style, args)
             }
         };
     }
@@ -144,30 +188,28 @@ impl Builder {
         def: &'a StmtFunctionDef,
         style: KernelStyle,
         args: &[(String, ConstValue)],
-        origin: Option<Span>,
     ) -> Eval<()> {
         let frame = new_env(Some(globals.clone()));
-        let mut missing = Vec::new();
+        let tensors = declared_tensors(def);
         for param in def.parameters.iter_non_variadic_params() {
             let name = param.name().as_str();
-            let value = match args.iter().find(|(key, _)| key == name) {
-                Some((_, value)) => Value::from_const(value),
-                None => match &param.default {
-                    Some(default) => self.eval(globals, default)?,
-                    None if style == KernelStyle::Eager => Value::PendingTensor,
-                    None => {
-                        missing.push(name);
-                        continue;
-                    }
-                },
+            let passed = args.iter().find(|(key, _)| key == name).map(|(_, v)| v);
+            let value = match (passed, &param.default) {
+                // A tensor of an eager kernel is declared by its `T.Tensor` annotation.
+                (_, _) if style == KernelStyle::Eager && tensors.contains(&name) => {
+                    Value::PendingTensor
+                }
+                (Some(ConstValue::RunTime), _) => self.generic_value(name, param.annotation()),
+                (Some(value), _) => Value::from_const(value),
+                (None, Some(default)) => self.eval(globals, default)?,
+                (None, None) => self.generic_value(name, param.annotation()),
             };
-            if let Some(value) = value.to_const() {
+            if let Some(value) = value.to_const()
+                && !self.world.args.iter().any(|(existing, _)| existing == name)
+            {
                 self.world.args.push((name.to_owned(), value));
             }
             bind(&frame, name, value);
-        }
-        if !missing.is_empty() {
-            return Err(self.missing_arguments(def, &missing, origin));
         }
         if style == KernelStyle::Eager {
             let params: Vec<&str> = def
@@ -196,46 +238,6 @@ impl Builder {
                 format!("the factory `{}` must return its `@T.prim_func`", def.name),
             )),
         }
-    }
-
-    fn missing_arguments(
-        &mut self,
-        def: &StmtFunctionDef,
-        missing: &[&str],
-        origin: Option<Span>,
-    ) -> Stop {
-        let anchor = Anchor::Span(origin.unwrap_or_else(|| range_span(&def.name)));
-        let quote = |names: &[&str]| {
-            names
-                .iter()
-                .map(|name| format!("`{name}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let (opaque, absent): (Vec<&str>, Vec<&str>) = missing
-            .iter()
-            .partition(|name| self.unevaluated.iter().any(|u| u == *name));
-        let mut message = format!(
-            "this instance of `{}` has no compile-time value for ",
-            def.name
-        );
-        match (opaque.is_empty(), absent.is_empty()) {
-            (true, _) => message.push_str(&quote(&absent)),
-            (false, true) => message.push_str(&format!(
-                "{}: this call passes values tilec cannot evaluate without running Python",
-                quote(&opaque)
-            )),
-            (false, false) => message.push_str(&format!(
-                "{} (not passed) or {} (passed values tilec cannot evaluate without running Python)",
-                quote(&absent),
-                quote(&opaque)
-            )),
-        }
-        let diagnostic = Diagnostic::error(Code::MissingArgument, anchor, message).with_help(
-            "pass literals or module constants at the call site, give the parameters defaults, \
-             or list the instance in tilec.toml",
-        );
-        self.report(diagnostic)
     }
 
     /// Creates the tensor parameters from the prim_func's annotations, then runs its body.

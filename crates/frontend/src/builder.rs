@@ -22,14 +22,46 @@ pub(crate) enum Block {
 }
 
 /// A call of a kernel factory (or `.compile`) in driver code, with its arguments as far as they are
-/// known at compile time (`None` for a tensor or anything else tilec cannot evaluate).
+/// known at compile time.
 #[derive(Clone, Debug)]
 pub(crate) struct RecordedCall {
     pub span: Span,
     pub kernel: String,
-    pub is_compile: bool,
-    pub positional: Vec<Option<ConstValue>>,
-    pub keywords: Vec<(String, Option<ConstValue>)>,
+    pub positional: Vec<CallArg>,
+    pub keywords: Vec<(String, CallArg)>,
+}
+
+impl RecordedCall {
+    /// How many arguments tilec could not evaluate: of two evaluations of one call site, the one
+    /// that knows more is kept.
+    pub(crate) fn unknown_count(&self) -> usize {
+        let arguments = self
+            .positional
+            .iter()
+            .chain(self.keywords.iter().map(|(_, arg)| arg));
+        arguments
+            .filter(|arg| matches!(arg, CallArg::Unknown))
+            .count()
+    }
+}
+
+/// One argument of a recorded call.
+#[derive(Clone, Debug)]
+pub(crate) enum CallArg {
+    Known(ConstValue),
+    /// A torch tensor, with what is known of its shape and dtype.
+    Tensor(crate::torch::TensorValue),
+    /// Something only known when the program runs.
+    Unknown,
+}
+
+impl CallArg {
+    pub(crate) fn of(value: &crate::value::Value<'_>) -> CallArg {
+        match value {
+            crate::value::Value::Tensor(tensor) => CallArg::Tensor((**tensor).clone()),
+            other => other.to_const().map_or(CallArg::Unknown, CallArg::Known),
+        }
+    }
 }
 
 /// How many statements and calls one build may evaluate: Python loops at compile time are bounded
@@ -67,6 +99,17 @@ pub(crate) struct Builder {
     pub expr_depth: u32,
     /// True while the body of a called helper runs: a failing statement ends the call.
     pub abort_on_error: bool,
+    /// Generic parameters (no call site gives them) that the previous build showed must be known
+    /// at compile time: this build gives them an assumed value instead of a symbol.
+    pub concrete_generics: Vec<String>,
+    /// The symbols of generic parameters kept symbolic, by variable.
+    pub generic_vars: Vec<(tilec_ir::VarId, String)>,
+    /// Values for generic parameters from the kernel's own configs (the first `@autotune` config,
+    /// a module-level `get_configs()`), with where they came from.
+    pub config_values: Vec<(String, ConstValue, String)>,
+    /// Lenient code only: a statement of the running function body failed in a way that skipped
+    /// code (an `if` on an unknown value), so what the function returns is not known.
+    pub path_lost: bool,
 }
 
 impl Builder {
@@ -88,6 +131,10 @@ impl Builder {
             depth: 0,
             expr_depth: 0,
             abort_on_error: false,
+            path_lost: false,
+            concrete_generics: Vec::new(),
+            generic_vars: Vec::new(),
+            config_values: Vec::new(),
         }
     }
 

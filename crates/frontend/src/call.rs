@@ -6,11 +6,13 @@ use std::rc::Rc;
 use ruff_python_ast::{Expr, ExprCall};
 use tilec_ir::{Code, DType, EntityKind, Region, RegionDim, WarpPolicy};
 
-use crate::builder::{Builder, Eval, Stop};
+use crate::builder::{Builder, CallArg, Eval, Stop};
 use crate::eval::{Args, expr_span, python_floordiv, python_mod};
 use crate::exec::Flow;
 use crate::outline::range_span;
-use crate::value::{Builtin, Env, Function, FunctionBody, Module, Value, bind, new_env};
+use crate::value::{
+    Builtin, Env, Function, FunctionBody, Module, Value, bind, new_env, record_call_frame,
+};
 use tilec_ir::Span;
 
 impl Builder {
@@ -19,6 +21,16 @@ impl Builder {
         let callee = self.eval(env, &call.func)?;
         let args = self.eval_args(env, call)?;
         self.step(span)?;
+        self.call_value(callee, args, span)
+    }
+
+    /// Calls an evaluated callee with evaluated arguments.
+    pub(crate) fn call_value<'a>(
+        &mut self,
+        callee: Value<'a>,
+        args: Args<'a>,
+        span: Span,
+    ) -> Eval<Value<'a>> {
         match callee {
             Value::Function(function) => self.call_function(&function, args, span),
             Value::Builtin(builtin) => self.builtin(builtin, args),
@@ -26,18 +38,36 @@ impl Builder {
             Value::ModuleFn(Module::Math, name) => self.math_call(&name, args),
             Value::ModuleFn(Module::Itertools, name) => self.itertools_call(&name, args),
             Value::ModuleFn(Module::Tilelang, name) => self.tilelang_call(&name, args),
+            Value::ModuleFn(Module::Torch, name) => self.torch_call(&name, args),
+            Value::ModuleFn(Module::Functools, name) => self.functools_call(&name, args),
+            Value::Partial(partial) => {
+                let mut args = args;
+                let bound = partial.positional.iter().map(|value| (value.clone(), span));
+                args.positional.splice(0..0, bound);
+                for (key, value) in &partial.keywords {
+                    if args.keyword(key).is_none() {
+                        args.keywords.push((key.clone(), value.clone(), span));
+                    }
+                }
+                self.call_value(partial.function.clone(), args, span)
+            }
+            Value::Method(receiver, name) if matches!(*receiver, Value::Tensor(_)) => {
+                let Value::Tensor(x) = *receiver else {
+                    return Err(Stop);
+                };
+                self.tensor_method(&x, &name, args)
+            }
             Value::ModuleFn(Module::Argparse, name) if &*name == "ArgumentParser" => {
                 Ok(Value::ArgParser(Rc::new(std::cell::RefCell::new(Vec::new()))))
             }
             Value::Method(receiver, name) => self.method_call(*receiver, &name, args),
             Value::DType(dtype) => self.typed_constant(dtype, args),
-            Value::KernelRef { name, compile } => {
+            Value::KernelRef { name } => {
                 self.calls.push(crate::builder::RecordedCall {
                     span,
                     kernel: name.to_string(),
-                    is_compile: compile,
-                    positional: args.positional.iter().map(|(value, _)| value.to_const()).collect(),
-                    keywords: args.keywords.iter().map(|(key, value, _)| (key.clone(), value.to_const())).collect(),
+                    positional: args.positional.iter().map(|(value, _)| CallArg::of(value)).collect(),
+                    keywords: args.keywords.iter().map(|(key, value, _)| (key.clone(), CallArg::of(value))).collect(),
                 });
                 Ok(Value::Opaque(Rc::from("a compiled kernel")))
             }
@@ -89,10 +119,17 @@ impl Builder {
         match function.body {
             FunctionBody::Lambda(lambda) => self.eval(&frame, &lambda.body),
             FunctionBody::Def(def) => {
+                record_call_frame(&frame, def.range.start().to_u32());
                 let abort = std::mem::replace(&mut self.abort_on_error, true);
+                let path_lost = std::mem::replace(&mut self.path_lost, false);
                 let result = self.exec_body(&frame, &def.body);
                 self.abort_on_error = abort;
+                let lost = std::mem::replace(&mut self.path_lost, path_lost);
                 match result? {
+                    // A skipped branch may have returned something else.
+                    _ if lost => Ok(Value::Opaque(Rc::from(
+                        "returned by a function tilec could not follow at compile time",
+                    ))),
                     Flow::Return(value) => Ok(value),
                     _ => Ok(Value::None),
                 }
@@ -199,6 +236,11 @@ impl Builder {
             (Value::Module(Module::Itertools), _) => {
                 Value::ModuleFn(Module::Itertools, Rc::from(name))
             }
+            (Value::Module(Module::Torch), _) => self.torch_attribute(name),
+            (Value::Module(Module::Functools), _) => {
+                Value::ModuleFn(Module::Functools, Rc::from(name))
+            }
+            (Value::Tensor(x), _) => self.tensor_attribute(x, name),
             (Value::Module(Module::Argparse), _) => {
                 Value::ModuleFn(Module::Argparse, Rc::from(name))
             }
@@ -238,10 +280,11 @@ impl Builder {
                 },
                 "dtype",
             ) => Value::DType(*dtype),
-            (Value::KernelRef { name, .. }, "compile") => Value::KernelRef {
-                name: name.clone(),
-                compile: true,
-            },
+            // `k.compile(...)`, `k.get_tir(...)` and `k.get_kernel_source(...)` instantiate `k`.
+            (
+                Value::KernelRef { name, .. },
+                "compile" | "get_tir" | "get_kernel_source" | "par_compile",
+            ) => Value::KernelRef { name: name.clone() },
             (Value::Opaque(what), _) => Value::Opaque(what.clone()),
             _ => {
                 return Err(self.error(
@@ -484,6 +527,45 @@ impl Builder {
         }
     }
 
+    /// `functools`: `lru_cache`, `cache` and `wraps` decorate without changing what a call
+    /// computes, so they pass the function through; `partial` binds leading arguments.
+    fn functools_call<'a>(&mut self, name: &str, args: Args<'a>) -> Eval<Value<'a>> {
+        match name {
+            "partial" => {
+                let mut positional = args.positional.into_iter().map(|(value, _)| value);
+                let Some(function) = positional.next() else {
+                    return Err(self.error(
+                        Code::InvalidCall,
+                        args.span,
+                        "`functools.partial` needs a function",
+                    ));
+                };
+                Ok(Value::Partial(Rc::new(crate::value::Partial {
+                    function,
+                    positional: positional.collect(),
+                    keywords: args
+                        .keywords
+                        .into_iter()
+                        .map(|(key, value, _)| (key, value))
+                        .collect(),
+                })))
+            }
+            "lru_cache" | "cache" | "wraps" | "update_wrapper" => {
+                match args.positional.into_iter().next() {
+                    // `@lru_cache` bare, or `cache(f)`: the function itself.
+                    Some((function @ (Value::Function(_) | Value::KernelRef { .. }), _))
+                        if name != "wraps" =>
+                    {
+                        Ok(function)
+                    }
+                    // `@lru_cache(maxsize=1)`, `@wraps(f)`: a decorator that returns its argument.
+                    _ => Ok(Value::ModuleFn(Module::Functools, Rc::from("cache"))),
+                }
+            }
+            _ => Err(self.unsupported(args.span, &format!("`functools.{name}`"))),
+        }
+    }
+
     fn tilelang_call<'a>(&mut self, name: &str, args: Args<'a>) -> Eval<Value<'a>> {
         match name {
             // Decorators and compile calls are handled where kernels are found; evaluated elsewhere
@@ -678,6 +760,14 @@ impl Builder {
                 Some(Value::Buffer(buffer)) => Ok(Value::Int(
                     self.world.shapes.get(*buffer).map_or(0, Vec::len) as i64,
                 )),
+                Some(Value::Tensor(x)) => match x.shape.as_deref() {
+                    Some([Some(first), ..]) => Ok(Value::Int(*first)),
+                    _ => Err(self.error(
+                        Code::MetaError,
+                        span,
+                        "the length of this tensor is not known at compile time",
+                    )),
+                },
                 _ => Err(self.error(
                     Code::MetaError,
                     span,

@@ -833,10 +833,7 @@ impl Builder {
         for name in names.split([',', ' ']).filter(|name| !name.is_empty()) {
             let value = match self.consts.get(name) {
                 Some(value) => Value::from_const(value),
-                None => {
-                    let var = self.world.exprs.var(name, None);
-                    Value::Index(self.world.exprs.var_expr(var))
-                }
+                None => self.generic_const(name),
             };
             values.push(value);
         }

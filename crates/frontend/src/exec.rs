@@ -37,18 +37,33 @@ impl Builder {
             match result {
                 Ok(Flow::Normal) => {}
                 Ok(flow) => return Ok(flow),
-                // Inside a called helper a failure ends the call, as an exception would in Python.
-                Err(Stop) if self.abort_on_error => return Err(Stop),
-                // In kernel code the failure was reported, so later uses stay silent (Poison); in
-                // lenient module code nothing was reported, so later uses must say why (Opaque).
+                // Inside a called helper of kernel code a failure ends the call, as an exception
+                // would in Python; in lenient code only a `raise` or a failed `assert` does.
+                Err(Stop) if self.abort_on_error && (self.strict || raises(stmt)) => {
+                    return Err(Stop);
+                }
+                // In kernel code the failure was reported, so later uses stay silent (Poison).
                 Err(Stop) if self.strict => bind_targets(env, stmt, &Value::Poison),
-                Err(Stop) => bind_targets(
-                    env,
-                    stmt,
-                    &Value::Opaque(Rc::from(
-                        "assigned from an expression tilec could not evaluate at compile time",
-                    )),
-                ),
+                // Lenient code (module context, driver code) goes on: what tilec could not
+                // evaluate makes only the statement's own targets unknown (Opaque, which says why
+                // when used). A `return` that cannot be evaluated still returns, unknown.
+                Err(Stop) => {
+                    if let Stmt::Return(_) = stmt {
+                        return Ok(Flow::Return(Value::Opaque(Rc::from(
+                            "returned from an expression tilec could not evaluate at compile time",
+                        ))));
+                    }
+                    if skips_code(stmt) {
+                        self.path_lost = true;
+                    }
+                    bind_targets(
+                        env,
+                        stmt,
+                        &Value::Opaque(Rc::from(
+                            "assigned from an expression tilec could not evaluate at compile time",
+                        )),
+                    );
+                }
             }
         }
         Ok(Flow::Normal)
@@ -124,6 +139,9 @@ impl Builder {
                         };
                         return Err(self.error(Code::AssertionFailed, span, text));
                     }
+                    // Driver code asserts on tensors (`assert torch.allclose(...)`): nothing to
+                    // learn there at compile time.
+                    None if !self.strict => {}
                     None => {
                         return Err(self.unsupported(
                             span,
@@ -151,6 +169,15 @@ impl Builder {
                     let name = alias.asname.as_ref().unwrap_or(&alias.name).as_str();
                     let value = import_from_value(module, alias.name.as_str());
                     bind(env, name, value);
+                }
+            }
+            // The body runs as if nothing raised; handlers are code for when something did.
+            Stmt::Try(try_stmt) => {
+                for body in [&try_stmt.body, &try_stmt.orelse, &try_stmt.finalbody] {
+                    match self.exec_body(env, body)? {
+                        Flow::Normal => {}
+                        flow => return Ok(flow),
+                    }
                 }
             }
             Stmt::Pass(_) | Stmt::Global(_) | Stmt::Nonlocal(_) => {}
@@ -554,6 +581,26 @@ fn loop_targets(target: &Expr) -> Vec<String> {
     }
 }
 
+/// A statement whose failure is an exception in Python too, so it ends the enclosing call even in
+/// lenient code.
+fn raises(stmt: &Stmt) -> bool {
+    matches!(stmt, Stmt::Raise(_) | Stmt::Assert(_))
+}
+
+/// A statement whose failure skips code that may assign or return: after it, what the enclosing
+/// function returns is no longer known.
+fn skips_code(stmt: &Stmt) -> bool {
+    match stmt {
+        Stmt::If(_) | Stmt::For(_) | Stmt::While(_) | Stmt::With(_) | Stmt::Try(_) => true,
+        Stmt::Match(_) | Stmt::ClassDef(_) => true,
+        Stmt::FunctionDef(_) | Stmt::Return(_) | Stmt::Delete(_) | Stmt::TypeAlias(_) => false,
+        Stmt::Assign(_) | Stmt::AugAssign(_) | Stmt::AnnAssign(_) => false,
+        Stmt::Raise(_) | Stmt::Assert(_) | Stmt::Import(_) | Stmt::ImportFrom(_) => false,
+        Stmt::Global(_) | Stmt::Nonlocal(_) | Stmt::Expr(_) | Stmt::Pass(_) => false,
+        Stmt::Break(_) | Stmt::Continue(_) | Stmt::IpyEscapeCommand(_) => false,
+    }
+}
+
 /// After a failed statement, binds its assignment targets to `value`, so that later uses do not
 /// report the problem again as an undefined name.
 fn bind_targets<'a>(env: &Env<'a>, stmt: &'a Stmt, value: &Value<'a>) {
@@ -583,6 +630,8 @@ fn import_value<'a>(module: &str) -> Value<'a> {
         "math" => Value::Module(Module::Math),
         "argparse" => Value::Module(Module::Argparse),
         "itertools" => Value::Module(Module::Itertools),
+        "torch" => Value::Module(Module::Torch),
+        "functools" => Value::Module(Module::Functools),
         other => Value::Opaque(Rc::from(format!("module `{other}`"))),
     }
 }
@@ -596,6 +645,11 @@ fn import_from_value<'a>(module: &str, name: &str) -> Value<'a> {
         },
         ("math", _) => Value::ModuleFn(Module::Math, Rc::from(name)),
         ("itertools", _) => Value::ModuleFn(Module::Itertools, Rc::from(name)),
+        ("functools", _) => Value::ModuleFn(Module::Functools, Rc::from(name)),
+        ("torch", _) => match crate::torch::torch_dtype(name) {
+            Some(dtype) => Value::DType(dtype),
+            None => Value::ModuleFn(Module::Torch, Rc::from(name)),
+        },
         ("tilelang", _) | ("tilelang.autotuner", _) | ("tilelang.jit", _) => {
             Value::ModuleFn(Module::Tilelang, Rc::from(name))
         }

@@ -6,16 +6,21 @@
 
 use std::rc::Rc;
 
-use ruff_python_ast::Stmt;
+use ruff_python_ast::{Stmt, StmtFunctionDef};
 use ruff_text_size::Ranged;
 use rustc_hash::FxHashSet;
 use tilec_ir::{ConstValue, Span};
 
 use crate::build::module_env;
-use crate::builder::{Builder, RecordedCall};
-use crate::outline::{KernelStyle, Outline, call_sites, context_statements, range_span};
+use crate::builder::{Builder, CallArg, RecordedCall};
+use crate::eval::Args;
+use crate::outline::{
+    CallSite, EnclosingScope, Outline, call_sites, context_statements, range_span,
+};
 use crate::syntax::ParsedModule;
-use crate::value::{Value, bind, new_env};
+use crate::value::{
+    Env, Function, FunctionBody, Value, bind, call_frame, keep_call_frames, new_env,
+};
 
 /// One instance the file asks for.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -35,7 +40,8 @@ pub enum InstanceOrigin {
     CallSite(Span),
     /// An `[[instance]]` of a tilec.toml.
     Manifest,
-    /// No instantiation anywhere: every parameter has a default.
+    /// No instantiation anywhere: the parameters' defaults, and the instance is generic over the
+    /// parameters without one.
     Defaults,
 }
 
@@ -56,6 +62,8 @@ pub struct ManifestInstance {
 }
 
 /// Every instance of every kernel of the file, grouped by kernel in file order, call sites first.
+/// A kernel nothing instantiates still gets one instance: with its parameter defaults, and
+/// generic over the parameters that have none (see `generic.rs`).
 pub fn find_instances(
     parsed: &ParsedModule,
     outline: &Outline,
@@ -85,9 +93,7 @@ pub fn find_instances(
                 unevaluated: Vec::new(),
             });
         }
-        let defaults_suffice = kernel.source.style == KernelStyle::Eager
-            || kernel.params.iter().all(|param| param.has_default);
-        if instances.len() == before && defaults_suffice {
+        if instances.len() == before {
             instances.push(InstanceSpec {
                 kernel: kernel.name().to_owned(),
                 args: Vec::new(),
@@ -100,6 +106,11 @@ pub fn find_instances(
 }
 
 /// Evaluates the driver code and returns the instantiating calls in source order, one per site.
+///
+/// Driver code never gives up as a whole: a statement tilec cannot evaluate makes only its own
+/// targets unknown. Top-level functions nothing calls run once with their parameter defaults, and
+/// a call site the evaluation never reached (the other branch of `if not tune:`, a lambda's body)
+/// is evaluated in the last frame of the function around it.
 fn record_calls(parsed: &ParsedModule, outline: &Outline) -> Vec<RecordedCall> {
     let module = parsed.syntax();
     let names: Vec<&str> = outline.kernels.iter().map(|kernel| kernel.name()).collect();
@@ -107,13 +118,13 @@ fn record_calls(parsed: &ParsedModule, outline: &Outline) -> Vec<RecordedCall> {
     let mut builder = Builder::new(false);
     builder.step_budget = crate::builder::DRIVER_STEP_BUDGET;
     let globals = module_env(&mut builder, &context);
+    keep_call_frames(&globals);
     for name in &names {
         bind(
             &globals,
             name,
             Value::KernelRef {
                 name: Rc::from(*name),
-                compile: false,
             },
         );
     }
@@ -130,30 +141,25 @@ fn record_calls(parsed: &ParsedModule, outline: &Outline) -> Vec<RecordedCall> {
     for stmt in &drivers {
         let _ = builder.exec_body(&globals, std::slice::from_ref(*stmt));
     }
-    // Driver functions run once each, even when nothing calls them (a `main()` behind argparse).
+    // Driver functions nothing called (`main()` behind argparse, `test_*`, benchmarks) run once,
+    // with their parameter defaults.
     for stmt in &drivers {
-        if let Stmt::FunctionDef(def) = stmt {
-            let frame = new_env(Some(globals.clone()));
-            for param in def.parameters.iter_non_variadic_params() {
-                bind(
-                    &frame,
-                    param.name().as_str(),
-                    Value::Opaque(Rc::from("a driver argument")),
-                );
-            }
-            let _ = builder.exec_body(&frame, &def.body);
+        if let Stmt::FunctionDef(def) = stmt
+            && call_frame(&globals, def.range.start().to_u32()).is_none()
+        {
+            run_with_defaults(&mut builder, &globals, def);
         }
     }
     let mut calls = std::mem::take(&mut builder.calls);
+    // Of several evaluations of one call site, keep the one that knows the most.
+    calls.sort_by_key(|call| (call.span.start, call.span.end, call.unknown_count()));
     let mut seen = FxHashSet::default();
     calls.retain(|call| seen.insert(call.span));
-    // A call site evaluation never reached (behind a runtime condition) still counts, with the
-    // arguments that can be evaluated in module scope.
     for stmt in &drivers {
         for site in call_sites(stmt, &names) {
             let span = range_span(site.call);
             if seen.insert(span) {
-                calls.push(evaluate_each_argument(&globals, site));
+                calls.push(evaluate_unreached(&mut builder, &globals, site));
             }
         }
     }
@@ -161,19 +167,73 @@ fn record_calls(parsed: &ParsedModule, outline: &Outline) -> Vec<RecordedCall> {
     calls
 }
 
-/// A call site evaluation never reached: each argument is evaluated on its own in module scope, so
-/// one argument tilec cannot evaluate does not lose the others.
-fn evaluate_each_argument<'a>(
-    globals: &crate::value::Env<'a>,
-    site: crate::outline::CallSite<'a>,
+/// Runs a driver function with its parameter defaults; a parameter without one is unknown.
+fn run_with_defaults<'a>(builder: &mut Builder, globals: &Env<'a>, def: &'a StmtFunctionDef) {
+    let span = range_span(&def.name);
+    let function = match builder.define_function(globals, FunctionBody::Def(def), false) {
+        Ok(function) => function,
+        Err(_) => Function {
+            body: FunctionBody::Def(def),
+            closure: globals.clone(),
+            prim_func: false,
+            defaults: Vec::new(),
+        },
+    };
+    let keywords = def
+        .parameters
+        .iter_non_variadic_params()
+        .filter(|param| {
+            !function
+                .defaults
+                .iter()
+                .any(|(name, _)| name == param.name().as_str())
+        })
+        .map(|param| {
+            let unknown = Value::Opaque(Rc::from("a driver argument"));
+            (param.name().as_str().to_owned(), unknown, span)
+        })
+        .collect();
+    let args = Args {
+        positional: Vec::new(),
+        keywords,
+        span,
+    };
+    let _ = builder.call_function(&Rc::new(function), args, span);
+}
+
+/// A call site evaluation never reached: its arguments are evaluated, each on its own, in the last
+/// frame of the innermost function around it that ran (the module if none did), with the names of
+/// the scopes in between (a lambda's parameters, a comprehension's targets) unknown.
+fn evaluate_unreached<'a>(
+    builder: &mut Builder,
+    globals: &Env<'a>,
+    site: CallSite<'a>,
 ) -> RecordedCall {
-    let mut builder = Builder::new(false);
-    let scope = new_env(Some(globals.clone()));
-    let mut evaluate = |expr: &'a ruff_python_ast::Expr| {
-        builder
-            .eval(&scope, expr)
-            .ok()
-            .and_then(|value| value.to_const())
+    let ran = site.scopes.iter().rposition(|scope| match scope {
+        EnclosingScope::Function(def) => call_frame(globals, def.range.start().to_u32()).is_some(),
+        EnclosingScope::Lambda(_) | EnclosingScope::Comprehension(_) => false,
+    });
+    let mut scope = match ran.map(|index| &site.scopes[index]) {
+        Some(EnclosingScope::Function(def)) => {
+            call_frame(globals, def.range.start().to_u32()).unwrap_or_else(|| globals.clone())
+        }
+        _ => Env::clone(globals),
+    };
+    let inner = ran.map_or(0, |index| index + 1);
+    for enclosing in &site.scopes[inner..] {
+        scope = new_env(Some(scope));
+        for name in scope_names(enclosing) {
+            bind(
+                &scope,
+                &name,
+                Value::Opaque(Rc::from("a value tilec cannot follow here")),
+            );
+        }
+    }
+    let saved_calls = std::mem::take(&mut builder.calls);
+    let mut evaluate = |expr: &'a ruff_python_ast::Expr| match builder.eval(&scope, expr) {
+        Ok(value) => CallArg::of(&value),
+        Err(_) => CallArg::Unknown,
     };
     let positional = site.call.arguments.args.iter().map(&mut evaluate).collect();
     let keywords = site
@@ -188,17 +248,47 @@ fn evaluate_each_argument<'a>(
             ))
         })
         .collect();
+    builder.calls = saved_calls;
     RecordedCall {
         span: range_span(site.call),
         kernel: site.kernel,
-        is_compile: site.is_compile,
         positional,
         keywords,
     }
 }
 
-/// Names a call's arguments by the kernel's parameters. Arguments tilec cannot evaluate are left
-/// out and named in the second list.
+/// The names a scope binds: a function's or lambda's parameters, a comprehension's targets.
+fn scope_names(scope: &EnclosingScope<'_>) -> Vec<String> {
+    let parameters = match scope {
+        EnclosingScope::Function(def) => Some(&*def.parameters),
+        EnclosingScope::Lambda(lambda) => lambda.parameters.as_deref(),
+        EnclosingScope::Comprehension(generators) => {
+            return generators
+                .iter()
+                .flat_map(|generator| target_names(&generator.target))
+                .collect();
+        }
+    };
+    parameters
+        .into_iter()
+        .flat_map(|parameters| parameters.iter())
+        .map(|param| param.name().as_str().to_owned())
+        .collect()
+}
+
+fn target_names(target: &ruff_python_ast::Expr) -> Vec<String> {
+    match target {
+        ruff_python_ast::Expr::Name(name) => vec![name.id.to_string()],
+        ruff_python_ast::Expr::Tuple(tuple) => tuple.elts.iter().flat_map(target_names).collect(),
+        ruff_python_ast::Expr::List(list) => list.elts.iter().flat_map(target_names).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Names a call's arguments by the kernel's parameters. An argument only known at run time is
+/// `RunTime` (the instance is generic over it), except an eager kernel's tensors, which are not
+/// meta arguments: a tensor of known shape binds the `T.const` symbols of its annotation instead.
+/// The second list names the run-time arguments, for messages.
 fn bind_call_args(
     call: &RecordedCall,
     outline: &Outline,
@@ -207,30 +297,68 @@ fn bind_call_args(
     let params = kernel
         .map(|kernel| kernel.params.as_slice())
         .unwrap_or_default();
-    let eager = kernel.is_some_and(|kernel| kernel.source.style == KernelStyle::Eager);
-    let positional = if call.is_compile {
-        &[][..]
-    } else {
-        &call.positional[..]
-    };
+    let tensors = kernel
+        .map(|kernel| kernel.tensors.as_slice())
+        .unwrap_or_default();
     let named = params
         .iter()
         .map(|param| &param.name)
-        .zip(positional)
+        .zip(&call.positional)
         .chain(call.keywords.iter().map(|(name, value)| (name, value)));
     let mut args: Vec<(String, ConstValue)> = Vec::new();
     let mut unevaluated: Vec<String> = Vec::new();
+    let mut shapes: Vec<(String, i64)> = Vec::new();
     for (name, value) in named {
         args.retain(|(existing, _)| existing != name);
         unevaluated.retain(|existing| existing != name);
-        match value {
-            Some(value) => args.push((name.clone(), value.clone())),
-            // An eager kernel is called with tensors: those are not meta arguments.
-            None if eager => {}
-            None => unevaluated.push(name.clone()),
+        let extents = tensors.iter().find(|(tensor, _)| tensor == name);
+        match (value, extents) {
+            (CallArg::Tensor(tensor), Some((_, extents))) => {
+                bind_extents(&mut shapes, extents, tensor);
+            }
+            // An eager kernel's tensor parameter: no meta argument, whatever was passed.
+            (_, Some(_)) => {}
+            (CallArg::Known(value), None) => args.push((name.clone(), value.clone())),
+            (CallArg::Tensor(_) | CallArg::Unknown, None) => {
+                args.push((name.clone(), ConstValue::RunTime));
+                unevaluated.push(name.clone());
+            }
+        }
+    }
+    for (symbol, extent) in shapes {
+        if !args.iter().any(|(name, _)| *name == symbol) {
+            args.push((symbol, ConstValue::Int(extent)));
         }
     }
     (args, unevaluated)
+}
+
+/// Binds the `T.const` symbols of a tensor annotation from a tensor of known shape. A symbol two
+/// tensors give different extents is left unbound: TileLang would reject that call.
+fn bind_extents(
+    shapes: &mut Vec<(String, i64)>,
+    extents: &[Option<String>],
+    tensor: &crate::torch::TensorValue,
+) {
+    let Some(shape) = &tensor.shape else {
+        return;
+    };
+    if shape.len() != extents.len() {
+        return;
+    }
+    for (symbol, extent) in extents.iter().zip(shape) {
+        let (Some(symbol), Some(extent)) = (symbol, extent) else {
+            continue;
+        };
+        match shapes.iter().position(|(name, _)| name == symbol) {
+            Some(index) if shapes[index].1 != *extent => {
+                shapes[index].1 = -1;
+            }
+            Some(_) => {}
+            None => shapes.push((symbol.clone(), *extent)),
+        }
+    }
+    shapes.retain(|(_, extent)| *extent >= 0);
 }
 
 /// One `@autotune` configuration: parameter values by name.

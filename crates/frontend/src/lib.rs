@@ -20,11 +20,13 @@ mod call;
 mod dsl;
 mod eval;
 mod exec;
+mod generic;
 mod instances;
 pub mod manifest;
 mod outline;
 mod rewrite;
 mod syntax;
+mod torch;
 mod value;
 
 pub use build::{KernelPositions, build_positions, build_world};

@@ -46,6 +46,9 @@ pub struct ParamOutline {
 pub struct KernelOutline {
     pub source: KernelSource,
     pub params: Vec<ParamOutline>,
+    /// Eager style: the parameters declared as tensors, with the name written for each extent
+    /// (`A: T.Tensor((M, K), dtype)` gives `A` and `[M, K]`).
+    pub tensors: Vec<(String, Vec<Option<String>>)>,
     /// The whole definition, decorators included.
     pub span: Span,
     /// The function's name in its `def`.
@@ -98,6 +101,10 @@ pub fn outline(parsed: &ParsedModule, text: &str) -> Outline {
                     has_default: param.default.is_some(),
                 })
                 .collect(),
+            tensors: match style {
+                KernelStyle::Eager => crate::generic::tensor_extent_names(def),
+                KernelStyle::Classic | KernelStyle::PrimFunc => Vec::new(),
+            },
             span: span_of(def.range()),
             name_span: span_of(def.name.range),
         })
@@ -222,42 +229,84 @@ fn is_main_guard(test: &Expr) -> bool {
     }
 }
 
-/// A call that instantiates a kernel: `k(...)`, `k.compile(...)`, `tilelang.compile(k(...))`.
+/// A call that instantiates a kernel: `k(...)`, `k.compile(...)`, `k.get_tir(...)`,
+/// `tilelang.compile(k(...))`.
 #[derive(Clone, Debug)]
 pub(crate) struct CallSite<'a> {
     pub kernel: String,
     pub call: &'a ruff_python_ast::ExprCall,
-    /// True for `k.compile(...)` (eager style: keyword arguments bind consts too).
-    pub is_compile: bool,
+    /// The functions, lambdas and comprehensions around the call, outermost first: their names
+    /// shadow the enclosing scope's when the call's arguments are evaluated.
+    pub scopes: Vec<EnclosingScope<'a>>,
 }
+
+/// A scope between a call site and the module.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum EnclosingScope<'a> {
+    Function(&'a StmtFunctionDef),
+    Lambda(&'a ruff_python_ast::ExprLambda),
+    /// The generators of a comprehension (each binds its targets).
+    Comprehension(&'a [ruff_python_ast::Comprehension]),
+}
+
+/// The methods of a kernel that instantiate it, as `.compile(...)` does.
+pub(crate) const COMPILE_METHODS: [&str; 4] =
+    ["compile", "get_tir", "get_kernel_source", "par_compile"];
 
 struct CallSiteFinder<'a, 'n> {
     kernel_names: &'n [&'n str],
     found: Vec<CallSite<'a>>,
+    scopes: Vec<EnclosingScope<'a>>,
 }
 
 impl<'a> Visitor<'a> for CallSiteFinder<'a, '_> {
+    fn visit_stmt(&mut self, stmt: &'a Stmt) {
+        if let Stmt::FunctionDef(def) = stmt {
+            self.scopes.push(EnclosingScope::Function(def));
+            ruff_python_ast::visitor::walk_stmt(self, stmt);
+            self.scopes.pop();
+        } else {
+            ruff_python_ast::visitor::walk_stmt(self, stmt);
+        }
+    }
+
     fn visit_expr(&mut self, expr: &'a Expr) {
+        let scope = match expr {
+            Expr::Lambda(lambda) => Some(EnclosingScope::Lambda(lambda)),
+            Expr::ListComp(comp) => Some(EnclosingScope::Comprehension(&comp.generators)),
+            Expr::SetComp(comp) => Some(EnclosingScope::Comprehension(&comp.generators)),
+            Expr::DictComp(comp) => Some(EnclosingScope::Comprehension(&comp.generators)),
+            Expr::Generator(comp) => Some(EnclosingScope::Comprehension(&comp.generators)),
+            _ => None,
+        };
         if let Expr::Call(call) = expr {
-            let (target, is_compile) = match &*call.func {
-                Expr::Name(name) => (Some(name.id.as_str()), false),
-                Expr::Attribute(attribute) if attribute.attr.as_str() == "compile" => {
+            let target = match &*call.func {
+                Expr::Name(name) => Some(name.id.as_str()),
+                Expr::Attribute(attribute)
+                    if COMPILE_METHODS.contains(&attribute.attr.as_str()) =>
+                {
                     match &*attribute.value {
-                        Expr::Name(name) => (Some(name.id.as_str()), true),
-                        _ => (None, false),
+                        Expr::Name(name) => Some(name.id.as_str()),
+                        _ => None,
                     }
                 }
-                _ => (None, false),
+                _ => None,
             };
             if let Some(kernel) = target.filter(|name| self.kernel_names.contains(name)) {
                 self.found.push(CallSite {
                     kernel: kernel.to_owned(),
                     call,
-                    is_compile,
+                    scopes: self.scopes.clone(),
                 });
             }
         }
-        walk_expr(self, expr);
+        if let Some(scope) = scope {
+            self.scopes.push(scope);
+            walk_expr(self, expr);
+            self.scopes.pop();
+        } else {
+            walk_expr(self, expr);
+        }
     }
 }
 
@@ -266,6 +315,7 @@ pub(crate) fn call_sites<'a>(stmt: &'a Stmt, kernel_names: &[&str]) -> Vec<CallS
     let mut finder = CallSiteFinder {
         kernel_names,
         found: Vec::new(),
+        scopes: Vec::new(),
     };
     finder.visit_stmt(stmt);
     finder.found

@@ -23,6 +23,10 @@ pub(crate) enum Module {
     Argparse,
     /// `itertools` (`product`, for autotune configuration lists).
     Itertools,
+    /// `torch`: tensor constructors and dtypes (see `torch.rs`).
+    Torch,
+    /// `functools`: caching decorators pass their function through; `partial` binds arguments.
+    Functools,
 }
 
 /// Python builtins the evaluator implements.
@@ -89,6 +93,14 @@ pub(crate) struct Function<'a> {
     pub defaults: Vec<(String, Value<'a>)>,
 }
 
+/// The function and arguments of a `functools.partial`.
+#[derive(Debug)]
+pub(crate) struct Partial<'a> {
+    pub function: Value<'a>,
+    pub positional: Vec<Value<'a>>,
+    pub keywords: Vec<(String, Value<'a>)>,
+}
+
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum FunctionBody<'a> {
     Def(&'a StmtFunctionDef),
@@ -151,9 +163,9 @@ pub(crate) enum Value<'a> {
     /// An eager-style tensor parameter not yet declared by `A: T.Tensor(...)`.
     PendingTensor,
     /// A kernel factory seen from driver code: calling it records an instance.
+    /// `k.compile` and its kin are the same kernel: calling them records an instance too.
     KernelRef {
         name: Rc<str>,
-        compile: bool,
     },
     /// An `argparse.ArgumentParser`, with the arguments added so far and their defaults.
     ArgParser(Rc<RefCell<Vec<(String, Value<'a>)>>>),
@@ -161,6 +173,10 @@ pub(crate) enum Value<'a> {
     Namespace(Rc<Vec<(String, Value<'a>)>>),
     /// A method looked up on a value, waiting for its call (`parser.add_argument`).
     Method(Box<Value<'a>>, Rc<str>),
+    /// A torch tensor of driver code, with what is known of its shape and dtype.
+    Tensor(Rc<crate::torch::TensorValue>),
+    /// `functools.partial(f, *args, **kwargs)`: calling it calls `f` with these arguments first.
+    Partial(Rc<Partial<'a>>),
     /// A value tilec does not model (a torch tensor, a file handle); the text says what it was.
     Opaque(Rc<str>),
     /// The result of something that already failed with a diagnostic: using it fails silently.
@@ -208,6 +224,8 @@ impl<'a> Value<'a> {
             Value::ArgParser(_) => "an argument parser",
             Value::Namespace(_) => "parsed arguments",
             Value::Method(..) => "a method",
+            Value::Tensor(_) => "a torch tensor",
+            Value::Partial(_) => "a partial function",
             Value::Opaque(_) => "a value tilec cannot evaluate",
             Value::Poison => "an invalid value",
         }
@@ -226,6 +244,7 @@ impl<'a> Value<'a> {
             Value::Range { start, stop, step } => range_len(*start, *stop, *step) > 0,
             Value::DType(_) | Value::Function(_) | Value::Builtin(_) | Value::Module(_) => true,
             Value::ModuleFn(..) | Value::Policy(_) | Value::Buffer(_) | Value::Layout(_) => true,
+            Value::Partial(_) | Value::KernelRef { .. } => true,
             _ => return None,
         })
     }
@@ -242,6 +261,7 @@ impl<'a> Value<'a> {
             ConstValue::List(items) => {
                 Value::List(Rc::new(items.iter().map(Value::from_const).collect()))
             }
+            ConstValue::RunTime => Value::Opaque(Rc::from("a value only known at run time")),
             ConstValue::Dict(entries) => Value::Dict(Rc::new(
                 entries
                     .iter()
@@ -318,7 +338,26 @@ pub(crate) type Env<'a> = Rc<RefCell<Frame<'a>>>;
 /// The frames of one evaluation, weakly: a function defined in a frame is bound in that frame and
 /// keeps it as its closure, a reference cycle that reference counting never frees. The evaluation
 /// releases its frames when it ends ([`Globals`]), which breaks every such cycle.
-type FrameRegistry<'a> = RefCell<Vec<Weak<RefCell<Frame<'a>>>>>;
+#[derive(Default)]
+struct FrameRegistry<'a> {
+    frames: RefCell<Vec<Weak<RefCell<Frame<'a>>>>>,
+    /// When driver code is evaluated, the last frame each function body ran in, by the offset of
+    /// its `def`: call sites the evaluation did not reach are evaluated there afterwards.
+    call_frames: RefCell<Option<FxHashMap<u32, Env<'a>>>>,
+}
+
+impl std::fmt::Debug for FrameRegistry<'_> {
+    // Kept call frames point back at this registry: print counts, not the frames.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FrameRegistry")
+            .field("frames", &self.frames.borrow().len())
+            .field(
+                "call_frames",
+                &self.call_frames.borrow().as_ref().map(FxHashMap::len),
+            )
+            .finish()
+    }
+}
 
 /// A new frame; a frame without a parent starts a new evaluation's registry.
 pub(crate) fn new_env<'a>(parent: Option<Env<'a>>) -> Env<'a> {
@@ -330,7 +369,7 @@ pub(crate) fn new_env<'a>(parent: Option<Env<'a>>) -> Env<'a> {
         parent,
         registry: Rc::clone(&registry),
     }));
-    let mut frames = registry.borrow_mut();
+    let mut frames = registry.frames.borrow_mut();
     // Loops that call functions make many short-lived frames: forget the dead ones now and then.
     if frames.len() >= 64 && frames.len().is_power_of_two() {
         frames.retain(|frame| frame.strong_count() > 0);
@@ -340,12 +379,40 @@ pub(crate) fn new_env<'a>(parent: Option<Env<'a>>) -> Env<'a> {
     env
 }
 
+/// From now on, the evaluation `env` belongs to keeps the last frame of every function body it
+/// runs ([`record_call_frame`], [`call_frame`]).
+pub(crate) fn keep_call_frames(env: &Env<'_>) {
+    let registry = Rc::clone(&env.borrow().registry);
+    registry
+        .call_frames
+        .borrow_mut()
+        .get_or_insert_with(FxHashMap::default);
+}
+
+/// Remembers `frame` as the frame the function defined at `def_start` last ran in, if the
+/// evaluation keeps call frames.
+pub(crate) fn record_call_frame<'a>(frame: &Env<'a>, def_start: u32) {
+    let registry = Rc::clone(&frame.borrow().registry);
+    if let Some(frames) = registry.call_frames.borrow_mut().as_mut() {
+        frames.insert(def_start, Rc::clone(frame));
+    }
+}
+
+/// The frame the function defined at `def_start` last ran in, if it ran.
+pub(crate) fn call_frame<'a>(env: &Env<'a>, def_start: u32) -> Option<Env<'a>> {
+    let registry = Rc::clone(&env.borrow().registry);
+    let frames = registry.call_frames.borrow();
+    frames.as_ref()?.get(&def_start).cloned()
+}
+
 /// Empties every frame of `env`'s evaluation, so that the cycles through closures are broken and
 /// the frames freed. Values read from the frames afterwards are gone: call it when the evaluation's
 /// results have been converted to plain data.
 pub(crate) fn release_frames(env: &Env<'_>) {
     let registry = Rc::clone(&env.borrow().registry);
-    let frames = std::mem::take(&mut *registry.borrow_mut());
+    let kept = registry.call_frames.borrow_mut().take();
+    drop(kept);
+    let frames = std::mem::take(&mut *registry.frames.borrow_mut());
     for frame in frames {
         if let Some(frame) = frame.upgrade() {
             // Take the variables out before dropping them: dropping may free other frames.

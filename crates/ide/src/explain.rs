@@ -24,5 +24,6 @@ pub fn explain_page(code: Code) -> &'static str {
         Code::InvalidLayout => include_str!("../../../docs/codes/invalid-layout.md"),
         Code::UnevenPartition => include_str!("../../../docs/codes/uneven-partition.md"),
         Code::CannotLower => include_str!("../../../docs/codes/cannot-lower.md"),
+        Code::GenericInstance => include_str!("../../../docs/codes/generic-instance.md"),
     }
 }

@@ -53,10 +53,11 @@ pub enum Code {
     InvalidLayout,
     UnevenPartition,
     CannotLower,
+    GenericInstance,
 }
 
 impl Code {
-    pub const ALL: [Code; 18] = [
+    pub const ALL: [Code; 19] = [
         Code::ParseError,
         Code::UndefinedName,
         Code::UnsupportedSyntax,
@@ -75,6 +76,7 @@ impl Code {
         Code::InvalidLayout,
         Code::UnevenPartition,
         Code::CannotLower,
+        Code::GenericInstance,
     ];
 
     pub fn name(self) -> &'static str {
@@ -97,6 +99,7 @@ impl Code {
             Code::InvalidLayout => "invalid-layout",
             Code::UnevenPartition => "uneven-partition",
             Code::CannotLower => "cannot-lower",
+            Code::GenericInstance => "generic-instance",
         }
     }
 
@@ -153,6 +156,13 @@ impl Diagnostic {
     pub fn warning(code: Code, anchor: Anchor, message: impl Into<String>) -> Diagnostic {
         Diagnostic {
             severity: Severity::Warning,
+            ..Diagnostic::error(code, anchor, message)
+        }
+    }
+
+    pub fn info(code: Code, anchor: Anchor, message: impl Into<String>) -> Diagnostic {
+        Diagnostic {
+            severity: Severity::Info,
             ..Diagnostic::error(code, anchor, message)
         }
     }

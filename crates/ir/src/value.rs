@@ -19,6 +19,9 @@ pub enum ConstValue {
     Tuple(Vec<ConstValue>),
     List(Vec<ConstValue>),
     Dict(Vec<(ConstValue, ConstValue)>),
+    /// Passed by the call site, but only known when the program runs (a size read from a tensor,
+    /// a value computed by torch): the front end treats the parameter as generic.
+    RunTime,
 }
 
 impl ConstValue {
@@ -69,6 +72,7 @@ impl fmt::Display for ConstValue {
                 }
                 f.write_str("}")
             }
+            ConstValue::RunTime => f.write_str("<run time>"),
         }
     }
 }

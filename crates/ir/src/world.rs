@@ -305,6 +305,15 @@ impl<T> Column<T> {
     }
 }
 
+/// A value the front end assumed for a parameter no call site gives.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct AssumedArg {
+    pub name: String,
+    pub value: ConstValue,
+    /// Where the value came from ("the first `@autotune` config", "a representative choice").
+    pub source: String,
+}
+
 /// The position-free IR of one kernel instance.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct World {
@@ -312,6 +321,12 @@ pub struct World {
     pub kernel_name: String,
     /// The concrete meta arguments, by parameter name, in parameter order.
     pub args: Vec<(String, ConstValue)>,
+    /// Parameters (and eager `T.const` symbols) no call site gives a value for, kept symbolic:
+    /// the instance is generic over them, as a `T.dynamic` size.
+    pub symbolic_args: Vec<String>,
+    /// Parameters no call site gives a value for that the kernel needs at compile time (a tile
+    /// size, a dtype), with the value assumed for them and where it came from.
+    pub assumed_args: Vec<AssumedArg>,
     /// `pass_configs` of the kernel's `@tilelang.jit(...)` or `tilelang.compile(...)`.
     pub pass_configs: Vec<(String, ConstValue)>,
     /// True when the front end reported an error for this instance: the world is then only as

@@ -83,6 +83,8 @@ fn is_truthy(value: &ConstValue) -> bool {
         ConstValue::DType(_) => true,
         ConstValue::Tuple(items) | ConstValue::List(items) => !items.is_empty(),
         ConstValue::Dict(items) => !items.is_empty(),
+        // A pass config only known at run time turns nothing on.
+        ConstValue::RunTime => false,
     }
 }
 

@@ -1,0 +1,333 @@
+//! Generic instances: kernels analysed without a call site that gives every parameter a value.
+//!
+//! Library code builds kernels from sizes it reads off tensors at run time, so most parameters of
+//! such a kernel have no compile-time value anywhere in the file. A missing (or run-time) integer
+//! parameter stays a symbol, as a `T.dynamic` size would, for as long as the kernel allows: global
+//! tensor shapes, grids and loops over global data are symbolic. What tilec must know to lay out
+//! tiles (a fragment's shape, a `T.Parallel` extent, a dtype, a branch taken at compile time) is
+//! assumed instead, from the kernel's own configs if it has any, else from a documented
+//! representative choice. Every symbol and assumption is recorded in the world and reported as an
+//! `info`, so the user sees what the analysis stands on.
+
+use ruff_python_ast::{Expr, Stmt, StmtFunctionDef};
+use rustc_hash::FxHashSet;
+use tilec_ir::{
+    Anchor, AssumedArg, Code, ConstValue, DType, Diagnostic, LoopKind, Scope, Severity, Span,
+};
+
+use crate::builder::Builder;
+use crate::outline::{dotted_name, range_span};
+use crate::value::{Env, Value};
+
+/// The int a generic parameter is assumed to be when nothing else gives it, unless its name says
+/// it counts pipeline stages (2) or splits (1). Tile sizes, head dimensions and thread counts of
+/// real kernels are most often 128, and 128 keeps every layout check meaningful.
+const REPRESENTATIVE_INT: i64 = 128;
+
+/// What a generic parameter holds, as far as its annotation and name tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum GenericKind {
+    Int,
+    DType,
+    Bool,
+}
+
+fn generic_kind(name: &str, annotation: Option<&Expr>) -> GenericKind {
+    let annotated = annotation.and_then(dotted_name);
+    match annotated.as_deref() {
+        Some("bool") => return GenericKind::Bool,
+        Some("int") => return GenericKind::Int,
+        Some(other) if other.ends_with("dtype") || other.ends_with("DataType") => {
+            return GenericKind::DType;
+        }
+        _ => {}
+    }
+    let lower = name.to_ascii_lowercase();
+    if lower.contains("dtype") {
+        GenericKind::DType
+    } else if ["is_", "use_", "enable_", "has_", "with_", "do_"]
+        .iter()
+        .any(|prefix| lower.starts_with(prefix))
+    {
+        GenericKind::Bool
+    } else {
+        GenericKind::Int
+    }
+}
+
+/// The parameters an eager kernel declares as tensors (`A: T.Tensor((M, K), dtype)` at the top
+/// of its body): they are tensors, not meta parameters.
+pub(crate) fn declared_tensors(def: &StmtFunctionDef) -> Vec<&str> {
+    tensor_annotations(def)
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect()
+}
+
+/// For each declared tensor of an eager kernel, the name written for each of its extents, if the
+/// extent is a plain name (`(M, K)` gives `M` and `K`): a call with a tensor of known shape binds
+/// those `T.const` symbols.
+pub(crate) fn tensor_extent_names(def: &StmtFunctionDef) -> Vec<(String, Vec<Option<String>>)> {
+    tensor_annotations(def)
+        .into_iter()
+        .map(|(name, annotation)| {
+            let extents = tensor_shape_expr(annotation)
+                .map(|shape| match shape {
+                    Expr::Tuple(tuple) => tuple.elts.iter().map(plain_name).collect(),
+                    Expr::List(list) => list.elts.iter().map(plain_name).collect(),
+                    single => vec![plain_name(single)],
+                })
+                .unwrap_or_default();
+            (name.to_owned(), extents)
+        })
+        .collect()
+}
+
+fn plain_name(expr: &Expr) -> Option<String> {
+    match expr {
+        Expr::Name(name) => Some(name.id.to_string()),
+        _ => None,
+    }
+}
+
+fn tensor_annotations(def: &StmtFunctionDef) -> Vec<(&str, &Expr)> {
+    def.body
+        .iter()
+        .filter_map(|stmt| match stmt {
+            Stmt::AnnAssign(ann) if ann.value.is_none() => match &*ann.target {
+                Expr::Name(name) if is_tensor_type(&ann.annotation) => {
+                    Some((name.id.as_str(), &*ann.annotation))
+                }
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
+/// `T.Tensor(...)`, `T.Tensor[...]`, `T.StridedTensor[...]`, `T.Buffer(...)`.
+fn is_tensor_type(annotation: &Expr) -> bool {
+    let head = match annotation {
+        Expr::Call(call) => &*call.func,
+        Expr::Subscript(subscript) => &*subscript.value,
+        other => other,
+    };
+    dotted_name(head).is_some_and(|name| name.ends_with("Tensor") || name.ends_with("Buffer"))
+}
+
+/// The shape expression of a tensor annotation: the first argument of `T.Tensor(shape, dtype)`
+/// or the first item of `T.Tensor[shape, dtype]`.
+fn tensor_shape_expr(annotation: &Expr) -> Option<&Expr> {
+    match annotation {
+        Expr::Call(call) => call.arguments.args.first(),
+        Expr::Subscript(subscript) => match &*subscript.slice {
+            Expr::Tuple(tuple) => tuple.elts.first(),
+            other => Some(other),
+        },
+        _ => None,
+    }
+}
+
+impl Builder {
+    /// The value of a parameter no call site gives (or gives only at run time): a symbol for an
+    /// int the kernel allows to be symbolic, an assumed value otherwise.
+    pub(crate) fn generic_value<'a>(&mut self, name: &str, annotation: Option<&Expr>) -> Value<'a> {
+        let kind = generic_kind(name, annotation);
+        if kind == GenericKind::Int && !self.concrete_generics.iter().any(|n| n == name) {
+            return self.generic_symbol(name);
+        }
+        let (value, source) = self.assumed_value(name, kind);
+        self.world.assumed_args.push(AssumedArg {
+            name: name.to_owned(),
+            value: value.clone(),
+            source,
+        });
+        self.world.args.push((name.to_owned(), value.clone()));
+        Value::from_const(&value)
+    }
+
+    /// An eager `T.const` symbol no call site binds: symbolic, unless the previous build showed
+    /// that it must be known at compile time.
+    pub(crate) fn generic_const<'a>(&mut self, name: &str) -> Value<'a> {
+        if self.concrete_generics.iter().any(|n| n == name) {
+            return self.generic_value(name, None);
+        }
+        self.generic_symbol(name)
+    }
+
+    fn generic_symbol<'a>(&mut self, name: &str) -> Value<'a> {
+        let var = self.world.exprs.var(name, None);
+        self.generic_vars.push((var, name.to_owned()));
+        if !self.world.symbolic_args.iter().any(|n| n == name) {
+            self.world.symbolic_args.push(name.to_owned());
+        }
+        Value::Index(self.world.exprs.var_expr(var))
+    }
+
+    /// The kernel's own config value for `name`, else the representative choice for its kind.
+    fn assumed_value(&self, name: &str, kind: GenericKind) -> (ConstValue, String) {
+        if let Some((_, value, source)) = self.config_values.iter().find(|(n, ..)| n == name) {
+            return (value.clone(), source.clone());
+        }
+        let representative = "a representative choice".to_owned();
+        let lower = name.to_ascii_lowercase();
+        let value = match kind {
+            GenericKind::DType => ConstValue::DType(DType::Float16),
+            GenericKind::Bool => ConstValue::Bool(false),
+            GenericKind::Int if lower.contains("stage") => ConstValue::Int(2),
+            GenericKind::Int if lower.contains("split") => ConstValue::Int(1),
+            GenericKind::Int => ConstValue::Int(REPRESENTATIVE_INT),
+        };
+        (value, representative)
+    }
+
+    /// The generic symbols this build needed as compile-time values: those in the shape of a
+    /// buffer that is not global memory or in the extent of a `T.Parallel` loop, and every one of
+    /// them when the build failed (a symbol may have reached something that must be known).
+    pub(crate) fn demanded_generics(&self) -> Vec<String> {
+        if self.world.symbolic_args.is_empty() {
+            return Vec::new();
+        }
+        let failed = self
+            .diagnostics
+            .iter()
+            .any(|diagnostic| diagnostic.severity == Severity::Error);
+        if failed {
+            return self.world.symbolic_args.clone();
+        }
+        let mut demanded: FxHashSet<&str> = FxHashSet::default();
+        let mut note = |expr| {
+            for var in self.world.exprs.vars_of(expr) {
+                if let Some((_, name)) = self.generic_vars.iter().find(|(v, _)| *v == var) {
+                    demanded.insert(name.as_str());
+                }
+            }
+        };
+        for (buffer, shape) in self.world.shapes.iter() {
+            if self.world.scopes.get(buffer) != Some(&Scope::Global) {
+                shape.iter().for_each(|&extent| note(extent));
+            }
+        }
+        for (_, info) in self.world.loops.iter() {
+            if info.kind == LoopKind::Parallel {
+                info.extents.iter().for_each(|&extent| note(extent));
+            }
+        }
+        self.world
+            .symbolic_args
+            .iter()
+            .filter(|name| demanded.contains(name.as_str()))
+            .cloned()
+            .collect()
+    }
+
+    /// Says, once per instance, which parameters the analysis kept symbolic and which it assumed.
+    pub(crate) fn note_generic_instance(&mut self, def: &StmtFunctionDef, origin: Option<Span>) {
+        let symbolic = &self.world.symbolic_args;
+        let assumed = &self.world.assumed_args;
+        if symbolic.is_empty() && assumed.is_empty() {
+            return;
+        }
+        let mut parts = Vec::new();
+        if !symbolic.is_empty() {
+            let names: Vec<String> = symbolic.iter().map(|name| format!("`{name}`")).collect();
+            parts.push(format!("{} symbolic", names.join(", ")));
+        }
+        if !assumed.is_empty() {
+            let values: Vec<String> = assumed
+                .iter()
+                .map(|arg| format!("`{}` = {} ({})", arg.name, arg.value, arg.source))
+                .collect();
+            parts.push(format!("{} assumed", values.join(", ")));
+        }
+        let message = format!(
+            "`{}` is analysed as a generic instance: no call site gives these parameters a \
+             compile-time value, so {}",
+            def.name,
+            parts.join("; ")
+        );
+        let anchor = Anchor::Span(origin.unwrap_or_else(|| range_span(&def.name)));
+        self.diagnostics.push(
+            Diagnostic::info(Code::GenericInstance, anchor, message).with_help(
+                "pass the values at a call site, or list the instance in tilec.toml, to analyse \
+                 it with yours",
+            ),
+        );
+    }
+
+    /// The kernel's own configs, for parameters no call site gives: the first config of its
+    /// `@autotune(configs=...)`, else a module-level `get_configs()` / `default_config`. Evaluated
+    /// leniently: a config tilec cannot evaluate gives nothing.
+    pub(crate) fn read_configs<'a>(&mut self, globals: &Env<'a>, def: &'a StmtFunctionDef) {
+        let strict = std::mem::replace(&mut self.strict, false);
+        let from_decorator = def.decorator_list.iter().find_map(|decorator| {
+            let Expr::Call(call) = &decorator.expression else {
+                return None;
+            };
+            let name = dotted_name(&call.func)?;
+            if name != "autotune" && !name.ends_with(".autotune") {
+                return None;
+            }
+            let configs = call.arguments.keywords.iter().find_map(|keyword| {
+                (keyword.arg.as_ref()?.as_str() == "configs").then_some(&keyword.value)
+            })?;
+            let value = self.eval(globals, configs).ok()?;
+            Some((value, "the first `@autotune` config".to_owned()))
+        });
+        let found = from_decorator.or_else(|| self.module_config(globals));
+        self.strict = strict;
+        let Some((value, source)) = found else {
+            return;
+        };
+        let first = match value {
+            Value::List(items) | Value::Tuple(items) => items.first().cloned(),
+            dict @ Value::Dict(_) => Some(dict),
+            _ => None,
+        };
+        if let Some(Value::Dict(entries)) = first {
+            for (key, value) in entries.iter() {
+                if let (Value::Str(key), Some(value)) = (key, value.to_const()) {
+                    self.config_values
+                        .push((key.to_string(), value, source.clone()));
+                }
+            }
+        }
+    }
+
+    /// `get_configs()`, `default_config` or `autotune_configs` of the module, if one evaluates.
+    fn module_config<'a>(&mut self, globals: &Env<'a>) -> Option<(Value<'a>, String)> {
+        for name in [
+            "default_config",
+            "DEFAULT_CONFIG",
+            "get_configs",
+            "autotune_configs",
+        ] {
+            let Some(value) = crate::value::lookup(globals, name) else {
+                continue;
+            };
+            let value = match value {
+                Value::Function(function) => {
+                    let args = crate::eval::Args {
+                        positional: Vec::new(),
+                        keywords: Vec::new(),
+                        span: Span::default(),
+                    };
+                    match self.call_function(&function, args, Span::default()) {
+                        Ok(value) => value,
+                        Err(_) => continue,
+                    }
+                }
+                other => other,
+            };
+            if matches!(value, Value::List(_) | Value::Tuple(_) | Value::Dict(_)) {
+                let source = if name.starts_with("get_") {
+                    format!("the first config of `{name}()`")
+                } else {
+                    format!("`{name}`")
+                };
+                return Some((value, source));
+            }
+        }
+        None
+    }
+}
