@@ -2,7 +2,7 @@
 //! and instantiating the prim_func into a world, a span table and diagnostics.
 
 use ruff_python_ast::{Expr, Stmt, StmtFunctionDef};
-use tilec_ir::{Code, ConstValue, Diagnostic, Span, SpanTable, World};
+use tilec_ir::{Anchor, Code, ConstValue, Diagnostic, Span, SpanTable, World};
 
 use crate::builder::{Builder, Eval, Stop};
 use crate::exec::Flow;
@@ -131,13 +131,55 @@ pub fn build_positions(
         origin: spec.origin.span(),
         unevaluated: &spec.unevaluated,
     };
-    let builder = build_instance(&request);
+    let mut builder = build_instance(&request);
+    if let Some(call) = spec.origin.span() {
+        // The world is generic over what the call leaves out, as the world query builds it; the
+        // call itself is still wrong, as Python would say.
+        report_omitted(&mut builder, def, &spec.args, call);
+    }
     let complete = !builder.world.incomplete;
     KernelPositions {
         spans: builder.spans,
         diagnostics: builder.diagnostics,
         complete,
     }
+}
+
+/// A call that leaves out parameters without defaults fails in Python: an error at the call.
+fn report_omitted(
+    builder: &mut Builder,
+    def: &StmtFunctionDef,
+    args: &[(String, ConstValue)],
+    call: Span,
+) {
+    let tensors = declared_tensors(def);
+    let omitted: Vec<String> = def
+        .parameters
+        .iter_non_variadic_params()
+        .filter(|param| param.default.is_none())
+        .map(|param| param.name().as_str())
+        .filter(|name| !tensors.contains(name) && !args.iter().any(|(arg, _)| arg == name))
+        .filter(|name| {
+            // The autotuner passes what its configs name (all of it, as far as tilec can tell,
+            // when the configs cannot be evaluated).
+            let configured = builder.config_values.is_empty()
+                || builder.config_values.iter().any(|(key, ..)| key == name);
+            !(builder.autotuned && configured)
+        })
+        .map(|name| format!("`{name}`"))
+        .collect();
+    if omitted.is_empty() {
+        return;
+    }
+    let message = format!(
+        "this call of `{}` does not pass {}, which {} no default",
+        def.name,
+        omitted.join(", "),
+        if omitted.len() == 1 { "has" } else { "have" }
+    );
+    let diagnostic = Diagnostic::error(Code::MissingArgument, Anchor::Span(call), message)
+        .with_help("pass a value for each parameter without a default, as Python requires");
+    builder.diagnostics.push(diagnostic);
 }
 
 /// Evaluates module-level statements leniently: what fails is simply unknown to the kernel. The
@@ -217,10 +259,10 @@ impl Builder {
                 .iter_non_variadic_params()
                 .map(|p| p.name().as_str())
                 .collect();
-            for (name, value) in args
-                .iter()
-                .filter(|(name, _)| !params.contains(&name.as_str()))
-            {
+            // A symbol passed only at run time stays unbound: `T.const` makes it generic.
+            for (name, value) in args.iter().filter(|(name, value)| {
+                !params.contains(&name.as_str()) && *value != ConstValue::RunTime
+            }) {
                 self.consts.insert(name.clone(), value.clone());
                 self.world.args.push((name.clone(), value.clone()));
             }

@@ -29,6 +29,8 @@ pub(crate) struct RecordedCall {
     pub kernel: String,
     pub positional: Vec<CallArg>,
     pub keywords: Vec<(String, CallArg)>,
+    /// The call passes `*args` or `**kwargs` tilec could not expand: any parameter may be passed.
+    pub open_ended: bool,
 }
 
 impl RecordedCall {
@@ -107,6 +109,9 @@ pub(crate) struct Builder {
     /// Values for generic parameters from the kernel's own configs (the first `@autotune` config,
     /// a module-level `get_configs()`), with where they came from.
     pub config_values: Vec<(String, ConstValue, String)>,
+    /// The kernel has an `@autotune(configs=...)` decorator: the autotuner passes the parameters
+    /// its configs name, so a call that leaves them out is not wrong.
+    pub autotuned: bool,
     /// Lenient code only: a statement of the running function body failed in a way that skipped
     /// code (an `if` on an unknown value), so what the function returns is not known.
     pub path_lost: bool,
@@ -135,6 +140,7 @@ impl Builder {
             concrete_generics: Vec::new(),
             generic_vars: Vec::new(),
             config_values: Vec::new(),
+            autotuned: false,
         }
     }
 

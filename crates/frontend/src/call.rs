@@ -68,6 +68,7 @@ impl Builder {
                     kernel: name.to_string(),
                     positional: args.positional.iter().map(|(value, _)| CallArg::of(value)).collect(),
                     keywords: args.keywords.iter().map(|(key, value, _)| (key.clone(), CallArg::of(value))).collect(),
+                    open_ended: false,
                 });
                 Ok(Value::Opaque(Rc::from("a compiled kernel")))
             }
@@ -224,6 +225,8 @@ impl Builder {
                 None => Value::ModuleFn(Module::Language, Rc::from(name)),
             },
             (Value::Module(Module::Tilelang), "language") => Value::Module(Module::Language),
+            // `tilelang.math.next_power_of_2`: the helpers of `tilelang.math` live beside `cdiv`.
+            (Value::Module(Module::Tilelang), "math") => Value::Module(Module::Tilelang),
             (Value::Module(Module::Tilelang), "PassConfigKey") => Value::PassConfigKeys,
             (Value::Module(Module::Tilelang), _) => {
                 Value::ModuleFn(Module::Tilelang, Rc::from(name))
@@ -247,6 +250,12 @@ impl Builder {
             (Value::ArgParser(_), _) | (Value::Dict(_), "get" | "keys" | "values" | "items") => {
                 Value::Method(Box::new(base.clone()), Rc::from(name))
             }
+            (Value::Str(_), _) | (Value::Int(_), "bit_length") => {
+                Value::Method(Box::new(base.clone()), Rc::from(name))
+            }
+            // TileLang's dtypes are `str` subclasses with TVM's `DataType` fields.
+            (Value::DType(dtype), "bits") => Value::Int(dtype.bytes() as i64 * 8),
+            (Value::DType(dtype), "itemsize") => Value::Int(dtype.bytes() as i64),
             (Value::Namespace(fields), _) => match fields.iter().find(|(field, _)| field == name) {
                 Some((_, value)) => value.clone(),
                 None => {
@@ -335,6 +344,12 @@ impl Builder {
                 };
                 self.dsl_call(&name, args)
             }
+            Value::Tuple(_) | Value::List(_) | Value::Str(_) if matches!(slice, Expr::Slice(_)) => {
+                let Expr::Slice(range) = slice else {
+                    return Err(Stop);
+                };
+                self.slice_sequence(env, base, range, span)
+            }
             Value::Tuple(items) | Value::List(items) => {
                 let key = self.eval(env, slice)?;
                 sequence_index(self, &items, key, span)
@@ -366,6 +381,70 @@ impl Builder {
                 format!("{} cannot be indexed", other.describe()),
             )),
         }
+    }
+
+    /// `items[a:b:c]` of a compile-time tuple, list or string, with Python's clamping.
+    fn slice_sequence<'a>(
+        &mut self,
+        env: &Env<'a>,
+        base: Value<'a>,
+        range: &'a ruff_python_ast::ExprSlice,
+        span: Span,
+    ) -> Eval<Value<'a>> {
+        let bound = |this: &mut Builder, expr: &'a Option<Box<Expr>>| -> Eval<Option<i64>> {
+            match expr {
+                None => Ok(None),
+                Some(expr) => match this.eval(env, expr)? {
+                    Value::Int(value) => Ok(Some(value)),
+                    Value::None => Ok(None),
+                    _ => Err(this.error(Code::MetaError, span, "slice bounds must be ints")),
+                },
+            }
+        };
+        let lower = bound(self, &range.lower)?;
+        let upper = bound(self, &range.upper)?;
+        let step = bound(self, &range.step)?.unwrap_or(1);
+        if step == 0 {
+            return Err(self.error(Code::MetaError, span, "slice step cannot be zero"));
+        }
+        let items: Vec<Value<'a>> = match &base {
+            Value::Tuple(items) | Value::List(items) => items.to_vec(),
+            Value::Str(text) => text.chars().map(|c| Value::str(&c.to_string())).collect(),
+            _ => return Err(Stop),
+        };
+        let len = items.len() as i64;
+        let clamp = |index: Option<i64>, default: i64, low: i64, high: i64| {
+            index.map_or(default, |i| {
+                if i < 0 { i + len } else { i }.clamp(low, high)
+            })
+        };
+        let picked: Vec<Value<'a>> = if step > 0 {
+            let (start, stop) = (clamp(lower, 0, 0, len), clamp(upper, len, 0, len));
+            (start..stop)
+                .step_by(step as usize)
+                .map(|i| items[i as usize].clone())
+                .collect()
+        } else {
+            let (start, stop) = (
+                clamp(lower, len - 1, -1, len - 1),
+                clamp(upper, -1, -1, len - 1),
+            );
+            let mut out = Vec::new();
+            let mut i = start;
+            while i > stop {
+                out.push(items[i as usize].clone());
+                i += step;
+            }
+            out
+        };
+        Ok(match base {
+            Value::Tuple(_) => Value::tuple(picked),
+            Value::List(_) => Value::List(Rc::new(picked)),
+            _ => {
+                let text: String = picked.iter().map(Value::python_str).collect();
+                Value::str(&text)
+            }
+        })
     }
 
     /// `A[i, j]`, `A[a:b, :]`: a region whose point dimensions have no extent yet.
@@ -473,6 +552,14 @@ impl Builder {
         if let Value::Dict(entries) = &receiver {
             return Ok(dict_method(entries, name, &args));
         }
+        if let Value::Str(text) = &receiver {
+            return self.str_method(text, name, args);
+        }
+        if let (Value::Int(value), "bit_length") = (&receiver, name) {
+            return Ok(Value::Int(i64::from(
+                64 - value.unsigned_abs().leading_zeros(),
+            )));
+        }
         let Value::ArgParser(arguments) = receiver else {
             return Err(self.error(
                 Code::UnsupportedSyntax,
@@ -566,8 +653,77 @@ impl Builder {
         }
     }
 
+    /// The `str` methods kernel factories use to build names and parse dtypes.
+    fn str_method<'a>(&mut self, text: &str, name: &str, args: Args<'a>) -> Eval<Value<'a>> {
+        let arg = |index: usize| match args.positional.get(index) {
+            Some((Value::Str(s), _)) => Some(s.to_string()),
+            _ => None,
+        };
+        let value = match name {
+            "join" => {
+                let items = match args.positional.first() {
+                    Some((value, _)) => self.iterate(value.clone(), args.span)?,
+                    None => Vec::new(),
+                };
+                let parts: Option<Vec<String>> = items
+                    .iter()
+                    .map(|item| match item {
+                        Value::Str(part) => Some(part.to_string()),
+                        Value::DType(dtype) => Some(dtype.name().to_owned()),
+                        _ => None,
+                    })
+                    .collect();
+                parts.map(|parts| Value::str(&parts.join(text)))
+            }
+            "isdigit" | "isnumeric" | "isdecimal" => Some(Value::Bool(
+                !text.is_empty() && text.chars().all(|c| c.is_ascii_digit()),
+            )),
+            "upper" => Some(Value::str(&text.to_uppercase())),
+            "lower" => Some(Value::str(&text.to_lowercase())),
+            "strip" => Some(Value::str(text.trim())),
+            "startswith" => arg(0).map(|prefix| Value::Bool(text.starts_with(&prefix))),
+            "endswith" => arg(0).map(|suffix| Value::Bool(text.ends_with(&suffix))),
+            "replace" => match (arg(0), arg(1)) {
+                (Some(from), Some(to)) => Some(Value::str(&text.replace(&from, &to))),
+                _ => None,
+            },
+            "split" => {
+                let parts: Vec<Value<'a>> = match arg(0) {
+                    Some(separator) => text.split(separator.as_str()).map(Value::str).collect(),
+                    None => text.split_whitespace().map(Value::str).collect(),
+                };
+                Some(Value::List(Rc::new(parts)))
+            }
+            _ => None,
+        };
+        value.ok_or_else(|| {
+            self.error(
+                Code::UnsupportedSyntax,
+                args.span,
+                format!("`str.{name}` with these arguments is not supported by tilec"),
+            )
+        })
+    }
+
     fn tilelang_call<'a>(&mut self, name: &str, args: Args<'a>) -> Eval<Value<'a>> {
         match name {
+            "cdiv" => self.dsl_call("ceildiv", args),
+            "next_power_of_2" => match args.positional.first() {
+                Some((Value::Int(n), _)) => {
+                    let n = (*n).max(1);
+                    u64::try_from(n)
+                        .ok()
+                        .and_then(u64::checked_next_power_of_two)
+                        .and_then(|p| i64::try_from(p).ok())
+                        .map(Value::Int)
+                        .ok_or_else(|| self.error(Code::MetaError, args.span, "integer overflow"))
+                }
+                _ => Err(self.error(
+                    Code::MetaError,
+                    args.span,
+                    "`next_power_of_2` needs an int known at compile time",
+                )),
+            },
             // Decorators and compile calls are handled where kernels are found; evaluated elsewhere
             // (a nested helper decorated with `tilelang.jit`) they leave the function unchanged.
             "jit" | "autotune" | "compile" | "lazy_jit" => Ok(args
@@ -671,6 +827,17 @@ impl Builder {
 
     fn math_call<'a>(&mut self, name: &str, args: Args<'a>) -> Eval<Value<'a>> {
         let span = args.span;
+        if name == "prod" {
+            let items = match args.positional.into_iter().next() {
+                Some((value, _)) => self.iterate(value, span)?,
+                None => Vec::new(),
+            };
+            let mut product = Value::Int(1);
+            for item in items {
+                product = self.binary(ruff_python_ast::Operator::Mult, product, item, span)?;
+            }
+            return Ok(product);
+        }
         let numbers: Option<Vec<f64>> = args
             .positional
             .iter()
@@ -959,7 +1126,36 @@ impl Builder {
                         .collect(),
                 )))
             }
-            Builtin::IsInstance => Err(self.unsupported(span, "`isinstance`")),
+            Builtin::IsInstance => {
+                let (Some(value), Some(types)) = (values.first(), values.get(1)) else {
+                    return Err(self.error(
+                        Code::InvalidCall,
+                        span,
+                        "`isinstance` takes two arguments",
+                    ));
+                };
+                let types = match types {
+                    Value::Tuple(items) | Value::List(items) => items.to_vec(),
+                    single => vec![single.clone()],
+                };
+                let mut known = true;
+                let found = types.iter().any(|ty| match is_instance(value, ty) {
+                    Some(found) => found,
+                    None => {
+                        known = false;
+                        false
+                    }
+                });
+                if found || known {
+                    Ok(Value::Bool(found))
+                } else {
+                    Err(self.error(
+                        Code::MetaError,
+                        span,
+                        "`isinstance` of this value is not known at compile time",
+                    ))
+                }
+            }
             // Handled before the arguments lose their keywords.
             Builtin::Dict => Err(Stop),
         }
@@ -1009,6 +1205,29 @@ impl Builder {
         }
         Ok(best)
     }
+}
+
+/// `isinstance(value, ty)` for the builtin types; `None` when tilec cannot tell.
+fn is_instance(value: &Value<'_>, ty: &Value<'_>) -> Option<bool> {
+    let Value::Builtin(ty) = ty else {
+        return None;
+    };
+    Some(match (ty, value) {
+        (Builtin::Int, Value::Int(_) | Value::Bool(_) | Value::Index(_)) => true,
+        (Builtin::Bool, Value::Bool(_)) => true,
+        (Builtin::Float, Value::Float(_)) => true,
+        // TileLang's dtypes are `str` subclasses.
+        (Builtin::Str, Value::Str(_) | Value::DType(_)) => true,
+        (Builtin::Tuple, Value::Tuple(_)) => true,
+        (Builtin::List, Value::List(_)) => true,
+        (Builtin::Dict, Value::Dict(_)) => true,
+        (_, Value::Opaque(_) | Value::Poison | Value::Tensor(_) | Value::Data { .. }) => {
+            return None;
+        }
+        (Builtin::Int | Builtin::Bool | Builtin::Float | Builtin::Str, _) => false,
+        (Builtin::Tuple | Builtin::List | Builtin::Dict, _) => false,
+        _ => return None,
+    })
 }
 
 /// `dict.get`, `keys`, `values` and `items` on a compile-time dict.

@@ -894,14 +894,14 @@ fn meta_compare(op: CmpOp, lhs: &Value<'_>, rhs: &Value<'_>) -> Option<bool> {
     }
     match op {
         CmpOp::In | CmpOp::NotIn => {
-            let needle = lhs.to_const()?;
+            lhs.to_const()?;
             let found = match rhs {
                 Value::Tuple(items) | Value::List(items) => items
                     .iter()
-                    .any(|item| item.to_const().as_ref() == Some(&needle)),
+                    .any(|item| values_equal(lhs, item) == Some(true)),
                 Value::Dict(entries) => entries
                     .iter()
-                    .any(|(key, _)| key.to_const().as_ref() == Some(&needle)),
+                    .any(|(key, _)| values_equal(lhs, key) == Some(true)),
                 Value::Str(text) => match lhs {
                     Value::Str(part) => text.contains(&**part),
                     _ => return None,
@@ -911,18 +911,7 @@ fn meta_compare(op: CmpOp, lhs: &Value<'_>, rhs: &Value<'_>) -> Option<bool> {
             Some(if op == CmpOp::In { found } else { !found })
         }
         CmpOp::Eq | CmpOp::NotEq | CmpOp::Is | CmpOp::IsNot => {
-            let equal = match (lhs, rhs) {
-                (Value::DType(a), Value::DType(b)) => a == b,
-                (Value::DType(a), Value::Str(b)) | (Value::Str(b), Value::DType(a)) => {
-                    DType::from_name(b) == Some(*a)
-                }
-                (Value::Policy(a), Value::Policy(b)) => a == b,
-                _ => {
-                    let a = lhs.to_const()?;
-                    let b = rhs.to_const()?;
-                    a == b
-                }
-            };
+            let equal = values_equal(lhs, rhs)?;
             Some(if matches!(op, CmpOp::Eq | CmpOp::Is) {
                 equal
             } else {
@@ -939,6 +928,19 @@ fn meta_compare(op: CmpOp, lhs: &Value<'_>, rhs: &Value<'_>) -> Option<bool> {
             _ => None,
         },
     }
+}
+
+/// Python `==` of compile-time values; TileLang's dtypes are `str` subclasses, so a dtype equals
+/// its name (`"float16" in [T.float16, T.bfloat16]` is true). `None` when either is symbolic.
+fn values_equal(lhs: &Value<'_>, rhs: &Value<'_>) -> Option<bool> {
+    Some(match (lhs, rhs) {
+        (Value::DType(a), Value::DType(b)) => a == b,
+        (Value::DType(a), Value::Str(b)) | (Value::Str(b), Value::DType(a)) => {
+            DType::from_name(b) == Some(*a)
+        }
+        (Value::Policy(a), Value::Policy(b)) => a == b,
+        _ => lhs.to_const()? == rhs.to_const()?,
+    })
 }
 
 pub(crate) fn expr_span(expr: &Expr) -> Span {

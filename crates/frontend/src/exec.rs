@@ -12,7 +12,7 @@ use crate::builder::{Block, Builder, Eval, Stop};
 use crate::dsl::load_accesses;
 use crate::eval::expr_span;
 use crate::outline::{dotted_name, range_span};
-use crate::value::{Env, FunctionBody, Module, Value, bind, lookup};
+use crate::value::{Env, FunctionBody, Module, Value, bind, lookup, rebind};
 use tilec_ir::Span;
 
 /// How a statement ended.
@@ -73,6 +73,9 @@ impl Builder {
         let span = range_span(stmt);
         match stmt {
             Stmt::Expr(expr) => {
+                if let Some(flow) = self.list_mutation(env, &expr.value)? {
+                    return Ok(flow);
+                }
                 self.eval(env, &expr.value)?;
             }
             Stmt::Assign(assign) => {
@@ -193,6 +196,36 @@ impl Builder {
             _ => return Err(self.unsupported(span, "this statement")),
         }
         Ok(Flow::Normal)
+    }
+
+    /// `configs.append(item)` and `configs.extend(items)` on a list bound to a name: lists are
+    /// values here, so the name is rebound to the longer list where it is defined. `None` when the
+    /// statement is not such a call.
+    fn list_mutation<'a>(&mut self, env: &Env<'a>, expr: &'a Expr) -> Eval<Option<Flow<'a>>> {
+        let Expr::Call(call) = expr else {
+            return Ok(None);
+        };
+        let Expr::Attribute(attribute) = &*call.func else {
+            return Ok(None);
+        };
+        let (Expr::Name(name), method) = (&*attribute.value, attribute.attr.as_str()) else {
+            return Ok(None);
+        };
+        if !matches!(method, "append" | "extend") {
+            return Ok(None);
+        }
+        let Some(Value::List(items)) = lookup(env, name.id.as_str()) else {
+            return Ok(None);
+        };
+        let args = self.eval_args(env, call)?;
+        let mut items = items.to_vec();
+        match (method, args.positional.into_iter().next()) {
+            ("append", Some((item, _))) => items.push(item),
+            ("extend", Some((more, span))) => items.extend(self.iterate(more, span)?),
+            _ => return Err(self.unsupported(range_span(call), "this list method call")),
+        }
+        rebind(env, name.id.as_str(), Value::List(Rc::new(items)));
+        Ok(Some(Flow::Normal))
     }
 
     /// Binds `value` to an assignment target: a name, a tuple of targets, or a buffer element.
@@ -650,9 +683,13 @@ fn import_from_value<'a>(module: &str, name: &str) -> Value<'a> {
             Some(dtype) => Value::DType(dtype),
             None => Value::ModuleFn(Module::Torch, Rc::from(name)),
         },
-        ("tilelang", _) | ("tilelang.autotuner", _) | ("tilelang.jit", _) => {
-            Value::ModuleFn(Module::Tilelang, Rc::from(name))
+        ("tvm", "DataType") | ("tvm.runtime", "DataType") => {
+            Value::ModuleFn(Module::Language, Rc::from("dtype"))
         }
+        ("tilelang", _)
+        | ("tilelang.autotuner", _)
+        | ("tilelang.jit", _)
+        | ("tilelang.math", _) => Value::ModuleFn(Module::Tilelang, Rc::from(name)),
         _ => Value::Opaque(Rc::from(format!("`{name}` from module `{module}`"))),
     }
 }

@@ -133,7 +133,9 @@ impl Builder {
     /// int the kernel allows to be symbolic, an assumed value otherwise.
     pub(crate) fn generic_value<'a>(&mut self, name: &str, annotation: Option<&Expr>) -> Value<'a> {
         let kind = generic_kind(name, annotation);
-        if kind == GenericKind::Int && !self.concrete_generics.iter().any(|n| n == name) {
+        let configured = self.config_values.iter().any(|(n, ..)| n == name);
+        let concrete = self.concrete_generics.iter().any(|n| n == name);
+        if kind == GenericKind::Int && !configured && !concrete {
             return self.generic_symbol(name);
         }
         let (value, source) = self.assumed_value(name, kind);
@@ -182,8 +184,10 @@ impl Builder {
     }
 
     /// The generic symbols this build needed as compile-time values: those in the shape of a
-    /// buffer that is not global memory or in the extent of a `T.Parallel` loop, and every one of
-    /// them when the build failed (a symbol may have reached something that must be known).
+    /// buffer that is not global memory or in the extent of a `T.Parallel` loop. When the build
+    /// failed, a symbol may have reached something else that must be known (a thread count, a
+    /// compile-time branch): then the symbols that size no global tensor are demanded first, as
+    /// sizes of global memory are what varies at run time, and all of them if that was done.
     pub(crate) fn demanded_generics(&self) -> Vec<String> {
         if self.world.symbolic_args.is_empty() {
             return Vec::new();
@@ -192,26 +196,40 @@ impl Builder {
             .diagnostics
             .iter()
             .any(|diagnostic| diagnostic.severity == Severity::Error);
+        let global = |buffer| self.world.scopes.get(buffer) == Some(&Scope::Global);
+        let local_shapes = self
+            .world
+            .shapes
+            .iter()
+            .filter(|(buffer, _)| !global(*buffer));
+        let global_shapes = self
+            .world
+            .shapes
+            .iter()
+            .filter(|(buffer, _)| global(*buffer));
+        let parallel_extents = self
+            .world
+            .loops
+            .iter()
+            .filter(|(_, info)| info.kind == LoopKind::Parallel)
+            .flat_map(|(_, info)| info.extents.iter().copied());
+        let mut demanded = self.generic_names(
+            local_shapes
+                .flat_map(|(_, shape)| shape.iter().copied())
+                .chain(parallel_extents),
+        );
         if failed {
-            return self.world.symbolic_args.clone();
-        }
-        let mut demanded: FxHashSet<&str> = FxHashSet::default();
-        let mut note = |expr| {
-            for var in self.world.exprs.vars_of(expr) {
-                if let Some((_, name)) = self.generic_vars.iter().find(|(v, _)| *v == var) {
-                    demanded.insert(name.as_str());
-                }
+            let sizes = self.generic_names(global_shapes.flat_map(|(_, s)| s.iter().copied()));
+            let configs: Vec<&String> = self
+                .world
+                .symbolic_args
+                .iter()
+                .filter(|name| !sizes.contains(name.as_str()))
+                .collect();
+            if configs.is_empty() {
+                return self.world.symbolic_args.clone();
             }
-        };
-        for (buffer, shape) in self.world.shapes.iter() {
-            if self.world.scopes.get(buffer) != Some(&Scope::Global) {
-                shape.iter().for_each(|&extent| note(extent));
-            }
-        }
-        for (_, info) in self.world.loops.iter() {
-            if info.kind == LoopKind::Parallel {
-                info.extents.iter().for_each(|&extent| note(extent));
-            }
+            demanded.extend(configs.into_iter().map(String::as_str));
         }
         self.world
             .symbolic_args
@@ -219,6 +237,19 @@ impl Builder {
             .filter(|name| demanded.contains(name.as_str()))
             .cloned()
             .collect()
+    }
+
+    /// The generic parameters whose symbols occur in `extents`.
+    fn generic_names(&self, extents: impl Iterator<Item = tilec_ir::ExprId>) -> FxHashSet<&str> {
+        let mut names = FxHashSet::default();
+        for extent in extents {
+            for var in self.world.exprs.vars_of(extent) {
+                if let Some((_, name)) = self.generic_vars.iter().find(|(v, _)| *v == var) {
+                    names.insert(name.as_str());
+                }
+            }
+        }
+        names
     }
 
     /// Says, once per instance, which parameters the analysis kept symbolic and which it assumed.
@@ -241,8 +272,8 @@ impl Builder {
             parts.push(format!("{} assumed", values.join(", ")));
         }
         let message = format!(
-            "`{}` is analysed as a generic instance: no call site gives these parameters a \
-             compile-time value, so {}",
+            "`{}` is analysed as a generic instance, without compile-time values for some \
+             parameters: {}",
             def.name,
             parts.join("; ")
         );
@@ -260,6 +291,13 @@ impl Builder {
     /// leniently: a config tilec cannot evaluate gives nothing.
     pub(crate) fn read_configs<'a>(&mut self, globals: &Env<'a>, def: &'a StmtFunctionDef) {
         let strict = std::mem::replace(&mut self.strict, false);
+        self.autotuned = def.decorator_list.iter().any(|decorator| {
+            let Expr::Call(call) = &decorator.expression else {
+                return false;
+            };
+            dotted_name(&call.func)
+                .is_some_and(|name| name == "autotune" || name.ends_with(".autotune"))
+        });
         let from_decorator = def.decorator_list.iter().find_map(|decorator| {
             let Expr::Call(call) = &decorator.expression else {
                 return None;

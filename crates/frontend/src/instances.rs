@@ -231,29 +231,48 @@ fn evaluate_unreached<'a>(
         }
     }
     let saved_calls = std::mem::take(&mut builder.calls);
-    let mut evaluate = |expr: &'a ruff_python_ast::Expr| match builder.eval(&scope, expr) {
-        Ok(value) => CallArg::of(&value),
-        Err(_) => CallArg::Unknown,
-    };
-    let positional = site.call.arguments.args.iter().map(&mut evaluate).collect();
-    let keywords = site
-        .call
-        .arguments
-        .keywords
-        .iter()
-        .filter_map(|keyword| {
-            Some((
-                keyword.arg.as_ref()?.as_str().to_owned(),
-                evaluate(&keyword.value),
-            ))
-        })
-        .collect();
+    let mut positional = Vec::new();
+    let mut keywords = Vec::new();
+    let mut open_ended = false;
+    for arg in &site.call.arguments.args {
+        match arg {
+            ruff_python_ast::Expr::Starred(starred) => match builder.eval(&scope, &starred.value) {
+                Ok(Value::Tuple(items) | Value::List(items)) => {
+                    positional.extend(items.iter().map(CallArg::of));
+                }
+                _ => open_ended = true,
+            },
+            other => positional.push(match builder.eval(&scope, other) {
+                Ok(value) => CallArg::of(&value),
+                Err(_) => CallArg::Unknown,
+            }),
+        }
+    }
+    for keyword in &site.call.arguments.keywords {
+        let value = builder.eval(&scope, &keyword.value);
+        match (&keyword.arg, value) {
+            (Some(name), Ok(value)) => {
+                keywords.push((name.as_str().to_owned(), CallArg::of(&value)))
+            }
+            (Some(name), Err(_)) => keywords.push((name.as_str().to_owned(), CallArg::Unknown)),
+            (None, Ok(Value::Dict(entries))) => {
+                for (key, value) in entries.iter() {
+                    match key {
+                        Value::Str(key) => keywords.push((key.to_string(), CallArg::of(value))),
+                        _ => open_ended = true,
+                    }
+                }
+            }
+            (None, _) => open_ended = true,
+        }
+    }
     builder.calls = saved_calls;
     RecordedCall {
         span: range_span(site.call),
         kernel: site.kernel,
         positional,
         keywords,
+        open_ended,
     }
 }
 
@@ -328,6 +347,16 @@ fn bind_call_args(
     for (symbol, extent) in shapes {
         if !args.iter().any(|(name, _)| *name == symbol) {
             args.push((symbol, ConstValue::Int(extent)));
+        }
+    }
+    if call.open_ended {
+        // `f(*rest, **config)` may pass any parameter: those not seen are only known at run time.
+        for param in params {
+            let tensor = tensors.iter().any(|(name, _)| *name == param.name);
+            if !tensor && !args.iter().any(|(name, _)| *name == param.name) {
+                args.push((param.name.clone(), ConstValue::RunTime));
+                unevaluated.push(param.name.clone());
+            }
         }
     }
     (args, unevaluated)

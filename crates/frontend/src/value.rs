@@ -451,6 +451,23 @@ pub(crate) fn lookup<'a>(env: &Env<'a>, name: &str) -> Option<Value<'a>> {
         .and_then(|parent| lookup(parent, name))
 }
 
+/// Sets `name` in the innermost frame that defines it (or in `env` if none does).
+pub(crate) fn rebind<'a>(env: &Env<'a>, name: &str, value: Value<'a>) {
+    let mut frame = Rc::clone(env);
+    loop {
+        if frame.borrow().vars.contains_key(name) {
+            frame.borrow_mut().vars.insert(name.to_owned(), value);
+            return;
+        }
+        let parent = frame.borrow().parent.clone();
+        match parent {
+            Some(parent) => frame = parent,
+            None => break,
+        }
+    }
+    bind(env, name, value);
+}
+
 pub(crate) fn bind<'a>(env: &Env<'a>, name: &str, value: Value<'a>) {
     env.borrow_mut().vars.insert(name.to_owned(), value);
 }

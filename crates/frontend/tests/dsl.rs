@@ -191,9 +191,13 @@ good()
               #1 launch grid (1) threads (128) as (bx)
                 #2 for i in Parallel(16)
                   #3 A[i] = A[i] * 2.0
-            kernel good()
-              (incomplete: the front end reported an error)
-            line 26: missing-argument: this instance of `good` has no compile-time value for `N`
+            kernel good(N=128)
+              #0 param A: float32[128] global
+              #1 launch grid (1) threads (128) as (bx)
+                #2 for i in Parallel(128)
+                  #3 A[i] = A[i] * 2.0
+            line 26: generic-instance: `good` is analysed as a generic instance, without compile-time values for some parameters: `N` = 128 (a representative choice) assumed
+            line 26: missing-argument: this call of `good` does not pass `N`, which has no default
         "#]],
     );
 }

@@ -1,0 +1,283 @@
+//! Finding instances in the driver code people write: statements tilec cannot evaluate, call sites
+//! evaluation does not reach, torch tensors, and kernels no call site instantiates (generic
+//! instances). Each snapshot lists the instances with their arguments, what is symbolic and
+//! assumed, and the front end's diagnostics.
+
+use expect_test::{Expect, expect};
+use tilec_frontend::{ParsedModule, build_positions, build_world, find_instances, outline};
+
+fn instances(source: &str) -> String {
+    let parsed = ParsedModule::parse(source);
+    assert!(parsed.errors().is_empty(), "{:?}", parsed.errors());
+    let outline = outline(&parsed, source);
+    let mut out = String::new();
+    for spec in find_instances(&parsed, &outline, &[]) {
+        let Some(kernel) = outline.kernel(&spec.kernel) else {
+            continue;
+        };
+        let world = build_world(&outline.context, &kernel.source, &spec.args);
+        let origin = match spec.origin.span() {
+            Some(span) => format!("line {}", line_of(source, span.start)),
+            None => "no call site".to_owned(),
+        };
+        let args: Vec<String> = spec.args.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        out.push_str(&format!(
+            "{} ({origin}): {}\n",
+            spec.kernel,
+            args.join(", ")
+        ));
+        if !world.symbolic_args.is_empty() {
+            out.push_str(&format!("  symbolic: {}\n", world.symbolic_args.join(", ")));
+        }
+        for assumed in &world.assumed_args {
+            let (name, value, source) = (&assumed.name, &assumed.value, &assumed.source);
+            out.push_str(&format!("  assumed: {name} = {value} ({source})\n"));
+        }
+        let positions = build_positions(&parsed, &outline, &spec);
+        assert_eq!(
+            positions.spans.len(),
+            world.kinds.len(),
+            "world and positions agree"
+        );
+        for diagnostic in &positions.diagnostics {
+            let start = match diagnostic.anchor {
+                tilec_ir::Anchor::Span(span) => span.start,
+                tilec_ir::Anchor::Entity(_) => 0,
+            };
+            out.push_str(&format!(
+                "  line {}: {} {}\n",
+                line_of(source, start),
+                diagnostic.severity,
+                diagnostic.code
+            ));
+        }
+    }
+    out
+}
+
+fn line_of(source: &str, offset: u32) -> usize {
+    source[..offset as usize].matches('\n').count() + 1
+}
+
+fn check(source: &str, expected: Expect) {
+    expected.assert_eq(&instances(source));
+}
+
+const SCALE: &str = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[1])
+def scale(M, N, block_M, dtype="float16"):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), dtype), B: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:
+            tile = T.alloc_fragment((block_M, N), dtype)
+            T.copy(A[bx * block_M, 0], tile)
+            T.copy(tile, B[bx * block_M, 0])
+
+    return main
+"#;
+
+#[test]
+fn a_statement_tilec_cannot_evaluate_does_not_lose_the_rest_of_the_function() {
+    let source = format!(
+        "{SCALE}{}",
+        r#"
+import torch
+
+
+def main(M=4096, N=1024, tune=False):
+    torch.manual_seed(0)
+    a = torch.randn(M, N).cuda().half()
+    assert a.is_contiguous()
+    if not tune:
+        kernel = scale(M, N, 64)
+    else:
+        kernel = scale(M, N, 128, dtype="bfloat16")
+    profiler = kernel.get_profiler()
+    bench = lambda: scale(M, 2 * N, 32)(a)
+
+
+if __name__ == "__main__":
+    main()
+"#
+    );
+    check(
+        &source,
+        expect![[r#"
+            scale (line 25): M=4096, N=1024, block_M=64
+            scale (line 27): M=4096, N=1024, block_M=128, dtype='bfloat16'
+            scale (line 29): M=4096, N=2048, block_M=32
+        "#]],
+    );
+}
+
+#[test]
+fn sizes_read_from_tensors_bind_and_unknown_ones_stay_symbolic() {
+    let source = format!(
+        "{SCALE}{}",
+        r#"
+import torch
+
+
+def run(x, y):
+    a = torch.empty((x.shape[0], 256), dtype=torch.float16, device="cuda")
+    first = scale(a.shape[0], a.shape[1], 64, dtype=a.dtype)
+    second = scale(y.size(0), y.size(1), 64)
+"#
+    );
+    check(
+        &source,
+        expect![[r#"
+            scale (line 22): M=<run time>, N=256, block_M=64, dtype=T.float16
+              symbolic: M
+              line 22: info generic-instance
+            scale (line 23): M=<run time>, N=<run time>, block_M=64
+              symbolic: M
+              assumed: N = 128 (a representative choice)
+              line 23: info generic-instance
+        "#]],
+    );
+}
+
+#[test]
+fn a_value_passed_only_at_run_time_never_becomes_the_default() {
+    let source = format!(
+        "{SCALE}{}",
+        r#"
+def determine_dtype():
+    import torch
+    if torch.version.hip is None:
+        return "float16"
+    return "bfloat16"
+
+
+def run(M, N):
+    return scale(M, N, 64, dtype=determine_dtype())
+"#
+    );
+    check(
+        &source,
+        expect![[r#"
+            scale (line 25): M=<run time>, N=<run time>, block_M=64, dtype=<run time>
+              symbolic: M
+              assumed: N = 128 (a representative choice)
+              assumed: dtype = T.float16 (a representative choice)
+              line 25: info generic-instance
+        "#]],
+    );
+}
+
+#[test]
+fn a_kernel_nothing_calls_is_generic_with_its_autotune_config() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+from tilelang.autotuner import autotune
+
+
+@autotune(configs=[{"block_M": 64, "threads": 256}, {"block_M": 128, "threads": 128}])
+@tilelang.jit(out_idx=[1])
+def scale(M, N, block_M, threads, dtype):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), dtype), B: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+            for i, j in T.Parallel(block_M, 8):
+                B[bx * block_M + i, j] = A[bx * block_M + i, j]
+
+    return main
+"#;
+    check(
+        source,
+        expect![[r#"
+            scale (no call site): 
+              symbolic: M, N
+              assumed: block_M = 64 (the first `@autotune` config)
+              assumed: threads = 256 (the first `@autotune` config)
+              assumed: dtype = T.float16 (a representative choice)
+              line 9: info generic-instance
+        "#]],
+    );
+}
+
+#[test]
+fn eager_kernels_bind_their_symbols_from_tensor_arguments() {
+    let source = r#"
+import torch
+import tilelang
+import tilelang.language as T
+from functools import partial
+
+
+@tilelang.jit
+def matmul(A, B, block_M, block_N, dtype=T.float16):
+    M, N, K = T.const("M, N, K")
+    A: T.Tensor((M, K), dtype)
+    B: T.Tensor((K, N), dtype)
+    C = T.empty((M, N), dtype)
+    with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+        C_local = T.alloc_fragment((block_M, block_N), T.float32)
+        T.clear(C_local)
+        T.copy(C_local, C[by * block_M, bx * block_N])
+    return C
+
+
+def main():
+    a = torch.randn(512, 256, dtype=torch.float16).cuda()
+    b = torch.randn(256, 1024).cuda().half()
+    run = partial(matmul, block_M=64)
+    c = matmul(a, b, 64, 128)
+    d = matmul(a, b.t(), 64, 128)
+
+
+main()
+"#;
+    check(
+        source,
+        expect![[r#"
+            matmul (line 25): block_M=64, block_N=128, M=512, K=256, N=1024
+            matmul (line 26): block_M=64, block_N=128, M=512, N=256
+              symbolic: K
+              line 26: info generic-instance
+        "#]],
+    );
+}
+
+#[test]
+fn string_and_int_helpers_of_factories_evaluate() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+
+
+def pick(dtype, sizes):
+    assert isinstance(sizes, (list, tuple))
+    assert "float16" in [T.float16, T.bfloat16]
+    name = "_".join(["k", dtype, str(len(sizes[1:]))])
+    assert name == "k_float16_2" and "12".isdigit()
+    return tilelang.cdiv(sizes[-1], 8) * (sizes[0].bit_length()) + tilelang.math.next_power_of_2(5)
+
+
+@tilelang.jit(out_idx=[1])
+def copy(N, dtype="float16"):
+    width = pick(dtype, [4, 2, 64])
+
+    @T.prim_func
+    def main(A: T.Tensor((N, width), dtype), B: T.Tensor((N, width), dtype)):
+        with T.Kernel(1, threads=128) as bx:
+            T.copy(A[0, 0], B[0, 0])
+
+    return main
+
+
+copy(16)
+"#;
+    check(
+        source,
+        expect![[r#"
+            copy (line 26): N=16
+        "#]],
+    );
+}
