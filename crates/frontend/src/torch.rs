@@ -287,17 +287,21 @@ fn size_value<'a>(extent: Option<i64>) -> Value<'a> {
 
 /// The extents of `torch.randn(2, 3)` or `torch.randn((2, 3))`: each one an int, or unknown.
 fn sizes(values: &[&Value<'_>]) -> Vec<Option<i64>> {
-    let items: Vec<Value<'_>> = match values {
-        [Value::Tuple(items) | Value::List(items)] => items.to_vec(),
-        _ => values.iter().map(|value| (*value).clone()).collect(),
-    };
-    items
+    flattened(values)
         .iter()
         .map(|item| match item {
             Value::Int(extent) => Some(*extent),
             _ => None,
         })
         .collect()
+}
+
+/// The arguments of `f(2, 3)` or `f((2, 3))`, as one list either way.
+fn flattened<'a>(values: &[&Value<'a>]) -> Vec<Value<'a>> {
+    match values {
+        [Value::Tuple(items) | Value::List(items)] => items.to_vec(),
+        _ => values.iter().map(|value| (*value).clone()).collect(),
+    }
 }
 
 /// The dimension `dim` (negative from the end) of a rank-`rank` tensor, if it exists.
@@ -353,17 +357,7 @@ fn nested_shape(value: &Value<'_>) -> Option<Vec<Option<i64>>> {
 }
 
 fn int_args(positional: &[&Value<'_>]) -> Option<Vec<i64>> {
-    let items: Vec<Value<'_>> = match positional {
-        [Value::Tuple(items) | Value::List(items)] => items.to_vec(),
-        _ => positional.iter().map(|value| (*value).clone()).collect(),
-    };
-    items
-        .iter()
-        .map(|item| match item {
-            Value::Int(v) => Some(*v),
-            _ => None,
-        })
-        .collect()
+    sizes(positional).into_iter().collect()
 }
 
 fn transposed(x: &TensorValue, positional: &[&Value<'_>]) -> Option<Vec<Option<i64>>> {
@@ -390,17 +384,7 @@ fn permuted(x: &TensorValue, positional: &[&Value<'_>]) -> Option<Vec<Option<i64
 
 /// `x.view(a, -1)`: the `-1` is what the known extents leave.
 fn reshaped(x: &TensorValue, positional: &[&Value<'_>]) -> Option<Vec<Option<i64>>> {
-    let items: Vec<Value<'_>> = match positional {
-        [Value::Tuple(items) | Value::List(items)] => items.to_vec(),
-        _ => positional.iter().map(|value| (*value).clone()).collect(),
-    };
-    let mut shape: Vec<Option<i64>> = items
-        .iter()
-        .map(|item| match item {
-            Value::Int(v) => Some(*v),
-            _ => None,
-        })
-        .collect();
+    let mut shape = sizes(positional);
     if let Some(inferred) = shape.iter().position(|extent| *extent == Some(-1)) {
         let total = x.shape.as_ref().and_then(|old| {
             old.iter()
