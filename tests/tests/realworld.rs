@@ -42,16 +42,6 @@ const OUT_OF_SCOPE: [(&str, &str); 10] = [
     ),
 ];
 
-/// Files in scope where tilec does not find the kernel yet, because it is defined deeper than a
-/// factory's body (a two-level factory, a `@T.prim_func` under an `if` in the factory). Any other
-/// file without an instance fails the test.
-const KNOWN_WITHOUT_INSTANCE: [&str; 4] = [
-    "blocksparse_attention/example_tilelang_block_sparse_attn.py",
-    "gemm_sp/sparse_utils.py",
-    "minference/example_vertical_slash_sparse_attn.py",
-    "seer_attention/block_sparse_attn_tilelang.py",
-];
-
 /// Why an error remains, by what its message says: a feature another issue adds, or a limit.
 const REASONS: [(&str, &str); 16] = [
     (
@@ -289,7 +279,7 @@ fn real_world_examples_match_the_expectations_table() {
     );
 
     // Facts that hold whatever the table says: no instance is lost to a missing argument, and
-    // every file in scope but the known ones has at least one instance.
+    // every file in scope has at least one instance.
     let missing: usize = results.iter().map(|(_, r)| r.missing_arguments).sum();
     assert_eq!(
         missing, 0,
@@ -299,7 +289,6 @@ fn real_world_examples_match_the_expectations_table() {
         .iter()
         .filter(|(_, result)| result.instances == 0)
         .map(|(relative, _)| relative.as_str())
-        .filter(|relative| !KNOWN_WITHOUT_INSTANCE.contains(relative))
         .collect();
     assert!(
         without.is_empty(),

@@ -1,18 +1,25 @@
 //! Building one kernel instance: binding its arguments, running the factory (or the eager function)
 //! and instantiating the prim_func into a world, a span table and diagnostics.
 
+use std::rc::Rc;
+
 use ruff_python_ast::{Expr, Stmt, StmtFunctionDef};
 use tilec_ir::{Anchor, Code, ConstValue, Diagnostic, Span, SpanTable, World};
 
 use crate::builder::{Builder, Eval, Stop};
+use crate::eval::Args;
 use crate::exec::Flow;
 use crate::generic::declared_tensors;
 use crate::instances::InstanceSpec;
 use crate::outline::{
-    ContextSource, KernelSource, KernelStyle, Outline, context_statements, range_span,
+    ContextSource, KernelSource, KernelStyle, Outline, context_statements, kernel_definitions,
+    nested_functions, prim_func_depth, range_span,
 };
 use crate::syntax::ParsedModule;
-use crate::value::{Env, Function, FunctionBody, Globals, Value, bind, new_env};
+use crate::value::{
+    Env, Function, FunctionBody, Globals, Value, bind, call_frame, keep_call_frames, lookup,
+    new_env,
+};
 
 /// The position-bearing results of building an instance: where each entity was written and the
 /// front end's diagnostics (anchored at file byte ranges).
@@ -114,10 +121,10 @@ pub fn build_positions(
         .errors()
         .iter()
         .any(|error| kernel.span.start <= error.span.start && error.span.start < kernel.span.end);
-    let def = module.body.iter().find_map(|stmt| match stmt {
-        Stmt::FunctionDef(def) if def.name.as_str() == kernel_name => Some(def),
-        _ => None,
-    });
+    let def = kernel_definitions(module)
+        .into_iter()
+        .find(|found| found.name == kernel_name)
+        .map(|found| found.def);
     let Some(def) = def.filter(|_| !broken) else {
         return KernelPositions::default();
     };
@@ -219,6 +226,7 @@ impl Builder {
             KernelStyle::Classic | KernelStyle::Eager => {
                 self.run_factory(&globals, def, style, args)
             }
+            KernelStyle::Wrapper => self.run_wrapper(&globals, def, args),
         };
     }
 
@@ -231,28 +239,7 @@ impl Builder {
         style: KernelStyle,
         args: &[(String, ConstValue)],
     ) -> Eval<()> {
-        let frame = new_env(Some(globals.clone()));
-        let tensors = declared_tensors(def);
-        for param in def.parameters.iter_non_variadic_params() {
-            let name = param.name().as_str();
-            let passed = args.iter().find(|(key, _)| key == name).map(|(_, v)| v);
-            let value = match (passed, &param.default) {
-                // A tensor of an eager kernel is declared by its `T.Tensor` annotation.
-                (_, _) if style == KernelStyle::Eager && tensors.contains(&name) => {
-                    Value::PendingTensor
-                }
-                (Some(ConstValue::RunTime), _) => self.generic_value(name, param.annotation()),
-                (Some(value), _) => Value::from_const(value),
-                (None, Some(default)) => self.eval(globals, default)?,
-                (None, None) => self.generic_value(name, param.annotation()),
-            };
-            if let Some(value) = value.to_const()
-                && !self.world.args.iter().any(|(existing, _)| existing == name)
-            {
-                self.world.args.push((name.to_owned(), value));
-            }
-            bind(&frame, name, value);
-        }
+        let frame = self.bind_factory_params(globals, def, style, args)?;
         if style == KernelStyle::Eager {
             let params: Vec<&str> = def
                 .parameters
@@ -280,6 +267,160 @@ impl Builder {
                 format!("the factory `{}` must return its `@T.prim_func`", def.name),
             )),
         }
+    }
+
+    /// Binds a factory's parameters in a new frame: the call's arguments, else the defaults, else
+    /// generic values.
+    fn bind_factory_params<'a>(
+        &mut self,
+        globals: &Env<'a>,
+        def: &'a StmtFunctionDef,
+        style: KernelStyle,
+        args: &[(String, ConstValue)],
+    ) -> Eval<Env<'a>> {
+        let frame = new_env(Some(globals.clone()));
+        let tensors = declared_tensors(def);
+        for param in def.parameters.iter_non_variadic_params() {
+            let name = param.name().as_str();
+            let passed = args.iter().find(|(key, _)| key == name).map(|(_, v)| v);
+            let value = match (passed, &param.default) {
+                // A tensor of an eager kernel is declared by its `T.Tensor` annotation.
+                (_, _) if style == KernelStyle::Eager && tensors.contains(&name) => {
+                    Value::PendingTensor
+                }
+                (Some(ConstValue::RunTime), _) => self.generic_value(name, param.annotation()),
+                (Some(value), _) => Value::from_const(value),
+                (None, Some(default)) => self.eval(globals, default)?,
+                (None, None) => self.generic_value(name, param.annotation()),
+            };
+            if let Some(value) = value.to_const()
+                && !self.world.args.iter().any(|(existing, _)| existing == name)
+            {
+                self.world.args.push((name.to_owned(), value));
+            }
+            bind(&frame, name, value);
+        }
+        Ok(frame)
+    }
+
+    /// A wrapper runs as driver code (what it cannot evaluate is only unknown, since an autotuner
+    /// or a profiler around the kernel is none of tilec's business). When it returns a prim_func,
+    /// that is the kernel; otherwise the nested factory it defined is called, with generic values
+    /// for what it is not given.
+    fn run_wrapper<'a>(
+        &mut self,
+        globals: &Env<'a>,
+        def: &'a StmtFunctionDef,
+        args: &[(String, ConstValue)],
+    ) -> Eval<()> {
+        let frame = self.bind_factory_params(globals, def, KernelStyle::Wrapper, args)?;
+        keep_call_frames(&frame);
+        let strict = std::mem::replace(&mut self.strict, false);
+        let returned = self.exec_body(&frame, &def.body);
+        self.strict = strict;
+        if let Ok(Flow::Return(Value::Function(function))) = &returned
+            && function.prim_func
+        {
+            return self.instantiate_prim_func(function);
+        }
+        let prim_func = self.nested_prim_func(&frame, def)?;
+        self.instantiate_prim_func(&prim_func)
+    }
+
+    /// The prim_func that the nested factory of `def` builds, called in the frame `def` last ran
+    /// in with generic values for the parameters without a usable default.
+    fn nested_prim_func<'a>(
+        &mut self,
+        frame: &Env<'a>,
+        def: &'a StmtFunctionDef,
+    ) -> Eval<Rc<Function<'a>>> {
+        let span = range_span(&def.name);
+        let Some(inner) = nested_functions(&def.body)
+            .into_iter()
+            .filter_map(|inner| Some((prim_func_depth(&inner.body)?, inner)))
+            .min_by_key(|(depth, _)| *depth)
+            .map(|(_, inner)| inner)
+        else {
+            return Err(self.error(
+                Code::InvalidCall,
+                span,
+                format!(
+                    "tilec cannot tell which function of `{}` builds its `@T.prim_func`",
+                    def.name
+                ),
+            ));
+        };
+        let defined = match lookup(frame, inner.name.as_str()) {
+            Some(Value::Function(function)) if matches!(function.body, FunctionBody::Def(d) if d.range == inner.range) => {
+                function
+            }
+            _ => {
+                return Err(self.error(
+                    Code::InvalidCall,
+                    range_span(&inner.name),
+                    format!(
+                        "`{}` builds the kernel's `@T.prim_func`, but tilec could not follow `{}` to its definition",
+                        inner.name, def.name
+                    ),
+                ));
+            }
+        };
+        let call_span = range_span(&inner.name);
+        let args = Args {
+            positional: Vec::new(),
+            keywords: self.generic_arguments(&defined, inner, call_span),
+            span: call_span,
+        };
+        // The factory that defines the prim_func itself is kernel code; one further out is not.
+        let direct = prim_func_depth(&inner.body) == Some(0);
+        let inner_strict = self.strict && direct;
+        let strict = std::mem::replace(&mut self.strict, inner_strict);
+        let returned = self.call_function(&defined, args, call_span);
+        self.strict = strict;
+        match returned? {
+            Value::Function(function) if function.prim_func => Ok(function),
+            Value::Poison => Err(Stop),
+            _ if !direct => match call_frame(frame, inner.range.start().to_u32()) {
+                Some(inner_frame) => self.nested_prim_func(&inner_frame, inner),
+                None => Err(Stop),
+            },
+            _ => Err(self.error(
+                Code::InvalidCall,
+                call_span,
+                format!(
+                    "the factory `{}` must return its `@T.prim_func`",
+                    inner.name
+                ),
+            )),
+        }
+    }
+
+    /// Keyword arguments for a call no call site gives: a generic value for each parameter without
+    /// a default, or whose default is `None` (the autotuner fills those in).
+    fn generic_arguments<'a>(
+        &mut self,
+        function: &Function<'a>,
+        def: &'a StmtFunctionDef,
+        span: Span,
+    ) -> Vec<(String, Value<'a>, Span)> {
+        def.parameters
+            .iter_non_variadic_params()
+            .filter(|param| {
+                let name = param.name().as_str();
+                !function
+                    .defaults
+                    .iter()
+                    .any(|(default, value)| default == name && !matches!(value, Value::None))
+            })
+            .map(|param| {
+                let name = param.name().as_str();
+                (
+                    name.to_owned(),
+                    self.generic_value(name, param.annotation()),
+                    span,
+                )
+            })
+            .collect()
     }
 
     /// Creates the tensor parameters from the prim_func's annotations, then runs its body.

@@ -174,6 +174,8 @@ impl Builder {
         let representative = "a representative choice".to_owned();
         let lower = name.to_ascii_lowercase();
         let value = match kind {
+            // An accumulator is float32 in every TileLang example and in TileLang's own defaults.
+            GenericKind::DType if lower.contains("accum") => ConstValue::DType(DType::Float32),
             GenericKind::DType => ConstValue::DType(DType::Float16),
             GenericKind::Bool => ConstValue::Bool(false),
             GenericKind::Int if lower.contains("stage") => ConstValue::Int(2),

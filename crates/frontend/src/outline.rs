@@ -17,6 +17,10 @@ pub enum KernelStyle {
     Eager,
     /// A module-level `@T.prim_func`, closing over module globals.
     PrimFunc,
+    /// A function whose `@T.prim_func` is defined one function further in (a two-level factory,
+    /// an autotuning wrapper): the function runs as driver code, then the nested factory it
+    /// defines builds the prim_func.
+    Wrapper,
 }
 
 /// The position-free source of one kernel: what its world is built from.
@@ -79,21 +83,17 @@ impl Outline {
 /// Finds the kernels, the context and whether the file uses TileLang at all.
 pub fn outline(parsed: &ParsedModule, text: &str) -> Outline {
     let module = parsed.syntax();
-    let uses_tilelang = imports_tilelang(module);
-    let kernels: Vec<KernelOutline> = module
-        .body
-        .iter()
-        .filter_map(|stmt| match stmt {
-            Stmt::FunctionDef(def) => kernel_style(def).map(|style| (def, style)),
-            _ => None,
-        })
-        .map(|(def, style)| KernelOutline {
+    let uses_tilelang = imports_tilelang(&module.body);
+    let kernels: Vec<KernelOutline> = kernel_definitions(module)
+        .into_iter()
+        .map(|found| KernelOutline {
             source: KernelSource {
-                name: def.name.as_str().to_owned(),
-                style,
-                normalized: normalized_text(parsed, text, def.range()),
+                name: found.name,
+                style: found.style,
+                normalized: normalized_text(parsed, text, found.def.range()),
             },
-            params: def
+            params: found
+                .def
                 .parameters
                 .iter_non_variadic_params()
                 .map(|param| ParamOutline {
@@ -101,12 +101,12 @@ pub fn outline(parsed: &ParsedModule, text: &str) -> Outline {
                     has_default: param.default.is_some(),
                 })
                 .collect(),
-            tensors: match style {
-                KernelStyle::Eager => crate::generic::tensor_extent_names(def),
-                KernelStyle::Classic | KernelStyle::PrimFunc => Vec::new(),
+            tensors: match found.style {
+                KernelStyle::Eager => crate::generic::tensor_extent_names(found.def),
+                KernelStyle::Classic | KernelStyle::PrimFunc | KernelStyle::Wrapper => Vec::new(),
             },
-            span: span_of(def.range()),
-            name_span: span_of(def.name.range),
+            span: span_of(found.def.range()),
+            name_span: span_of(found.def.name.range),
         })
         .collect();
     let names: Vec<&str> = kernels.iter().map(KernelOutline::name).collect();
@@ -142,7 +142,38 @@ pub(crate) fn context_statements<'a>(
     })
 }
 
-/// Decides whether a top-level function is a kernel, and in which style.
+/// A kernel definition found in a module.
+pub(crate) struct FoundKernel<'a> {
+    /// The name the kernel goes by: its function's, with `#2`, `#3`, ... for later definitions of
+    /// the same name (the branches of a module-level `if`/`else` or `try`/`except`).
+    pub name: String,
+    pub def: &'a StmtFunctionDef,
+    pub style: KernelStyle,
+}
+
+/// The kernels of a module, in source order: its functions, and those defined under module-level
+/// `if`, `try` and `with` statements (a guarded import of TileLang, a fallback definition).
+pub(crate) fn kernel_definitions(module: &ModModule) -> Vec<FoundKernel<'_>> {
+    let mut found: Vec<FoundKernel<'_>> = Vec::new();
+    for def in nested_functions(&module.body) {
+        let Some(style) = kernel_style(def) else {
+            continue;
+        };
+        let base = def.name.as_str();
+        let earlier = found
+            .iter()
+            .filter(|kernel| kernel.def.name.as_str() == base)
+            .count();
+        let name = match earlier {
+            0 => base.to_owned(),
+            n => format!("{base}#{}", n + 1),
+        };
+        found.push(FoundKernel { name, def, style });
+    }
+    found
+}
+
+/// Decides whether a function is a kernel, and in which style.
 fn kernel_style(def: &StmtFunctionDef) -> Option<KernelStyle> {
     let decorated = |suffix: &str| {
         def.decorator_list.iter().any(|decorator| {
@@ -157,19 +188,89 @@ fn kernel_style(def: &StmtFunctionDef) -> Option<KernelStyle> {
     if decorated("prim_func") {
         return Some(KernelStyle::PrimFunc);
     }
-    let has_nested_prim_func = def.body.iter().any(|stmt| match stmt {
-        Stmt::FunctionDef(inner) => inner.decorator_list.iter().any(|decorator| {
-            dotted_name(&decorator.expression).is_some_and(|name| name.ends_with("prim_func"))
-        }),
-        _ => false,
-    });
-    if has_nested_prim_func {
-        return Some(KernelStyle::Classic);
+    match prim_func_depth(&def.body) {
+        Some(0) => return Some(KernelStyle::Classic),
+        Some(_) => return Some(KernelStyle::Wrapper),
+        None => {}
     }
     if (decorated("jit") || decorated("autotune")) && contains_kernel_launch(&def.body) {
         return Some(KernelStyle::Eager);
     }
     None
+}
+
+/// Whether a `@T.prim_func` is defined in `body`, and how many functions further in: 0 when the
+/// body itself defines it (under any compound statement), 1 when a function it defines does, ...
+pub(crate) fn prim_func_depth(body: &[Stmt]) -> Option<usize> {
+    let mut shallowest: Option<usize> = None;
+    for stmt in body {
+        let depth = match stmt {
+            Stmt::FunctionDef(inner) if is_prim_func(inner) => Some(0),
+            Stmt::FunctionDef(inner) => prim_func_depth(&inner.body).map(|depth| depth + 1),
+            Stmt::If(if_stmt) => std::iter::once(&if_stmt.body)
+                .chain(if_stmt.elif_else_clauses.iter().map(|clause| &clause.body))
+                .filter_map(|body| prim_func_depth(body))
+                .min(),
+            Stmt::Try(try_stmt) => std::iter::once(&try_stmt.body)
+                .chain(try_stmt.handlers.iter().map(|handler| {
+                    let ruff_python_ast::ExceptHandler::ExceptHandler(handler) = handler;
+                    &handler.body
+                }))
+                .chain([&try_stmt.orelse, &try_stmt.finalbody])
+                .filter_map(|body| prim_func_depth(body))
+                .min(),
+            Stmt::With(with) => prim_func_depth(&with.body),
+            Stmt::For(for_stmt) => prim_func_depth(&for_stmt.body),
+            Stmt::While(while_stmt) => prim_func_depth(&while_stmt.body),
+            _ => None,
+        };
+        shallowest = match (shallowest, depth) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+    shallowest
+}
+
+/// The functions a body defines, under any compound statement but not inside other functions.
+pub(crate) fn nested_functions(body: &[Stmt]) -> Vec<&StmtFunctionDef> {
+    let mut functions = Vec::new();
+    for stmt in body {
+        match stmt {
+            Stmt::FunctionDef(def) => functions.push(def),
+            Stmt::If(if_stmt) => {
+                functions.extend(nested_functions(&if_stmt.body));
+                for clause in &if_stmt.elif_else_clauses {
+                    functions.extend(nested_functions(&clause.body));
+                }
+            }
+            Stmt::Try(try_stmt) => {
+                functions.extend(nested_functions(&try_stmt.body));
+                for handler in &try_stmt.handlers {
+                    let ruff_python_ast::ExceptHandler::ExceptHandler(handler) = handler;
+                    functions.extend(nested_functions(&handler.body));
+                }
+                functions.extend(nested_functions(&try_stmt.orelse));
+                functions.extend(nested_functions(&try_stmt.finalbody));
+            }
+            Stmt::With(with) => functions.extend(nested_functions(&with.body)),
+            Stmt::For(for_stmt) => functions.extend(nested_functions(&for_stmt.body)),
+            Stmt::While(while_stmt) => functions.extend(nested_functions(&while_stmt.body)),
+            _ => {}
+        }
+    }
+    functions
+}
+
+/// `@T.prim_func` (or `@tilelang.language.prim_func`, `@prim_func`).
+pub(crate) fn is_prim_func(def: &StmtFunctionDef) -> bool {
+    def.decorator_list.iter().any(|decorator| {
+        let callee = match &decorator.expression {
+            Expr::Call(call) => &*call.func,
+            other => other,
+        };
+        dotted_name(callee).is_some_and(|name| name.ends_with("prim_func"))
+    })
 }
 
 /// `a.b.c` for a chain of attribute accesses on a name.
@@ -205,8 +306,9 @@ fn contains_kernel_launch(body: &[Stmt]) -> bool {
     })
 }
 
-fn imports_tilelang(module: &ModModule) -> bool {
-    module.body.iter().any(|stmt| match stmt {
+/// Whether the file imports TileLang anywhere: at the top, behind a guard, or lazily in a function.
+fn imports_tilelang(body: &[Stmt]) -> bool {
+    body.iter().any(|stmt| match stmt {
         Stmt::Import(import) => import
             .names
             .iter()
@@ -215,6 +317,25 @@ fn imports_tilelang(module: &ModModule) -> bool {
             .module
             .as_ref()
             .is_some_and(|module| module.as_str().starts_with("tilelang")),
+        Stmt::FunctionDef(def) => imports_tilelang(&def.body),
+        Stmt::ClassDef(class) => imports_tilelang(&class.body),
+        Stmt::If(if_stmt) => {
+            imports_tilelang(&if_stmt.body)
+                || if_stmt
+                    .elif_else_clauses
+                    .iter()
+                    .any(|clause| imports_tilelang(&clause.body))
+        }
+        Stmt::Try(try_stmt) => {
+            imports_tilelang(&try_stmt.body)
+                || try_stmt.handlers.iter().any(|handler| {
+                    let ruff_python_ast::ExceptHandler::ExceptHandler(handler) = handler;
+                    imports_tilelang(&handler.body)
+                })
+                || imports_tilelang(&try_stmt.orelse)
+                || imports_tilelang(&try_stmt.finalbody)
+        }
+        Stmt::With(with) => imports_tilelang(&with.body),
         _ => false,
     })
 }

@@ -239,6 +239,10 @@ pub(crate) fn normalized_text(parsed: &ParsedModule, text: &str, range: TextRang
     let strings = parsed.multiline_token_ranges();
     let start = range.start().to_usize();
     let end = range.end().to_usize().min(text.len());
+    let column = start
+        - text[..start.min(text.len())]
+            .rfind('\n')
+            .map_or(0, |at| at + 1);
     let mut out = String::with_capacity(end.saturating_sub(start));
     let mut line_start = start;
     while line_start < end {
@@ -258,10 +262,18 @@ pub(crate) fn normalized_text(parsed: &ParsedModule, text: &str, range: TextRang
             cursor = comment.end().to_usize().min(line_end);
         }
         line.push_str(&text[cursor..line_end]);
-        let kept = if inside_string {
+        // A definition nested in a compound statement is dedented to column 0, so that its normal
+        // form parses on its own; the lines of a multi-line string are kept as written.
+        let dedented = if inside_string || line_start == start {
             line.as_str()
         } else {
-            line.trim_end()
+            let indent = line.len() - line.trim_start_matches(' ').len();
+            &line[indent.min(column)..]
+        };
+        let kept = if inside_string {
+            dedented
+        } else {
+            dedented.trim_end()
         };
         if inside_string || !kept.trim().is_empty() {
             out.push_str(kept);

@@ -37,7 +37,8 @@ fn instances(source: &str) -> String {
         assert_eq!(
             positions.spans.len(),
             world.kinds.len(),
-            "world and positions agree"
+            "world and positions agree for {}",
+            spec.kernel
         );
         for diagnostic in &positions.diagnostics {
             let start = match diagnostic.anchor {
@@ -280,4 +281,122 @@ copy(16)
             copy (line 26): N=16
         "#]],
     );
+}
+
+#[test]
+fn kernels_at_any_depth_are_found() {
+    let source = r#"
+import torch
+
+
+def two_level(M, N, dtype="float16"):
+    def kernel_func(block_M, threads):
+        @T.prim_func
+        def main(A: T.Tensor((M, N), dtype), B: T.Tensor((M, N), dtype)):
+            with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+                tile = T.alloc_fragment((block_M, N), dtype)
+                T.copy(A[bx * block_M, 0], tile)
+                T.copy(tile, B[bx * block_M, 0])
+
+        return main
+
+    return kernel_func(64, 128)
+
+
+def best_config(M, N):
+    def kernel(block_M=None, threads=None):
+        @T.prim_func
+        def main(A: T.Tensor((M, N), "float16"), B: T.Tensor((M, N), "float16")):
+            with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+                for i, j in T.Parallel(block_M, 4):
+                    B[bx * block_M + i, j] = A[bx * block_M + i, j]
+
+        return main
+
+    autotuner = AutoTuner.from_kernel(kernel=kernel, configs=[])
+    return autotuner.run(warmup=3)
+
+
+def branchy(N, wide):
+    if wide:
+        @T.prim_func
+        def wide_main(A: T.Tensor((N, 8), "float32")):
+            with T.Kernel(1, threads=128) as bx:
+                T.clear(A[0, 0])
+
+        return wide_main
+    else:
+        @T.prim_func
+        def narrow_main(A: T.Tensor((N, 4), "float32")):
+            with T.Kernel(1, threads=128) as bx:
+                T.clear(A[0, 0])
+
+        return narrow_main
+
+
+try:
+    import tilelang
+    import tilelang.language as T
+
+    @tilelang.jit
+    def guarded(N):
+        @T.prim_func
+        def main(A: T.Tensor((N,), "float32")):
+            with T.Kernel(1, threads=128) as bx:
+                T.clear(A[0])
+
+        return main
+except ImportError:
+    guarded = None
+
+
+def run():
+    two_level(1024, 32)
+    best_config(4096, 64)
+    branchy(64, True)
+    branchy(64, False)
+    guarded(256)
+"#;
+    check(
+        source,
+        expect![[r#"
+            two_level (line 67): M=1024, N=32
+            best_config (line 68): M=4096, N=64
+              assumed: block_M = 128 (a representative choice)
+              assumed: threads = 128 (a representative choice)
+              line 68: info generic-instance
+            branchy (line 69): N=64, wide=True
+            branchy (line 70): N=64, wide=False
+            guarded (line 71): N=256
+        "#]],
+    );
+    // Each instance builds the prim_func its arguments select.
+    let parsed = ParsedModule::parse(source);
+    let outline = outline(&parsed, source);
+    let shapes: Vec<String> = find_instances(&parsed, &outline, &[])
+        .iter()
+        .map(|spec| {
+            let kernel = outline.kernel(&spec.kernel).expect("found kernel");
+            let world = build_world(&outline.context, &kernel.source, &spec.args);
+            let first = world.params[0];
+            let dims: Vec<String> = world
+                .shapes
+                .get(first)
+                .expect("a tensor")
+                .iter()
+                .map(|dim| format!("{:?}", world.exprs.as_int(*dim)))
+                .collect();
+            format!("{}: {}", spec.kernel, dims.join(" x "))
+        })
+        .collect();
+    expect![[r#"
+        [
+            "two_level: Some(1024) x Some(32)",
+            "best_config: Some(4096) x Some(64)",
+            "branchy: Some(64) x Some(8)",
+            "branchy: Some(64) x Some(4)",
+            "guarded: Some(256)",
+        ]
+    "#]]
+    .assert_debug_eq(&shapes);
 }
