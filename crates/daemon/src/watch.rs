@@ -150,12 +150,13 @@ impl Session {
     /// Re-reads `paths` (added, edited or gone) and reports on each, then says the session is idle.
     fn refresh(&mut self, paths: &[PathBuf]) -> Result<()> {
         let started = Instant::now();
+        let mut updated = Vec::new();
         for path in paths {
             let path = normalize(path);
             match std::fs::read_to_string(&path) {
                 Ok(text) => {
                     self.update(&path, text);
-                    self.report_file(&path)?;
+                    updated.push(path);
                 }
                 Err(_) if !path.exists() => self.remove(&path)?,
                 Err(error) => self.emit(
@@ -163,6 +164,14 @@ impl Session {
                     &format!("{}: cannot read: {error}", path.display()),
                 )?,
             }
+        }
+        // Imports resolve to the watched files; the files importing an edited one are reported
+        // again, since their analysis may have changed with it.
+        let all: Vec<SourceFile> = self.files.values().copied().collect();
+        tilec_db::register_files(&mut self.db, &all);
+        let importers = self.importers_of(&updated);
+        for path in updated.iter().chain(&importers) {
+            self.report_file(path)?;
         }
         let ms = started.elapsed().as_secs_f64() * 1000.0;
         self.emit(
@@ -172,6 +181,24 @@ impl Session {
                 self.files.len()
             ),
         )
+    }
+
+    /// The watched files other than `edited` that import one of them, directly or not.
+    fn importers_of(&self, edited: &[PathBuf]) -> Vec<PathBuf> {
+        let edited_files: Vec<SourceFile> = edited
+            .iter()
+            .filter_map(|path| self.files.get(path).copied())
+            .collect();
+        self.files
+            .iter()
+            .filter(|(path, _)| !edited.contains(path))
+            .filter(|(_, file)| {
+                edited_files
+                    .iter()
+                    .any(|edited| tilec_db::imports_module(&self.db, **file, *edited))
+            })
+            .map(|(path, _)| path.clone())
+            .collect()
     }
 
     fn update(&mut self, path: &Path, text: String) {

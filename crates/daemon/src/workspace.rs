@@ -24,6 +24,9 @@ pub struct ManifestProblem {
 pub struct Workspace {
     pub db: RootDatabase,
     pub files: Vec<SourceFile>,
+    /// Files of the workspace that `files` import, loaded so that the imports resolve; they are
+    /// not checked themselves.
+    pub imported: Vec<SourceFile>,
     pub manifest_problems: Vec<ManifestProblem>,
     /// The target named by the first tilec.toml that sets one.
     pub manifest_target: Option<Target>,
@@ -107,6 +110,7 @@ impl Workspace {
         let mut workspace = Workspace {
             db,
             files: Vec::new(),
+            imported: Vec::new(),
             manifest_problems: Vec::new(),
             manifest_target: None,
             manifest_pass_configs: Vec::new(),
@@ -127,6 +131,16 @@ impl Workspace {
             let file = SourceFile::new(&workspace.db, path, text, manifest);
             workspace.files.push(file);
         }
+        let requested: std::collections::HashSet<PathBuf> = workspace
+            .files
+            .iter()
+            .map(|file| file.path(&workspace.db).clone())
+            .collect();
+        workspace.imported = tilec_lsp::workspace::load_imported_files(
+            &mut workspace.db,
+            &workspace.files,
+            &|path| requested.contains(path),
+        );
         workspace.manifest_target = manifests
             .values()
             .flatten()

@@ -12,8 +12,11 @@
 //!   world is built from the position-free normal form of its source, and positions come from their
 //!   own query. Editing one kernel re-runs the world and checks of that kernel only; a comment-only
 //!   edit re-runs nothing past the position tables.
+//! - Imports reach only files registered with [`register_files`], and a file's evaluation reads
+//!   other files only through [`surroundings`]: the importable statements of what it imports.
 
 mod diagnostics;
+mod imports;
 mod queries;
 
 use std::sync::{Arc, Mutex};
@@ -21,6 +24,10 @@ use std::sync::{Arc, Mutex};
 pub use diagnostics::{
     FileDiagnostic, InstanceReport, RelatedLocation, file_diagnostics, instance_reports,
     line_column, lowering_diagnostics,
+};
+pub use imports::{
+    WorkspaceFiles, import_candidates, imports_module, module_exports, register_files,
+    resolved_imports, surroundings,
 };
 pub use queries::*;
 

@@ -12,6 +12,7 @@ use tilec_passes::layout::Layouts;
 use tilec_passes::resources::Resources;
 
 use crate::Db;
+use crate::imports::surroundings;
 
 /// A Python source file and the tilec.toml instances that apply to it.
 #[salsa::input(debug)]
@@ -94,7 +95,12 @@ pub struct Instance<'db> {
 /// (parallel to [`instances`]).
 #[salsa::tracked(returns(ref))]
 pub fn instance_origins(db: &dyn Db, file: SourceFile) -> Vec<InstanceSpec> {
-    tilec_frontend::find_instances(parse(db, file), outline(db, file), file.manifest(db))
+    tilec_frontend::find_instances(
+        parse(db, file),
+        outline(db, file),
+        file.manifest(db),
+        surroundings(db, file),
+    )
 }
 
 #[salsa::tracked(returns(ref))]
@@ -136,6 +142,7 @@ pub fn kernel_world<'db>(db: &'db dyn Db, instance: Instance<'db>) -> Arc<World>
         context,
         kernel.source(db),
         instance.args(db),
+        surroundings(db, kernel.file(db)),
     ))
 }
 
@@ -144,7 +151,12 @@ pub fn kernel_world<'db>(db: &'db dyn Db, instance: Instance<'db>) -> Arc<World>
 pub fn kernel_positions<'db>(db: &'db dyn Db, instance: Instance<'db>) -> KernelPositions {
     let file = instance.kernel(db).file(db);
     if let Some(spec) = instance_spec(db, instance) {
-        return tilec_frontend::build_positions(parse(db, file), outline(db, file), spec);
+        return tilec_frontend::build_positions(
+            parse(db, file),
+            outline(db, file),
+            spec,
+            surroundings(db, file),
+        );
     }
     // An instance that `--with` or `tilec tune` derived from one of the file's is positioned by
     // evaluating its own arguments, from the call site of the instance it was derived from, so
@@ -161,7 +173,12 @@ pub fn kernel_positions<'db>(db: &'db dyn Db, instance: Instance<'db>) -> Kernel
         unevaluated: Vec::new(),
     });
     spec.args = instance.args(db).clone();
-    tilec_frontend::build_positions(parse(db, file), outline(db, file), &spec)
+    tilec_frontend::build_positions(
+        parse(db, file),
+        outline(db, file),
+        &spec,
+        surroundings(db, file),
+    )
 }
 
 /// The pass configs an instance is compiled with: its `@tilelang.jit(pass_configs=...)`, with the
@@ -273,5 +290,10 @@ pub fn autotune_configs(
 ) -> Option<Result<Vec<tilec_frontend::AutotuneConfig>, String>> {
     let kernel = instance.kernel(db);
     let file = kernel.file(db);
-    tilec_frontend::autotune_configs(parse(db, file), outline(db, file), kernel.name(db))
+    tilec_frontend::autotune_configs(
+        parse(db, file),
+        outline(db, file),
+        kernel.name(db),
+        surroundings(db, file),
+    )
 }

@@ -11,14 +11,15 @@ use crate::eval::Args;
 use crate::exec::Flow;
 use crate::generic::declared_tensors;
 use crate::instances::InstanceSpec;
+use crate::modules::{ModuleTable, ParsedModules, Surroundings};
 use crate::outline::{
     ContextSource, KernelSource, KernelStyle, Outline, context_statements, kernel_definitions,
     nested_functions, prim_func_depth, range_span,
 };
 use crate::syntax::ParsedModule;
 use crate::value::{
-    Env, Function, FunctionBody, Globals, Value, bind, call_frame, keep_call_frames, lookup,
-    new_env,
+    Env, Function, FunctionBody, Globals, Value, bind, call_frame, install_modules,
+    keep_call_frames, lookup, new_env,
 };
 
 /// The position-bearing results of building an instance: where each entity was written and the
@@ -39,7 +40,9 @@ pub fn build_world(
     context: &ContextSource,
     kernel: &KernelSource,
     args: &[(String, ConstValue)],
+    surroundings: &Surroundings,
 ) -> World {
+    let modules = ParsedModules::parse(surroundings);
     let context_parsed = ParsedModule::parse(&context.normalized);
     let kernel_parsed = ParsedModule::parse(&kernel.normalized);
     let def = kernel_parsed
@@ -55,6 +58,7 @@ pub fn build_world(
             let context: Vec<&Stmt> = context_parsed.syntax().body.iter().collect();
             let request = BuildRequest {
                 context: &context,
+                modules: &modules,
                 def,
                 style: kernel.style,
                 args,
@@ -74,6 +78,7 @@ pub fn build_world(
 /// What one instance is built from.
 struct BuildRequest<'r, 'a> {
     context: &'r [&'a Stmt],
+    modules: &'a ParsedModules<'a>,
     def: &'a StmtFunctionDef,
     style: KernelStyle,
     args: &'r [(String, ConstValue)],
@@ -85,25 +90,105 @@ struct BuildRequest<'r, 'a> {
 /// it. A build whose symbols reach something that must be known at compile time (a tile's shape,
 /// a `T.Parallel` extent) or that fails with them is repeated with those parameters assumed, until
 /// nothing more is demanded; each round assumes at least one more, so this ends.
+///
+/// A build whose `assert` rejects a representative value is repeated with the next candidate for
+/// a parameter the failing statements use (`assert dllm_block in (1, 2, 4, ..., 64)` rejects 128),
+/// a bounded number of times.
 fn build_instance(request: &BuildRequest<'_, '_>) -> Builder {
     let mut concrete: Vec<String> = Vec::new();
+    let mut rounds: Vec<(String, usize)> = Vec::new();
+    let mut retries = 0;
     loop {
         let mut builder = Builder::new(true);
         builder.world.kernel_name = request.def.name.to_string();
         builder.unevaluated = request.unevaluated.to_vec();
         builder.concrete_generics = concrete.clone();
-        builder.instantiate(request.context, request.def, request.style, request.args);
+        builder.representative_rounds = rounds.clone();
+        builder.instantiate(
+            request.context,
+            request.modules,
+            request.def,
+            request.style,
+            request.args,
+        );
         let demanded: Vec<String> = builder
             .demanded_generics()
             .into_iter()
             .filter(|name| !concrete.contains(name))
             .collect();
-        if demanded.is_empty() {
-            builder.note_generic_instance(request.def, request.origin);
-            return builder;
+        if !demanded.is_empty() {
+            concrete.extend(demanded);
+            continue;
         }
-        concrete.extend(demanded);
+        if !builder.rejected_statements.is_empty() && retries < MAX_REPRESENTATIVE_RETRIES {
+            let used = names_in_statements(&request.def.body, &builder.rejected_statements);
+            if builder.next_representative(&used, &mut rounds) {
+                retries += 1;
+                continue;
+            }
+        }
+        builder.note_generic_instance(request.def, request.origin);
+        return builder;
     }
+}
+
+/// How many builds an instance may take to find representative values its `assert`s accept.
+const MAX_REPRESENTATIVE_RETRIES: usize = 24;
+
+/// The names used by the statements of `body` (at any depth) located at `spans`: all of a simple
+/// statement's, and the header's of a compound one (an `if`'s test, not its branches).
+fn names_in_statements(body: &[Stmt], spans: &[Span]) -> Vec<String> {
+    use ruff_python_ast::visitor::{Visitor, walk_expr, walk_stmt};
+    struct Names<'s> {
+        spans: &'s [Span],
+        inside: usize,
+        found: Vec<String>,
+    }
+    impl<'a> Visitor<'a> for Names<'_> {
+        fn visit_stmt(&mut self, stmt: &'a Stmt) {
+            let marked = self.spans.contains(&range_span(stmt));
+            let header: Vec<&'a Expr> = match stmt {
+                Stmt::If(if_stmt) => vec![&*if_stmt.test],
+                Stmt::While(while_stmt) => vec![&*while_stmt.test],
+                Stmt::For(for_stmt) => vec![&*for_stmt.iter],
+                Stmt::With(with) => with.items.iter().map(|item| &item.context_expr).collect(),
+                Stmt::FunctionDef(_) | Stmt::ClassDef(_) | Stmt::Try(_) | Stmt::Match(_) => {
+                    Vec::new()
+                }
+                _ => {
+                    self.inside += usize::from(marked);
+                    walk_stmt(self, stmt);
+                    self.inside -= usize::from(marked);
+                    return;
+                }
+            };
+            if marked {
+                self.inside += 1;
+                for expr in header {
+                    self.visit_expr(expr);
+                }
+                self.inside -= 1;
+            }
+            walk_stmt(self, stmt);
+        }
+        fn visit_expr(&mut self, expr: &'a Expr) {
+            if let (Expr::Name(name), true) = (expr, self.inside > 0) {
+                self.found.push(name.id.to_string());
+            }
+            walk_expr(self, expr);
+        }
+    }
+    let mut names = Names {
+        spans,
+        inside: 0,
+        found: Vec::new(),
+    };
+    for stmt in body {
+        names.visit_stmt(stmt);
+    }
+    names.found.sort();
+    names.found.dedup();
+    names.found
 }
 
 /// Builds an instance from the parsed file itself, for its spans and diagnostics.
@@ -111,7 +196,9 @@ pub fn build_positions(
     parsed: &ParsedModule,
     outline: &Outline,
     spec: &InstanceSpec,
+    surroundings: &Surroundings,
 ) -> KernelPositions {
+    let modules = ParsedModules::parse(surroundings);
     let kernel_name = spec.kernel.as_str();
     let module = parsed.syntax();
     let Some(kernel) = outline.kernel(kernel_name) else {
@@ -132,6 +219,7 @@ pub fn build_positions(
     let context: Vec<&Stmt> = context_statements(module, &names).collect();
     let request = BuildRequest {
         context: &context,
+        modules: &modules,
         def,
         style: kernel.source.style,
         args: &spec.args,
@@ -191,8 +279,14 @@ fn report_omitted(
 
 /// Evaluates module-level statements leniently: what fails is simply unknown to the kernel. The
 /// evaluation's frames live until the returned globals are dropped.
-pub(crate) fn module_env<'a>(builder: &mut Builder, context: &[&'a Stmt]) -> Globals<'a> {
+pub(crate) fn module_env<'a>(
+    builder: &mut Builder,
+    context: &[&'a Stmt],
+    modules: &'a ParsedModules<'_>,
+) -> Globals<'a> {
     let globals = Globals(new_env(None));
+    builder.target = modules.target();
+    install_modules(&globals, ModuleTable::new(modules));
     let strict = std::mem::replace(&mut builder.strict, false);
     for stmt in context {
         let _ = builder.exec_body(&globals, std::slice::from_ref(*stmt));
@@ -205,11 +299,12 @@ impl Builder {
     fn instantiate<'a>(
         &mut self,
         context: &[&'a Stmt],
+        modules: &'a ParsedModules<'_>,
         def: &'a StmtFunctionDef,
         style: KernelStyle,
         args: &[(String, ConstValue)],
     ) {
-        let globals = module_env(self, context);
+        let globals = module_env(self, context, modules);
         self.read_decorators(&globals, def);
         self.read_configs(&globals, def);
         self.stmt_span = range_span(&def.name);
@@ -220,6 +315,7 @@ impl Builder {
                     closure: Env::clone(&globals),
                     prim_func: true,
                     defaults: Vec::new(),
+                    module: None,
                 };
                 self.instantiate_prim_func(&function)
             }

@@ -115,6 +115,21 @@ pub(crate) struct Builder {
     /// Lenient code only: a statement of the running function body failed in a way that skipped
     /// code (an `if` on an unknown value), so what the function returns is not known.
     pub path_lost: bool,
+    /// The facts of the target GPU (`driver.get_num_sms()`).
+    pub target: crate::modules::TargetFacts,
+    /// The imported workspace module whose code runs (`None`: the file's own).
+    pub current_module: Option<usize>,
+    /// While code of another module runs, the place in this file that runs it (the call or the
+    /// import): entities and diagnostics are located there, as spans into another text would be
+    /// meaningless here.
+    pub foreign_span: Option<Span>,
+    /// The statements being executed, outermost first.
+    pub stmt_stack: Vec<Span>,
+    /// When an `assert` failed: the statements being executed then. A representative value they
+    /// use is one the kernel rejects, and the next build tries another.
+    pub rejected_statements: Vec<Span>,
+    /// How many representative values each generic parameter has been through.
+    pub representative_rounds: Vec<(String, usize)>,
 }
 
 impl Builder {
@@ -141,6 +156,12 @@ impl Builder {
             generic_vars: Vec::new(),
             config_values: Vec::new(),
             autotuned: false,
+            target: crate::modules::TargetFacts::default(),
+            current_module: None,
+            foreign_span: None,
+            stmt_stack: Vec::new(),
+            rejected_statements: Vec::new(),
+            representative_rounds: Vec::new(),
         }
     }
 
@@ -149,7 +170,10 @@ impl Builder {
         self.report(Diagnostic::error(code, Anchor::Span(span), message))
     }
 
-    pub(crate) fn report(&mut self, diagnostic: Diagnostic) -> Stop {
+    pub(crate) fn report(&mut self, mut diagnostic: Diagnostic) -> Stop {
+        if let Some(span) = self.foreign_span {
+            diagnostic.anchor = Anchor::Span(span);
+        }
         if self.strict {
             if diagnostic.severity == tilec_ir::Severity::Error {
                 self.world.incomplete = true;
@@ -212,7 +236,8 @@ impl Builder {
             Some(Block::Else(parent)) => self.world.add_else_entity(kind, parent),
             None => self.world.add_entity(kind, None),
         };
-        self.spans.push(id, self.stmt_span);
+        self.spans
+            .push(id, self.foreign_span.unwrap_or(self.stmt_span));
         id
     }
 

@@ -40,6 +40,7 @@ impl Builder {
             Value::ModuleFn(Module::Tilelang, name) => self.tilelang_call(&name, args),
             Value::ModuleFn(Module::Torch, name) => self.torch_call(&name, args),
             Value::ModuleFn(Module::Functools, name) => self.functools_call(&name, args),
+            Value::ModuleFn(Module::Driver, name) => Ok(self.driver_call(&name)),
             Value::Partial(partial) => {
                 let mut args = args;
                 let bound = partial.positional.iter().map(|value| (value.clone(), span));
@@ -98,7 +99,15 @@ impl Builder {
             ));
         }
         self.enter_call(span)?;
+        // Code of another module is located at this call, the outermost one in this file.
+        let module = std::mem::replace(&mut self.current_module, function.module);
+        let foreign = self.foreign_span;
+        if function.module.is_some() && foreign.is_none() {
+            self.foreign_span = Some(span);
+        }
         let result = self.run_function(function, args, span);
+        self.foreign_span = foreign;
+        self.current_module = module;
         self.depth -= 1;
         result
     }
@@ -213,6 +222,7 @@ impl Builder {
 
     pub(crate) fn attribute<'a>(
         &mut self,
+        env: &Env<'a>,
         base: Value<'a>,
         name: &str,
         span: Span,
@@ -240,10 +250,15 @@ impl Builder {
                 Value::ModuleFn(Module::Itertools, Rc::from(name))
             }
             (Value::Module(Module::Torch), _) => self.torch_attribute(name),
+            (Value::Module(Module::Driver), _) => Value::ModuleFn(Module::Driver, Rc::from(name)),
             (Value::Module(Module::Functools), _) => {
                 Value::ModuleFn(Module::Functools, Rc::from(name))
             }
             (Value::Tensor(x), _) => self.tensor_attribute(x, name),
+            (Value::UserModule(module), _) => {
+                let module = Rc::clone(module);
+                self.user_module_attribute(env, &module, name)
+            }
             (Value::Module(Module::Argparse), _) => {
                 Value::ModuleFn(Module::Argparse, Rc::from(name))
             }
@@ -611,6 +626,38 @@ impl Builder {
                 })
             }
             _ => Ok(Value::None),
+        }
+    }
+
+    /// `driver.get_num_sms()`, `torch.cuda.get_device_capability()` and their kin answer for the
+    /// target GPU; what they do not tell is unknown.
+    fn driver_call<'a>(&self, name: &str) -> Value<'a> {
+        let facts = self.target;
+        let capability = || {
+            let (major, minor) = facts.compute_capability;
+            Value::tuple(vec![Value::Int(major), Value::Int(minor)])
+        };
+        match name {
+            "get_num_sms" => Value::Int(facts.num_sms),
+            "get_device_capability" => capability(),
+            "get_device_name" => Value::str(facts.device_name),
+            "get_max_dynamic_shared_size_bytes" => Value::Int(facts.max_dynamic_shared_bytes),
+            "is_available" => Value::Bool(true),
+            "device_count" => Value::Int(1),
+            "current_device" => Value::Int(0),
+            "get_device_properties" => {
+                let (major, minor) = facts.compute_capability;
+                Value::Namespace(Rc::new(vec![
+                    (
+                        "multi_processor_count".to_owned(),
+                        Value::Int(facts.num_sms),
+                    ),
+                    ("name".to_owned(), Value::str(facts.device_name)),
+                    ("major".to_owned(), Value::Int(major)),
+                    ("minor".to_owned(), Value::Int(minor)),
+                ]))
+            }
+            other => Value::Opaque(Rc::from(format!("the result of `{other}()`"))),
         }
     }
 

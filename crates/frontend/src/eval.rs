@@ -159,7 +159,7 @@ impl Builder {
             Expr::Call(call) => self.call(env, call),
             Expr::Attribute(attribute) => {
                 let base = self.eval(env, &attribute.value)?;
-                self.attribute(base, attribute.attr.as_str(), span)
+                self.attribute(env, base, attribute.attr.as_str(), span)
             }
             Expr::Subscript(subscript) => {
                 let base = self.eval(env, &subscript.value)?;
@@ -205,6 +205,7 @@ impl Builder {
             closure: env.clone(),
             prim_func,
             defaults,
+            module: self.current_module,
         })
     }
 

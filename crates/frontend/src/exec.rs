@@ -32,7 +32,9 @@ impl Builder {
             let saved_span = self.stmt_span;
             self.stmt_span = range_span(stmt);
             self.step(self.stmt_span)?;
+            self.stmt_stack.push(self.stmt_span);
             let result = self.exec_stmt(env, stmt);
+            self.stmt_stack.pop();
             self.stmt_span = saved_span;
             match result {
                 Ok(Flow::Normal) => {}
@@ -140,6 +142,9 @@ impl Builder {
                             Some(message) => format!("assertion failed: {message}"),
                             None => "assertion failed".to_owned(),
                         };
+                        if self.strict && self.rejected_statements.is_empty() {
+                            self.rejected_statements = self.stmt_stack.clone();
+                        }
                         return Err(self.error(Code::AssertionFailed, span, text));
                     }
                     // Driver code asserts on tensors (`assert torch.allclose(...)`): nothing to
@@ -156,21 +161,37 @@ impl Builder {
             Stmt::Import(import) => {
                 for alias in &import.names {
                     let module = alias.name.as_str();
-                    let (name, value) = match &alias.asname {
-                        Some(asname) => (asname.as_str(), import_value(module)),
-                        None => {
-                            let top = module.split('.').next().unwrap_or(module);
-                            (top, import_value(top))
-                        }
+                    let (name, written) = match &alias.asname {
+                        Some(asname) => (asname.as_str(), module),
+                        None => (module.split('.').next().unwrap_or(module), module),
+                    };
+                    let bound = if alias.asname.is_some() {
+                        written
+                    } else {
+                        name
+                    };
+                    let value = match self.import_workspace_module(env, bound) {
+                        Some(value) => value,
+                        None => import_value(bound),
                     };
                     bind(env, name, value);
                 }
             }
             Stmt::ImportFrom(import) => {
-                let module = import.module.as_ref().map_or("", |module| module.as_str());
+                let module = crate::modules::written_module(import);
                 for alias in &import.names {
+                    if alias.name.as_str() == "*" {
+                        for (name, value) in self.import_star(env, &module).unwrap_or_default() {
+                            bind(env, &name, value);
+                        }
+                        continue;
+                    }
                     let name = alias.asname.as_ref().unwrap_or(&alias.name).as_str();
-                    let value = import_from_value(module, alias.name.as_str());
+                    let value = match self.import_from_workspace(env, &module, alias.name.as_str())
+                    {
+                        Some(value) => value,
+                        None => import_from_value(&module, alias.name.as_str()),
+                    };
                     bind(env, name, value);
                 }
             }
@@ -685,6 +706,10 @@ fn import_from_value<'a>(module: &str, name: &str) -> Value<'a> {
         },
         ("tvm", "DataType") | ("tvm.runtime", "DataType") => {
             Value::ModuleFn(Module::Language, Rc::from("dtype"))
+        }
+        // The target's facts: `driver.get_num_sms()`.
+        ("tilelang.carver.arch", "driver") | ("tilelang.carver.arch.driver", _) => {
+            Value::Module(Module::Driver)
         }
         ("tilelang", _)
         | ("tilelang.autotuner", _)

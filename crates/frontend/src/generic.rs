@@ -24,6 +24,31 @@ use crate::value::{Env, Value};
 /// real kernels are most often 128, and 128 keeps every layout check meaningful.
 const REPRESENTATIVE_INT: i64 = 128;
 
+/// The values a parameter no call site gives is tried with, in order: the first is the
+/// representative choice, the others are for when the kernel's own `assert`s reject it.
+fn representatives(name: &str, kind: GenericKind) -> Vec<ConstValue> {
+    let lower = name.to_ascii_lowercase();
+    let ints = |values: &[i64]| values.iter().map(|v| ConstValue::Int(*v)).collect();
+    match kind {
+        // An accumulator is float32 in every TileLang example and in TileLang's own defaults.
+        GenericKind::DType if lower.contains("accum") => {
+            vec![
+                ConstValue::DType(DType::Float32),
+                ConstValue::DType(DType::Float16),
+            ]
+        }
+        GenericKind::DType => vec![
+            ConstValue::DType(DType::Float16),
+            ConstValue::DType(DType::BFloat16),
+            ConstValue::DType(DType::Float32),
+        ],
+        GenericKind::Bool => vec![ConstValue::Bool(false), ConstValue::Bool(true)],
+        GenericKind::Int if lower.contains("stage") => ints(&[2, 1, 3, 4]),
+        GenericKind::Int if lower.contains("split") => ints(&[1, 2, 4, 8]),
+        GenericKind::Int => ints(&[REPRESENTATIVE_INT, 64, 32, 16, 8, 4, 2, 1, 256]),
+    }
+}
+
 /// What a generic parameter holds, as far as its annotation and name tell.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum GenericKind {
@@ -171,18 +196,53 @@ impl Builder {
         if let Some((_, value, source)) = self.config_values.iter().find(|(n, ..)| n == name) {
             return (value.clone(), source.clone());
         }
-        let representative = "a representative choice".to_owned();
-        let lower = name.to_ascii_lowercase();
-        let value = match kind {
-            // An accumulator is float32 in every TileLang example and in TileLang's own defaults.
-            GenericKind::DType if lower.contains("accum") => ConstValue::DType(DType::Float32),
-            GenericKind::DType => ConstValue::DType(DType::Float16),
-            GenericKind::Bool => ConstValue::Bool(false),
-            GenericKind::Int if lower.contains("stage") => ConstValue::Int(2),
-            GenericKind::Int if lower.contains("split") => ConstValue::Int(1),
-            GenericKind::Int => ConstValue::Int(REPRESENTATIVE_INT),
+        let round = self.representative_round(name);
+        let candidates = representatives(name, kind);
+        let value = candidates[round.min(candidates.len() - 1)].clone();
+        let source = match round {
+            0 => "a representative choice",
+            _ => "a representative choice the kernel's `assert`s accept",
         };
-        (value, representative)
+        (value, source.to_owned())
+    }
+
+    fn representative_round(&self, name: &str) -> usize {
+        self.representative_rounds
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or(0, |(_, round)| *round)
+    }
+
+    /// After a build whose `assert` failed: moves the first parameter with a representative value
+    /// that the failing statements use on to its next candidate. False when there is none left to
+    /// try, and the failure stands.
+    pub(crate) fn next_representative(
+        &self,
+        used: &[String],
+        rounds: &mut Vec<(String, usize)>,
+    ) -> bool {
+        for assumed in &self.world.assumed_args {
+            if !used.contains(&assumed.name)
+                || self.config_values.iter().any(|(n, ..)| *n == assumed.name)
+            {
+                continue;
+            }
+            let kind = match assumed.value {
+                ConstValue::Int(_) => GenericKind::Int,
+                ConstValue::Bool(_) => GenericKind::Bool,
+                ConstValue::DType(_) => GenericKind::DType,
+                _ => continue,
+            };
+            let count = representatives(&assumed.name, kind).len();
+            let round = self.representative_round(&assumed.name);
+            if round + 1 >= count {
+                continue;
+            }
+            rounds.retain(|(n, _)| *n != assumed.name);
+            rounds.push((assumed.name.clone(), round + 1));
+            return true;
+        }
+        false
     }
 
     /// The generic symbols this build needed as compile-time values: those in the shape of a

@@ -14,6 +14,7 @@ use tilec_ir::{ConstValue, Span};
 use crate::build::module_env;
 use crate::builder::{Builder, CallArg, RecordedCall};
 use crate::eval::Args;
+use crate::modules::{ParsedModules, Surroundings};
 use crate::outline::{
     CallSite, EnclosingScope, Outline, call_sites, context_statements, range_span,
 };
@@ -68,8 +69,9 @@ pub fn find_instances(
     parsed: &ParsedModule,
     outline: &Outline,
     manifest: &[ManifestInstance],
+    surroundings: &Surroundings,
 ) -> Vec<InstanceSpec> {
-    let recorded = record_calls(parsed, outline);
+    let recorded = record_calls(parsed, outline, surroundings);
     let mut instances = Vec::new();
     for kernel in &outline.kernels {
         let before = instances.len();
@@ -111,13 +113,18 @@ pub fn find_instances(
 /// targets unknown. Top-level functions nothing calls run once with their parameter defaults, and
 /// a call site the evaluation never reached (the other branch of `if not tune:`, a lambda's body)
 /// is evaluated in the last frame of the function around it.
-fn record_calls(parsed: &ParsedModule, outline: &Outline) -> Vec<RecordedCall> {
+fn record_calls(
+    parsed: &ParsedModule,
+    outline: &Outline,
+    surroundings: &Surroundings,
+) -> Vec<RecordedCall> {
+    let modules = ParsedModules::parse(surroundings);
     let module = parsed.syntax();
     let names: Vec<&str> = outline.kernels.iter().map(|kernel| kernel.name()).collect();
     let context: Vec<&Stmt> = context_statements(module, &names).collect();
     let mut builder = Builder::new(false);
     builder.step_budget = crate::builder::DRIVER_STEP_BUDGET;
-    let globals = module_env(&mut builder, &context);
+    let globals = module_env(&mut builder, &context, &modules);
     keep_call_frames(&globals);
     for name in &names {
         bind(
@@ -177,6 +184,7 @@ fn run_with_defaults<'a>(builder: &mut Builder, globals: &Env<'a>, def: &'a Stmt
             closure: globals.clone(),
             prim_func: false,
             defaults: Vec::new(),
+            module: None,
         },
     };
     let keywords = def
@@ -401,12 +409,14 @@ pub fn autotune_configs(
     parsed: &ParsedModule,
     outline: &Outline,
     kernel: &str,
+    surroundings: &Surroundings,
 ) -> Option<Result<Vec<AutotuneConfig>, String>> {
+    let modules = ParsedModules::parse(surroundings);
     let module = parsed.syntax();
-    let def = module.body.iter().find_map(|stmt| match stmt {
-        Stmt::FunctionDef(def) if def.name.as_str() == kernel => Some(def),
-        _ => None,
-    })?;
+    let def = crate::outline::kernel_definitions(module)
+        .into_iter()
+        .find(|found| found.name == kernel)
+        .map(|found| found.def)?;
     let configs = def.decorator_list.iter().find_map(|decorator| {
         let ruff_python_ast::Expr::Call(call) = &decorator.expression else {
             return None;
@@ -425,7 +435,7 @@ pub fn autotune_configs(
     let context: Vec<&Stmt> = context_statements(module, &names).collect();
     let mut builder = Builder::new(false);
     builder.step_budget = crate::builder::DRIVER_STEP_BUDGET;
-    let globals = module_env(&mut builder, &context);
+    let globals = module_env(&mut builder, &context, &modules);
     let value = builder
         .eval(&globals, configs)
         .ok()
@@ -498,7 +508,7 @@ def literal(M, block_M=64, threads=128):
     fn configs(kernel: &str) -> Option<Result<Vec<AutotuneConfig>, String>> {
         let parsed = ParsedModule::parse(TUNED);
         let outline = crate::outline(&parsed, TUNED);
-        autotune_configs(&parsed, &outline, kernel)
+        autotune_configs(&parsed, &outline, kernel, &Surroundings::default())
     }
 
     #[test]

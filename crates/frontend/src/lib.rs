@@ -23,6 +23,7 @@ mod exec;
 mod generic;
 mod instances;
 pub mod manifest;
+mod modules;
 mod outline;
 mod rewrite;
 mod syntax;
@@ -33,6 +34,9 @@ pub use build::{KernelPositions, build_positions, build_world};
 pub use instances::{
     AutotuneConfig, InstanceOrigin, InstanceSpec, ManifestInstance, autotune_configs,
     find_instances,
+};
+pub use modules::{
+    ResolvedImport, Surroundings, TargetFacts, WorkspaceModule, imported_names, module_exports,
 };
 pub use outline::{
     ContextSource, KernelOutline, KernelSource, KernelStyle, Outline, ParamOutline, outline,

@@ -341,7 +341,7 @@ fn imports_tilelang(body: &[Stmt]) -> bool {
 }
 
 /// `__name__ == "__main__"`.
-fn is_main_guard(test: &Expr) -> bool {
+pub(crate) fn is_main_guard(test: &Expr) -> bool {
     match test {
         Expr::Compare(compare) => {
             matches!(&*compare.left, Expr::Name(name) if name.id.as_str() == "__name__")

@@ -108,6 +108,18 @@ impl Builder {
         if CONSTRUCTORS.contains(&name) {
             return Value::ModuleFn(Module::Torch, Rc::from(name));
         }
+        match name {
+            // What torch tells of the GPU is the target's.
+            "cuda" => return Value::Module(Module::Driver),
+            // A CUDA build of torch, as on every NVIDIA target.
+            "version" => {
+                return Value::Namespace(Rc::new(vec![
+                    ("hip".to_owned(), Value::None),
+                    ("cuda".to_owned(), Value::str("12.8")),
+                ]));
+            }
+            _ => {}
+        }
         Value::Opaque(Rc::from(format!("`torch.{name}`")))
     }
 

@@ -27,6 +27,8 @@ pub(crate) enum Module {
     Torch,
     /// `functools`: caching decorators pass their function through; `partial` binds arguments.
     Functools,
+    /// `tilelang.carver.arch.driver` and `torch.cuda`: what they tell of the GPU is the target's.
+    Driver,
 }
 
 /// Python builtins the evaluator implements.
@@ -91,6 +93,8 @@ pub(crate) struct Function<'a> {
     pub prim_func: bool,
     /// Parameter defaults, evaluated once where the function is defined, as Python does.
     pub defaults: Vec<(String, Value<'a>)>,
+    /// The imported workspace module that defines it (`None`: the file itself).
+    pub module: Option<usize>,
 }
 
 /// The function and arguments of a `functools.partial`.
@@ -177,6 +181,8 @@ pub(crate) enum Value<'a> {
     Tensor(Rc<crate::torch::TensorValue>),
     /// `functools.partial(f, *args, **kwargs)`: calling it calls `f` with these arguments first.
     Partial(Rc<Partial<'a>>),
+    /// A module of the workspace (`import pkg.utils as u`), run when first used.
+    UserModule(Rc<crate::modules::UserModule>),
     /// A value tilec does not model (a torch tensor, a file handle); the text says what it was.
     Opaque(Rc<str>),
     /// The result of something that already failed with a diagnostic: using it fails silently.
@@ -226,6 +232,7 @@ impl<'a> Value<'a> {
             Value::Method(..) => "a method",
             Value::Tensor(_) => "a torch tensor",
             Value::Partial(_) => "a partial function",
+            Value::UserModule(_) => "a module",
             Value::Opaque(_) => "a value tilec cannot evaluate",
             Value::Poison => "an invalid value",
         }
@@ -244,7 +251,7 @@ impl<'a> Value<'a> {
             Value::Range { start, stop, step } => range_len(*start, *stop, *step) > 0,
             Value::DType(_) | Value::Function(_) | Value::Builtin(_) | Value::Module(_) => true,
             Value::ModuleFn(..) | Value::Policy(_) | Value::Buffer(_) | Value::Layout(_) => true,
-            Value::Partial(_) | Value::KernelRef { .. } => true,
+            Value::Partial(_) | Value::KernelRef { .. } | Value::UserModule(_) => true,
             _ => return None,
         })
     }
@@ -344,6 +351,8 @@ struct FrameRegistry<'a> {
     /// When driver code is evaluated, the last frame each function body ran in, by the offset of
     /// its `def`: call sites the evaluation did not reach are evaluated there afterwards.
     call_frames: RefCell<Option<FxHashMap<u32, Env<'a>>>>,
+    /// The workspace modules this evaluation may import.
+    modules: RefCell<Option<Rc<crate::modules::ModuleTable<'a>>>>,
 }
 
 impl std::fmt::Debug for FrameRegistry<'_> {
@@ -379,6 +388,30 @@ pub(crate) fn new_env<'a>(parent: Option<Env<'a>>) -> Env<'a> {
     env
 }
 
+/// A new module scope (no parent) in the same evaluation as `env`: an imported module's globals.
+pub(crate) fn new_module_env<'a>(env: &Env<'a>) -> Env<'a> {
+    let registry = Rc::clone(&env.borrow().registry);
+    let scope = Rc::new(RefCell::new(Frame {
+        vars: FxHashMap::default(),
+        parent: None,
+        registry: Rc::clone(&registry),
+    }));
+    registry.frames.borrow_mut().push(Rc::downgrade(&scope));
+    scope
+}
+
+/// Makes `table` the workspace modules that the evaluation `env` belongs to may import.
+pub(crate) fn install_modules<'a>(env: &Env<'a>, table: crate::modules::ModuleTable<'a>) {
+    let registry = Rc::clone(&env.borrow().registry);
+    *registry.modules.borrow_mut() = Some(Rc::new(table));
+}
+
+/// The workspace modules of `env`'s evaluation, if any were installed.
+pub(crate) fn module_table<'a>(env: &Env<'a>) -> Option<Rc<crate::modules::ModuleTable<'a>>> {
+    let registry = Rc::clone(&env.borrow().registry);
+    registry.modules.borrow().clone()
+}
+
 /// From now on, the evaluation `env` belongs to keeps the last frame of every function body it
 /// runs ([`record_call_frame`], [`call_frame`]).
 pub(crate) fn keep_call_frames(env: &Env<'_>) {
@@ -412,6 +445,10 @@ pub(crate) fn release_frames(env: &Env<'_>) {
     let registry = Rc::clone(&env.borrow().registry);
     let kept = registry.call_frames.borrow_mut().take();
     drop(kept);
+    let modules = registry.modules.borrow_mut().take();
+    if let Some(modules) = modules {
+        crate::modules::release_modules(&modules);
+    }
     let frames = std::mem::take(&mut *registry.frames.borrow_mut());
     for frame in frames {
         if let Some(frame) = frame.upgrade() {

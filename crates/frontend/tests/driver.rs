@@ -4,18 +4,24 @@
 //! assumed, and the front end's diagnostics.
 
 use expect_test::{Expect, expect};
-use tilec_frontend::{ParsedModule, build_positions, build_world, find_instances, outline};
+use tilec_frontend::{
+    ParsedModule, Surroundings, build_positions, build_world, find_instances, outline,
+};
 
 fn instances(source: &str) -> String {
+    instances_with(source, &Surroundings::default())
+}
+
+fn instances_with(source: &str, surroundings: &Surroundings) -> String {
     let parsed = ParsedModule::parse(source);
     assert!(parsed.errors().is_empty(), "{:?}", parsed.errors());
     let outline = outline(&parsed, source);
     let mut out = String::new();
-    for spec in find_instances(&parsed, &outline, &[]) {
+    for spec in find_instances(&parsed, &outline, &[], surroundings) {
         let Some(kernel) = outline.kernel(&spec.kernel) else {
             continue;
         };
-        let world = build_world(&outline.context, &kernel.source, &spec.args);
+        let world = build_world(&outline.context, &kernel.source, &spec.args, surroundings);
         let origin = match spec.origin.span() {
             Some(span) => format!("line {}", line_of(source, span.start)),
             None => "no call site".to_owned(),
@@ -33,7 +39,7 @@ fn instances(source: &str) -> String {
             let (name, value, source) = (&assumed.name, &assumed.value, &assumed.source);
             out.push_str(&format!("  assumed: {name} = {value} ({source})\n"));
         }
-        let positions = build_positions(&parsed, &outline, &spec);
+        let positions = build_positions(&parsed, &outline, &spec, surroundings);
         assert_eq!(
             positions.spans.len(),
             world.kinds.len(),
@@ -149,10 +155,8 @@ fn a_value_passed_only_at_run_time_never_becomes_the_default() {
         "{SCALE}{}",
         r#"
 def determine_dtype():
-    import torch
-    if torch.version.hip is None:
-        return "float16"
-    return "bfloat16"
+    import os
+    return os.environ.get("KERNEL_DTYPE", "float16")
 
 
 def run(M, N):
@@ -162,11 +166,11 @@ def run(M, N):
     check(
         &source,
         expect![[r#"
-            scale (line 25): M=<run time>, N=<run time>, block_M=64, dtype=<run time>
+            scale (line 23): M=<run time>, N=<run time>, block_M=64, dtype=<run time>
               symbolic: M
               assumed: N = 128 (a representative choice)
               assumed: dtype = T.float16 (a representative choice)
-              line 25: info generic-instance
+              line 23: info generic-instance
         "#]],
     );
 }
@@ -373,11 +377,16 @@ def run():
     // Each instance builds the prim_func its arguments select.
     let parsed = ParsedModule::parse(source);
     let outline = outline(&parsed, source);
-    let shapes: Vec<String> = find_instances(&parsed, &outline, &[])
+    let shapes: Vec<String> = find_instances(&parsed, &outline, &[], &Surroundings::default())
         .iter()
         .map(|spec| {
             let kernel = outline.kernel(&spec.kernel).expect("found kernel");
-            let world = build_world(&outline.context, &kernel.source, &spec.args);
+            let world = build_world(
+                &outline.context,
+                &kernel.source,
+                &spec.args,
+                &Surroundings::default(),
+            );
             let first = world.params[0];
             let dims: Vec<String> = world
                 .shapes
@@ -399,4 +408,35 @@ def run():
         ]
     "#]]
     .assert_debug_eq(&shapes);
+}
+
+#[test]
+fn device_queries_answer_for_the_target() {
+    let source = format!(
+        "{SCALE}{}",
+        r#"
+import torch
+from tilelang.carver.arch import driver
+
+
+def run(M=4096):
+    sms = driver.get_num_sms()
+    major, minor = torch.cuda.get_device_capability()
+    dtype = "float16" if torch.version.hip is None else "bfloat16"
+    props = torch.cuda.get_device_properties(0)
+    assert props.multi_processor_count == sms
+    scale(M, sms, 64 if major >= 9 else 32, dtype=dtype)
+"#
+    );
+    check(
+        &source,
+        expect![[r#"
+            scale (line 27): M=4096, N=132, block_M=64, dtype='float16'
+        "#]],
+    );
+    let ampere = Surroundings::of_target(tilec_ir::Target::Sm80);
+    expect![[r#"
+        scale (line 27): M=4096, N=108, block_M=32, dtype='float16'
+    "#]]
+    .assert_eq(&instances_with(&source, &ampere));
 }

@@ -2,7 +2,9 @@
 //! the entities and formulas shown in the snapshots, with no diagnostics.
 
 use expect_test::{Expect, expect};
-use tilec_frontend::{ParsedModule, build_positions, build_world, find_instances, outline};
+use tilec_frontend::{
+    ParsedModule, Surroundings, build_positions, build_world, find_instances, outline,
+};
 
 /// Builds every instance of `source` and returns the worlds' text plus any diagnostics.
 fn build(source: &str) -> String {
@@ -10,13 +12,18 @@ fn build(source: &str) -> String {
     assert!(parsed.errors().is_empty(), "{:?}", parsed.errors());
     let outline = outline(&parsed, source);
     let mut out = String::new();
-    for spec in find_instances(&parsed, &outline, &[]) {
+    for spec in find_instances(&parsed, &outline, &[], &Surroundings::default()) {
         let Some(kernel) = outline.kernel(&spec.kernel) else {
             continue;
         };
-        let world = build_world(&outline.context, &kernel.source, &spec.args);
+        let world = build_world(
+            &outline.context,
+            &kernel.source,
+            &spec.args,
+            &Surroundings::default(),
+        );
         out.push_str(&world.pretty());
-        let positions = build_positions(&parsed, &outline, &spec);
+        let positions = build_positions(&parsed, &outline, &spec, &Surroundings::default());
         assert_eq!(
             positions.spans.len(),
             world.kinds.len(),

@@ -94,6 +94,8 @@ pub(crate) fn start(workers: usize, versions: Versions, on_change: OnChange) -> 
 struct Host {
     db: RootDatabase,
     documents: Arc<HashMap<Uri, Document>>,
+    /// Workspace files that open documents import, read from disk (see `follow_imports`).
+    imported: HashMap<PathBuf, SourceFile>,
     target: Target,
     pool: Pool,
     versions: Versions,
@@ -109,6 +111,7 @@ impl Host {
         Host {
             db,
             documents: Arc::default(),
+            imported: HashMap::new(),
             target: Target::default(),
             pool,
             versions,
@@ -130,10 +133,13 @@ impl Host {
                         self.pool.run(Box::new(move || job(snapshot)));
                     }
                     edit => {
-                        if let Some(uri) = self.apply(edit)
-                            && !changed.contains(&uri)
-                        {
-                            changed.push(uri);
+                        if let Some(uri) = self.apply(edit) {
+                            // The documents that import the edited one are analysed again too.
+                            for uri in std::iter::once(uri.clone()).chain(self.importers_of(&uri)) {
+                                if !changed.contains(&uri) {
+                                    changed.push(uri);
+                                }
+                            }
                         }
                         next = inbox.try_recv().ok();
                     }
@@ -171,13 +177,19 @@ impl Host {
                 text,
                 manifest,
             } => {
-                let file = match self.documents.get(&uri).map(|document| document.file) {
+                let known = self
+                    .documents
+                    .get(&uri)
+                    .map(|document| document.file)
+                    .or_else(|| self.imported.remove(&path));
+                let file = match known {
                     Some(file) => {
                         self.set_text(file, text);
                         file
                     }
                     None => SourceFile::new(&self.db, path.clone(), text, manifest),
                 };
+                self.follow_imports(file);
                 self.set_document(
                     uri.clone(),
                     Document {
@@ -195,6 +207,7 @@ impl Host {
                     return None;
                 }
                 self.set_text(document.file, text);
+                self.follow_imports(document.file);
                 self.set_document(
                     uri.clone(),
                     Document {
@@ -225,6 +238,36 @@ impl Host {
         if *file.text(&self.db) != text {
             file.set_text(&mut self.db).to(text);
         }
+    }
+
+    /// Loads the workspace files `file` imports that are neither open nor loaded yet, so that its
+    /// imports resolve.
+    fn follow_imports(&mut self, file: SourceFile) {
+        let known: std::collections::HashSet<PathBuf> = self
+            .documents
+            .values()
+            .map(|document| document.path.clone())
+            .chain(self.imported.keys().cloned())
+            .collect();
+        let loaded = crate::workspace::load_imported_files(&mut self.db, &[file], &|path| {
+            known.contains(path)
+        });
+        for module in loaded {
+            self.imported.insert(module.path(&self.db).clone(), module);
+        }
+    }
+
+    /// The open documents other than `uri` that import it, directly or through other modules.
+    fn importers_of(&self, uri: &Uri) -> Vec<Uri> {
+        let Some(edited) = self.documents.get(uri).map(|document| document.file) else {
+            return Vec::new();
+        };
+        self.documents
+            .iter()
+            .filter(|(other, _)| *other != uri)
+            .filter(|(_, document)| tilec_db::imports_module(&self.db, document.file, edited))
+            .map(|(other, _)| other.clone())
+            .collect()
     }
 
     fn set_document(&mut self, uri: Uri, document: Document) {

@@ -56,3 +56,66 @@ pub fn instances_for(
         .map(|entry| entry.instance.clone())
         .collect()
 }
+
+/// The folder a file's imports are resolved within: the nearest folder at or above the file's
+/// with `pyproject.toml`, `setup.py`, `.git` or `tilec.toml`; the file's own folder when none has.
+pub fn workspace_root(file: &Path) -> PathBuf {
+    let absolute = std::path::absolute(file).unwrap_or_else(|_| file.to_owned());
+    let folder = absolute.parent().unwrap_or(Path::new("/"));
+    folder
+        .ancestors()
+        .find(|dir| {
+            ["pyproject.toml", "setup.py", ".git", "tilec.toml"]
+                .iter()
+                .any(|marker| dir.join(marker).exists())
+        })
+        .unwrap_or(folder)
+        .to_path_buf()
+}
+
+/// The most files that following imports loads for one command or editor session: a package
+/// that imports more is still analysed, with the rest of its imports opaque.
+pub const MAX_IMPORTED_FILES: usize = 2000;
+
+/// Loads the workspace files that `files` import, directly or through each other, from disk (a
+/// candidate that `is_loaded` already is not read again), registers every file with the database
+/// so that imports resolve, and returns the files it loaded. Only files inside each importer's
+/// workspace root are read; third-party imports are never found there and stay opaque.
+pub fn load_imported_files(
+    db: &mut tilec_db::RootDatabase,
+    files: &[tilec_db::SourceFile],
+    is_loaded: &dyn Fn(&Path) -> bool,
+) -> Vec<tilec_db::SourceFile> {
+    let mut loaded: Vec<tilec_db::SourceFile> = Vec::new();
+    let mut queue: Vec<tilec_db::SourceFile> = files.to_vec();
+    let mut seen: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
+    while let Some(file) = queue.pop() {
+        if loaded.len() >= MAX_IMPORTED_FILES {
+            break;
+        }
+        let importer = file.path(db).clone();
+        let root = workspace_root(&importer);
+        let names = tilec_frontend::imported_names(tilec_db::parse(db, file));
+        for written in names {
+            let found = tilec_db::import_candidates(&importer, &written)
+                .into_iter()
+                .filter(|path| {
+                    std::path::absolute(path).is_ok_and(|absolute| absolute.starts_with(&root))
+                })
+                .find(|path| seen.contains(path) || is_loaded(path) || path.is_file());
+            let Some(path) = found else { continue };
+            if !seen.insert(path.clone()) || is_loaded(&path) {
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            let module = tilec_db::SourceFile::new(db, path, text, Vec::new());
+            loaded.push(module);
+            queue.push(module);
+        }
+    }
+    let all: Vec<tilec_db::SourceFile> = files.iter().chain(&loaded).copied().collect();
+    tilec_db::register_files(db, &all);
+    loaded
+}

@@ -1,0 +1,212 @@
+//! Imports within a workspace: a kernel that uses helpers, constants and macros from sibling
+//! modules is analysed with them, and editing a helper module re-analyses the files that import
+//! it and nothing else (salsa's `WillExecute` events). Stands alone: the modules are written here.
+
+use std::path::PathBuf;
+
+use salsa::Setter;
+use tilec_db::{
+    Executed, RootDatabase, SourceFile, file_diagnostics, instances, kernel_world, register_files,
+};
+
+const COMMON: &str = r#"
+import tilelang.language as T
+
+BLOCK = 64
+
+
+def align(x, a):
+    return (x + a - 1) // a * a
+
+
+@T.macro
+def fill(buf, value):
+    for i, j in T.Parallel(BLOCK, 8):
+        buf[i, j] = value
+"#;
+
+const CONFIGS: &str = r#"
+from .common import BLOCK as ROWS
+
+THREADS = ROWS * 2
+"#;
+
+const OPS: &str = r#"
+import tilelang
+import tilelang.language as T
+from .common import align, fill, BLOCK
+from . import configs as cfg
+from pkg.common import *
+
+
+@tilelang.jit(out_idx=[0])
+def zeros(M):
+    rows = align(M, BLOCK)
+
+    @T.prim_func
+    def main(A: T.Tensor((rows, 8), "float32")):
+        with T.Kernel(rows // BLOCK, threads=cfg.THREADS) as bx:
+            tile = T.alloc_fragment((BLOCK, 8), "float32")
+            fill(tile, 0.0)
+            T.copy(tile, A[bx * BLOCK, 0])
+
+    return main
+
+
+zeros(1000)
+"#;
+
+const OTHER: &str = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def copy(N):
+    @T.prim_func
+    def main(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            T.copy(A, B)
+
+    return main
+
+
+copy(128)
+"#;
+
+struct Workspace {
+    db: RootDatabase,
+    common: SourceFile,
+    ops: SourceFile,
+    other: SourceFile,
+}
+
+fn workspace() -> Workspace {
+    let mut db = RootDatabase::with_event_log();
+    let file = |db: &RootDatabase, path: &str, text: &str| {
+        SourceFile::new(db, PathBuf::from(path), text.to_owned(), Vec::new())
+    };
+    let common = file(&db, "/ws/pkg/common.py", COMMON);
+    let configs = file(&db, "/ws/pkg/configs.py", CONFIGS);
+    let init = file(&db, "/ws/pkg/__init__.py", "");
+    let ops = file(&db, "/ws/pkg/ops.py", OPS);
+    let other = file(&db, "/ws/other.py", OTHER);
+    register_files(&mut db, &[common, configs, init, ops, other]);
+    Workspace {
+        db,
+        common,
+        ops,
+        other,
+    }
+}
+
+/// Runs every query a check runs, for both checked files.
+fn check_all(workspace: &Workspace) -> Vec<String> {
+    let mut out = Vec::new();
+    for file in [workspace.ops, workspace.other] {
+        for diagnostic in file_diagnostics(&workspace.db, file) {
+            out.push(format!(
+                "{}: {} {}",
+                file.path(&workspace.db).display(),
+                diagnostic.code,
+                diagnostic.message
+            ));
+        }
+    }
+    out
+}
+
+fn world_runs(log: &[Executed]) -> usize {
+    log.iter()
+        .filter(|executed| executed.query == "kernel_world")
+        .count()
+}
+
+#[test]
+fn helpers_constants_and_macros_come_from_sibling_modules() {
+    let workspace = workspace();
+    assert_eq!(check_all(&workspace), Vec::<String>::new());
+    let db = &workspace.db;
+    let zeros = instances(db, workspace.ops)[0];
+    let world = kernel_world(db, zeros);
+    // align(1000, 64) = 1024 rows, 16 blocks of 64 rows, 128 threads from `configs`.
+    assert_eq!(
+        world.args,
+        vec![("M".to_owned(), tilec_ir::ConstValue::Int(1000))]
+    );
+    let param = world.params[0];
+    let shape: Vec<Option<i64>> = world
+        .shapes
+        .get(param)
+        .expect("a tensor")
+        .iter()
+        .map(|dim| world.exprs.as_int(*dim))
+        .collect();
+    assert_eq!(shape, vec![Some(1024), Some(8)]);
+    let stores = world
+        .kinds
+        .iter()
+        .filter(|kind| matches!(kind, tilec_ir::EntityKind::Store))
+        .count();
+    assert_eq!(stores, 1, "the macro's store is part of the kernel");
+}
+
+#[test]
+fn editing_a_helper_module_reanalyses_only_its_importers() {
+    let mut workspace = workspace();
+    check_all(&workspace);
+    workspace.db.take_executed();
+
+    // A comment in the helper module changes nothing anyone imports.
+    let commented = format!("# helpers\n{COMMON}");
+    workspace.common.set_text(&mut workspace.db).to(commented);
+    check_all(&workspace);
+    assert_eq!(world_runs(&workspace.db.take_executed()), 0);
+
+    // A new block size re-analyses the importer's kernel, not the other file's.
+    let edited = COMMON.replace("BLOCK = 64", "BLOCK = 32");
+    workspace.common.set_text(&mut workspace.db).to(edited);
+    assert_eq!(check_all(&workspace), Vec::<String>::new());
+    let log = workspace.db.take_executed();
+    assert_eq!(world_runs(&log), 1, "only `zeros` is rebuilt");
+    let zeros = instances(&workspace.db, workspace.ops)[0];
+    let world = kernel_world(&workspace.db, zeros);
+    let shape = world.shapes.get(world.params[0]).expect("a tensor");
+    // align(1000, 32) = 1024 still; the grid is now 32 blocks of 32 rows.
+    assert_eq!(world.exprs.as_int(shape[0]), Some(1024));
+    let (_, launch) = world.launches.iter().next().expect("one launch");
+    let launch_grid: Vec<Option<i64>> = launch
+        .grid
+        .iter()
+        .map(|extent| world.exprs.as_int(*extent))
+        .collect();
+    assert_eq!(launch_grid, vec![Some(32)]);
+}
+
+#[test]
+fn a_missing_module_or_an_import_cycle_is_not_a_crash() {
+    let mut db = RootDatabase::default();
+    let a = SourceFile::new(
+        &db,
+        PathBuf::from("/ws/a.py"),
+        "from b import helper\nfrom missing_module import thing\nX = 1\n".to_owned(),
+        Vec::new(),
+    );
+    let b = SourceFile::new(
+        &db,
+        PathBuf::from("/ws/b.py"),
+        format!("from a import X\n\ndef helper():\n    return X\n\n{OTHER}"),
+        Vec::new(),
+    );
+    register_files(&mut db, &[a, b]);
+    // Both files are analysed; the cycle is cut where it closes.
+    let _ = file_diagnostics(&db, a);
+    let diagnostics = file_diagnostics(&db, b);
+    assert!(
+        diagnostics
+            .iter()
+            .all(|d| d.severity != tilec_ir::Severity::Error),
+        "{diagnostics:?}"
+    );
+    assert_eq!(instances(&db, b).len(), 1);
+}
