@@ -62,6 +62,9 @@ pub fn human(path: &Path, text: &str, diagnostic: &FileDiagnostic, styled: bool)
     if let Some(help) = help {
         message = message.footer(help);
     }
+    if let Some(note) = &diagnostic.instances_note {
+        message = message.footer(Level::Note.title(note));
+    }
     let explain = format!("for more about this error, run `tilec explain {code}`");
     if diagnostic.severity == Severity::Error {
         message = message.footer(Level::Note.title(&explain));
@@ -178,6 +181,7 @@ pub fn diagnostic_json(db: &dyn Db, file: SourceFile, diagnostic: &FileDiagnosti
         "code": diagnostic.code.name(),
         "message": diagnostic.message,
         "help": diagnostic.help,
+        "instances_note": diagnostic.instances_note,
         "kernel": diagnostic.kernel,
         "instance": diagnostic.instance,
         "related": related,

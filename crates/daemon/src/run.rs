@@ -213,6 +213,7 @@ fn lowered(
         .iter()
         .filter(|d| d.severity == tilec_ir::Severity::Error)
         .filter(|d| d.kernel.as_deref() == Some(instance.kernel(db).name(db).as_str()))
+        .filter(|d| d.shown_by.is_empty() || d.shown_by.contains(&instance.index(db)))
         .cloned()
         .collect();
     if problems.is_empty() {

@@ -31,6 +31,11 @@ pub struct FileDiagnostic {
     /// The kernel it belongs to, and the instance that first showed it.
     pub kernel: Option<String>,
     pub instance: Option<u32>,
+    /// When the kernel has several instances and only some show this diagnostic: which, with
+    /// their arguments (`instance 1 of `scale` (N=256, threads=4096)`).
+    pub instances_note: Option<String>,
+    /// The indexes of the kernel's instances that show it (empty for a parse error).
+    pub shown_by: Vec<u32>,
 }
 
 /// One instance of a file with its outcome.
@@ -90,6 +95,8 @@ fn to_file_diagnostic(
         help: diagnostic.help.clone(),
         kernel: Some(kernel.to_owned()),
         instance: Some(index),
+        instances_note: None,
+        shown_by: vec![index],
     })
 }
 
@@ -112,8 +119,12 @@ pub fn file_diagnostics(db: &dyn Db, file: SourceFile) -> Vec<FileDiagnostic> {
             }),
             kernel: outline.kernels.iter().find(|k| k.span.start <= error.span.start && error.span.start < k.span.end).map(|k| k.name().to_owned()),
             instance: None,
+            instances_note: None,
+            shown_by: Vec::new(),
         })
         .collect();
+    // Which instances show each diagnostic, by its position in `found`.
+    let mut shown_by: Vec<Vec<Instance<'_>>> = vec![Vec::new(); found.len()];
     for instance in instances(db, file) {
         let kernel = instance.kernel(db).name(db);
         let index = instance.index(db);
@@ -129,19 +140,61 @@ pub fn file_diagnostics(db: &dyn Db, file: SourceFile) -> Vec<FileDiagnostic> {
             else {
                 continue;
             };
-            let duplicate = found.iter().any(|existing| {
+            let duplicate = found.iter().position(|existing| {
                 existing.code == resolved.code
                     && existing.span == resolved.span
                     && existing.message == resolved.message
             });
-            if !duplicate {
-                found.push(resolved);
+            match duplicate {
+                Some(position) => shown_by[position].push(*instance),
+                None => {
+                    found.push(resolved);
+                    shown_by.push(vec![*instance]);
+                }
             }
         }
+    }
+    for (diagnostic, shown) in found.iter_mut().zip(&shown_by) {
+        diagnostic.instances_note = instances_note(db, file, shown);
+        diagnostic.shown_by = shown.iter().map(|instance| instance.index(db)).collect();
     }
     found.extend(uninstantiated_kernels(db, file));
     found.sort_by_key(|diagnostic| (diagnostic.span.start, diagnostic.span.end));
     found
+}
+
+/// Which instances of a kernel a diagnostic belongs to, when that is some but not all of them.
+fn instances_note(db: &dyn Db, file: SourceFile, shown: &[Instance<'_>]) -> Option<String> {
+    let first = shown.first()?;
+    let kernel = first.kernel(db);
+    let siblings = instances(db, file)
+        .iter()
+        .filter(|instance| instance.kernel(db) == kernel)
+        .count();
+    if shown.len() >= siblings {
+        return None;
+    }
+    let described: Vec<String> = shown
+        .iter()
+        .map(|instance| {
+            let args: Vec<String> = instance
+                .args(db)
+                .iter()
+                .map(|(name, value)| format!("{name}={value}"))
+                .collect();
+            format!("{} ({})", instance.index(db), args.join(", "))
+        })
+        .collect();
+    let noun = if shown.len() == 1 {
+        "instance"
+    } else {
+        "instances"
+    };
+    Some(format!(
+        "in {noun} {} of `{}`",
+        described.join(", "),
+        kernel.name(db)
+    ))
 }
 
 /// An info diagnostic at each kernel that has no instance: it is parsed but cannot be evaluated,
@@ -171,6 +224,8 @@ fn uninstantiated_kernels(db: &dyn Db, file: SourceFile) -> Vec<FileDiagnostic> 
                 help: Some("call it (for example in `main()`), give its parameters defaults, or list an instance in tilec.toml".to_owned()),
                 kernel: Some(kernel.name().to_owned()),
                 instance: None,
+                instances_note: None,
+                shown_by: Vec::new(),
             }
         })
         .collect()

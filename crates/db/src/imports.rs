@@ -95,6 +95,12 @@ pub fn module_exports(db: &dyn Db, file: SourceFile) -> ContextSource {
     tilec_frontend::module_exports(parse(db, file), file.text(db))
 }
 
+/// Whether `file` calls `driver.get_num_sms()`, `torch.cuda.get_device_capability()` or their kin.
+#[salsa::tracked]
+fn asks_device(db: &dyn Db, file: SourceFile) -> bool {
+    tilec_frontend::asks_the_device(parse(db, file))
+}
+
 /// The imports of `file` that name a workspace file, as written, with the file.
 #[salsa::tracked(returns(ref))]
 pub fn resolved_imports(db: &dyn Db, file: SourceFile) -> Vec<(String, SourceFile)> {
@@ -157,8 +163,17 @@ pub fn surroundings(db: &dyn Db, file: SourceFile) -> Arc<Surroundings> {
             imports,
         });
     }
+    // The target is read only where code asks the device, so that for every other file a new
+    // target leaves the world as it was (early cutoff).
+    let asks = std::iter::once(file)
+        .chain(order.iter().map(|(_, module)| *module))
+        .any(|file| *asks_device(db, file));
     Arc::new(Surroundings {
-        target: TargetFacts::of(target(db)),
+        target: if asks {
+            TargetFacts::of(target(db))
+        } else {
+            TargetFacts::default()
+        },
         modules,
         imports,
     })

@@ -186,6 +186,11 @@ impl Builder {
     /// Reports an undefined name once per build, at its first use: later uses of the same name
     /// stop silently, so one typo gives one diagnostic.
     pub(crate) fn undefined_name(&mut self, name: &str, span: Span) -> Stop {
+        // Lenient code reports nothing, so it must not count as the name's one report: a later
+        // use in kernel code would then fail with no diagnostic at all.
+        if !self.strict {
+            return Stop;
+        }
         if !self.reported_names.insert(name.to_owned()) {
             self.world.incomplete = true;
             return Stop;

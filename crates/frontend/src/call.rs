@@ -637,6 +637,8 @@ impl Builder {
             let (major, minor) = facts.compute_capability;
             Value::tuple(vec![Value::Int(major), Value::Int(minor)])
         };
+        // Every name answered here is in `DEVICE_QUERIES`, which decides whether a file depends
+        // on the target.
         match name {
             "get_num_sms" => Value::Int(facts.num_sms),
             "get_device_capability" => capability(),

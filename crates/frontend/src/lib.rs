@@ -36,7 +36,8 @@ pub use instances::{
     find_instances,
 };
 pub use modules::{
-    ResolvedImport, Surroundings, TargetFacts, WorkspaceModule, imported_names, module_exports,
+    ResolvedImport, Surroundings, TargetFacts, WorkspaceModule, asks_the_device, imported_names,
+    module_exports,
 };
 pub use outline::{
     ContextSource, KernelOutline, KernelSource, KernelStyle, Outline, ParamOutline, outline,

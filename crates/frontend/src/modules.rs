@@ -57,6 +57,39 @@ impl Default for TargetFacts {
     }
 }
 
+/// The functions of `driver` and `torch.cuda` that answer with the target's facts.
+pub(crate) const DEVICE_QUERIES: [&str; 8] = [
+    "get_num_sms",
+    "get_device_capability",
+    "get_device_name",
+    "get_max_dynamic_shared_size_bytes",
+    "get_device_properties",
+    "is_available",
+    "device_count",
+    "current_device",
+];
+
+/// Whether a file asks the GPU anything ([`DEVICE_QUERIES`]): only then does its analysis depend
+/// on the target's facts, so only then must changing the target re-evaluate it.
+pub fn asks_the_device(parsed: &ParsedModule) -> bool {
+    use ruff_python_ast::visitor::{Visitor, walk_expr};
+    struct Finder(bool);
+    impl<'a> Visitor<'a> for Finder {
+        fn visit_expr(&mut self, expr: &'a ruff_python_ast::Expr) {
+            let name = match expr {
+                ruff_python_ast::Expr::Attribute(attribute) => Some(attribute.attr.as_str()),
+                ruff_python_ast::Expr::Name(name) => Some(name.id.as_str()),
+                _ => None,
+            };
+            self.0 |= name.is_some_and(|name| DEVICE_QUERIES.contains(&name));
+            walk_expr(self, expr);
+        }
+    }
+    let mut finder = Finder(false);
+    finder.visit_body(&parsed.syntax().body);
+    finder.0
+}
+
 /// Everything outside a file that its evaluation reads.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Surroundings {

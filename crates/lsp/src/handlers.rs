@@ -44,10 +44,13 @@ fn to_lsp_diagnostic(lines: &LineMap<'_>, uri: &Uri, diagnostic: &FileDiagnostic
         Severity::Warning => DiagnosticSeverity::WARNING,
         Severity::Info => DiagnosticSeverity::INFORMATION,
     };
-    let message = match &diagnostic.help {
-        Some(help) => format!("{}\nhelp: {help}", diagnostic.message),
-        None => diagnostic.message.clone(),
-    };
+    let mut message = diagnostic.message.clone();
+    if let Some(note) = &diagnostic.instances_note {
+        message = format!("{message} ({note})");
+    }
+    if let Some(help) = &diagnostic.help {
+        message = format!("{message}\nhelp: {help}");
+    }
     let related = diagnostic
         .related
         .iter()
