@@ -3,7 +3,7 @@
 
 use std::rc::Rc;
 
-use ruff_python_ast::{Expr, Stmt, StmtFunctionDef};
+use ruff_python_ast::{Expr, Stmt, StmtClassDef, StmtFunctionDef};
 use tilec_ir::{Anchor, Code, ConstValue, Diagnostic, Span, SpanTable, World};
 
 use crate::builder::{Builder, Eval, Stop};
@@ -45,21 +45,34 @@ pub fn build_world(
     let modules = ParsedModules::parse(surroundings);
     let context_parsed = ParsedModule::parse(&context.normalized);
     let kernel_parsed = ParsedModule::parse(&kernel.normalized);
-    let def = kernel_parsed
-        .syntax()
-        .body
-        .iter()
-        .find_map(|stmt| match stmt {
-            Stmt::FunctionDef(def) => Some(def),
-            _ => None,
-        });
-    match def {
-        Some(def) if kernel_parsed.errors().is_empty() => {
+    // A function's source is its definition; a method's is its class's.
+    let found = match &kernel.method {
+        None => kernel_parsed
+            .syntax()
+            .body
+            .iter()
+            .find_map(|stmt| match stmt {
+                Stmt::FunctionDef(def) => Some((def, None)),
+                _ => None,
+            }),
+        Some(method) => kernel_definitions(kernel_parsed.syntax())
+            .into_iter()
+            .find(|found| {
+                found
+                    .class
+                    .is_some_and(|class| class.name.as_str() == method.class)
+                    && found.def.name.as_str() == method.method
+            })
+            .map(|found| (found.def, found.class)),
+    };
+    match found {
+        Some((def, class)) if kernel_parsed.errors().is_empty() => {
             let context: Vec<&Stmt> = context_parsed.syntax().body.iter().collect();
             let request = BuildRequest {
                 context: &context,
                 modules: &modules,
                 def,
+                class,
                 style: kernel.style,
                 args,
                 origin: None,
@@ -80,6 +93,8 @@ struct BuildRequest<'r, 'a> {
     context: &'r [&'a Stmt],
     modules: &'a ParsedModules<'a>,
     def: &'a StmtFunctionDef,
+    /// The class the kernel is a method of.
+    class: Option<&'a StmtClassDef>,
     style: KernelStyle,
     args: &'r [(String, ConstValue)],
     origin: Option<Span>,
@@ -104,13 +119,7 @@ fn build_instance(request: &BuildRequest<'_, '_>) -> Builder {
         builder.unevaluated = request.unevaluated.to_vec();
         builder.concrete_generics = concrete.clone();
         builder.representative_rounds = rounds.clone();
-        builder.instantiate(
-            request.context,
-            request.modules,
-            request.def,
-            request.style,
-            request.args,
-        );
+        builder.instantiate(request);
         let demanded: Vec<String> = builder
             .demanded_generics()
             .into_iter()
@@ -208,19 +217,20 @@ pub fn build_positions(
         .errors()
         .iter()
         .any(|error| kernel.span.start <= error.span.start && error.span.start < kernel.span.end);
-    let def = kernel_definitions(module)
+    let found = kernel_definitions(module)
         .into_iter()
-        .find(|found| found.name == kernel_name)
-        .map(|found| found.def);
-    let Some(def) = def.filter(|_| !broken) else {
+        .find(|found| found.name == kernel_name);
+    let Some(found) = found.filter(|_| !broken) else {
         return KernelPositions::default();
     };
+    let (def, class) = (found.def, found.class);
     let names: Vec<&str> = outline.kernels.iter().map(|kernel| kernel.name()).collect();
     let context: Vec<&Stmt> = context_statements(module, &names).collect();
     let request = BuildRequest {
         context: &context,
         modules: &modules,
         def,
+        class,
         style: kernel.source.style,
         args: &spec.args,
         origin: spec.origin.span(),
@@ -230,7 +240,8 @@ pub fn build_positions(
     if let Some(call) = spec.origin.span() {
         // The world is generic over what the call leaves out, as the world query builds it; the
         // call itself is still wrong, as Python would say.
-        report_omitted(&mut builder, def, &spec.args, call);
+        let receiver = usize::from(class.is_some() && crate::outline::has_receiver(def));
+        report_omitted(&mut builder, def, receiver, &spec.args, call);
     }
     let complete = !builder.world.incomplete;
     KernelPositions {
@@ -244,6 +255,7 @@ pub fn build_positions(
 fn report_omitted(
     builder: &mut Builder,
     def: &StmtFunctionDef,
+    receiver: usize,
     args: &[(String, ConstValue)],
     call: Span,
 ) {
@@ -251,6 +263,7 @@ fn report_omitted(
     let omitted: Vec<String> = def
         .parameters
         .iter_non_variadic_params()
+        .skip(receiver)
         .filter(|param| param.default.is_none())
         .map(|param| param.name().as_str())
         .filter(|name| !tensors.contains(name) && !args.iter().any(|(arg, _)| arg == name))
@@ -296,17 +309,15 @@ pub(crate) fn module_env<'a>(
 }
 
 impl Builder {
-    fn instantiate<'a>(
-        &mut self,
-        context: &[&'a Stmt],
-        modules: &'a ParsedModules<'_>,
-        def: &'a StmtFunctionDef,
-        style: KernelStyle,
-        args: &[(String, ConstValue)],
-    ) {
-        let globals = module_env(self, context, modules);
+    fn instantiate<'a>(&mut self, request: &BuildRequest<'_, 'a>) {
+        let (def, style, args) = (request.def, request.style, request.args);
+        let globals = module_env(self, request.context, request.modules);
         self.read_decorators(&globals, def);
         self.read_configs(&globals, def);
+        let receiver = match request.class {
+            Some(class) => self.generic_receiver(&globals, class, def, args),
+            None => None,
+        };
         self.stmt_span = range_span(&def.name);
         let _ = match style {
             KernelStyle::PrimFunc => {
@@ -320,9 +331,9 @@ impl Builder {
                 self.instantiate_prim_func(&function)
             }
             KernelStyle::Classic | KernelStyle::Eager => {
-                self.run_factory(&globals, def, style, args)
+                self.run_factory(&globals, def, style, args, receiver)
             }
-            KernelStyle::Wrapper => self.run_wrapper(&globals, def, args),
+            KernelStyle::Wrapper => self.run_wrapper(&globals, def, args, receiver),
         };
     }
 
@@ -334,8 +345,9 @@ impl Builder {
         def: &'a StmtFunctionDef,
         style: KernelStyle,
         args: &[(String, ConstValue)],
+        receiver: Option<Value<'a>>,
     ) -> Eval<()> {
-        let frame = self.bind_factory_params(globals, def, style, args)?;
+        let frame = self.bind_factory_params(globals, def, style, args, receiver)?;
         if style == KernelStyle::Eager {
             let params: Vec<&str> = def
                 .parameters
@@ -366,17 +378,24 @@ impl Builder {
     }
 
     /// Binds a factory's parameters in a new frame: the call's arguments, else the defaults, else
-    /// generic values.
+    /// generic values. A method's first parameter is its receiver (`self`, `cls`).
     fn bind_factory_params<'a>(
         &mut self,
         globals: &Env<'a>,
         def: &'a StmtFunctionDef,
         style: KernelStyle,
         args: &[(String, ConstValue)],
+        receiver: Option<Value<'a>>,
     ) -> Eval<Env<'a>> {
         let frame = new_env(Some(globals.clone()));
         let tensors = declared_tensors(def);
-        for param in def.parameters.iter_non_variadic_params() {
+        let mut params = def.parameters.iter_non_variadic_params().peekable();
+        if let Some(receiver) = receiver
+            && let Some(first) = params.next()
+        {
+            bind(&frame, first.name().as_str(), receiver);
+        }
+        for param in params {
             let name = param.name().as_str();
             let passed = args.iter().find(|(key, _)| key == name).map(|(_, v)| v);
             let value = match (passed, &param.default) {
@@ -408,8 +427,9 @@ impl Builder {
         globals: &Env<'a>,
         def: &'a StmtFunctionDef,
         args: &[(String, ConstValue)],
+        receiver: Option<Value<'a>>,
     ) -> Eval<()> {
-        let frame = self.bind_factory_params(globals, def, KernelStyle::Wrapper, args)?;
+        let frame = self.bind_factory_params(globals, def, KernelStyle::Wrapper, args, receiver)?;
         keep_call_frames(&frame);
         let strict = std::mem::replace(&mut self.strict, false);
         let returned = self.exec_body(&frame, &def.body);
@@ -464,7 +484,7 @@ impl Builder {
         let call_span = range_span(&inner.name);
         let args = Args {
             positional: Vec::new(),
-            keywords: self.generic_arguments(&defined, inner, call_span),
+            keywords: self.generic_arguments(&defined, inner, 0, &|_| false, call_span),
             span: call_span,
         };
         // The factory that defines the prim_func itself is kernel code; one further out is not.
@@ -492,15 +512,20 @@ impl Builder {
     }
 
     /// Keyword arguments for a call no call site gives: a generic value for each parameter without
-    /// a default, or whose default is `None` (the autotuner fills those in).
-    fn generic_arguments<'a>(
+    /// a default, or whose default is `None` (the autotuner fills those in). A method's receiver
+    /// (`skip` = 1) is left to the caller.
+    pub(crate) fn generic_arguments<'a>(
         &mut self,
         function: &Function<'a>,
         def: &'a StmtFunctionDef,
+        skip: usize,
+        given: &dyn Fn(&str) -> bool,
         span: Span,
     ) -> Vec<(String, Value<'a>, Span)> {
         def.parameters
             .iter_non_variadic_params()
+            .skip(skip)
+            .filter(|param| !given(param.name().as_str()))
             .filter(|param| {
                 let name = param.name().as_str();
                 !function

@@ -63,6 +63,7 @@ impl Builder {
             }
             Value::Method(receiver, name) => self.method_call(*receiver, &name, args),
             Value::DType(dtype) => self.typed_constant(dtype, args),
+            Value::Class(class) => self.instantiate_class(&class, args, span),
             Value::KernelRef { name } => {
                 self.calls.push(crate::builder::RecordedCall {
                     span,
@@ -255,6 +256,14 @@ impl Builder {
                 Value::ModuleFn(Module::Functools, Rc::from(name))
             }
             (Value::Tensor(x), _) => self.tensor_attribute(x, name),
+            (Value::Object(object), _) => {
+                let object = Rc::clone(object);
+                return self.object_attribute(&object, name, span);
+            }
+            (Value::Class(class), _) => {
+                let class = Rc::clone(class);
+                self.class_attribute(&class, name)
+            }
             (Value::UserModule(module), _) => {
                 let module = Rc::clone(module);
                 self.user_module_attribute(env, &module, name)
@@ -1257,7 +1266,14 @@ impl Builder {
 }
 
 /// `isinstance(value, ty)` for the builtin types; `None` when tilec cannot tell.
-fn is_instance(value: &Value<'_>, ty: &Value<'_>) -> Option<bool> {
+fn is_instance<'a>(value: &Value<'a>, ty: &Value<'a>) -> Option<bool> {
+    if let Value::Class(class) = ty {
+        return match value {
+            Value::Object(object) => Some(object.class.derives_from(class)),
+            Value::Opaque(_) | Value::Poison => None,
+            _ => Some(false),
+        };
+    }
     let Value::Builtin(ty) = ty else {
         return None;
     };

@@ -29,6 +29,15 @@ pub(crate) struct Args<'a> {
 }
 
 impl<'a> Args<'a> {
+    /// No arguments.
+    pub(crate) fn empty(span: Span) -> Args<'a> {
+        Args {
+            positional: Vec::new(),
+            keywords: Vec::new(),
+            span,
+        }
+    }
+
     /// The argument at `index`, or the keyword `name`.
     pub(crate) fn get(&self, index: usize, name: &str) -> Option<&Value<'a>> {
         self.positional

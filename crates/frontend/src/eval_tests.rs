@@ -220,3 +220,87 @@ fn dtype_spellings_and_typed_constants() {
     assert_eq!(expr("T.bfloat16"), "bfloat16");
     assert_eq!(expr("T.float32(1.0)"), "<a runtime value>");
 }
+
+#[test]
+fn classes_hold_configuration() {
+    let cases = [
+        // A dataclass: fields in order, defaults, keywords, a method and a property.
+        (
+            r#"
+from dataclasses import dataclass
+
+@dataclass(frozen=True)
+class Config:
+    block_M: int
+    block_N: int = 64
+    stages: int = 2
+
+    @property
+    def tile(self):
+        return self.block_M * self.block_N
+
+    def scaled(self, k):
+        return Config(self.block_M * k, block_N=self.block_N)
+
+cfg = Config(128, stages=3)
+result = (cfg.block_M, cfg.block_N, cfg.stages, cfg.tile, cfg.scaled(2).block_M)
+"#,
+            "(128, 64, 3, 8192, 256)",
+        ),
+        // A NamedTuple, with inheritance of fields.
+        (
+            r#"
+from typing import NamedTuple
+
+class Shape(NamedTuple):
+    M: int
+    N: int = 16
+
+result = (Shape(4).M, Shape(4).N, Shape(M=2, N=3).N)
+"#,
+            "(4, 16, 3)",
+        ),
+        // A plain class: `__init__` sets attributes, a base class supplies a method, class
+        // attributes, staticmethod and classmethod, isinstance.
+        (
+            r#"
+class Base:
+    THREADS = 128
+
+    def threads(self):
+        return self.THREADS * self.warps
+
+    @staticmethod
+    def align(x):
+        return (x + 15) // 16 * 16
+
+    @classmethod
+    def make(cls, warps):
+        return cls(warps)
+
+class Op(Base):
+    def __init__(self, warps):
+        self.warps = warps
+
+op = Op.make(2)
+result = (op.threads(), Op.align(100), isinstance(op, Base), isinstance(3, Op), Op.__name__)
+"#,
+            "(256, 112, True, False, 'Op')",
+        ),
+        (
+            r#"
+from dataclasses import dataclass
+
+@dataclass
+class C:
+    a: int
+
+result = C()
+"#,
+            "invalid-call: missing argument `a` for `C`",
+        ),
+    ];
+    for (source, expected) in cases {
+        assert_eq!(run(source), expected, "{source}");
+    }
+}

@@ -214,6 +214,7 @@ impl Builder {
                     "this `raise` runs at compile time for these arguments",
                 ));
             }
+            Stmt::ClassDef(class) => self.exec_class(env, class)?,
             _ => return Err(self.unsupported(span, "this statement")),
         }
         Ok(Flow::Normal)
@@ -283,6 +284,20 @@ impl Builder {
             }
             Expr::Tuple(tuple) => self.unpack(env, &tuple.elts, value, span),
             Expr::List(list) => self.unpack(env, &list.elts, value, span),
+            Expr::Attribute(attribute) => match self.eval(env, &attribute.value)? {
+                Value::Object(object) => {
+                    object
+                        .attrs
+                        .borrow_mut()
+                        .insert(attribute.attr.to_string(), value);
+                    Ok(())
+                }
+                Value::Class(class) => {
+                    bind(&class.namespace, attribute.attr.as_str(), value);
+                    Ok(())
+                }
+                _ => Err(self.unsupported(span, "setting an attribute of this value")),
+            },
             Expr::Subscript(subscript) => {
                 let base = self.eval(env, &subscript.value)?;
                 match self.subscript(env, base, &subscript.slice, span)? {

@@ -124,30 +124,29 @@ fn record_calls(
     let context: Vec<&Stmt> = context_statements(module, &names).collect();
     let mut builder = Builder::new(false);
     builder.step_budget = crate::builder::DRIVER_STEP_BUDGET;
-    let globals = module_env(&mut builder, &context, &modules);
+    let globals = module_env(&mut builder, &[], &modules);
     keep_call_frames(&globals);
-    for name in &names {
-        bind(
-            &globals,
-            name,
-            Value::KernelRef {
-                name: Rc::from(*name),
-            },
-        );
-    }
     bind(&globals, "__name__", Value::str("__main__"));
+    let is_kernel_def =
+        |stmt: &Stmt| matches!(stmt, Stmt::FunctionDef(def) if names.contains(&def.name.as_str()));
+    // The whole module runs in order, as Python runs it, with the kernels as references that
+    // record their calls.
+    refer_kernels(&globals, &names);
+    for stmt in module.body.iter().filter(|stmt| !is_kernel_def(stmt)) {
+        let _ = builder.exec_body(&globals, std::slice::from_ref(stmt));
+        if matches!(
+            stmt,
+            Stmt::ClassDef(_) | Stmt::If(_) | Stmt::Try(_) | Stmt::With(_)
+        ) {
+            refer_kernels(&globals, &names);
+        }
+    }
     let context_ranges: FxHashSet<_> = context.iter().map(|stmt| stmt.range()).collect();
     let drivers: Vec<&Stmt> = module
         .body
         .iter()
-        .filter(|stmt| !context_ranges.contains(&stmt.range()))
-        .filter(
-            |stmt| !matches!(stmt, Stmt::FunctionDef(def) if names.contains(&def.name.as_str())),
-        )
+        .filter(|stmt| !context_ranges.contains(&stmt.range()) && !is_kernel_def(stmt))
         .collect();
-    for stmt in &drivers {
-        let _ = builder.exec_body(&globals, std::slice::from_ref(*stmt));
-    }
     // Driver functions nothing called (`main()` behind argparse, `test_*`, benchmarks) run once,
     // with their parameter defaults.
     for stmt in &drivers {
@@ -172,6 +171,25 @@ fn record_calls(
     }
     calls.sort_by_key(|call| call.span.start);
     calls
+}
+
+/// Makes every kernel a reference that records its calls: a function kernel's name in module
+/// scope (also after a guarded definition ran and bound the function itself), and a method
+/// kernel in its class (`self.build(M, N)`, `Op.build(...)`, `op.build(...)`).
+fn refer_kernels(globals: &Env<'_>, names: &[&str]) {
+    for name in names.iter().filter(|name| !name.contains('#')) {
+        let reference = Value::KernelRef {
+            name: Rc::from(*name),
+        };
+        match name.split_once('.') {
+            None => bind(globals, name, reference),
+            Some((class, method)) => {
+                if let Some(Value::Class(value)) = crate::value::lookup(globals, class) {
+                    bind(&value.namespace, method, reference);
+                }
+            }
+        }
+    }
 }
 
 /// Runs a driver function with its parameter defaults; a parameter without one is unknown.

@@ -17,6 +17,7 @@
 mod build;
 mod builder;
 mod call;
+mod classes;
 mod dsl;
 mod eval;
 mod exec;
@@ -40,7 +41,8 @@ pub use modules::{
     module_exports,
 };
 pub use outline::{
-    ContextSource, KernelOutline, KernelSource, KernelStyle, Outline, ParamOutline, outline,
+    ContextSource, KernelOutline, KernelSource, KernelStyle, MethodOutline, Outline, ParamOutline,
+    outline,
 };
 pub use rewrite::{ArgumentEdit, set_call_arguments};
 pub use syntax::{ParsedModule, SyntaxError};

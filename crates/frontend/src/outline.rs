@@ -28,8 +28,20 @@ pub enum KernelStyle {
 pub struct KernelSource {
     pub name: String,
     pub style: KernelStyle,
-    /// The function's text (decorators included) in normal form: no comments, no blank lines.
+    /// The function's text (decorators included) in normal form: no comments, no blank lines. For
+    /// a method, the whole class's.
     pub normalized: String,
+    /// For a method of a class: which one, and how it is bound.
+    pub method: Option<MethodOutline>,
+}
+
+/// A kernel that is a method of a module-level class (`Class.method`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct MethodOutline {
+    pub class: String,
+    pub method: String,
+    /// Its first parameter is the object (`self`) or the class (`cls`); false for a staticmethod.
+    pub receiver: bool,
 }
 
 /// The module-level statements a kernel may use (imports, constants, helper functions), in normal
@@ -90,12 +102,23 @@ pub fn outline(parsed: &ParsedModule, text: &str) -> Outline {
             source: KernelSource {
                 name: found.name,
                 style: found.style,
-                normalized: normalized_text(parsed, text, found.def.range()),
+                normalized: match found.class {
+                    Some(class) => normalized_text(parsed, text, class.range()),
+                    None => normalized_text(parsed, text, found.def.range()),
+                },
+                method: found.class.map(|class| MethodOutline {
+                    class: class.name.to_string(),
+                    method: found.def.name.to_string(),
+                    receiver: has_receiver(found.def),
+                }),
             },
             params: found
                 .def
                 .parameters
                 .iter_non_variadic_params()
+                .skip(usize::from(
+                    found.class.is_some() && has_receiver(found.def),
+                ))
                 .map(|param| ParamOutline {
                     name: param.name().as_str().to_owned(),
                     has_default: param.default.is_some(),
@@ -134,6 +157,12 @@ pub(crate) fn context_statements<'a>(
         Stmt::FunctionDef(def) => {
             !kernel_names.contains(&def.name.as_str()) && !instantiates_kernel(stmt, kernel_names)
         }
+        // A class whose methods are kernels is part of those kernels' sources, like a kernel.
+        Stmt::ClassDef(class) => {
+            let prefix = format!("{}.", class.name);
+            !kernel_names.iter().any(|name| name.starts_with(&prefix))
+                && !instantiates_kernel(stmt, kernel_names)
+        }
         Stmt::Expr(_) => false,
         Stmt::If(if_stmt) => {
             !is_main_guard(&if_stmt.test) && !instantiates_kernel(stmt, kernel_names)
@@ -144,33 +173,79 @@ pub(crate) fn context_statements<'a>(
 
 /// A kernel definition found in a module.
 pub(crate) struct FoundKernel<'a> {
-    /// The name the kernel goes by: its function's, with `#2`, `#3`, ... for later definitions of
-    /// the same name (the branches of a module-level `if`/`else` or `try`/`except`).
+    /// The name the kernel goes by: its function's (`Class.method` for a method), with `#2`, `#3`,
+    /// ... for later definitions of the same name (the branches of a module-level `if`/`else` or
+    /// `try`/`except`).
     pub name: String,
     pub def: &'a StmtFunctionDef,
     pub style: KernelStyle,
+    /// The module-level class it is a method of.
+    pub class: Option<&'a ruff_python_ast::StmtClassDef>,
 }
 
 /// The kernels of a module, in source order: its functions, and those defined under module-level
 /// `if`, `try` and `with` statements (a guarded import of TileLang, a fallback definition).
 pub(crate) fn kernel_definitions(module: &ModModule) -> Vec<FoundKernel<'_>> {
     let mut found: Vec<FoundKernel<'_>> = Vec::new();
-    for def in nested_functions(&module.body) {
+    let methods = module_classes(&module.body).into_iter().flat_map(|class| {
+        nested_functions(&class.body)
+            .into_iter()
+            .map(move |def| (def, Some(class)))
+    });
+    let functions = nested_functions(&module.body)
+        .into_iter()
+        .map(|def| (def, None));
+    for (def, class) in functions.chain(methods) {
         let Some(style) = kernel_style(def) else {
             continue;
         };
-        let base = def.name.as_str();
+        let base = match class {
+            Some(class) => format!("{}.{}", class.name, def.name),
+            None => def.name.to_string(),
+        };
         let earlier = found
             .iter()
-            .filter(|kernel| kernel.def.name.as_str() == base)
+            .filter(|kernel| kernel.name.split('#').next() == Some(base.as_str()))
             .count();
         let name = match earlier {
-            0 => base.to_owned(),
+            0 => base,
             n => format!("{base}#{}", n + 1),
         };
-        found.push(FoundKernel { name, def, style });
+        found.push(FoundKernel {
+            name,
+            def,
+            style,
+            class,
+        });
     }
     found
+}
+
+/// The classes defined at module level (under compound statements too).
+fn module_classes(body: &[Stmt]) -> Vec<&ruff_python_ast::StmtClassDef> {
+    let mut classes = Vec::new();
+    for stmt in body {
+        match stmt {
+            Stmt::ClassDef(class) => classes.push(class),
+            Stmt::If(if_stmt) => {
+                classes.extend(module_classes(&if_stmt.body));
+                for clause in &if_stmt.elif_else_clauses {
+                    classes.extend(module_classes(&clause.body));
+                }
+            }
+            Stmt::Try(try_stmt) => {
+                classes.extend(module_classes(&try_stmt.body));
+                classes.extend(module_classes(&try_stmt.orelse));
+            }
+            _ => {}
+        }
+    }
+    classes
+}
+
+/// Whether a method's first parameter is its object or class (it is not a `@staticmethod`).
+pub(crate) fn has_receiver(def: &StmtFunctionDef) -> bool {
+    crate::classes::method_kind(def) != Some(crate::classes::MethodKind::StaticMethod)
 }
 
 /// Decides whether a function is a kernel, and in which style.
@@ -378,16 +453,38 @@ struct CallSiteFinder<'a, 'n> {
     kernel_names: &'n [&'n str],
     found: Vec<CallSite<'a>>,
     scopes: Vec<EnclosingScope<'a>>,
+    /// The classes around the visited code, innermost last: `self.m(...)` there may call the
+    /// method kernel `Class.m`.
+    classes: Vec<&'a str>,
+}
+
+impl CallSiteFinder<'_, '_> {
+    /// The kernel that `receiver.method(...)` calls: the method kernel `Class.method` when the
+    /// receiver is the class, or `self` / `cls` inside it.
+    fn method_kernel(&self, receiver: &str, method: &str) -> Option<String> {
+        let class = match receiver {
+            "self" | "cls" => *self.classes.last()?,
+            class => class,
+        };
+        let name = format!("{class}.{method}");
+        self.kernel_names.contains(&name.as_str()).then_some(name)
+    }
 }
 
 impl<'a> Visitor<'a> for CallSiteFinder<'a, '_> {
     fn visit_stmt(&mut self, stmt: &'a Stmt) {
-        if let Stmt::FunctionDef(def) = stmt {
-            self.scopes.push(EnclosingScope::Function(def));
-            ruff_python_ast::visitor::walk_stmt(self, stmt);
-            self.scopes.pop();
-        } else {
-            ruff_python_ast::visitor::walk_stmt(self, stmt);
+        match stmt {
+            Stmt::FunctionDef(def) => {
+                self.scopes.push(EnclosingScope::Function(def));
+                ruff_python_ast::visitor::walk_stmt(self, stmt);
+                self.scopes.pop();
+            }
+            Stmt::ClassDef(class) => {
+                self.classes.push(class.name.as_str());
+                ruff_python_ast::visitor::walk_stmt(self, stmt);
+                self.classes.pop();
+            }
+            _ => ruff_python_ast::visitor::walk_stmt(self, stmt),
         }
     }
 
@@ -402,20 +499,26 @@ impl<'a> Visitor<'a> for CallSiteFinder<'a, '_> {
         };
         if let Expr::Call(call) = expr {
             let target = match &*call.func {
-                Expr::Name(name) => Some(name.id.as_str()),
+                Expr::Name(name) => Some(name.id.to_string()),
                 Expr::Attribute(attribute)
                     if COMPILE_METHODS.contains(&attribute.attr.as_str()) =>
                 {
                     match &*attribute.value {
-                        Expr::Name(name) => Some(name.id.as_str()),
+                        Expr::Name(name) => Some(name.id.to_string()),
                         _ => None,
                     }
                 }
+                Expr::Attribute(attribute) => match &*attribute.value {
+                    Expr::Name(receiver) => {
+                        self.method_kernel(receiver.id.as_str(), attribute.attr.as_str())
+                    }
+                    _ => None,
+                },
                 _ => None,
             };
-            if let Some(kernel) = target.filter(|name| self.kernel_names.contains(name)) {
+            if let Some(kernel) = target.filter(|name| self.kernel_names.contains(&name.as_str())) {
                 self.found.push(CallSite {
-                    kernel: kernel.to_owned(),
+                    kernel,
                     call,
                     scopes: self.scopes.clone(),
                 });
@@ -437,6 +540,7 @@ pub(crate) fn call_sites<'a>(stmt: &'a Stmt, kernel_names: &[&str]) -> Vec<CallS
         kernel_names,
         found: Vec::new(),
         scopes: Vec::new(),
+        classes: Vec::new(),
     };
     finder.visit_stmt(stmt);
     finder.found

@@ -85,7 +85,7 @@ impl Builtin {
 }
 
 /// A user-defined function or lambda with the scope it closes over.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Function<'a> {
     pub body: FunctionBody<'a>,
     pub closure: Env<'a>,
@@ -183,6 +183,9 @@ pub(crate) enum Value<'a> {
     Partial(Rc<Partial<'a>>),
     /// A module of the workspace (`import pkg.utils as u`), run when first used.
     UserModule(Rc<crate::modules::UserModule>),
+    /// A class defined in the evaluated code, and an instance of one.
+    Class(Rc<crate::classes::ClassValue<'a>>),
+    Object(Rc<crate::classes::ObjectValue<'a>>),
     /// A value tilec does not model (a torch tensor, a file handle); the text says what it was.
     Opaque(Rc<str>),
     /// The result of something that already failed with a diagnostic: using it fails silently.
@@ -233,6 +236,8 @@ impl<'a> Value<'a> {
             Value::Tensor(_) => "a torch tensor",
             Value::Partial(_) => "a partial function",
             Value::UserModule(_) => "a module",
+            Value::Class(_) => "a class",
+            Value::Object(_) => "an object",
             Value::Opaque(_) => "a value tilec cannot evaluate",
             Value::Poison => "an invalid value",
         }
@@ -252,6 +257,7 @@ impl<'a> Value<'a> {
             Value::DType(_) | Value::Function(_) | Value::Builtin(_) | Value::Module(_) => true,
             Value::ModuleFn(..) | Value::Policy(_) | Value::Buffer(_) | Value::Layout(_) => true,
             Value::Partial(_) | Value::KernelRef { .. } | Value::UserModule(_) => true,
+            Value::Class(_) | Value::Object(_) => true,
             _ => return None,
         })
     }

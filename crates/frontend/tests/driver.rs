@@ -440,3 +440,67 @@ def run(M=4096):
     "#]]
     .assert_eq(&instances_with(&source, &ampere));
 }
+
+#[test]
+fn methods_of_operator_classes_are_kernels() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+from dataclasses import dataclass
+
+
+@dataclass
+class Config:
+    block_M: int = 64
+    threads: int = 128
+
+
+class ScaleOp:
+    def __init__(self, N, dtype="float16", config=Config()):
+        self.N = N
+        self.dtype = dtype
+        self.config = config
+
+    def kernel(self, M):
+        cfg = self.config
+
+        @T.prim_func
+        def main(A: T.Tensor((M, self.N), self.dtype), B: T.Tensor((M, self.N), self.dtype)):
+            with T.Kernel(T.ceildiv(M, cfg.block_M), threads=cfg.threads) as bx:
+                tile = T.alloc_fragment((cfg.block_M, self.N), self.dtype)
+                T.copy(A[bx * cfg.block_M, 0], tile)
+                T.copy(tile, B[bx * cfg.block_M, 0])
+
+        return main
+
+    def forward(self, x):
+        return self.kernel(x.shape[0])(x)
+
+    @staticmethod
+    @tilelang.jit
+    def zeros(N, block):
+        @T.prim_func
+        def main(A: T.Tensor((N,), "float32")):
+            with T.Kernel(T.ceildiv(N, block), threads=128) as bx:
+                for i in T.Parallel(block):
+                    A[bx * block + i] = 0.0
+
+        return main
+
+
+ScaleOp.zeros(1024, 128)
+op = ScaleOp(256)
+op.kernel(4096)
+"#;
+    check(
+        source,
+        expect![[r#"
+        ScaleOp.kernel (line 32): M=<run time>
+          symbolic: M
+          assumed: N = 128 (a representative choice)
+          line 32: info generic-instance
+        ScaleOp.kernel (line 48): M=4096, self.N=256
+        ScaleOp.zeros (line 46): N=1024, block=128
+    "#]],
+    );
+}
