@@ -272,3 +272,72 @@ impl Scratch {
         ))
     }
 }
+
+/// The size written for a symbolic dimension in a `tilec.toml` instance: a placeholder the user
+/// replaces with a size they run.
+const SYMBOLIC_PLACEHOLDER: i64 = 1024;
+
+/// A `[[instance]]` entry for `tilec.toml` that pins a generic instance of a kernel: every value
+/// it was analysed with (assumed ones included), and a placeholder for each symbolic size, with a
+/// comment saying which to edit. `file` is the kernel's file as the manifest names it (relative to
+/// the manifest's folder).
+pub fn manifest_instance(db: &dyn Db, instance: tilec_db::Instance<'_>, file: &str) -> String {
+    let world = kernel_world(db, instance);
+    let mut args: Vec<String> = Vec::new();
+    for (name, value) in &world.args {
+        if let Some(value) = toml_value(value) {
+            args.push(format!("{} = {value}", toml_key(name)));
+        }
+    }
+    for name in &world.symbolic_args {
+        args.push(format!("{} = {SYMBOLIC_PLACEHOLDER}", toml_key(name)));
+    }
+    let mut entry = format!(
+        "\n[[instance]]\nfile = {}\nkernel = {}\nargs = {{ {} }}\n",
+        toml_string(file),
+        toml_string(instance.kernel(db).name(db)),
+        args.join(", ")
+    );
+    if !world.symbolic_args.is_empty() {
+        entry = format!(
+            "\n# {} only known at run time: replace {SYMBOLIC_PLACEHOLDER} with a size you run.{entry}",
+            world.symbolic_args.join(", ")
+        );
+    }
+    entry
+}
+
+fn toml_key(name: &str) -> String {
+    if name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        name.to_owned()
+    } else {
+        toml_string(name)
+    }
+}
+
+fn toml_string(text: &str) -> String {
+    format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+/// A compile-time value as TOML (dtypes as their names); `None` for what TOML cannot hold.
+fn toml_value(value: &tilec_ir::ConstValue) -> Option<String> {
+    use tilec_ir::ConstValue;
+    Some(match value {
+        ConstValue::Int(v) => v.to_string(),
+        ConstValue::Float(_) => {
+            let v = value.as_f64().filter(|v| v.is_finite())?;
+            format!("{v:?}")
+        }
+        ConstValue::Bool(v) => v.to_string(),
+        ConstValue::Str(text) => toml_string(text),
+        ConstValue::DType(dtype) => toml_string(dtype.name()),
+        ConstValue::List(items) | ConstValue::Tuple(items) => {
+            let items: Option<Vec<String>> = items.iter().map(toml_value).collect();
+            format!("[{}]", items?.join(", "))
+        }
+        _ => return None,
+    })
+}

@@ -59,18 +59,50 @@ pub fn hover(db: &dyn Db, file: SourceFile, offset: u32) -> Option<Hover> {
         instance,
     };
     let text = file.text(db);
+    // `Class.method` and `name#2` are written `method` and `name` in the file.
+    let kernel_name = kernel.def.name(db);
+    let written = kernel_name.split('#').next().unwrap_or(kernel_name);
+    let written = written.rsplit('.').next().unwrap_or(written);
     let (span, body) = match identifier_at(text, offset) {
-        Some((span, name)) if name == kernel.def.name(db) => (span, kernel_markdown(&facts)),
+        Some((span, name)) if name == written => (span, kernel_markdown(&facts)),
         Some((span, name)) => match buffer_named(facts.world, name) {
             Some(buffer) => (span, buffer_markdown(&facts, buffer)),
             None => statement_hover(&facts, text, offset)?,
         },
         None => statement_hover(&facts, text, offset)?,
     };
-    Some(Hover {
-        span,
-        markdown: format!("{body}\n\n{}", instance_footer(db, &kernel, instance)),
-    })
+    let mut markdown = format!("{body}\n\n{}", instance_footer(db, &kernel, instance));
+    if let Some(generic) = generic_words(facts.world) {
+        let _ = write!(markdown, "\n\n{generic}");
+    }
+    Some(Hover { span, markdown })
+}
+
+/// For a generic instance: what it was analysed with in place of call-site values
+/// (`_Analysed with `M` symbolic; `block_M` = 128 (the first config of `get_configs()`)._`).
+fn generic_words(world: &World) -> Option<String> {
+    if world.symbolic_args.is_empty() && world.assumed_args.is_empty() {
+        return None;
+    }
+    let mut parts = Vec::new();
+    if !world.symbolic_args.is_empty() {
+        let names: Vec<String> = world
+            .symbolic_args
+            .iter()
+            .map(|name| format!("`{name}`"))
+            .collect();
+        parts.push(format!("{} symbolic", names.join(", ")));
+    }
+    for assumed in &world.assumed_args {
+        parts.push(format!(
+            "`{}` = {} ({})",
+            assumed.name, assumed.value, assumed.source
+        ));
+    }
+    Some(format!(
+        "_Analysed with {}: no call gives these values at compile time._",
+        parts.join("; ")
+    ))
 }
 
 /// The loop, tile op or launch whose statement contains the offset.

@@ -18,7 +18,7 @@ mod navigation;
 pub mod svg;
 pub mod tune;
 
-pub use actions::{CodeAction, TextEdit, code_actions};
+pub use actions::{CodeAction, TextEdit, code_actions, manifest_instance};
 pub use cursor::{KernelAt, first_line, identifier_at, instance_label, kernel_at, kernels};
 pub use explain::explain_page;
 pub use hover::{Hover, hover};

@@ -171,6 +171,7 @@ pub(crate) fn code_actions(
     let db = &snapshot.db;
     let lines = LineMap::new(document.file.text(db));
     let published = diagnostics(snapshot, uri, document);
+    let pins = pin_generic_instances(snapshot, document, &lines, range, &published);
     tilec_ide::code_actions(db, document.file, lines.span(range))
         .into_iter()
         .map(|action| {
@@ -196,7 +197,117 @@ pub(crate) fn code_actions(
                 ..Default::default()
             })
         })
+        .chain(pins)
         .collect()
+}
+
+/// For each `generic-instance` info in `range`: a quick fix that writes the instance, with the
+/// values it was analysed with, into the `tilec.toml` that applies to the file (made beside the
+/// file when none does), so that the user can give their own.
+fn pin_generic_instances(
+    snapshot: &Snapshot,
+    document: &Document,
+    lines: &LineMap<'_>,
+    range: Range,
+    published: &[Diagnostic],
+) -> Vec<CodeActionOrCommand> {
+    let db = &snapshot.db;
+    let span = lines.span(range);
+    let mut actions = Vec::new();
+    for diagnostic in tilec_db::file_diagnostics(db, document.file) {
+        let overlaps = diagnostic.span.start <= span.end && span.start <= diagnostic.span.end;
+        if !overlaps || diagnostic.code != Code::GenericInstance {
+            continue;
+        }
+        let instance = tilec_db::instances(db, document.file)
+            .iter()
+            .copied()
+            .find(|i| {
+                Some(i.kernel(db).name(db).as_str()) == diagnostic.kernel.as_deref()
+                    && Some(i.index(db)) == diagnostic.instance
+            });
+        let Some(instance) = instance else { continue };
+        let Some(edit) = manifest_edit(db, document, instance) else {
+            continue;
+        };
+        let fixes: Vec<Diagnostic> = published
+            .iter()
+            .filter(|d| d.range == lines.range(diagnostic.span))
+            .cloned()
+            .collect();
+        actions.push(CodeActionOrCommand::CodeAction(
+            tower_lsp_server::ls_types::CodeAction {
+                title: format!(
+                    "Pin this instance of `{}` in tilec.toml, to analyse it with your values",
+                    instance.kernel(db).name(db)
+                ),
+                kind: Some(CodeActionKind::QUICKFIX),
+                diagnostics: Some(fixes),
+                edit: Some(edit),
+                ..Default::default()
+            },
+        ));
+    }
+    actions
+}
+
+/// The edit that appends the instance to the applicable tilec.toml, or creates one beside the
+/// file.
+fn manifest_edit(
+    db: &dyn Db,
+    document: &Document,
+    instance: tilec_db::Instance<'_>,
+) -> Option<WorkspaceEdit> {
+    use tower_lsp_server::ls_types::{
+        CreateFile, CreateFileOptions, DocumentChangeOperation, DocumentChanges,
+        OptionalVersionedTextDocumentIdentifier, ResourceOp, TextDocumentEdit,
+    };
+    let existing = crate::workspace::manifest_for(&document.path);
+    let manifest = existing
+        .clone()
+        .or_else(|| Some(document.path.parent()?.join("tilec.toml")))?;
+    let folder = manifest.parent()?;
+    let relative = document
+        .path
+        .strip_prefix(folder)
+        .unwrap_or(&document.path)
+        .to_string_lossy()
+        .replace('\\', "/");
+    let entry = tilec_ide::manifest_instance(db, instance, &relative);
+    let uri = Uri::from_file_path(&manifest)?;
+    let (end, create) = match existing.and_then(|path| std::fs::read_to_string(path).ok()) {
+        Some(text) => {
+            let lines = LineMap::new(&text);
+            let end = u32::try_from(text.len()).ok()?;
+            (lines.range(tilec_ir::Span::new(end, end)).end, None)
+        }
+        None => (
+            Position::new(0, 0),
+            Some(DocumentChangeOperation::Op(ResourceOp::Create(
+                CreateFile {
+                    uri: uri.clone(),
+                    options: Some(CreateFileOptions {
+                        overwrite: Some(false),
+                        ignore_if_exists: Some(true),
+                    }),
+                    annotation_id: None,
+                },
+            ))),
+        ),
+    };
+    let insert = DocumentChangeOperation::Edit(TextDocumentEdit {
+        text_document: OptionalVersionedTextDocumentIdentifier { uri, version: None },
+        edits: vec![tower_lsp_server::ls_types::OneOf::Left(TextEdit::new(
+            Range::new(end, end),
+            entry,
+        ))],
+    });
+    Some(WorkspaceEdit {
+        document_changes: Some(DocumentChanges::Operations(
+            create.into_iter().chain([insert]).collect(),
+        )),
+        ..WorkspaceEdit::default()
+    })
 }
 
 /// The parameters of `tilec/cudaSource`, `tilec/layoutSvg` and `tilec/runKernel`.

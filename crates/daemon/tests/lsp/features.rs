@@ -483,3 +483,104 @@ fn the_tuning_lens_recommends_a_configuration_and_then_shows_the_measured_winner
     );
     assert!(client.alive());
 }
+
+/// A library kernel nothing in its file calls: sizes from tensors at run time.
+const LIBRARY: &str = r#"import tilelang
+import tilelang.language as T
+from .helpers import BLOCK
+
+
+@tilelang.jit(out_idx=[1])
+def scale(M, N, dtype="float16"):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), dtype), B: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, BLOCK), threads=128) as bx:
+            tile = T.alloc_fragment((BLOCK, N), dtype)
+            T.copy(A[bx * BLOCK, 0], tile)
+            T.copy(tile, B[bx * BLOCK, 0])
+
+    return main
+
+
+def apply(x):
+    return scale(x.shape[0], x.shape[1])(x)
+"#;
+
+#[test]
+fn a_generic_instance_says_what_it_assumed_and_offers_to_pin_it() {
+    let folder = tempfile::tempdir().expect("temp folder");
+    let package = folder.path().join("ops");
+    std::fs::create_dir_all(&package).expect("package folder");
+    std::fs::write(package.join("__init__.py"), "").expect("writes __init__");
+    // The helper module is not open in the editor: the server reads it from disk.
+    std::fs::write(package.join("helpers.py"), "BLOCK = 32\n").expect("writes the helper");
+    let path = package.join("scale.py");
+    std::fs::write(&path, LIBRARY).expect("writes the kernel");
+    let uri = uri_of(&path);
+    let mut client = Client::start();
+    client.open(&uri, LIBRARY);
+    let diagnostics = client.diagnostics(&uri, 1);
+    assert_eq!(summarize(&diagnostics), "18:11-18:40 generic-instance");
+    let hover = client.result(
+        "textDocument/hover",
+        json!({"textDocument": {"uri": uri}, "position": position_of(LIBRARY, "def scale", 5)}),
+    );
+    let markdown = hover["contents"]["value"].as_str().expect("markdown");
+    assert!(
+        markdown.contains(
+            "_Analysed with `M` symbolic; `N` = 128 (a representative choice): no call gives \
+             these values at compile time._"
+        ),
+        "{markdown}"
+    );
+    // `BLOCK` came from the helper module: the fragment is 32 rows.
+    let hover = client.result(
+        "textDocument/hover",
+        json!({"textDocument": {"uri": uri}, "position": position_of(LIBRARY, "tile =", 0)}),
+    );
+    let markdown = hover["contents"]["value"].as_str().expect("markdown");
+    assert!(markdown.contains("`float16[32, 128]`"), "{markdown}");
+
+    let actions = client.result(
+        "textDocument/codeAction",
+        json!({"textDocument": {"uri": uri}, "range": diagnostics[0]["range"],
+               "context": {"diagnostics": diagnostics}}),
+    );
+    let action = &actions[0];
+    assert_eq!(
+        action["title"],
+        "Pin this instance of `scale` in tilec.toml, to analyse it with your values"
+    );
+    let operations = action["edit"]["documentChanges"]
+        .as_array()
+        .expect("document changes");
+    let manifest = uri_of(&package.join("tilec.toml"));
+    assert_eq!(operations[0]["kind"], "create");
+    assert_eq!(operations[0]["uri"], manifest.as_str());
+    let inserted = operations[1]["edits"][0]["newText"]
+        .as_str()
+        .expect("the entry");
+    expect![[r#"
+
+        # M only known at run time: replace 1024 with a size you run.
+        [[instance]]
+        file = "scale.py"
+        kernel = "scale"
+        args = { N = 128, dtype = "float16", M = 1024 }
+    "#]]
+    .assert_eq(inserted);
+
+    // Written as offered, the entry is an instance of its own, with no assumed value left.
+    std::fs::write(package.join("tilec.toml"), inserted).expect("writes tilec.toml");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_tilec"))
+        .args(["check", "--format", "json"])
+        .arg(&path)
+        .output()
+        .expect("tilec runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stdout.contains(r#""args":{"M":1024,"N":128,"dtype":"float16"},"symbolic":[],"assumed":{},"status":"ok""#),
+        "{stdout}\n{stderr}"
+    );
+}
