@@ -94,6 +94,18 @@ impl Builder {
                     .collect();
                 self.min_max(name == "min", values, args.span)
             }
+            // TileLang's `clamp` is `min(max(x, lo), hi)`, element by element.
+            "clamp" => {
+                let value = self.required(&args, 0, "dst")?;
+                let low = self.required(&args, 1, "min_val")?;
+                let high = self.required(&args, 2, "max_val")?;
+                let floor = self.min_max(false, vec![value, low], args.span)?;
+                self.min_max(true, vec![floor, high], args.span)
+            }
+            // Hints for how a warp-specialized kernel splits registers between its warp groups
+            // (`setmaxnreg`). tilec's code never rebalances registers, so there is nothing to
+            // disable or set: the results are the same either way.
+            "disable_warp_group_reg_alloc" | "no_set_max_nreg" | "set_max_nreg" => Ok(Value::None),
             "const" => self.eager_const(args),
             "empty" => self.eager_empty(args),
             "dynamic" | "symbolic" => {

@@ -334,7 +334,44 @@ pub fn reduce_layout(
 /// distinct threads they reach: each free variable is sampled at the largest stride that still
 /// reaches every thread it reaches in full. Returns `None` when the replicas would not be distinct
 /// threads.
+///
+/// A variable whose threads no single stride reaches is split into two digits first: a Hopper
+/// accumulator row is spread over `j % 8 // 2` (lanes) and `j // 32 * 128` (warpgroups), which
+/// `j = hi * 8 + lo` samples as `lo` at stride 2 and `hi` at stride 4.
 fn condense(
+    arena: &mut ExprArena,
+    expr: ExprId,
+    vars: &[VarId],
+    shape: &[i64],
+    free: &[(VarId, i64)],
+) -> Option<(ExprId, VarId, i64)> {
+    if let Some(condensed) = condense_strided(arena, expr, vars, shape, free) {
+        return Some(condensed);
+    }
+    for (position, &(var, extent)) in free.iter().enumerate() {
+        let mut splits = divisors_descending(extent);
+        splits.retain(|&low| 1 < low && low < extent);
+        splits.reverse();
+        for low in splits {
+            let lo = arena.var("lo", Some(low));
+            let hi = arena.var("hi", Some(extent / low));
+            let hi_expr = arena.var_expr(hi);
+            let low_expr = arena.int(low);
+            let scaled = arena.mul(hi_expr, low_expr);
+            let lo_expr = arena.var_expr(lo);
+            let digits = arena.add(scaled, lo_expr);
+            let split = substitute_vars(arena, expr, &[(var, digits)]);
+            let mut split_free = free.to_vec();
+            split_free.splice(position..=position, [(lo, low), (hi, extent / low)]);
+            if let Some(condensed) = condense_strided(arena, split, vars, shape, &split_free) {
+                return Some(condensed);
+            }
+        }
+    }
+    None
+}
+
+fn condense_strided(
     arena: &mut ExprArena,
     expr: ExprId,
     vars: &[VarId],
@@ -361,10 +398,17 @@ fn condense(
             continue;
         }
         // Sampling only removes threads, so a sample reaches them all exactly when it reaches as
-        // many. The smallest sample that can is as many values as there are threads to reach;
-        // larger strides come first (a periodic pattern such as `j // 4 % 256` needs a prefix).
+        // many. The smallest sample that can is as many values as this variable alone reaches
+        // threads; larger strides come first (a periodic pattern such as `j // 4 % 256` needs a
+        // prefix).
         let full = reach_counts(&mut program, &elements, &samples, None)?;
-        let needed = full.iter().copied().max().unwrap_or(1) as i64;
+        let alone: Vec<(i64, i64)> = samples
+            .iter()
+            .enumerate()
+            .map(|(other, &sample)| if other == position { sample } else { (1, 1) })
+            .collect();
+        let reached = reach_counts(&mut program, &elements, &alone, None)?;
+        let needed = reached.iter().copied().max().unwrap_or(1) as i64;
         let choice = divisors_descending(extent)
             .into_iter()
             .filter(|&stride| stride.saturating_mul(needed) <= extent)

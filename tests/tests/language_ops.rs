@@ -1,0 +1,152 @@
+//! Operations added for real TileLang code, run end to end — checked, laid out, lowered and run
+//! in the emulator — against references computed here in f64: `T.clamp`, the register hints of
+//! warp-specialized kernels, and a row reduction of a Hopper accumulator whose rows are spread
+//! over both warpgroups (the statistics of DeepSeek's MLA decode). Stands alone: the kernels are
+//! written here.
+
+use tilec_db::{RootDatabase, file_diagnostics, instances, layouts, thread_programs};
+use tilec_runtime::inputs::make_tensors;
+use tilec_runtime::{HostTensor, compare, run_program, tolerance_for};
+use tilec_tests::{on_analysis_stack, source_file};
+
+/// Checks `source` (no error allowed), lowers its first instance and runs it on seeded inputs;
+/// returns the tensors after the run and the described layout of `fragment`.
+fn run(source: &str, fragment: &str) -> (Vec<HostTensor>, String) {
+    on_analysis_stack(|| {
+        let db = RootDatabase::default();
+        let file = source_file(&db, "/kernels/op.py", source);
+        let errors: Vec<String> = file_diagnostics(&db, file)
+            .iter()
+            .filter(|d| d.severity == tilec_ir::Severity::Error)
+            .map(|d| d.message.clone())
+            .collect();
+        assert!(errors.is_empty(), "{errors:#?}");
+        let instance = instances(&db, file)[0];
+        let laid_out = layouts(&db, instance);
+        let world = tilec_db::kernel_world(&db, instance);
+        let layout = laid_out
+            .buffers
+            .iter()
+            .find(|(buffer, _)| world.name(**buffer) == fragment)
+            .map(|(_, inferred)| inferred.layout.describe(&laid_out.exprs))
+            .unwrap_or_default();
+        let programs = match thread_programs(&db, instance).as_ref() {
+            Ok(programs) => programs.clone(),
+            Err(diagnostics) => panic!("cannot lower: {diagnostics:#?}"),
+        };
+        let mut tensors = make_tensors(&programs[0], &[], 7).expect("shapes evaluate");
+        run_program(&programs[0], &mut tensors, &[]).expect("the emulator runs it");
+        (tensors, layout)
+    })
+}
+
+fn assert_matches(name: &str, actual: &HostTensor, expected: Vec<f64>) {
+    let expected = HostTensor {
+        dtype: actual.dtype,
+        shape: actual.shape.clone(),
+        values: expected
+            .into_iter()
+            .map(|x| tilec_runtime::tensor::round_to(actual.dtype, x))
+            .collect(),
+    };
+    let comparison = compare(actual, &expected);
+    assert!(
+        comparison.passes(tolerance_for(actual.dtype)),
+        "{name}: {comparison:?}"
+    );
+}
+
+const CLAMP: &str = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[1])
+def clamp(N=256):
+    @T.prim_func
+    def main(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            T.disable_warp_group_reg_alloc()
+            T.no_set_max_nreg()
+            for i in T.Parallel(N):
+                B[i] = T.clamp(A[i] * 4.0, -1.0, 1.5)
+
+    return main
+
+
+clamp()
+"#;
+
+#[test]
+fn clamp_bounds_each_element_and_register_hints_change_nothing() {
+    let (tensors, _) = run(CLAMP, "");
+    let expected = tensors[0]
+        .values
+        .iter()
+        .map(|&x| (x * 4.0).clamp(-1.0, 1.5))
+        .collect();
+    assert_matches("B", &tensors[1], expected);
+    // The inputs reach both bounds, so both are tested.
+    assert!(tensors[1].values.contains(&-1.0) && tensors[1].values.contains(&1.5));
+}
+
+const ROW_MAX: &str = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[2, 3])
+def row_max(H=64, N=64, D=128):
+    @T.prim_func
+    def main(
+        Q: T.Tensor((H, D), "float16"),
+        K: T.Tensor((N, D), "float16"),
+        O: T.Tensor((H, D), "float32"),
+        M: T.Tensor((H,), "float32"),
+    ):
+        with T.Kernel(1, threads=256) as bx:
+            Q_shared = T.alloc_shared([H, D], "float16")
+            K_shared = T.alloc_shared([N, D], "float16")
+            scores = T.alloc_fragment([H, N], "float32")
+            scores_max = T.alloc_fragment([H], "float32")
+            T.copy(Q, Q_shared)
+            T.copy(K, K_shared)
+            T.clear(scores)
+            T.gemm(Q_shared, K_shared, scores, transpose_B=True, policy=T.GemmWarpPolicy.FullCol)
+            T.reduce_max(scores, scores_max, dim=1)
+            T.copy(scores_max, M)
+            for i, j in T.Parallel(H, D):
+                O[i, j] = Q_shared[i, j] * scores_max[i]
+
+    return main
+
+
+row_max()
+"#;
+
+#[test]
+fn a_row_reduction_of_a_hopper_accumulator_spans_both_warpgroups() {
+    let (tensors, layout) = run(ROW_MAX, "scores_max");
+    // Each row of the 64×64 accumulator lies on four lanes of one warp in each of the two
+    // warpgroups (256 threads, wgmma m64 per warpgroup): the maximum lands on all eight.
+    assert_eq!(
+        layout,
+        "thread i // 16 * 32 + i % 8 * 4 + rep // 4 * 128 + rep % 4 | index (i % 16 // 8) | replicate 8"
+    );
+    let (q, k) = (&tensors[0], &tensors[1]);
+    let (h, n, d) = (64, 64, 128);
+    let maxima: Vec<f64> = (0..h)
+        .map(|i| {
+            (0..n)
+                .map(|j| {
+                    (0..d)
+                        .map(|x| q.values[i * d + x] * k.values[j * d + x])
+                        .sum::<f64>()
+                })
+                .fold(f64::NEG_INFINITY, f64::max)
+        })
+        .collect();
+    assert_matches("M", &tensors[3], maxima.clone());
+    let scaled = (0..h * d).map(|e| q.values[e] * maxima[e / d]).collect();
+    assert_matches("O", &tensors[2], scaled);
+}
