@@ -150,3 +150,66 @@ fn a_row_reduction_of_a_hopper_accumulator_spans_both_warpgroups() {
     let scaled = (0..h * d).map(|e| q.values[e] * maxima[e / d]).collect();
     assert_matches("O", &tensors[2], scaled);
 }
+
+const SWIZZLED: &str = r#"
+import tilelang
+import tilelang.language as T
+from tilelang.layout import make_swizzled_layout
+
+
+@tilelang.jit(out_idx=[1])
+def staged(M=64, N=64):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float16"), B: T.Tensor((M, N), "float16")):
+        with T.Kernel(1, threads=128) as bx:
+            A_shared = T.alloc_shared((M, N), "float16")
+            B_shared = T.alloc_shared((M, N), "float16")
+            tile = T.alloc_fragment((M, N), "float32")
+            T.annotate_layout({
+                A_shared: make_swizzled_layout(A_shared),
+                B_shared: tilelang.layout.make_swizzled_layout(B_shared),
+            })
+            T.copy(A, A_shared)
+            T.copy(A_shared, tile)
+            for i, j in T.Parallel(M, N):
+                tile[i, j] = tile[i, j] * 2.0
+            T.copy(tile, B_shared)
+            T.copy(B_shared, B)
+
+    return main
+
+
+staged()
+"#;
+
+#[test]
+fn make_swizzled_layout_swizzles_shared_tiles_and_keeps_their_values() {
+    let layouts_of = on_analysis_stack(|| {
+        let db = RootDatabase::default();
+        let file = source_file(&db, "/kernels/staged.py", SWIZZLED);
+        let instance = instances(&db, file)[0];
+        let world = tilec_db::kernel_world(&db, instance);
+        layouts(&db, instance)
+            .shared
+            .iter()
+            .map(|(buffer, assigned)| {
+                format!(
+                    "{}: {} ({:?})",
+                    world.name(*buffer),
+                    assigned.description,
+                    assigned.origin
+                )
+            })
+            .collect::<Vec<_>>()
+    });
+    assert_eq!(
+        layouts_of,
+        vec![
+            "A_shared: 128-byte XOR swizzle over 64 rows × 64 halfs (Annotation)",
+            "B_shared: 128-byte XOR swizzle over 64 rows × 64 halfs (Annotation)",
+        ]
+    );
+    let (tensors, _) = run(SWIZZLED, "tile");
+    let doubled = tensors[0].values.iter().map(|&x| x * 2.0).collect();
+    assert_matches("B", &tensors[1], doubled);
+}

@@ -236,6 +236,9 @@ impl Builder {
                 None => Value::ModuleFn(Module::Language, Rc::from(name)),
             },
             (Value::Module(Module::Tilelang), "language") => Value::Module(Module::Language),
+            // `tilelang.layout` holds `Fragment`, `Layout` and `make_swizzled_layout`, which the
+            // language module's calls implement.
+            (Value::Module(Module::Tilelang), "layout") => Value::Module(Module::Language),
             // `tilelang.math.next_power_of_2`: the helpers of `tilelang.math` live beside `cdiv`.
             (Value::Module(Module::Tilelang), "math") => Value::Module(Module::Tilelang),
             (Value::Module(Module::Tilelang), "PassConfigKey") => Value::PassConfigKeys,

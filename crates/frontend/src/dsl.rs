@@ -62,6 +62,7 @@ impl Builder {
             }
             "Fragment" => self.layout(LayoutKind::Fragment, args),
             "Layout" => self.layout(LayoutKind::Layout, args),
+            "make_swizzled_layout" => self.swizzled_layout(args),
             "infinity" => {
                 let dtype = self.dtype_arg(&args, 0, "dtype")?;
                 Ok(self.data(
@@ -666,6 +667,25 @@ impl Builder {
         Ok(Value::None)
     }
 
+    /// `tilelang.layout.make_swizzled_layout(buf)`: a swizzled storage layout for a shared tile,
+    /// built by the shared-layout pass from the buffer's shape and dtype.
+    fn swizzled_layout<'a>(&mut self, args: Args<'a>) -> Eval<Value<'a>> {
+        let Some(Value::Buffer(buffer)) = args.get(0, "buffer").cloned() else {
+            return Err(self.error(
+                Code::InvalidCall,
+                args.span,
+                "`make_swizzled_layout` takes the shared buffer to lay out",
+            ));
+        };
+        let shape = self.world.const_shape(buffer).unwrap_or_default();
+        Ok(Value::Layout(Rc::new(LayoutAnnotation {
+            kind: LayoutKind::Swizzled,
+            shape,
+            vars: Vec::new(),
+            outputs: Vec::new(),
+        })))
+    }
+
     /// `T.Fragment(shape, forward_fn=f)` / `T.Layout(shape, f)`: `f` is called on fresh index
     /// variables, so the layout is recorded as formulas over the buffer's logical indices.
     fn layout<'a>(&mut self, kind: LayoutKind, args: Args<'a>) -> Eval<Value<'a>> {
@@ -687,6 +707,7 @@ impl Builder {
             LayoutKind::Layout => args
                 .get(1, "forward_fn")
                 .or_else(|| args.keyword("forward_index_fn")),
+            LayoutKind::Swizzled => None,
         };
         let Some(Value::Function(function)) = function.cloned() else {
             return Err(self.error(

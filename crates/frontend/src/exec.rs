@@ -695,7 +695,7 @@ fn bind_targets<'a>(env: &Env<'a>, stmt: &'a Stmt, value: &Value<'a>) {
 fn import_value<'a>(module: &str) -> Value<'a> {
     match module {
         "tilelang" => Value::Module(Module::Tilelang),
-        "tilelang.language" => Value::Module(Module::Language),
+        "tilelang.language" | "tilelang.layout" => Value::Module(Module::Language),
         "math" => Value::Module(Module::Math),
         "argparse" => Value::Module(Module::Argparse),
         "itertools" => Value::Module(Module::Itertools),
@@ -708,6 +708,7 @@ fn import_value<'a>(module: &str) -> Value<'a> {
 fn import_from_value<'a>(module: &str, name: &str) -> Value<'a> {
     match (module, name) {
         ("tilelang", "language") => Value::Module(Module::Language),
+        ("tilelang.layout", _) => Value::ModuleFn(Module::Language, Rc::from(name)),
         ("tilelang.language", _) => match tilec_ir::DType::from_name(name) {
             Some(dtype) => Value::DType(dtype),
             None => Value::ModuleFn(Module::Language, Rc::from(name)),

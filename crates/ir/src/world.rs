@@ -168,6 +168,9 @@ pub enum LayoutKind {
     Fragment,
     /// `T.Layout(shape, fn)`: outputs are storage indices.
     Layout,
+    /// `tilelang.layout.make_swizzled_layout(buf)`: the bank-swizzled storage TileLang gives a
+    /// gemm operand tile of this shape (no formulas: the shared-layout pass builds it).
+    Swizzled,
 }
 
 /// A user-written layout: the function evaluated symbolically on fresh index variables.

@@ -1,6 +1,7 @@
 //! Shared-memory layouts of an instance: where each element of a shared tile is stored.
 //!
-//! A `T.annotate_layout` with `T.Layout(shape, fn)` fixes a buffer's layout; a `T.gemm` operand in
+//! A `T.annotate_layout` with `T.Layout(shape, fn)` fixes a buffer's layout, and one with
+//! `make_swizzled_layout(buf)` gives it the swizzled layout of a gemm operand; a `T.gemm` operand in
 //! shared memory gets TileLang's swizzled operand layout (two gemms that disagree merge to the
 //! smaller swizzle, as `MergeSwizzleLayouts` does, or conflict); a buffer a `T.copy` moves to or
 //! from a fragment gets its rows padded by 16 bytes when they are a whole number of 32-byte
@@ -75,6 +76,23 @@ pub(super) fn infer_shared(
                             ),
                         );
                     }
+                    Err(message) => diagnostics.push(Diagnostic::error(
+                        Code::InvalidLayout,
+                        Anchor::Entity(entity),
+                        message,
+                    )),
+                }
+            }
+            TileOp::AnnotateLayout { buffer, layout } if layout.kind == LayoutKind::Swizzled => {
+                match swizzled_annotation(world, *buffer) {
+                    Ok(layout) => assign_layout(
+                        arena,
+                        &mut assigned,
+                        *buffer,
+                        &layout,
+                        SharedOrigin::Annotation,
+                        entity,
+                    ),
                     Err(message) => diagnostics.push(Diagnostic::error(
                         Code::InvalidLayout,
                         Anchor::Entity(entity),
@@ -158,6 +176,31 @@ fn assign_layout(
     };
     let description = layout.describe();
     assigned.insert(buffer, finish(map, storage, &description, origin, op));
+}
+
+/// `make_swizzled_layout(buf)`: TileLang's layout for a gemm operand tile of the buffer's shape
+/// (the widest bank swizzle its rows allow, else padded rows).
+fn swizzled_annotation(world: &World, buffer: EntityId) -> Result<SharedLayout, String> {
+    if !is_shared(world, buffer) {
+        return Err(format!(
+            "`make_swizzled_layout` lays out shared memory, but `{}` is not a shared buffer",
+            world.name(buffer)
+        ));
+    }
+    let (Some(shape), Some(dtype)) = (world.const_shape(buffer), world.dtypes.get(buffer)) else {
+        return Err(format!(
+            "`{}` needs a shape known at compile time to be swizzled",
+            world.name(buffer)
+        ));
+    };
+    let [leading @ .., rows, cols] = shape.as_slice() else {
+        return Err(format!(
+            "`make_swizzled_layout` swizzles the rows of a 2-D tile, but `{}` has one dimension",
+            world.name(buffer)
+        ));
+    };
+    let bits = u32::try_from(dtype.bytes() * 8).unwrap_or(16);
+    gemm_operand_layout(*rows, *cols, bits, true).and_then(|layout| layout.expand(leading))
 }
 
 /// The shared buffer a `T.copy` moves to or from a fragment, if it is one.
