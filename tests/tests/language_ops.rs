@@ -213,3 +213,64 @@ fn make_swizzled_layout_swizzles_shared_tiles_and_keeps_their_values() {
     let doubled = tensors[0].values.iter().map(|&x| x * 2.0).collect();
     assert_matches("B", &tensors[1], doubled);
 }
+
+/// `ROW_MAX` with a shared buffer that fills the block's shared memory to within 1 KiB of
+/// sm_90's limit, live across the reduction: the buffers fit, the reduction's scratch does not.
+const ROW_MAX_FULL: &str = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[2, 3])
+def row_max(H=64, N=64, D=128, P=776):
+    @T.prim_func
+    def main(
+        Q: T.Tensor((H, D), "float16"),
+        K: T.Tensor((N, D), "float16"),
+        O: T.Tensor((H, D), "float16"),
+        M: T.Tensor((H,), "float32"),
+    ):
+        with T.Kernel(1, threads=256) as bx:
+            Q_shared = T.alloc_shared([H, D], "float16")
+            K_shared = T.alloc_shared([N, D], "float16")
+            pad = T.alloc_shared([P, D], "float16")
+            scores = T.alloc_fragment([H, N], "float32")
+            scores_max = T.alloc_fragment([H], "float32")
+            T.copy(Q, Q_shared)
+            T.copy(K, K_shared)
+            T.copy(Q, pad[0:H, :])
+            T.clear(scores)
+            T.gemm(Q_shared, K_shared, scores, transpose_B=True)
+            T.reduce_max(scores, scores_max, dim=1)
+            T.copy(scores_max, M)
+            T.copy(pad[0:H, :], O)
+
+    return main
+
+
+row_max()
+"#;
+
+#[test]
+fn a_launch_that_lowering_pushes_past_the_shared_memory_limit_says_so() {
+    let message = on_analysis_stack(|| {
+        let db = RootDatabase::default();
+        let file = source_file(&db, "/kernels/full.py", ROW_MAX_FULL);
+        let errors: Vec<String> = file_diagnostics(&db, file)
+            .iter()
+            .filter(|d| d.severity == tilec_ir::Severity::Error)
+            .map(|d| d.message.clone())
+            .collect();
+        assert!(errors.is_empty(), "the buffers fit: {errors:#?}");
+        let instance = instances(&db, file)[0];
+        match thread_programs(&db, instance).as_ref() {
+            Ok(_) => String::from("lowered"),
+            Err(diagnostics) => diagnostics[0].message.clone(),
+        }
+    });
+    assert!(
+        message.starts_with("once lowered, this launch needs 23")
+            && message.ends_with("more than the 232448 a block may use on sm_90"),
+        "{message}"
+    );
+}

@@ -214,8 +214,43 @@ fn lower_launch_as_written(
     (launch, walk): (EntityId, TileOrder),
     name: String,
 ) -> Result<ThreadProgram, Diagnostic> {
+    let limit = i64::try_from(options.target.shared_memory_per_block()).unwrap_or(i64::MAX);
+    let program =
+        lower_with_workspaces(world, layouts, options, (launch, walk), name.clone(), false)?;
+    if program.shared_bytes <= limit {
+        return Ok(program);
+    }
+    // One scratch area for all cross-warp reductions may fit where one each does not.
+    let shared = lower_with_workspaces(world, layouts, options, (launch, walk), name, true)?;
+    let needed = u64::try_from(shared.shared_bytes).unwrap_or(u64::MAX);
+    if shared.shared_bytes <= limit {
+        return Ok(shared);
+    }
+    // The checks count the buffers; lowering adds reduction scratch and pipeline barriers. A
+    // launch they push over the limit would fail when launched: say so here instead.
+    Err(Diagnostic::error(
+        Code::CannotLower,
+        Anchor::Entity(launch),
+        format!(
+            "once lowered, this launch needs {needed} bytes of shared memory (its buffers, plus \
+             scratch for cross-warp reductions and barriers for its pipelines), more than the \
+             {limit} a block may use on {}",
+            options.target.name()
+        ),
+    ))
+}
+
+fn lower_with_workspaces(
+    world: &World,
+    layouts: &Layouts,
+    options: CodegenOptions,
+    (launch, walk): (EntityId, TileOrder),
+    name: String,
+    share_reduce_workspaces: bool,
+) -> Result<ThreadProgram, Diagnostic> {
     let mut lowering =
         Lowering::new(world, layouts, options, (launch, walk), name).map_err(|e| e.at(launch))?;
+    lowering.share_reduce_workspaces = share_reduce_workspaces;
     let body = world.body(launch).to_vec();
     let mut stmts = lowering.rasterization(&body);
     lowering.top_lets = stmts
@@ -315,6 +350,12 @@ pub(crate) struct Lowering<'w> {
     tile_order: TileOrder,
     /// In a persistent lowering's pipelined loop: the iterations of the block's earlier rounds.
     stage_offset: Option<ExprId>,
+    /// The shared scratch areas of cross-warp reductions so far, by dtype and element count.
+    reduce_workspaces: Vec<(DType, i64, BufferId)>,
+    /// Whether a later reduction reuses an earlier one's scratch area when it is large enough.
+    /// Reuse costs a barrier before each reuse (the earlier readers must be done), so it is only
+    /// asked for when separate areas would not fit in shared memory.
+    share_reduce_workspaces: bool,
 }
 
 impl<'w> Lowering<'w> {
@@ -387,6 +428,8 @@ impl<'w> Lowering<'w> {
             tile_walk,
             tile_order: walk,
             stage_offset: None,
+            reduce_workspaces: Vec::new(),
+            share_reduce_workspaces: false,
         };
         lowering.declare_params();
         lowering.declare_buffers()?;

@@ -893,20 +893,31 @@ impl Lowering<'_> {
         self.sync.after(&accesses);
     }
 
-    /// A shared-memory scratch area for cross-warp reductions, placed after the planned buffers.
+    /// A shared-memory scratch area for cross-warp reductions, placed after the planned buffers;
+    /// an earlier reduction's, large enough, when areas are shared.
     fn workspace(&mut self, dtype: DType, elements: i64) -> tilec_ir::thread::BufferId {
+        if let Some(&(_, _, reused)) = self
+            .reduce_workspaces
+            .iter()
+            .filter(|_| self.share_reduce_workspaces)
+            .find(|(kind, size, _)| *kind == dtype && *size >= elements)
+        {
+            return reused;
+        }
         let bytes = elements * dtype.bytes() as i64;
         let offset = (self.program.shared_bytes + 15) / 16 * 16;
         self.program.shared_bytes = offset + (bytes + 15) / 16 * 16;
         let name = self.unique_name("reduce_workspace");
         let count = self.program.exprs.int(elements);
-        self.program.add_buffer(BufferDecl {
+        let buffer = self.program.add_buffer(BufferDecl {
             name,
             dtype,
             memory: Memory::Shared { offset },
             shape: vec![count],
             elements: count,
-        })
+        });
+        self.reduce_workspaces.push((dtype, elements, buffer));
+        buffer
     }
 }
 
