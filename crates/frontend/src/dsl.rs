@@ -248,9 +248,13 @@ impl Builder {
 
     fn kernel_frame<'a>(&mut self, args: Args<'a>) -> Eval<Value<'a>> {
         let mut grid = Vec::new();
-        for (value, span) in &args.positional {
+        for (position, (value, span)) in args.positional.iter().enumerate() {
             match self.index_expr(value) {
-                Some(extent) => grid.push(extent),
+                Some(extent) => {
+                    self.check_extent(extent, 1, i64::MAX, *span, "a grid extent")?;
+                    self.check_grid_limit(extent, position, *span);
+                    grid.push(extent);
+                }
                 None => {
                     let what = value.describe();
                     return Err(self.error(
@@ -307,6 +311,53 @@ impl Builder {
         Ok(Value::KernelFrame { grid, threads })
     }
 
+    /// An extent known at compile time must lie in `least..=most`: a zero or negative size (or a
+    /// grid beyond CUDA's) is the user's mistake, said here rather than failing in lowering.
+    fn check_extent(
+        &mut self,
+        extent: ExprId,
+        least: i64,
+        most: i64,
+        span: Span,
+        what: &str,
+    ) -> Eval<()> {
+        match self.world.exprs.as_int(extent) {
+            Some(value) if value < least => Err(self.error(
+                Code::InvalidCall,
+                span,
+                format!("{what} must be at least {least}, found {value}"),
+            )),
+            Some(value) if value > most => Err(self.error(
+                Code::InvalidCall,
+                span,
+                format!("{what} can be at most {most}, found {value}"),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// CUDA launches at most 2^31 - 1 blocks along x and 65535 along y and z. TileLang compiles a
+    /// larger grid (only its launch fails), so this is a warning, not an error.
+    fn check_grid_limit(&mut self, extent: ExprId, position: usize, span: Span) {
+        let (axis, most) = match position {
+            0 => ("x", i64::from(i32::MAX)),
+            1 => ("y", 65535),
+            _ => ("z", 65535),
+        };
+        if let Some(value) = self.world.exprs.as_int(extent)
+            && value > most
+        {
+            let _ = self.report(tilec_ir::Diagnostic::warning(
+                Code::InvalidCall,
+                tilec_ir::Anchor::Span(span),
+                format!(
+                    "this grid has {value} blocks along {axis}, but CUDA launches at most {most}: \
+                     launching it fails"
+                ),
+            ));
+        }
+    }
+
     fn loop_frame<'a>(&mut self, name: &str, args: Args<'a>) -> Eval<Value<'a>> {
         let mut extents = Vec::new();
         let take = if name == "Parallel" {
@@ -314,9 +365,14 @@ impl Builder {
         } else {
             1
         };
+        // A parallel loop of no iterations has no layout; a serial one simply does not run.
+        let least = i64::from(name == "Parallel");
         for (value, span) in args.positional.iter().take(take) {
             match self.index_expr(value) {
-                Some(extent) => extents.push(extent),
+                Some(extent) => {
+                    self.check_extent(extent, least, i64::MAX, *span, "a loop extent")?;
+                    extents.push(extent);
+                }
                 None => {
                     let what = value.describe();
                     return Err(self.error(
@@ -374,6 +430,15 @@ impl Builder {
     fn alloc<'a>(&mut self, args: Args<'a>, default_scope: Scope, what: &str) -> Eval<Value<'a>> {
         let shape_value = self.required(&args, 0, "shape")?;
         let shape = self.shape_of(&shape_value, args.span_of(0, "shape"))?;
+        for &extent in &shape {
+            self.check_extent(
+                extent,
+                1,
+                i64::MAX,
+                args.span_of(0, "shape"),
+                "a buffer extent",
+            )?;
+        }
         let dtype = self.dtype_arg(&args, 1, "dtype")?;
         let scope = match args.get(2, "scope") {
             Some(Value::Str(name)) => Scope::from_name(name).ok_or_else(|| {

@@ -483,6 +483,14 @@ impl Builder {
         }
         let symbolic = matches!(lhs, Value::Index(_)) || matches!(rhs, Value::Index(_));
         if symbolic && let (Some(a), Some(b)) = (self.index_expr(&lhs), self.index_expr(&rhs)) {
+            let divides = matches!(op, Operator::FloorDiv | Operator::Div | Operator::Mod);
+            if divides && self.world.exprs.as_int(b) == Some(0) {
+                return Err(self.error(
+                    Code::MetaError,
+                    span,
+                    "integer division or modulo by zero",
+                ));
+            }
             let arena = &mut self.world.exprs;
             let result = match op {
                 Operator::Add => Some(arena.add(a, b)),

@@ -208,3 +208,61 @@ good()
         "#]],
     );
 }
+
+#[test]
+fn invalid_geometry_is_a_diagnostic_at_its_source() {
+    let kernel = |grid: &str, body: &str| {
+        format!(
+            r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def k(N=64):
+    @T.prim_func
+    def main(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
+        with T.Kernel({grid}, threads=128) as bx:
+            {body}
+
+    return main
+
+
+k()
+"#
+        )
+    };
+    let copy = "for i in T.Parallel(N):\n                B[i] = A[i]";
+    let cases = [
+        kernel("1", "for i in T.Parallel(0):\n                B[i] = A[i]"),
+        kernel("1", "for i in T.Parallel(-4):\n                B[i] = A[i]"),
+        kernel("-3", copy),
+        kernel("2**40", copy),
+        kernel("1, 70000", copy),
+        kernel(
+            "1",
+            "for i in T.Parallel(N):\n                B[i] = A[i // 0]",
+        ),
+        kernel(
+            "1",
+            &format!("x = T.alloc_shared((0, 4), 'float32')\n            {copy}"),
+        ),
+        kernel(
+            "1",
+            &format!("x = T.alloc_fragment((-16,), 'float32')\n            {copy}"),
+        ),
+    ];
+    let found: Vec<String> = cases.iter().map(|source| build(source)).collect();
+    expect![[r#"
+        [
+            "kernel k(N=64)\n  (incomplete: the front end reported an error)\n  #0 param A: float32[64] global\n  #1 param B: float32[64] global\n  #2 launch grid (1) threads (128) as (bx)\nline 11: invalid-call: a loop extent must be at least 1, found 0\n",
+            "kernel k(N=64)\n  (incomplete: the front end reported an error)\n  #0 param A: float32[64] global\n  #1 param B: float32[64] global\n  #2 launch grid (1) threads (128) as (bx)\nline 11: invalid-call: a loop extent must be at least 1, found -4\n",
+            "kernel k(N=64)\n  (incomplete: the front end reported an error)\n  #0 param A: float32[64] global\n  #1 param B: float32[64] global\nline 10: invalid-call: a grid extent must be at least 1, found -3\n",
+            "kernel k(N=64)\n  #0 param A: float32[64] global\n  #1 param B: float32[64] global\n  #2 launch grid (1099511627776) threads (128) as (bx)\n    #3 for i in Parallel(64)\n      #4 B[i] = A[i]\nline 10: invalid-call: this grid has 1099511627776 blocks along x, but CUDA launches at most 2147483647: launching it fails\n",
+            "kernel k(N=64)\n  #0 param A: float32[64] global\n  #1 param B: float32[64] global\n  #2 launch grid (1, 70000) threads (128) as (bx, by)\n    #3 for i in Parallel(64)\n      #4 B[i] = A[i]\nline 10: invalid-call: this grid has 70000 blocks along y, but CUDA launches at most 65535: launching it fails\n",
+            "kernel k(N=64)\n  (incomplete: the front end reported an error)\n  #0 param A: float32[64] global\n  #1 param B: float32[64] global\n  #2 launch grid (1) threads (128) as (bx)\n    #3 for i in Parallel(64)\nline 12: meta-error: integer division or modulo by zero\n",
+            "kernel k(N=64)\n  (incomplete: the front end reported an error)\n  #0 param A: float32[64] global\n  #1 param B: float32[64] global\n  #2 launch grid (1) threads (128) as (bx)\n    #3 for i in Parallel(64)\n      #4 B[i] = A[i]\nline 11: invalid-call: a buffer extent must be at least 1, found 0\n",
+            "kernel k(N=64)\n  (incomplete: the front end reported an error)\n  #0 param A: float32[64] global\n  #1 param B: float32[64] global\n  #2 launch grid (1) threads (128) as (bx)\n    #3 for i in Parallel(64)\n      #4 B[i] = A[i]\nline 11: invalid-call: a buffer extent must be at least 1, found -16\n",
+        ]
+    "#]].assert_debug_eq(&found);
+}

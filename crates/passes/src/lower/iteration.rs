@@ -214,7 +214,9 @@ fn planned(
     thread: VarId,
 ) -> Option<Iteration> {
     let total: i64 = layout.shape.iter().product();
-    if total % vector != 0 {
+    // An empty layout has no iterations to hand out (the front end rejects one; a world built
+    // some other way must not divide by zero here).
+    if total <= 0 || vector <= 0 || total % vector != 0 {
         return None;
     }
     let chunks = total / vector;
