@@ -27,8 +27,9 @@ def fill(buf, value):
 
 const CONFIGS: &str = r#"
 from .common import BLOCK as ROWS
+from . import WARPS
 
-THREADS = ROWS * 2
+THREADS = ROWS * WARPS // 2
 "#;
 
 const OPS: &str = r#"
@@ -88,7 +89,7 @@ fn workspace() -> Workspace {
     };
     let common = file(&db, "/ws/pkg/common.py", COMMON);
     let configs = file(&db, "/ws/pkg/configs.py", CONFIGS);
-    let init = file(&db, "/ws/pkg/__init__.py", "");
+    let init = file(&db, "/ws/pkg/__init__.py", "WARPS = 4\n");
     let ops = file(&db, "/ws/pkg/ops.py", OPS);
     let other = file(&db, "/ws/other.py", OTHER);
     register_files(&mut db, &[common, configs, init, ops, other]);
@@ -199,14 +200,38 @@ fn a_missing_module_or_an_import_cycle_is_not_a_crash() {
         Vec::new(),
     );
     register_files(&mut db, &[a, b]);
-    // Both files are analysed; the cycle is cut where it closes.
+    // Both files are analysed; the cycle is cut where it closes, and said so.
     let _ = file_diagnostics(&db, a);
-    let diagnostics = file_diagnostics(&db, b);
-    assert!(
-        diagnostics
-            .iter()
-            .all(|d| d.severity != tilec_ir::Severity::Error),
-        "{diagnostics:?}"
+    let diagnostics: Vec<String> = file_diagnostics(&db, b)
+        .iter()
+        .map(|d| format!("{} {} {}", d.severity, d.code, d.message))
+        .collect();
+    assert_eq!(
+        diagnostics,
+        vec![
+            "info unresolved-import this import closes a cycle: `/ws/a.py` imports this file \
+             back; tilec runs each module once, so what one takes from the other while it is \
+             still being imported is unknown"
+        ]
     );
     assert_eq!(instances(&db, b).len(), 1);
+}
+
+#[test]
+fn a_relative_import_of_no_workspace_file_is_an_info() {
+    let mut db = RootDatabase::default();
+    let text = format!("from .missing_helpers import BLOCK\n{OTHER}");
+    let ops = SourceFile::new(&db, PathBuf::from("/ws/pkg/ops.py"), text, Vec::new());
+    register_files(&mut db, &[ops]);
+    let found: Vec<String> = file_diagnostics(&db, ops)
+        .iter()
+        .map(|d| format!("{} {} {}", d.severity, d.code, d.message))
+        .collect();
+    assert_eq!(
+        found,
+        vec![
+            "info unresolved-import `.missing_helpers` is not a file of this workspace that \
+             tilec could read, so what this imports is unknown to it"
+        ]
+    );
 }

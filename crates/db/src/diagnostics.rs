@@ -159,6 +159,7 @@ pub fn file_diagnostics(db: &dyn Db, file: SourceFile) -> Vec<FileDiagnostic> {
         diagnostic.shown_by = shown.iter().map(|instance| instance.index(db)).collect();
     }
     found.extend(uninstantiated_kernels(db, file));
+    found.extend(unresolved_imports(db, file));
     found.sort_by_key(|diagnostic| (diagnostic.span.start, diagnostic.span.end));
     found
 }
@@ -195,6 +196,53 @@ fn instances_note(db: &dyn Db, file: SourceFile, shown: &[Instance<'_>]) -> Opti
         described.join(", "),
         kernel.name(db)
     ))
+}
+
+/// An info at each relative import that names no file of the workspace (what it imports is
+/// unknown to tilec, which explains the errors where it is used), and at each import that closes
+/// a cycle (the names taken from a module still being imported are unknown).
+fn unresolved_imports(db: &dyn Db, file: SourceFile) -> Vec<FileDiagnostic> {
+    if !outline(db, file).uses_tilelang {
+        return Vec::new();
+    }
+    let resolved = crate::imports::resolved_imports(db, file);
+    let mut found = Vec::new();
+    for statement in tilec_frontend::import_statements(parse(db, file)) {
+        let targets: Vec<SourceFile> = resolved
+            .iter()
+            .filter(|(written, _)| statement.names.contains(written))
+            .map(|(_, module)| *module)
+            .collect();
+        let module = statement.names.last().cloned().unwrap_or_default();
+        let message = if statement.relative && targets.is_empty() {
+            format!(
+                "`{module}` is not a file of this workspace that tilec could read, so what this imports is unknown to it"
+            )
+        } else if let Some(cycle) = targets
+            .iter()
+            .find(|&&target| crate::imports::imports_module(db, target, file))
+        {
+            format!(
+                "this import closes a cycle: `{}` imports this file back; tilec runs each module once, so what one takes from the other while it is still being imported is unknown",
+                cycle.path(db).display()
+            )
+        } else {
+            continue;
+        };
+        found.push(FileDiagnostic {
+            code: Code::UnresolvedImport,
+            severity: Severity::Info,
+            message,
+            span: statement.span,
+            related: Vec::new(),
+            help: Some("tilec reads the `.py` files under the nearest folder with `pyproject.toml`, `setup.py`, `.git` or `tilec.toml`".to_owned()),
+            kernel: None,
+            instance: None,
+            instances_note: None,
+            shown_by: Vec::new(),
+        });
+    }
+    found
 }
 
 /// An info diagnostic at each kernel that has no instance: it is parsed but cannot be evaluated,

@@ -14,7 +14,7 @@ use crate::instances::InstanceSpec;
 use crate::modules::{ModuleTable, ParsedModules, Surroundings};
 use crate::outline::{
     ContextSource, KernelSource, KernelStyle, Outline, context_statements, kernel_definitions,
-    nested_functions, prim_func_depth, range_span,
+    nested_eager_kernel, nested_functions, prim_func_depth, range_span,
 };
 use crate::syntax::ParsedModule;
 use crate::value::{
@@ -439,8 +439,46 @@ impl Builder {
         {
             return self.instantiate_prim_func(function);
         }
+        if prim_func_depth(&def.body).is_none()
+            && let Some(inner) = nested_eager_kernel(&def.body)
+        {
+            return self.run_nested_eager(&frame, def, inner);
+        }
         let prim_func = self.nested_prim_func(&frame, def)?;
         self.instantiate_prim_func(&prim_func)
+    }
+
+    /// An eager kernel defined inside the wrapper (a closure over its arguments): it runs in the
+    /// frame that defined it, with generic values for the parameters nothing passes.
+    fn run_nested_eager<'a>(
+        &mut self,
+        frame: &Env<'a>,
+        def: &'a StmtFunctionDef,
+        inner: &'a StmtFunctionDef,
+    ) -> Eval<()> {
+        // The frame that defined it: the wrapper's own, or that of the function around it.
+        let scope = std::iter::once(frame.clone())
+            .chain(
+                nested_functions(&def.body)
+                    .into_iter()
+                    .filter_map(|f| call_frame(frame, f.range.start().to_u32())),
+            )
+            .find(|scope| {
+                matches!(lookup(scope, inner.name.as_str()),
+                    Some(Value::Function(function)) if matches!(function.body, FunctionBody::Def(d) if d.range == inner.range))
+            });
+        let Some(scope) = scope else {
+            return Err(self.error(
+                Code::UnsupportedSyntax,
+                range_span(&inner.name),
+                format!(
+                    "`{}` is the kernel, but tilec could not follow `{}` to its definition",
+                    inner.name, def.name
+                ),
+            ));
+        };
+        self.read_decorators(&scope, inner);
+        self.run_factory(&scope, inner, KernelStyle::Eager, &[], None)
     }
 
     /// The prim_func that the nested factory of `def` builds, called in the frame `def` last ran
@@ -458,7 +496,7 @@ impl Builder {
             .map(|(_, inner)| inner)
         else {
             return Err(self.error(
-                Code::InvalidCall,
+                Code::UnsupportedSyntax,
                 span,
                 format!(
                     "tilec cannot tell which function of `{}` builds its `@T.prim_func`",
@@ -472,7 +510,7 @@ impl Builder {
             }
             _ => {
                 return Err(self.error(
-                    Code::InvalidCall,
+                    Code::UnsupportedSyntax,
                     range_span(&inner.name),
                     format!(
                         "`{}` builds the kernel's `@T.prim_func`, but tilec could not follow `{}` to its definition",

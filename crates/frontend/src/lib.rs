@@ -37,8 +37,8 @@ pub use instances::{
     find_instances,
 };
 pub use modules::{
-    ResolvedImport, Surroundings, TargetFacts, WorkspaceModule, asks_the_device, imported_names,
-    module_exports,
+    ImportStatement, ResolvedImport, Surroundings, TargetFacts, WorkspaceModule, asks_the_device,
+    import_statements, imported_names, module_exports,
 };
 pub use outline::{
     ContextSource, KernelOutline, KernelSource, KernelStyle, MethodOutline, Outline, ParamOutline,

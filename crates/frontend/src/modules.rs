@@ -11,7 +11,7 @@ use std::rc::Rc;
 
 use ruff_python_ast::{ModModule, Stmt};
 use ruff_text_size::Ranged;
-use tilec_ir::Target;
+use tilec_ir::{Span, Target};
 
 use crate::builder::Builder;
 use crate::outline::ContextSource;
@@ -162,9 +162,8 @@ fn collect_imports(body: &[Stmt], names: &mut Vec<String>) {
                         names.push(submodule(&module, alias.name.as_str()));
                     }
                 }
-                if !module.ends_with('.') {
-                    names.push(module);
-                }
+                // `from . import x` may name `x` in the package's `__init__.py`.
+                names.push(module);
             }
             Stmt::FunctionDef(def) => collect_imports(&def.body, names),
             Stmt::ClassDef(class) => collect_imports(&class.body, names),
@@ -187,6 +186,56 @@ fn collect_imports(body: &[Stmt], names: &mut Vec<String>) {
             _ => {}
         }
     }
+}
+
+/// An import statement of a file: where it is, the module names it may refer to (as
+/// [`imported_names`] lists them), and whether it is relative (`from .common import align`), in
+/// which case it must name a file of the workspace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImportStatement {
+    pub span: Span,
+    pub names: Vec<String>,
+    pub relative: bool,
+}
+
+/// The import statements of a file, at any depth, in source order.
+pub fn import_statements(parsed: &ParsedModule) -> Vec<ImportStatement> {
+    use ruff_python_ast::visitor::{Visitor, walk_stmt};
+    struct Finder(Vec<ImportStatement>);
+    impl<'a> Visitor<'a> for Finder {
+        fn visit_stmt(&mut self, stmt: &'a Stmt) {
+            let found = match stmt {
+                Stmt::ImportFrom(import) => {
+                    let module = written_module(import);
+                    let mut names: Vec<String> = import
+                        .names
+                        .iter()
+                        .filter(|alias| alias.name.as_str() != "*")
+                        .map(|alias| submodule(&module, alias.name.as_str()))
+                        .collect();
+                    names.push(module);
+                    Some((import.range, names, import.level > 0))
+                }
+                Stmt::Import(import) => {
+                    let mut names = Vec::new();
+                    collect_imports(std::slice::from_ref(stmt), &mut names);
+                    Some((import.range, names, false))
+                }
+                _ => None,
+            };
+            if let Some((range, names, relative)) = found {
+                self.0.push(ImportStatement {
+                    span: crate::syntax::span_of(range),
+                    names,
+                    relative,
+                });
+            }
+            walk_stmt(self, stmt);
+        }
+    }
+    let mut finder = Finder(Vec::new());
+    finder.visit_body(&parsed.syntax().body);
+    finder.0
 }
 
 /// `from ..pkg import x` is written `..pkg`; `from . import x` is `.`.

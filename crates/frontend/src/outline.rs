@@ -250,17 +250,7 @@ pub(crate) fn has_receiver(def: &StmtFunctionDef) -> bool {
 
 /// Decides whether a function is a kernel, and in which style.
 fn kernel_style(def: &StmtFunctionDef) -> Option<KernelStyle> {
-    let decorated = |suffix: &str| {
-        def.decorator_list.iter().any(|decorator| {
-            let callee = match &decorator.expression {
-                Expr::Call(call) => &*call.func,
-                other => other,
-            };
-            dotted_name(callee)
-                .is_some_and(|name| name == suffix || name.ends_with(&format!(".{suffix}")))
-        })
-    };
-    if decorated("prim_func") {
+    if decorated(def, "prim_func") {
         return Some(KernelStyle::PrimFunc);
     }
     match prim_func_depth(&def.body) {
@@ -268,10 +258,43 @@ fn kernel_style(def: &StmtFunctionDef) -> Option<KernelStyle> {
         Some(_) => return Some(KernelStyle::Wrapper),
         None => {}
     }
-    if (decorated("jit") || decorated("autotune")) && contains_kernel_launch(&def.body) {
+    if is_eager_kernel(def) {
         return Some(KernelStyle::Eager);
     }
+    // A function that defines an eager kernel (a closure over its arguments) wraps it.
+    if nested_eager_kernel(&def.body).is_some() {
+        return Some(KernelStyle::Wrapper);
+    }
     None
+}
+
+/// Whether a decorator of `def` is `suffix` (`jit`, `tilelang.jit(...)`, `T.prim_func`).
+fn decorated(def: &StmtFunctionDef, suffix: &str) -> bool {
+    def.decorator_list.iter().any(|decorator| {
+        let callee = match &decorator.expression {
+            Expr::Call(call) => &*call.func,
+            other => other,
+        };
+        dotted_name(callee)
+            .is_some_and(|name| name == suffix || name.ends_with(&format!(".{suffix}")))
+    })
+}
+
+/// `@tilelang.jit` / `@autotune` on a function whose body launches `T.Kernel`.
+pub(crate) fn is_eager_kernel(def: &StmtFunctionDef) -> bool {
+    (decorated(def, "jit") || decorated(def, "autotune")) && contains_kernel_launch(&def.body)
+}
+
+/// The eager kernel a body defines (under any compound statement, or in a function it defines),
+/// if any: the first in source order.
+pub(crate) fn nested_eager_kernel(body: &[Stmt]) -> Option<&StmtFunctionDef> {
+    nested_functions(body).into_iter().find_map(|inner| {
+        if is_eager_kernel(inner) {
+            Some(inner)
+        } else {
+            nested_eager_kernel(&inner.body)
+        }
+    })
 }
 
 /// Whether a `@T.prim_func` is defined in `body`, and how many functions further in: 0 when the

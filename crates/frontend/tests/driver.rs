@@ -504,3 +504,37 @@ op.kernel(4096)
     "#]],
     );
 }
+
+#[test]
+fn an_eager_kernel_closed_over_by_a_function_is_found() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+
+
+def make_scale(block_M=64):
+    @tilelang.jit
+    def scale(A, B, dtype=T.float16):
+        M, N = T.const("M, N")
+        A: T.Tensor((M, N), dtype)
+        B: T.Tensor((M, N), dtype)
+        with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:
+            tile = T.alloc_fragment((block_M, N), dtype)
+            T.copy(A[bx * block_M, 0], tile)
+            T.copy(tile, B[bx * block_M, 0])
+
+    return scale
+
+
+make_scale(32)
+"#;
+    check(
+        source,
+        expect![[r#"
+        make_scale (line 20): block_M=32
+          symbolic: M
+          assumed: N = 128 (a representative choice)
+          line 20: info generic-instance
+    "#]],
+    );
+}

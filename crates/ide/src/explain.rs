@@ -25,5 +25,6 @@ pub fn explain_page(code: Code) -> &'static str {
         Code::UnevenPartition => include_str!("../../../docs/codes/uneven-partition.md"),
         Code::CannotLower => include_str!("../../../docs/codes/cannot-lower.md"),
         Code::GenericInstance => include_str!("../../../docs/codes/generic-instance.md"),
+        Code::UnresolvedImport => include_str!("../../../docs/codes/unresolved-import.md"),
     }
 }

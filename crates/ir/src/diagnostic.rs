@@ -54,10 +54,11 @@ pub enum Code {
     UnevenPartition,
     CannotLower,
     GenericInstance,
+    UnresolvedImport,
 }
 
 impl Code {
-    pub const ALL: [Code; 19] = [
+    pub const ALL: [Code; 20] = [
         Code::ParseError,
         Code::UndefinedName,
         Code::UnsupportedSyntax,
@@ -77,6 +78,7 @@ impl Code {
         Code::UnevenPartition,
         Code::CannotLower,
         Code::GenericInstance,
+        Code::UnresolvedImport,
     ];
 
     pub fn name(self) -> &'static str {
@@ -100,6 +102,7 @@ impl Code {
             Code::UnevenPartition => "uneven-partition",
             Code::CannotLower => "cannot-lower",
             Code::GenericInstance => "generic-instance",
+            Code::UnresolvedImport => "unresolved-import",
         }
     }
 

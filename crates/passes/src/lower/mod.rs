@@ -137,6 +137,7 @@ pub fn lower_launch(
     launch: EntityId,
     name: String,
 ) -> Result<ThreadProgram, Diagnostic> {
+    let limit = i64::try_from(options.target.shared_memory_per_block()).unwrap_or(i64::MAX);
     let staged = match options.stage_epilogues {
         true => epilogue::stage_epilogues(world, layouts, launch),
         false => None,
@@ -173,11 +174,14 @@ pub fn lower_launch(
                 (launch, TileOrder::PerBlock),
                 name.clone(),
             )
+            && program.shared_bytes <= limit
         {
             return Ok(program);
         }
     }
-    lower_launch_as_written(world, layouts, options, (launch, TileOrder::PerBlock), name)
+    let program =
+        lower_launch_as_written(world, layouts, options, (launch, TileOrder::PerBlock), name)?;
+    within_shared_limit(program, options, launch)
 }
 
 /// The persistent form of a launch, its epilogue staged if that fits: `None` where persistence
@@ -221,13 +225,21 @@ fn lower_launch_as_written(
         return Ok(program);
     }
     // One scratch area for all cross-warp reductions may fit where one each does not.
-    let shared = lower_with_workspaces(world, layouts, options, (launch, walk), name, true)?;
-    let needed = u64::try_from(shared.shared_bytes).unwrap_or(u64::MAX);
-    if shared.shared_bytes <= limit {
-        return Ok(shared);
+    lower_with_workspaces(world, layouts, options, (launch, walk), name, true)
+}
+
+/// The checks count the buffers; lowering adds reduction scratch and pipeline barriers. A launch
+/// they push over the limit would fail when launched: say so here instead.
+fn within_shared_limit(
+    program: ThreadProgram,
+    options: CodegenOptions,
+    launch: EntityId,
+) -> Result<ThreadProgram, Diagnostic> {
+    let limit = options.target.shared_memory_per_block();
+    let needed = u64::try_from(program.shared_bytes).unwrap_or(u64::MAX);
+    if needed <= limit {
+        return Ok(program);
     }
-    // The checks count the buffers; lowering adds reduction scratch and pipeline barriers. A
-    // launch they push over the limit would fail when launched: say so here instead.
     Err(Diagnostic::error(
         Code::CannotLower,
         Anchor::Entity(launch),
