@@ -1,12 +1,14 @@
 //! The TileLang front end: reads `.py` files without running Python.
 //!
-//! It parses a file with ruff's recovering parser, finds the kernels in both styles (classic
-//! factories returning a `@T.prim_func`, and eager `@tilelang.jit` functions), finds their
-//! instantiations, evaluates the meta-level Python around and inside each kernel, and builds the
-//! kernel world of every instance.
+//! It parses a file with ruff's recovering parser, finds the kernels in every style (classic
+//! factories returning a `@T.prim_func`, eager `@tilelang.jit` functions, wrappers that define
+//! either one function further in, methods of classes), finds their instantiations, evaluates the
+//! meta-level Python around and inside each kernel (classes, imported workspace modules, the
+//! target's device facts included), and builds the kernel world of every instance.
 //!
 //! Invariants of this crate:
-//! - It never does I/O: callers hand it source text (and tilec.toml text).
+//! - It never does I/O: callers hand it source text (and tilec.toml text), and the importable
+//!   statements of the workspace modules a file imports ([`Surroundings`]).
 //! - It never panics on any input: every problem is a diagnostic with a source range, and a problem
 //!   in one kernel never hides the results of the others.
 //! - It lays out and lowers nothing; that is `tilec-passes`' work, on the world built here.
