@@ -10,19 +10,30 @@ use tilec_db::{FileDiagnostic, Instance, RootDatabase, SourceFile, instances};
 /// The corpus folder (`shared/corpus` beside the clone), or `None` when this checkout has none.
 ///
 /// CI keeps `shared/` next to the repository, so the path is relative to this crate's manifest.
-/// A checkout without it cannot run the corpus tests; callers then skip with the reason printed
-/// rather than fail, because the absence of data says nothing about the compiler.
+/// A checkout without it cannot run the corpus tests; callers then skip with the reason printed,
+/// except in CI (`CI` set), where missing data fails the test: it must never pass by skipping.
 pub fn corpus_dir() -> Option<PathBuf> {
     let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/corpus"));
     if dir.join("EXPECTED.toml").is_file() {
         Some(dir)
     } else {
+        missing_in_ci(&dir);
         eprintln!(
             "skipping: the shared corpus is missing (looked for {}/EXPECTED.toml); \
              these tests need `shared/` beside the repository clone",
             dir.display()
         );
         None
+    }
+}
+
+/// In CI (`CI` set), shared data that is missing fails the test that needs it.
+pub fn missing_in_ci(path: &Path) {
+    if std::env::var_os("CI").is_some() {
+        panic!(
+            "{} is missing, and CI must run every test: keep `shared/` beside the clone",
+            path.display()
+        );
     }
 }
 

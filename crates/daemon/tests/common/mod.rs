@@ -2,7 +2,19 @@
 
 use std::path::{Path, PathBuf};
 
-/// A corpus file, or `None` (with the reason printed) when `shared/` is not beside the checkout.
+/// In CI (`CI` set), shared data that is missing fails the test that needs it: a test must never
+/// pass there by skipping.
+pub fn missing_in_ci(path: &Path) {
+    if std::env::var_os("CI").is_some() {
+        panic!(
+            "{} is missing, and CI must run every test: keep `shared/` beside the clone",
+            path.display()
+        );
+    }
+}
+
+/// A corpus file, or `None` (with the reason printed) when `shared/` is not beside the checkout;
+/// in CI, a missing file fails the test.
 pub fn corpus_file(name: &str) -> Option<PathBuf> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../../shared/corpus")
@@ -10,6 +22,7 @@ pub fn corpus_file(name: &str) -> Option<PathBuf> {
     if path.is_file() {
         Some(path)
     } else {
+        missing_in_ci(&path);
         eprintln!(
             "skipped: no corpus file {} (CI has shared/ beside the clone)",
             path.display()

@@ -25,6 +25,12 @@ pub fn corpus_text(name: &str) -> Option<String> {
     match std::fs::read_to_string(&path) {
         Ok(text) => Some(text),
         Err(_) => {
+            if std::env::var_os("CI").is_some() {
+                panic!(
+                    "{} is missing, and CI must run every test: keep `shared/` beside the clone",
+                    path.display()
+                );
+            }
             eprintln!(
                 "skipping: the corpus is not beside the checkout ({})",
                 path.display()
