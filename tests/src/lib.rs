@@ -226,3 +226,21 @@ pub fn on_analysis_stack<T: Send>(work: impl FnOnce() -> T + Send) -> T {
         }
     })
 }
+
+/// Asserts that an emulated output matches `expected` (f64 values, rounded to the output's dtype)
+/// within the dtype's tolerance.
+pub fn assert_matches(name: &str, actual: &tilec_runtime::HostTensor, expected: Vec<f64>) {
+    let expected = tilec_runtime::HostTensor {
+        dtype: actual.dtype,
+        shape: actual.shape.clone(),
+        values: expected
+            .into_iter()
+            .map(|x| tilec_runtime::tensor::round_to(actual.dtype, x))
+            .collect(),
+    };
+    let comparison = tilec_runtime::compare(actual, &expected);
+    assert!(
+        comparison.passes(tilec_runtime::tolerance_for(actual.dtype)),
+        "{name}: {comparison:?}"
+    );
+}

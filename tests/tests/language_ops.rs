@@ -6,8 +6,8 @@
 
 use tilec_db::{RootDatabase, file_diagnostics, instances, layouts, thread_programs};
 use tilec_runtime::inputs::make_tensors;
-use tilec_runtime::{HostTensor, compare, run_program, tolerance_for};
-use tilec_tests::{on_analysis_stack, source_file};
+use tilec_runtime::{HostTensor, run_program};
+use tilec_tests::{assert_matches, on_analysis_stack, source_file};
 
 /// Checks `source` (no error allowed), lowers its first instance and runs it on seeded inputs;
 /// returns the tensors after the run and the described layout of `fragment`.
@@ -38,22 +38,6 @@ fn run(source: &str, fragment: &str) -> (Vec<HostTensor>, String) {
         run_program(&programs[0], &mut tensors, &[]).expect("the emulator runs it");
         (tensors, layout)
     })
-}
-
-fn assert_matches(name: &str, actual: &HostTensor, expected: Vec<f64>) {
-    let expected = HostTensor {
-        dtype: actual.dtype,
-        shape: actual.shape.clone(),
-        values: expected
-            .into_iter()
-            .map(|x| tilec_runtime::tensor::round_to(actual.dtype, x))
-            .collect(),
-    };
-    let comparison = compare(actual, &expected);
-    assert!(
-        comparison.passes(tolerance_for(actual.dtype)),
-        "{name}: {comparison:?}"
-    );
 }
 
 const CLAMP: &str = r#"

@@ -3,8 +3,8 @@
 
 use tilec_ir::ConstValue;
 use tilec_runtime::inputs::make_tensors;
-use tilec_runtime::{HostTensor, compare, run_program, tolerance_for};
-use tilec_tests::{corpus_dir, instance_with, load_corpus, on_analysis_stack};
+use tilec_runtime::{HostTensor, run_program};
+use tilec_tests::{assert_matches, corpus_dir, instance_with, load_corpus, on_analysis_stack};
 
 /// Lowers `kernel` of `file` with `overrides`, runs it on seeded inputs and returns the tensors
 /// after the run (inputs unchanged, outputs written).
@@ -38,24 +38,6 @@ fn lowered(file: &str, kernel: &str, overrides: &[(&str, i64)]) -> Option<tilec_
 
 fn map(input: &HostTensor, f: impl Fn(f64) -> f64) -> Vec<f64> {
     input.values.iter().map(|&x| f(x)).collect()
-}
-
-/// Asserts `actual` matches `expected` (f64 values rounded to the output dtype) within the dtype's
-/// tolerance.
-fn assert_matches(name: &str, actual: &HostTensor, expected: Vec<f64>) {
-    let expected = HostTensor {
-        dtype: actual.dtype,
-        shape: actual.shape.clone(),
-        values: expected
-            .into_iter()
-            .map(|x| tilec_runtime::tensor::round_to(actual.dtype, x))
-            .collect(),
-    };
-    let comparison = compare(actual, &expected);
-    assert!(
-        comparison.passes(tolerance_for(actual.dtype)),
-        "{name}: {comparison:?}"
-    );
 }
 
 fn rows(t: &HostTensor) -> Vec<&[f64]> {
