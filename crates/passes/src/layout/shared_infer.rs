@@ -187,6 +187,11 @@ fn swizzled_annotation(world: &World, buffer: EntityId) -> Result<SharedLayout, 
             world.name(buffer)
         ));
     }
+    operand_layout(world, buffer)
+}
+
+/// TileLang's layout for a gemm operand tile of `buffer`'s shape and dtype, or why there is none.
+fn operand_layout(world: &World, buffer: EntityId) -> Result<SharedLayout, String> {
     let (Some(shape), Some(dtype)) = (world.const_shape(buffer), world.dtypes.get(buffer)) else {
         return Err(format!(
             "`{}` needs a shape known at compile time to be swizzled",
@@ -195,7 +200,7 @@ fn swizzled_annotation(world: &World, buffer: EntityId) -> Result<SharedLayout, 
     };
     let [leading @ .., rows, cols] = shape.as_slice() else {
         return Err(format!(
-            "`make_swizzled_layout` swizzles the rows of a 2-D tile, but `{}` has one dimension",
+            "a swizzle rearranges the rows of a 2-D tile, but `{}` has one dimension",
             world.name(buffer)
         ));
     };
@@ -278,15 +283,7 @@ fn gemm_operand(
     if !is_shared(world, buffer) {
         return;
     }
-    let (Some(shape), Some(dtype)) = (world.const_shape(buffer), world.dtypes.get(buffer)) else {
-        return;
-    };
-    let [leading @ .., rows, cols] = shape.as_slice() else {
-        return;
-    };
-    let bits = u32::try_from(dtype.bytes() * 8).unwrap_or(16);
-    let Ok(layout) = gemm_operand_layout(*rows, *cols, bits, true).and_then(|l| l.expand(leading))
-    else {
+    let Ok(layout) = operand_layout(world, buffer) else {
         return;
     };
     match swizzled.get(&buffer) {
