@@ -167,23 +167,11 @@ fn collect_imports(body: &[Stmt], names: &mut Vec<String>) {
             }
             Stmt::FunctionDef(def) => collect_imports(&def.body, names),
             Stmt::ClassDef(class) => collect_imports(&class.body, names),
-            Stmt::If(if_stmt) => {
-                collect_imports(&if_stmt.body, names);
-                for clause in &if_stmt.elif_else_clauses {
-                    collect_imports(&clause.body, names);
+            other => {
+                for inner in crate::outline::inner_bodies(other) {
+                    collect_imports(inner, names);
                 }
             }
-            Stmt::Try(try_stmt) => {
-                collect_imports(&try_stmt.body, names);
-                for handler in &try_stmt.handlers {
-                    let ruff_python_ast::ExceptHandler::ExceptHandler(handler) = handler;
-                    collect_imports(&handler.body, names);
-                }
-                collect_imports(&try_stmt.orelse, names);
-                collect_imports(&try_stmt.finalbody, names);
-            }
-            Stmt::With(with) => collect_imports(&with.body, names),
-            _ => {}
         }
     }
 }

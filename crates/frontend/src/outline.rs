@@ -227,17 +227,11 @@ fn module_classes(body: &[Stmt]) -> Vec<&ruff_python_ast::StmtClassDef> {
     for stmt in body {
         match stmt {
             Stmt::ClassDef(class) => classes.push(class),
-            Stmt::If(if_stmt) => {
-                classes.extend(module_classes(&if_stmt.body));
-                for clause in &if_stmt.elif_else_clauses {
-                    classes.extend(module_classes(&clause.body));
+            other => {
+                for inner in inner_bodies(other) {
+                    classes.extend(module_classes(inner));
                 }
             }
-            Stmt::Try(try_stmt) => {
-                classes.extend(module_classes(&try_stmt.body));
-                classes.extend(module_classes(&try_stmt.orelse));
-            }
-            _ => {}
         }
     }
     classes
@@ -300,34 +294,16 @@ pub(crate) fn nested_eager_kernel(body: &[Stmt]) -> Option<&StmtFunctionDef> {
 /// Whether a `@T.prim_func` is defined in `body`, and how many functions further in: 0 when the
 /// body itself defines it (under any compound statement), 1 when a function it defines does, ...
 pub(crate) fn prim_func_depth(body: &[Stmt]) -> Option<usize> {
-    let mut shallowest: Option<usize> = None;
-    for stmt in body {
-        let depth = match stmt {
+    body.iter()
+        .filter_map(|stmt| match stmt {
             Stmt::FunctionDef(inner) if is_prim_func(inner) => Some(0),
             Stmt::FunctionDef(inner) => prim_func_depth(&inner.body).map(|depth| depth + 1),
-            Stmt::If(if_stmt) => std::iter::once(&if_stmt.body)
-                .chain(if_stmt.elif_else_clauses.iter().map(|clause| &clause.body))
-                .filter_map(|body| prim_func_depth(body))
+            other => inner_bodies(other)
+                .into_iter()
+                .filter_map(prim_func_depth)
                 .min(),
-            Stmt::Try(try_stmt) => std::iter::once(&try_stmt.body)
-                .chain(try_stmt.handlers.iter().map(|handler| {
-                    let ruff_python_ast::ExceptHandler::ExceptHandler(handler) = handler;
-                    &handler.body
-                }))
-                .chain([&try_stmt.orelse, &try_stmt.finalbody])
-                .filter_map(|body| prim_func_depth(body))
-                .min(),
-            Stmt::With(with) => prim_func_depth(&with.body),
-            Stmt::For(for_stmt) => prim_func_depth(&for_stmt.body),
-            Stmt::While(while_stmt) => prim_func_depth(&while_stmt.body),
-            _ => None,
-        };
-        shallowest = match (shallowest, depth) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-    }
-    shallowest
+        })
+        .min()
 }
 
 /// The functions a body defines, under any compound statement but not inside other functions.
@@ -336,28 +312,38 @@ pub(crate) fn nested_functions(body: &[Stmt]) -> Vec<&StmtFunctionDef> {
     for stmt in body {
         match stmt {
             Stmt::FunctionDef(def) => functions.push(def),
-            Stmt::If(if_stmt) => {
-                functions.extend(nested_functions(&if_stmt.body));
-                for clause in &if_stmt.elif_else_clauses {
-                    functions.extend(nested_functions(&clause.body));
+            other => {
+                for inner in inner_bodies(other) {
+                    functions.extend(nested_functions(inner));
                 }
             }
-            Stmt::Try(try_stmt) => {
-                functions.extend(nested_functions(&try_stmt.body));
-                for handler in &try_stmt.handlers {
-                    let ruff_python_ast::ExceptHandler::ExceptHandler(handler) = handler;
-                    functions.extend(nested_functions(&handler.body));
-                }
-                functions.extend(nested_functions(&try_stmt.orelse));
-                functions.extend(nested_functions(&try_stmt.finalbody));
-            }
-            Stmt::With(with) => functions.extend(nested_functions(&with.body)),
-            Stmt::For(for_stmt) => functions.extend(nested_functions(&for_stmt.body)),
-            Stmt::While(while_stmt) => functions.extend(nested_functions(&while_stmt.body)),
-            _ => {}
         }
     }
     functions
+}
+
+/// The statement lists a compound statement holds directly (the branches of an `if`, the body,
+/// handlers, `else` and `finally` of a `try`, the body and `else` of a loop, a `with`'s body),
+/// not those of the functions and classes it defines: the places a definition or an import can
+/// hide without leaving its scope.
+pub(crate) fn inner_bodies(stmt: &Stmt) -> Vec<&[Stmt]> {
+    match stmt {
+        Stmt::If(if_stmt) => std::iter::once(if_stmt.body.as_slice())
+            .chain(if_stmt.elif_else_clauses.iter().map(|c| c.body.as_slice()))
+            .collect(),
+        Stmt::Try(try_stmt) => std::iter::once(try_stmt.body.as_slice())
+            .chain(try_stmt.handlers.iter().map(|handler| {
+                let ruff_python_ast::ExceptHandler::ExceptHandler(handler) = handler;
+                handler.body.as_slice()
+            }))
+            .chain([try_stmt.orelse.as_slice(), try_stmt.finalbody.as_slice()])
+            .collect(),
+        Stmt::With(with) => vec![with.body.as_slice()],
+        Stmt::For(for_stmt) => vec![for_stmt.body.as_slice(), for_stmt.orelse.as_slice()],
+        Stmt::While(while_stmt) => vec![while_stmt.body.as_slice(), while_stmt.orelse.as_slice()],
+        Stmt::Match(match_stmt) => match_stmt.cases.iter().map(|c| c.body.as_slice()).collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// `@T.prim_func` (or `@tilelang.language.prim_func`, `@prim_func`).
@@ -417,24 +403,7 @@ fn imports_tilelang(body: &[Stmt]) -> bool {
             .is_some_and(|module| module.as_str().starts_with("tilelang")),
         Stmt::FunctionDef(def) => imports_tilelang(&def.body),
         Stmt::ClassDef(class) => imports_tilelang(&class.body),
-        Stmt::If(if_stmt) => {
-            imports_tilelang(&if_stmt.body)
-                || if_stmt
-                    .elif_else_clauses
-                    .iter()
-                    .any(|clause| imports_tilelang(&clause.body))
-        }
-        Stmt::Try(try_stmt) => {
-            imports_tilelang(&try_stmt.body)
-                || try_stmt.handlers.iter().any(|handler| {
-                    let ruff_python_ast::ExceptHandler::ExceptHandler(handler) = handler;
-                    imports_tilelang(&handler.body)
-                })
-                || imports_tilelang(&try_stmt.orelse)
-                || imports_tilelang(&try_stmt.finalbody)
-        }
-        Stmt::With(with) => imports_tilelang(&with.body),
-        _ => false,
+        other => inner_bodies(other).into_iter().any(imports_tilelang),
     })
 }
 
