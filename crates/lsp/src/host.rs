@@ -96,6 +96,8 @@ struct Host {
     documents: Arc<HashMap<Uri, Document>>,
     /// Workspace files that open documents import, read from disk (see `follow_imports`).
     imported: HashMap<PathBuf, SourceFile>,
+    /// The module names each document imported when its imports were last followed.
+    followed: HashMap<SourceFile, Vec<String>>,
     target: Target,
     pool: Pool,
     versions: Versions,
@@ -112,6 +114,7 @@ impl Host {
             db,
             documents: Arc::default(),
             imported: HashMap::new(),
+            followed: HashMap::new(),
             target: Target::default(),
             pool,
             versions,
@@ -218,7 +221,9 @@ impl Host {
                 Some(uri)
             }
             Task::Close { uri } => {
-                Arc::make_mut(&mut self.documents).remove(&uri);
+                if let Some(document) = Arc::make_mut(&mut self.documents).remove(&uri) {
+                    self.followed.remove(&document.file);
+                }
                 lock(&self.versions).remove(&uri);
                 Some(uri)
             }
@@ -241,8 +246,14 @@ impl Host {
     }
 
     /// Loads the workspace files `file` imports that are neither open nor loaded yet, so that its
-    /// imports resolve.
+    /// imports resolve. Looking for them touches the disk, so it is done only when the names the
+    /// file imports change, not on every keystroke.
     fn follow_imports(&mut self, file: SourceFile) {
+        let names = tilec_frontend::imported_names(tilec_db::parse(&self.db, file));
+        if self.followed.get(&file) == Some(&names) {
+            return;
+        }
+        self.followed.insert(file, names);
         let known: std::collections::HashSet<PathBuf> = self
             .documents
             .values()
