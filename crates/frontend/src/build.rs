@@ -301,10 +301,15 @@ pub(crate) fn module_env<'a>(
     builder.target = modules.target();
     install_modules(&globals, ModuleTable::new(modules));
     let strict = std::mem::replace(&mut builder.strict, false);
+    let budget = builder.work_budget;
+    builder.reset_budget(budget.min(crate::builder::MODULE_WORK_BUDGET));
     for stmt in context {
-        let _ = builder.exec_body(&globals, std::slice::from_ref(*stmt));
+        builder.exec_module_statement(&globals, stmt);
     }
     builder.strict = strict;
+    // The kernel gets a budget of its own: a module-level loop that spent the module's budget
+    // has said so, and must not leave the kernel silently empty.
+    builder.reset_budget(budget);
     globals
 }
 

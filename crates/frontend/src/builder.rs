@@ -66,13 +66,41 @@ impl CallArg {
     }
 }
 
-/// How many statements and calls one build may evaluate: Python loops at compile time are bounded
-/// so that a `while True:` in a factory reports an error instead of hanging the editor.
-const STEP_BUDGET: u64 = 2_000_000;
+/// How much compile-time evaluation one build may do, in units of work. Python loops at compile
+/// time are bounded so that a `while True:` in a factory reports a diagnostic instead of hanging
+/// the editor, and the bound counts work rather than statements: a statement or call costs
+/// [`STEP_COST`], and every element of a list, tuple or string the evaluator creates costs
+/// [`ELEMENT_COST`], so
+/// that `while True: x = [0] * (1 << 20)` ends as quickly as `while True: pass` (both well under a
+/// second in a release build).
+pub(crate) const WORK_BUDGET: u64 = STEP_COST * 2_000_000;
+
+/// The work of one statement or call: the budget allows two million of them.
+const STEP_COST: u64 = 8;
+
+/// Module-level code around the kernels (constants, configuration tables, helper definitions)
+/// is evaluated again for every instance, so it gets a quarter of the budget: an endless loop at
+/// the top of a file must not cost every instance a full budget.
+pub(crate) const MODULE_WORK_BUDGET: u64 = WORK_BUDGET / 4;
+
+/// The work of one element of a list, tuple or string the evaluator creates: creating and
+/// dropping an element costs about a fifth of a step.
+const ELEMENT_COST: u64 = 2;
 
 /// Driver code (`main()`, benchmarks, argument parsing) is only read for the calls it makes, so it
 /// gets a smaller budget: a benchmark loop must not cost the editor more than a few milliseconds.
-pub(crate) const DRIVER_STEP_BUDGET: u64 = 100_000;
+pub(crate) const DRIVER_WORK_BUDGET: u64 = STEP_COST * 100_000;
+
+/// Once module-level code has spent its budget (a long loop at the top of a file), each later
+/// module-level statement still gets this much, so that the functions, imports and constants it
+/// defines exist for the kernels: one loop must not empty the whole file.
+const LATE_STATEMENT_ALLOWANCE: u64 = STEP_COST * 2_000;
+
+/// The longest list, tuple or string the evaluator builds. Kernel factories build configuration
+/// tables and names, never millions of elements; a larger value is reported where it is made
+/// rather than allocated (a doubling loop would otherwise exhaust memory in a few steps).
+pub(crate) const MAX_SEQUENCE_LEN: usize = 1 << 20;
+
 const MAX_CALL_DEPTH: u32 = 64;
 
 #[derive(Debug)]
@@ -95,8 +123,11 @@ pub(crate) struct Builder {
     /// `out_idx` of the kernel's decorator, applied once its parameters exist.
     pub pending_out_idx: Vec<i64>,
     reported_names: FxHashSet<String>,
-    steps: u64,
-    pub step_budget: u64,
+    /// Work done so far against `work_budget` (see [`WORK_BUDGET`]).
+    work: u64,
+    pub work_budget: u64,
+    /// The places where an analysis limit was reported in this build: each is reported once.
+    reported_limits: Vec<Span>,
     pub depth: u32,
     pub expr_depth: u32,
     /// True while the body of a called helper runs: a failing statement ends the call.
@@ -146,8 +177,9 @@ impl Builder {
             pending_out_idx: Vec::new(),
             unevaluated: Vec::new(),
             reported_names: FxHashSet::default(),
-            steps: 0,
-            step_budget: STEP_BUDGET,
+            work: 0,
+            work_budget: WORK_BUDGET,
+            reported_limits: Vec::new(),
             depth: 0,
             expr_depth: 0,
             abort_on_error: false,
@@ -208,18 +240,101 @@ impl Builder {
 
     /// Counts one evaluation step; fails once the budget is spent.
     pub(crate) fn step(&mut self, span: Span) -> Eval<()> {
-        self.steps += 1;
-        if self.steps == self.step_budget {
-            return Err(self.error(
-                Code::MetaError,
+        self.charge(STEP_COST, span)
+    }
+
+    /// Counts `units` of work (elements created, steps); fails once the budget is spent. The first
+    /// failure is reported where it happened, whether or not the code is strict: a long loop at
+    /// module level must say why what follows it is unknown.
+    pub(crate) fn charge(&mut self, units: u64, span: Span) -> Eval<()> {
+        let before = self.work;
+        self.work = self.work.saturating_add(units);
+        if self.work <= self.work_budget {
+            return Ok(());
+        }
+        if before <= self.work_budget {
+            let steps = self.work_budget / STEP_COST;
+            return Err(self.limit(
                 span,
-                "compile-time evaluation did not finish (more than 2,000,000 steps): is there an endless loop?",
+                format!(
+                    "compile-time evaluation did not finish within tilec's budget ({} steps, \
+                     fewer when it builds large lists): is there an endless loop?",
+                    thousands(steps)
+                ),
             ));
         }
-        if self.steps > self.step_budget {
-            return Err(Stop);
+        Err(Stop)
+    }
+
+    /// True once this build has spent its work budget.
+    pub(crate) fn budget_spent(&self) -> bool {
+        self.work > self.work_budget
+    }
+
+    /// Gives evaluation a fresh budget of `budget` units (a new phase: the kernel after its
+    /// module, driver code after the module's definitions).
+    pub(crate) fn reset_budget(&mut self, budget: u64) {
+        self.work = 0;
+        self.work_budget = budget;
+    }
+
+    /// Runs one module-level statement, with a small allowance of its own once the budget is
+    /// spent (see [`LATE_STATEMENT_ALLOWANCE`]). Failures only make the statement's targets
+    /// unknown, as everywhere in module context.
+    pub(crate) fn exec_module_statement<'a>(
+        &mut self,
+        globals: &crate::value::Env<'a>,
+        stmt: &'a ruff_python_ast::Stmt,
+    ) {
+        if self.budget_spent() {
+            self.work = self.work_budget.saturating_sub(LATE_STATEMENT_ALLOWANCE);
+        }
+        let _ = self.exec_body(globals, std::slice::from_ref(stmt));
+    }
+
+    /// Fails with an `analysis-limit` warning unless `len` elements are within
+    /// [`MAX_SEQUENCE_LEN`], and counts them as work otherwise. `what` names the value ("list",
+    /// "string").
+    pub(crate) fn allocate(&mut self, len: u128, what: &str, span: Span) -> Eval<()> {
+        self.within_sequence_limit(len, what, span)?;
+        let units = u64::try_from(len).unwrap_or(u64::MAX);
+        self.charge(units.saturating_mul(ELEMENT_COST), span)
+    }
+
+    /// Fails with an `analysis-limit` warning unless a value of `len` elements is within
+    /// [`MAX_SEQUENCE_LEN`]; counts no work (for a value that grows in place).
+    pub(crate) fn within_sequence_limit(&mut self, len: u128, what: &str, span: Span) -> Eval<()> {
+        if len > MAX_SEQUENCE_LEN as u128 {
+            return Err(self.limit(
+                span,
+                format!(
+                    "this {what} would have {} elements; tilec evaluates {what}s of up to {} \
+                     elements at compile time",
+                    thousands_u128(len),
+                    thousands(MAX_SEQUENCE_LEN as u64)
+                ),
+            ));
         }
         Ok(())
+    }
+
+    /// Reports that analysis stops at `span` because of one of tilec's own limits (not an error in
+    /// the code): an `analysis-limit` warning, once per place, in strict and lenient code alike.
+    /// Kernel code that stops so leaves an incomplete world, which is never lowered.
+    pub(crate) fn limit(&mut self, span: Span, message: String) -> Stop {
+        let span = self.foreign_span.unwrap_or(span);
+        if self.strict {
+            self.world.incomplete = true;
+        }
+        if !self.reported_limits.contains(&span) {
+            self.reported_limits.push(span);
+            self.diagnostics.push(Diagnostic::warning(
+                Code::AnalysisLimit,
+                Anchor::Span(span),
+                message,
+            ));
+        }
+        Stop
     }
 
     pub(crate) fn enter_call(&mut self, span: Span) -> Eval<()> {
@@ -262,4 +377,21 @@ impl Builder {
         }
         Ok(self.add_entity(kind))
     }
+}
+
+/// `n` with thousands separators, as the diagnostics write limits.
+pub(crate) fn thousands(n: u64) -> String {
+    thousands_u128(u128::from(n))
+}
+
+fn thousands_u128(n: u128) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (index, digit) in digits.chars().enumerate() {
+        if index > 0 && (digits.len() - index) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
 }

@@ -734,6 +734,11 @@ impl Builder {
                         _ => None,
                     })
                     .collect();
+                if let Some(parts) = &parts {
+                    let len: u128 = parts.iter().map(|part| part.len() as u128).sum::<u128>()
+                        + text.len() as u128 * parts.len() as u128;
+                    self.allocate(len, "string", args.span)?;
+                }
                 parts.map(|parts| Value::str(&parts.join(text)))
             }
             "isdigit" | "isnumeric" | "isdecimal" => Some(Value::Bool(
@@ -745,7 +750,12 @@ impl Builder {
             "startswith" => arg(0).map(|prefix| Value::Bool(text.starts_with(&prefix))),
             "endswith" => arg(0).map(|suffix| Value::Bool(text.ends_with(&suffix))),
             "replace" => match (arg(0), arg(1)) {
-                (Some(from), Some(to)) => Some(Value::str(&text.replace(&from, &to))),
+                (Some(from), Some(to)) => {
+                    let matches = text.matches(from.as_str()).count() as u128;
+                    let len = text.len() as u128 + matches * to.len() as u128;
+                    self.allocate(len, "string", args.span)?;
+                    Some(Value::str(&text.replace(&from, &to)))
+                }
                 _ => None,
             },
             "split" => {

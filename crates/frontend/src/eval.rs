@@ -20,6 +20,11 @@ use tilec_ir::Span;
 /// How deeply expressions may nest: deeper ones are a diagnostic, not a stack overflow.
 const MAX_EXPR_DEPTH: u32 = 400;
 
+/// The most nodes a data expression may have written out as a tree: far more than any kernel
+/// writes by hand or unrolls, few enough that lowering, the emulator and the CUDA printer, which
+/// walk expressions as trees, stay fast.
+const MAX_DATA_TREE: u64 = 1 << 18;
+
 /// The evaluated arguments of a call.
 #[derive(Debug)]
 pub(crate) struct Args<'a> {
@@ -114,6 +119,7 @@ impl Builder {
                             text.push_str(&value.python_str());
                         }
                     }
+                    self.allocate(text.len() as u128, "string", span)?;
                 }
                 Ok(Value::str(&text))
             }
@@ -315,20 +321,20 @@ impl Builder {
     /// The items of a compile-time iterable (tuple, list, range, dict keys, string).
     pub(crate) fn iterate<'a>(&mut self, value: Value<'a>, span: Span) -> Eval<Vec<Value<'a>>> {
         match value {
-            Value::Tuple(items) | Value::List(items) => Ok(items.to_vec()),
+            Value::Tuple(items) | Value::List(items) => {
+                self.charge(items.len() as u64, span)?;
+                Ok(items.to_vec())
+            }
             Value::Range { start, stop, step } => {
                 let count = range_len(start, stop, step);
-                if count > 1_000_000 {
-                    return Err(self.error(
-                        Code::MetaError,
-                        span,
-                        "range too long to unroll at compile time",
-                    ));
-                }
+                self.allocate(u128::try_from(count).unwrap_or(0), "range", span)?;
                 Ok((0..count).map(|k| Value::Int(start + k * step)).collect())
             }
             Value::Dict(entries) => Ok(entries.iter().map(|(key, _)| key.clone()).collect()),
-            Value::Str(text) => Ok(text.chars().map(|c| Value::str(&c.to_string())).collect()),
+            Value::Str(text) => {
+                self.charge(text.len() as u64, span)?;
+                Ok(text.chars().map(|c| Value::str(&c.to_string())).collect())
+            }
             Value::Poison => Err(Stop),
             other => Err(self.error(
                 Code::MetaError,
@@ -459,14 +465,46 @@ impl Builder {
         Ok((id, dtype))
     }
 
+    /// A data expression of `node`. One whose tree is larger than [`MAX_DATA_TREE`] (operands
+    /// shared by doubling, `v = v + v` in a loop) is refused with an `analysis-limit` warning at
+    /// the statement that built it, as every later pass walks it as a tree; its value is poison.
     pub(crate) fn data<'a>(&mut self, node: DataExpr, dtype: Option<DType>) -> Value<'a> {
-        Value::Data {
-            id: self.world.data.push(node),
-            dtype,
+        let id = self.world.data.push(node);
+        let size = self.world.data.tree_size(id);
+        if size > MAX_DATA_TREE {
+            let span = self.stmt_span;
+            let _ = self.limit(
+                span,
+                format!(
+                    "this expression has {} terms when written out; tilec analyses expressions \
+                     of up to {} terms",
+                    crate::builder::thousands(size),
+                    crate::builder::thousands(MAX_DATA_TREE)
+                ),
+            );
+            return Value::Poison;
         }
+        Value::Data { id, dtype }
     }
 
     // ----- operators --------------------------------------------------------------------------
+
+    /// `items * count`, as Python repeats a list or tuple (a negative count gives an empty one).
+    fn repeat<'a>(
+        &mut self,
+        items: &[Value<'a>],
+        count: i64,
+        what: &str,
+        span: Span,
+    ) -> Eval<Vec<Value<'a>>> {
+        let count = usize::try_from(count).unwrap_or(0);
+        self.allocate(items.len() as u128 * count as u128, what, span)?;
+        let mut out = Vec::with_capacity(items.len() * count);
+        for _ in 0..count {
+            out.extend(items.iter().cloned());
+        }
+        Ok(out)
+    }
 
     pub(crate) fn binary<'a>(
         &mut self,
@@ -572,19 +610,30 @@ impl Builder {
         if let (Some(a), Some(b)) = (as_float(lhs), as_float(rhs)) {
             return self.float_binary(op, a, b, span).map(Some);
         }
+        let joined_len = |a: usize, b: usize| a as u128 + b as u128;
         Ok(match (op, lhs, rhs) {
-            (Operator::Add, Str(a), Str(b)) => Some(Value::str(&format!("{a}{b}"))),
+            (Operator::Add, Str(a), Str(b)) => {
+                self.allocate(joined_len(a.len(), b.len()), "string", span)?;
+                Some(Value::str(&format!("{a}{b}")))
+            }
             (Operator::Add, Tuple(a), Tuple(b)) => {
+                self.allocate(joined_len(a.len(), b.len()), "tuple", span)?;
                 Some(Value::tuple(a.iter().chain(b.iter()).cloned().collect()))
             }
             (Operator::Add, List(a), List(b)) => {
+                self.allocate(joined_len(a.len(), b.len()), "list", span)?;
                 Some(List(Rc::new(a.iter().chain(b.iter()).cloned().collect())))
             }
             (Operator::Mult, Tuple(items), Int(n)) | (Operator::Mult, Int(n), Tuple(items)) => {
-                Some(Value::tuple(repeat(items, *n)))
+                Some(Value::tuple(self.repeat(items, *n, "tuple", span)?))
             }
             (Operator::Mult, List(items), Int(n)) | (Operator::Mult, Int(n), List(items)) => {
-                Some(List(Rc::new(repeat(items, *n))))
+                Some(List(Rc::new(self.repeat(items, *n, "list", span)?)))
+            }
+            (Operator::Mult, Str(text), Int(n)) | (Operator::Mult, Int(n), Str(text)) => {
+                let count = usize::try_from(*n).unwrap_or(0);
+                self.allocate(text.len() as u128 * count as u128, "string", span)?;
+                Some(Value::str(&text.repeat(count)))
             }
             _ => None,
         })
@@ -846,15 +895,6 @@ pub(crate) fn python_mod(a: i64, b: i64) -> Option<i64> {
     } else {
         Some(remainder)
     }
-}
-
-fn repeat<'a>(items: &[Value<'a>], count: i64) -> Vec<Value<'a>> {
-    let count = usize::try_from(count).unwrap_or(0).min(1 << 20);
-    let mut out = Vec::with_capacity(items.len() * count);
-    for _ in 0..count {
-        out.extend(items.iter().cloned());
-    }
-    out
 }
 
 /// True for values only known when the kernel runs (or symbolic at compile time).

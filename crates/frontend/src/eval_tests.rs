@@ -187,9 +187,91 @@ fn failing_assert_reports_its_message() {
 fn endless_loops_stop_with_a_diagnostic() {
     let message = run("x = 0\nwhile True:\n    x = x + 1\nresult = x\n");
     assert!(
-        message.starts_with("meta-error: compile-time evaluation did not finish"),
+        message.starts_with("analysis-limit: compile-time evaluation did not finish"),
         "{message}"
     );
+}
+
+/// Values whose size the source controls are refused where they are made, with the size they
+/// would have had, instead of exhausting memory (or being silently cut short).
+#[test]
+fn oversized_values_are_reported_not_allocated() {
+    let cases = [
+        (
+            "s = 'ab'\nfor _ in range(40):\n    s = s + s\nresult = len(s)\n",
+            "analysis-limit: this string would have 2,097,152 elements; tilec evaluates strings of up to 1,048,576 elements at compile time",
+        ),
+        (
+            "result = [0] * (1 << 20) * (1 << 20)\n",
+            "analysis-limit: this list would have 1,099,511,627,776 elements; tilec evaluates lists of up to 1,048,576 elements at compile time",
+        ),
+        (
+            "result = [0] * 10**9\n",
+            "analysis-limit: this list would have 1,000,000,000 elements; tilec evaluates lists of up to 1,048,576 elements at compile time",
+        ),
+        (
+            "result = 'x' * 10**12\n",
+            "analysis-limit: this string would have 1,000,000,000,000 elements; tilec evaluates strings of up to 1,048,576 elements at compile time",
+        ),
+        (
+            "result = ','.join(['abc'] * 1000).replace('', 'x' * 1000)\n",
+            "analysis-limit: this string would have 4,003,999 elements; tilec evaluates strings of up to 1,048,576 elements at compile time",
+        ),
+        (
+            "result = 0\nfor i in range(10**12):\n    result += i\n",
+            "analysis-limit: this range would have 1,000,000,000,000 elements; tilec evaluates ranges of up to 1,048,576 elements at compile time",
+        ),
+    ];
+    for (source, expected) in cases {
+        assert_eq!(run(source), expected, "{source}");
+    }
+}
+
+/// The budget counts work, not statements: a loop that builds a large list at every iteration
+/// ends after a few iterations, not two million.
+#[test]
+fn building_large_lists_in_a_loop_spends_the_budget_quickly() {
+    let started = std::time::Instant::now();
+    let message = run("while True:\n    x = [0] * (1 << 20)\n");
+    assert!(
+        message.starts_with("analysis-limit: compile-time evaluation did not finish"),
+        "{message}"
+    );
+    // Generous for a debug build on a loaded machine; the release build takes about 0.2 s.
+    assert!(started.elapsed().as_secs() < 30, "{:?}", started.elapsed());
+}
+
+/// Appending in a loop grows the list in place: ten thousand appends are ten thousand steps of
+/// work, not fifty million element copies.
+#[test]
+fn appends_in_a_loop_do_not_copy_the_list() {
+    let source = "xs = []\nfor i in range(100000):\n    xs.append(i)\nresult = len(xs)\n";
+    assert_eq!(run(source), "100000");
+}
+
+/// A long loop at module level says so, and the names defined after it still exist, so that one
+/// loop does not empty the file.
+#[test]
+fn definitions_after_a_module_loop_that_spent_the_budget_still_exist() {
+    let source = "n = 0\nwhile True:\n    n = n + 1\nBLOCK = 64\ndef twice(x):\n    return 2 * x\n";
+    let parsed = ParsedModule::parse(source);
+    let mut builder = Builder::new(false);
+    let env = new_env(None);
+    for stmt in &parsed.syntax().body {
+        builder.exec_module_statement(&env, stmt);
+    }
+    let messages: Vec<String> = builder
+        .diagnostics
+        .iter()
+        .map(|d| format!("{}: {}", d.code, d.message))
+        .collect();
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    assert!(messages[0].starts_with("analysis-limit: compile-time evaluation did not finish"));
+    assert_eq!(
+        lookup(&env, "BLOCK").map(|v| v.python_str()).as_deref(),
+        Some("64")
+    );
+    assert!(lookup(&env, "twice").is_some());
 }
 
 #[test]

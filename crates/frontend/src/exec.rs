@@ -240,12 +240,19 @@ impl Builder {
             return Ok(None);
         };
         let args = self.eval_args(env, call)?;
-        let mut items = items.to_vec();
-        match (method, args.positional.into_iter().next()) {
-            ("append", Some((item, _))) => items.push(item),
-            ("extend", Some((more, span))) => items.extend(self.iterate(more, span)?),
+        let added = match (method, args.positional.into_iter().next()) {
+            ("append", Some((item, _))) => vec![item],
+            ("extend", Some((more, span))) => self.iterate(more, span)?,
             _ => return Err(self.unsupported(range_span(call), "this list method call")),
-        }
+        };
+        let span = range_span(call);
+        self.within_sequence_limit(items.len() as u128 + added.len() as u128, "list", span)?;
+        self.allocate(added.len() as u128, "list", span)?;
+        // The name is unbound while the list grows, so that it is the only owner and grows in
+        // place: a loop of `append`s must not copy the list at every step.
+        rebind(env, name.id.as_str(), Value::None);
+        let mut items = Rc::unwrap_or_clone(items);
+        items.extend(added);
         rebind(env, name.id.as_str(), Value::List(Rc::new(items)));
         Ok(Some(Flow::Normal))
     }

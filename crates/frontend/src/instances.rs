@@ -123,7 +123,7 @@ fn record_calls(
     let names: Vec<&str> = outline.kernels.iter().map(|kernel| kernel.name()).collect();
     let context: Vec<&Stmt> = context_statements(module, &names).collect();
     let mut builder = Builder::new(false);
-    builder.step_budget = crate::builder::DRIVER_STEP_BUDGET;
+    builder.work_budget = crate::builder::DRIVER_WORK_BUDGET;
     let globals = module_env(&mut builder, &[], &modules);
     keep_call_frames(&globals);
     bind(&globals, "__name__", Value::str("__main__"));
@@ -133,7 +133,7 @@ fn record_calls(
     // record their calls.
     refer_kernels(&globals, &names);
     for stmt in module.body.iter().filter(|stmt| !is_kernel_def(stmt)) {
-        let _ = builder.exec_body(&globals, std::slice::from_ref(stmt));
+        builder.exec_module_statement(&globals, stmt);
         if matches!(
             stmt,
             Stmt::ClassDef(_) | Stmt::If(_) | Stmt::Try(_) | Stmt::With(_)
@@ -452,7 +452,7 @@ pub fn autotune_configs(
     let names: Vec<&str> = outline.kernels.iter().map(|k| k.name()).collect();
     let context: Vec<&Stmt> = context_statements(module, &names).collect();
     let mut builder = Builder::new(false);
-    builder.step_budget = crate::builder::DRIVER_STEP_BUDGET;
+    builder.work_budget = crate::builder::DRIVER_WORK_BUDGET;
     let globals = module_env(&mut builder, &context, &modules);
     let value = builder
         .eval(&globals, configs)

@@ -285,7 +285,22 @@ impl<'a> Value<'a> {
     }
 
     /// The compile-time constant this value is, if it is one.
+    ///
+    /// `None` also for a value of more than [`MAX_SEQUENCE_LEN`] nodes in all: lists that share
+    /// their items (`b = [a] * n`) are small in memory but would be copied out in full.
     pub(crate) fn to_const(&self) -> Option<ConstValue> {
+        let mut nodes_left = crate::builder::MAX_SEQUENCE_LEN;
+        self.to_const_within(&mut nodes_left)
+    }
+
+    fn to_const_within(&self, nodes_left: &mut usize) -> Option<ConstValue> {
+        *nodes_left = nodes_left.checked_sub(1)?;
+        let mut items_of = |items: &[Value<'a>]| -> Option<Vec<ConstValue>> {
+            items
+                .iter()
+                .map(|item| item.to_const_within(nodes_left))
+                .collect()
+        };
         Some(match self {
             Value::None => ConstValue::None,
             Value::Bool(value) => ConstValue::Bool(*value),
@@ -293,16 +308,17 @@ impl<'a> Value<'a> {
             Value::Float(value) => ConstValue::float(*value),
             Value::Str(text) => ConstValue::Str(text.to_string()),
             Value::DType(dtype) => ConstValue::DType(*dtype),
-            Value::Tuple(items) => {
-                ConstValue::Tuple(items.iter().map(Value::to_const).collect::<Option<_>>()?)
-            }
-            Value::List(items) => {
-                ConstValue::List(items.iter().map(Value::to_const).collect::<Option<_>>()?)
-            }
+            Value::Tuple(items) => ConstValue::Tuple(items_of(items)?),
+            Value::List(items) => ConstValue::List(items_of(items)?),
             Value::Dict(entries) => ConstValue::Dict(
                 entries
                     .iter()
-                    .map(|(k, v)| Some((k.to_const()?, v.to_const()?)))
+                    .map(|(k, v)| {
+                        Some((
+                            k.to_const_within(nodes_left)?,
+                            v.to_const_within(nodes_left)?,
+                        ))
+                    })
                     .collect::<Option<_>>()?,
             ),
             _ => return None,
@@ -326,14 +342,18 @@ impl<'a> Value<'a> {
     }
 }
 
+/// How many values `range(start, stop, step)` yields. Computed in 128 bits, since `stop - start`
+/// overflows 64 for the widest ranges; a length past `i64::MAX` is clamped to it.
 pub(crate) fn range_len(start: i64, stop: i64, step: i64) -> i64 {
-    if step > 0 && stop > start {
+    let (start, stop, step) = (i128::from(start), i128::from(stop), i128::from(step));
+    let len = if step > 0 && stop > start {
         (stop - start + step - 1) / step
     } else if step < 0 && start > stop {
         (start - stop - step - 1) / -step
     } else {
         0
-    }
+    };
+    i64::try_from(len).unwrap_or(i64::MAX)
 }
 
 /// One scope of names: a module, a function call, a comprehension.

@@ -26,5 +26,6 @@ pub fn explain_page(code: Code) -> &'static str {
         Code::CannotLower => include_str!("../../../docs/codes/cannot-lower.md"),
         Code::GenericInstance => include_str!("../../../docs/codes/generic-instance.md"),
         Code::UnresolvedImport => include_str!("../../../docs/codes/unresolved-import.md"),
+        Code::AnalysisLimit => include_str!("../../../docs/codes/analysis-limit.md"),
     }
 }

@@ -202,17 +202,57 @@ pub enum DataExpr {
     },
 }
 
+impl DataExpr {
+    /// The data operands of this node, in order (index expressions are not data operands).
+    pub fn operands(&self) -> impl Iterator<Item = DataId> + '_ {
+        let (fixed, rest): ([Option<DataId>; 3], &[DataId]) = match self {
+            DataExpr::Float { .. }
+            | DataExpr::Int { .. }
+            | DataExpr::Index(_)
+            | DataExpr::Load { .. }
+            | DataExpr::ReadVar(_) => ([None; 3], &[]),
+            DataExpr::Neg(inner) | DataExpr::Not(inner) => ([Some(*inner), None, None], &[]),
+            DataExpr::Cast { value, .. } => ([Some(*value), None, None], &[]),
+            DataExpr::Binary { lhs, rhs, .. } | DataExpr::Compare { lhs, rhs, .. } => {
+                ([Some(*lhs), Some(*rhs), None], &[])
+            }
+            DataExpr::Call { args, .. } => ([None; 3], args.as_slice()),
+            DataExpr::Select {
+                cond,
+                then,
+                otherwise,
+            } => ([Some(*cond), Some(*then), Some(*otherwise)], &[]),
+        };
+        fixed.into_iter().flatten().chain(rest.iter().copied())
+    }
+}
+
 /// The data expressions of one world, in creation order.
+///
+/// Nodes may share operands (`v = v + v` makes one node whose two operands are the same id), so
+/// an expression's tree, which every walk over it visits in full, can be exponentially larger
+/// than the arena. `tree_size` keeps each node's tree size so that the front end can refuse an
+/// expression whose walks would not finish.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DataArena {
     nodes: Vec<DataExpr>,
+    tree_sizes: Vec<u64>,
 }
 
 impl DataArena {
     pub fn push(&mut self, node: DataExpr) -> DataId {
         let id = DataId(u32::try_from(self.nodes.len()).unwrap_or(u32::MAX));
+        let size = node.operands().fold(1u64, |size, operand| {
+            size.saturating_add(self.tree_size(operand))
+        });
         self.nodes.push(node);
+        self.tree_sizes.push(size);
         id
+    }
+
+    /// How many nodes the expression `id` has written out as a tree (saturating at `u64::MAX`).
+    pub fn tree_size(&self, id: DataId) -> u64 {
+        self.tree_sizes[id.index()]
     }
 
     /// The node of `id`. Ids only come from `push` on the same arena, so the index is in range.

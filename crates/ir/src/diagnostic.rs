@@ -55,10 +55,11 @@ pub enum Code {
     CannotLower,
     GenericInstance,
     UnresolvedImport,
+    AnalysisLimit,
 }
 
 impl Code {
-    pub const ALL: [Code; 20] = [
+    pub const ALL: [Code; 21] = [
         Code::ParseError,
         Code::UndefinedName,
         Code::UnsupportedSyntax,
@@ -79,6 +80,7 @@ impl Code {
         Code::CannotLower,
         Code::GenericInstance,
         Code::UnresolvedImport,
+        Code::AnalysisLimit,
     ];
 
     pub fn name(self) -> &'static str {
@@ -103,6 +105,7 @@ impl Code {
             Code::CannotLower => "cannot-lower",
             Code::GenericInstance => "generic-instance",
             Code::UnresolvedImport => "unresolved-import",
+            Code::AnalysisLimit => "analysis-limit",
         }
     }
 

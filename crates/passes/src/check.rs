@@ -48,25 +48,31 @@ pub fn check_world(world: &World, target: Target) -> Vec<Diagnostic> {
     diagnostics
 }
 
-/// The most elements tilec compiles for one fragment or local buffer: a sanity bound, 256 times
+/// The most elements tilec compiles for one fragment or local buffer: a sanity bound, 16 times
 /// the 64 Ki registers of a whole block, far beyond what spills to local memory would still run
-/// at, that keeps lowering's per-register enumeration of a layout short.
-pub const MAX_REGISTER_BUFFER_ELEMENTS: u64 = 1 << 24;
+/// at, that keeps layout inference's and lowering's per-element enumeration of a layout short
+/// (a fragment of 2^20 elements takes about 0.2 s to infer).
+pub const MAX_REGISTER_BUFFER_ELEMENTS: u64 = 1 << 20;
+
+/// The fragments and local buffers over [`MAX_REGISTER_BUFFER_ELEMENTS`], with their element
+/// counts (`u64::MAX` when the count does not fit).
+pub(crate) fn oversized_register_buffers(
+    world: &World,
+) -> impl Iterator<Item = (EntityId, Scope, u64)> + '_ {
+    world.scopes.iter().filter_map(|(buffer, scope)| {
+        if !matches!(scope, Scope::Fragment | Scope::Local | Scope::LocalVar) {
+            return None;
+        }
+        let elements = buffer_elements(world, buffer)?;
+        (elements > MAX_REGISTER_BUFFER_ELEMENTS).then_some((buffer, *scope, elements))
+    })
+}
 
 /// Fragments and local buffers no block could hold, whose element count may not even fit in an
 /// integer: an error, where what merely spills is `register-pressure`'s warning.
 fn check_register_buffer_sizes(world: &World) -> Vec<Diagnostic> {
     let mut found = Vec::new();
-    for (buffer, scope) in world.scopes.iter() {
-        if !matches!(scope, Scope::Fragment | Scope::Local | Scope::LocalVar) {
-            continue;
-        }
-        let Some(elements) = buffer_elements(world, buffer) else {
-            continue;
-        };
-        if elements <= MAX_REGISTER_BUFFER_ELEMENTS {
-            continue;
-        }
+    for (buffer, scope, elements) in oversized_register_buffers(world) {
         let dims: Vec<String> = world
             .const_shape(buffer)
             .unwrap_or_default()

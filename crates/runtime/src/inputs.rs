@@ -43,6 +43,7 @@ pub fn make_tensors(
     seed: u64,
 ) -> Result<Vec<HostTensor>, String> {
     let shapes = param_shapes(program, scalars)?;
+    check_host_size(program, &shapes)?;
     Ok(program
         .params
         .iter()
@@ -60,6 +61,44 @@ pub fn make_tensors(
             }
         })
         .collect())
+}
+
+/// The most elements the tensors of one launch may have together on the host, where each takes 8
+/// bytes (8 GiB in all): the 8192³ GEMMs of the benchmarks need 2^27.6. Larger sizes are refused
+/// before anything is allocated, with a message, rather than aborting the process when memory runs
+/// out.
+pub const MAX_HOST_ELEMENTS: u64 = 1 << 30;
+
+/// Fails, naming the largest tensor, when the launch's tensors exceed [`MAX_HOST_ELEMENTS`] or
+/// their sizes overflow.
+fn check_host_size(program: &ThreadProgram, shapes: &[Vec<usize>]) -> Result<(), String> {
+    let counts: Vec<Option<u64>> = shapes
+        .iter()
+        .map(|shape| {
+            shape
+                .iter()
+                .try_fold(1u64, |acc, &extent| acc.checked_mul(extent as u64))
+        })
+        .collect();
+    let total = counts
+        .iter()
+        .try_fold(0u64, |acc, count| acc.checked_add((*count)?));
+    if total.is_some_and(|total| total <= MAX_HOST_ELEMENTS) {
+        return Ok(());
+    }
+    let largest = counts
+        .iter()
+        .enumerate()
+        .max_by_key(|(_, count)| count.unwrap_or(u64::MAX))
+        .map(|(position, _)| position);
+    let name = largest
+        .and_then(|position| program.params.get(position))
+        .map_or("?", |param| param.name.as_str());
+    let total = total.map_or_else(|| "more than 2^64".to_owned(), |total| total.to_string());
+    Err(format!(
+        "the tensors of this launch have {total} elements in all (the largest is `{name}`); tilec \
+         runs launches of up to {MAX_HOST_ELEMENTS} elements: pass smaller sizes with `--with`"
+    ))
 }
 
 /// Bytes a launch moves at least once: every input read and every output written.

@@ -159,7 +159,12 @@ struct State {
 /// Infers the layouts of every fragment and parallel loop of `world` for the architecture and
 /// pass configs of `options`.
 pub fn infer_layouts(world: &World, options: CodegenOptions) -> Layouts {
-    if world.incomplete {
+    // Inference enumerates every element of a fragment. One no block could hold has its
+    // `register-pressure` error from the checks, which names the limit; it gets no layouts.
+    let oversized = crate::check::oversized_register_buffers(world)
+        .next()
+        .is_some();
+    if world.incomplete || oversized {
         return Layouts {
             exprs: world.exprs.clone(),
             ..Layouts::default()

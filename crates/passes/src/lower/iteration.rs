@@ -290,11 +290,17 @@ fn visits_exactly_once(
     else {
         return false;
     };
-    let total: i64 = layout.shape.iter().product();
-    let Some(slots) = total.checked_mul(layout.replicate) else {
+    // Shapes come from user code: the products are checked, and a domain past 2^24 points is
+    // not enumerated (the caller then keeps the general, guarded iteration).
+    let slots = layout
+        .shape
+        .iter()
+        .try_fold(layout.replicate, |acc, &extent| acc.checked_mul(extent));
+    let points = threads.checked_mul(*steps);
+    let (Some(slots), Some(points)) = (slots, points) else {
         return false;
     };
-    if slots > (1 << 24) || threads * steps > (1 << 24) {
+    if !(0..=(1 << 24)).contains(&slots) || !(0..=(1 << 24)).contains(&points) {
         return false;
     }
     let mut outputs = coords.clone();
@@ -315,7 +321,7 @@ fn visits_exactly_once(
     };
     // Chunked by hand rather than with `for_each_chunk`, whose domain limit is lower than the
     // 2^24 points this check accepts.
-    let (points, chunk) = (threads * steps, CHUNK_POINTS as i64);
+    let chunk = CHUNK_POINTS as i64;
     let mut first = 0;
     while first < points {
         let (thread_column, step_column): (Vec<i64>, Vec<i64>) = (first..points.min(first + chunk))
