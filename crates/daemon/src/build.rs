@@ -21,10 +21,11 @@ use tilec_ir::thread::{Memory, ParamAccess};
 use tilec_ir::{Target, ThreadProgram};
 use tilec_runtime::cuda::{CompileSettings, compile_ptx, compute_cache_disabled};
 
-use crate::cache::{Cache, CacheEntry, Lookup, content_key};
+use crate::cache::{Cache, CacheEntry, CacheRequest, Lookup};
 use crate::tuned::apply_tuned;
 use crate::workspace::{InstanceSelection, Workspace, parse_target};
 use crate::{Emit, Format, render};
+use tilec_runtime::files::{Readers, write_atomically};
 use tilec_runtime::tuned::TunedFor;
 
 /// What `tilec build` was asked to do.
@@ -44,7 +45,7 @@ pub struct BuildOptions {
 struct Unit {
     stem: String,
     cuda: String,
-    key: String,
+    request: CacheRequest,
     description: Value,
 }
 
@@ -66,6 +67,10 @@ enum Outcome {
     Failed(String),
 }
 
+/// Builds every instance it can. The exit code is 0 when every instance was built, 1 when an
+/// instance or a file failed (the outputs of the others are written all the same), and 2 when a
+/// file could not be read (again after building the rest) or the build could not start (a bad
+/// option, two files whose outputs would share a folder).
 pub fn build(options: &BuildOptions) -> Result<ExitCode> {
     let started = Instant::now();
     let workspace = Workspace::load(&options.paths)?;
@@ -74,15 +79,20 @@ pub fn build(options: &BuildOptions) -> Result<ExitCode> {
         .unwrap_or_default();
     let _settings = workspace.apply_settings(target);
     let nvrtc = nvrtc_tag(options.emit)?;
-    let (instances, units) = plan(&workspace, options, target, &nvrtc)?;
+    let plan = plan(&workspace, options, target, &nvrtc)?;
+    refuse_shared_folders(&plan.instances, &options.out)?;
     let cache = Cache::open(&options.cache)?;
     let compile = nvrtc
         .is_some()
         .then(|| CompileSettings::for_arch(target.name()));
-    let outcomes = compile_all(&units, &cache, compile.as_ref(), options.format);
-    let summary = write_outputs(options, &instances, &units, &outcomes)?;
+    let outcomes = compile_all(&plan.units, &cache, compile.as_ref(), options.format);
+    crate::check::report_unreadable(&workspace);
+    let mut summary = report_files(options, &plan.files)?;
+    write_outputs(options, &plan, &outcomes, &mut summary)?;
     report_summary(options, &summary, &cache, started)?;
-    Ok(if summary.failed > 0 {
+    Ok(if !workspace.unreadable.is_empty() {
+        ExitCode::from(2)
+    } else if summary.failed > 0 || summary.files_failed > 0 {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
@@ -106,21 +116,36 @@ fn nvrtc_tag(emit: Emit) -> Result<Option<String>> {
     }
 }
 
-/// Phase 1: every selected instance lowered, and one unit per launch.
+/// What phase 1 found: the instances and their launches, and the files that gave none.
+#[derive(Default)]
+struct Plan {
+    instances: Vec<InstanceRecord>,
+    units: Vec<Unit>,
+    files: Vec<FileRecord>,
+}
+
+/// A file that imports TileLang but has no instance to build, and why.
+struct FileRecord {
+    file: String,
+    /// The file's errors (a syntax error that hides its kernels); none when it simply defines no
+    /// kernel, which is not an error.
+    diagnostics: Vec<Value>,
+}
+
+/// Phase 1: every selected instance lowered, and one unit per launch. A file without kernels, or
+/// whose kernels cannot be found for its errors, is recorded and the others go on.
 fn plan(
     workspace: &Workspace,
     options: &BuildOptions,
     target: Target,
     nvrtc: &Option<String>,
-) -> Result<(Vec<InstanceRecord>, Vec<Unit>)> {
+) -> Result<Plan> {
     let db = &workspace.db;
     let selection = &options.selection;
     if !selection.with.is_empty() && workspace.files.len() != 1 {
         bail!("--with needs exactly one file");
     }
-    let roots = options.paths.clone();
-    let mut instances = Vec::new();
-    let mut units = Vec::new();
+    let mut plan = Plan::default();
     for &file in &workspace.files {
         if !outline(db, file).uses_tilelang {
             continue;
@@ -130,12 +155,18 @@ fn plan(
                 Ok(selected) => selected,
                 // A folder build skips files without the requested kernel.
                 Err(_) if selection.kernel.is_some() || selection.instance.is_some() => continue,
-                Err(error) => return Err(error),
+                Err(_) => {
+                    plan.files.push(FileRecord {
+                        file: file.path(db).display().to_string(),
+                        diagnostics: file_errors(db, file),
+                    });
+                    continue;
+                }
             }
         } else {
             vec![selection.pick(db, file)?]
         };
-        let folder = output_folder(file.path(db), &roots);
+        let folder = output_folder(file.path(db), &options.paths);
         for instance in selected {
             // A configuration `tilec tune` measured on a GPU of this architecture wins over the
             // call site's, unless the user named values with --with.
@@ -151,52 +182,85 @@ fn plan(
                 instance
             };
             let record = describe(db, file, instance, folder.clone());
-            let programs = match thread_programs(db, instance).as_ref() {
-                Ok(programs) => programs.clone(),
-                Err(_) => {
-                    let mut diagnostics = failure_diagnostics(db, file, instance);
-                    if diagnostics.is_empty() {
-                        // Every reason lacked a position; the instance still failed.
-                        diagnostics.push(json!({
-                            "kind": "diagnostic",
-                            "severity": "error",
-                            "code": "cannot-lower",
-                            "message": "the kernel could not be evaluated far enough to lower it",
-                        }));
-                    }
-                    instances.push(InstanceRecord {
-                        diagnostics,
-                        ..record
-                    });
-                    continue;
-                }
-            };
-            let mut record = record;
-            for (launch, program) in programs.iter().enumerate() {
-                let stem = if programs.len() == 1 {
-                    format!("{}-{}", record.kernel, record.index)
-                } else {
-                    format!("{}-{}-{launch}", record.kernel, record.index)
-                };
-                let cuda = tilec_passes::cuda::emit_cuda(program, &target);
-                let key = content_key(&[
-                    env!("CARGO_PKG_VERSION"),
-                    target.name(),
-                    nvrtc.as_deref().unwrap_or("no nvrtc"),
-                    &cuda,
-                ]);
-                record.units.push(units.len());
-                units.push(Unit {
-                    stem,
-                    cuda,
-                    key,
-                    description: launch_json(program),
-                });
-            }
-            instances.push(record);
+            plan_instance(db, file, instance, record, (target, nvrtc), &mut plan);
         }
     }
-    Ok((instances, units))
+    Ok(plan)
+}
+
+/// One instance: lowered into units, or recorded as failed with why.
+fn plan_instance(
+    db: &dyn Db,
+    file: SourceFile,
+    instance: Instance<'_>,
+    mut record: InstanceRecord,
+    (target, nvrtc): (Target, &Option<String>),
+    plan: &mut Plan,
+) {
+    let programs = match thread_programs(db, instance).as_ref() {
+        Ok(programs) => programs.clone(),
+        Err(_) => {
+            record.diagnostics = failure_diagnostics(db, file, instance);
+            if record.diagnostics.is_empty() {
+                // Every reason lacked a position; the instance still failed.
+                record.diagnostics.push(json!({
+                    "kind": "diagnostic",
+                    "severity": "error",
+                    "code": "cannot-lower",
+                    "message": "the kernel could not be evaluated far enough to lower it",
+                }));
+            }
+            plan.instances.push(record);
+            return;
+        }
+    };
+    for (launch, program) in programs.iter().enumerate() {
+        let stem = if programs.len() == 1 {
+            format!("{}-{}", record.kernel, record.index)
+        } else {
+            format!("{}-{}-{launch}", record.kernel, record.index)
+        };
+        let cuda = tilec_passes::cuda::emit_cuda(program, &target);
+        let request = CacheRequest::new(target.name(), nvrtc.as_deref(), &cuda);
+        record.units.push(plan.units.len());
+        plan.units.push(Unit {
+            stem,
+            cuda,
+            request,
+            description: launch_json(program),
+        });
+    }
+    plan.instances.push(record);
+}
+
+/// The error diagnostics of a file, as the build reports them.
+fn file_errors(db: &dyn Db, file: SourceFile) -> Vec<Value> {
+    tilec_db::file_diagnostics(db, file)
+        .iter()
+        .filter(|d| d.severity == tilec_ir::Severity::Error)
+        .map(|d| render::diagnostic_json(db, file, d))
+        .collect()
+}
+
+/// Refuses a build in which two source files would write into one output folder (`a/x.py` and
+/// `b/x.py` built from the roots `a` and `b`), before anything is written: one file's outputs
+/// would silently replace the other's.
+fn refuse_shared_folders(instances: &[InstanceRecord], out: &Path) -> Result<()> {
+    let mut owners: std::collections::BTreeMap<&Path, &str> = std::collections::BTreeMap::new();
+    for record in instances {
+        let owner = owners.entry(&record.folder).or_insert(&record.file);
+        if *owner != record.file {
+            bail!(
+                "{} and {} would both write their outputs into {}; build them into separate \
+                 --out folders, or build a folder that holds both (outputs keep the path below \
+                 the folder built)",
+                owner,
+                record.file,
+                out.join(&record.folder).display()
+            );
+        }
+    }
+    Ok(())
 }
 
 fn describe(
@@ -241,6 +305,13 @@ fn failure_diagnostics(db: &dyn Db, file: SourceFile, instance: Instance<'_>) ->
 
 /// `OUT/<path relative to the root it was found under, without .py>/`.
 fn output_folder(file: &Path, roots: &[PathBuf]) -> PathBuf {
+    // Without paths the build covers the current folder, as the files were found.
+    let current = [PathBuf::from(".")];
+    let roots = if roots.is_empty() {
+        &current[..]
+    } else {
+        roots
+    };
     let relative = roots
         .iter()
         .filter(|root| root.is_dir())
@@ -356,7 +427,7 @@ fn compile_all(
 /// is reported on stderr and rebuilt.
 fn obtain(unit: &Unit, cache: &Cache, compile: Option<&CompileSettings>) -> Outcome {
     let report_wanted = compile.is_some() && compute_cache_disabled();
-    match cache.get(&unit.key) {
+    match cache.get(&unit.request) {
         Lookup::Hit(entry) if !lacks_wanted_report(&entry, report_wanted) => {
             return Outcome::Cached(entry);
         }
@@ -364,6 +435,13 @@ fn obtain(unit: &Unit, cache: &Cache, compile: Option<&CompileSettings>) -> Outc
         Lookup::Corrupt(why) => {
             eprintln!(
                 "warning: corrupt cache entry for {} ({why}); rebuilding it",
+                unit.stem
+            );
+        }
+        Lookup::Mismatch(why) => {
+            eprintln!(
+                "warning: the cache entry for {} does not match what was asked for ({why}); \
+                 ignoring it and rebuilding it",
                 unit.stem
             );
         }
@@ -383,7 +461,7 @@ fn obtain(unit: &Unit, cache: &Cache, compile: Option<&CompileSettings>) -> Outc
             ptxas: None,
         },
     };
-    if let Err(error) = cache.put(&unit.key, &entry) {
+    if let Err(error) = cache.put(&unit.request, &entry) {
         eprintln!(
             "warning: cannot store {} in the cache: {error:#}",
             unit.stem
@@ -408,120 +486,234 @@ struct Summary {
     failed: usize,
     /// Launches with PTX whose registers and spills ptxas did not report.
     unreported: usize,
+    /// Files that import TileLang but define no kernel: nothing to build, not an error.
+    files_skipped: usize,
+    /// Files whose errors hide every kernel (a syntax error): nothing could be built from them.
+    files_failed: usize,
 }
 
-/// Phase 3: the `.cu`, `.ptx` and `.json` files of every instance, one line per instance.
-fn write_outputs(
-    options: &BuildOptions,
-    instances: &[InstanceRecord],
-    units: &[Unit],
-    outcomes: &[Outcome],
-) -> Result<Summary> {
+/// The files that gave no instance, one line each (and their errors), before the instances.
+fn report_files(options: &BuildOptions, files: &[FileRecord]) -> Result<Summary> {
     let mut summary = Summary::default();
     let mut out = std::io::stdout().lock();
-    for record in instances {
-        summary.instances += 1;
-        let folder = options.out.join(&record.folder);
-        std::fs::create_dir_all(&folder)
-            .with_context(|| format!("cannot create {}", folder.display()))?;
-        let mut launches = Vec::new();
-        let mut errors: Vec<String> = Vec::new();
-        let (mut built, mut failed) = (false, !record.diagnostics.is_empty());
-        for &position in &record.units {
-            let unit = &units[position];
-            let (status, entry) = match &outcomes[position] {
-                Outcome::Built(entry) => ("built", Some(entry)),
-                Outcome::Cached(entry) => ("cached", Some(entry)),
-                Outcome::Failed(why) => {
-                    errors.push(why.clone());
-                    ("failed", None)
-                }
-            };
-            built |= status == "built";
-            failed |= status == "failed";
-            let mut launch = unit.description.clone();
-            launch["cache"] = json!(status);
-            launch["key"] = json!(unit.key);
-            let cu = folder.join(format!("{}.cu", unit.stem));
-            std::fs::write(&cu, &unit.cuda)
-                .with_context(|| format!("cannot write {}", cu.display()))?;
-            launch["cuda"] = json!(cu.display().to_string());
-            if let Some(ptx) = entry.and_then(|e| e.ptx.as_ref()) {
-                let path = folder.join(format!("{}.ptx", unit.stem));
-                std::fs::write(&path, ptx)
-                    .with_context(|| format!("cannot write {}", path.display()))?;
-                launch["ptx"] = json!(path.display().to_string());
-            }
-            let ptxas = entry.and_then(|e| e.ptxas.as_deref());
-            if entry.is_some_and(|e| e.ptx.is_some()) && ptxas.is_none() {
-                summary.unreported += 1;
-            }
-            launch["registers"] = json!(ptxas.and_then(registers_of));
-            launch["ptxas"] = json!(ptxas);
-            launches.push(launch);
-        }
-        let status = if failed {
-            summary.failed += 1;
-            "failed"
-        } else if built {
-            summary.built += 1;
-            "built"
+    for record in files {
+        let failed = !record.diagnostics.is_empty();
+        let (status, reason) = if failed {
+            summary.files_failed += 1;
+            ("failed", "its errors leave no kernel to build")
         } else {
-            summary.cached += 1;
-            "cached"
+            summary.files_skipped += 1;
+            ("skipped", "it defines no kernel")
         };
-        let description = json!({
-            "file": record.file,
-            "kernel": record.kernel,
-            "instance": record.index,
-            "args": record.args,
-            "status": status,
-            "launches": launches,
-            "diagnostics": record.diagnostics,
-            "errors": errors,
-        });
-        let path = folder.join(format!("{}-{}.json", record.kernel, record.index));
-        std::fs::write(&path, format!("{description:#}\n"))
-            .with_context(|| format!("cannot write {}", path.display()))?;
         match options.format {
             Format::Human => {
-                writeln!(
-                    out,
-                    "{status:>6} {} :: {}#{}",
-                    record.file, record.kernel, record.index
-                )?;
-                for error in &errors {
-                    writeln!(out, "       {error}")?;
-                }
-                // Say why in a line each: an instance made by --with has no other report.
-                for diagnostic in &record.diagnostics {
-                    let at = match diagnostic["line"].as_u64() {
-                        Some(line) => format!("{}:{line}", record.file),
-                        None => record.file.clone(),
-                    };
-                    writeln!(
-                        out,
-                        "       {at}: {}[{}]: {}",
-                        diagnostic["severity"].as_str().unwrap_or("error"),
-                        diagnostic["code"].as_str().unwrap_or("?"),
-                        diagnostic["message"].as_str().unwrap_or("")
-                    )?;
-                }
+                writeln!(out, "{status:>7} {}: {reason}", record.file)?;
+                print_diagnostics(&mut out, &record.file, &record.diagnostics)?;
             }
             Format::Json => {
                 let line = json!({
-                    "kind": "build-instance",
+                    "kind": "build-file",
                     "file": record.file,
-                    "kernel": record.kernel,
-                    "instance": record.index,
                     "status": status,
-                    "json": path.display().to_string(),
+                    "reason": reason,
+                    "diagnostics": record.diagnostics,
                 });
                 writeln!(out, "{line}")?;
             }
         }
     }
     Ok(summary)
+}
+
+/// What became of one instance's outputs.
+struct Written {
+    status: &'static str,
+    errors: Vec<String>,
+    json: PathBuf,
+}
+
+/// Phase 3: the `.cu`, `.ptx` and `.json` files of every instance, one line per instance. An
+/// instance whose files cannot be written fails with why; the others are still written.
+fn write_outputs(
+    options: &BuildOptions,
+    plan: &Plan,
+    outcomes: &[Outcome],
+    summary: &mut Summary,
+) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    for record in &plan.instances {
+        summary.instances += 1;
+        let written = write_instance(options, record, &plan.units, outcomes, summary);
+        match written.status {
+            "failed" => summary.failed += 1,
+            "built" => summary.built += 1,
+            _ => summary.cached += 1,
+        }
+        print_instance(&mut out, options.format, record, &written)?;
+    }
+    Ok(())
+}
+
+/// Writes one instance's files; a file that cannot be written makes the instance fail.
+fn write_instance(
+    options: &BuildOptions,
+    record: &InstanceRecord,
+    units: &[Unit],
+    outcomes: &[Outcome],
+    summary: &mut Summary,
+) -> Written {
+    let folder = options.out.join(&record.folder);
+    let json = folder.join(format!("{}-{}.json", record.kernel, record.index));
+    let mut errors: Vec<String> = Vec::new();
+    if let Err(error) = std::fs::create_dir_all(&folder) {
+        errors.push(format!("cannot create {}: {error}", folder.display()));
+        return Written {
+            status: "failed",
+            errors,
+            json,
+        };
+    }
+    let mut launches = Vec::new();
+    let (mut built, mut failed) = (false, !record.diagnostics.is_empty());
+    for &position in &record.units {
+        let unit = &units[position];
+        let (status, entry) = match &outcomes[position] {
+            Outcome::Built(entry) => ("built", Some(entry)),
+            Outcome::Cached(entry) => ("cached", Some(entry)),
+            Outcome::Failed(why) => {
+                errors.push(why.clone());
+                ("failed", None)
+            }
+        };
+        built |= status == "built";
+        failed |= status == "failed";
+        match write_launch(&folder, unit, status, entry, summary) {
+            Ok(launch) => launches.push(launch),
+            Err(error) => {
+                errors.push(format!("{error:#}"));
+                failed = true;
+            }
+        }
+    }
+    let status = if failed || !errors.is_empty() {
+        "failed"
+    } else if built {
+        "built"
+    } else {
+        "cached"
+    };
+    let description = json!({
+        "file": record.file,
+        "kernel": record.kernel,
+        "instance": record.index,
+        "args": record.args,
+        "status": status,
+        "launches": launches,
+        "diagnostics": record.diagnostics,
+        "errors": errors,
+    });
+    if let Err(error) = write_output(&json, format!("{description:#}\n").as_bytes()) {
+        errors.push(format!("{error:#}"));
+        return Written {
+            status: "failed",
+            errors,
+            json,
+        };
+    }
+    Written {
+        status,
+        errors,
+        json,
+    }
+}
+
+/// The `.cu` (and `.ptx`) of one launch, and its entry in the instance's description.
+fn write_launch(
+    folder: &Path,
+    unit: &Unit,
+    status: &str,
+    entry: Option<&CacheEntry>,
+    summary: &mut Summary,
+) -> Result<Value> {
+    let mut launch = unit.description.clone();
+    launch["cache"] = json!(status);
+    launch["key"] = json!(unit.request.key);
+    let cu = folder.join(format!("{}.cu", unit.stem));
+    write_output(&cu, unit.cuda.as_bytes())?;
+    launch["cuda"] = json!(cu.display().to_string());
+    if let Some(ptx) = entry.and_then(|e| e.ptx.as_ref()) {
+        let path = folder.join(format!("{}.ptx", unit.stem));
+        write_output(&path, ptx.as_bytes())?;
+        launch["ptx"] = json!(path.display().to_string());
+    }
+    let ptxas = entry.and_then(|e| e.ptxas.as_deref());
+    if entry.is_some_and(|e| e.ptx.is_some()) && ptxas.is_none() {
+        summary.unreported += 1;
+    }
+    launch["registers"] = json!(ptxas.and_then(registers_of));
+    launch["ptxas"] = json!(ptxas);
+    Ok(launch)
+}
+
+/// Writes an output file atomically: a tool reading the output folder during a build sees the
+/// previous file or the new one, never half of one, and a link at the name is replaced, not
+/// written through.
+fn write_output(path: &Path, contents: &[u8]) -> Result<()> {
+    write_atomically(path, contents, Readers::Umask)
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+fn print_instance(
+    out: &mut impl Write,
+    format: Format,
+    record: &InstanceRecord,
+    written: &Written,
+) -> Result<()> {
+    let status = written.status;
+    match format {
+        Format::Human => {
+            writeln!(
+                out,
+                "{status:>7} {} :: {}#{}",
+                record.file, record.kernel, record.index
+            )?;
+            for error in &written.errors {
+                writeln!(out, "        {error}")?;
+            }
+            // Say why in a line each: an instance made by --with has no other report.
+            print_diagnostics(out, &record.file, &record.diagnostics)?;
+        }
+        Format::Json => {
+            let line = json!({
+                "kind": "build-instance",
+                "file": record.file,
+                "kernel": record.kernel,
+                "instance": record.index,
+                "status": status,
+                "json": written.json.display().to_string(),
+            });
+            writeln!(out, "{line}")?;
+        }
+    }
+    Ok(())
+}
+
+/// One line per diagnostic: `file:line: severity[code]: message`.
+fn print_diagnostics(out: &mut impl Write, file: &str, diagnostics: &[Value]) -> Result<()> {
+    for diagnostic in diagnostics {
+        let at = match diagnostic["line"].as_u64() {
+            Some(line) => format!("{file}:{line}"),
+            None => file.to_owned(),
+        };
+        writeln!(
+            out,
+            "        {at}: {}[{}]: {}",
+            diagnostic["severity"].as_str().unwrap_or("error"),
+            diagnostic["code"].as_str().unwrap_or("?"),
+            diagnostic["message"].as_str().unwrap_or("")
+        )?;
+    }
+    Ok(())
 }
 
 /// The register count of the first "Used N registers" line of a ptxas report.
@@ -548,12 +740,13 @@ fn report_summary(
     match options.format {
         Format::Human => writeln!(
             out,
-            "{} instance(s): {} built, {} from the cache ({}), {} failed, in {:.1} ms; outputs in {}",
+            "{} instance(s): {} built, {} from the cache ({}), {} failed{}, in {:.1} ms; outputs in {}",
             summary.instances,
             summary.built,
             summary.cached,
             cache.dir().display(),
             summary.failed,
+            file_counts(summary),
             started.elapsed().as_secs_f64() * 1000.0,
             options.out.display(),
         )?,
@@ -567,10 +760,24 @@ fn report_summary(
                 "cached": summary.cached,
                 "failed": summary.failed,
                 "unreported_registers": summary.unreported,
+                "files_skipped": summary.files_skipped,
+                "files_failed": summary.files_failed,
             })
         )?,
     }
     Ok(())
+}
+
+/// `; 1 file(s) without kernels, 1 file(s) failed` where there are such files.
+fn file_counts(summary: &Summary) -> String {
+    let mut text = String::new();
+    if summary.files_skipped > 0 {
+        text += &format!("; {} file(s) without kernels", summary.files_skipped);
+    }
+    if summary.files_failed > 0 {
+        text += &format!("; {} file(s) failed", summary.files_failed);
+    }
+    text
 }
 
 #[cfg(test)]

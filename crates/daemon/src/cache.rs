@@ -2,20 +2,32 @@
 //! kernels whose generated code, target or compiler changed since any earlier build.
 //!
 //! An entry is one file, `<dir>/<first two hex digits>/<key>`: a header line
-//! `tilec-cache 1 <key> <sha256 of the payload>` and the payload, a JSON object with the CUDA source,
-//! the PTX and ptxas's report. Entries are written to a temporary file in the same folder and renamed
-//! into place, so a reader sees a whole entry or none, and two builds writing the same key at once
-//! both leave a whole one. A reader checks the key and the checksum: a truncated or edited entry is
-//! reported as corrupt and rebuilt, never used.
+//! `tilec-cache 2 <key> <sha256 of the payload>` and the payload, a JSON object with the request the
+//! entry answers (tilec's version, the target, the compiler and the SHA-256 of the CUDA source:
+//! what the key was made of), the CUDA source, the PTX and ptxas's report. Entries are written to a
+//! temporary file in the same folder and renamed into place, so a reader sees a whole entry or
+//! none, and two builds writing the same key at once both leave a whole one.
+//!
+//! A cache folder may be shared, by a team or by a CI machine's jobs, so an entry is used only when
+//! it answers exactly what was asked: its header names the key asked for, its checksum matches, its
+//! recorded request is the one asked, its CUDA source hashes to the source asked for, and it holds
+//! PTX only when the request had a compiler. A truncated or edited entry is reported as corrupt, a
+//! well-formed entry for something else (a planted one, or one copied to another key's name) as a
+//! mismatch; both are rebuilt, never used. Entries of an older format are misses: rebuilt silently.
+//!
+//! Entries and the folders that hold them take their permissions from the cache folder (see
+//! [`tilec_runtime::files`]): whoever may read the cache folder may read every entry in it, whatever
+//! the umask of the user who wrote the entry.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
+use tilec_runtime::files::{create_shared_folder, shared_file_mode, write_atomically};
 
 const MAGIC: &str = "tilec-cache";
-const FORMAT: u32 = 1;
+const FORMAT: u32 = 2;
 
 /// What one kernel compiled to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,13 +39,27 @@ pub struct CacheEntry {
     pub ptxas: Option<String>,
 }
 
+/// What a build asks the cache for: the parts of the key, kept so that an entry can be checked
+/// against each of them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CacheRequest {
+    pub key: String,
+    tilec: String,
+    target: String,
+    /// The compiler that makes PTX of the source (`nvrtc 12.8`), or `None` for the source alone.
+    compiler: Option<String>,
+    source_sha256: String,
+}
+
 /// The result of looking a key up.
 #[derive(Debug)]
 pub enum Lookup {
     Hit(CacheEntry),
     Miss,
-    /// The entry exists but cannot be trusted; the string says why.
+    /// The entry exists but is damaged (unreadable, truncated, edited); the string says why.
     Corrupt(String),
+    /// The entry is whole but answers another request than the one asked; the string says how.
+    Mismatch(String),
 }
 
 /// A cache folder.
@@ -56,6 +82,56 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+fn sha256(text: &str) -> String {
+    hex(&Sha256::digest(text.as_bytes()))
+}
+
+impl CacheRequest {
+    /// The request for `cuda` built by this tilec for `target`, compiled by `compiler` (`None`:
+    /// the source alone, no PTX).
+    pub fn new(target: &str, compiler: Option<&str>, cuda: &str) -> CacheRequest {
+        let tilec = env!("CARGO_PKG_VERSION");
+        let key = content_key(&[tilec, target, compiler.unwrap_or("no nvrtc"), cuda]);
+        CacheRequest {
+            key,
+            tilec: tilec.to_owned(),
+            target: target.to_owned(),
+            compiler: compiler.map(str::to_owned),
+            source_sha256: sha256(cuda),
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        json!({
+            "tilec": self.tilec,
+            "target": self.target,
+            "compiler": self.compiler,
+            "source_sha256": self.source_sha256,
+        })
+    }
+
+    /// How a whole entry fails to answer this request, if it does.
+    fn mismatch(&self, recorded: &Value, entry: &CacheEntry) -> Option<String> {
+        let wanted = self.to_json();
+        for field in ["tilec", "target", "compiler", "source_sha256"] {
+            if recorded.get(field) != wanted.get(field) {
+                return Some(format!(
+                    "recorded {field} {} where {} was asked for",
+                    recorded.get(field).unwrap_or(&Value::Null),
+                    wanted[field]
+                ));
+            }
+        }
+        if sha256(&entry.cuda) != self.source_sha256 {
+            return Some("its CUDA source is not the one asked for".to_owned());
+        }
+        if self.compiler.is_none() && entry.ptx.is_some() {
+            return Some("it holds PTX, but no compiler was asked for".to_owned());
+        }
+        None
+    }
+}
+
 impl Cache {
     /// Opens (and creates) the cache folder `dir`.
     pub fn open(dir: &Path) -> Result<Cache> {
@@ -74,8 +150,9 @@ impl Cache {
         self.dir.join(key.get(..2).unwrap_or("00")).join(key)
     }
 
-    pub fn get(&self, key: &str) -> Lookup {
-        let path = self.path_of(key);
+    /// The entry answering `request`, checked as the module's documentation describes.
+    pub fn get(&self, request: &CacheRequest) -> Lookup {
+        let path = self.path_of(&request.key);
         let bytes = match std::fs::read(&path) {
             Ok(bytes) => bytes,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Lookup::Miss,
@@ -83,38 +160,49 @@ impl Cache {
                 return Lookup::Corrupt(format!("cannot read {}: {error}", path.display()));
             }
         };
-        match parse_entry(&bytes, key) {
-            Ok(entry) => Lookup::Hit(entry),
+        match parse_entry(&bytes, &request.key) {
+            Ok(Parsed::Entry(recorded, entry)) => match request.mismatch(&recorded, &entry) {
+                None => Lookup::Hit(entry),
+                Some(why) => Lookup::Mismatch(format!("{}: {why}", path.display())),
+            },
+            Ok(Parsed::OlderFormat) => Lookup::Miss,
             Err(why) => Lookup::Corrupt(format!("{}: {why}", path.display())),
         }
     }
 
-    /// Stores `entry` under `key`, atomically.
-    pub fn put(&self, key: &str, entry: &CacheEntry) -> Result<()> {
-        let path = self.path_of(key);
+    /// Stores `entry` as the answer to `request`, atomically, readable by whoever may read the
+    /// cache folder.
+    pub fn put(&self, request: &CacheRequest, entry: &CacheEntry) -> Result<()> {
+        let path = self.path_of(&request.key);
         let folder = path.parent().unwrap_or(&self.dir);
-        std::fs::create_dir_all(folder)
+        create_shared_folder(folder, &self.dir)
             .with_context(|| format!("cannot create {}", folder.display()))?;
-        let payload = serde_json::json!({
+        let payload = json!({
+            "request": request.to_json(),
             "cuda": entry.cuda,
             "ptx": entry.ptx,
             "ptxas": entry.ptxas,
         })
         .to_string();
-        let checksum = hex(&Sha256::digest(payload.as_bytes()));
-        let mut file = tempfile::NamedTempFile::new_in(folder)
-            .with_context(|| format!("cannot write into {}", folder.display()))?;
-        write!(file, "{MAGIC} {FORMAT} {key} {checksum}\n{payload}")
-            .and_then(|()| file.as_file().sync_all())
-            .with_context(|| format!("cannot write a cache entry in {}", folder.display()))?;
-        file.persist(&path)
+        let checksum = sha256(&payload);
+        let key = &request.key;
+        let text = format!("{MAGIC} {FORMAT} {key} {checksum}\n{payload}");
+        write_atomically(&path, text.as_bytes(), shared_file_mode(&self.dir))
             .with_context(|| format!("cannot store {}", path.display()))?;
         Ok(())
     }
 }
 
+/// What an entry file holds.
+enum Parsed {
+    /// The request it records, and the entry.
+    Entry(Value, CacheEntry),
+    /// An entry an older tilec wrote: not checked further, and rebuilt.
+    OlderFormat,
+}
+
 /// Checks the header of an entry file against `key` and the payload's checksum, then reads it.
-fn parse_entry(bytes: &[u8], key: &str) -> std::result::Result<CacheEntry, String> {
+fn parse_entry(bytes: &[u8], key: &str) -> std::result::Result<Parsed, String> {
     let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8".to_owned())?;
     let (header, payload) = text
         .split_once('\n')
@@ -123,32 +211,41 @@ fn parse_entry(bytes: &[u8], key: &str) -> std::result::Result<CacheEntry, Strin
     let [magic, format, stored_key, checksum] = fields[..] else {
         return Err(format!("unexpected header {header:?}"));
     };
-    if magic != MAGIC || format != FORMAT.to_string() {
-        return Err(format!("not a tilec cache entry of format {FORMAT}"));
+    if magic != MAGIC {
+        return Err("not a tilec cache entry".to_owned());
+    }
+    match format.parse::<u32>() {
+        Ok(older) if older < FORMAT => return Ok(Parsed::OlderFormat),
+        Ok(FORMAT) => {}
+        Ok(_) | Err(_) => return Err(format!("unknown entry format {format:?}")),
     }
     if stored_key != key {
         return Err(format!("stored under another key ({stored_key})"));
     }
-    if hex(&Sha256::digest(payload.as_bytes())) != checksum {
+    if sha256(payload) != checksum {
         return Err("checksum mismatch (truncated or modified)".to_owned());
     }
-    let value: serde_json::Value =
+    let value: Value =
         serde_json::from_str(payload).map_err(|error| format!("payload is not JSON: {error}"))?;
     let text_field = |name: &str| value.get(name).and_then(|v| v.as_str()).map(str::to_owned);
-    Ok(CacheEntry {
+    let entry = CacheEntry {
         cuda: text_field("cuda").ok_or_else(|| "no CUDA source in the payload".to_owned())?,
         ptx: text_field("ptx"),
         ptxas: text_field("ptxas"),
-    })
+    };
+    let request = value.get("request").cloned().unwrap_or(Value::Null);
+    Ok(Parsed::Entry(request, entry))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const SOURCE: &str = "extern \"C\" __global__ void k() {}";
+
     fn entry() -> CacheEntry {
         CacheEntry {
-            cuda: "extern \"C\" __global__ void k() {}".to_owned(),
+            cuda: SOURCE.to_owned(),
             ptx: Some(".entry k".to_owned()),
             ptxas: None,
         }
@@ -158,22 +255,66 @@ mod tests {
     fn an_entry_round_trips_and_a_damaged_one_is_corrupt() {
         let dir = tempfile::tempdir().expect("temp dir");
         let cache = Cache::open(dir.path()).expect("opens");
-        let key = content_key(&["tilec", "sm_90", "source"]);
-        assert!(matches!(cache.get(&key), Lookup::Miss));
-        cache.put(&key, &entry()).expect("stores");
-        match cache.get(&key) {
+        let request = CacheRequest::new("sm_90", Some("nvrtc 12.8"), SOURCE);
+        assert!(matches!(cache.get(&request), Lookup::Miss));
+        cache.put(&request, &entry()).expect("stores");
+        match cache.get(&request) {
             Lookup::Hit(found) => assert_eq!(found, entry()),
             other => panic!("expected a hit, got {other:?}"),
         }
-        let path = cache.path_of(&key);
+        let path = cache.path_of(&request.key);
         let bytes = std::fs::read(&path).expect("entry exists");
         std::fs::write(&path, &bytes[..bytes.len() - 5]).expect("truncates");
-        match cache.get(&key) {
+        match cache.get(&request) {
             Lookup::Corrupt(why) => assert!(why.contains("checksum mismatch"), "{why}"),
             other => panic!("expected corruption, got {other:?}"),
         }
         std::fs::write(&path, b"").expect("empties");
-        assert!(matches!(cache.get(&key), Lookup::Corrupt(_)));
+        assert!(matches!(cache.get(&request), Lookup::Corrupt(_)));
+        std::fs::write(&path, format!("tilec-cache 1 {} 00\n{{}}", request.key)).expect("writes");
+        assert!(
+            matches!(cache.get(&request), Lookup::Miss),
+            "an older format"
+        );
+    }
+
+    /// Whole entries stored under a request's key that answer something else: each is refused.
+    #[test]
+    fn an_entry_for_another_request_is_a_mismatch() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let cache = Cache::open(dir.path()).expect("opens");
+        let asked = CacheRequest::new("sm_90", None, SOURCE);
+        let other_source = CacheRequest {
+            key: asked.key.clone(),
+            ..CacheRequest::new("sm_90", None, "// other")
+        };
+        let source_only = CacheEntry {
+            ptx: None,
+            ..entry()
+        };
+        let cases = [
+            (&other_source, source_only.clone(), "recorded source_sha256"),
+            (
+                &asked,
+                entry(),
+                "it holds PTX, but no compiler was asked for",
+            ),
+            (
+                &asked,
+                CacheEntry {
+                    cuda: "// other".to_owned(),
+                    ..source_only
+                },
+                "its CUDA source is not the one asked for",
+            ),
+        ];
+        for (stored_as, stored, why) in cases {
+            cache.put(stored_as, &stored).expect("stores");
+            match cache.get(&asked) {
+                Lookup::Mismatch(found) => assert!(found.contains(why), "{found}"),
+                other => panic!("expected a mismatch ({why}), got {other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -54,6 +54,7 @@ pub fn run(paths: &[PathBuf], format: Format, target: Option<&str>) -> Result<Ex
             )?,
         }
     }
+    report_unreadable(&workspace);
     for &file in &workspace.files {
         if !outline(db, file).uses_tilelang {
             continue;
@@ -91,11 +92,21 @@ pub fn run(paths: &[PathBuf], format: Format, target: Option<&str>) -> Result<Ex
             elapsed.as_secs_f64() * 1000.0,
         )?;
     }
-    Ok(if errors > 0 {
+    Ok(if !workspace.unreadable.is_empty() {
+        ExitCode::from(2)
+    } else if errors > 0 {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Names each file that could not be read, on stderr: the other files are checked all the same,
+/// and the exit code (2) says that some were not.
+pub(crate) fn report_unreadable(workspace: &Workspace) {
+    for (path, why) in &workspace.unreadable {
+        eprintln!("error: cannot read {}: {why}", path.display());
+    }
 }
 
 pub fn print_ir(path: &Path, kernel: Option<&str>, instance: Option<u32>) -> Result<ExitCode> {

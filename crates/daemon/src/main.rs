@@ -4,6 +4,7 @@ mod bench;
 mod build;
 mod cache;
 mod check;
+mod discover;
 mod explain;
 mod layout;
 mod render;
@@ -166,6 +167,9 @@ enum Command {
     Lsp,
     /// Build every kernel instance under the paths: `.cu`, `.ptx` (with NVRTC) and `.json` per
     /// instance in `--out`, through a content-addressed cache, so unchanged kernels cost nothing.
+    ///
+    /// Exits with 1 when a file or an instance failed (the others are written all the same), 2
+    /// when a file cannot be read (after building the rest) or the build cannot start.
     Build {
         /// Files or folders (default: the current folder).
         paths: Vec<PathBuf>,
@@ -199,6 +203,10 @@ enum Command {
         /// GPU architecture for the generated code: sm_80 or sm_90.
         #[arg(long)]
         target: Option<String>,
+        /// Seconds one launch may run on the CPU emulator (or check a GPU run there) before it is
+        /// stopped and reported as not run, so that a large instance never holds the session.
+        #[arg(long, value_name = "SECONDS", default_value_t = 10.0, value_parser = parse_budget)]
+        emulator_budget: f64,
     },
     /// Measure per instance the cold time of parse + evaluate + checks, layout inference, and lowering to CUDA, and the time of an edit (use a release build).
     Bench {
@@ -208,6 +216,14 @@ enum Command {
         #[arg(long, default_value_t = 50)]
         iterations: u32,
     },
+}
+
+/// `--emulator-budget SECONDS`: a finite number of seconds, zero or more.
+fn parse_budget(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(seconds) if seconds.is_finite() && (0.0..=1e9).contains(&seconds) => Ok(seconds),
+        Ok(_) | Err(_) => Err(format!("expected a number of seconds, got `{text}`")),
+    }
 }
 
 /// The analysis runs on a thread with a large stack: the parser and the evaluator recurse over the
@@ -315,11 +331,13 @@ fn run(cli: Cli) -> ExitCode {
             no_run,
             format,
             target,
+            emulator_budget,
         } => watch::watch(&watch::WatchOptions {
             paths,
             run: !no_run,
             format,
             target,
+            emulator_budget: std::time::Duration::from_secs_f64(emulator_budget),
         }),
         Command::Lsp => tilec_lsp::run_stdio(tilec_lsp::LspOptions::for_current_exe())
             .map(|()| ExitCode::SUCCESS)

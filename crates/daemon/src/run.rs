@@ -11,7 +11,10 @@ use tilec_db::{Db, Instance, SourceFile, lowering_diagnostics, thread_programs};
 use tilec_ir::thread::persistent_blocks;
 use tilec_ir::{ConstValue, Target, ThreadProgram};
 use tilec_runtime::cuda::{DeviceTensor, EncodedTensorMap, LaunchArg, Repetitions};
-use tilec_runtime::{CudaDevice, HostTensor, compare, inputs, npy, run_program, tolerance_for};
+use tilec_runtime::emulator::ErrorKind;
+use tilec_runtime::{
+    CudaDevice, HostTensor, compare, inputs, npy, run_program, run_program_within, tolerance_for,
+};
 
 use crate::render;
 use crate::tuned::apply_tuned;
@@ -626,8 +629,20 @@ pub(crate) enum CheckVerdict {
 pub(crate) fn check_against_emulator(
     programs: &[ThreadProgram],
     scalars: &[i64],
+    tensors: Vec<HostTensor>,
+    gpu: &[HostTensor],
+) -> Result<CheckVerdict> {
+    check_within(programs, scalars, tensors, gpu, None)
+}
+
+/// [`check_against_emulator`] with the emulator stopped after `budget`, in which case the check
+/// is skipped with why (`tilec watch`, which must stay responsive).
+pub(crate) fn check_within(
+    programs: &[ThreadProgram],
+    scalars: &[i64],
     mut tensors: Vec<HostTensor>,
     gpu: &[HostTensor],
+    budget: Option<Duration>,
 ) -> Result<CheckVerdict> {
     let program = first_program(programs)?;
     let size = launch_threads(program, scalars)?;
@@ -636,9 +651,17 @@ pub(crate) fn check_against_emulator(
             "{size} threads in all is too many for the emulator (limit {CHECK_LIMIT_THREADS})"
         )));
     }
+    let started = Instant::now();
     for program in programs {
-        run_program(program, &mut tensors, scalars)
-            .map_err(|error| anyhow::anyhow!("emulator: {error}"))?;
+        let left = budget.map(|budget| budget.saturating_sub(started.elapsed()));
+        match run_program_within(program, &mut tensors, scalars, left) {
+            Ok(_) => {}
+            Err(error) if matches!(error.kind, ErrorKind::OutOfTime { .. }) => {
+                let budget = budget.unwrap_or_default();
+                return Ok(CheckVerdict::Skipped(crate::watch::over_budget(budget)));
+            }
+            Err(error) => bail!("emulator: {error}"),
+        }
     }
     let mut lines = Vec::new();
     for (param, (emulated, actual)) in program.params.iter().zip(tensors.iter().zip(gpu)) {

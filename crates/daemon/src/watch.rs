@@ -21,10 +21,12 @@ use notify_debouncer_full::{DebounceEventResult, new_debouncer};
 use serde_json::json;
 use tilec_db::{Instance, RootDatabase, Settings, SourceFile, outline, thread_programs};
 use tilec_ir::{Target, ThreadProgram};
-use tilec_runtime::{CudaDevice, inputs, run_program};
+use tilec_runtime::emulator::ErrorKind;
+use tilec_runtime::{CudaDevice, inputs, run_program_within};
 
-use crate::run::{CheckVerdict, check_against_emulator};
-use crate::workspace::{collect_python_files, manifest_instances};
+use crate::discover::{FileId, file_id, is_regular_file};
+use crate::run::{CheckVerdict, check_within};
+use crate::workspace::{collect_python_files, manifest_instances_within};
 use crate::{Format, render};
 
 /// Carries the fingerprints of instances that failed on the GPU across a restart, one per line.
@@ -33,18 +35,29 @@ const FAULTED_ENV: &str = "TILEC_WATCH_GPU_FAILED";
 /// How long the debouncer waits for a burst of saves to settle.
 const DEBOUNCE: Duration = Duration::from_millis(50);
 
+/// How often the roots are looked at between events: a root deleted and created again is watched
+/// again within this time (the system's watch ends with the folder it was on).
+const ROOT_POLL: Duration = Duration::from_millis(250);
+
 #[derive(Debug)]
 pub struct WatchOptions {
     pub paths: Vec<PathBuf>,
     pub run: bool,
     pub format: Format,
     pub target: Option<String>,
+    /// How long one emulated launch may run before it is stopped (`--emulator-budget`).
+    pub emulator_budget: Duration,
 }
 
 /// The session: the database, the files in it, and what each instance last generated.
 struct Session {
     db: RootDatabase,
+    /// The paths being watched: the tilec.toml search stops at their workspace root.
+    roots: Vec<PathBuf>,
     files: BTreeMap<PathBuf, SourceFile>,
+    /// The identity of each file in `files`: an event for another path to the same file (through
+    /// a linked folder) updates the file under the path it was first found by.
+    identities: BTreeMap<FileId, PathBuf>,
     /// (file, kernel, instance) → the CUDA text last built for it.
     built: BTreeMap<(PathBuf, String, u32), String>,
     target: Target,
@@ -61,6 +74,8 @@ struct Runner {
     /// `None` until first use, and after a failure until the next attempt.
     device: Option<CudaDevice>,
     gpu_unavailable: bool,
+    /// How long one emulated launch may run.
+    emulator_budget: Duration,
     /// A GPU run failed: CUDA may be unusable in this process for good (a fault is sticky), so the
     /// session restarts itself (see [`Session::restart_after_gpu_failure`]).
     faulted: bool,
@@ -95,18 +110,16 @@ pub fn watch(options: &WatchOptions) -> Result<ExitCode> {
         }
     })
     .context("cannot start watching files")?;
-    for root in &roots {
-        debouncer
-            .watch(root, RecursiveMode::Recursive)
-            .with_context(|| format!("cannot watch {}", root.display()))?;
-    }
+    let mut armed = Roots::arm(&roots, &mut debouncer)?;
     let db = RootDatabase::default();
     let _settings = Settings::builder(target, Vec::new())
         .durability(salsa::Durability::HIGH)
         .new(&db);
     let mut session = Session {
         db,
+        roots: roots.clone(),
         files: BTreeMap::new(),
+        identities: BTreeMap::new(),
         built: BTreeMap::new(),
         target,
         format: options.format,
@@ -119,16 +132,24 @@ pub fn watch(options: &WatchOptions) -> Result<ExitCode> {
             run: options.run,
             device: None,
             gpu_unavailable: false,
+            emulator_budget: options.emulator_budget,
             faulted: false,
         },
     };
     let initial = collect_python_files(&roots)?;
     session.refresh(&initial)?;
-    while let Ok(mut batch) = receiver.recv() {
+    loop {
+        let mut batch = match receiver.recv_timeout(ROOT_POLL) {
+            Ok(batch) => batch,
+            Err(mpsc::RecvTimeoutError::Timeout) => Vec::new(),
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        };
         // Saves that arrived while the last batch was processed join this one.
         while let Ok(more) = receiver.try_recv() {
             batch.extend(more);
         }
+        // A root that went away or came back brings its files along with the batch.
+        batch.extend(armed.check(&mut debouncer, &session.files));
         let changed: BTreeSet<PathBuf> = batch
             .into_iter()
             .filter(|p| p.extension().is_some_and(|e| e == "py"))
@@ -141,6 +162,63 @@ pub fn watch(options: &WatchOptions) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+type Debouncer = notify_debouncer_full::Debouncer<
+    notify::RecommendedWatcher,
+    notify_debouncer_full::RecommendedCache,
+>;
+
+/// The watched roots and the folder or file each watch was put on. The system's watch (inotify's)
+/// belongs to the folder, not its name: once a root is deleted, nothing is reported for a new
+/// folder of the same name. So the roots are looked at every [`ROOT_POLL`], and a root whose
+/// identity changed is watched again and its files read afresh.
+struct Roots {
+    roots: Vec<(PathBuf, Option<FileId>)>,
+}
+
+impl Roots {
+    /// Watches every root; a root that does not exist at the start is an error (a typo).
+    fn arm(roots: &[PathBuf], debouncer: &mut Debouncer) -> Result<Roots> {
+        let mut armed = Vec::new();
+        for root in roots {
+            debouncer
+                .watch(root, RecursiveMode::Recursive)
+                .with_context(|| format!("cannot watch {}", root.display()))?;
+            armed.push((root.clone(), file_id(root)));
+        }
+        Ok(Roots { roots: armed })
+    }
+
+    /// Re-arms the roots that were replaced or came back, and returns the paths to read again: the
+    /// `.py` files now under each such root, and the files known under a root that went away.
+    fn check(
+        &mut self,
+        debouncer: &mut Debouncer,
+        known: &BTreeMap<PathBuf, SourceFile>,
+    ) -> Vec<PathBuf> {
+        let mut paths = Vec::new();
+        for (root, armed) in &mut self.roots {
+            let now = file_id(root);
+            if now == *armed {
+                continue;
+            }
+            // The old watch went with the old folder; a failure to remove it is expected.
+            let _ = debouncer.unwatch(root.as_path());
+            let rearmed = now.is_some()
+                && debouncer
+                    .watch(root.as_path(), RecursiveMode::Recursive)
+                    .is_ok();
+            // A root that exists but cannot be watched yet is tried again at the next look.
+            *armed = if rearmed { now } else { None };
+            let absolute = normalize(root);
+            paths.extend(known.keys().filter(|p| p.starts_with(&absolute)).cloned());
+            if rearmed {
+                paths.extend(collect_python_files(std::slice::from_ref(root)).unwrap_or_default());
+            }
+        }
+        paths
+    }
+}
+
 /// An absolute form of `path`, so that notify's paths and the initial scan's agree.
 fn normalize(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
@@ -148,22 +226,23 @@ fn normalize(path: &Path) -> PathBuf {
 
 impl Session {
     /// Re-reads `paths` (added, edited or gone) and reports on each, then says the session is idle.
+    /// A known file that is gone is dropped even when the event named it by another path.
     fn refresh(&mut self, paths: &[PathBuf]) -> Result<()> {
         let started = Instant::now();
         let mut updated = Vec::new();
         for path in paths {
-            let path = normalize(path);
-            match std::fs::read_to_string(&path) {
-                Ok(text) => {
-                    self.update(&path, text);
-                    updated.push(path);
-                }
-                Err(_) if !path.exists() => self.remove(&path)?,
-                Err(error) => self.emit(
-                    json!({"kind": "error", "file": path.display().to_string(), "message": error.to_string()}),
-                    &format!("{}: cannot read: {error}", path.display()),
-                )?,
+            if let Some(path) = self.read(&normalize(path))? {
+                updated.push(path);
             }
+        }
+        let gone: Vec<PathBuf> = self
+            .files
+            .keys()
+            .filter(|path| !is_regular_file(path))
+            .cloned()
+            .collect();
+        for path in gone {
+            self.remove(&path)?;
         }
         // Imports resolve to the watched files; the files importing an edited one are reported
         // again, since their analysis may have changed with it.
@@ -181,6 +260,33 @@ impl Session {
                 self.files.len()
             ),
         )
+    }
+
+    /// Reads one changed path into the session; returns the path it is known by when it was read.
+    /// Only regular files are read: opening a FIFO would block the session until someone wrote
+    /// to it, so a path that is not a regular file (any more) counts as gone.
+    fn read(&mut self, path: &Path) -> Result<Option<PathBuf>> {
+        let Some(id) = file_id(path).filter(|_| is_regular_file(path)) else {
+            self.remove(path)?;
+            return Ok(None);
+        };
+        let path = match self.identities.get(&id) {
+            Some(known) => known.clone(),
+            None => path.to_owned(),
+        };
+        match std::fs::read_to_string(&path) {
+            Ok(text) => {
+                self.update(&path, id, text);
+                Ok(Some(path))
+            }
+            Err(error) => {
+                self.emit(
+                    json!({"kind": "error", "file": path.display().to_string(), "message": error.to_string()}),
+                    &format!("{}: cannot read: {error}", path.display()),
+                )?;
+                Ok(None)
+            }
+        }
     }
 
     /// The watched files other than `edited` that import one of them, directly or not.
@@ -201,8 +307,9 @@ impl Session {
             .collect()
     }
 
-    fn update(&mut self, path: &Path, text: String) {
+    fn update(&mut self, path: &Path, id: FileId, text: String) {
         use salsa::Setter;
+        self.identities.insert(id, path.to_owned());
         match self.files.get(path) {
             Some(&file) => {
                 if *file.text(&self.db) != text {
@@ -210,7 +317,7 @@ impl Session {
                 }
             }
             None => {
-                let manifest = manifest_instances(path);
+                let manifest = manifest_instances_within(path, &self.roots);
                 let file = SourceFile::new(&self.db, path.to_owned(), text, manifest);
                 self.files.insert(path.to_owned(), file);
             }
@@ -221,6 +328,7 @@ impl Session {
         if self.files.remove(path).is_none() {
             return Ok(());
         }
+        self.identities.retain(|_, known| known != path);
         self.built.retain(|(file, _, _), _| file != path);
         self.emit(
             json!({"kind": "removed", "file": path.display().to_string()}),
@@ -368,7 +476,8 @@ impl Runner {
                 }
             };
             self.device = Some(device);
-            let verdict = check_against_emulator(programs, &scalars, inputs, &tensors)?;
+            let budget = Some(self.emulator_budget);
+            let verdict = check_within(programs, &scalars, inputs, &tensors, budget)?;
             let mut fields = json!({
                 "result": "ok", "device": "gpu",
                 "compile_ms": compile * 1e3, "run_us": seconds * 1e6,
@@ -384,9 +493,19 @@ impl Runner {
             return Ok(fields);
         }
         let started = Instant::now();
+        let budget = self.emulator_budget;
         for program in programs {
-            run_program(program, &mut tensors, &scalars)
-                .map_err(|e| anyhow::anyhow!("emulator: {e}"))?;
+            let left = budget.saturating_sub(started.elapsed());
+            match run_program_within(program, &mut tensors, &scalars, Some(left)) {
+                Ok(_) => {}
+                Err(error) if matches!(error.kind, ErrorKind::OutOfTime { .. }) => {
+                    return Ok(json!({
+                        "result": "skipped", "device": "emulator",
+                        "reason": over_budget(budget),
+                    }));
+                }
+                Err(error) => return Err(anyhow::anyhow!("emulator: {error}")),
+            }
         }
         let seconds = started.elapsed().as_secs_f64();
         Ok(json!({
@@ -411,6 +530,15 @@ impl Runner {
             }
         }
     }
+}
+
+/// Why an emulated launch was stopped, for its status line.
+pub(crate) fn over_budget(budget: Duration) -> String {
+    format!(
+        "the emulator did not finish within its budget of {:.1} s (--emulator-budget); a \
+         smaller instance in tilec.toml runs within it",
+        budget.as_secs_f64()
+    )
 }
 
 /// `file kernel#i: compiled in 412 ms, ran in 80.6 µs (3331.0 GB/s) on the GPU`.

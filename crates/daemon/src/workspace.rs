@@ -4,11 +4,12 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+pub use crate::discover::collect_python_files;
 use anyhow::{Context, Result, bail};
 use tilec_db::{Instance, RootDatabase, Settings, SourceFile};
 use tilec_frontend::manifest::{Manifest, parse_manifest};
 use tilec_ir::{ConstValue, Target};
-pub use tilec_lsp::workspace::{instances_for, manifest_for, manifest_instances};
+pub use tilec_lsp::workspace::{instances_for, manifest_instances_within, manifest_within};
 
 /// A problem with a tilec.toml, reported as a `config-error` diagnostic.
 #[derive(Debug)]
@@ -32,6 +33,9 @@ pub struct Workspace {
     pub manifest_target: Option<Target>,
     /// The `[pass_configs]` of the tilec.toml files, in the order they were read.
     pub manifest_pass_configs: Vec<(String, ConstValue)>,
+    /// Files found under the paths that could not be read (not UTF-8, no permission), with why:
+    /// the others are still analysed, and the command reports these and exits with 2.
+    pub unreadable: Vec<(PathBuf, String)>,
 }
 
 /// `--target NAME`, parsed; an unknown name is an error that lists the known ones.
@@ -55,55 +59,10 @@ impl Workspace {
     }
 }
 
-/// Every `.py` file under `paths` (files as given, folders recursively, sorted), skipping hidden
-/// folders and virtual environments.
-pub fn collect_python_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
-    let defaults = [PathBuf::from(".")];
-    let paths = if paths.is_empty() {
-        &defaults[..]
-    } else {
-        paths
-    };
-    let mut files = Vec::new();
-    for path in paths {
-        if path.is_dir() {
-            walk(path, &mut files)
-                .with_context(|| format!("cannot read folder {}", path.display()))?;
-        } else if path.is_file() {
-            files.push(path.clone());
-        } else {
-            bail!("{}: no such file or folder", path.display());
-        }
-    }
-    files.sort();
-    files.dedup();
-    Ok(files)
-}
-
-fn walk(folder: &Path, files: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    let mut entries: Vec<_> = std::fs::read_dir(folder)?.collect::<std::io::Result<_>>()?;
-    entries.sort_by_key(|entry| entry.file_name());
-    for entry in entries {
-        let path = entry.path();
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if path.is_dir() {
-            let skipped = name.starts_with('.')
-                || matches!(
-                    name.as_ref(),
-                    "target" | "node_modules" | "__pycache__" | "venv"
-                );
-            if !skipped {
-                walk(&path, files)?;
-            }
-        } else if name.ends_with(".py") {
-            files.push(path);
-        }
-    }
-    Ok(())
-}
-
 impl Workspace {
+    /// Loads the `.py` files under `paths` and the tilec.toml files that apply to them (searched
+    /// up to the workspace root of `paths`, see [`manifest_within`]). A file that cannot be read
+    /// is listed in `unreadable` and the rest are loaded.
     pub fn load(paths: &[PathBuf]) -> Result<Workspace> {
         let files = collect_python_files(paths)?;
         let db = RootDatabase::default();
@@ -114,12 +73,18 @@ impl Workspace {
             manifest_problems: Vec::new(),
             manifest_target: None,
             manifest_pass_configs: Vec::new(),
+            unreadable: Vec::new(),
         };
         let mut manifests: BTreeMap<PathBuf, Option<Manifest>> = BTreeMap::new();
         for path in files {
-            let text = std::fs::read_to_string(&path)
-                .with_context(|| format!("cannot read {}", path.display()))?;
-            let manifest = match manifest_for(&path) {
+            let text = match std::fs::read_to_string(&path) {
+                Ok(text) => text,
+                Err(error) => {
+                    workspace.unreadable.push((path, error.to_string()));
+                    continue;
+                }
+            };
+            let manifest = match manifest_within(&path, paths) {
                 Some(manifest_path) => {
                     let manifest = manifests
                         .entry(manifest_path.clone())
@@ -185,6 +150,9 @@ impl Workspace {
 pub fn load_one(path: &Path) -> Result<(Workspace, SourceFile)> {
     let workspace = Workspace::load(&[path.to_owned()])
         .with_context(|| format!("cannot load {}", path.display()))?;
+    if let Some((path, why)) = workspace.unreadable.first() {
+        bail!("cannot read {}: {why}", path.display());
+    }
     let Some(&file) = workspace.files.first() else {
         bail!("{}: not a Python file", path.display())
     };

@@ -7,7 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use serde_json::Value;
+use serde_json::{Value, json};
+use sha2::Digest;
 
 /// The corpus files copied into each test's folder: 7 instances that lower (pointwise_family.py has 5).
 const FILES: [&str; 3] = ["softmax.py", "pointwise_family.py", "elementwise_add.py"];
@@ -265,4 +266,404 @@ fn bench_times_every_stage_from_source_to_cuda() {
         .collect();
     assert_eq!(times.len(), 4, "{stdout}");
     assert!(times.iter().all(|&t| t > 0.0), "{stdout}");
+}
+
+/// A kernel that lowers, with `threads` threads per block.
+fn kernel(threads: u32) -> String {
+    format!(
+        r#"import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[-1])
+def double(N, block=128, threads={threads}):
+    @T.prim_func
+    def main(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
+        with T.Kernel(T.ceildiv(N, block), threads=threads) as bx:
+            for i in T.Parallel(block):
+                B[bx * block + i] = A[bx * block + i] * 2.0
+
+    return main
+
+
+def main():
+    double(1024)
+"#
+    )
+}
+
+/// A kernel `tilec check` accepts but tilec cannot lower: a float32 `T.gemm` (tensor cores take
+/// float16 or bfloat16 operands).
+const UNLOWERABLE: &str = r#"import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[-1])
+def mm(M, N, K, block_M=64, block_N=64, block_K=32):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float32"), B: T.Tensor((K, N), "float32"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), "float32")
+            B_s = T.alloc_shared((block_K, block_N), "float32")
+            C_l = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(C_l)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[k * block_K, bx * block_N], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C[by * block_M, bx * block_N])
+
+    return main
+
+
+def main():
+    mm(256, 256, 256)
+"#;
+
+/// Writes `files` (path, text) under `dir`, creating folders as needed.
+fn write_tree(dir: &Path, files: &[(&str, &str)]) {
+    for (path, text) in files {
+        let path = dir.join(path);
+        std::fs::create_dir_all(path.parent().expect("a folder")).expect("creates the folder");
+        std::fs::write(path, text).expect("writes a file");
+    }
+}
+
+/// Runs `tilec ARGS` in `dir`, killing it (and failing) if it runs past 60 s: a walk that loops
+/// or a read that blocks must fail the test, not hang it.
+fn tilec(dir: &Path, args: &[&str]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tilec"))
+        .current_dir(dir)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("tilec starts");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().expect("polls tilec").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("tilec {args:?} did not finish in 60 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("tilec finishes")
+}
+
+/// The JSON lines of a `--format json` run.
+fn json_lines(output: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|_| panic!("not JSON: {line}")))
+        .collect()
+}
+
+fn build_args<'a>(paths: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["build"];
+    args.extend(paths);
+    args.extend(["--out", "out", "--cache", "cache", "--emit", "cuda"]);
+    args.extend(extra);
+    args
+}
+
+/// One good file, one that only imports TileLang, one that cannot be lowered and one whose syntax
+/// error hides its kernels: the good file's outputs are written, the failed instance gets its
+/// description with the reason, each of the others is reported, and the exit code is 1.
+#[test]
+fn a_folder_build_writes_the_good_files_and_reports_the_others() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    write_tree(
+        dir.path(),
+        &[
+            ("k/good.py", &kernel(128)),
+            ("k/empty.py", "import tilelang\n"),
+            ("k/nolower.py", UNLOWERABLE),
+            (
+                "k/broken.py",
+                "import tilelang\nimport tilelang.language as T\ndef f(:\n",
+            ),
+        ],
+    );
+    let output = tilec(dir.path(), &build_args(&["k"], &["--format", "json"]));
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let lines = json_lines(&output);
+    let files: Vec<(&str, &str)> = lines
+        .iter()
+        .filter(|line| line["kind"] == "build-file")
+        .map(|line| {
+            (
+                line["file"].as_str().unwrap_or(""),
+                line["status"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        files,
+        [("k/broken.py", "failed"), ("k/empty.py", "skipped")]
+    );
+    let broken = &lines[0]["diagnostics"][0];
+    assert_eq!(
+        (&broken["code"], &broken["line"]),
+        (&json!("parse-error"), &json!(3))
+    );
+    let last = lines.last().expect("a summary");
+    assert_eq!(
+        (&last["instances"], &last["built"], &last["failed"]),
+        (&json!(2), &json!(1), &json!(1)),
+        "{last}"
+    );
+    assert_eq!(
+        (&last["files_skipped"], &last["files_failed"]),
+        (&json!(1), &json!(1))
+    );
+    let out = dir.path().join("out");
+    let written: Vec<PathBuf> = walk_files(&out)
+        .into_iter()
+        .map(|path| path.strip_prefix(&out).expect("under out").to_owned())
+        .collect();
+    assert_eq!(
+        written,
+        [
+            PathBuf::from("good/double-0.cu"),
+            PathBuf::from("good/double-0.json"),
+            PathBuf::from("nolower/mm-0.json"),
+        ]
+    );
+    let failed: Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("nolower/mm-0.json")).expect("reads"),
+    )
+    .expect("JSON");
+    assert_eq!(failed["status"], "failed");
+    assert_eq!(failed["diagnostics"][0]["code"], "cannot-lower");
+}
+
+/// A file that cannot be read (not UTF-8) is named, the other files are built or checked, and
+/// the exit code is 2.
+#[test]
+fn an_unreadable_file_is_reported_and_the_others_still_built() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    write_tree(dir.path(), &[("k/good.py", &kernel(128))]);
+    std::fs::write(dir.path().join("k/binary.py"), b"\xff\xfe\x00").expect("writes");
+    let output = tilec(dir.path(), &build_args(&["k"], &[]));
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("error: cannot read k/binary.py: stream did not contain valid UTF-8"),
+        "{stderr}"
+    );
+    assert!(dir.path().join("out/good/double-0.cu").is_file());
+    let output = tilec(dir.path(), &["check", "k"]);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("checked 1 file(s), 1 kernel instance(s)"),
+        "{stdout}"
+    );
+}
+
+/// Two roots holding `x.py` would write into the same `out/x/`: the build refuses before writing
+/// anything, naming both files.
+#[test]
+fn two_roots_with_the_same_file_name_are_refused_before_anything_is_written() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    write_tree(
+        dir.path(),
+        &[("a/x.py", &kernel(128)), ("b/x.py", &kernel(64))],
+    );
+    let output = tilec(dir.path(), &build_args(&["a", "b"], &[]));
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("error: a/x.py and b/x.py would both write their outputs into out/x;"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("out").exists(), "nothing is written");
+    // Built from their common folder, each keeps its own path.
+    let output = tilec(dir.path(), &build_args(&["."], &[]));
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert!(dir.path().join("out/a/x/double-0.cu").is_file());
+    assert!(dir.path().join("out/b/x/double-0.cu").is_file());
+}
+
+/// A folder linked to its parent twice, two folders linked to each other, a FIFO and a socket named
+/// `*.py`: `check` and `build` each finish, and see the one real kernel file once.
+#[cfg(unix)]
+#[test]
+fn link_loops_are_walked_once_and_special_files_are_skipped() {
+    use std::os::unix::fs::symlink;
+    let dir = tempfile::tempdir().expect("temp dir");
+    write_tree(dir.path(), &[("k/a/good.py", &kernel(128))]);
+    let k = dir.path().join("k");
+    symlink("..", k.join("a/up")).expect("links");
+    symlink("..", k.join("a/up2")).expect("links");
+    std::fs::create_dir_all(k.join("b")).expect("creates");
+    std::fs::create_dir_all(k.join("c")).expect("creates");
+    symlink("../c", k.join("b/to_c")).expect("links");
+    symlink("../b", k.join("c/to_b")).expect("links");
+    let fifo = k.join("pipe.py");
+    let made = Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    let _socket = std::os::unix::net::UnixListener::bind(k.join("socket.py")).expect("binds");
+
+    let output = tilec(dir.path(), &["check", "k", "--format", "json"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let instances: Vec<Value> = json_lines(&output)
+        .into_iter()
+        .filter(|line| line["kind"] == "instance")
+        .collect();
+    assert_eq!(instances.len(), 1, "{instances:#?}");
+    assert_eq!(instances[0]["file"], "k/a/good.py");
+
+    let output = tilec(dir.path(), &build_args(&["k"], &["--format", "json"]));
+    let summary = summary(&output);
+    assert_eq!(counts(&summary), [1, 1, 0, 0]);
+    assert!(dir.path().join("out/a/good/double-0.cu").is_file());
+}
+
+/// An output file is replaced, not written through: a link planted at an output's name leaves its
+/// target alone.
+#[cfg(unix)]
+#[test]
+fn an_output_replaces_a_link_at_its_name() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    write_tree(
+        dir.path(),
+        &[("k/good.py", &kernel(128)), ("victim.txt", "keep")],
+    );
+    std::fs::create_dir_all(dir.path().join("out/good")).expect("creates");
+    let cu = dir.path().join("out/good/double-0.cu");
+    std::os::unix::fs::symlink(dir.path().join("victim.txt"), &cu).expect("links");
+    let output = tilec(dir.path(), &build_args(&["k"], &["--format", "json"]));
+    assert_eq!(counts(&summary(&output)), [1, 1, 0, 0]);
+    let victim = std::fs::read_to_string(dir.path().join("victim.txt")).expect("reads");
+    assert_eq!(victim, "keep");
+    let metadata = std::fs::symlink_metadata(&cu).expect("the output exists");
+    assert!(metadata.is_file(), "{metadata:?}");
+    let text = std::fs::read_to_string(&cu).expect("reads");
+    assert!(text.contains("__global__"), "{text}");
+}
+
+/// Replaces the payload of the cache entry `path` with `edit` of it, keeping the header's key and
+/// format and making the checksum match: a well-formed entry that answers something else.
+fn plant(path: &Path, edit: impl Fn(&mut Value)) {
+    let text = std::fs::read_to_string(path).expect("reads the entry");
+    let (header, payload) = text.split_once('\n').expect("a header line");
+    let fields: Vec<&str> = header.split(' ').collect();
+    let mut payload: Value = serde_json::from_str(payload).expect("a JSON payload");
+    edit(&mut payload);
+    let payload = payload.to_string();
+    let checksum: String = sha2::Sha256::digest(payload.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let planted = format!(
+        "{} {} {} {checksum}\n{payload}",
+        fields[0], fields[1], fields[2]
+    );
+    std::fs::write(path, planted).expect("plants the entry");
+}
+
+/// Two entries planted under the keys of a `--emit cuda` build, with valid checksums: one with
+/// another kernel's source and PTX, one with the right source plus PTX. Neither is used: each is
+/// reported, rebuilt and replaced, and no `.ptx` is written.
+#[test]
+fn a_planted_cache_entry_is_reported_ignored_and_rebuilt() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    write_tree(
+        dir.path(),
+        &[("k/one.py", &kernel(128)), ("k/two.py", &kernel(64))],
+    );
+    let args = build_args(&["k"], &["--format", "json"]);
+    assert_eq!(counts(&summary(&tilec(dir.path(), &args))), [2, 2, 0, 0]);
+    let entries = walk_files(&dir.path().join("cache"));
+    assert_eq!(entries.len(), 2, "{entries:?}");
+    plant(&entries[0], |payload| {
+        payload["cuda"] = json!("extern \"C\" __global__ void planted() {}");
+        payload["ptx"] = json!(".visible .entry planted()");
+    });
+    plant(&entries[1], |payload| {
+        payload["ptx"] = json!(".visible .entry planted()");
+    });
+    let output = tilec(dir.path(), &args);
+    assert_eq!(counts(&summary(&output)), [2, 2, 0, 0], "both rebuilt");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.contains("does not match what was asked for"))
+        .collect();
+    assert_eq!(warnings.len(), 2, "{stderr}");
+    assert!(
+        stderr.contains("its CUDA source is not the one asked for"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("it holds PTX, but no compiler was asked for"),
+        "{stderr}"
+    );
+    let outputs = walk_files(&dir.path().join("out"));
+    assert!(
+        !outputs
+            .iter()
+            .any(|path| path.extension().is_some_and(|e| e == "ptx")),
+        "{outputs:?}"
+    );
+    assert_eq!(
+        counts(&summary(&tilec(dir.path(), &args))),
+        [2, 0, 2, 0],
+        "repaired"
+    );
+}
+
+/// The cache folder's permissions decide who may read its entries, not the writer's umask: in a
+/// cache folder of mode 0o750 every shard folder is 0o750 and every entry 0o640.
+#[cfg(unix)]
+#[test]
+fn cache_entries_are_readable_by_whoever_may_read_the_cache_folder() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("temp dir");
+    write_tree(dir.path(), &[("k/one.py", &kernel(128))]);
+    let cache = dir.path().join("cache");
+    std::fs::create_dir(&cache).expect("creates");
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o750)).expect("chmod");
+    let output = tilec(dir.path(), &build_args(&["k"], &["--format", "json"]));
+    assert_eq!(counts(&summary(&output)), [1, 1, 0, 0]);
+    let mode = |path: &Path| {
+        std::fs::metadata(path)
+            .expect("exists")
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    let entries = walk_files(&cache);
+    assert_eq!(entries.len(), 1);
+    assert_eq!(mode(&entries[0]), 0o640, "{}", entries[0].display());
+    let shard = entries[0].parent().expect("a shard folder");
+    assert_eq!(mode(shard), 0o750, "{}", shard.display());
+}
+
+/// A tilec.toml above the workspace root does not apply: run from `project/` outside any
+/// repository, the malformed tilec.toml one folder up is not read, while one inside a repository
+/// root above the current folder is.
+#[test]
+fn a_tilec_toml_above_the_workspace_root_is_not_read() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    write_tree(
+        dir.path(),
+        &[
+            ("tilec.toml", "this is not [toml"),
+            ("project/good.py", &kernel(128)),
+            ("repo/tilec.toml", "this is not [toml"),
+            ("repo/kernels/good.py", &kernel(128)),
+        ],
+    );
+    std::fs::create_dir(dir.path().join("repo/.git")).expect("creates .git");
+    let output = tilec(&dir.path().join("project"), &["check", "."]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let output = tilec(&dir.path().join("repo/kernels"), &["check", "."]);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("config-error"), "{stdout}");
 }

@@ -1,6 +1,7 @@
 //! `tilec watch` driven by real file writes in a temporary folder: a new file, an edit, a syntax
 //! error and its fix, a rename and a delete each produce the events a user would expect, and the
-//! session survives all of them.
+//! session survives all of them, as it survives a FIFO, a file without kernels, one that cannot be
+//! lowered, its root deleted and created again, and a launch too long for the emulator.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -37,8 +38,14 @@ struct Watch {
 
 impl Watch {
     fn start(dir: &Path) -> Watch {
+        Watch::start_with(dir, &["--no-run"])
+    }
+
+    /// `tilec watch --format json OPTIONS DIR`.
+    fn start_with(dir: &Path, options: &[&str]) -> Watch {
         let mut child = Command::new(env!("CARGO_BIN_EXE_tilec"))
-            .args(["watch", "--no-run", "--format", "json"])
+            .args(["watch", "--format", "json"])
+            .args(options)
             .arg(dir)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -138,4 +145,124 @@ fn a_session_follows_creates_edits_errors_renames_and_deletes() {
 
     std::fs::remove_file(&renamed).expect("deletes");
     watch.until("the delete", is("removed", "renamed.py"));
+}
+
+/// A kernel that tilec checks but cannot lower (a float32 `T.gemm`).
+const UNLOWERABLE: &str = r#"import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[-1])
+def mm(M, N, K, block_M=64, block_N=64, block_K=32):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float32"), B: T.Tensor((K, N), "float32"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), "float32")
+            B_s = T.alloc_shared((block_K, block_N), "float32")
+            C_l = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(C_l)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[k * block_K, bx * block_N], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C[by * block_M, bx * block_N])
+
+    return main
+
+
+def main():
+    mm(256, 256, 256)
+"#;
+
+/// A FIFO named `*.py` (which blocks whoever opens it), a file that only imports TileLang and a
+/// kernel that cannot be lowered arrive in the watched folder: the session reports what applies
+/// and goes on to report the next edit.
+#[cfg(unix)]
+#[test]
+fn a_fifo_an_empty_file_and_an_unlowerable_kernel_do_not_stop_the_session() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let watch = Watch::start(dir.path());
+    watch.until("the first idle", |e| e["kind"] == "idle");
+    std::thread::sleep(Duration::from_millis(200));
+
+    let made = Command::new("mkfifo")
+        .arg(dir.path().join("pipe.py"))
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    std::fs::write(dir.path().join("empty.py"), "import tilelang\n").expect("writes");
+    std::fs::write(dir.path().join("mm.py"), UNLOWERABLE).expect("writes");
+    let seen = watch.until("the unlowerable kernel", is("checked", "mm.py"));
+    assert_eq!(seen.last().expect("checked")["errors"], 0, "{seen:#?}");
+
+    let path = dir.path().join("double.py");
+    std::fs::write(&path, KERNEL).expect("creates");
+    let seen = watch.until("the kernel after them", is("status", "double.py"));
+    assert_eq!(seen.last().expect("a status")["result"], "lowered");
+    assert!(
+        !seen
+            .iter()
+            .any(|e| e["file"].as_str().is_some_and(|f| f.ends_with("pipe.py"))),
+        "{seen:#?}"
+    );
+}
+
+/// The watched folder is deleted (its files are reported removed) and created again: files
+/// written into the new folder are watched as before.
+#[test]
+fn a_root_deleted_and_created_again_is_watched_again() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path().join("kernels");
+    std::fs::create_dir(&root).expect("creates the root");
+    std::fs::write(root.join("double.py"), KERNEL).expect("writes");
+    let watch = Watch::start(&root);
+    watch.until("the first status", is("status", "double.py"));
+    watch.until("the first idle", |e| e["kind"] == "idle");
+
+    std::fs::remove_dir_all(&root).expect("deletes the root");
+    watch.until("the deleted file", is("removed", "double.py"));
+    std::fs::create_dir(&root).expect("creates the root again");
+    std::thread::sleep(Duration::from_millis(600));
+    std::fs::write(root.join("again.py"), KERNEL).expect("writes");
+    watch.until("a file in the new root", is("status", "again.py"));
+    std::fs::write(
+        root.join("again.py"),
+        KERNEL.replace("threads=128", "threads=64"),
+    )
+    .expect("edits");
+    let seen = watch.until("an edit in the new root", is("status", "again.py"));
+    assert_eq!(seen.last().expect("a status")["result"], "lowered");
+}
+
+/// A launch that would run for minutes on the CPU emulator is stopped at `--emulator-budget` and
+/// reported as not run (on a GPU, the GPU runs it and the emulator's check is skipped).
+#[test]
+fn an_emulated_launch_past_its_budget_is_stopped_and_reported() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let slow = KERNEL
+        .replace("def double(N, block=128, threads=128):", "def double(N, block=128, threads=128, reps=100000000):")
+        .replace(
+            "            for i in T.Parallel(block):\n                B[bx * block + i] = A[bx * block + i] * 2.0",
+            "            acc = T.alloc_fragment((block,), \"float32\")\n            T.clear(acc)\n            for r in T.serial(reps):\n                for i in T.Parallel(block):\n                    acc[i] = acc[i] + A[bx * block + i]\n            for i in T.Parallel(block):\n                B[bx * block + i] = acc[i]",
+        );
+    assert!(slow.contains("T.serial(reps)"), "{slow}");
+    std::fs::write(dir.path().join("slow.py"), slow).expect("writes");
+    let started = Instant::now();
+    let watch = Watch::start_with(dir.path(), &["--emulator-budget", "0.5"]);
+    let seen = watch.until("the status", is("status", "slow.py"));
+    let status = seen.last().expect("a status");
+    let why = if status["device"] == "gpu" {
+        assert_eq!(status["check"], "skipped", "{status:#}");
+        &status["check_detail"]
+    } else {
+        assert_eq!(status["result"], "skipped", "{status:#}");
+        &status["reason"]
+    };
+    assert!(
+        why.as_str()
+            .is_some_and(|why| why.contains("did not finish within its budget of 0.5 s")),
+        "{status:#}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(15));
+    watch.until("idle after the stopped launch", |e| e["kind"] == "idle");
 }

@@ -6,28 +6,61 @@ use std::path::{Path, PathBuf};
 use tilec_frontend::ManifestInstance;
 use tilec_frontend::manifest::{Manifest, parse_manifest};
 
-/// The tilec.toml that applies to `file`: the nearest one in its folder or an ancestor, up to the
-/// repository root (a folder with `.git`).
+/// The tilec.toml that applies to `file`, searched up to the workspace root (see
+/// [`manifest_within`]) with the current folder as the only root a command names.
 pub fn manifest_for(file: &Path) -> Option<PathBuf> {
+    manifest_within(file, &[])
+}
+
+/// The tilec.toml that applies to `file`: the nearest one in its folder or an ancestor, up to the
+/// workspace root. That is the repository root (the nearest folder with `.git`) or, outside a
+/// repository, the highest folder among `roots` and the current folder that holds the file (the
+/// file's own folder when none does). A tilec.toml further up belongs to someone else (a shared
+/// `/tmp`, a home folder) and must not change how the project is analysed.
+pub fn manifest_within(file: &Path, roots: &[PathBuf]) -> Option<PathBuf> {
     let absolute = std::path::absolute(file).ok()?;
-    let mut folder = absolute.parent();
-    while let Some(dir) = folder {
-        let candidate = dir.join("tilec.toml");
-        if candidate.is_file() {
-            return Some(candidate);
-        }
-        if dir.join(".git").exists() {
-            return None;
-        }
-        folder = dir.parent();
+    let folder = absolute.parent()?;
+    let limit = search_limit(folder, roots);
+    folder
+        .ancestors()
+        .take_while(|dir| dir.starts_with(&limit))
+        .map(|dir| dir.join("tilec.toml"))
+        .find(|candidate| candidate.is_file())
+}
+
+/// The highest folder a tilec.toml search from `folder` may reach (see [`manifest_within`]).
+fn search_limit(folder: &Path, roots: &[PathBuf]) -> PathBuf {
+    if let Some(repository) = folder.ancestors().find(|dir| dir.join(".git").exists()) {
+        return repository.to_owned();
     }
-    None
+    let current = std::env::current_dir().ok();
+    roots
+        .iter()
+        .filter_map(|root| std::path::absolute(root).ok())
+        // A file a command names roots the search at its folder.
+        .map(|root| {
+            if root.is_file() {
+                root.parent().map_or(root.clone(), Path::to_owned)
+            } else {
+                root
+            }
+        })
+        .chain(current)
+        .filter(|root| folder.starts_with(root))
+        .min_by_key(|root| root.components().count())
+        .unwrap_or_else(|| folder.to_owned())
 }
 
 /// The tilec.toml instances listed for `file`, read afresh (a manifest that cannot be read or
 /// parsed lists none; `tilec check` reports why).
 pub fn manifest_instances(file: &Path) -> Vec<ManifestInstance> {
-    let Some(manifest_path) = manifest_for(file) else {
+    manifest_instances_within(file, &[])
+}
+
+/// [`manifest_instances`] with the tilec.toml searched up to the workspace root of `roots` (see
+/// [`manifest_within`]).
+pub fn manifest_instances_within(file: &Path, roots: &[PathBuf]) -> Vec<ManifestInstance> {
+    let Some(manifest_path) = manifest_within(file, roots) else {
         return Vec::new();
     };
     let manifest = std::fs::read_to_string(&manifest_path)

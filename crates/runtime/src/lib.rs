@@ -8,6 +8,7 @@
 pub mod compare;
 pub mod cuda;
 pub mod emulator;
+pub mod files;
 pub mod inputs;
 pub mod npy;
 pub mod tensor;
@@ -15,5 +16,5 @@ pub mod tuned;
 
 pub use compare::{Comparison, compare, tolerance_for};
 pub use cuda::{CudaDevice, Unavailable};
-pub use emulator::{EmulatorError, EmulatorReport, run_program};
+pub use emulator::{EmulatorError, EmulatorReport, run_program, run_program_within};
 pub use tensor::HostTensor;

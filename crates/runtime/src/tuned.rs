@@ -7,12 +7,13 @@
 //! whose architecture is their target. Files are written to a temporary file and renamed into
 //! place, so a reader sees a whole file or the previous one.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use tilec_ir::{ConstValue, Target};
+
+use crate::files::{create_shared_folder, shared_file_mode, write_atomically};
 
 /// A tuned configuration: each tunable parameter's value.
 pub type TunedConfig = Vec<(String, i64)>;
@@ -114,7 +115,8 @@ impl TunedStore {
         instance: &TunedInstance<'_>,
         record: &TunedRecord,
     ) -> Result<PathBuf, String> {
-        std::fs::create_dir_all(&self.dir)
+        let cache = self.dir.parent().unwrap_or(&self.dir);
+        create_shared_folder(&self.dir, cache)
             .map_err(|e| format!("cannot create {}: {e}", self.dir.display()))?;
         let (key, identity) = instance.identity();
         let path = self.path_of(&key);
@@ -141,12 +143,13 @@ impl TunedStore {
             );
         }
         let text = serde_json::to_string_pretty(&document).map_err(|e| e.to_string())?;
-        let mut temporary = tempfile::NamedTempFile::new_in(&self.dir)
-            .map_err(|e| format!("cannot write in {}: {e}", self.dir.display()))?;
-        writeln!(temporary, "{text}").map_err(|e| e.to_string())?;
-        temporary
-            .persist(&path)
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        // Whoever shares the build cache shares its tuning results: they are read by every build.
+        write_atomically(
+            &path,
+            format!("{text}\n").as_bytes(),
+            shared_file_mode(cache),
+        )
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         Ok(path)
     }
 

@@ -224,6 +224,9 @@ pub enum ErrorKind {
     },
     /// The consumer warpgroups' turn-taking breaks the protocol that keeps it free of deadlocks.
     WarpgroupTurn(String),
+    /// The run took longer than the time budget its caller gave it and was stopped: the program
+    /// may be correct, it was just not finished.
+    OutOfTime { budget: std::time::Duration },
 }
 
 impl fmt::Display for ErrorKind {
@@ -428,6 +431,11 @@ impl fmt::Display for ErrorKind {
                 "named barrier {id} for {threads} threads reached by {active} threads"
             ),
             ErrorKind::WarpgroupTurn(message) => write!(f, "warpgroup turn-taking: {message}"),
+            ErrorKind::OutOfTime { budget } => write!(
+                f,
+                "stopped after its time budget of {:.1} s (not finished, not necessarily wrong)",
+                budget.as_secs_f64()
+            ),
         }
     }
 }

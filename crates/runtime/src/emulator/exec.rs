@@ -9,6 +9,8 @@
 //! The roles of a `WarpRoles` statement run concurrently as resumable tasks (see `roles.rs`), which
 //! hand every statement that holds no mbarrier wait back to `exec` here.
 
+use std::time::{Duration, Instant};
+
 use tilec_ir::thread::{AtomicOp, Stmt, ValueId};
 use tilec_ir::{EntityId, ExprId, ThreadProgram, VarId};
 
@@ -53,7 +55,13 @@ pub(super) struct Machine<'p, 't> {
     pub turns: super::turns::Turns,
     /// The TMA tensor maps, evaluated for this run.
     pub maps: Vec<MapInfo>,
+    /// When the run must stop, and the budget that set it (see `run_program_within`).
+    pub deadline: Option<(Instant, Duration)>,
 }
+
+/// How many statements run between two looks at the clock: a look costs about as much as a
+/// simple statement, and a few thousand statements take well under a millisecond.
+const STATEMENTS_PER_CLOCK_CHECK: u64 = 4096;
 
 impl<'p> Machine<'p, '_> {
     /// An error at the current site, charged to `thread`.
@@ -119,6 +127,16 @@ impl<'p> Machine<'p, '_> {
         }
     }
 
+    /// Stops the run once its deadline has passed.
+    fn check_deadline(&self) -> Result<(), Fault> {
+        match self.deadline {
+            Some((deadline, budget)) if Instant::now() >= deadline => {
+                Err(self.fault(ErrorKind::OutOfTime { budget }, None))
+            }
+            Some(_) | None => Ok(()),
+        }
+    }
+
     /// Counts a statement executed by `lanes` threads and starts evaluating its values.
     pub(super) fn begin_statement(&mut self, lanes: usize) {
         self.report.statements += 1;
@@ -128,6 +146,13 @@ impl<'p> Machine<'p, '_> {
 
     pub(super) fn exec(&mut self, stmt: &'p Stmt, active: &[u32]) -> Result<(), Fault> {
         self.begin_statement(active.len());
+        if self
+            .report
+            .statements
+            .is_multiple_of(STATEMENTS_PER_CLOCK_CHECK)
+        {
+            self.check_deadline()?;
+        }
         match stmt {
             Stmt::For {
                 var, extent, body, ..

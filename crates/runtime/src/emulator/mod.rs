@@ -90,6 +90,7 @@ mod warp;
 mod wgmma;
 
 use std::fmt;
+use std::time::{Duration, Instant};
 
 use tilec_ir::ThreadProgram;
 use tilec_ir::thread::ParamAccess;
@@ -149,6 +150,20 @@ pub fn run_program(
     tensors: &mut [HostTensor],
     scalars: &[i64],
 ) -> Result<EmulatorReport, EmulatorError> {
+    run_program_within(program, tensors, scalars, None)
+}
+
+/// [`run_program`] with a time budget: a run still going after `budget` stops with
+/// [`ErrorKind::OutOfTime`], so that a caller that must stay responsive (`tilec watch`) is never
+/// held for minutes by a large launch or a long loop. The clock is read every few thousand
+/// statements, so the run stops within a millisecond or so of its budget.
+pub fn run_program_within(
+    program: &ThreadProgram,
+    tensors: &mut [HostTensor],
+    scalars: &[i64],
+    budget: Option<Duration>,
+) -> Result<EmulatorReport, EmulatorError> {
+    let deadline = budget.map(|budget| (Instant::now() + budget, budget));
     let mut indexer = index::Indexer::new(&program.exprs);
     let setup = setup::prepare(program, tensors, scalars, &mut indexer).map_err(|fault| *fault)?;
     let access: Vec<ParamAccess> = program.params.iter().map(|param| param.access).collect();
@@ -180,6 +195,7 @@ pub fn run_program(
         mbarriers: mbarrier::Mbarriers::default(),
         turns: turns::Turns::default(),
         maps: setup.maps,
+        deadline,
     };
     let [gx, gy, gz] = setup.grid;
     for z in 0..gz {

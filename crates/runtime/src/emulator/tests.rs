@@ -7,7 +7,9 @@ use tilec_ir::thread::{
 };
 use tilec_ir::{DType, EntityId, ExprArena, ExprId, ThreadProgram, VarId};
 
-use super::{BlockedWait, EmulatorError, ErrorKind, MbarrierFault, RaceKind, run_program};
+use super::{
+    BlockedWait, EmulatorError, ErrorKind, MbarrierFault, RaceKind, run_program, run_program_within,
+};
 use crate::tensor::{HostTensor, round_to};
 
 /// Builds thread programs with one-dimensional blocks.
@@ -925,6 +927,36 @@ fn tiled_gemm_matches_sequential_float32_multiply_adds() {
             assert_eq!(tensors[2].values[i * size + j], sum, "C[{i}, {j}]");
         }
     }
+}
+
+/// A run past its time budget stops with `OutOfTime` (whose message says it is not an error in
+/// the program), and the same run with time to spare finishes.
+#[test]
+fn a_run_past_its_budget_stops_and_one_within_it_finishes() {
+    let size = 128;
+    let program = gemm(size as i64);
+    let tensors = || {
+        vec![
+            HostTensor::random(DType::Float32, &[size, size], 1),
+            HostTensor::random(DType::Float32, &[size, size], 2),
+            HostTensor::zeros(DType::Float32, &[size, size]),
+        ]
+    };
+    let budget = std::time::Duration::ZERO;
+    let error = err(run_program_within(
+        &program,
+        &mut tensors(),
+        &[],
+        Some(budget),
+    ));
+    assert_eq!(error.kind, ErrorKind::OutOfTime { budget }, "{error}");
+    assert!(
+        error.to_string().contains("time budget of 0.0 s"),
+        "{error}"
+    );
+    let budget = Some(std::time::Duration::from_secs(600));
+    let report = run_program_within(&program, &mut tensors(), &[], budget);
+    assert_eq!(report.map(|r| r.blocks), Ok(4));
 }
 
 #[test]
