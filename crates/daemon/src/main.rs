@@ -134,6 +134,10 @@ enum Command {
         /// its `// Launch:` header. Start from `tilec build --emit cuda`.
         #[arg(long, value_name = "FILE")]
         cuda_source: Option<PathBuf>,
+        /// Seconds the CPU emulator may run the launch before it stops with an error (default:
+        /// as long as it takes). Pass smaller sizes with `--with` to emulate a large kernel.
+        #[arg(long, value_name = "SECONDS", value_parser = parse_budget)]
+        emulator_budget: Option<f64>,
     },
     /// Rank a kernel's tile configurations (block sizes, threads, stages) by a hardware model
     /// (`--recommend`, no GPU needed), or measure the top candidates on the GPU and store the
@@ -291,6 +295,7 @@ fn run(cli: Cli) -> ExitCode {
             cache,
             target,
             cuda_source,
+            emulator_budget,
         } => run::run(
             &file,
             &run::RunOptions {
@@ -303,6 +308,7 @@ fn run(cli: Cli) -> ExitCode {
                 cache,
                 target,
                 cuda_source,
+                emulator_budget: emulator_budget.map(std::time::Duration::from_secs_f64),
             },
         ),
         Command::Tune {

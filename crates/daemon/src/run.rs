@@ -13,7 +13,7 @@ use tilec_ir::{ConstValue, Target, ThreadProgram};
 use tilec_runtime::cuda::{DeviceTensor, EncodedTensorMap, LaunchArg, Repetitions};
 use tilec_runtime::emulator::ErrorKind;
 use tilec_runtime::{
-    CudaDevice, HostTensor, compare, inputs, npy, run_program, run_program_within, tolerance_for,
+    CudaDevice, HostTensor, compare, inputs, npy, run_program_within, tolerance_for,
 };
 
 use crate::render;
@@ -46,6 +46,9 @@ pub struct RunOptions {
     pub target: Option<String>,
     /// `--cuda-source`: a hand-edited CUDA file launched in place of the generated code.
     pub cuda_source: Option<PathBuf>,
+    /// `--emulator-budget`: how long the CPU emulator may run the launch (`None`: as long as it
+    /// takes).
+    pub emulator_budget: Option<Duration>,
 }
 
 /// The emulator runs at most this many thread-iterations of blocks × threads for `--check`; beyond
@@ -139,7 +142,10 @@ pub fn run(path: &Path, options: &RunOptions) -> Result<ExitCode> {
         None => {
             let started = Instant::now();
             for program in &programs {
-                run_program(program, &mut tensors, &scalars)
+                let left = options
+                    .emulator_budget
+                    .map(|budget| budget.saturating_sub(started.elapsed()));
+                run_program_within(program, &mut tensors, &scalars, left)
                     .map_err(|error| anyhow::anyhow!("emulator: {error}"))?;
             }
             let seconds = started.elapsed().as_secs_f64();
