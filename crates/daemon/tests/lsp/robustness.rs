@@ -1,0 +1,260 @@
+//! What a client can do wrong without taking the server down: a set of hostile messages (broken
+//! framing, bodies that are not JSON or not JSON-RPC, unknown methods, wrong parameters) sent one
+//! after another to one server, which answers each as JSON-RPC says and then still hovers
+//! correctly.
+
+use serde_json::{Value, json};
+
+use crate::client::{Client, position_of, uri_of};
+
+/// A small kernel whose fragment `x` has a hover, and whose instance the emulator runs at once.
+const ROW_SUM: &str = r#"import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[1])
+def row_sum(M, N, block_M, threads=128, dtype="float32"):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), S: T.Tensor((M,), dtype)):
+        with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+            x = T.alloc_fragment((block_M, N), dtype)
+            s = T.alloc_fragment((block_M,), dtype)
+            T.copy(X[bx * block_M, 0], x)
+            T.reduce_sum(x, s, dim=1)
+            T.copy(s, S[bx * block_M])
+
+    return main
+
+
+row_sum(64, 128, 8)
+"#;
+
+/// What the hover on `x` in [`ROW_SUM`] must say.
+const X_HOVER: &str = "**`x`**: local.fragment buffer, `float32[8, 128]`";
+
+fn framed(body: &[u8]) -> Vec<u8> {
+    [
+        format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes(),
+        body,
+    ]
+    .concat()
+}
+
+fn framed_json(message: &Value) -> Vec<u8> {
+    framed(message.to_string().as_bytes())
+}
+
+/// What the server must send back for one hostile message.
+enum Expect {
+    /// An error response with this id and code.
+    Error(Value, i64),
+    /// Nothing: the message is logged and skipped.
+    Nothing,
+}
+
+/// The hostile set: each entry's bytes and the answer they get. Requests in it use ids from 100.
+fn hostile_messages(uri: &str) -> Vec<(&'static str, Vec<u8>, Expect)> {
+    use Expect::{Error, Nothing};
+    let hover = |id: i64, params: Value| json!({"jsonrpc": "2.0", "id": id, "method": "textDocument/hover", "params": params});
+    let good_hover = hover(
+        150,
+        json!({"textDocument": {"uri": uri}, "position": {"line": 9, "character": 12}}),
+    )
+    .to_string();
+    vec![
+        (
+            "not JSON",
+            framed(b"{\"jsonrpc\": \"2.0\", \"id\": 1,"),
+            Error(Value::Null, -32700),
+        ),
+        (
+            "not UTF-8",
+            framed(b"{\"jsonrpc\":\"2.0\",\"method\":\"\xff\xfe\"}"),
+            Error(Value::Null, -32700),
+        ),
+        ("an empty body", framed(b""), Error(Value::Null, -32700)),
+        ("a JSON number", framed(b"42"), Error(Value::Null, -32600)),
+        (
+            "a batch",
+            framed(br#"[{"jsonrpc":"2.0","id":101,"method":"shutdown"}]"#),
+            Error(Value::Null, -32600),
+        ),
+        (
+            "an object that is no message",
+            framed(br#"{"jsonrpc":"2.0"}"#),
+            Error(Value::Null, -32600),
+        ),
+        (
+            "an id without a method",
+            framed(br#"{"jsonrpc":"2.0","id":"x"}"#),
+            Error(json!("x"), -32600),
+        ),
+        (
+            "JSON-RPC 1.0",
+            framed(br#"{"jsonrpc":"1.0","id":102,"method":"textDocument/hover"}"#),
+            Error(json!(102), -32600),
+        ),
+        (
+            "a method that is not a string",
+            framed(br#"{"jsonrpc":"2.0","id":103,"method":7}"#),
+            Error(json!(103), -32600),
+        ),
+        (
+            "an id that is an object",
+            framed(br#"{"jsonrpc":"2.0","id":{"a":1},"method":"shutdown"}"#),
+            Error(Value::Null, -32600),
+        ),
+        (
+            "an unknown method",
+            framed_json(&json!({"jsonrpc": "2.0", "id": 104, "method": "tilec/noSuchThing"})),
+            Error(json!(104), -32601),
+        ),
+        (
+            "a hover with wrong params",
+            framed_json(&hover(105, json!({"textDocument": 5}))),
+            Error(json!(105), -32602),
+        ),
+        (
+            "a hover without params",
+            framed_json(&json!({"jsonrpc": "2.0", "id": 106, "method": "textDocument/hover"})),
+            Error(json!(106), -32602),
+        ),
+        (
+            "runKernel with wrong params",
+            framed_json(
+                &json!({"jsonrpc": "2.0", "id": 107, "method": "tilec/runKernel", "params": [1, 2]}),
+            ),
+            Error(json!(107), -32602),
+        ),
+        (
+            "didOpen with wrong params",
+            framed_json(
+                &json!({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {"uri": 3}}}),
+            ),
+            Nothing,
+        ),
+        (
+            "didChange without params",
+            framed_json(&json!({"jsonrpc": "2.0", "method": "textDocument/didChange"})),
+            Nothing,
+        ),
+        (
+            "an unknown notification",
+            framed_json(&json!({"jsonrpc": "2.0", "method": "tilec/noSuchNote", "params": {}})),
+            Nothing,
+        ),
+        (
+            "a response to no request",
+            framed_json(&json!({"jsonrpc": "2.0", "id": 999, "result": null})),
+            Nothing,
+        ),
+        (
+            "a header without Content-Length",
+            [
+                b"Content-Type: application/vscode-jsonrpc\r\n\r\n".as_slice(),
+                br#"{"jsonrpc":"2.0","id":108,"method":"shutdown"}"#,
+            ]
+            .concat(),
+            Nothing,
+        ),
+        (
+            "a Content-Length that is not a number",
+            [
+                b"Content-Length: twelve\r\n\r\n".as_slice(),
+                br#"{"jsonrpc":"2.0","id":109,"method":"shutdown"}"#,
+            ]
+            .concat(),
+            Nothing,
+        ),
+        (
+            "a negative Content-Length",
+            b"Content-Length: -1\r\n\r\n{}".to_vec(),
+            Nothing,
+        ),
+        (
+            "an absurd Content-Length",
+            b"Content-Length: 99999999999999\r\n\r\n{}".to_vec(),
+            Nothing,
+        ),
+        (
+            "bytes with no header at all",
+            b"hello, server\r\n\r\n\x00\x01\x02".to_vec(),
+            Nothing,
+        ),
+        // 10 bytes of a request: a parse error, and the rest of it is skipped as garbage.
+        (
+            "a Content-Length too short",
+            [
+                b"Content-Length: 10\r\n\r\n".as_slice(),
+                hover(110, json!({})).to_string().as_bytes(),
+            ]
+            .concat(),
+            Error(Value::Null, -32700),
+        ),
+        (
+            "a hover at line 2^32-1",
+            framed_json(&hover(
+                111,
+                json!({"textDocument": {"uri": uri}, "position": {"line": u32::MAX, "character": u32::MAX}}),
+            )),
+            Nothing,
+        ),
+        // The next message's header starts inside the announced body: the request is still read.
+        (
+            "a Content-Length too long",
+            [
+                format!("Content-Length: {}\r\n\r\n", good_hover.len() + 30).as_bytes(),
+                good_hover.as_bytes(),
+            ]
+            .concat(),
+            Nothing,
+        ),
+    ]
+}
+
+#[test]
+fn the_server_survives_every_hostile_message_and_still_hovers() {
+    let folder = tempfile::tempdir().expect("temp folder");
+    let uri = uri_of(&folder.path().join("row_sum.py"));
+    let mut client = Client::start();
+    client.open(&uri, ROW_SUM);
+    client.diagnostics(&uri, 1);
+    let messages = hostile_messages(&uri);
+    assert!(messages.len() >= 15);
+    for (what, bytes, expect) in messages {
+        client.write_raw(&bytes);
+        if let Expect::Error(id, code) = expect {
+            let reply = client.wait_for(|m| m.get("method").is_none() && m["id"] == id);
+            assert_eq!(reply["error"]["code"], code, "{what}: {reply}");
+        }
+        assert!(client.alive(), "the server died after {what}");
+    }
+    // The hover whose Content-Length was too long is answered once the next message arrives.
+    let at = position_of(ROW_SUM, "x = T.alloc_fragment", 0);
+    let hover = client.result(
+        "textDocument/hover",
+        json!({"textDocument": {"uri": uri}, "position": at}),
+    );
+    assert!(
+        hover["contents"]["value"]
+            .as_str()
+            .is_some_and(|markdown| markdown.starts_with(X_HOVER)),
+        "{hover}"
+    );
+    let overrun = client.response(150);
+    assert!(
+        overrun["result"]["contents"]["value"]
+            .as_str()
+            .is_some_and(|markdown| markdown.starts_with(X_HOVER)),
+        "{overrun}"
+    );
+    let far = client.response(111);
+    assert!(far.get("error").is_none(), "{far}");
+    // Nothing else was answered: no extra errors, and the request cut short is lost, not run.
+    let extra: Vec<&Value> = client
+        .unclaimed()
+        .filter(|m| m.get("method").is_none())
+        .collect();
+    assert!(extra.is_empty(), "unexpected answers: {extra:?}");
+    assert!(client.alive());
+}
