@@ -176,7 +176,6 @@ async fn run_in_child(exe: &std::path::Path, target: &RunTarget, device: &str) -
     let mut command = tokio::process::Command::new(exe);
     command
         .arg("run")
-        .arg(&target.path)
         .args(["--kernel", &target.kernel])
         .args(["--instance", &target.instance.to_string()])
         .args(["--device", device])
@@ -185,6 +184,9 @@ async fn run_in_child(exe: &std::path::Path, target: &RunTarget, device: &str) -
     if device != "cpu" {
         command.arg("--check");
     }
+    // The path comes last, after `--`: a document named `--help` or `--save=x.py` (an untitled
+    // one is named by the user) must be read as a path, never as an option.
+    command.arg("--").arg(&target.path);
     let output = match tokio::time::timeout(RUN_TIMEOUT, command.output()).await {
         Ok(Ok(output)) => output,
         Ok(Err(error)) => {

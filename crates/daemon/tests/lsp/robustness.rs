@@ -1,7 +1,7 @@
 //! What a client can do wrong without taking the server down: a set of hostile messages (broken
 //! framing, bodies that are not JSON or not JSON-RPC, unknown methods, wrong parameters) sent one
 //! after another to one server, which answers each as JSON-RPC says and then still hovers
-//! correctly.
+//! correctly; and a document whose name looks like an option, run with `tilec/runKernel`.
 
 use serde_json::{Value, json};
 
@@ -257,4 +257,36 @@ fn the_server_survives_every_hostile_message_and_still_hovers() {
         .collect();
     assert!(extra.is_empty(), "unexpected answers: {extra:?}");
     assert!(client.alive());
+}
+
+#[test]
+fn run_kernel_never_reads_a_document_name_as_an_option() {
+    let folder = tempfile::tempdir().expect("temp folder");
+    let path = folder.path().join("--help.py");
+    std::fs::write(&path, ROW_SUM).expect("write");
+    let mut client = Client::start();
+    let uri = uri_of(&path);
+    client.open(&uri, ROW_SUM);
+    let run = client.result(
+        "tilec/runKernel",
+        json!({"textDocument": {"uri": uri}, "position": null, "device": "cpu"}),
+    );
+    assert_eq!(run["ok"], true, "{run}");
+    assert!(
+        run["output"]
+            .as_str()
+            .is_some_and(|output| output.contains("the CPU emulator")),
+        "{run}"
+    );
+    // An unsaved document is named by its URI's path: `--help`, which must stay a (missing) file.
+    let untitled = "untitled:--help";
+    client.open(untitled, ROW_SUM);
+    let run = client.result(
+        "tilec/runKernel",
+        json!({"textDocument": {"uri": untitled}, "position": null, "device": "cpu"}),
+    );
+    assert_eq!(run["ok"], false, "{run}");
+    let output = run["output"].as_str().expect("output");
+    assert!(!output.contains("Usage:"), "read as an option: {output}");
+    assert!(output.contains("--help"), "{output}");
 }
