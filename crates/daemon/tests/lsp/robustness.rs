@@ -1,7 +1,8 @@
 //! What a client can do wrong without taking the server down: a set of hostile messages (broken
 //! framing, bodies that are not JSON or not JSON-RPC, unknown methods, wrong parameters) sent one
 //! after another to one server, which answers each as JSON-RPC says and then still hovers
-//! correctly; and a document whose name looks like an option, run with `tilec/runKernel`.
+//! correctly; documents with CR-only line endings; and a document whose name looks like an
+//! option, run with `tilec/runKernel`.
 
 use serde_json::{Value, json};
 
@@ -257,6 +258,40 @@ fn the_server_survives_every_hostile_message_and_still_hovers() {
         .collect();
     assert!(extra.is_empty(), "unexpected answers: {extra:?}");
     assert!(client.alive());
+}
+
+#[test]
+fn cr_only_line_endings_give_the_same_positions() {
+    let broken = ROW_SUM.replace("S[bx * block_M]", "S[bx * block_K]");
+    let mut client = Client::start();
+    let folder = tempfile::tempdir().expect("temp folder");
+    for (name, newline) in [("lf", "\n"), ("cr", "\r"), ("crlf", "\r\n")] {
+        let uri = uri_of(&folder.path().join(format!("{name}.py")));
+        client.open(&uri, &broken.replace('\n', newline));
+        let diagnostics = client.diagnostics(&uri, 1);
+        assert_eq!(diagnostics.len(), 1, "{name}: {diagnostics:?}");
+        assert_eq!(diagnostics[0]["code"], "undefined-name", "{name}");
+        assert_eq!(
+            diagnostics[0]["range"],
+            json!({"start": {"line": 13, "character": 29}, "end": {"line": 13, "character": 36}}),
+            "{name}: `block_K` on line 14"
+        );
+        let hover = client.result(
+            "textDocument/hover",
+            json!({"textDocument": {"uri": uri}, "position": {"line": 9, "character": 12}}),
+        );
+        assert!(
+            hover["contents"]["value"]
+                .as_str()
+                .is_some_and(|markdown| markdown.starts_with(X_HOVER)),
+            "{name}: {hover}"
+        );
+        assert_eq!(
+            hover["range"],
+            json!({"start": {"line": 9, "character": 12}, "end": {"line": 9, "character": 13}}),
+            "{name}"
+        );
+    }
 }
 
 #[test]
