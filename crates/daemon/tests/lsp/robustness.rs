@@ -1,8 +1,11 @@
 //! What a client can do wrong without taking the server down: a set of hostile messages (broken
 //! framing, bodies that are not JSON or not JSON-RPC, unknown methods, wrong parameters) sent one
 //! after another to one server, which answers each as JSON-RPC says and then still hovers
-//! correctly; documents with CR-only line endings; and a document whose name looks like an
-//! option, run with `tilec/runKernel`.
+//! correctly; documents with CR-only line endings; a document whose name looks like an option,
+//! run with `tilec/runKernel`; an analysis cancelled by another document's edit, which must run
+//! again; and pathological documents open beside a normal one, which must not slow its hovers.
+
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -324,4 +327,132 @@ fn run_kernel_never_reads_a_document_name_as_an_option() {
     let output = run["output"].as_str().expect("output");
     assert!(!output.contains("Usage:"), "read as an option: {output}");
     assert!(output.contains("--help"), "{output}");
+}
+
+/// A module whose evaluation takes a few hundred milliseconds.
+const SLOW_MODULE: &str = "import tilelang\nimport tilelang.language as T\n\nt = 0\nfor i in range(1000000):\n    t = t + i\n";
+
+#[test]
+fn an_analysis_cancelled_by_another_documents_open_runs_again() {
+    // Opening the second document changes the database while the first is analysed, which
+    // cancels that analysis; the first document must still get its diagnostics.
+    let folder = tempfile::tempdir().expect("temp folder");
+    let mut client = Client::start();
+    let slow = uri_of(&folder.path().join("slow.py"));
+    client.open(&slow, SLOW_MODULE);
+    std::thread::sleep(Duration::from_millis(100));
+    let normal = uri_of(&folder.path().join("row_sum.py"));
+    client.open(&normal, ROW_SUM);
+    assert_eq!(client.diagnostics(&normal, 1), Vec::<Value>::new());
+    assert_eq!(client.diagnostics(&slow, 1), Vec::<Value>::new());
+}
+
+/// A module that never stops running: every statement at module level is evaluated.
+const ENDLESS_LOOP: &str =
+    "import tilelang\nimport tilelang.language as T\n\nwhile True:\n    x = [0] * (1 << 20)\n";
+
+/// Another, counting instead of allocating.
+const ENDLESS_COUNT: &str =
+    "import tilelang\nimport tilelang.language as T\n\nn = 0\nwhile n >= 0:\n    n = n + 1\n";
+
+/// A module that builds a string of 2^40 bytes by doubling (without a bound on the evaluator's
+/// memory, it takes all the machine has).
+const DOUBLING_STRING: &str = "import tilelang\nimport tilelang.language as T\n\ns = 'a'\nfor _ in range(40):\n    s = s + s\n";
+
+/// A kernel whose fragment has 2^40 elements.
+const HUGE_FRAGMENT: &str = r#"import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def huge(M):
+    @T.prim_func
+    def main(A: T.Tensor((M,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            a = T.alloc_fragment((1 << 40,), "float32")
+            T.copy(A[0], a)
+
+    return main
+
+
+huge(1024)
+"#;
+
+/// The longest a hover on a normal document may take beside pathological ones.
+const HOVER_BUDGET: Duration = Duration::from_millis(100);
+
+/// Opens `pathological` documents (all in one write, as an editor restoring its tabs does) and a
+/// normal one, and returns the client and the normal document's URI once it has diagnostics.
+fn open_beside(pathological: &[&str], folder: &std::path::Path) -> (Client, String) {
+    let mut client = Client::start();
+    let opens: Vec<u8> = pathological
+        .iter()
+        .enumerate()
+        .flat_map(|(index, text)| {
+            let uri = uri_of(&folder.join(format!("bad{index}.py")));
+            framed_json(&json!({"jsonrpc": "2.0", "method": "textDocument/didOpen",
+                "params": {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
+                "text": text}}}))
+        })
+        .collect();
+    client.write_raw(&opens);
+    let uri = uri_of(&folder.join("row_sum.py"));
+    client.open(&uri, ROW_SUM);
+    assert_eq!(client.diagnostics(&uri, 1), Vec::<Value>::new());
+    (client, uri)
+}
+
+/// Hovers on `x` in the normal document three times, each within [`HOVER_BUDGET`].
+fn assert_hovers_fast(client: &mut Client, uri: &str) {
+    let at = position_of(ROW_SUM, "x = T.alloc_fragment", 0);
+    let params = json!({"textDocument": {"uri": uri}, "position": at});
+    for _ in 0..3 {
+        let started = Instant::now();
+        let hover = client.result("textDocument/hover", params.clone());
+        let took = started.elapsed();
+        assert!(
+            hover["contents"]["value"]
+                .as_str()
+                .is_some_and(|markdown| markdown.starts_with(X_HOVER)),
+            "{hover}"
+        );
+        assert!(
+            took < HOVER_BUDGET,
+            "the hover took {took:?} beside pathological documents"
+        );
+    }
+}
+
+#[test]
+fn a_normal_document_hovers_fast_beside_endless_modules() {
+    // Two analyses that never end hold two threads (as many as the pool starts with); the normal
+    // document is analysed, and hovered, on others.
+    let folder = tempfile::tempdir().expect("temp folder");
+    let (mut client, uri) =
+        open_beside(&[ENDLESS_LOOP, ENDLESS_COUNT, HUGE_FRAGMENT], folder.path());
+    assert_hovers_fast(&mut client, &uri);
+    assert!(client.alive());
+}
+
+#[test]
+#[ignore = "needs the bounded evaluator from issue 28 item 2: the doubling takes all memory"]
+fn a_normal_document_hovers_fast_beside_a_doubling_string() {
+    let folder = tempfile::tempdir().expect("temp folder");
+    let (mut client, uri) = open_beside(&[DOUBLING_STRING, ENDLESS_LOOP], folder.path());
+    assert_hovers_fast(&mut client, &uri);
+    assert!(client.alive());
+}
+
+#[test]
+#[ignore = "needs the bounded evaluator from issue 28 item 2: an edit waits for every analysis to \
+            notice its cancellation, which an endless loop never does"]
+fn an_edit_beside_an_endless_module_is_analysed() {
+    let folder = tempfile::tempdir().expect("temp folder");
+    let (mut client, uri) = open_beside(&[ENDLESS_LOOP, HUGE_FRAGMENT], folder.path());
+    let broken = ROW_SUM.replace("S[bx * block_M]", "S[bx * block_K]");
+    client.change(&uri, 2, &broken);
+    let diagnostics = client.diagnostics(&uri, 2);
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+    assert_eq!(diagnostics[0]["code"], "undefined-name");
+    assert_hovers_fast(&mut client, &uri);
 }
