@@ -3,15 +3,26 @@
 //! a change whose version is not newer than the document's. Everything that reads runs on a small
 //! pool of worker threads, each job on a *snapshot* (a clone of the database plus the document
 //! table). Applying an edit cancels the snapshots still running (salsa unwinds them with
-//! `Cancelled` at their next query); a cancelled request is answered with `ContentModified`, and
-//! cancelled diagnostics are simply superseded by those of the newer version.
+//! `Cancelled` at their next query); a cancelled request is answered with `ContentModified`.
+//! Cancelled diagnostics of the edited document are superseded by those of its newer version;
+//! those of any other document are computed again on the new revision ([`Task::Reanalyse`]), or
+//! opening one document while another is analysed would leave the other without diagnostics.
 //!
 //! Async handlers never touch the database: they send a [`Task`] and await the answer. Salsa's
 //! setters block until every snapshot is dropped, which must never happen on the async runtime.
+//!
+//! One document's analysis must not hold up another's: each changed document is analysed by its
+//! own job, and the pool starts another worker when none is idle, so that a document whose
+//! analysis takes long (a pathological module) occupies one thread, not the queue. Edits that
+//! arrive together (an editor opening its documents at start) are applied as one batch, so that
+//! analyses start only once they are all in: a setter waits for every running analysis to
+//! notice its cancellation, which a long computation between two queries does late (and one
+//! that never ends, never: until the evaluator bounds its work, an edit then waits for good).
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicIsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
@@ -23,6 +34,12 @@ use tower_lsp_server::ls_types::Uri;
 /// Worker threads recurse over syntax trees (see `tilec-db`'s invariants): give them the stack the
 /// CLI's analysis thread has. Only the pages touched are committed.
 const WORKER_STACK_BYTES: usize = 256 << 20;
+
+/// The most worker threads the pool starts when every one is busy; past it, jobs queue.
+const MAX_WORKERS: usize = 16;
+
+/// How long the host waits after an edit for another one to join its batch.
+const BATCH_WINDOW: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// An open document as the host knows it.
 #[derive(Clone, Debug)]
@@ -67,24 +84,40 @@ pub(crate) enum Task {
     },
     /// Runs on a worker with a snapshot taken after every task sent before it.
     Read(ReadJob),
+    /// Analyses an open document again, unchanged: its analysis was cancelled by an edit of
+    /// another document, and nothing else would publish its diagnostics.
+    Reanalyse(Uri),
     /// Sets the target (from the client's initialization options).
     Target(Target),
 }
 
-/// Runs on a worker after each batch of edits, with a snapshot, for the documents that changed.
-pub(crate) type OnChange = Arc<dyn Fn(Snapshot, Vec<Uri>) + Send + Sync>;
+/// Runs on a worker after each batch of edits, with a snapshot, for each document that changed.
+pub(crate) type OnChange = Arc<dyn Fn(Snapshot, Uri) -> Analysis + Send + Sync>;
+
+/// How the analysis of a changed document ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Analysis {
+    /// Its diagnostics were published, or will be by a newer version's analysis.
+    Finished,
+    /// An edit of another document cancelled it: it must run again on the new revision.
+    Interrupted,
+}
 
 /// The latest version of every open document, shared with the publisher so that diagnostics of
 /// an older version are never sent.
 pub(crate) type Versions = Arc<Mutex<HashMap<Uri, i32>>>;
 
 /// Starts the host thread and its workers; returns the channel tasks go in.
+///
+/// The host keeps a sender of its own to requeue interrupted analyses, so its thread lives as long
+/// as the process.
 pub(crate) fn start(workers: usize, versions: Versions, on_change: OnChange) -> mpsc::Sender<Task> {
     let (tasks, inbox) = mpsc::channel::<Task>();
     let pool = Pool::start(workers);
+    let requeue = tasks.clone();
     let spawned = std::thread::Builder::new()
         .name("tilec-host".to_owned())
-        .spawn(move || Host::new(pool, versions, on_change).run(&inbox));
+        .spawn(move || Host::new(pool, versions, on_change, requeue).run(&inbox));
     if let Err(error) = spawned {
         tracing::error!("cannot start the analysis thread: {error}");
     }
@@ -102,10 +135,17 @@ struct Host {
     pool: Pool,
     versions: Versions,
     on_change: OnChange,
+    /// Where an interrupted analysis asks to run again.
+    requeue: mpsc::Sender<Task>,
 }
 
 impl Host {
-    fn new(pool: Pool, versions: Versions, on_change: OnChange) -> Host {
+    fn new(
+        pool: Pool,
+        versions: Versions,
+        on_change: OnChange,
+        requeue: mpsc::Sender<Task>,
+    ) -> Host {
         let db = RootDatabase::default();
         let _settings = Settings::builder(Target::default(), Vec::new())
             .durability(salsa::Durability::HIGH)
@@ -119,6 +159,7 @@ impl Host {
             pool,
             versions,
             on_change,
+            requeue,
         }
     }
 
@@ -126,14 +167,21 @@ impl Host {
         while let Ok(task) = inbox.recv() {
             let mut changed = Vec::new();
             let mut next = Some(task);
-            // Apply every edit already waiting before analysing: only the last one's diagnostics
-            // matter. A read stops the batch, since it must see exactly the edits before it.
+            // Apply every edit that arrives within the batch window before analysing: only the
+            // last one's diagnostics matter. A read stops the batch, since it must see exactly
+            // the edits before it.
             while let Some(task) = next.take() {
                 match task {
                     Task::Read(job) => {
                         self.flush(&mut changed);
                         let snapshot = self.snapshot();
                         self.pool.run(Box::new(move || job(snapshot)));
+                    }
+                    Task::Reanalyse(uri) => {
+                        if self.documents.contains_key(&uri) && !changed.contains(&uri) {
+                            changed.push(uri);
+                        }
+                        next = inbox.recv_timeout(BATCH_WINDOW).ok();
                     }
                     edit => {
                         if let Some(uri) = self.apply(edit) {
@@ -144,7 +192,7 @@ impl Host {
                                 }
                             }
                         }
-                        next = inbox.try_recv().ok();
+                        next = inbox.recv_timeout(BATCH_WINDOW).ok();
                     }
                 }
             }
@@ -152,14 +200,19 @@ impl Host {
         }
     }
 
+    /// Starts the analysis of every changed document, each in its own job so that a slow one
+    /// delays no other.
     fn flush(&mut self, changed: &mut Vec<Uri>) {
-        if changed.is_empty() {
-            return;
+        for uri in std::mem::take(changed) {
+            let snapshot = self.snapshot();
+            let on_change = Arc::clone(&self.on_change);
+            let requeue = self.requeue.clone();
+            self.pool.run(Box::new(move || {
+                if on_change(snapshot, uri.clone()) == Analysis::Interrupted {
+                    let _ = requeue.send(Task::Reanalyse(uri));
+                }
+            }));
         }
-        let snapshot = self.snapshot();
-        let uris = std::mem::take(changed);
-        let on_change = Arc::clone(&self.on_change);
-        self.pool.run(Box::new(move || on_change(snapshot, uris)));
     }
 
     fn snapshot(&self) -> Snapshot {
@@ -234,7 +287,7 @@ impl Host {
                 }
                 None
             }
-            Task::Read(_) => None,
+            Task::Read(_) | Task::Reanalyse(_) => None,
         }
     }
 
@@ -296,37 +349,67 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 type Job = Box<dyn FnOnce() + Send>;
 
-/// Worker threads with large stacks, fed from one queue.
+/// Worker threads with large stacks, fed from one queue. A job never waits while a thread could
+/// be started for it: when no worker is idle, another is started, up to [`MAX_WORKERS`].
 struct Pool {
     jobs: mpsc::Sender<Job>,
+    queue: Arc<Mutex<mpsc::Receiver<Job>>>,
+    /// Idle workers less the jobs waiting in the queue: at most zero means a new job would wait.
+    idle: Arc<AtomicIsize>,
+    started: usize,
 }
 
 impl Pool {
     fn start(workers: usize) -> Pool {
         let (jobs, queue) = mpsc::channel::<Job>();
-        let queue = Arc::new(Mutex::new(queue));
-        for index in 0..workers.max(1) {
-            let queue = Arc::clone(&queue);
-            let spawned = std::thread::Builder::new()
-                .name(format!("tilec-worker-{index}"))
-                .stack_size(WORKER_STACK_BYTES)
-                .spawn(move || {
-                    loop {
-                        let job = lock(&queue).recv();
-                        let Ok(job) = job else { break };
-                        // A bug in one job must not take the worker down; the job's own
-                        // catch answers its request.
-                        let _ = std::panic::catch_unwind(AssertUnwindSafe(job));
-                    }
-                });
-            if let Err(error) = spawned {
-                tracing::error!("cannot start a worker thread: {error}");
+        let mut pool = Pool {
+            jobs,
+            queue: Arc::new(Mutex::new(queue)),
+            idle: Arc::new(AtomicIsize::new(0)),
+            started: 0,
+        };
+        for _ in 0..workers.max(1) {
+            if pool.spawn() {
+                pool.idle.fetch_add(1, Ordering::SeqCst);
             }
         }
-        Pool { jobs }
+        pool
     }
 
-    fn run(&self, job: Job) {
+    /// Starts a worker (counted idle by the caller); false when the thread cannot start.
+    fn spawn(&mut self) -> bool {
+        let queue = Arc::clone(&self.queue);
+        let idle = Arc::clone(&self.idle);
+        let spawned = std::thread::Builder::new()
+            .name(format!("tilec-worker-{}", self.started))
+            .stack_size(WORKER_STACK_BYTES)
+            .spawn(move || {
+                loop {
+                    let job = lock(&queue).recv();
+                    let Ok(job) = job else { break };
+                    // A bug in one job must not take the worker down; the job's own catch
+                    // answers its request.
+                    let _ = std::panic::catch_unwind(AssertUnwindSafe(job));
+                    idle.fetch_add(1, Ordering::SeqCst);
+                }
+            });
+        match spawned {
+            Ok(_) => {
+                self.started += 1;
+                true
+            }
+            Err(error) => {
+                tracing::error!("cannot start a worker thread: {error}");
+                false
+            }
+        }
+    }
+
+    fn run(&mut self, job: Job) {
+        let idle_before = self.idle.fetch_sub(1, Ordering::SeqCst);
+        if idle_before <= 0 && self.started < MAX_WORKERS && self.spawn() {
+            self.idle.fetch_add(1, Ordering::SeqCst);
+        }
         if self.jobs.send(job).is_err() {
             tracing::error!("the worker pool is gone");
         }

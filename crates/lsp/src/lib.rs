@@ -1,4 +1,5 @@
-//! The language server: `tilec lsp` on stdio (tower-lsp-server). Diagnostics as you type, layouts
+//! The language server: `tilec lsp` on stdio (tower-lsp-server's service, on this crate's own
+//! [`transport`]). Diagnostics as you type, layouts
 //! in hovers, registers and shared memory as inlay hints, a code action for the serial-loop layout
 //! conflict, symbols, go to definition, and the custom requests `tilec/cudaSource`,
 //! `tilec/layoutSvg`, `tilec/runKernel` and `tilec/explain` that the VS Code extension uses.
@@ -11,19 +12,24 @@
 //! - stdout carries the protocol: logs go to stderr (`TILEC_LOG` sets the filter).
 //! - Nothing a user types takes the server down: a read that panics is answered with an internal
 //!   error and the worker lives on; kernels run in a child process.
+//! - Nothing a client sends takes it down either: a message that cannot be decoded is answered
+//!   with the JSON-RPC error for it or logged, and skipped ([`transport`], [`framing`]); only
+//!   `exit` and the end of the input end the session.
 //! - Its I/O is the protocol, the tilec.toml beside a document ([`workspace`]) and the child
 //!   process of `tilec/runKernel`.
 
+mod framing;
 mod handlers;
 mod host;
 mod lines;
 mod server;
+mod transport;
 pub mod workspace;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use tower_lsp_server::{LspService, Server};
+use tower_lsp_server::LspService;
 
 pub use server::Backend;
 
@@ -56,11 +62,11 @@ impl LspOptions {
 }
 
 /// Serves on any byte streams (stdio for `tilec lsp`, in-memory pipes in tests) until the client
-/// sends `exit`.
+/// sends `exit` or the input ends; no message, however malformed, ends it sooner.
 pub async fn serve<I, O>(input: I, output: O, options: LspOptions)
 where
     I: tokio::io::AsyncRead + Unpin,
-    O: tokio::io::AsyncWrite,
+    O: tokio::io::AsyncWrite + Unpin,
 {
     let (service, socket) = LspService::build(move |client| Backend::new(client, options))
         .custom_method("tilec/cudaSource", Backend::cuda_source)
@@ -68,7 +74,7 @@ where
         .custom_method("tilec/runKernel", Backend::run_kernel)
         .custom_method("tilec/explain", Backend::explain)
         .finish();
-    Server::new(input, output, socket).serve(service).await;
+    transport::serve(input, output, service, socket).await;
 }
 
 /// `tilec lsp`: logs to stderr, serves on stdin and stdout.

@@ -1,5 +1,6 @@
 //! Byte offsets ↔ LSP positions. LSP counts characters in UTF-16 code units (the default
-//! encoding, which every client supports); the analysis counts bytes of UTF-8.
+//! encoding, which every client supports); the analysis counts bytes of UTF-8. Lines end at
+//! `\n`, `\r\n` or a lone `\r`, as the LSP specification and Python's parser both say.
 
 use tilec_ir::Span;
 use tower_lsp_server::ls_types::{Position, Range};
@@ -13,9 +14,27 @@ pub(crate) struct LineMap<'a> {
 
 impl<'a> LineMap<'a> {
     pub(crate) fn new(text: &'a str) -> LineMap<'a> {
+        let bytes = text.as_bytes();
         let mut starts = vec![0];
-        starts.extend(text.match_indices('\n').map(|(at, _)| at + 1));
+        starts.extend(
+            bytes
+                .iter()
+                .enumerate()
+                .filter(|&(at, &byte)| {
+                    byte == b'\n' || (byte == b'\r' && bytes.get(at + 1) != Some(&b'\n'))
+                })
+                .map(|(at, _)| at + 1),
+        );
         LineMap { text, starts }
+    }
+
+    /// Where the text of line `line` (which starts at `start`) ends, before its terminator.
+    fn line_end(&self, line: usize, start: usize) -> usize {
+        let Some(&next) = self.starts.get(line + 1) else {
+            return self.text.len();
+        };
+        let terminated = &self.text[start..next];
+        start + terminated.trim_end_matches(['\n', '\r']).len()
     }
 
     /// The byte offset of a position; positions past a line's end clamp to it, past the last
@@ -24,10 +43,7 @@ impl<'a> LineMap<'a> {
         let Some(&start) = self.starts.get(position.line as usize) else {
             return u32::try_from(self.text.len()).unwrap_or(u32::MAX);
         };
-        let end = self
-            .starts
-            .get(position.line as usize + 1)
-            .map_or(self.text.len(), |&next| next - 1);
+        let end = self.line_end(position.line as usize, start);
         let mut units = 0;
         let mut offset = end;
         for (at, c) in self.text[start..end].char_indices() {
@@ -83,5 +99,27 @@ mod tests {
         );
         assert_eq!(map.offset(Position::new(9, 0)), text.len() as u32);
         assert_eq!(map.position(text.len() as u32), Position::new(2, 4));
+    }
+
+    #[test]
+    fn a_lone_cr_and_a_crlf_end_lines_like_a_lf() {
+        for newline in ["\n", "\r", "\r\n"] {
+            let text = ["a = 1", "bc = 2", "", "d"].join(newline);
+            let map = LineMap::new(&text);
+            let d = text.find('d').expect("d") as u32;
+            assert_eq!(map.position(d), Position::new(3, 0), "{newline:?}");
+            assert_eq!(map.offset(Position::new(3, 0)), d, "{newline:?}");
+            let two = text.find('2').expect("2") as u32;
+            assert_eq!(map.position(two), Position::new(1, 5), "{newline:?}");
+            assert_eq!(
+                map.offset(Position::new(1, 99)),
+                two + 1,
+                "clamped before the line's terminator ({newline:?})"
+            );
+            assert_eq!(
+                map.offset(Position::new(2, 5)),
+                map.offset(Position::new(2, 0))
+            );
+        }
     }
 }

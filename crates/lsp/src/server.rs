@@ -16,7 +16,7 @@ use tower_lsp_server::{Client, LanguageServer};
 
 use crate::LspOptions;
 use crate::handlers::{self, KernelParams, RunTarget};
-use crate::host::{self, Document, ReadFailure, Snapshot, Task, Versions, guarded, lock};
+use crate::host::{self, Analysis, Document, ReadFailure, Snapshot, Task, Versions, guarded, lock};
 
 /// Longest a `tilec/runKernel` may take before it is stopped.
 const RUN_TIMEOUT: Duration = Duration::from_secs(300);
@@ -40,32 +40,16 @@ impl std::fmt::Debug for Backend {
 impl Backend {
     pub(crate) fn new(client: Client, options: LspOptions) -> Backend {
         let versions: Versions = Versions::default();
+        let versions_for_analysis = Arc::clone(&versions);
         let (publications, inbox) = async_mpsc::unbounded_channel::<Publication>();
         let publisher = client.clone();
         tokio::spawn(publish_in_order(publisher, Arc::clone(&versions), inbox));
-        let on_change: host::OnChange = Arc::new(move |snapshot: Snapshot, uris: Vec<Uri>| {
-            for uri in uris {
-                let publication = match snapshot.document(&uri) {
-                    None => Some((uri, Vec::new(), None)),
-                    Some(document) => {
-                        match guarded(|| handlers::diagnostics(&snapshot, &uri, document)) {
-                            Ok(diagnostics) => Some((uri, diagnostics, Some(document.version))),
-                            // A newer version is on its way; its diagnostics replace these.
-                            Err(ReadFailure::Cancelled) => None,
-                            Err(ReadFailure::Panicked(message)) => {
-                                tracing::error!(
-                                    "diagnostics of {} failed: {message}",
-                                    uri.as_str()
-                                );
-                                None
-                            }
-                        }
-                    }
-                };
-                if let Some(publication) = publication {
-                    let _ = publications.send(publication);
-                }
+        let on_change: host::OnChange = Arc::new(move |snapshot: Snapshot, uri: Uri| {
+            let (publication, analysis) = analyse(&snapshot, uri, &versions_for_analysis);
+            if let Some(publication) = publication {
+                let _ = publications.send(publication);
             }
+            analysis
         });
         let tasks = host::start(options.workers, versions, on_change);
         Backend {
@@ -176,7 +160,6 @@ async fn run_in_child(exe: &std::path::Path, target: &RunTarget, device: &str) -
     let mut command = tokio::process::Command::new(exe);
     command
         .arg("run")
-        .arg(&target.path)
         .args(["--kernel", &target.kernel])
         .args(["--instance", &target.instance.to_string()])
         .args(["--device", device])
@@ -185,6 +168,9 @@ async fn run_in_child(exe: &std::path::Path, target: &RunTarget, device: &str) -
     if device != "cpu" {
         command.arg("--check");
     }
+    // The path comes last, after `--`: a document named `--help` or `--save=x.py` (an untitled
+    // one is named by the user) must be read as a path, never as an option.
+    command.arg("--").arg(&target.path);
     let output = match tokio::time::timeout(RUN_TIMEOUT, command.output()).await {
         Ok(Ok(output)) => output,
         Ok(Err(error)) => {
@@ -211,6 +197,35 @@ async fn run_in_child(exe: &std::path::Path, target: &RunTarget, device: &str) -
         "ok": output.status.success(),
         "output": text,
     }))
+}
+
+/// The diagnostics of a changed document (none for a closed one), and whether its analysis must
+/// run again: one cancelled by an edit of another document must, since only an edit of this one
+/// would start another.
+fn analyse(snapshot: &Snapshot, uri: Uri, versions: &Versions) -> (Option<Publication>, Analysis) {
+    let Some(document) = snapshot.document(&uri) else {
+        return (Some((uri, Vec::new(), None)), Analysis::Finished);
+    };
+    match guarded(|| handlers::diagnostics(snapshot, &uri, document)) {
+        Ok(diagnostics) => (
+            Some((uri, diagnostics, Some(document.version))),
+            Analysis::Finished,
+        ),
+        Err(ReadFailure::Cancelled) => {
+            let latest = lock(versions).get(&uri) == Some(&document.version);
+            // An edit of this document brings its own analysis; only another's needs a rerun.
+            let analysis = if latest {
+                Analysis::Interrupted
+            } else {
+                Analysis::Finished
+            };
+            (None, analysis)
+        }
+        Err(ReadFailure::Panicked(message)) => {
+            tracing::error!("diagnostics of {} failed: {message}", uri.as_str());
+            (None, Analysis::Finished)
+        }
+    }
 }
 
 /// Sends diagnostics in the order they were computed, skipping any whose version is no longer

@@ -115,6 +115,17 @@ impl Client {
         self.stdin.flush().expect("flush");
     }
 
+    /// Writes bytes as they are, framing and all: for messages a well-behaved client never sends.
+    pub fn write_raw(&mut self, bytes: &[u8]) {
+        self.stdin.write_all(bytes).expect("write");
+        self.stdin.flush().expect("flush");
+    }
+
+    /// The messages read while waiting for others and not yet asked for.
+    pub fn unclaimed(&self) -> impl Iterator<Item = &Value> {
+        self.pending.iter()
+    }
+
     pub fn notify(&mut self, method: &str, params: Value) {
         self.write(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
     }
@@ -174,7 +185,8 @@ impl Client {
         );
     }
 
-    fn wait_for(&mut self, wanted: impl Fn(&Value) -> bool) -> Value {
+    /// The first message (already read, or read within a minute) for which `wanted` holds.
+    pub fn wait_for(&mut self, wanted: impl Fn(&Value) -> bool) -> Value {
         if let Some(at) = self.pending.iter().position(&wanted) {
             return self.pending.remove(at).expect("present");
         }

@@ -4,4 +4,5 @@
 mod client;
 mod editing;
 mod features;
+mod robustness;
 mod soak;
