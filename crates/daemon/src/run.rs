@@ -109,12 +109,18 @@ pub fn run(path: &Path, options: &RunOptions) -> Result<ExitCode> {
     let describe = describe_instance(db, instance);
     let mut stdout = std::io::stdout().lock();
     let program = first_program(&programs)?;
-    let mut tensors =
-        inputs::make_tensors(program, &scalars, options.seed).map_err(anyhow::Error::msg)?;
+    let max_elements = match device {
+        Some(_) => inputs::MAX_GPU_HOST_ELEMENTS,
+        None => inputs::MAX_EMULATOR_ELEMENTS,
+    };
+    let mut tensors = inputs::make_tensors(program, &scalars, options.seed, max_elements)
+        .map_err(anyhow::Error::msg)?;
     if let Some(dir) = &options.save {
         save_tensors(&dir.join("in"), program, &tensors)?;
     }
-    let inputs_before = tensors.clone();
+    // Only the comparison with the emulator needs the inputs again; a copy of every tensor is
+    // too much memory to spend otherwise.
+    let inputs_before = (options.check && device.is_some()).then(|| tensors.clone());
     match &device {
         Some(device) => {
             let (seconds, _) = run_on_gpu(
@@ -134,7 +140,7 @@ pub fn run(path: &Path, options: &RunOptions) -> Result<ExitCode> {
                 seconds,
                 options.bench,
             )?;
-            if options.check {
+            if let Some(inputs_before) = inputs_before {
                 let verdict = check_against_emulator(&programs, &scalars, inputs_before, &tensors)?;
                 print_check(&mut stdout, &verdict)?;
             }

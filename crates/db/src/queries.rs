@@ -100,16 +100,23 @@ pub fn instance_origins(db: &dyn Db, file: SourceFile) -> Vec<InstanceSpec> {
         outline(db, file),
         file.manifest(db),
         surroundings(db, file),
+        &|| db.unwind_if_revision_cancelled(),
     )
 }
 
 #[salsa::tracked(returns(ref))]
 pub fn instances(db: &dyn Db, file: SourceFile) -> Vec<Instance<'_>> {
     let defs = kernel_defs(db, file);
+    // By name, through a map: a file may define thousands of kernels.
+    let positions: std::collections::HashMap<&str, usize> = defs
+        .iter()
+        .enumerate()
+        .map(|(position, def)| (def.name(db).as_str(), position))
+        .collect();
     let mut counters: Vec<u32> = vec![0; defs.len()];
     let mut out = Vec::new();
     for spec in instance_origins(db, file) {
-        let Some(position) = defs.iter().position(|def| *def.name(db) == spec.kernel) else {
+        let Some(&position) = positions.get(spec.kernel.as_str()) else {
             continue;
         };
         let index = counters[position];
@@ -143,6 +150,7 @@ pub fn kernel_world<'db>(db: &'db dyn Db, instance: Instance<'db>) -> Arc<World>
         kernel.source(db),
         instance.args(db),
         surroundings(db, kernel.file(db)),
+        &|| db.unwind_if_revision_cancelled(),
     ))
 }
 
@@ -156,6 +164,7 @@ pub fn kernel_positions<'db>(db: &'db dyn Db, instance: Instance<'db>) -> Kernel
             outline(db, file),
             spec,
             surroundings(db, file),
+            &|| db.unwind_if_revision_cancelled(),
         );
     }
     // An instance that `--with` or `tilec tune` derived from one of the file's is positioned by
@@ -178,6 +187,7 @@ pub fn kernel_positions<'db>(db: &'db dyn Db, instance: Instance<'db>) -> Kernel
         outline(db, file),
         &spec,
         surroundings(db, file),
+        &|| db.unwind_if_revision_cancelled(),
     )
 }
 

@@ -13,7 +13,7 @@ use crate::generic::declared_tensors;
 use crate::instances::InstanceSpec;
 use crate::modules::{ModuleTable, ParsedModules, Surroundings};
 use crate::outline::{
-    ContextSource, KernelSource, KernelStyle, Outline, context_statements, kernel_definitions,
+    ContextSource, KernelSource, KernelStyle, Outline, definition_at, kernel_definitions,
     nested_eager_kernel, nested_functions, prim_func_depth, range_span,
 };
 use crate::syntax::ParsedModule;
@@ -36,11 +36,14 @@ pub struct KernelPositions {
 ///
 /// Only the world is kept: its spans point into the normal form, not the file. The same evaluation
 /// on the real file text gives [`build_positions`], with the same entity ids.
+///
+/// `cancel` is called now and then during evaluation and may unwind to abandon it.
 pub fn build_world(
     context: &ContextSource,
     kernel: &KernelSource,
     args: &[(String, ConstValue)],
     surroundings: &Surroundings,
+    cancel: &dyn Fn(),
 ) -> World {
     let modules = ParsedModules::parse(surroundings);
     let context_parsed = ParsedModule::parse(&context.normalized);
@@ -78,7 +81,7 @@ pub fn build_world(
                 origin: None,
                 unevaluated: &[],
             };
-            build_instance(&request).world
+            build_instance(&request, cancel).world
         }
         _ => World {
             kernel_name: kernel.name.clone(),
@@ -109,12 +112,13 @@ struct BuildRequest<'r, 'a> {
 /// A build whose `assert` rejects a representative value is repeated with the next candidate for
 /// a parameter the failing statements use (`assert dllm_block in (1, 2, 4, ..., 64)` rejects 128),
 /// a bounded number of times.
-fn build_instance(request: &BuildRequest<'_, '_>) -> Builder {
+fn build_instance<'c>(request: &BuildRequest<'_, '_>, cancel: &'c dyn Fn()) -> Builder<'c> {
     let mut concrete: Vec<String> = Vec::new();
     let mut rounds: Vec<(String, usize)> = Vec::new();
     let mut retries = 0;
     loop {
         let mut builder = Builder::new(true);
+        builder.cancellation = crate::builder::Cancellation::new(cancel);
         builder.world.kernel_name = request.def.name.to_string();
         builder.unevaluated = request.unevaluated.to_vec();
         builder.concrete_generics = concrete.clone();
@@ -206,6 +210,7 @@ pub fn build_positions(
     outline: &Outline,
     spec: &InstanceSpec,
     surroundings: &Surroundings,
+    cancel: &dyn Fn(),
 ) -> KernelPositions {
     let modules = ParsedModules::parse(surroundings);
     let kernel_name = spec.kernel.as_str();
@@ -217,15 +222,16 @@ pub fn build_positions(
         .errors()
         .iter()
         .any(|error| kernel.span.start <= error.span.start && error.span.start < kernel.span.end);
-    let found = kernel_definitions(module)
-        .into_iter()
-        .find(|found| found.name == kernel_name);
-    let Some(found) = found.filter(|_| !broken) else {
+    // Found by where the outline saw it: matching names would recompute every kernel's name,
+    // once per instance, which is quadratic in a file of thousands of kernels.
+    let Some((def, class)) = definition_at(module, kernel).filter(|_| !broken) else {
         return KernelPositions::default();
     };
-    let (def, class) = (found.def, found.class);
-    let names: Vec<&str> = outline.kernels.iter().map(|kernel| kernel.name()).collect();
-    let context: Vec<&Stmt> = context_statements(module, &names).collect();
+    let context: Vec<&Stmt> = outline
+        .context_statements
+        .iter()
+        .filter_map(|&index| module.body.get(index))
+        .collect();
     let request = BuildRequest {
         context: &context,
         modules: &modules,
@@ -236,7 +242,7 @@ pub fn build_positions(
         origin: spec.origin.span(),
         unevaluated: &spec.unevaluated,
     };
-    let mut builder = build_instance(&request);
+    let mut builder = build_instance(&request, cancel);
     if let Some(call) = spec.origin.span() {
         // The world is generic over what the call leaves out, as the world query builds it; the
         // call itself is still wrong, as Python would say.
@@ -253,7 +259,7 @@ pub fn build_positions(
 
 /// A call that leaves out parameters without defaults fails in Python: an error at the call.
 fn report_omitted(
-    builder: &mut Builder,
+    builder: &mut Builder<'_>,
     def: &StmtFunctionDef,
     receiver: usize,
     args: &[(String, ConstValue)],
@@ -293,7 +299,7 @@ fn report_omitted(
 /// Evaluates module-level statements leniently: what fails is simply unknown to the kernel. The
 /// evaluation's frames live until the returned globals are dropped.
 pub(crate) fn module_env<'a>(
-    builder: &mut Builder,
+    builder: &mut Builder<'_>,
     context: &[&'a Stmt],
     modules: &'a ParsedModules<'_>,
 ) -> Globals<'a> {
@@ -313,7 +319,7 @@ pub(crate) fn module_env<'a>(
     globals
 }
 
-impl Builder {
+impl Builder<'_> {
     fn instantiate<'a>(&mut self, request: &BuildRequest<'_, 'a>) {
         let (def, style, args) = (request.def, request.style, request.args);
         let globals = module_env(self, request.context, request.modules);

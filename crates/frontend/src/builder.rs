@@ -78,6 +78,38 @@ pub(crate) const WORK_BUDGET: u64 = STEP_COST * 2_000_000;
 /// The work of one statement or call: the budget allows two million of them.
 const STEP_COST: u64 = 8;
 
+/// How much work passes between two questions whether the analysis is still wanted: a few
+/// thousand statements, a fraction of a millisecond, so that an edit never waits for a long
+/// evaluation to finish.
+const CANCELLATION_INTERVAL: u64 = 1 << 15;
+
+/// The question whether an analysis is still wanted: a function that unwinds (salsa's
+/// `unwind_if_revision_cancelled`) when it is not. The default asks nothing.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Cancellation<'c>(Option<&'c dyn Fn()>);
+
+impl<'c> Cancellation<'c> {
+    pub(crate) fn new(probe: &'c dyn Fn()) -> Cancellation<'c> {
+        Cancellation(Some(probe))
+    }
+
+    fn check(self) {
+        if let Some(probe) = self.0 {
+            probe();
+        }
+    }
+}
+
+impl std::fmt::Debug for Cancellation<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Cancellation(asks)"
+        } else {
+            "Cancellation(never)"
+        })
+    }
+}
+
 /// Module-level code around the kernels (constants, configuration tables, helper definitions)
 /// is evaluated again for every instance, so it gets a quarter of the budget: an endless loop at
 /// the top of a file must not cost every instance a full budget.
@@ -104,7 +136,10 @@ pub(crate) const MAX_SEQUENCE_LEN: usize = 1 << 20;
 const MAX_CALL_DEPTH: u32 = 64;
 
 #[derive(Debug)]
-pub(crate) struct Builder {
+pub(crate) struct Builder<'c> {
+    /// Asked now and then whether the analysis is still wanted; it unwinds when it is not (the
+    /// database's cancellation, when an edit makes the result stale).
+    pub cancellation: Cancellation<'c>,
     pub world: World,
     pub spans: SpanTable,
     pub diagnostics: Vec<Diagnostic>,
@@ -163,9 +198,10 @@ pub(crate) struct Builder {
     pub representative_rounds: Vec<(String, usize)>,
 }
 
-impl Builder {
-    pub(crate) fn new(strict: bool) -> Builder {
+impl<'c> Builder<'c> {
+    pub(crate) fn new(strict: bool) -> Builder<'c> {
         Builder {
+            cancellation: Cancellation::default(),
             world: World::default(),
             spans: SpanTable::default(),
             diagnostics: Vec::new(),
@@ -249,6 +285,9 @@ impl Builder {
     pub(crate) fn charge(&mut self, units: u64, span: Span) -> Eval<()> {
         let before = self.work;
         self.work = self.work.saturating_add(units);
+        if before / CANCELLATION_INTERVAL != self.work / CANCELLATION_INTERVAL {
+            self.cancellation.check();
+        }
         if self.work <= self.work_budget {
             return Ok(());
         }
@@ -388,7 +427,7 @@ fn thousands_u128(n: u128) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (index, digit) in digits.chars().enumerate() {
-        if index > 0 && (digits.len() - index) % 3 == 0 {
+        if index > 0 && (digits.len() - index).is_multiple_of(3) {
             out.push(',');
         }
         out.push(digit);

@@ -15,7 +15,7 @@ use crate::value::{
 };
 use tilec_ir::Span;
 
-impl Builder {
+impl Builder<'_> {
     pub(crate) fn call<'a>(&mut self, env: &Env<'a>, call: &'a ExprCall) -> Eval<Value<'a>> {
         let span = range_span(call);
         let callee = self.eval(env, &call.func)?;
@@ -418,7 +418,7 @@ impl Builder {
         range: &'a ruff_python_ast::ExprSlice,
         span: Span,
     ) -> Eval<Value<'a>> {
-        let bound = |this: &mut Builder, expr: &'a Option<Box<Expr>>| -> Eval<Option<i64>> {
+        let bound = |this: &mut Builder<'_>, expr: &'a Option<Box<Expr>>| -> Eval<Option<i64>> {
             match expr {
                 None => Ok(None),
                 Some(expr) => match this.eval(env, expr)? {
@@ -540,23 +540,24 @@ impl Builder {
         if slice.step.is_some() {
             return Err(self.unsupported(span, "a slice with a step"));
         }
-        let bound =
-            |this: &mut Builder, expr: &'a Option<Box<Expr>>| -> Eval<Option<tilec_ir::ExprId>> {
-                match expr {
-                    None => Ok(None),
-                    Some(expr) => {
-                        let value = this.eval(env, expr)?;
-                        match this.index_expr(&value) {
-                            Some(id) => Ok(Some(id)),
-                            None => Err(this.error(
-                                Code::UnsupportedSyntax,
-                                span,
-                                "slice bounds must be integer expressions",
-                            )),
-                        }
+        let bound = |this: &mut Builder<'_>,
+                     expr: &'a Option<Box<Expr>>|
+         -> Eval<Option<tilec_ir::ExprId>> {
+            match expr {
+                None => Ok(None),
+                Some(expr) => {
+                    let value = this.eval(env, expr)?;
+                    match this.index_expr(&value) {
+                        Some(id) => Ok(Some(id)),
+                        None => Err(this.error(
+                            Code::UnsupportedSyntax,
+                            span,
+                            "slice bounds must be integer expressions",
+                        )),
                     }
                 }
-            };
+            }
+        };
         let lower = bound(self, &slice.lower)?;
         let upper = bound(self, &slice.upper)?;
         let start = lower.unwrap_or_else(|| self.world.exprs.int(0));
@@ -1341,7 +1342,7 @@ fn gcd(a: i64, b: i64) -> i64 {
 }
 
 fn sequence_index<'a>(
-    builder: &mut Builder,
+    builder: &mut Builder<'_>,
     items: &[Value<'a>],
     key: Value<'a>,
     span: Span,

@@ -63,7 +63,7 @@ impl<'a> ClassValue<'a> {
     }
 }
 
-impl Builder {
+impl Builder<'_> {
     /// `class Name(bases): body`: runs the body in a namespace of its own and binds the class.
     pub(crate) fn exec_class<'a>(&mut self, env: &Env<'a>, class: &'a StmtClassDef) -> Eval<()> {
         let mut bases = Vec::new();
@@ -278,7 +278,7 @@ impl Builder {
     }
 }
 
-impl Builder {
+impl Builder<'_> {
     /// The receiver a method kernel is analysed with when no call gives one: the class itself for
     /// a classmethod, none for a staticmethod, else an object made as the class makes one (its
     /// `__init__` run, or its fields bound) with generic values for what nothing passes. The class

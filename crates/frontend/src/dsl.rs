@@ -42,7 +42,7 @@ const NOT_YET: &[&str] = &[
     "finalize_reducer",
 ];
 
-impl Builder {
+impl Builder<'_> {
     pub(crate) fn dsl_call<'a>(&mut self, name: &str, args: Args<'a>) -> Eval<Value<'a>> {
         match name {
             "Tensor" | "Buffer" | "StridedTensor" => self.tensor_type(args),

@@ -73,7 +73,7 @@ impl<'a> Args<'a> {
     }
 }
 
-impl Builder {
+impl Builder<'_> {
     pub(crate) fn eval<'a>(&mut self, env: &Env<'a>, expr: &'a Expr) -> Eval<Value<'a>> {
         let span = range_span(expr);
         if self.expr_depth >= MAX_EXPR_DEPTH {

@@ -24,7 +24,7 @@ pub(crate) enum Flow<'a> {
     Continue,
 }
 
-impl Builder {
+impl Builder<'_> {
     /// Runs statements in order. A failing statement was reported; its targets are poisoned so that
     /// later uses fail silently, and execution goes on with the next statement.
     pub(crate) fn exec_body<'a>(&mut self, env: &Env<'a>, body: &'a [Stmt]) -> Eval<Flow<'a>> {
@@ -96,6 +96,9 @@ impl Builder {
             },
             Stmt::For(for_stmt) => return self.exec_for(env, for_stmt),
             Stmt::While(while_stmt) => loop {
+                // Each iteration is work of its own: a body the parser recovered as empty
+                // (`batch, while, dim = q.shape`) runs no statement that would count it.
+                self.step(span)?;
                 let test = self.eval(env, &while_stmt.test)?;
                 match test.truthy() {
                     Some(true) => match self.exec_body(env, &while_stmt.body)? {
@@ -638,7 +641,7 @@ impl Builder {
     pub(crate) fn in_block<T>(
         &mut self,
         block: Block,
-        f: impl FnOnce(&mut Builder) -> Eval<T>,
+        f: impl FnOnce(&mut Builder<'_>) -> Eval<T>,
     ) -> Eval<T> {
         let saved = self.block.replace(block);
         let result = f(self);

@@ -153,7 +153,7 @@ fn tensor_shape_expr(annotation: &Expr) -> Option<&Expr> {
     }
 }
 
-impl Builder {
+impl Builder<'_> {
     /// The value of a parameter no call site gives (or gives only at run time): a symbol for an
     /// int the kernel allows to be symbolic, an assumed value otherwise.
     pub(crate) fn generic_value<'a>(&mut self, name: &str, annotation: Option<&Expr>) -> Value<'a> {

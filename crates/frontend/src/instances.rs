@@ -16,7 +16,7 @@ use crate::builder::{Builder, CallArg, RecordedCall};
 use crate::eval::Args;
 use crate::modules::{ParsedModules, Surroundings};
 use crate::outline::{
-    CallSite, EnclosingScope, Outline, call_sites, context_statements, range_span,
+    CallSite, EnclosingScope, KernelNames, Outline, call_sites, context_statements, range_span,
 };
 use crate::syntax::ParsedModule;
 use crate::value::{
@@ -64,14 +64,16 @@ pub struct ManifestInstance {
 
 /// Every instance of every kernel of the file, grouped by kernel in file order, call sites first.
 /// A kernel nothing instantiates still gets one instance: with its parameter defaults, and
-/// generic over the parameters that have none (see `generic.rs`).
+/// generic over the parameters that have none (see `generic.rs`). `cancel` is called now and then
+/// during evaluation and may unwind to abandon it (salsa's cancellation).
 pub fn find_instances(
     parsed: &ParsedModule,
     outline: &Outline,
     manifest: &[ManifestInstance],
     surroundings: &Surroundings,
+    cancel: &dyn Fn(),
 ) -> Vec<InstanceSpec> {
-    let recorded = record_calls(parsed, outline, surroundings);
+    let recorded = record_calls(parsed, outline, surroundings, cancel);
     let mut instances = Vec::new();
     for kernel in &outline.kernels {
         let before = instances.len();
@@ -117,12 +119,15 @@ fn record_calls(
     parsed: &ParsedModule,
     outline: &Outline,
     surroundings: &Surroundings,
+    cancel: &dyn Fn(),
 ) -> Vec<RecordedCall> {
     let modules = ParsedModules::parse(surroundings);
     let module = parsed.syntax();
     let names: Vec<&str> = outline.kernels.iter().map(|kernel| kernel.name()).collect();
-    let context: Vec<&Stmt> = context_statements(module, &names).collect();
+    let name_set = KernelNames::new(names.iter().copied());
+    let context: Vec<&Stmt> = context_statements(module, &name_set).collect();
     let mut builder = Builder::new(false);
+    builder.cancellation = crate::builder::Cancellation::new(cancel);
     builder.work_budget = crate::builder::DRIVER_WORK_BUDGET;
     let globals = module_env(&mut builder, &[], &modules);
     keep_call_frames(&globals);
@@ -162,7 +167,7 @@ fn record_calls(
     let mut seen = FxHashSet::default();
     calls.retain(|call| seen.insert(call.span));
     for stmt in &drivers {
-        for site in call_sites(stmt, &names) {
+        for site in call_sites(stmt, &name_set) {
             let span = range_span(site.call);
             if seen.insert(span) {
                 calls.push(evaluate_unreached(&mut builder, &globals, site));
@@ -193,7 +198,7 @@ fn refer_kernels(globals: &Env<'_>, names: &[&str]) {
 }
 
 /// Runs a driver function with its parameter defaults; a parameter without one is unknown.
-fn run_with_defaults<'a>(builder: &mut Builder, globals: &Env<'a>, def: &'a StmtFunctionDef) {
+fn run_with_defaults<'a>(builder: &mut Builder<'_>, globals: &Env<'a>, def: &'a StmtFunctionDef) {
     let span = range_span(&def.name);
     let function = match builder.define_function(globals, FunctionBody::Def(def), false) {
         Ok(function) => function,
@@ -231,7 +236,7 @@ fn run_with_defaults<'a>(builder: &mut Builder, globals: &Env<'a>, def: &'a Stmt
 /// frame of the innermost function around it that ran (the module if none did), with the names of
 /// the scopes in between (a lambda's parameters, a comprehension's targets) unknown.
 fn evaluate_unreached<'a>(
-    builder: &mut Builder,
+    builder: &mut Builder<'_>,
     globals: &Env<'a>,
     site: CallSite<'a>,
 ) -> RecordedCall {
@@ -449,7 +454,7 @@ pub fn autotune_configs(
             .find(|k| k.arg.as_ref().is_some_and(|a| a.as_str() == "configs"))
             .map(|k| &k.value)
     })?;
-    let names: Vec<&str> = outline.kernels.iter().map(|k| k.name()).collect();
+    let names = KernelNames::new(outline.kernels.iter().map(|k| k.name()));
     let context: Vec<&Stmt> = context_statements(module, &names).collect();
     let mut builder = Builder::new(false);
     builder.work_budget = crate::builder::DRIVER_WORK_BUDGET;

@@ -342,7 +342,7 @@ pub(crate) struct UserModule {
     pub importer: Option<usize>,
 }
 
-impl Builder {
+impl Builder<'_> {
     /// `import a.b.c` / `import a.b.c as m`: the workspace module bound, or `None` when the name is
     /// not a module of the workspace.
     pub(crate) fn import_workspace_module<'a>(

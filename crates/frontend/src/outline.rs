@@ -4,6 +4,7 @@
 use ruff_python_ast::visitor::{Visitor, walk_expr};
 use ruff_python_ast::{Expr, ModModule, Stmt, StmtFunctionDef};
 use ruff_text_size::Ranged;
+use rustc_hash::{FxHashMap, FxHashSet};
 use tilec_ir::Span;
 
 use crate::syntax::{ParsedModule, normalized_text, span_of};
@@ -69,6 +70,10 @@ pub struct KernelOutline {
     pub span: Span,
     /// The function's name in its `def`.
     pub name_span: Span,
+    /// The index of the module-level statement that holds the definition (the `def` itself, or
+    /// the class, `if` or `try` around it): instances find their definition there again without
+    /// walking the whole module.
+    pub statement: usize,
 }
 
 impl KernelOutline {
@@ -84,6 +89,9 @@ pub struct Outline {
     pub uses_tilelang: bool,
     pub kernels: Vec<KernelOutline>,
     pub context: ContextSource,
+    /// The indices of the module-level statements that make up the context, in order (the
+    /// statements [`ContextSource`] is the normal form of).
+    pub context_statements: Vec<usize>,
 }
 
 impl Outline {
@@ -130,12 +138,19 @@ pub fn outline(parsed: &ParsedModule, text: &str) -> Outline {
             },
             span: span_of(found.def.range()),
             name_span: span_of(found.def.name.range),
+            statement: module
+                .body
+                .partition_point(|stmt| stmt.end() <= found.def.start()),
         })
         .collect();
-    let names: Vec<&str> = kernels.iter().map(KernelOutline::name).collect();
+    let names = KernelNames::new(kernels.iter().map(KernelOutline::name));
     let mut context = String::new();
-    for stmt in context_statements(module, &names) {
-        context.push_str(&normalized_text(parsed, text, stmt.range()));
+    let mut indices = Vec::new();
+    for (index, stmt) in module.body.iter().enumerate() {
+        if is_context_statement(stmt, &names) {
+            context.push_str(&normalized_text(parsed, text, stmt.range()));
+            indices.push(index);
+        }
     }
     Outline {
         uses_tilelang,
@@ -143,6 +158,7 @@ pub fn outline(parsed: &ParsedModule, text: &str) -> Outline {
         context: ContextSource {
             normalized: context,
         },
+        context_statements: indices,
     }
 }
 
@@ -151,16 +167,24 @@ pub fn outline(parsed: &ParsedModule, text: &str) -> Outline {
 /// expression statements (calls like `main()`, docstrings).
 pub(crate) fn context_statements<'a>(
     module: &'a ModModule,
-    kernel_names: &[&str],
+    kernel_names: &KernelNames<'_>,
 ) -> impl Iterator<Item = &'a Stmt> {
-    module.body.iter().filter(move |stmt| match stmt {
+    module
+        .body
+        .iter()
+        .filter(move |stmt| is_context_statement(stmt, kernel_names))
+}
+
+/// Whether a module-level statement belongs to the kernels' context (see [`context_statements`]).
+fn is_context_statement(stmt: &Stmt, kernel_names: &KernelNames<'_>) -> bool {
+    match stmt {
         Stmt::FunctionDef(def) => {
-            !kernel_names.contains(&def.name.as_str()) && !instantiates_kernel(stmt, kernel_names)
+            !kernel_names.contains(def.name.as_str()) && !instantiates_kernel(stmt, kernel_names)
         }
         // A class whose methods are kernels is part of those kernels' sources, like a kernel.
         Stmt::ClassDef(class) => {
             let prefix = format!("{}.", class.name);
-            !kernel_names.iter().any(|name| name.starts_with(&prefix))
+            !kernel_names.0.iter().any(|name| name.starts_with(&prefix))
                 && !instantiates_kernel(stmt, kernel_names)
         }
         Stmt::Expr(_) => false,
@@ -168,7 +192,22 @@ pub(crate) fn context_statements<'a>(
             !is_main_guard(&if_stmt.test) && !instantiates_kernel(stmt, kernel_names)
         }
         _ => !instantiates_kernel(stmt, kernel_names),
-    })
+    }
+}
+
+/// The names of a file's kernels, for the membership tests of every statement and call: a set,
+/// as a file may define thousands of kernels.
+#[derive(Debug, Default)]
+pub(crate) struct KernelNames<'n>(FxHashSet<&'n str>);
+
+impl<'n> KernelNames<'n> {
+    pub(crate) fn new(names: impl IntoIterator<Item = &'n str>) -> KernelNames<'n> {
+        KernelNames(names.into_iter().collect())
+    }
+
+    pub(crate) fn contains(&self, name: &str) -> bool {
+        self.0.contains(name)
+    }
 }
 
 /// A kernel definition found in a module.
@@ -187,6 +226,8 @@ pub(crate) struct FoundKernel<'a> {
 /// `if`, `try` and `with` statements (a guarded import of TileLang, a fallback definition).
 pub(crate) fn kernel_definitions(module: &ModModule) -> Vec<FoundKernel<'_>> {
     let mut found: Vec<FoundKernel<'_>> = Vec::new();
+    // How many kernels so far go by each base name: a map, as a file may define thousands.
+    let mut seen: FxHashMap<String, usize> = FxHashMap::default();
     let methods = module_classes(&module.body).into_iter().flat_map(|class| {
         nested_functions(&class.body)
             .into_iter()
@@ -203,13 +244,11 @@ pub(crate) fn kernel_definitions(module: &ModModule) -> Vec<FoundKernel<'_>> {
             Some(class) => format!("{}.{}", class.name, def.name),
             None => def.name.to_string(),
         };
-        let earlier = found
-            .iter()
-            .filter(|kernel| kernel.name.split('#').next() == Some(base.as_str()))
-            .count();
-        let name = match earlier {
-            0 => base,
-            n => format!("{base}#{}", n + 1),
+        let earlier = seen.entry(base.clone()).or_insert(0);
+        *earlier += 1;
+        let name = match *earlier {
+            1 => base,
+            n => format!("{base}#{n}"),
         };
         found.push(FoundKernel {
             name,
@@ -219,6 +258,28 @@ pub(crate) fn kernel_definitions(module: &ModModule) -> Vec<FoundKernel<'_>> {
         });
     }
     found
+}
+
+/// The function definition (with the class it is a method of) of a kernel the outline found,
+/// located again in the same parse: only inside the module-level statement that holds it.
+pub(crate) fn definition_at<'m>(
+    module: &'m ModModule,
+    kernel: &KernelOutline,
+) -> Option<(
+    &'m StmtFunctionDef,
+    Option<&'m ruff_python_ast::StmtClassDef>,
+)> {
+    let span = kernel.span;
+    let holder = std::slice::from_ref(module.body.get(kernel.statement)?);
+    let functions = nested_functions(holder).into_iter().map(|def| (def, None));
+    let methods = module_classes(holder).into_iter().flat_map(|class| {
+        nested_functions(&class.body)
+            .into_iter()
+            .map(move |def| (def, Some(class)))
+    });
+    functions
+        .chain(methods)
+        .find(|(def, _)| span_of(def.range()) == span)
 }
 
 /// The classes defined at module level (under compound statements too).
@@ -442,7 +503,7 @@ pub(crate) const COMPILE_METHODS: [&str; 4] =
     ["compile", "get_tir", "get_kernel_source", "par_compile"];
 
 struct CallSiteFinder<'a, 'n> {
-    kernel_names: &'n [&'n str],
+    kernel_names: &'n KernelNames<'n>,
     found: Vec<CallSite<'a>>,
     scopes: Vec<EnclosingScope<'a>>,
     /// The classes around the visited code, innermost last: `self.m(...)` there may call the
@@ -459,7 +520,7 @@ impl CallSiteFinder<'_, '_> {
             class => class,
         };
         let name = format!("{class}.{method}");
-        self.kernel_names.contains(&name.as_str()).then_some(name)
+        self.kernel_names.contains(name.as_str()).then_some(name)
     }
 }
 
@@ -508,7 +569,7 @@ impl<'a> Visitor<'a> for CallSiteFinder<'a, '_> {
                 },
                 _ => None,
             };
-            if let Some(kernel) = target.filter(|name| self.kernel_names.contains(&name.as_str())) {
+            if let Some(kernel) = target.filter(|name| self.kernel_names.contains(name.as_str())) {
                 self.found.push(CallSite {
                     kernel,
                     call,
@@ -527,7 +588,7 @@ impl<'a> Visitor<'a> for CallSiteFinder<'a, '_> {
 }
 
 /// Every instantiating call inside `stmt`, in source order.
-pub(crate) fn call_sites<'a>(stmt: &'a Stmt, kernel_names: &[&str]) -> Vec<CallSite<'a>> {
+pub(crate) fn call_sites<'a>(stmt: &'a Stmt, kernel_names: &KernelNames<'_>) -> Vec<CallSite<'a>> {
     let mut finder = CallSiteFinder {
         kernel_names,
         found: Vec::new(),
@@ -538,7 +599,7 @@ pub(crate) fn call_sites<'a>(stmt: &'a Stmt, kernel_names: &[&str]) -> Vec<CallS
     finder.found
 }
 
-fn instantiates_kernel(stmt: &Stmt, kernel_names: &[&str]) -> bool {
+fn instantiates_kernel(stmt: &Stmt, kernel_names: &KernelNames<'_>) -> bool {
     !call_sites(stmt, kernel_names).is_empty()
 }
 

@@ -249,14 +249,19 @@ pub(crate) fn normalized_text(parsed: &ParsedModule, text: &str, range: TextRang
         let line_end = text[line_start..end]
             .find('\n')
             .map_or(end, |at| line_start + at);
-        let inside_string = strings.iter().any(|string| {
+        // Both lists are sorted by position and do not overlap: the searches keep this linear
+        // in the text, where scanning them for every line made a file of thousands of kernels
+        // quadratic.
+        let later = strings.partition_point(|string| string.end().to_usize() <= line_start);
+        let inside_string = strings.get(later).is_some_and(|string| {
             string.start().to_usize() < line_start && line_start < string.end().to_usize()
         });
         let mut line = String::new();
         let mut cursor = line_start;
-        for comment in comments
+        let first = comments.partition_point(|c| c.start().to_usize() < line_start);
+        for comment in comments[first..]
             .iter()
-            .filter(|c| c.start().to_usize() >= line_start && c.start().to_usize() < line_end)
+            .take_while(|c| c.start().to_usize() < line_end)
         {
             line.push_str(&text[cursor..comment.start().to_usize()]);
             cursor = comment.end().to_usize().min(line_end);

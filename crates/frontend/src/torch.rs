@@ -99,7 +99,7 @@ const SAME_TENSOR: [&str; 16] = [
     "sqrt",
 ];
 
-impl Builder {
+impl Builder<'_> {
     /// `torch.<name>`.
     pub(crate) fn torch_attribute<'a>(&self, name: &str) -> Value<'a> {
         if let Some(dtype) = torch_dtype(name) {

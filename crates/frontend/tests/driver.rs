@@ -17,11 +17,17 @@ fn instances_with(source: &str, surroundings: &Surroundings) -> String {
     assert!(parsed.errors().is_empty(), "{:?}", parsed.errors());
     let outline = outline(&parsed, source);
     let mut out = String::new();
-    for spec in find_instances(&parsed, &outline, &[], surroundings) {
+    for spec in find_instances(&parsed, &outline, &[], surroundings, &|| {}) {
         let Some(kernel) = outline.kernel(&spec.kernel) else {
             continue;
         };
-        let world = build_world(&outline.context, &kernel.source, &spec.args, surroundings);
+        let world = build_world(
+            &outline.context,
+            &kernel.source,
+            &spec.args,
+            surroundings,
+            &|| {},
+        );
         let origin = match spec.origin.span() {
             Some(span) => format!("line {}", line_of(source, span.start)),
             None => "no call site".to_owned(),
@@ -39,7 +45,7 @@ fn instances_with(source: &str, surroundings: &Surroundings) -> String {
             let (name, value, source) = (&assumed.name, &assumed.value, &assumed.source);
             out.push_str(&format!("  assumed: {name} = {value} ({source})\n"));
         }
-        let positions = build_positions(&parsed, &outline, &spec, surroundings);
+        let positions = build_positions(&parsed, &outline, &spec, surroundings, &|| {});
         assert_eq!(
             positions.spans.len(),
             world.kinds.len(),
@@ -377,27 +383,29 @@ def run():
     // Each instance builds the prim_func its arguments select.
     let parsed = ParsedModule::parse(source);
     let outline = outline(&parsed, source);
-    let shapes: Vec<String> = find_instances(&parsed, &outline, &[], &Surroundings::default())
-        .iter()
-        .map(|spec| {
-            let kernel = outline.kernel(&spec.kernel).expect("found kernel");
-            let world = build_world(
-                &outline.context,
-                &kernel.source,
-                &spec.args,
-                &Surroundings::default(),
-            );
-            let first = world.params[0];
-            let dims: Vec<String> = world
-                .shapes
-                .get(first)
-                .expect("a tensor")
-                .iter()
-                .map(|dim| format!("{:?}", world.exprs.as_int(*dim)))
-                .collect();
-            format!("{}: {}", spec.kernel, dims.join(" x "))
-        })
-        .collect();
+    let shapes: Vec<String> =
+        find_instances(&parsed, &outline, &[], &Surroundings::default(), &|| {})
+            .iter()
+            .map(|spec| {
+                let kernel = outline.kernel(&spec.kernel).expect("found kernel");
+                let world = build_world(
+                    &outline.context,
+                    &kernel.source,
+                    &spec.args,
+                    &Surroundings::default(),
+                    &|| {},
+                );
+                let first = world.params[0];
+                let dims: Vec<String> = world
+                    .shapes
+                    .get(first)
+                    .expect("a tensor")
+                    .iter()
+                    .map(|dim| format!("{:?}", world.exprs.as_int(*dim)))
+                    .collect();
+                format!("{}: {}", spec.kernel, dims.join(" x "))
+            })
+            .collect();
     expect![[r#"
         [
             "two_level: Some(1024) x Some(32)",

@@ -12,7 +12,7 @@ fn build(source: &str) -> String {
     assert!(parsed.errors().is_empty(), "{:?}", parsed.errors());
     let outline = outline(&parsed, source);
     let mut out = String::new();
-    for spec in find_instances(&parsed, &outline, &[], &Surroundings::default()) {
+    for spec in find_instances(&parsed, &outline, &[], &Surroundings::default(), &|| {}) {
         let Some(kernel) = outline.kernel(&spec.kernel) else {
             continue;
         };
@@ -21,9 +21,10 @@ fn build(source: &str) -> String {
             &kernel.source,
             &spec.args,
             &Surroundings::default(),
+            &|| {},
         );
         out.push_str(&world.pretty());
-        let positions = build_positions(&parsed, &outline, &spec, &Surroundings::default());
+        let positions = build_positions(&parsed, &outline, &spec, &Surroundings::default(), &|| {});
         assert_eq!(
             positions.spans.len(),
             world.kinds.len(),

@@ -138,7 +138,7 @@ fn fuzz(cli: &Cli) -> Result<bool> {
                         eprintln!("tilec-fuzz: {error:#}");
                     }
                     let done = next.load(Ordering::Relaxed);
-                    if done % 500 == 0 {
+                    if done.is_multiple_of(500) {
                         eprintln!("  {done} of {} ({:.0?})", jobs.len(), started.elapsed());
                     }
                 }

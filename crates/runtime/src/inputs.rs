@@ -36,15 +36,17 @@ pub fn param_shapes(program: &ThreadProgram, scalars: &[i64]) -> Result<Vec<Vec<
 }
 
 /// Tensors for every parameter: inputs random (seeded by `seed` and the parameter's position, so
-/// one input does not change when another is added), outputs zero.
+/// one input does not change when another is added), outputs zero. `max_elements` bounds them all
+/// together ([`MAX_GPU_HOST_ELEMENTS`] or [`MAX_EMULATOR_ELEMENTS`]).
 pub fn make_tensors(
     program: &ThreadProgram,
     scalars: &[i64],
     seed: u64,
+    max_elements: u64,
 ) -> Result<Vec<HostTensor>, String> {
     let shapes = param_shapes(program, scalars)?;
-    check_host_size(program, &shapes)?;
-    Ok(program
+    check_host_size(program, &shapes, max_elements)?;
+    program
         .params
         .iter()
         .zip(shapes)
@@ -52,26 +54,35 @@ pub fn make_tensors(
         .map(|(position, (param, shape))| {
             let dtype = program.buffer(param.buffer).dtype;
             match param.access {
-                ParamAccess::Write => HostTensor::zeros(dtype, &shape),
-                ParamAccess::Read | ParamAccess::ReadWrite => HostTensor::random(
+                ParamAccess::Write => HostTensor::try_zeros(dtype, &shape),
+                ParamAccess::Read | ParamAccess::ReadWrite => HostTensor::try_random(
                     dtype,
                     &shape,
                     seed.wrapping_add(position as u64 * 0x9e37_79b9),
                 ),
             }
         })
-        .collect())
+        .collect()
 }
 
-/// The most elements the tensors of one launch may have together on the host, where each takes 8
-/// bytes (8 GiB in all): the 8192³ GEMMs of the benchmarks need 2^27.6. Larger sizes are refused
-/// before anything is allocated, with a message, rather than aborting the process when memory runs
-/// out.
-pub const MAX_HOST_ELEMENTS: u64 = 1 << 30;
+/// The most elements the tensors of one GPU launch may have together on the host, where each
+/// takes 8 bytes (16 GiB in all): the largest benchmarks (FlashAttention at batch 8, 32 heads,
+/// 4096 tokens) need 2^29. Larger sizes are refused before anything is allocated, with a message,
+/// rather than aborting the process when memory runs out.
+pub const MAX_GPU_HOST_ELEMENTS: u64 = 1 << 31;
 
-/// Fails, naming the largest tensor, when the launch's tensors exceed [`MAX_HOST_ELEMENTS`] or
-/// their sizes overflow.
-fn check_host_size(program: &ThreadProgram, shapes: &[Vec<usize>]) -> Result<(), String> {
+/// The most elements the tensors of one launch on the CPU emulator may have together (2 GiB of
+/// values, as the corpus softmax at its default size needs half of): the emulator also keeps
+/// state per element, and a larger launch would take many minutes.
+pub const MAX_EMULATOR_ELEMENTS: u64 = 1 << 28;
+
+/// Fails, naming the largest tensor, when the launch's tensors exceed `limit` elements or their
+/// sizes overflow.
+fn check_host_size(
+    program: &ThreadProgram,
+    shapes: &[Vec<usize>],
+    limit: u64,
+) -> Result<(), String> {
     let counts: Vec<Option<u64>> = shapes
         .iter()
         .map(|shape| {
@@ -83,7 +94,7 @@ fn check_host_size(program: &ThreadProgram, shapes: &[Vec<usize>]) -> Result<(),
     let total = counts
         .iter()
         .try_fold(0u64, |acc, count| acc.checked_add((*count)?));
-    if total.is_some_and(|total| total <= MAX_HOST_ELEMENTS) {
+    if total.is_some_and(|total| total <= limit) {
         return Ok(());
     }
     let largest = counts
@@ -97,7 +108,12 @@ fn check_host_size(program: &ThreadProgram, shapes: &[Vec<usize>]) -> Result<(),
     let total = total.map_or_else(|| "more than 2^64".to_owned(), |total| total.to_string());
     Err(format!(
         "the tensors of this launch have {total} elements in all (the largest is `{name}`); tilec \
-         runs launches of up to {MAX_HOST_ELEMENTS} elements: pass smaller sizes with `--with`"
+         runs launches of up to {limit} elements {}: pass smaller sizes with `--with`",
+        if limit == MAX_EMULATOR_ELEMENTS {
+            "on the CPU emulator"
+        } else {
+            "on a GPU"
+        }
     ))
 }
 

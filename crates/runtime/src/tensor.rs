@@ -16,6 +16,27 @@ pub struct HostTensor {
     pub values: Vec<f64>,
 }
 
+/// A vector of `count` values, or an error when memory cannot hold it: tensor sizes come from user
+/// code, and an allocation that fails must be a message, not an abort.
+fn allocate(count: usize) -> Result<Vec<f64>, String> {
+    let mut values = Vec::new();
+    values.try_reserve_exact(count).map_err(|_| {
+        format!(
+            "not enough memory for a tensor of {count} elements ({:.1} GiB on the host)",
+            count as f64 * 8.0 / f64::from(1u32 << 30)
+        )
+    })?;
+    Ok(values)
+}
+
+/// The element count of `shape`, or an error when it overflows.
+fn element_count(shape: &[usize]) -> Result<usize, String> {
+    shape
+        .iter()
+        .try_fold(1usize, |acc, &extent| acc.checked_mul(extent))
+        .ok_or_else(|| format!("a tensor of shape {shape:?} has more elements than memory holds"))
+}
+
 impl HostTensor {
     pub fn zeros(dtype: DType, shape: &[usize]) -> HostTensor {
         HostTensor {
@@ -25,28 +46,47 @@ impl HostTensor {
         }
     }
 
-    /// Uniform random values in [-1, 1) for floats and [-8, 8) for integers, rounded to `dtype`; the
-    /// same seed always gives the same tensor.
-    pub fn random(dtype: DType, shape: &[usize], seed: u64) -> HostTensor {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let count: usize = shape.iter().product();
-        let values = (0..count)
-            .map(|_| {
-                let raw = if dtype.is_float() {
-                    rng.gen_range(-1.0..1.0)
-                } else if dtype == DType::Bool {
-                    f64::from(u8::from(rng.gen_bool(0.5)))
-                } else {
-                    f64::from(rng.gen_range(-8i32..8))
-                };
-                round_to(dtype, raw)
-            })
-            .collect();
-        HostTensor {
+    /// [`HostTensor::zeros`] for a shape from user code: an error when memory cannot hold it.
+    pub fn try_zeros(dtype: DType, shape: &[usize]) -> Result<HostTensor, String> {
+        let count = element_count(shape)?;
+        let mut values = allocate(count)?;
+        values.resize(count, 0.0);
+        Ok(HostTensor {
             dtype,
             shape: shape.to_vec(),
             values,
+        })
+    }
+
+    /// Uniform random values in [-1, 1) for floats and [-8, 8) for integers, rounded to `dtype`; the
+    /// same seed always gives the same tensor.
+    pub fn random(dtype: DType, shape: &[usize], seed: u64) -> HostTensor {
+        match Self::try_random(dtype, shape, seed) {
+            Ok(tensor) => tensor,
+            Err(message) => panic!("{message}"),
         }
+    }
+
+    /// [`HostTensor::random`] for a shape from user code: an error when memory cannot hold it.
+    pub fn try_random(dtype: DType, shape: &[usize], seed: u64) -> Result<HostTensor, String> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let count = element_count(shape)?;
+        let mut values = allocate(count)?;
+        values.extend((0..count).map(|_| {
+            let raw = if dtype.is_float() {
+                rng.gen_range(-1.0..1.0)
+            } else if dtype == DType::Bool {
+                f64::from(u8::from(rng.gen_bool(0.5)))
+            } else {
+                f64::from(rng.gen_range(-8i32..8))
+            };
+            round_to(dtype, raw)
+        }));
+        Ok(HostTensor {
+            dtype,
+            shape: shape.to_vec(),
+            values,
+        })
     }
 
     pub fn len(&self) -> usize {

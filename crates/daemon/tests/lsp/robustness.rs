@@ -435,7 +435,6 @@ fn a_normal_document_hovers_fast_beside_endless_modules() {
 }
 
 #[test]
-#[ignore = "needs the bounded evaluator from issue 28 item 2: the doubling takes all memory"]
 fn a_normal_document_hovers_fast_beside_a_doubling_string() {
     let folder = tempfile::tempdir().expect("temp folder");
     let (mut client, uri) = open_beside(&[DOUBLING_STRING, ENDLESS_LOOP], folder.path());
@@ -444,8 +443,6 @@ fn a_normal_document_hovers_fast_beside_a_doubling_string() {
 }
 
 #[test]
-#[ignore = "needs the bounded evaluator from issue 28 item 2: an edit waits for every analysis to \
-            notice its cancellation, which an endless loop never does"]
 fn an_edit_beside_an_endless_module_is_analysed() {
     let folder = tempfile::tempdir().expect("temp folder");
     let (mut client, uri) = open_beside(&[ENDLESS_LOOP, HUGE_FRAGMENT], folder.path());

@@ -1,0 +1,16 @@
+# tilec-fuzz: check
+import tilelang.language as T
+import tilelang
+s = "ab"
+for _ in range(40):
+    s = s + s
+
+@tilelang.jit
+def k(M=128):
+    @T.prim_func
+    def main(A: T.Tensor((M,), "float32"), B: T.Tensor((M,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            for i in T.Parallel(M):
+                v = A[i]
+                B[i] = v
+    return main
