@@ -34,13 +34,7 @@ fn run(source: &str, fragment: &str) -> (Vec<HostTensor>, String) {
             Ok(programs) => programs.clone(),
             Err(diagnostics) => panic!("cannot lower: {diagnostics:#?}"),
         };
-        let mut tensors = make_tensors(
-            &programs[0],
-            &[],
-            7,
-            tilec_runtime::inputs::MAX_EMULATOR_ELEMENTS,
-        )
-        .expect("shapes evaluate");
+        let mut tensors = make_tensors(&programs[0], &[], 7, false).expect("shapes evaluate");
         run_program(&programs[0], &mut tensors, &[]).expect("the emulator runs it");
         (tensors, layout)
     })

@@ -10,13 +10,7 @@ use tilec_tests::{assert_matches, corpus_dir, instance_with, load_corpus, on_ana
 /// after the run (inputs unchanged, outputs written).
 fn emulate(file: &str, kernel: &str, overrides: &[(&str, i64)]) -> Option<Vec<HostTensor>> {
     let program = lowered(file, kernel, overrides)?;
-    let mut tensors = make_tensors(
-        &program,
-        &[],
-        42,
-        tilec_runtime::inputs::MAX_EMULATOR_ELEMENTS,
-    )
-    .expect("shapes evaluate");
+    let mut tensors = make_tensors(&program, &[], 42, false).expect("shapes evaluate");
     if let Err(error) = run_program(&program, &mut tensors, &[]) {
         panic!("{file}: emulator: {error}");
     }
@@ -135,13 +129,7 @@ fn reduce_max_passes_over_nan_as_fmaxf_does() {
     ) else {
         return;
     };
-    let mut tensors = make_tensors(
-        &program,
-        &[],
-        7,
-        tilec_runtime::inputs::MAX_EMULATOR_ELEMENTS,
-    )
-    .expect("shapes evaluate");
+    let mut tensors = make_tensors(&program, &[], 7, false).expect("shapes evaluate");
     let width = 128;
     tensors[0].values[3 * width + 17] = f64::NAN;
     tensors[0].values[12 * width..13 * width].fill(f64::NAN);
@@ -343,22 +331,10 @@ fn the_emulator_catches_a_missing_barrier_in_a_lowered_kernel() {
     let Some(mut program) = lowered("transpose_shared.py", "transpose", &sizes) else {
         return;
     };
-    let mut tensors = make_tensors(
-        &program,
-        &[],
-        1,
-        tilec_runtime::inputs::MAX_EMULATOR_ELEMENTS,
-    )
-    .expect("shapes");
+    let mut tensors = make_tensors(&program, &[], 1, false).expect("shapes");
     run_program(&program, &mut tensors, &[]).expect("the lowered program is race-free");
     strip_barriers(&mut program.body);
-    let mut tensors = make_tensors(
-        &program,
-        &[],
-        1,
-        tilec_runtime::inputs::MAX_EMULATOR_ELEMENTS,
-    )
-    .expect("shapes");
+    let mut tensors = make_tensors(&program, &[], 1, false).expect("shapes");
     let error = run_program(&program, &mut tensors, &[]).expect_err("a race without the barrier");
     let text = error.to_string();
     assert!(text.contains("race") && text.contains("tile"), "{text}");
@@ -393,13 +369,7 @@ fn the_emulator_catches_an_out_of_bounds_index_in_a_lowered_kernel() {
     let mut body = std::mem::take(&mut program.body);
     shift(&mut program, &mut body);
     program.body = body;
-    let mut tensors = make_tensors(
-        &program,
-        &[],
-        1,
-        tilec_runtime::inputs::MAX_EMULATOR_ELEMENTS,
-    )
-    .expect("shapes");
+    let mut tensors = make_tensors(&program, &[], 1, false).expect("shapes");
     let error = run_program(&program, &mut tensors, &[]).expect_err("out of bounds");
     let text = error.to_string();
     assert!(text.contains("Y") && text.contains("1024"), "{text}");
@@ -525,13 +495,7 @@ fn use_swizzle_rasterizes_blocks_as_tilelang_does() {
         }
         assert_eq!(seen.len(), 35, "a permutation of the grid");
         // And the emulator finds every output element written with the right value.
-        let mut tensors = make_tensors(
-            &program,
-            &[],
-            7,
-            tilec_runtime::inputs::MAX_EMULATOR_ELEMENTS,
-        )
-        .expect("shapes evaluate");
+        let mut tensors = make_tensors(&program, &[], 7, false).expect("shapes evaluate");
         run_program(&program, &mut tensors, &[]).expect("runs");
         assert_eq!(tensors[1].values, tensors[0].values);
     }
@@ -585,13 +549,7 @@ fn a_fragment_reshape_shares_its_base_layout_and_registers() {
         ["flat"],
         "one register array for `flat` and its view"
     );
-    let mut tensors = make_tensors(
-        &program,
-        &[],
-        3,
-        tilec_runtime::inputs::MAX_EMULATOR_ELEMENTS,
-    )
-    .expect("shapes evaluate");
+    let mut tensors = make_tensors(&program, &[], 3, false).expect("shapes evaluate");
     run_program(&program, &mut tensors, &[]).expect("runs");
     let expected: Vec<f64> = rows(&tensors[0])
         .iter()
@@ -608,13 +566,7 @@ fn views_of_a_global_tensor_and_a_shared_tile_address_their_base() {
         8 * 64 * 4,
         "the view allocates nothing"
     );
-    let mut tensors = make_tensors(
-        &program,
-        &[],
-        5,
-        tilec_runtime::inputs::MAX_EMULATOR_ELEMENTS,
-    )
-    .expect("shapes evaluate");
+    let mut tensors = make_tensors(&program, &[], 5, false).expect("shapes evaluate");
     run_program(&program, &mut tensors, &[]).expect("runs");
     let expected = map(&tensors[0], |x| x + 1.0);
     assert_matches("B", &tensors[1], expected);

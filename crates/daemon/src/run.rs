@@ -109,11 +109,7 @@ pub fn run(path: &Path, options: &RunOptions) -> Result<ExitCode> {
     let describe = describe_instance(db, instance);
     let mut stdout = std::io::stdout().lock();
     let program = first_program(&programs)?;
-    let max_elements = match device {
-        Some(_) => inputs::MAX_GPU_HOST_ELEMENTS,
-        None => inputs::MAX_EMULATOR_ELEMENTS,
-    };
-    let mut tensors = inputs::make_tensors(program, &scalars, options.seed, max_elements)
+    let mut tensors = inputs::make_tensors(program, &scalars, options.seed, device.is_some())
         .map_err(anyhow::Error::msg)?;
     if let Some(dir) = &options.save {
         save_tensors(&dir.join("in"), program, &tensors)?;

@@ -356,13 +356,8 @@ fn measure(
         compile_seconds
     )?;
     let program = first.programs.first().context("no launch")?;
-    let inputs = inputs::make_tensors(
-        program,
-        &scalars,
-        options.seed,
-        inputs::MAX_GPU_HOST_ELEMENTS,
-    )
-    .map_err(anyhow::Error::msg)?;
+    let inputs =
+        inputs::make_tensors(program, &scalars, options.seed, true).map_err(anyhow::Error::msg)?;
     let work = emulated_work(db, with_args(db, instance, &first.config));
     let reference = reference_output(out, device, first, &scalars, &inputs, work)?;
     let mut shared = SharedInputs::upload(device, program, &inputs)?;

@@ -459,12 +459,8 @@ impl Runner {
                 "reason": format!("{threads} threads is too many for the emulator; add a smaller instance in tilec.toml"),
             }));
         }
-        let max_elements = match device {
-            Some(_) => inputs::MAX_GPU_HOST_ELEMENTS,
-            None => inputs::MAX_EMULATOR_ELEMENTS,
-        };
-        let mut tensors =
-            inputs::make_tensors(program, &scalars, 0, max_elements).map_err(anyhow::Error::msg)?;
+        let mut tensors = inputs::make_tensors(program, &scalars, 0, device.is_some())
+            .map_err(anyhow::Error::msg)?;
         let bytes = inputs::bytes_moved(program, &tensors) as f64;
         if let Some(device) = device {
             let inputs = tensors.clone();

@@ -28,17 +28,15 @@ fn every_fuzzer_regression_ends_normally() {
     let limits = Limits {
         time: TIME_LIMIT,
         memory_mib: MEMORY_LIMIT_MIB,
+        // The fuzzer's: short, so that a large launch stops quickly.
+        emulator_budget: Duration::from_secs(2),
     };
     let mut failures = Vec::new();
     for regression in &found {
         let scratch = tempfile::tempdir().expect("scratch folder");
-        let mut args = regression
+        let args = regression
             .command
             .args(&regression.path, scratch.path(), &limits);
-        // The emulator's budget is the fuzzer's: short, so that a large launch stops quickly.
-        if let Some(at) = args.iter().position(|arg| arg == "--emulator-budget") {
-            args[at + 1] = "2".to_owned();
-        }
         let report = run_tilec(
             Path::new(env!("CARGO_BIN_EXE_tilec")),
             &args,

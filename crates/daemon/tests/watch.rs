@@ -148,31 +148,7 @@ fn a_session_follows_creates_edits_errors_renames_and_deletes() {
 }
 
 /// A kernel that tilec checks but cannot lower (a float32 `T.gemm`).
-const UNLOWERABLE: &str = r#"import tilelang
-import tilelang.language as T
-
-
-@tilelang.jit(out_idx=[-1])
-def mm(M, N, K, block_M=64, block_N=64, block_K=32):
-    @T.prim_func
-    def main(A: T.Tensor((M, K), "float32"), B: T.Tensor((K, N), "float32"), C: T.Tensor((M, N), "float32")):
-        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
-            A_s = T.alloc_shared((block_M, block_K), "float32")
-            B_s = T.alloc_shared((block_K, block_N), "float32")
-            C_l = T.alloc_fragment((block_M, block_N), "float32")
-            T.clear(C_l)
-            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
-                T.copy(A[by * block_M, k * block_K], A_s)
-                T.copy(B[k * block_K, bx * block_N], B_s)
-                T.gemm(A_s, B_s, C_l)
-            T.copy(C_l, C[by * block_M, bx * block_N])
-
-    return main
-
-
-def main():
-    mm(256, 256, 256)
-"#;
+const UNLOWERABLE: &str = include_str!("fixtures/unlowerable.py");
 
 /// A FIFO named `*.py` (which blocks whoever opens it), a file that only imports TileLang and a
 /// kernel that cannot be lowered arrive in the watched folder: the session reports what applies

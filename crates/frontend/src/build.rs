@@ -227,11 +227,7 @@ pub fn build_positions(
     let Some((def, class)) = definition_at(module, kernel).filter(|_| !broken) else {
         return KernelPositions::default();
     };
-    let context: Vec<&Stmt> = outline
-        .context_statements
-        .iter()
-        .filter_map(|&index| module.body.get(index))
-        .collect();
+    let context = outline.context_of(module);
     let request = BuildRequest {
         context: &context,
         modules: &modules,

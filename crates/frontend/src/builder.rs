@@ -70,9 +70,8 @@ impl CallArg {
 /// time are bounded so that a `while True:` in a factory reports a diagnostic instead of hanging
 /// the editor, and the bound counts work rather than statements: a statement or call costs
 /// [`STEP_COST`], and every element of a list, tuple or string the evaluator creates costs
-/// [`ELEMENT_COST`], so
-/// that `while True: x = [0] * (1 << 20)` ends as quickly as `while True: pass` (both well under a
-/// second in a release build).
+/// [`ELEMENT_COST`], so that `while True: x = [0] * (1 << 20)` ends as quickly as
+/// `while True: pass` (both well under a second in a release build).
 pub(crate) const WORK_BUDGET: u64 = STEP_COST * 2_000_000;
 
 /// The work of one statement or call: the budget allows two million of them.

@@ -119,8 +119,9 @@ impl Builder<'_> {
                             text.push_str(&value.python_str());
                         }
                     }
-                    self.allocate(text.len() as u128, "string", span)?;
+                    self.within_sequence_limit(text.len() as u128, "string", span)?;
                 }
+                self.allocate(text.len() as u128, "string", span)?;
                 Ok(Value::str(&text))
             }
             Expr::Tuple(tuple) => Ok(Value::tuple(self.eval_list(env, &tuple.elts)?)),
@@ -322,7 +323,7 @@ impl Builder<'_> {
     pub(crate) fn iterate<'a>(&mut self, value: Value<'a>, span: Span) -> Eval<Vec<Value<'a>>> {
         match value {
             Value::Tuple(items) | Value::List(items) => {
-                self.charge(items.len() as u64, span)?;
+                self.allocate(items.len() as u128, "list", span)?;
                 Ok(items.to_vec())
             }
             Value::Range { start, stop, step } => {
@@ -332,7 +333,7 @@ impl Builder<'_> {
             }
             Value::Dict(entries) => Ok(entries.iter().map(|(key, _)| key.clone()).collect()),
             Value::Str(text) => {
-                self.charge(text.len() as u64, span)?;
+                self.allocate(text.len() as u128, "string", span)?;
                 Ok(text.chars().map(|c| Value::str(&c.to_string())).collect())
             }
             Value::Poison => Err(Stop),

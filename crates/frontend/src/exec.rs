@@ -249,8 +249,8 @@ impl Builder<'_> {
             _ => return Err(self.unsupported(range_span(call), "this list method call")),
         };
         let span = range_span(call);
+        // The statement counted as a step, and `iterate` counted what `extend` adds.
         self.within_sequence_limit(items.len() as u128 + added.len() as u128, "list", span)?;
-        self.allocate(added.len() as u128, "list", span)?;
         // The name is unbound while the list grows, so that it is the only owner and grows in
         // place: a loop of `append`s must not copy the list at every step.
         rebind(env, name.id.as_str(), Value::None);

@@ -7,7 +7,6 @@
 use std::rc::Rc;
 
 use ruff_python_ast::{Stmt, StmtFunctionDef};
-use ruff_text_size::Ranged;
 use rustc_hash::FxHashSet;
 use tilec_ir::{ConstValue, Span};
 
@@ -15,9 +14,7 @@ use crate::build::module_env;
 use crate::builder::{Builder, CallArg, RecordedCall};
 use crate::eval::Args;
 use crate::modules::{ParsedModules, Surroundings};
-use crate::outline::{
-    CallSite, EnclosingScope, KernelNames, Outline, call_sites, context_statements, range_span,
-};
+use crate::outline::{CallSite, EnclosingScope, KernelNames, Outline, call_sites, range_span};
 use crate::syntax::ParsedModule;
 use crate::value::{
     Env, Function, FunctionBody, Value, bind, call_frame, keep_call_frames, new_env,
@@ -125,15 +122,13 @@ fn record_calls(
     let module = parsed.syntax();
     let names: Vec<&str> = outline.kernels.iter().map(|kernel| kernel.name()).collect();
     let name_set = KernelNames::new(names.iter().copied());
-    let context: Vec<&Stmt> = context_statements(module, &name_set).collect();
     let mut builder = Builder::new(false);
     builder.cancellation = crate::builder::Cancellation::new(cancel);
     builder.work_budget = crate::builder::DRIVER_WORK_BUDGET;
     let globals = module_env(&mut builder, &[], &modules);
     keep_call_frames(&globals);
     bind(&globals, "__name__", Value::str("__main__"));
-    let is_kernel_def =
-        |stmt: &Stmt| matches!(stmt, Stmt::FunctionDef(def) if names.contains(&def.name.as_str()));
+    let is_kernel_def = |stmt: &Stmt| matches!(stmt, Stmt::FunctionDef(def) if name_set.contains(def.name.as_str()));
     // The whole module runs in order, as Python runs it, with the kernels as references that
     // record their calls.
     refer_kernels(&globals, &names);
@@ -146,11 +141,13 @@ fn record_calls(
             refer_kernels(&globals, &names);
         }
     }
-    let context_ranges: FxHashSet<_> = context.iter().map(|stmt| stmt.range()).collect();
+    let context: FxHashSet<usize> = outline.context_statements.iter().copied().collect();
     let drivers: Vec<&Stmt> = module
         .body
         .iter()
-        .filter(|stmt| !context_ranges.contains(&stmt.range()) && !is_kernel_def(stmt))
+        .enumerate()
+        .filter(|(index, stmt)| !context.contains(index) && !is_kernel_def(stmt))
+        .map(|(_, stmt)| stmt)
         .collect();
     // Driver functions nothing called (`main()` behind argparse, `test_*`, benchmarks) run once,
     // with their parameter defaults.
@@ -454,8 +451,7 @@ pub fn autotune_configs(
             .find(|k| k.arg.as_ref().is_some_and(|a| a.as_str() == "configs"))
             .map(|k| &k.value)
     })?;
-    let names = KernelNames::new(outline.kernels.iter().map(|k| k.name()));
-    let context: Vec<&Stmt> = context_statements(module, &names).collect();
+    let context = outline.context_of(module);
     let mut builder = Builder::new(false);
     builder.work_budget = crate::builder::DRIVER_WORK_BUDGET;
     let globals = module_env(&mut builder, &context, &modules);

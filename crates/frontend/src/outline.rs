@@ -98,6 +98,14 @@ impl Outline {
     pub fn kernel(&self, name: &str) -> Option<&KernelOutline> {
         self.kernels.iter().find(|kernel| kernel.name() == name)
     }
+
+    /// The context statements of `module`, the parse this outline was made from.
+    pub(crate) fn context_of<'m>(&self, module: &'m ModModule) -> Vec<&'m Stmt> {
+        self.context_statements
+            .iter()
+            .filter_map(|&index| module.body.get(index))
+            .collect()
+    }
 }
 
 /// Finds the kernels, the context and whether the file uses TileLang at all.
@@ -162,20 +170,9 @@ pub fn outline(parsed: &ParsedModule, text: &str) -> Outline {
     }
 }
 
-/// The statements of `module` that make up a kernel's context: everything but kernel definitions,
-/// driver code (anything that instantiates a kernel, and `if __name__ == "__main__"`), and bare
-/// expression statements (calls like `main()`, docstrings).
-pub(crate) fn context_statements<'a>(
-    module: &'a ModModule,
-    kernel_names: &KernelNames<'_>,
-) -> impl Iterator<Item = &'a Stmt> {
-    module
-        .body
-        .iter()
-        .filter(move |stmt| is_context_statement(stmt, kernel_names))
-}
-
-/// Whether a module-level statement belongs to the kernels' context (see [`context_statements`]).
+/// Whether a module-level statement belongs to the kernels' context: everything but kernel
+/// definitions, driver code (anything that instantiates a kernel, and `if __name__ ==
+/// "__main__"`), and bare expression statements (calls like `main()`, docstrings).
 fn is_context_statement(stmt: &Stmt, kernel_names: &KernelNames<'_>) -> bool {
     match stmt {
         Stmt::FunctionDef(def) => {

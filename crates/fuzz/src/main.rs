@@ -117,6 +117,7 @@ fn fuzz(cli: &Cli) -> Result<bool> {
     let limits = Limits {
         time: Duration::from_secs_f64(cli.time_limit),
         memory_mib: cli.memory_limit,
+        emulator_budget: Duration::from_secs_f64(cli.emulator_budget),
     };
     eprintln!(
         "tilec-fuzz: {} mutants of {} seed files (seed {}), {workers} at a time, {}s and {} MiB each",
@@ -233,12 +234,7 @@ fn run_job(
     let file_name = seed_path.file_name().unwrap_or_default();
     let file = scratch.path().join(file_name);
     std::fs::write(&file, &mutant)?;
-    let mut args = job.command.args(&file, scratch.path(), limits);
-    if job.command == Subcommand::Run
-        && let Some(budget) = args.iter().position(|arg| arg == "--emulator-budget")
-    {
-        args[budget + 1] = format!("{}", cli.emulator_budget);
-    }
+    let args = job.command.args(&file, scratch.path(), limits);
     let report = run_tilec(tilec, &args, limits, scratch.path());
     let mut tally = tally
         .lock()

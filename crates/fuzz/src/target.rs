@@ -67,9 +67,7 @@ impl Subcommand {
                 "--cache".into(),
                 scratch_path("cache"),
                 "--emulator-budget".into(),
-                // Half the time limit: the analysis before the launch and the report after it
-                // must fit in the rest.
-                format!("{:.1}", limits.time.as_secs_f64() / 2.0),
+                format!("{}", limits.emulator_budget.as_secs_f64()),
             ],
         };
         args.push("--".into());
@@ -85,6 +83,9 @@ pub struct Limits {
     /// The address-space limit (`ulimit -v`), in MiB: an allocation past it fails, and Rust
     /// aborts, which the fuzzer reports as a memory abort.
     pub memory_mib: u64,
+    /// How long `run` lets the emulator go (`--emulator-budget`): well under `time`, which must
+    /// also hold the analysis before the launch.
+    pub emulator_budget: Duration,
 }
 
 /// How a command ended.
@@ -272,6 +273,7 @@ mod tests {
         let limits = Limits {
             time: Duration::from_secs(10),
             memory_mib: 1024,
+            emulator_budget: Duration::from_secs(2),
         };
         for command in Subcommand::ALL {
             let args = command.args(Path::new("--help.py"), Path::new("/tmp/s"), &limits);
@@ -290,6 +292,7 @@ mod tests {
         let limits = Limits {
             time: Duration::from_millis(500),
             memory_mib: 1024,
+            emulator_budget: Duration::from_millis(100),
         };
         let cwd = std::env::temp_dir();
         let sh = |script: &str| {

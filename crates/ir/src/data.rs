@@ -270,30 +270,12 @@ impl DataArena {
 
     /// Every buffer element this expression reads, in evaluation order.
     pub fn loads(&self, id: DataId, out: &mut Vec<(EntityId, Vec<ExprId>)>) {
-        match self.get(id) {
-            DataExpr::Float { .. } | DataExpr::Int { .. } | DataExpr::Index(_) => {}
-            DataExpr::ReadVar(_) => {}
-            DataExpr::Load { buffer, indices } => out.push((*buffer, indices.clone())),
-            DataExpr::Neg(inner) | DataExpr::Not(inner) => self.loads(*inner, out),
-            DataExpr::Cast { value, .. } => self.loads(*value, out),
-            DataExpr::Binary { lhs, rhs, .. } | DataExpr::Compare { lhs, rhs, .. } => {
-                self.loads(*lhs, out);
-                self.loads(*rhs, out);
-            }
-            DataExpr::Call { args, .. } => {
-                for arg in args {
-                    self.loads(*arg, out);
-                }
-            }
-            DataExpr::Select {
-                cond,
-                then,
-                otherwise,
-            } => {
-                self.loads(*cond, out);
-                self.loads(*then, out);
-                self.loads(*otherwise, out);
-            }
+        let node = self.get(id);
+        if let DataExpr::Load { buffer, indices } = node {
+            out.push((*buffer, indices.clone()));
+        }
+        for operand in node.operands() {
+            self.loads(operand, out);
         }
     }
 }

@@ -36,16 +36,16 @@ pub fn param_shapes(program: &ThreadProgram, scalars: &[i64]) -> Result<Vec<Vec<
 }
 
 /// Tensors for every parameter: inputs random (seeded by `seed` and the parameter's position, so
-/// one input does not change when another is added), outputs zero. `max_elements` bounds them all
-/// together ([`MAX_GPU_HOST_ELEMENTS`] or [`MAX_EMULATOR_ELEMENTS`]).
+/// one input does not change when another is added), outputs zero. Together they may have at
+/// most [`max_elements`] for where the launch runs.
 pub fn make_tensors(
     program: &ThreadProgram,
     scalars: &[i64],
     seed: u64,
-    max_elements: u64,
+    on_gpu: bool,
 ) -> Result<Vec<HostTensor>, String> {
     let shapes = param_shapes(program, scalars)?;
-    check_host_size(program, &shapes, max_elements)?;
+    check_host_size(program, &shapes, on_gpu)?;
     program
         .params
         .iter()
@@ -69,20 +69,31 @@ pub fn make_tensors(
 /// takes 8 bytes (16 GiB in all): the largest benchmarks (FlashAttention at batch 8, 32 heads,
 /// 4096 tokens) need 2^29. Larger sizes are refused before anything is allocated, with a message,
 /// rather than aborting the process when memory runs out.
-pub const MAX_GPU_HOST_ELEMENTS: u64 = 1 << 31;
+const MAX_GPU_HOST_ELEMENTS: u64 = 1 << 31;
 
 /// The most elements the tensors of one launch on the CPU emulator may have together (2 GiB of
 /// values, as the corpus softmax at its default size needs half of): the emulator also keeps
 /// state per element, and a larger launch would take many minutes.
-pub const MAX_EMULATOR_ELEMENTS: u64 = 1 << 28;
+const MAX_EMULATOR_ELEMENTS: u64 = 1 << 28;
 
-/// Fails, naming the largest tensor, when the launch's tensors exceed `limit` elements or their
+/// The most elements a launch's tensors may have: on a GPU ([`MAX_GPU_HOST_ELEMENTS`]) or on the
+/// CPU emulator ([`MAX_EMULATOR_ELEMENTS`]).
+fn max_elements(on_gpu: bool) -> u64 {
+    if on_gpu {
+        MAX_GPU_HOST_ELEMENTS
+    } else {
+        MAX_EMULATOR_ELEMENTS
+    }
+}
+
+/// Fails, naming the largest tensor, when the launch's tensors exceed [`max_elements`] or their
 /// sizes overflow.
 fn check_host_size(
     program: &ThreadProgram,
     shapes: &[Vec<usize>],
-    limit: u64,
+    on_gpu: bool,
 ) -> Result<(), String> {
+    let limit = max_elements(on_gpu);
     let counts: Vec<Option<u64>> = shapes
         .iter()
         .map(|shape| {
@@ -109,10 +120,10 @@ fn check_host_size(
     Err(format!(
         "the tensors of this launch have {total} elements in all (the largest is `{name}`); tilec \
          runs launches of up to {limit} elements {}: pass smaller sizes with `--with`",
-        if limit == MAX_EMULATOR_ELEMENTS {
-            "on the CPU emulator"
-        } else {
+        if on_gpu {
             "on a GPU"
+        } else {
+            "on the CPU emulator"
         }
     ))
 }

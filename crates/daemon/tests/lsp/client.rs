@@ -158,6 +158,14 @@ impl Client {
         response["result"].clone()
     }
 
+    /// The hover at `position` (an LSP position object) of the document `uri`.
+    pub fn hover(&mut self, uri: &str, position: Value) -> Value {
+        self.result(
+            "textDocument/hover",
+            json!({"textDocument": {"uri": uri}, "position": position}),
+        )
+    }
+
     /// The diagnostics published for `uri` at `version`.
     pub fn diagnostics(&mut self, uri: &str, version: i64) -> Vec<Value> {
         let message = self.wait_for(|message| {

@@ -39,10 +39,7 @@ fn an_edit_during_a_request_cancels_it() {
     );
     assert_eq!(client.diagnostics(&uri, 2), Vec::<Value>::new());
     // The next request sees the edit: 128 threads hold the 2×4096 tile, 64 registers each.
-    let hover = client.result(
-        "textDocument/hover",
-        json!({"textDocument": {"uri": uri}, "position": at}),
-    );
+    let hover = client.hover(&uri, at);
     let markdown = hover["contents"]["value"].as_str().expect("markdown");
     assert!(markdown.contains("thread    = j // 4 % 128"), "{markdown}");
     assert!(markdown.contains("64 registers per thread"), "{markdown}");
@@ -60,10 +57,7 @@ fn a_change_with_an_old_version_is_dropped() {
     assert_eq!(client.diagnostics(&uri, 3), Vec::<Value>::new());
     // Version 2 arrived after 3 and was ignored: the document still has version 3's text.
     let at = position_of(&text, "x = T.alloc_fragment", 0);
-    let hover = client.result(
-        "textDocument/hover",
-        json!({"textDocument": {"uri": uri}, "position": at}),
-    );
+    let hover = client.hover(&uri, at);
     assert!(
         hover["contents"]["value"]
             .as_str()
@@ -100,10 +94,7 @@ fn a_syntax_error_mid_kernel_keeps_the_other_kernels() {
     // `axpy`, further down, still has its loop layout on hover.
     let axpy = edited.find("def axpy").expect("axpy");
     let parallel = edited[axpy..].find("T.Parallel").expect("axpy's loop") + axpy;
-    let hover = client.result(
-        "textDocument/hover",
-        json!({"textDocument": {"uri": uri}, "position": position_at(&edited, parallel)}),
-    );
+    let hover = client.hover(&uri, position_at(&edited, parallel));
     let markdown = hover["contents"]["value"].as_str().expect("markdown");
     assert!(
         markdown.contains("T.Parallel") && markdown.contains("thread = "),

@@ -118,10 +118,7 @@ fn hover_on_a_fragment_shows_its_layout() {
         return;
     };
     client.diagnostics(&uri, 1);
-    let hover = client.result(
-        "textDocument/hover",
-        json!({"textDocument": {"uri": uri}, "position": position_of(&text, "x = T.alloc_fragment", 0)}),
-    );
+    let hover = client.hover(&uri, position_of(&text, "x = T.alloc_fragment", 0));
     assert_eq!(hover["contents"]["kind"], "markdown");
     expect![[r#"
         **`x`**: local.fragment buffer, `float32[2, 4096]`
@@ -153,10 +150,7 @@ fn hover_on_a_loop_and_on_the_kernel() {
     let Some((mut client, uri, text)) = open_corpus("softmax.py") else {
         return;
     };
-    let loop_hover = client.result(
-        "textDocument/hover",
-        json!({"textDocument": {"uri": uri}, "position": position_of(&text, "in T.Parallel", 3)}),
-    );
+    let loop_hover = client.hover(&uri, position_of(&text, "in T.Parallel", 3));
     expect![[r#"
         **`T.Parallel`** over `[2, 4096]`
 
@@ -170,10 +164,7 @@ fn hover_on_a_loop_and_on_the_kernel() {
 
         _Shown for instance #0 (M=16384, N=4096, block_M=2) of `softmax`._"#]]
     .assert_eq(loop_hover["contents"]["value"].as_str().expect("markdown"));
-    let kernel_hover = client.result(
-        "textDocument/hover",
-        json!({"textDocument": {"uri": uri}, "position": position_of(&text, "with T.Kernel", 5)}),
-    );
+    let kernel_hover = client.hover(&uri, position_of(&text, "with T.Kernel", 5));
     expect![[r#"
         **kernel `softmax`**
 
@@ -338,10 +329,7 @@ fn files_without_tilelang_are_left_alone() {
     let uri = "file:///tmp/plain.py";
     client.open(uri, "import numpy as np\n\ndef f(x):\n    return x +\n");
     assert_eq!(client.diagnostics(uri, 1), Vec::<Value>::new());
-    let hover = client.result(
-        "textDocument/hover",
-        json!({"textDocument": {"uri": uri}, "position": {"line": 2, "character": 4}}),
-    );
+    let hover = client.hover(uri, json!({"line": 2, "character": 4}));
     assert_eq!(hover, Value::Null);
 }
 
@@ -521,10 +509,7 @@ fn a_generic_instance_says_what_it_assumed_and_offers_to_pin_it() {
     client.open(&uri, LIBRARY);
     let diagnostics = client.diagnostics(&uri, 1);
     assert_eq!(summarize(&diagnostics), "18:11-18:40 generic-instance");
-    let hover = client.result(
-        "textDocument/hover",
-        json!({"textDocument": {"uri": uri}, "position": position_of(LIBRARY, "def scale", 5)}),
-    );
+    let hover = client.hover(&uri, position_of(LIBRARY, "def scale", 5));
     let markdown = hover["contents"]["value"].as_str().expect("markdown");
     assert!(
         markdown.contains(
@@ -534,10 +519,7 @@ fn a_generic_instance_says_what_it_assumed_and_offers_to_pin_it() {
         "{markdown}"
     );
     // `BLOCK` came from the helper module: the fragment is 32 rows.
-    let hover = client.result(
-        "textDocument/hover",
-        json!({"textDocument": {"uri": uri}, "position": position_of(LIBRARY, "tile =", 0)}),
-    );
+    let hover = client.hover(&uri, position_of(LIBRARY, "tile =", 0));
     let markdown = hover["contents"]["value"].as_str().expect("markdown");
     assert!(markdown.contains("`float16[32, 128]`"), "{markdown}");
 

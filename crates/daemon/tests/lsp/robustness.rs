@@ -235,10 +235,7 @@ fn the_server_survives_every_hostile_message_and_still_hovers() {
     }
     // The hover whose Content-Length was too long is answered once the next message arrives.
     let at = position_of(ROW_SUM, "x = T.alloc_fragment", 0);
-    let hover = client.result(
-        "textDocument/hover",
-        json!({"textDocument": {"uri": uri}, "position": at}),
-    );
+    let hover = client.hover(&uri, at);
     assert!(
         hover["contents"]["value"]
             .as_str()
@@ -279,10 +276,7 @@ fn cr_only_line_endings_give_the_same_positions() {
             json!({"start": {"line": 13, "character": 29}, "end": {"line": 13, "character": 36}}),
             "{name}: `block_K` on line 14"
         );
-        let hover = client.result(
-            "textDocument/hover",
-            json!({"textDocument": {"uri": uri}, "position": {"line": 9, "character": 12}}),
-        );
+        let hover = client.hover(&uri, json!({"line": 9, "character": 12}));
         assert!(
             hover["contents"]["value"]
                 .as_str()
