@@ -623,3 +623,59 @@ fn shared_buffers_whose_total_overflows_are_reported_without_panic() {
     };
     assert_eq!(count, 1, "one shared-memory-capacity error:\n{listing}");
 }
+
+/// Layout inference and lowering ask the database between steps whether their result is still
+/// wanted (issue 28): a probe that counts is asked for every step, and one that unwinds, as
+/// salsa's does after an edit, stops each of them at once.
+#[test]
+fn layout_inference_and_lowering_ask_whether_they_are_still_wanted() {
+    on_analysis_stack(layout_inference_and_lowering_ask_whether_they_are_still_wanted_here);
+}
+
+fn layout_inference_and_lowering_ask_whether_they_are_still_wanted_here() {
+    use std::cell::Cell;
+    use tilec_ir::Cancellation;
+    use tilec_passes::layout::infer_layouts;
+    use tilec_passes::lower::lower_world;
+
+    let body = [
+        "            a = T.alloc_fragment((M, N), \"float32\")",
+        "            b = T.alloc_fragment((M, N), \"float32\")",
+        "            T.copy(A, a)",
+        "            for i, j in T.Parallel(M, N):",
+        "                b[i, j] = a[i, j] * 2.0",
+        "            T.copy(b, A)",
+    ]
+    .join("\n");
+    let text = kernel_with_body(&body);
+    let (db, file, diagnostics) = compile("cancelled.py", &text);
+    assert!(diagnostics.is_empty(), "{diagnostics:?}");
+    let instance = tilec_tests::instance(&db, file, "k", 0);
+    let world = tilec_db::kernel_world(&db, instance);
+    let options = *tilec_db::codegen_options(&db, instance);
+
+    let asked = Cell::new(0u32);
+    let count = || asked.set(asked.get() + 1);
+    let layouts = infer_layouts(world, options, Cancellation::new(&count));
+    assert!(layouts.diagnostics.is_empty(), "{:?}", layouts.diagnostics);
+    let asked_by_inference = asked.replace(0);
+    assert!(asked_by_inference >= 3, "inference asked {asked_by_inference} times");
+    let programs = lower_world(world, &layouts, options, Cancellation::new(&count));
+    assert!(programs.is_ok(), "the kernel lowers: {programs:?}");
+    // Three statements (two copies and the loop) at least once each.
+    assert!(asked.get() >= 3, "lowering asked {} times", asked.get());
+
+    let cancelled = || std::panic::panic_any("cancelled by an edit");
+    let stopped = |outcome: std::thread::Result<()>| match outcome {
+        Ok(()) => panic!("the cancellation was not asked"),
+        Err(payload) => payload.downcast_ref::<&str>() == Some(&"cancelled by an edit"),
+    };
+    let inference = catch_unwind(AssertUnwindSafe(|| {
+        infer_layouts(world, options, Cancellation::new(&cancelled));
+    }));
+    assert!(stopped(inference), "inference stopped by the probe");
+    let lowering = catch_unwind(AssertUnwindSafe(|| {
+        let _ = lower_world(world, &layouts, options, Cancellation::new(&cancelled));
+    }));
+    assert!(stopped(lowering), "lowering stopped by the probe");
+}

@@ -224,6 +224,7 @@ pub fn layouts<'db>(db: &'db dyn Db, instance: Instance<'db>) -> Arc<Layouts> {
     Arc::new(tilec_passes::layout::infer_layouts(
         kernel_world(db, instance),
         *codegen_options(db, instance),
+        tilec_ir::Cancellation::new(&|| db.unwind_if_revision_cancelled()),
     ))
 }
 
@@ -276,6 +277,7 @@ pub fn thread_programs<'db>(
         kernel_world(db, instance),
         layouts(db, instance),
         *codegen_options(db, instance),
+        tilec_ir::Cancellation::new(&|| db.unwind_if_revision_cancelled()),
     ))
 }
 

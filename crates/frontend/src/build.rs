@@ -118,7 +118,7 @@ fn build_instance<'c>(request: &BuildRequest<'_, '_>, cancel: &'c dyn Fn()) -> B
     let mut retries = 0;
     loop {
         let mut builder = Builder::new(true);
-        builder.cancellation = crate::builder::Cancellation::new(cancel);
+        builder.cancellation = tilec_ir::Cancellation::new(cancel);
         builder.world.kernel_name = request.def.name.to_string();
         builder.unevaluated = request.unevaluated.to_vec();
         builder.concrete_generics = concrete.clone();

@@ -4,7 +4,8 @@
 
 use rustc_hash::{FxHashMap, FxHashSet};
 use tilec_ir::{
-    Anchor, Code, ConstValue, Diagnostic, EntityId, EntityKind, Span, SpanTable, World,
+    Anchor, Cancellation, Code, ConstValue, Diagnostic, EntityId, EntityKind, Span, SpanTable,
+    World,
 };
 
 /// An error that has already been reported (or, in lenient mode, deliberately ignored). Evaluation of
@@ -81,33 +82,6 @@ const STEP_COST: u64 = 8;
 /// thousand statements, a fraction of a millisecond, so that an edit never waits for a long
 /// evaluation to finish.
 const CANCELLATION_INTERVAL: u64 = 1 << 15;
-
-/// The question whether an analysis is still wanted: a function that unwinds (salsa's
-/// `unwind_if_revision_cancelled`) when it is not. The default asks nothing.
-#[derive(Clone, Copy, Default)]
-pub(crate) struct Cancellation<'c>(Option<&'c dyn Fn()>);
-
-impl<'c> Cancellation<'c> {
-    pub(crate) fn new(probe: &'c dyn Fn()) -> Cancellation<'c> {
-        Cancellation(Some(probe))
-    }
-
-    fn check(self) {
-        if let Some(probe) = self.0 {
-            probe();
-        }
-    }
-}
-
-impl std::fmt::Debug for Cancellation<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() {
-            "Cancellation(asks)"
-        } else {
-            "Cancellation(never)"
-        })
-    }
-}
 
 /// Module-level code around the kernels (constants, configuration tables, helper definitions)
 /// is evaluated again for every instance, so it gets a quarter of the budget: an endless loop at

@@ -123,7 +123,7 @@ fn record_calls(
     let names: Vec<&str> = outline.kernels.iter().map(|kernel| kernel.name()).collect();
     let name_set = KernelNames::new(names.iter().copied());
     let mut builder = Builder::new(false);
-    builder.cancellation = crate::builder::Cancellation::new(cancel);
+    builder.cancellation = tilec_ir::Cancellation::new(cancel);
     builder.work_budget = crate::builder::DRIVER_WORK_BUDGET;
     let globals = module_env(&mut builder, &[], &modules);
     keep_call_frames(&globals);

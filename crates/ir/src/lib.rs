@@ -11,6 +11,7 @@
 //!   [`World`]. Source positions are kept beside it, in a [`SpanTable`] keyed by the same entity ids.
 //! - Nothing here panics on any input; evaluation returns `None` where Python would raise.
 
+pub mod cancel;
 pub mod data;
 pub mod diagnostic;
 pub mod dtype;
@@ -23,6 +24,7 @@ pub mod thread;
 pub mod value;
 pub mod world;
 
+pub use cancel::Cancellation;
 pub use data::{DataArena, DataExpr, DataId, Intrinsic};
 pub use diagnostic::{Anchor, Code, Diagnostic, Related, Severity};
 pub use dtype::DType;

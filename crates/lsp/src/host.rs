@@ -16,8 +16,9 @@
 //! analysis takes long (a pathological module) occupies one thread, not the queue. Edits that
 //! arrive together (an editor opening its documents at start) are applied as one batch, so that
 //! analyses start only once they are all in: a setter waits for every running analysis to
-//! notice its cancellation, which a long computation between two queries does late (and one
-//! that never ends, never: until the evaluator bounds its work, an edit then waits for good).
+//! notice its cancellation. The long computations inside a query (the evaluator, layout
+//! inference, lowering) ask for it between steps, and the evaluator's work is bounded, so that
+//! wait is short.
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;

@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 
 use tilec_ir::{
-    Access, AccessKind, Anchor, Code, DType, Diagnostic, EntityId, EntityKind, ExprArena, ExprId,
-    LoopKind, Scope, TileOp, VarId, World,
+    Access, AccessKind, Anchor, Cancellation, Code, DType, Diagnostic, EntityId, EntityKind,
+    ExprArena, ExprId, LoopKind, Scope, TileOp, VarId, World,
 };
 
 use super::fragment::{FragmentLayout, fresh_vars};
@@ -143,7 +143,7 @@ pub(super) fn is_fragment(world: &World, buffer: EntityId) -> bool {
 
 /// The state inference works on; free mode clones it to try each candidate root.
 #[derive(Clone, Debug)]
-struct State {
+struct State<'c> {
     exprs: ExprArena,
     buffers: BTreeMap<EntityId, Inferred>,
     loops: BTreeMap<EntityId, (Inferred, i64)>,
@@ -154,11 +154,18 @@ struct State {
     dead_ends: Vec<(EntityId, EntityId)>,
     /// Reduce layouts derived so far, by (source layout, reduced dimension).
     reductions: Vec<((FragmentLayout, usize), Option<FragmentLayout>)>,
+    /// Asked between steps, so that an edit never waits for the inference of the text it
+    /// replaced (a fragment of a million elements takes a good part of a second).
+    cancellation: Cancellation<'c>,
 }
 
 /// Infers the layouts of every fragment and parallel loop of `world` for the architecture and
-/// pass configs of `options`.
-pub fn infer_layouts(world: &World, options: CodegenOptions) -> Layouts {
+/// pass configs of `options`, asking `cancellation` between steps.
+pub fn infer_layouts(
+    world: &World,
+    options: CodegenOptions,
+    cancellation: Cancellation<'_>,
+) -> Layouts {
     // Inference enumerates every element of a fragment. One no block could hold has its
     // `register-pressure` error from the checks, which names the limit; it gets no layouts.
     let oversized = crate::check::oversized_register_buffers(world)
@@ -181,6 +188,7 @@ pub fn infer_layouts(world: &World, options: CodegenOptions) -> Layouts {
         failed: Vec::new(),
         dead_ends: Vec::new(),
         reductions: Vec::new(),
+        cancellation,
     };
     let gemms = select_instructions(world, options, threads);
     strict(&scratch, &ops, threads, &gemms, &mut state);
@@ -260,6 +268,7 @@ fn select_instructions(
 fn validate_accesses(world: &World, ops: &[Op], state: &mut State) {
     let mut owners: BTreeMap<EntityId, super::fragment::Owners> = BTreeMap::new();
     for op in ops {
+        state.cancellation.check();
         let Op::Loop {
             entity,
             serial,
@@ -827,6 +836,7 @@ fn propagate(world: &World, ops: &[Op], state: &mut State) {
     loop {
         let mut changed = sync_aliases(world, state);
         for op in ops {
+            state.cancellation.check();
             if state.failed.contains(&op.entity()) {
                 continue;
             }
@@ -1138,6 +1148,7 @@ fn free(world: &World, ops: &[Op], threads: i64, state: &mut State) {
             .collect();
         let mut best: Option<(u64, State)> = None;
         for candidate in roots {
+            state.cancellation.check();
             let mut trial = state.clone();
             plan_loop(world, candidate, threads, &mut trial);
             propagate(world, ops, &mut trial);

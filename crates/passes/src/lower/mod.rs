@@ -32,8 +32,8 @@ use tilec_ir::thread::{
     BufferDecl, BufferId, Memory, ParamAccess, ScalarParam, Stmt, TensorParam, Value, ValueId,
 };
 use tilec_ir::{
-    Anchor, Code, DType, Diagnostic, EntityId, EntityKind, ExprArena, ExprId, LoopKind, Scope,
-    ThreadProgram, TileOp, VarId, World,
+    Anchor, Cancellation, Code, DType, Diagnostic, EntityId, EntityKind, ExprArena, ExprId,
+    LoopKind, Scope, ThreadProgram, TileOp, VarId, World,
 };
 
 use crate::CodegenOptions;
@@ -60,6 +60,7 @@ pub fn lower_world(
     world: &World,
     layouts: &Layouts,
     options: CodegenOptions,
+    cancellation: Cancellation<'_>,
 ) -> Result<Vec<ThreadProgram>, Vec<Diagnostic>> {
     if world.incomplete {
         return Err(Vec::new());
@@ -89,7 +90,7 @@ pub fn lower_world(
         } else {
             format!("{}_{position}", c_identifier(&world.kernel_name))
         };
-        match lower_launch(world, layouts, options, launch, name) {
+        match lower_launch(world, layouts, (options, cancellation), launch, name) {
             Ok(program) => programs.push(program),
             Err(diagnostic) => diagnostics.push(diagnostic),
         }
@@ -133,7 +134,7 @@ enum TileOrder {
 pub fn lower_launch(
     world: &World,
     layouts: &Layouts,
-    options: CodegenOptions,
+    (options, cancellation): (CodegenOptions, Cancellation<'_>),
     launch: EntityId,
     name: String,
 ) -> Result<ThreadProgram, Diagnostic> {
@@ -145,7 +146,13 @@ pub fn lower_launch(
     let staged = staged.as_ref().map(|(world, layouts)| (world, layouts));
     if options.persistent
         && pipeline::may_be_persistent(world, launch)
-        && let Some(program) = persistent_launch(staged, (world, layouts), options, launch, &name)
+        && let Some(program) = persistent_launch(
+            staged,
+            (world, layouts),
+            (options, cancellation),
+            launch,
+            &name,
+        )
     {
         return Ok(program);
     }
@@ -170,7 +177,7 @@ pub fn lower_launch(
             && let Ok(program) = lower_launch_as_written(
                 staged_world,
                 staged_layouts,
-                options,
+                (options, cancellation),
                 (launch, TileOrder::PerBlock),
                 name.clone(),
             )
@@ -179,8 +186,13 @@ pub fn lower_launch(
             return Ok(program);
         }
     }
-    let program =
-        lower_launch_as_written(world, layouts, options, (launch, TileOrder::PerBlock), name)?;
+    let program = lower_launch_as_written(
+        world,
+        layouts,
+        (options, cancellation),
+        (launch, TileOrder::PerBlock),
+        name,
+    )?;
     within_shared_limit(program, options, launch)
 }
 
@@ -190,7 +202,7 @@ pub fn lower_launch(
 fn persistent_launch(
     staged: Option<(&World, &Layouts)>,
     as_written: (&World, &Layouts),
-    options: CodegenOptions,
+    (options, cancellation): (CodegenOptions, Cancellation<'_>),
     launch: EntityId,
     name: &str,
 ) -> Option<ThreadProgram> {
@@ -200,8 +212,14 @@ fn persistent_launch(
             // A refusal holds for the staged and the unstaged launch alike, and for either
             // plan of shared memory: all have the same loop.
             let walk = (launch, order);
-            let program =
-                lower_launch_as_written(world, layouts, options, walk, name.to_owned()).ok()?;
+            let program = lower_launch_as_written(
+                world,
+                layouts,
+                (options, cancellation),
+                walk,
+                name.to_owned(),
+            )
+            .ok()?;
             if program.shared_bytes <= limit {
                 return Some(program);
             }
@@ -214,18 +232,31 @@ fn persistent_launch(
 fn lower_launch_as_written(
     world: &World,
     layouts: &Layouts,
-    options: CodegenOptions,
+    (options, cancellation): (CodegenOptions, Cancellation<'_>),
     (launch, walk): (EntityId, TileOrder),
     name: String,
 ) -> Result<ThreadProgram, Diagnostic> {
     let limit = i64::try_from(options.target.shared_memory_per_block()).unwrap_or(i64::MAX);
-    let program =
-        lower_with_workspaces(world, layouts, options, (launch, walk), name.clone(), false)?;
+    let program = lower_with_workspaces(
+        world,
+        layouts,
+        (options, cancellation),
+        (launch, walk),
+        name.clone(),
+        false,
+    )?;
     if program.shared_bytes <= limit {
         return Ok(program);
     }
     // One scratch area for all cross-warp reductions may fit where one each does not.
-    lower_with_workspaces(world, layouts, options, (launch, walk), name, true)
+    lower_with_workspaces(
+        world,
+        layouts,
+        (options, cancellation),
+        (launch, walk),
+        name,
+        true,
+    )
 }
 
 /// The checks count the buffers; lowering adds reduction scratch and pipeline barriers. A launch
@@ -255,7 +286,7 @@ fn within_shared_limit(
 fn lower_with_workspaces(
     world: &World,
     layouts: &Layouts,
-    options: CodegenOptions,
+    (options, cancellation): (CodegenOptions, Cancellation<'_>),
     (launch, walk): (EntityId, TileOrder),
     name: String,
     share_reduce_workspaces: bool,
@@ -263,6 +294,7 @@ fn lower_with_workspaces(
     let mut lowering =
         Lowering::new(world, layouts, options, (launch, walk), name).map_err(|e| e.at(launch))?;
     lowering.share_reduce_workspaces = share_reduce_workspaces;
+    lowering.cancellation = cancellation;
     let body = world.body(launch).to_vec();
     let mut stmts = lowering.rasterization(&body);
     lowering.top_lets = stmts
@@ -368,6 +400,9 @@ pub(crate) struct Lowering<'w> {
     /// Reuse costs a barrier before each reuse (the earlier readers must be done), so it is only
     /// asked for when separate areas would not fit in shared memory.
     share_reduce_workspaces: bool,
+    /// Asked before each statement, so that an edit never waits for the lowering of the text it
+    /// replaced.
+    cancellation: Cancellation<'w>,
 }
 
 impl<'w> Lowering<'w> {
@@ -442,6 +477,7 @@ impl<'w> Lowering<'w> {
             stage_offset: None,
             reduce_workspaces: Vec::new(),
             share_reduce_workspaces: false,
+            cancellation: Cancellation::default(),
         };
         lowering.declare_params();
         lowering.declare_buffers()?;
@@ -683,6 +719,7 @@ impl<'w> Lowering<'w> {
 
     /// Lowers one statement of a launch or loop body (outside parallel loops).
     fn statement(&mut self, entity: EntityId, out: &mut Vec<Stmt>) -> Result<(), Unlowerable> {
+        self.cancellation.check();
         match self.world.kind(entity) {
             Some(EntityKind::Loop) => self.lower_loop(entity, out),
             Some(EntityKind::TileOp) => self.tile_op(entity, out),
