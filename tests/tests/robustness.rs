@@ -659,7 +659,10 @@ fn layout_inference_and_lowering_ask_whether_they_are_still_wanted_here() {
     let layouts = infer_layouts(world, options, Cancellation::new(&count));
     assert!(layouts.diagnostics.is_empty(), "{:?}", layouts.diagnostics);
     let asked_by_inference = asked.replace(0);
-    assert!(asked_by_inference >= 3, "inference asked {asked_by_inference} times");
+    assert!(
+        asked_by_inference >= 3,
+        "inference asked {asked_by_inference} times"
+    );
     let programs = lower_world(world, &layouts, options, Cancellation::new(&count));
     assert!(programs.is_ok(), "the kernel lowers: {programs:?}");
     // Three statements (two copies and the loop) at least once each.

@@ -169,6 +169,21 @@ pub(crate) struct Builder<'c> {
     pub rejected_statements: Vec<Span>,
     /// How many representative values each generic parameter has been through.
     pub representative_rounds: Vec<(String, usize)>,
+    /// The run-time scalars bound so far (`Offsets[bx]` used as a slice bound), so that the same
+    /// read used again where its binding is still in scope and its buffer unwritten is the same
+    /// index variable: `X[s : s + 64]` then has extent 64, not `(s' + 64) - s`.
+    pub bound_scalars: Vec<BoundScalar>,
+}
+
+/// A run-time scalar bound to an index variable by a [`EntityKind::Bind`] statement.
+#[derive(Clone, Debug)]
+pub(crate) struct BoundScalar {
+    /// The read it binds: a [`tilec_ir::DataExpr::Load`] or [`tilec_ir::DataExpr::ReadVar`].
+    pub read: tilec_ir::DataExpr,
+    /// The bound variable, as an index expression.
+    pub index: tilec_ir::ExprId,
+    /// The block the binding statement stands in: it is visible there and in blocks nested in it.
+    pub block: Option<Block>,
 }
 
 impl<'c> Builder<'c> {
@@ -203,6 +218,7 @@ impl<'c> Builder<'c> {
             stmt_stack: Vec::new(),
             rejected_statements: Vec::new(),
             representative_rounds: Vec::new(),
+            bound_scalars: Vec::new(),
         }
     }
 

@@ -522,7 +522,7 @@ impl Builder<'_> {
         let span = expr_span(part);
         let Expr::Slice(slice) = part else {
             let value = self.eval(env, part)?;
-            let Some(start) = self.index_expr(&value) else {
+            let Some(start) = self.runtime_index(&value, span) else {
                 return Err(self.error(
                     Code::UnsupportedSyntax,
                     span,
@@ -547,7 +547,7 @@ impl Builder<'_> {
                 None => Ok(None),
                 Some(expr) => {
                     let value = this.eval(env, expr)?;
-                    match this.index_expr(&value) {
+                    match this.runtime_index(&value, span) {
                         Some(id) => Ok(Some(id)),
                         None => Err(this.error(
                             Code::UnsupportedSyntax,

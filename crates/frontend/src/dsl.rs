@@ -368,7 +368,7 @@ impl Builder<'_> {
         // A parallel loop of no iterations has no layout; a serial one simply does not run.
         let least = i64::from(name == "Parallel");
         for (value, span) in args.positional.iter().take(take) {
-            match self.index_expr(value) {
+            match self.runtime_index(value, *span) {
                 Some(extent) => {
                     self.check_extent(extent, least, i64::MAX, *span, "a loop extent")?;
                     extents.push(extent);
@@ -386,7 +386,8 @@ impl Builder<'_> {
         if name != "Parallel" && args.positional.len() >= 2 {
             // `T.serial(start, stop)`: iterate `stop - start` times from `start`.
             let start = extents[0];
-            let Some(stop) = self.index_expr(&args.positional[1].0) else {
+            let (stop, stop_span) = &args.positional[1];
+            let Some(stop) = self.runtime_index(stop, *stop_span) else {
                 return Err(self.error(
                     Code::InvalidCall,
                     args.span,
@@ -702,6 +703,7 @@ impl Builder<'_> {
     pub(crate) fn add_tile_op(&mut self, op: TileOp, what: &str, span: Span) -> Eval<EntityId> {
         let entity = self.add_kernel_entity(EntityKind::TileOp, what, span)?;
         let accesses = tile_op_accesses(&op, &self.world.data);
+        self.forget_bindings_written(&accesses);
         self.world.accesses.set(entity, accesses);
         self.world.ops.set(entity, op);
         Ok(entity)
@@ -898,7 +900,10 @@ impl Builder<'_> {
                     .map(Value::Int)
                     .ok_or_else(|| self.error(Code::MetaError, args.span, "integer overflow"))
             }
-            _ => match (self.index_expr(&a), self.index_expr(&b)) {
+            _ => match (
+                self.runtime_index(&a, args.span),
+                self.runtime_index(&b, args.span),
+            ) {
                 (Some(x), Some(y)) => {
                     let arena = &mut self.world.exprs;
                     let id = match name {

@@ -25,6 +25,10 @@ const MAX_EXPR_DEPTH: u32 = 400;
 /// walk expressions as trees, stay fast.
 const MAX_DATA_TREE: u64 = 1 << 18;
 
+/// How deep integer arithmetic on run-time reads is turned into index arithmetic; deeper than
+/// any index a person writes, and a deeper one is bound as a whole.
+const MAX_INDEX_DEPTH: u32 = 32;
+
 /// The evaluated arguments of a call.
 #[derive(Debug)]
 pub(crate) struct Args<'a> {
@@ -403,6 +407,183 @@ impl Builder<'_> {
             Value::Index(id) => Some(*id),
             _ => None,
         }
+    }
+
+    /// The value as an index expression where a run-time integer may stand (an index, a slice
+    /// bound, a loop extent, a `T.ceildiv` argument): as [`Builder::index_expr`], and besides an
+    /// integer read from memory (`Indices[bz, i]`, `offsets[bx] + 1`, a `T.alloc_var`) becomes a
+    /// fresh index variable, bound to the value by a [`EntityKind::Bind`] statement where the
+    /// current statement stands. Outside a kernel there is nothing to bind it in: `None`.
+    pub(crate) fn runtime_index(&mut self, value: &Value<'_>, span: Span) -> Option<ExprId> {
+        if let Some(index) = self.index_expr(value) {
+            return Some(index);
+        }
+        if self.block.is_none() || !self.is_runtime_integer(value) {
+            return None;
+        }
+        let (data, _) = self.data_expr(value, span).ok()?;
+        Some(self.data_index(data, 0))
+    }
+
+    /// Integer arithmetic on run-time reads as index arithmetic over their bound variables, so
+    /// that the simplifier sees `s + 64 - s` as 64; a read, and what index arithmetic cannot say
+    /// (a select, a call, a truncating division), is bound as a whole.
+    fn data_index(&mut self, data: DataId, depth: u32) -> ExprId {
+        if depth < MAX_INDEX_DEPTH
+            && let Some(index) = self.data_index_node(data, depth)
+        {
+            return index;
+        }
+        self.bind_scalar(data)
+    }
+
+    fn data_index_node(&mut self, data: DataId, depth: u32) -> Option<ExprId> {
+        match self.world.data.get(data).clone() {
+            DataExpr::Int { value, .. } => Some(self.world.exprs.int(value)),
+            DataExpr::Index(index) => Some(index),
+            DataExpr::Cast {
+                dtype: DType::Int32 | DType::Int64,
+                value,
+            } => Some(self.data_index(value, depth + 1)),
+            DataExpr::Binary { op, lhs, rhs } => {
+                let combine: fn(&mut tilec_ir::ExprArena, ExprId, ExprId) -> ExprId = match op {
+                    BinaryOp::Add => tilec_ir::ExprArena::add,
+                    BinaryOp::Sub => tilec_ir::ExprArena::sub,
+                    BinaryOp::Mul => tilec_ir::ExprArena::mul,
+                    BinaryOp::FloorDiv => tilec_ir::ExprArena::floordiv,
+                    BinaryOp::Mod => tilec_ir::ExprArena::floormod,
+                    BinaryOp::Min => tilec_ir::ExprArena::min,
+                    BinaryOp::Max => tilec_ir::ExprArena::max,
+                    BinaryOp::Div
+                    | BinaryOp::Pow
+                    | BinaryOp::BitAnd
+                    | BinaryOp::BitOr
+                    | BinaryOp::BitXor
+                    | BinaryOp::Shl
+                    | BinaryOp::Shr
+                    | BinaryOp::And
+                    | BinaryOp::Or => return None,
+                };
+                let a = self.data_index(lhs, depth + 1);
+                let b = self.data_index(rhs, depth + 1);
+                Some(combine(&mut self.world.exprs, a, b))
+            }
+            DataExpr::Float { .. }
+            | DataExpr::Load { .. }
+            | DataExpr::ReadVar(_)
+            | DataExpr::Neg(_)
+            | DataExpr::Not(_)
+            | DataExpr::Compare { .. }
+            | DataExpr::Call { .. }
+            | DataExpr::Cast { .. }
+            | DataExpr::Select { .. } => None,
+        }
+    }
+
+    /// A fresh index variable bound to `data` by a [`EntityKind::Bind`] statement where the
+    /// current statement stands, or the one an earlier read of the same element already has where
+    /// that binding is in scope and nothing has written the buffer since.
+    fn bind_scalar(&mut self, data: DataId) -> ExprId {
+        let read = self.world.data.get(data).clone();
+        let reusable = matches!(read, DataExpr::Load { .. } | DataExpr::ReadVar(_));
+        if reusable
+            && let Some(bound) = self
+                .bound_scalars
+                .iter()
+                .rev()
+                .find(|bound| bound.read == read && self.encloses_current(bound.block))
+        {
+            return bound.index;
+        }
+        let name = self.binding_name(data);
+        let var = self.world.exprs.var(&name, None);
+        let entity = self.add_entity(EntityKind::Bind);
+        let accesses = crate::dsl::load_accesses(&self.world.data, data);
+        self.world.accesses.set(entity, accesses);
+        self.world
+            .bindings
+            .set(entity, tilec_ir::Binding { var, value: data });
+        let index = self.world.exprs.var_expr(var);
+        if reusable {
+            self.bound_scalars.push(crate::builder::BoundScalar {
+                read,
+                index,
+                block: self.block,
+            });
+        }
+        index
+    }
+
+    /// Whether statements added now are inside `block`: it is the current block or one that
+    /// contains it.
+    fn encloses_current(&self, block: Option<crate::builder::Block>) -> bool {
+        use crate::builder::Block;
+        let mut current = self.block;
+        loop {
+            if current == block {
+                return true;
+            }
+            let Some(Block::Body(owner) | Block::Else(owner)) = current else {
+                return false;
+            };
+            current = self.world.parents.get(owner).map(|&parent| {
+                let in_else = self
+                    .world
+                    .else_bodies
+                    .get(parent)
+                    .is_some_and(|body| body.contains(&owner));
+                if in_else {
+                    Block::Else(parent)
+                } else {
+                    Block::Body(parent)
+                }
+            });
+        }
+    }
+
+    /// Drops the remembered run-time scalars whose buffer a statement with `accesses` writes: a
+    /// read after it may see another value.
+    pub(crate) fn forget_bindings_written(&mut self, accesses: &[tilec_ir::Access]) {
+        let written: Vec<tilec_ir::EntityId> = accesses
+            .iter()
+            .filter(|access| access.kind != tilec_ir::AccessKind::Read)
+            .map(|access| access.region.buffer)
+            .collect();
+        self.bound_scalars.retain(|bound| match &bound.read {
+            DataExpr::Load { buffer, .. } | DataExpr::ReadVar(buffer) => !written.contains(buffer),
+            _ => false,
+        });
+    }
+
+    /// Whether `value` is an integer only known when the kernel runs: integer data, one element of
+    /// an integer buffer, or an integer `T.alloc_var`.
+    fn is_runtime_integer(&self, value: &Value<'_>) -> bool {
+        let integer = |dtype: Option<DType>| dtype.is_none_or(DType::is_int);
+        match value {
+            Value::Data { dtype, .. } => integer(*dtype),
+            Value::Region(region) => {
+                region.dims.iter().all(|dim| dim.extent.is_none())
+                    && integer(self.world.dtypes.get(region.buffer).copied())
+            }
+            Value::Buffer(buffer) => {
+                self.world.kind(*buffer) == Some(EntityKind::Var)
+                    && integer(self.world.dtypes.get(*buffer).copied())
+            }
+            _ => false,
+        }
+    }
+
+    /// The name a bound run-time scalar prints as: the buffer or variable it is read from, so that
+    /// `Indices[bz, i]` used as an index reads `Indices_i0` in the IR and the CUDA.
+    fn binding_name(&self, data: DataId) -> String {
+        let source = match self.world.data.get(data) {
+            DataExpr::Load { buffer, .. } | DataExpr::ReadVar(buffer) => {
+                self.world.name(*buffer).to_owned()
+            }
+            _ => "rt".to_owned(),
+        };
+        let count = self.world.bindings.iter().count();
+        format!("{source}_i{count}")
     }
 
     /// The value as a data expression: literals, indices, element loads and data all convert.

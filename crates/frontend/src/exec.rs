@@ -386,6 +386,7 @@ impl Builder<'_> {
             kind: AccessKind::Write,
             region: write,
         });
+        self.forget_bindings_written(&accesses);
         self.world.accesses.set(entity, accesses);
         let indices = target.dims.iter().map(|dim| dim.start).collect();
         self.world.stores.set(

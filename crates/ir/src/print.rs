@@ -132,6 +132,14 @@ impl World {
                 Some(&cond) => format!("if {}", self.display_data(cond)),
                 None => "if".to_owned(),
             },
+            Some(EntityKind::Bind) => match self.bindings.get(entity) {
+                Some(binding) => format!(
+                    "let {} = {}",
+                    self.exprs.var_info(binding.var).name,
+                    self.display_data(binding.value)
+                ),
+                None => "let".to_owned(),
+            },
             None => "?".to_owned(),
         }
     }

@@ -306,6 +306,10 @@ pub enum Stmt {
     },
     /// Binds `var` to an index for the rest of the enclosing statement list.
     Let { var: VarId, value: ExprId },
+    /// Binds `var` to an integer value computed at run time (an element read from memory, by
+    /// [`tilec_ir::Binding`](crate::Binding)) for the rest of the enclosing statement list. The
+    /// value is converted to a 64-bit index.
+    Bind { var: VarId, value: ValueId },
     If {
         cond: ValueId,
         then: Vec<Stmt>,

@@ -40,6 +40,11 @@ pub enum EntityKind {
     Store,
     /// A runtime `if`.
     If,
+    /// A run-time scalar given a name for index arithmetic: a value read from memory
+    /// (`Indices[bz, i]`, a `T.alloc_var`) used as an index, a slice bound, a loop extent or a
+    /// `T.ceildiv` argument. It binds a fresh index variable, of no known range, to the value
+    /// where the statement that uses it stands (see [`Binding`]).
+    Bind,
 }
 
 /// Where a buffer lives. The names are TileLang's scope strings.
@@ -248,6 +253,15 @@ impl TileOp {
     }
 }
 
+/// The index variable a [`EntityKind::Bind`] entity introduces and the integer value it takes
+/// each time the statement runs. Every later index expression of the kernel may use the variable;
+/// passes treat it as a symbol whose range is unknown, as they treat a symbolic size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Binding {
+    pub var: VarId,
+    pub value: DataId,
+}
+
 /// A store of one value to one element (`A[i, j] = v`; `A[i] += v` is stored desugared).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Store {
@@ -355,6 +369,7 @@ pub struct World {
     pub loops: Column<LoopInfo>,
     pub ops: Column<TileOp>,
     pub stores: Column<Store>,
+    pub bindings: Column<Binding>,
     pub conditions: Column<DataId>,
     pub accesses: Column<Vec<Access>>,
     /// Buffers made by `T.reshape` / `T.view`: the buffer whose storage each shares, never itself

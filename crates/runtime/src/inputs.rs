@@ -2,7 +2,7 @@
 //! seeded random values, outputs zeroed (the emulator poisons write-only ones itself).
 
 use tilec_ir::ThreadProgram;
-use tilec_ir::thread::ParamAccess;
+use tilec_ir::thread::{BufferId, ParamAccess, Stmt, Value, for_each_stmt};
 
 use crate::tensor::HostTensor;
 
@@ -46,6 +46,7 @@ pub fn make_tensors(
 ) -> Result<Vec<HostTensor>, String> {
     let shapes = param_shapes(program, scalars)?;
     check_host_size(program, &shapes, on_gpu)?;
+    let indices = index_buffers(program);
     program
         .params
         .iter()
@@ -53,16 +54,52 @@ pub fn make_tensors(
         .enumerate()
         .map(|(position, (param, shape))| {
             let dtype = program.buffer(param.buffer).dtype;
+            let seed = seed.wrapping_add(position as u64 * 0x9e37_79b9);
             match param.access {
                 ParamAccess::Write => HostTensor::try_zeros(dtype, &shape),
-                ParamAccess::Read | ParamAccess::ReadWrite => HostTensor::try_random(
-                    dtype,
-                    &shape,
-                    seed.wrapping_add(position as u64 * 0x9e37_79b9),
-                ),
+                ParamAccess::Read | ParamAccess::ReadWrite if indices.contains(&param.buffer) => {
+                    HostTensor::try_random_indices(dtype, &shape, seed)
+                }
+                ParamAccess::Read | ParamAccess::ReadWrite => {
+                    HostTensor::try_random(dtype, &shape, seed)
+                }
             }
         })
         .collect()
+}
+
+/// The buffers the program reads run-time indices from: those a [`Stmt::Bind`] value loads.
+fn index_buffers(program: &ThreadProgram) -> Vec<BufferId> {
+    let mut roots = Vec::new();
+    for_each_stmt(&program.body, &mut |stmt| {
+        if let Stmt::Bind { value, .. } = stmt {
+            roots.push(*value);
+        }
+    });
+    let mut buffers = Vec::new();
+    let mut seen = vec![false; program.values.len()];
+    while let Some(id) = roots.pop() {
+        match seen.get_mut(id.index()) {
+            Some(visited) if !*visited => *visited = true,
+            _ => continue,
+        }
+        match program.value(id) {
+            Value::Load { buffer, .. } => buffers.push(*buffer),
+            Value::Float { .. } | Value::Int { .. } | Value::Index(_) => {}
+            Value::Unary { arg, .. } => roots.push(*arg),
+            Value::Cast { value, .. } | Value::ShuffleXor { value, .. } => roots.push(*value),
+            Value::Binary { lhs, rhs, .. } | Value::Compare { lhs, rhs, .. } => {
+                roots.extend([*lhs, *rhs]);
+            }
+            Value::Select {
+                cond,
+                then,
+                otherwise,
+                ..
+            } => roots.extend([*cond, *then, *otherwise]),
+        }
+    }
+    buffers
 }
 
 /// The most elements the tensors of one GPU launch may have together on the host, where each

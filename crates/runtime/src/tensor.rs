@@ -69,6 +69,25 @@ impl HostTensor {
 
     /// [`HostTensor::random`] for a shape from user code: an error when memory cannot hold it.
     pub fn try_random(dtype: DType, shape: &[usize], seed: u64) -> Result<HostTensor, String> {
+        Self::random_in(dtype, shape, seed, -8..8)
+    }
+
+    /// Random integers in [0, 8) (floats as [`HostTensor::try_random`]): for a tensor the kernel
+    /// reads indices from, whose negative values would only exercise the bounds guards.
+    pub fn try_random_indices(
+        dtype: DType,
+        shape: &[usize],
+        seed: u64,
+    ) -> Result<HostTensor, String> {
+        Self::random_in(dtype, shape, seed, 0..8)
+    }
+
+    fn random_in(
+        dtype: DType,
+        shape: &[usize],
+        seed: u64,
+        integers: std::ops::Range<i32>,
+    ) -> Result<HostTensor, String> {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let count = element_count(shape)?;
         let mut values = allocate(count)?;
@@ -78,7 +97,7 @@ impl HostTensor {
             } else if dtype == DType::Bool {
                 f64::from(u8::from(rng.gen_bool(0.5)))
             } else {
-                f64::from(rng.gen_range(-8i32..8))
+                f64::from(rng.gen_range(integers.clone()))
             };
             round_to(dtype, raw)
         }));

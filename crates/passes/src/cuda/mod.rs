@@ -554,6 +554,7 @@ fn stmt_kind(stmt: &Stmt) -> &'static str {
     match stmt {
         Stmt::For { .. } => "for",
         Stmt::Let { .. } => "let",
+        Stmt::Bind { .. } => "bind",
         Stmt::If { .. } => "if",
         Stmt::Store { .. } => "store",
         Stmt::VectorCopy { .. } => "vector copy",

@@ -34,6 +34,7 @@ impl Printer<'_> {
                 body,
             } => self.for_loop(*var, *extent, *unroll, body),
             Stmt::Let { var, value } => self.let_binding(*var, *value),
+            Stmt::Bind { var, value } => self.value_binding(*var, *value),
             Stmt::If {
                 cond,
                 then,
@@ -199,6 +200,24 @@ impl Printer<'_> {
             }
         };
         self.line(&line);
+    }
+
+    /// A run-time scalar named for the index arithmetic after it. Its range is unknown, so it is
+    /// declared `long long`, as an index of unknown range is: a 64-bit offset never wraps.
+    fn value_binding(&mut self, var: VarId, value: ValueId) {
+        self.declare_temporaries(value);
+        let (printed, _) = self.root_value(value);
+        self.forget_temporaries();
+        let Some(name) = self.bind(var) else {
+            let comment = self.invalid("a bound run-time variable is not in the arena");
+            self.line(&comment);
+            return;
+        };
+        self.long_names.insert(name.clone());
+        self.line(&format!(
+            "const long long {name} = (long long)({});",
+            printed.text
+        ));
     }
 
     fn if_else(&mut self, cond: ValueId, then: &[Stmt], otherwise: &[Stmt]) {

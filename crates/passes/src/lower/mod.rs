@@ -725,8 +725,33 @@ impl<'w> Lowering<'w> {
             Some(EntityKind::TileOp) => self.tile_op(entity, out),
             Some(EntityKind::Store) => self.top_level_store(entity, out),
             Some(EntityKind::If) => self.lower_if(entity, out, false),
-            _ => Ok(()),
+            Some(EntityKind::Bind) => {
+                let accesses = self.entity_shared_accesses(entity);
+                self.sync.before(&accesses, out);
+                self.bind(entity, out)
+            }
+            // Declarations: buffers were declared with the launch, and parameters and launches
+            // are not statements of a body.
+            Some(EntityKind::Param | EntityKind::Kernel | EntityKind::Buffer | EntityKind::Var)
+            | None => Ok(()),
         }
+    }
+
+    /// A run-time scalar named for the index arithmetic after it. Every thread computes it (a
+    /// block-wide scalar is read by all threads from the same address, which the cache serves
+    /// once), so no thread waits for another to publish it.
+    fn bind(&mut self, entity: EntityId, out: &mut Vec<Stmt>) -> Result<(), Unlowerable> {
+        let binding = *self
+            .world
+            .bindings
+            .get(entity)
+            .ok_or_else(|| Unlowerable::new("a run-time scalar without a value"))?;
+        let value = self.value_as(binding.value, DType::Int64)?;
+        out.push(Stmt::Bind {
+            var: binding.var,
+            value,
+        });
+        Ok(())
     }
 
     fn lower_loop(&mut self, entity: EntityId, out: &mut Vec<Stmt>) -> Result<(), Unlowerable> {
@@ -1073,7 +1098,9 @@ impl<'w> Lowering<'w> {
                 ))),
                 None => Ok(()),
             },
-            _ => Ok(()),
+            Some(EntityKind::Bind) => self.bind(entity, out),
+            Some(EntityKind::Param | EntityKind::Kernel | EntityKind::Buffer | EntityKind::Var)
+            | None => Ok(()),
         }
     }
 

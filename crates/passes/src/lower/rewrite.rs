@@ -79,6 +79,10 @@ impl<'p, L: Leaves> Rewriter<'p, L> {
                 var: *var,
                 value: self.expr(*value),
             },
+            Stmt::Bind { var, value } => Stmt::Bind {
+                var: *var,
+                value: self.value(*value),
+            },
             Stmt::If {
                 cond,
                 then,

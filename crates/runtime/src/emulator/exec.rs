@@ -158,6 +158,7 @@ impl<'p> Machine<'p, '_> {
                 var, extent, body, ..
             } => self.exec_for(*var, *extent, body, active),
             Stmt::Let { var, value } => self.exec_let(*var, *value, active),
+            Stmt::Bind { var, value } => self.exec_bind(*var, *value, active),
             Stmt::If {
                 cond,
                 then,
@@ -403,6 +404,39 @@ impl<'p> Machine<'p, '_> {
             match self.index(value, first, None)?.first() {
                 Some(&v) => Binding::Uniform(v),
                 None => Binding::Unbound,
+            }
+        };
+        let outer = std::mem::replace(&mut self.env.vars[slot], binding);
+        self.shadowed.push((slot, outer));
+        Ok(())
+    }
+
+    /// Binds `var` to an integer computed at run time in each active thread (a value read from
+    /// memory used as an index): uniform when every thread has the same one, as a block-wide
+    /// scalar read usually does.
+    fn exec_bind(&mut self, var: VarId, value: ValueId, active: &[u32]) -> Result<(), Fault> {
+        let slot = self.var_slot(var)?;
+        let column = self.eval_all(value, active)?;
+        // Integer values are exact in the emulator's f64 columns; the conversion truncates as C's
+        // cast to `long long` does, and a value out of range becomes an index the bounds check
+        // reports.
+        let values: Vec<i64> = self
+            .frame
+            .column(column)
+            .iter()
+            .map(|&v| v as i64)
+            .collect();
+        let binding = match values.first() {
+            None => Binding::Unbound,
+            Some(&first) if values.iter().all(|&v| v == first) => Binding::Uniform(first),
+            Some(_) => {
+                let mut per_thread = vec![0; self.threads];
+                for (&thread, &v) in active.iter().zip(&values) {
+                    if let Some(entry) = per_thread.get_mut(thread as usize) {
+                        *entry = v;
+                    }
+                }
+                Binding::PerThread(per_thread)
             }
         };
         let outer = std::mem::replace(&mut self.env.vars[slot], binding);

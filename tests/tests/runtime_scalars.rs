@@ -1,0 +1,248 @@
+//! Run-time scalars inside kernels (issue 30): a value read from a tensor or a `T.alloc_var`
+//! used as an index, a slice bound, a loop extent or a `T.ceildiv` argument. Each kernel is
+//! written for the test; it is checked, lowered, and run in the emulator on inputs chosen here,
+//! against a reference computed here from the same inputs.
+
+use tilec_db::RootDatabase;
+use tilec_ir::ThreadProgram;
+use tilec_runtime::inputs::make_tensors;
+use tilec_runtime::{HostTensor, run_program};
+use tilec_tests::{assert_matches, describe_all, on_analysis_stack, run_pipeline, source_file};
+
+/// `Rows[bx]` as the row index of a gather, `Offsets[bx]` as the start of a copied slice, a
+/// count read from a tensor as a serial loop's extent and through `T.ceildiv`, and a
+/// `T.alloc_var` as an index.
+const KERNELS: &str = r#"import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def gather_rows(M, N, R, dtype="float32"):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), Rows: T.Tensor((R,), "int32"), Y: T.Tensor((R, N), dtype)):
+        with T.Kernel(R, threads=32) as bx:
+            row = Rows[bx]
+            for j in T.Parallel(N):
+                Y[bx, j] = X[row, j]
+
+    return main
+
+
+@tilelang.jit
+def copy_segments(M, N, G, block=16, dtype="float32"):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), Offsets: T.Tensor((G,), "int32"), Y: T.Tensor((G * block, N), dtype)):
+        with T.Kernel(G, threads=64) as bx:
+            start = Offsets[bx]
+            s = T.alloc_shared((block, N), dtype)
+            T.copy(X[start:start + block, :], s)
+            T.copy(s, Y[bx * block:(bx + 1) * block, :])
+
+    return main
+
+
+@tilelang.jit
+def prefix_rows(M, N, G, dtype="float32"):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), Counts: T.Tensor((G,), "int32"), Y: T.Tensor((G, N), dtype), Z: T.Tensor((G, N), dtype)):
+        with T.Kernel(G, threads=32) as bx:
+            for j in T.Parallel(N):
+                Y[bx, j] = 0.0
+                Z[bx, j] = 0.0
+            for k in T.serial(Counts[bx]):
+                for j in T.Parallel(N):
+                    Y[bx, j] += X[k, j]
+            for k in T.serial(T.ceildiv(Counts[bx], 2)):
+                for j in T.Parallel(N):
+                    Z[bx, j] += X[2 * k, j]
+
+    return main
+
+
+@tilelang.jit
+def var_index(M, N, R, dtype="float32"):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), Rows: T.Tensor((R,), "int32"), Y: T.Tensor((R, N), dtype)):
+        with T.Kernel(R, threads=32) as bx:
+            r = T.alloc_var("int32")
+            r = Rows[bx]
+            for j in T.Parallel(N):
+                Y[bx, j] = X[r, j]
+            r = r + 1
+            for j in T.Parallel(N):
+                Y[bx, j] = Y[bx, j] + X[r, j]
+
+    return main
+
+
+gather_rows(64, 32, 16)
+copy_segments(256, 32, 8)
+prefix_rows(16, 32, 8)
+var_index(64, 32, 16)
+"#;
+
+/// The file's database, after checking that it has no diagnostics.
+fn analysed(name: &str, text: &str) -> (RootDatabase, tilec_db::SourceFile) {
+    let db = RootDatabase::default();
+    let file = source_file(&db, name, text);
+    let diagnostics = run_pipeline(&db, file);
+    assert!(
+        diagnostics.is_empty(),
+        "{}",
+        describe_all(&db, file, &diagnostics)
+    );
+    (db, file)
+}
+
+/// The printed world and the thread program of the first instance of `kernel`.
+fn lowered(db: &RootDatabase, file: tilec_db::SourceFile, kernel: &str) -> (String, ThreadProgram) {
+    let instance = tilec_tests::instance(db, file, kernel, 0);
+    let world = tilec_db::kernel_world(db, instance).pretty();
+    let programs = match tilec_db::thread_programs(db, instance).as_ref() {
+        Ok(programs) => programs.clone(),
+        Err(diagnostics) => panic!("{kernel}: cannot lower: {diagnostics:#?}"),
+    };
+    assert_eq!(programs.len(), 1, "{kernel}: one launch");
+    (world, programs[0].clone())
+}
+
+/// Runs `program` with the integer tensor at `index_param` replaced by `indices` (the others
+/// seeded random) and returns the tensors after the run.
+fn emulate(program: &ThreadProgram, index_param: usize, indices: &[i64]) -> Vec<HostTensor> {
+    let mut tensors = make_tensors(program, &[], 7, false).expect("shapes evaluate");
+    let slot = &mut tensors[index_param];
+    assert_eq!(slot.values.len(), indices.len(), "index tensor size");
+    slot.values = indices.iter().map(|&i| i as f64).collect();
+    if let Err(error) = run_program(program, &mut tensors, &[]) {
+        panic!("{}: emulator: {error}", program.name);
+    }
+    tensors
+}
+
+fn row(t: &HostTensor, r: usize) -> &[f64] {
+    let width = t.shape[1];
+    &t.values[r * width..(r + 1) * width]
+}
+
+#[test]
+fn a_value_read_from_a_tensor_indexes_a_gather() {
+    on_analysis_stack(|| {
+        let (db, file) = analysed("gather.py", KERNELS);
+        let (world, program) = lowered(&db, file, "gather_rows");
+        // The read is bound where it is used, inside the parallel loop, and named after its tensor.
+        assert!(world.contains("let Rows_i0 = Rows[bx]"), "{world}");
+        let rows = [63, 0, 5, 5, 17, 2, 40, 33, 1, 62, 9, 9, 12, 50, 7, 31];
+        let t = emulate(&program, 1, &rows);
+        let expected: Vec<f64> = rows
+            .iter()
+            .flat_map(|&r| row(&t[0], r as usize).to_vec())
+            .collect();
+        assert_matches("Y", &t[2], expected);
+    });
+}
+
+#[test]
+fn a_read_offset_bounds_a_copied_slice_of_constant_extent() {
+    on_analysis_stack(|| {
+        let (db, file) = analysed("segments.py", KERNELS);
+        let (world, program) = lowered(&db, file, "copy_segments");
+        // One binding for both bounds: the slice `start:start + 16` has extent 16, which the copy
+        // into a 16-row tile needs.
+        assert!(
+            world.contains("copy X[Offsets_i0:Offsets_i0 + 16, :] -> s[:, :]"),
+            "{world}"
+        );
+        assert_eq!(world.matches("let ").count(), 1, "{world}");
+        let offsets = [0, 240, 17, 3, 100, 99, 128, 5];
+        let t = emulate(&program, 1, &offsets);
+        let expected: Vec<f64> = offsets
+            .iter()
+            .flat_map(|&o| (0..16).map(move |r| o as usize + r))
+            .flat_map(|r| row(&t[0], r).to_vec())
+            .collect();
+        assert_matches("Y", &t[2], expected);
+    });
+}
+
+#[test]
+fn a_count_read_from_a_tensor_is_a_loop_extent_and_a_ceildiv_argument() {
+    on_analysis_stack(|| {
+        let (db, file) = analysed("prefix.py", KERNELS);
+        let (_, program) = lowered(&db, file, "prefix_rows");
+        // Counts of 0 (the loops do not run), odd and even, up to M.
+        let counts = [0, 1, 2, 5, 16, 7, 8, 3];
+        let t = emulate(&program, 1, &counts);
+        let n = t[0].shape[1];
+        let sum_rows = |rows: &mut dyn Iterator<Item = usize>| {
+            let mut total = vec![0.0; n];
+            for r in rows {
+                for (acc, x) in total.iter_mut().zip(row(&t[0], r)) {
+                    *acc += x;
+                }
+            }
+            total
+        };
+        let prefix: Vec<f64> = counts
+            .iter()
+            .flat_map(|&c| sum_rows(&mut (0..c as usize)))
+            .collect();
+        let even: Vec<f64> = counts
+            .iter()
+            .flat_map(|&c| sum_rows(&mut (0..(c as usize).div_ceil(2)).map(|k| 2 * k)))
+            .collect();
+        assert_matches("Y", &t[2], prefix);
+        assert_matches("Z", &t[3], even);
+    });
+}
+
+#[test]
+fn an_alloc_var_indexes_and_a_write_to_it_rebinds() {
+    on_analysis_stack(|| {
+        let (db, file) = analysed("var.py", KERNELS);
+        let (world, program) = lowered(&db, file, "var_index");
+        // The variable is written between the two loops, so the second read is a new binding.
+        assert_eq!(world.matches("let r_").count(), 2, "{world}");
+        let rows = [0, 1, 5, 5, 17, 2, 40, 33, 1, 62, 9, 9, 12, 50, 7, 31];
+        let t = emulate(&program, 1, &rows);
+        let expected: Vec<f64> = rows
+            .iter()
+            .flat_map(|&r| {
+                let (a, b) = (row(&t[0], r as usize), row(&t[0], r as usize + 1));
+                a.iter().zip(b).map(|(x, y)| x + y).collect::<Vec<_>>()
+            })
+            .collect();
+        assert_matches("Y", &t[2], expected);
+    });
+}
+
+/// A float read from memory is not an index: the message says what was found, at the index.
+#[test]
+fn a_float_read_from_memory_is_still_not_an_index() {
+    let text = r#"import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def k(M=16, N=16):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), W: T.Tensor((M,), "float32"), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(M, threads=32) as bx:
+            for j in T.Parallel(N):
+                Y[bx, j] = X[W[bx], j]
+
+    return main
+"#;
+    let (listing, count) = on_analysis_stack(|| {
+        let db = RootDatabase::default();
+        let file = source_file(&db, "float_index.py", text);
+        let diagnostics = run_pipeline(&db, file);
+        (describe_all(&db, file, &diagnostics), diagnostics.len())
+    });
+    assert_eq!(count, 1, "{listing}");
+    assert!(
+        listing.contains("11")
+            && listing.contains("unsupported-syntax")
+            && listing.contains("an index must be an integer expression, found a buffer region"),
+        "{listing}"
+    );
+}
