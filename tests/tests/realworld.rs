@@ -200,8 +200,10 @@ struct FileResult {
 
 fn analyse(dir: &Path, relative: &str) -> FileResult {
     let text = std::fs::read_to_string(dir.join(relative)).expect("a real-world file is readable");
-    let db = RootDatabase::default();
+    let mut db = RootDatabase::default();
     let file = source_file(&db, dir.join(relative), text);
+    // Sibling modules the example imports are read as `tilec check` reads them.
+    tilec_lsp::workspace::load_imported_files(&mut db, &[file], &|_| false);
     let mut entry = toml::Table::new();
     if let Some(why) = out_of_scope(relative) {
         entry.insert("out_of_scope".to_owned(), why.into());
