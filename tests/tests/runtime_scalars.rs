@@ -75,10 +75,30 @@ def var_index(M, N, R, dtype="float32"):
     return main
 
 
+@tilelang.jit
+def count_positive(M, N):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), C: T.Tensor((M,), "int32"), D: T.Tensor((M,), "int32")):
+        with T.Kernel(M, threads=32) as bx:
+            n = T.alloc_var("int32")
+            m = T.alloc_var("int32")
+            T.clear(n)
+            T.fill(m, 3)
+            for j in T.serial(N):
+                if X[bx, j] > 0:
+                    n = n + 1
+                    m = m + 1
+            C[bx] = n
+            D[bx] = m
+
+    return main
+
+
 gather_rows(64, 32, 16)
 copy_segments(256, 32, 8)
 prefix_rows(16, 32, 8)
 var_index(64, 32, 16)
+count_positive(8, 32)
 "#;
 
 /// The file's database, after checking that it has no diagnostics.
@@ -212,6 +232,24 @@ fn an_alloc_var_indexes_and_a_write_to_it_rebinds() {
             })
             .collect();
         assert_matches("Y", &t[2], expected);
+    });
+}
+
+#[test]
+fn clear_and_fill_set_an_alloc_var() {
+    on_analysis_stack(|| {
+        let (db, file) = analysed("count.py", KERNELS);
+        let (_, program) = lowered(&db, file, "count_positive");
+        let mut t = make_tensors(&program, &[], 11, false).expect("shapes evaluate");
+        if let Err(error) = run_program(&program, &mut t, &[]) {
+            panic!("count_positive: emulator: {error}");
+        }
+        let positive: Vec<f64> = (0..t[0].shape[0])
+            .map(|r| row(&t[0], r).iter().filter(|&&x| x > 0.0).count() as f64)
+            .collect();
+        assert!(positive.iter().any(|&n| n > 0.0), "some positive inputs");
+        assert_matches("C", &t[1], positive.clone());
+        assert_matches("D", &t[2], positive.iter().map(|n| n + 3.0).collect());
     });
 }
 

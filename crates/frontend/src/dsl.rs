@@ -559,6 +559,21 @@ impl Builder<'_> {
         Ok(Value::Buffer(var))
     }
 
+    /// `T.clear(v)` / `T.fill(v, x)` on a `T.alloc_var` scalar: a store of zero or `x` to it, as
+    /// TileLang fills the one element of its buffer.
+    fn fill_var<'a>(&mut self, var: EntityId, name: &str, args: &Args<'a>) -> Eval<Value<'a>> {
+        let value = match name {
+            "clear" => Value::Int(0),
+            _ => self.required(args, 1, "value")?,
+        };
+        let target = Region {
+            buffer: var,
+            dims: Vec::new(),
+        };
+        self.store(target, value, args.span)?;
+        Ok(Value::None)
+    }
+
     /// A tile-op operand: a whole buffer or a region of one.
     fn region_arg(&mut self, args: &Args<'_>, index: usize, name: &str) -> Eval<Region> {
         let span = args.span_of(index, name);
@@ -585,6 +600,12 @@ impl Builder<'_> {
     }
 
     fn tile_op<'a>(&mut self, name: &str, args: Args<'a>) -> Eval<Value<'a>> {
+        if matches!(name, "clear" | "fill")
+            && let Some(Value::Buffer(var)) = args.get(0, "buffer")
+            && self.world.kind(*var) == Some(EntityKind::Var)
+        {
+            return self.fill_var(*var, name, &args);
+        }
         let op = match name {
             "copy" => TileOp::Copy {
                 src: self.region_arg(&args, 0, "src")?,

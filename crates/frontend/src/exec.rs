@@ -359,7 +359,7 @@ impl Builder<'_> {
     }
 
     /// A store of one value to one buffer element (or to a `T.alloc_var` scalar).
-    fn store(&mut self, target: Region, value: Value<'_>, span: Span) -> Eval<()> {
+    pub(crate) fn store(&mut self, target: Region, value: Value<'_>, span: Span) -> Eval<()> {
         if target.dims.iter().any(|dim| dim.extent.is_some()) {
             return Err(self.error(
                 Code::UnsupportedSyntax,
