@@ -117,8 +117,22 @@ impl Builder<'_> {
                         "`T.dynamic` takes the symbol's name as a string",
                     ));
                 };
-                let var = self.world.exprs.var(&symbol, None);
-                Ok(Value::Index(self.world.exprs.var_expr(var)))
+                // `T.dynamic("m, n")` makes one symbol per name, as a tuple.
+                let names: Vec<&str> = symbol
+                    .split([',', ' '])
+                    .filter(|name| !name.is_empty())
+                    .collect();
+                let mut symbols: Vec<Value<'a>> = names
+                    .iter()
+                    .map(|name| {
+                        let var = self.world.exprs.var(name, None);
+                        Value::Index(self.world.exprs.var_expr(var))
+                    })
+                    .collect();
+                Ok(match symbols.len() {
+                    1 => symbols.remove(0),
+                    _ => Value::tuple(symbols),
+                })
             }
             "prim_func" | "macro" => Ok(args
                 .positional

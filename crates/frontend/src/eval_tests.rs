@@ -386,3 +386,16 @@ result = C()
         assert_eq!(run(source), expected, "{source}");
     }
 }
+
+/// `T.dynamic("m, n")` makes one symbol per name, as a tuple; one name makes one symbol.
+#[test]
+fn dynamic_symbols_one_per_name() {
+    // Symbols print as index expressions; the count and their use in arithmetic are what matter.
+    assert_eq!(expr("len(T.dynamic('seq_len, batch_plus_one'))"), "2");
+    assert_eq!(expr("len(T.dynamic('m n'))"), "2");
+    assert_eq!(expr("T.dynamic('m, n')[1] * 2"), "<an index expression>");
+    assert_eq!(
+        expr("len(T.dynamic('m'))"),
+        "meta-error: `len` needs a sequence known at compile time"
+    );
+}
