@@ -111,6 +111,11 @@ enum Command {
         /// DIR/out/<param>.npy after it (bfloat16 as float32).
         #[arg(long, value_name = "DIR")]
         save: Option<PathBuf>,
+        /// Read the tensor parameter NAME from a .npy file instead of random values: offsets,
+        /// block tables and lengths a kernel reads indices from need real values. Repeatable; the
+        /// file's shape must be the parameter's, its values are rounded to the parameter's dtype.
+        #[arg(long, value_name = "NAME=FILE", value_parser = parse_input)]
+        input: Vec<(String, PathBuf)>,
         /// Time 50 launches after a warm-up (at least 5 launches and 100 ms) and report the median (GPU only).
         #[arg(long)]
         bench: bool,
@@ -230,6 +235,16 @@ fn parse_budget(text: &str) -> Result<f64, String> {
     }
 }
 
+/// `--input NAME=FILE`.
+fn parse_input(text: &str) -> Result<(String, PathBuf), String> {
+    match text.split_once('=') {
+        Some((name, path)) if !name.is_empty() && !path.is_empty() => {
+            Ok((name.to_owned(), PathBuf::from(path)))
+        }
+        _ => Err(format!("expected NAME=FILE.npy, got `{text}`")),
+    }
+}
+
 /// The analysis runs on a thread with a large stack: the parser and the evaluator recurse over the
 /// syntax tree, and a machine-generated file can nest deeply. Only the pages used are committed.
 const ANALYSIS_STACK_BYTES: usize = 512 * 1024 * 1024;
@@ -289,6 +304,7 @@ fn run(cli: Cli) -> ExitCode {
             selection,
             device,
             save,
+            input,
             bench,
             check,
             seed,
@@ -302,6 +318,7 @@ fn run(cli: Cli) -> ExitCode {
                 selection,
                 device,
                 save,
+                inputs: input,
                 bench,
                 check,
                 seed,

@@ -37,6 +37,8 @@ pub struct RunOptions {
     pub selection: InstanceSelection,
     pub device: DeviceChoice,
     pub save: Option<PathBuf>,
+    /// `--input NAME=FILE`: tensor parameters read from .npy files instead of random values.
+    pub inputs: Vec<(String, PathBuf)>,
     pub bench: bool,
     pub check: bool,
     pub seed: u64,
@@ -111,6 +113,7 @@ pub fn run(path: &Path, options: &RunOptions) -> Result<ExitCode> {
     let program = first_program(&programs)?;
     let mut tensors = inputs::make_tensors(program, &scalars, options.seed, device.is_some())
         .map_err(anyhow::Error::msg)?;
+    read_inputs(&options.inputs, program, &mut tensors)?;
     if let Some(dir) = &options.save {
         save_tensors(&dir.join("in"), program, &tensors)?;
     }
@@ -704,6 +707,44 @@ fn print_check(out: &mut impl Write, verdict: &CheckVerdict) -> Result<()> {
     }
     if matches!(verdict, CheckVerdict::Differs(_)) {
         bail!("the GPU result differs from the emulator");
+    }
+    Ok(())
+}
+
+/// Replaces the tensors `--input` names with the files' contents, rounded to each parameter's
+/// dtype; a name that is no parameter, or a file of another shape, is an error that says so.
+fn read_inputs(
+    inputs: &[(String, PathBuf)],
+    program: &ThreadProgram,
+    tensors: &mut [HostTensor],
+) -> Result<()> {
+    for (name, path) in inputs {
+        let Some(position) = program.params.iter().position(|param| param.name == *name) else {
+            let names: Vec<&str> = program.params.iter().map(|p| p.name.as_str()).collect();
+            bail!(
+                "--input {name}: the kernel has no tensor parameter `{name}` (it has {})",
+                names.join(", ")
+            );
+        };
+        let file = npy::read_npy(path)
+            .with_context(|| format!("--input {name}: cannot read {}", path.display()))?;
+        let Some(slot) = tensors.get_mut(position) else {
+            bail!("--input {name}: the parameter has no tensor");
+        };
+        if file.shape != slot.shape {
+            bail!(
+                "--input {name}: {} has shape {:?}, the parameter {:?}",
+                path.display(),
+                file.shape,
+                slot.shape
+            );
+        }
+        let dtype = slot.dtype;
+        slot.values = file
+            .values
+            .iter()
+            .map(|&value| tilec_runtime::tensor::round_to(dtype, value))
+            .collect();
     }
     Ok(())
 }

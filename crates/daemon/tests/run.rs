@@ -75,3 +75,78 @@ fn the_bad_instance_fails_with_its_own_diagnostic() {
         "{stderr}"
     );
 }
+
+/// A gather whose row indices are read from a tensor: the indices come from `--input`, the
+/// result is checked against the gather computed here from the saved input.
+const GATHER: &str = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def gather_rows(M, N, R):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), Rows: T.Tensor((R,), "int32"), Y: T.Tensor((R, N), "float32")):
+        with T.Kernel(R, threads=32) as bx:
+            for j in T.Parallel(N):
+                Y[bx, j] = X[Rows[bx], j]
+
+    return main
+
+
+gather_rows(64, 32, 4)
+"#;
+
+#[test]
+fn input_reads_a_tensor_parameter_from_a_npy_file() {
+    use tilec_runtime::HostTensor;
+    use tilec_runtime::npy::{read_npy, write_npy};
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("gather.py");
+    std::fs::write(&path, GATHER).expect("writes the kernel");
+    let rows = HostTensor {
+        dtype: tilec_ir::DType::Int32,
+        shape: vec![4],
+        values: vec![63.0, 0.0, 17.0, 17.0],
+    };
+    let rows_path = dir.path().join("rows.npy");
+    write_npy(&rows_path, &rows).expect("writes the indices");
+    let saved = dir.path().join("saved");
+    let run = |input: &str| {
+        Command::new(env!("CARGO_BIN_EXE_tilec"))
+            .args(["run", "--device", "cpu", "--input", input, "--save"])
+            .arg(&saved)
+            .arg(&path)
+            .output()
+            .expect("tilec runs")
+    };
+    let output = run(&format!("Rows={}", rows_path.display()));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let x = read_npy(&saved.join("in/X.npy")).expect("saved X");
+    let y = read_npy(&saved.join("out/Y.npy")).expect("saved Y");
+    let expected: Vec<f64> = rows
+        .values
+        .iter()
+        .flat_map(|&r| x.values[r as usize * 32..(r as usize + 1) * 32].to_vec())
+        .collect();
+    assert_eq!(y.values, expected);
+
+    // A name that is no parameter, and a file of another shape, say so.
+    let output = run(&format!("Indices={}", rows_path.display()));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains(
+            "--input Indices: the kernel has no tensor parameter `Indices` (it has X, Rows, Y)"
+        ),
+        "{stderr}"
+    );
+    let output = run(&format!("X={}", rows_path.display()));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("has shape [4], the parameter [64, 32]"),
+        "{stderr}"
+    );
+}
