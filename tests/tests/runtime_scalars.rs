@@ -1,5 +1,6 @@
 //! Run-time scalars inside kernels (issue 30): a value read from a tensor or a `T.alloc_var`
-//! used as an index, a slice bound, a loop extent or a `T.ceildiv` argument. Each kernel is
+//! used as an index, a slice bound, a loop extent or a `T.ceildiv` argument; `T.clear`, `T.fill`
+//! and `.astype` on run-time values. Each kernel is
 //! written for the test; it is checked, lowered, and run in the emulator on inputs chosen here,
 //! against a reference computed here from the same inputs.
 
@@ -94,11 +95,26 @@ def count_positive(M, N):
     return main
 
 
+@tilelang.jit
+def half_sum(M, N):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M,), "float16")):
+        with T.Kernel(M, threads=32) as bx:
+            acc = T.alloc_var("float32")
+            T.clear(acc)
+            for j in T.serial(N):
+                acc = acc + X[bx, j].astype("float16").astype(X.dtype)
+            Y[bx] = acc.astype(Y[0].dtype)
+
+    return main
+
+
 gather_rows(64, 32, 16)
 copy_segments(256, 32, 8)
 prefix_rows(16, 32, 8)
 var_index(64, 32, 16)
 count_positive(8, 32)
+half_sum(8, 32)
 "#;
 
 /// The file's database, after checking that it has no diagnostics.
@@ -250,6 +266,30 @@ fn clear_and_fill_set_an_alloc_var() {
         assert!(positive.iter().any(|&n| n > 0.0), "some positive inputs");
         assert_matches("C", &t[1], positive.clone());
         assert_matches("D", &t[2], positive.iter().map(|n| n + 3.0).collect());
+    });
+}
+
+/// `.astype(dtype)` on an element, on a run-time value and on a `T.alloc_var` casts as
+/// `T.Cast` does; `.dtype` of an element is its buffer's.
+#[test]
+fn astype_casts_elements_values_and_variables() {
+    on_analysis_stack(|| {
+        let (db, file) = analysed("astype.py", KERNELS);
+        let (world, program) = lowered(&db, file, "half_sum");
+        assert!(
+            world.contains("acc[] = acc + T.Cast(float32, T.Cast(float16, X[bx, j]))")
+                && world.contains("Y[bx] = T.Cast(float16, acc)"),
+            "{world}"
+        );
+        let mut t = make_tensors(&program, &[], 3, false).expect("shapes evaluate");
+        if let Err(error) = run_program(&program, &mut t, &[]) {
+            panic!("half_sum: emulator: {error}");
+        }
+        let half = |x: f64| tilec_runtime::tensor::round_to(tilec_ir::DType::Float16, x);
+        let sums: Vec<f64> = (0..t[0].shape[0])
+            .map(|r| row(&t[0], r).iter().map(|&x| half(x)).sum())
+            .collect();
+        assert_matches("Y", &t[1], sums);
     });
 }
 

@@ -316,6 +316,20 @@ impl Builder<'_> {
                 },
                 "dtype",
             ) => Value::DType(*dtype),
+            // An element or a slice of a buffer has the buffer's dtype (`A_shared[0, 0].dtype`).
+            (Value::Region(region), "dtype") => match self.world.dtypes.get(region.buffer) {
+                Some(dtype) => Value::DType(*dtype),
+                None => return Err(Stop),
+            },
+            // `x.astype(dtype)` on a run-time value: a cast, as `T.Cast(dtype, x)`.
+            (Value::Region(_) | Value::Data { .. }, "astype") => {
+                Value::Method(Box::new(base.clone()), Rc::from(name))
+            }
+            (Value::Buffer(buffer), "astype")
+                if self.world.kind(*buffer) == Some(EntityKind::Var) =>
+            {
+                Value::Method(Box::new(base.clone()), Rc::from(name))
+            }
             // `k.compile(...)`, `k.get_tir(...)` and `k.get_kernel_source(...)` instantiate `k`.
             (
                 Value::KernelRef { name, .. },
@@ -582,6 +596,16 @@ impl Builder<'_> {
         }
         if let Value::Str(text) = &receiver {
             return self.str_method(text, name, args);
+        }
+        if name == "astype"
+            && matches!(
+                receiver,
+                Value::Region(_) | Value::Data { .. } | Value::Buffer(_)
+            )
+        {
+            let dtype = self.dtype_arg(&args, 0, "dtype")?;
+            let (value, _) = self.data_expr(&receiver, args.span)?;
+            return Ok(self.data(tilec_ir::DataExpr::Cast { dtype, value }, Some(dtype)));
         }
         if let (Value::Int(value), "bit_length") = (&receiver, name) {
             return Ok(Value::Int(i64::from(
