@@ -13,6 +13,7 @@ pub fn origin_words(world: &World, inferred: &Inferred) -> String {
     match &inferred.origin {
         Origin::Annotation => "T.annotate_layout".to_owned(),
         Origin::Gemm => "T.gemm (tensor-core accumulator)".to_owned(),
+        Origin::GemmOperand => "T.gemm (tensor-core A operand)".to_owned(),
         Origin::Broadcast => "read at a constant index (replicated to every thread)".to_owned(),
         Origin::Plan { vector } => format!("planned ({vector}-wide vectors)"),
         Origin::Propagated { from } => match world.kind(*from) {

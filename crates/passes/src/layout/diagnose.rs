@@ -19,6 +19,9 @@ fn element(world: &World, buffer: EntityId, index: &[i64]) -> String {
 fn origin_words(world: &World, inferred: &Inferred) -> String {
     match &inferred.origin {
         Origin::Gemm => "`T.gemm` gives it the tensor-core accumulator layout".to_owned(),
+        Origin::GemmOperand => {
+            "`T.gemm` reads it as its A operand, in the tensor-core register layout".to_owned()
+        }
         Origin::Annotation => "`T.annotate_layout` fixes it".to_owned(),
         Origin::Broadcast => "it is read at a constant index, so every thread holds it".to_owned(),
         Origin::Plan { vector } => format!("a loop planned with {vector}-wide vectors lays it out"),

@@ -28,6 +28,8 @@ pub enum Origin {
     Annotation,
     /// The tensor-core accumulator layout a `T.gemm` requires.
     Gemm,
+    /// The tensor-core register layout a `T.gemm` reads its A operand in, when A is a fragment.
+    GemmOperand,
     /// Read at a constant index inside a parallel loop: every thread needs the element.
     Broadcast,
     /// Planned freely: consecutive chunks of `vector` elements to consecutive threads.
@@ -697,6 +699,58 @@ pub(crate) fn region_indices(
 
 // ----- strict ----------------------------------------------------------------------------------
 
+/// A fragment A operand of a `T.gemm` takes the register layout its instruction reads it in, as
+/// TileLang's gemm fixes it at the strict level: the loops that fill it then follow it, and the
+/// fragments they read get layouts that agree. Where no such layout exists (a slice of a buffer,
+/// a transposed A on wgmma) the operand stays free, and lowering says what it cannot do.
+fn operand_a_strict(
+    world: &World,
+    entity: EntityId,
+    (a, transposed): (&tilec_ir::Region, bool),
+    (instruction, [m, n], threads): (GemmInstruction, [i64; 2], i64),
+    state: &mut State,
+) {
+    let Some(TileOp::Gemm { policy, .. }) = world.ops.get(entity) else {
+        return;
+    };
+    if !is_fragment(world, a.buffer) || state.buffers.contains_key(&a.buffer) {
+        return;
+    }
+    let Some(shape) = world.const_shape(a.buffer) else {
+        return;
+    };
+    let same_region = shape.len() == a.dims.len()
+        && shape.iter().zip(&a.dims).all(|(&full, dim)| {
+            world.exprs.as_int(dim.start) == Some(0)
+                && dim
+                    .extent
+                    .is_none_or(|extent| world.exprs.as_int(extent) == Some(full))
+        });
+    let [rows, depth] = shape[..] else { return };
+    let k = if transposed { rows } else { depth };
+    if !same_region || (if transposed { depth } else { rows }) != m {
+        return;
+    }
+    let layout = super::tensor_core::gemm_operand_a_layout(
+        &mut state.exprs,
+        instruction,
+        [m, n, k],
+        threads,
+        *policy,
+        transposed,
+    );
+    if let Ok(layout) = layout {
+        state.buffers.insert(
+            a.buffer,
+            Inferred {
+                layout,
+                origin: Origin::GemmOperand,
+                op: entity,
+            },
+        );
+    }
+}
+
 fn strict(
     world: &World,
     ops: &[Op],
@@ -711,7 +765,13 @@ fn strict(
             {
                 annotate(world, entity, *buffer, layout, threads, state);
             }
-            TileOp::Gemm { c, policy, .. } if is_fragment(world, c.buffer) => {
+            TileOp::Gemm {
+                a,
+                c,
+                policy,
+                transpose_a,
+                ..
+            } if is_fragment(world, c.buffer) => {
                 let Some(shape) = world.const_shape(c.buffer) else {
                     continue;
                 };
@@ -720,6 +780,14 @@ fn strict(
                     .get(&entity)
                     .copied()
                     .unwrap_or(GemmInstruction::MmaSync);
+                let operand = (a, *transpose_a);
+                operand_a_strict(
+                    world,
+                    entity,
+                    operand,
+                    (instruction, [m, n], threads),
+                    state,
+                );
                 match gemm_accumulator_layout(&mut state.exprs, instruction, m, n, threads, *policy)
                 {
                     Ok(layout) => {

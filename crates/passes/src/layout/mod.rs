@@ -17,4 +17,6 @@ pub use fragment::{Collision, FragmentLayout, flatten, fresh_vars, points};
 pub use infer::{Inferred, Layouts, LoopPlan, Origin, infer_layouts, plan_loops};
 pub use shared::{BankSwizzle, SharedLayout, Swizzle, gemm_operand_layout, merge_swizzles};
 pub use shared_infer::{SharedAssigned, SharedOrigin};
-pub use tensor_core::{GemmInstruction, select_gemm_instruction, wgmma_partition};
+pub use tensor_core::{
+    GemmInstruction, gemm_operand_a_layout, select_gemm_instruction, wgmma_partition,
+};

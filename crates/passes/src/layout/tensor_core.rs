@@ -240,6 +240,33 @@ pub fn operand_a_layout(
     )
 }
 
+/// The A-operand register layout `instruction` reads a fragment A operand in: [`operand_a_layout`]
+/// over mma.sync's warp partition, or over wgmma's, whose warps take interleaved 16-row slabs
+/// (as the accumulator's do). wgmma reads no transposed A from registers: an error says so.
+pub fn gemm_operand_a_layout(
+    arena: &mut ExprArena,
+    instruction: GemmInstruction,
+    [m, n, k]: [i64; 3],
+    threads: i64,
+    policy: WarpPolicy,
+    transposed: bool,
+) -> Result<FragmentLayout, String> {
+    let grid = match instruction {
+        GemmInstruction::MmaSync => {
+            return operand_a_layout(arena, m, n, k, threads, policy, transposed);
+        }
+        GemmInstruction::Wgmma if transposed => {
+            return Err("wgmma reads no transposed A operand from registers".to_owned());
+        }
+        GemmInstruction::Wgmma => WarpGrid::for_wgmma(m, n, threads, policy)?,
+    };
+    check_reduction_depth(k, "A")?;
+    operand_layout(arena, [m, k], false, grid.warps_n, |arena, i, j, rep| {
+        let thread = grid.operand_a_thread(arena, i, j, rep);
+        (thread, grid.operand_a_register(arena, i, j))
+    })
+}
+
 /// The B-operand register layout (k×n, for `T.gemm` with B in a fragment), replicated over the M
 /// warps.
 ///
@@ -510,7 +537,7 @@ impl WarpGrid {
     /// The A operand's thread: lane and warp row as for the accumulator, and one copy per warp
     /// column, since every warp of a row multiplies the same rows of A.
     fn operand_a_thread(&self, arena: &mut ExprArena, i: ExprId, j: ExprId, rep: VarId) -> ExprId {
-        let warp_row = digit(arena, i, None, self.tile_m, WARP_SIZE);
+        let warp_row = self.warp_row_term(arena, i);
         let lane = lane(arena, i, j);
         let own = arena.add(warp_row, lane);
         // A single warp column has a single copy; leaving out the replica term (always zero then)
@@ -527,7 +554,7 @@ impl WarpGrid {
     /// the upper or lower eight rows two, the column parity one), micro tiles M-fastest.
     fn operand_a_register(&self, arena: &mut ExprArena, i: ExprId, j: ExprId) -> ExprId {
         let micro_rows = self.tile_m / MMA_M;
-        let micro_row = digit(arena, i, Some(self.tile_m), MMA_M, 8);
+        let micro_row = self.micro_row_term(arena, i, 8);
         // With one micro row per warp the k16 step and its k8 half fuse into `j // 8 * 4`; the
         // split form is equal but prints less like TileLang's own formula.
         let depth = if micro_rows == 1 {
