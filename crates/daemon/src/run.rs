@@ -12,6 +12,7 @@ use tilec_ir::thread::persistent_blocks;
 use tilec_ir::{ConstValue, Target, ThreadProgram};
 use tilec_runtime::cuda::{DeviceTensor, EncodedTensorMap, LaunchArg, Repetitions};
 use tilec_runtime::emulator::ErrorKind;
+use tilec_runtime::tensor::RandomError;
 use tilec_runtime::{
     CudaDevice, HostTensor, compare, inputs, npy, run_program_within, tolerance_for,
 };
@@ -111,8 +112,16 @@ pub fn run(path: &Path, options: &RunOptions) -> Result<ExitCode> {
     let describe = describe_instance(db, instance);
     let mut stdout = std::io::stdout().lock();
     let program = first_program(&programs)?;
-    let mut tensors = inputs::make_tensors(program, &scalars, options.seed, device.is_some())
-        .map_err(anyhow::Error::msg)?;
+    // On the emulator the budget covers filling the inputs too: at a kernel's real sizes that
+    // alone can take seconds.
+    let budget_started = Instant::now();
+    let emulator_budget = options.emulator_budget.filter(|_| device.is_none());
+    let mut tensors = input_tensors(
+        program,
+        &scalars,
+        (options.seed, device.is_some()),
+        emulator_budget,
+    )?;
     read_inputs(&options.inputs, program, &mut tensors)?;
     if let Some(dir) = &options.save {
         save_tensors(&dir.join("in"), program, &tensors)?;
@@ -147,9 +156,8 @@ pub fn run(path: &Path, options: &RunOptions) -> Result<ExitCode> {
         None => {
             let started = Instant::now();
             for program in &programs {
-                let left = options
-                    .emulator_budget
-                    .map(|budget| budget.saturating_sub(started.elapsed()));
+                let left =
+                    emulator_budget.map(|budget| budget.saturating_sub(budget_started.elapsed()));
                 run_program_within(program, &mut tensors, &scalars, left)
                     .map_err(|error| anyhow::anyhow!("emulator: {error}"))?;
             }
@@ -709,6 +717,25 @@ fn print_check(out: &mut impl Write, verdict: &CheckVerdict) -> Result<()> {
         bail!("the GPU result differs from the emulator");
     }
     Ok(())
+}
+
+/// The seeded inputs of a launch, filled within `budget` (from now) when there is one.
+fn input_tensors(
+    program: &ThreadProgram,
+    scalars: &[i64],
+    (seed, on_gpu): (u64, bool),
+    budget: Option<Duration>,
+) -> Result<Vec<HostTensor>> {
+    let deadline = budget.map(|budget| Instant::now() + budget);
+    match inputs::make_tensors_before(program, scalars, (seed, on_gpu), deadline) {
+        Ok(tensors) => Ok(tensors),
+        Err(RandomError::OutOfTime) => bail!(
+            "emulator: stopped after its time budget of {} s while filling the inputs (not \
+             finished, not necessarily wrong); pass smaller sizes with --with",
+            budget.unwrap_or_default().as_secs_f64()
+        ),
+        Err(RandomError::TooLarge(message)) => bail!(message),
+    }
 }
 
 /// Replaces the tensors `--input` names with the files' contents, rounded to each parameter's

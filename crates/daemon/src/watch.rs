@@ -22,6 +22,7 @@ use serde_json::json;
 use tilec_db::{Instance, RootDatabase, Settings, SourceFile, outline, thread_programs};
 use tilec_ir::{Target, ThreadProgram};
 use tilec_runtime::emulator::ErrorKind;
+use tilec_runtime::tensor::RandomError;
 use tilec_runtime::{CudaDevice, inputs, run_program_within};
 
 use crate::discover::{FileId, file_id, is_regular_file};
@@ -459,8 +460,21 @@ impl Runner {
                 "reason": format!("{threads} threads is too many for the emulator; add a smaller instance in tilec.toml"),
             }));
         }
-        let mut tensors = inputs::make_tensors(program, &scalars, 0, device.is_some())
-            .map_err(anyhow::Error::msg)?;
+        // On the emulator the budget covers filling the inputs too: at a kernel's real sizes that
+        // alone can take seconds.
+        let started = Instant::now();
+        let deadline = device.is_none().then(|| started + self.emulator_budget);
+        let mut tensors =
+            match inputs::make_tensors_before(program, &scalars, (0, device.is_some()), deadline) {
+                Ok(tensors) => tensors,
+                Err(RandomError::OutOfTime) => {
+                    return Ok(json!({
+                        "result": "skipped", "device": "emulator",
+                        "reason": over_budget(self.emulator_budget),
+                    }));
+                }
+                Err(RandomError::TooLarge(message)) => return Err(anyhow::anyhow!(message)),
+            };
         let bytes = inputs::bytes_moved(program, &tensors) as f64;
         if let Some(device) = device {
             let inputs = tensors.clone();
@@ -493,7 +507,6 @@ impl Runner {
             fields["check_detail"] = json!(detail);
             return Ok(fields);
         }
-        let started = Instant::now();
         let budget = self.emulator_budget;
         for program in programs {
             let left = budget.saturating_sub(started.elapsed());

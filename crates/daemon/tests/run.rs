@@ -150,3 +150,46 @@ fn input_reads_a_tensor_parameter_from_a_npy_file() {
         "{stderr}"
     );
 }
+
+/// A kernel whose input has 2^26 elements: filling it takes about a second, longer than the
+/// emulator budget below.
+const LARGE_INPUT: &str = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def first(M=8192, N=8192):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float32"), B: T.Tensor((1,), "float32")):
+        with T.Kernel(1, threads=32):
+            B[0] = A[0, 0]
+
+    return main
+
+
+first()
+"#;
+
+/// The emulator's time budget covers filling the inputs (found by the fuzzer: a kernel at its
+/// real sizes spent many seconds there, past any budget).
+#[test]
+fn the_emulator_budget_covers_filling_the_inputs() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("large.py");
+    std::fs::write(&path, LARGE_INPUT).expect("writes the kernel");
+    let output = Command::new(env!("CARGO_BIN_EXE_tilec"))
+        .args(["run", "--device", "cpu", "--emulator-budget", "0.001"])
+        .arg(&path)
+        .output()
+        .expect("tilec runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "emulator: stopped after its time budget of 0.001 s while filling the inputs (not \
+             finished, not necessarily wrong); pass smaller sizes with --with"
+        ),
+        "{stderr}"
+    );
+}

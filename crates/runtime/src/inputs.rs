@@ -1,10 +1,12 @@
 //! The tensors of a launch: shapes evaluated for the launch's scalar parameters, inputs filled with
 //! seeded random values, outputs zeroed (the emulator poisons write-only ones itself).
 
+use std::time::Instant;
+
 use tilec_ir::ThreadProgram;
 use tilec_ir::thread::{BufferId, ParamAccess, Stmt, Value, for_each_stmt};
 
-use crate::tensor::HostTensor;
+use crate::tensor::{HostTensor, RandomError};
 
 /// The concrete shape of every tensor parameter, in parameter order; `None` names the first
 /// parameter whose shape does not evaluate (a symbolic dimension without a value).
@@ -44,8 +46,23 @@ pub fn make_tensors(
     seed: u64,
     on_gpu: bool,
 ) -> Result<Vec<HostTensor>, String> {
-    let shapes = param_shapes(program, scalars)?;
-    check_host_size(program, &shapes, on_gpu)?;
+    make_tensors_before(program, scalars, (seed, on_gpu), None).map_err(|error| match error {
+        RandomError::OutOfTime => "the time to fill the inputs ran out".to_owned(),
+        RandomError::TooLarge(message) => message,
+    })
+}
+
+/// [`make_tensors`], or [`RandomError::OutOfTime`] once `deadline` has passed: the inputs of a
+/// kernel at its real sizes can take seconds to fill, which a run with a time budget must not
+/// spend past it.
+pub fn make_tensors_before(
+    program: &ThreadProgram,
+    scalars: &[i64],
+    (seed, on_gpu): (u64, bool),
+    deadline: Option<Instant>,
+) -> Result<Vec<HostTensor>, RandomError> {
+    let shapes = param_shapes(program, scalars).map_err(RandomError::TooLarge)?;
+    check_host_size(program, &shapes, on_gpu).map_err(RandomError::TooLarge)?;
     let indices = index_buffers(program);
     program
         .params
@@ -56,12 +73,12 @@ pub fn make_tensors(
             let dtype = program.buffer(param.buffer).dtype;
             let seed = seed.wrapping_add(position as u64 * 0x9e37_79b9);
             match param.access {
-                ParamAccess::Write => HostTensor::try_zeros(dtype, &shape),
-                ParamAccess::Read | ParamAccess::ReadWrite if indices.contains(&param.buffer) => {
-                    HostTensor::try_random_indices(dtype, &shape, seed)
+                ParamAccess::Write => {
+                    HostTensor::try_zeros(dtype, &shape).map_err(RandomError::TooLarge)
                 }
                 ParamAccess::Read | ParamAccess::ReadWrite => {
-                    HostTensor::try_random(dtype, &shape, seed)
+                    let index = indices.contains(&param.buffer);
+                    HostTensor::random_before(dtype, &shape, (seed, index), deadline)
                 }
             }
         })

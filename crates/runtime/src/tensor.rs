@@ -4,6 +4,8 @@
 //! an `f64`, so one representation serves the emulator, the inputs of a GPU launch and the comparison
 //! of results. Conversion to and from device bytes happens only at the edges.
 
+use std::time::Instant;
+
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tilec_ir::DType;
@@ -18,6 +20,28 @@ pub struct HostTensor {
 
 /// A vector of `count` values, or an error when memory cannot hold it: tensor sizes come from user
 /// code, and an allocation that fails must be a message, not an abort.
+/// How many random elements are made between two looks at the deadline: about a millisecond.
+const DEADLINE_CHUNK: usize = 1 << 16;
+
+/// Why [`HostTensor::random_before`] made no tensor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RandomError {
+    /// The deadline passed while the tensor was filled.
+    OutOfTime,
+    /// The tensor cannot be held (its size overflows, or memory is short): the message says so.
+    TooLarge(String),
+}
+
+impl RandomError {
+    /// The error as the message the callers without a deadline report.
+    fn into_message(self) -> String {
+        match self {
+            RandomError::OutOfTime => "the time to fill the inputs ran out".to_owned(),
+            RandomError::TooLarge(message) => message,
+        }
+    }
+}
+
 fn allocate(count: usize) -> Result<Vec<f64>, String> {
     let mut values = Vec::new();
     values.try_reserve_exact(count).map_err(|_| {
@@ -69,17 +93,22 @@ impl HostTensor {
 
     /// [`HostTensor::random`] for a shape from user code: an error when memory cannot hold it.
     pub fn try_random(dtype: DType, shape: &[usize], seed: u64) -> Result<HostTensor, String> {
-        Self::random_in(dtype, shape, seed, -8..8)
+        Self::random_in(dtype, shape, seed, -8..8, None).map_err(RandomError::into_message)
     }
 
-    /// Random integers in [0, 8) (floats as [`HostTensor::try_random`]): for a tensor the kernel
-    /// reads indices from, whose negative values would only exercise the bounds guards.
-    pub fn try_random_indices(
+    /// Random values as [`HostTensor::try_random`] (with `indices`, integers in [0, 8): for a
+    /// tensor the kernel reads indices from, whose negative values would only exercise the bounds
+    /// guards), or [`RandomError::OutOfTime`] once `deadline` has passed: filling
+    /// a tensor of a hundred million elements takes seconds, which a caller with a time budget
+    /// (`tilec run --emulator-budget`, `tilec watch`) must not wait for.
+    pub fn random_before(
         dtype: DType,
         shape: &[usize],
-        seed: u64,
-    ) -> Result<HostTensor, String> {
-        Self::random_in(dtype, shape, seed, 0..8)
+        (seed, indices): (u64, bool),
+        deadline: Option<Instant>,
+    ) -> Result<HostTensor, RandomError> {
+        let integers = if indices { 0..8 } else { -8..8 };
+        Self::random_in(dtype, shape, seed, integers, deadline)
     }
 
     fn random_in(
@@ -87,20 +116,27 @@ impl HostTensor {
         shape: &[usize],
         seed: u64,
         integers: std::ops::Range<i32>,
-    ) -> Result<HostTensor, String> {
+        deadline: Option<Instant>,
+    ) -> Result<HostTensor, RandomError> {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let count = element_count(shape)?;
-        let mut values = allocate(count)?;
-        values.extend((0..count).map(|_| {
-            let raw = if dtype.is_float() {
-                rng.gen_range(-1.0..1.0)
-            } else if dtype == DType::Bool {
-                f64::from(u8::from(rng.gen_bool(0.5)))
-            } else {
-                f64::from(rng.gen_range(integers.clone()))
-            };
-            round_to(dtype, raw)
-        }));
+        let count = element_count(shape).map_err(RandomError::TooLarge)?;
+        let mut values = allocate(count).map_err(RandomError::TooLarge)?;
+        while values.len() < count {
+            if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+                return Err(RandomError::OutOfTime);
+            }
+            let chunk = (count - values.len()).min(DEADLINE_CHUNK);
+            values.extend((0..chunk).map(|_| {
+                let raw = if dtype.is_float() {
+                    rng.gen_range(-1.0..1.0)
+                } else if dtype == DType::Bool {
+                    f64::from(u8::from(rng.gen_bool(0.5)))
+                } else {
+                    f64::from(rng.gen_range(integers.clone()))
+                };
+                round_to(dtype, raw)
+            }));
+        }
         Ok(HostTensor {
             dtype,
             shape: shape.to_vec(),
