@@ -109,6 +109,79 @@ impl Code {
         }
     }
 
+    /// The code in one sentence: the summary column of `docs/codes/README.md` (the tidy test
+    /// checks that the table there is exactly [`Code::ALL`] with these summaries and severities).
+    pub fn summary(self) -> &'static str {
+        match self {
+            Code::ParseError => "The file is not valid Python at this point.",
+            Code::UndefinedName => "A name is used but nothing defines it.",
+            Code::UnsupportedSyntax => "Python or a `T.*` operation tilec cannot handle.",
+            Code::AssertionFailed => "An `assert` is false for this instance's arguments.",
+            Code::MissingArgument => "A call leaves out a parameter without a default.",
+            Code::InvalidCall => "An operation or function gets arguments that do not fit.",
+            Code::MetaError => "Compile-time Python fails for this instance's arguments.",
+            Code::ShapeMismatch => "Tile or tensor extents do not fit the operation.",
+            Code::DtypeMismatch => "An unknown dtype, or operand dtypes that do not fit.",
+            Code::ScopeMismatch => "A buffer is in a memory the operation cannot use.",
+            Code::SharedMemoryCapacity => "Shared memory exceeds the per-block limit.",
+            Code::ConfigError => "A `tilec.toml` cannot be read or is malformed.",
+            Code::LayoutConflict => {
+                "A loop needs a fragment's elements on threads where its layout does not put them."
+            }
+            Code::DataRace => {
+                "Several iterations of one `T.Parallel` loop store to the same element."
+            }
+            Code::RegisterPressure => {
+                "The fragments live at one point need more than 255 registers per thread."
+            }
+            Code::InvalidLayout => {
+                "An annotated fragment layout puts two elements in one register, or uses threads outside the block."
+            }
+            Code::UnevenPartition => {
+                "A fragment loop's iterations do not divide evenly among the block's threads."
+            }
+            Code::CannotLower => {
+                "`tilec run` or `tilec build` cannot turn an operation into per-thread code yet."
+            }
+            Code::GenericInstance => {
+                "A kernel is analysed with some parameters symbolic or assumed (no call site gives them)."
+            }
+            Code::UnresolvedImport => {
+                "A relative import names no file of the workspace, or an import closes a cycle."
+            }
+            Code::AnalysisLimit => {
+                "tilec stopped analysing here: the code exceeds one of tilec's own limits."
+            }
+        }
+    }
+
+    /// The severity a diagnostic of this code usually has. `register-pressure` is an error for a
+    /// buffer no block could hold (past 2^20 elements); every other code always has this one.
+    pub fn usual_severity(self) -> Severity {
+        match self {
+            Code::ParseError
+            | Code::UndefinedName
+            | Code::UnsupportedSyntax
+            | Code::AssertionFailed
+            | Code::MissingArgument
+            | Code::InvalidCall
+            | Code::MetaError
+            | Code::ShapeMismatch
+            | Code::DtypeMismatch
+            | Code::ScopeMismatch
+            | Code::SharedMemoryCapacity
+            | Code::ConfigError
+            | Code::LayoutConflict
+            | Code::InvalidLayout
+            | Code::CannotLower => Severity::Error,
+            Code::DataRace
+            | Code::RegisterPressure
+            | Code::UnevenPartition
+            | Code::AnalysisLimit => Severity::Warning,
+            Code::GenericInstance | Code::UnresolvedImport => Severity::Info,
+        }
+    }
+
     pub fn from_name(name: &str) -> Option<Code> {
         Code::ALL.into_iter().find(|code| code.name() == name)
     }
