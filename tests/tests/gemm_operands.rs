@@ -4,7 +4,7 @@
 //! The kernel is the shape of Mamba's chunk scan (a row scale read both by the loop that scales A
 //! and, through another fragment, by the loop that scales the accumulator): a first-access layout
 //! gave it a false `layout-conflict`. Checked, laid out, lowered and run in the emulator against a
-//! reference computed here. Stands alone: the kernel is written here.
+//! reference computed here. Stands alone: the kernel is `examples/scaled_gemm.py`.
 
 use tilec_db::{RootDatabase, Settings, file_diagnostics, instances, layouts, thread_programs};
 use tilec_ir::{DType, Target};
@@ -13,45 +13,7 @@ use tilec_runtime::run_program;
 use tilec_runtime::tensor::round_to;
 use tilec_tests::{assert_matches, on_analysis_stack, source_file};
 
-const SCALED_GEMM: &str = r#"
-import tilelang
-import tilelang.language as T
-
-
-@tilelang.jit
-def scaled_gemm(M=64, N=64, K=64, threads=128):
-    @T.prim_func
-    def main(
-        A: T.Tensor((M, K), "float16"),
-        B: T.Tensor((K, N), "float16"),
-        S: T.Tensor((M,), "float32"),
-        C: T.Tensor((M, N), "float32"),
-    ):
-        with T.Kernel(1, threads=threads):
-            a_shared = T.alloc_shared((M, K), "float16")
-            b_shared = T.alloc_shared((K, N), "float16")
-            s_shared = T.alloc_shared((M,), "float32")
-            a_local = T.alloc_fragment((M, K), "float16")
-            s_local = T.alloc_fragment((M,), "float32")
-            scale = T.alloc_fragment((M,), "float32")
-            acc = T.alloc_fragment((M, N), "float32")
-            T.copy(A, a_shared)
-            T.copy(B, b_shared)
-            T.copy(S, s_shared)
-            T.copy(s_shared, s_local)
-            T.clear(acc)
-            for i in T.Parallel(M):
-                scale[i] = s_local[i] * 2.0
-            T.copy(a_shared, a_local)
-            for i, j in T.Parallel(M, K):
-                a_local[i, j] = a_local[i, j] * s_local[i]
-            T.gemm(a_local, b_shared, acc)
-            for i, j in T.Parallel(M, N):
-                acc[i, j] *= scale[i]
-            T.copy(acc, C)
-
-    return main
-"#;
+const SCALED_GEMM: &str = include_str!("../../examples/scaled_gemm.py");
 
 /// Checks, lays out, lowers and runs the kernel for `target`; returns the described layout of
 /// `a_local` and where it came from.
