@@ -634,6 +634,7 @@ impl Builder<'_> {
                 self.world.names.set(param, name.to_owned());
                 if dtype.is_int() {
                     let var = self.world.exprs.var(name, None);
+                    self.world.scalar_params.set(param, var);
                     Ok(Value::Index(self.world.exprs.var_expr(var)))
                 } else {
                     Ok(self.data(tilec_ir::DataExpr::ReadVar(param), Some(dtype)))

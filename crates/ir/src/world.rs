@@ -370,6 +370,9 @@ pub struct World {
     pub ops: Column<TileOp>,
     pub stores: Column<Store>,
     pub bindings: Column<Binding>,
+    /// The symbol an integer scalar parameter (`n: T.int32`) stands for in index expressions: the
+    /// kernel takes it by value, as it takes a dynamic size.
+    pub scalar_params: Column<VarId>,
     pub conditions: Column<DataId>,
     pub accesses: Column<Vec<Access>>,
     /// Buffers made by `T.reshape` / `T.view`: the buffer whose storage each shares, never itself

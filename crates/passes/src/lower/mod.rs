@@ -488,6 +488,13 @@ impl<'w> Lowering<'w> {
         let world = self.world;
         let mut scalar_vars: Vec<VarId> = Vec::new();
         for &param in &world.params {
+            // An integer scalar parameter is passed by value, as a dynamic size is.
+            if let Some(&var) = world.scalar_params.get(param) {
+                if !scalar_vars.contains(&var) {
+                    scalar_vars.push(var);
+                }
+                continue;
+            }
             let shape = world.shapes.get(param).cloned().unwrap_or_default();
             for &extent in &shape {
                 for var in world.exprs.vars_of(extent) {
@@ -514,6 +521,19 @@ impl<'w> Lowering<'w> {
                 buffer,
                 access: self.param_access(param),
             });
+        }
+        // A symbol only the grid names (`T.ceildiv(max_seqlen, block)` of a `T.dynamic`) is passed
+        // too: the launch computes the grid from it.
+        let grid = world
+            .launches
+            .get(self.launch)
+            .map(|launch| launch.grid.clone());
+        for extent in grid.unwrap_or_default() {
+            for var in world.exprs.vars_of(extent) {
+                if !scalar_vars.contains(&var) {
+                    scalar_vars.push(var);
+                }
+            }
         }
         for var in scalar_vars {
             let name = c_identifier(&world.exprs.var_info(var).name);
