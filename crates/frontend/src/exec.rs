@@ -271,6 +271,12 @@ impl Builder<'_> {
         match target {
             Expr::Name(name) => {
                 let name = name.id.as_str();
+                // `tx = T.thread_binding(...)` enters the binding's frame for the rest of the
+                // scope: the name is the bound index.
+                let value = match value {
+                    Value::ThreadBinding(index) => Value::Index(index),
+                    other => other,
+                };
                 if let Some(Value::Buffer(var)) = lookup(env, name)
                     && self.world.kind(var) == Some(EntityKind::Var)
                     && !matches!(value, Value::Buffer(_))
@@ -472,6 +478,12 @@ impl Builder<'_> {
                 let offset = (start != 0).then(|| self.world.exprs.int(start));
                 (LoopKind::Serial, vec![count], offset)
             }
+            Value::ThreadBinding(index) => {
+                // The launch already runs one thread (or block) per value of the binding: the
+                // body runs once, with the bound index.
+                self.assign(env, &for_stmt.target, Value::Index(index))?;
+                return self.exec_body(env, &for_stmt.body);
+            }
             Value::Poison => return Err(Stop),
             other => return self.unroll(env, for_stmt, other, span),
         };
@@ -499,6 +511,45 @@ impl Builder<'_> {
             }
             bind(env, name, Value::Index(value));
         }
+        let (mut names, mut extents) = (names, extents);
+        let mut body: &'a [Stmt] = &for_stmt.body;
+        // Directly nested parallel loops are one nest, as TileLang merges them:
+        // `for i in T.parallel(m): for j in T.parallel(n):` is `for i, j in T.Parallel(m, n)`.
+        while kind == LoopKind::Parallel
+            && start.is_none()
+            && let [Stmt::For(inner)] = body
+            && inner.orelse.is_empty()
+            && !inner.is_async
+        {
+            let Value::LoopFrame {
+                kind: LoopKind::Parallel,
+                extents: inner_extents,
+                start: None,
+            } = self.eval(env, &inner.iter)?
+            else {
+                break;
+            };
+            let inner_names = loop_targets(&inner.target);
+            let independent = inner_extents.iter().all(|&e| {
+                self.world
+                    .exprs
+                    .vars_of(e)
+                    .iter()
+                    .all(|v| !vars.contains(v))
+            });
+            if inner_names.len() != inner_extents.len() || !independent {
+                break;
+            }
+            for (name, &extent) in inner_names.iter().zip(&inner_extents) {
+                let var = self.world.exprs.var(name, self.world.exprs.as_int(extent));
+                vars.push(var);
+                let value = self.world.exprs.var_expr(var);
+                bind(env, name, Value::Index(value));
+            }
+            names.extend(inner_names);
+            extents.extend(inner_extents);
+            body = &inner.body;
+        }
         self.world.names.set(entity, names.join(", "));
         self.world.loops.set(
             entity,
@@ -508,9 +559,7 @@ impl Builder<'_> {
                 extents,
             },
         );
-        self.in_block(Block::Body(entity), |builder| {
-            builder.exec_body(env, &for_stmt.body)
-        })?;
+        self.in_block(Block::Body(entity), |builder| builder.exec_body(env, body))?;
         Ok(Flow::Normal)
     }
 
@@ -585,8 +634,20 @@ impl Builder<'_> {
 
     fn exec_with<'a>(&mut self, env: &Env<'a>, with: &'a StmtWith) -> Eval<Flow<'a>> {
         let span = range_span(with);
-        let [item] = with.items.as_slice() else {
-            return Err(self.unsupported(span, "a `with` of several items"));
+        self.exec_with_items(env, with, &with.items, span)
+    }
+
+    /// `with a, b: body` is `with a: with b: body`: each item is entered in order, inside the
+    /// ones before it.
+    fn exec_with_items<'a>(
+        &mut self,
+        env: &Env<'a>,
+        with: &'a StmtWith,
+        items: &'a [ruff_python_ast::WithItem],
+        span: Span,
+    ) -> Eval<Flow<'a>> {
+        let Some((item, rest)) = items.split_first() else {
+            return self.exec_body(env, &with.body);
         };
         let frame = self.eval(env, &item.context_expr)?;
         let Value::KernelFrame { grid, threads } = frame else {
@@ -630,10 +691,11 @@ impl Builder<'_> {
                 grid,
                 block_vars,
                 threads,
+                thread_var: None,
             },
         );
         self.in_block(Block::Body(entity), |builder| {
-            builder.exec_body(env, &with.body)
+            builder.exec_with_items(env, with, rest, span)
         })
     }
 

@@ -164,6 +164,9 @@ pub(crate) enum Value<'a> {
         start: Option<ExprId>,
     },
     Layout(Rc<LayoutAnnotation>),
+    /// `T.thread_binding(...)`: the bound thread (or block) index, waiting for its `for` or for
+    /// the name an assignment binds it to (which, as in TVMScript, enters the frame).
+    ThreadBinding(ExprId),
     /// An eager-style tensor parameter not yet declared by `A: T.Tensor(...)`.
     PendingTensor,
     /// A kernel factory seen from driver code: calling it records an instance.
@@ -228,6 +231,7 @@ impl<'a> Value<'a> {
             Value::KernelFrame { .. } => "a T.Kernel frame",
             Value::LoopFrame { .. } => "a loop frame",
             Value::Layout(_) => "a layout",
+            Value::ThreadBinding(_) => "a thread binding",
             Value::PendingTensor => "a tensor parameter",
             Value::KernelRef { .. } => "a kernel",
             Value::ArgParser(_) => "an argument parser",

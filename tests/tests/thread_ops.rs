@@ -1,0 +1,423 @@
+//! The thread and control operations of TileLang, run end to end — checked, laid out, lowered,
+//! printed as CUDA and run in the emulator — against references computed here: the thread and
+//! block indices (`T.get_thread_binding`, `T.get_block_binding`, `T.get_warp_idx`,
+//! `T.get_lane_idx`, `T.thread_binding` as a frame and as a loop), `T.sync_threads`,
+//! `T.sync_warp`, `T.vectorized`, the lower-case `T.parallel`, `T.Pipelined` with keywords,
+//! `T.thread_return`, `T.device_assert`, `T.pdl_sync` and a `with` of several items. Stands alone:
+//! the kernels are written here.
+
+use tilec_db::{RootDatabase, file_diagnostics, instances, layouts, thread_programs};
+use tilec_ir::{Severity, Target, ThreadProgram};
+use tilec_runtime::inputs::make_tensors;
+use tilec_runtime::{HostTensor, run_program};
+use tilec_tests::{assert_matches, on_analysis_stack, source_file};
+
+/// The error messages of `source`.
+fn errors(source: &str) -> Vec<String> {
+    on_analysis_stack(|| {
+        let db = RootDatabase::default();
+        let file = source_file(&db, "/kernels/threads.py", source);
+        file_diagnostics(&db, file)
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .map(|d| d.message.clone())
+            .collect()
+    })
+}
+
+/// Checks `source` (no error allowed) and lowers its first instance.
+fn lower(source: &str) -> ThreadProgram {
+    on_analysis_stack(|| {
+        let db = RootDatabase::default();
+        let file = source_file(&db, "/kernels/threads.py", source);
+        let errors: Vec<String> = file_diagnostics(&db, file)
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .map(|d| d.message.clone())
+            .collect();
+        assert!(errors.is_empty(), "{errors:#?}");
+        let instance = instances(&db, file)[0];
+        let _ = layouts(&db, instance);
+        match thread_programs(&db, instance).as_ref() {
+            Ok(programs) => programs[0].clone(),
+            Err(diagnostics) => panic!("cannot lower: {diagnostics:#?}"),
+        }
+    })
+}
+
+/// Lowers `source`, runs it on seeded inputs and returns the tensors after the run.
+fn run(source: &str) -> Vec<HostTensor> {
+    let program = lower(source);
+    let mut tensors = make_tensors(&program, &[], 7, false).expect("shapes evaluate");
+    run_program(&program, &mut tensors, &[]).expect("the emulator runs it");
+    tensors
+}
+
+fn cuda(source: &str) -> String {
+    tilec_passes::cuda::emit_cuda(&lower(source), &Target::Sm90)
+}
+
+const INDICES: &str = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[0, 1])
+def indices():
+    @T.prim_func
+    def main(O: T.Tensor((2, 3, 128), "float32"), P: T.Tensor((2, 128), "float32")):
+        with T.Kernel(2, 3, threads=[32, 4]) as (bx, by):
+            tx = T.get_thread_binding(0)
+            ty = T.get_thread_binding(1)
+            tz = T.get_thread_binding(2)
+            b = T.get_block_binding()
+            c = T.get_block_binding(1)
+            flat = ty * 32 + tx
+            O[b, c, flat] = tx + 100 * ty + 1000 * tz + 10000 * T.get_warp_idx() + 100000 * T.get_lane_idx()
+            if c == 0:
+                P[bx, flat] = (b + 1) * 1000 + T.get_warp_group_idx() + by
+
+    return main
+
+
+indices()
+"#;
+
+#[test]
+fn thread_and_block_bindings_are_each_threads_own_indices() {
+    let tensors = run(INDICES);
+    let mut o = Vec::new();
+    for _b in 0..2 {
+        for _c in 0..3 {
+            for flat in 0..128 {
+                let (tx, ty) = (flat % 32, flat / 32);
+                let (warp, lane) = (flat / 32, flat % 32);
+                o.push((tx + 100 * ty + 10000 * warp + 100000 * lane) as f64);
+            }
+        }
+    }
+    assert_matches("O", &tensors[0], o);
+    let p = (0..2 * 128)
+        .map(|e| ((e / 128 + 1) * 1000) as f64)
+        .collect();
+    assert_matches("P", &tensors[1], p);
+    // Every thread stores its own element: no single-writer guard on thread 0.
+    let text = cuda(INDICES);
+    assert!(!text.contains("if (tx == 0)"), "{text}");
+    // A block of 32 × 4 threads is launched flat, the bindings computed from the flat index.
+    assert!(text.contains("block (128, 1, 1)"), "{text}");
+    assert!(text.contains("const int tx = threadIdx.x;"), "{text}");
+    assert!(
+        text.contains("(float)(tx / 32 * 10100 + tx % 32 * 100001)"),
+        "{text}"
+    );
+}
+
+const BINDING_AND_SYNC: &str = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[1, 2])
+def reverse(N=64):
+    @T.prim_func
+    def main(
+        A: T.Tensor((4, N * 4), "float32"),
+        B: T.Tensor((4, N), "float32"),
+        C: T.Tensor((4, N), "float32"),
+    ):
+        with T.Kernel(4, threads=N) as bx:
+            tx = T.thread_binding(0, N, thread="threadIdx.x")
+            S = T.alloc_shared((N,), "float32")
+            L = T.alloc_local((4,), "float32")
+            for v in T.vectorized(4):
+                L[v] = A[bx, tx * 4 + v]
+            S[tx] = L[0] + L[1] + L[2] + L[3]
+            T.sync_threads()
+            B[bx, tx] = S[N - 1 - tx]
+            for t in T.thread_binding(N, thread="threadIdx.x"):
+                for k in T.Pipelined(start=1, stop=3, num_stages=1):
+                    C[bx, t] = S[t] * k
+
+    return main
+
+
+reverse()
+"#;
+
+#[test]
+fn thread_binding_vectorized_loads_and_sync_threads_reverse_a_row() {
+    let tensors = run(BINDING_AND_SYNC);
+    let a = &tensors[0];
+    // `L[0] + L[1] + L[2] + L[3]` in float32, left to right.
+    let sum = |b: usize, t: usize| {
+        (0..4).fold(0.0f32, |acc, v| acc + a.values[b * 256 + t * 4 + v] as f32) as f64
+    };
+    let mut b_expected = Vec::new();
+    let mut c_expected = Vec::new();
+    for b in 0..4 {
+        for t in 0..64 {
+            b_expected.push(sum(b, 63 - t));
+            // The last iteration of `k` in 1..3 stores last.
+            c_expected.push(sum(b, t) * 2.0);
+        }
+    }
+    assert_matches("B", &tensors[1], b_expected);
+    assert_matches("C", &tensors[2], c_expected);
+    let text = cuda(BINDING_AND_SYNC);
+    // The user's barrier is the only one: the write of `S` and its reads are already separated.
+    assert_eq!(text.matches("__syncthreads();").count(), 1, "{text}");
+    assert!(text.contains("#pragma unroll"), "{text}");
+}
+
+const NESTED_PARALLEL: &str = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[1])
+def nested(M=16, N=32):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float32"), B: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            F = T.alloc_fragment((M, N), "float32")
+            T.copy(A, F)
+            for i in T.parallel(M):
+                for j in T.parallel(N):
+                    F[i, j] = F[i, j] * 2.0 + i
+            T.copy(F, B)
+
+    return main
+
+
+nested()
+"#;
+
+#[test]
+fn nested_lower_case_parallel_loops_are_one_parallel_nest() {
+    let tensors = run(NESTED_PARALLEL);
+    let expected = (0..16 * 32)
+        .map(|e| tensors[0].values[e] * 2.0 + (e / 32) as f64)
+        .collect();
+    assert_matches("B", &tensors[1], expected);
+    // One nest of 16×32 laid out over the threads, not a loop of 16 with a serial inner loop.
+    let layout = on_analysis_stack(|| {
+        let db = RootDatabase::default();
+        let file = source_file(&db, "/kernels/nested.py", NESTED_PARALLEL);
+        let instance = instances(&db, file)[0];
+        let laid_out = layouts(&db, instance);
+        let world = tilec_db::kernel_world(&db, instance);
+        laid_out
+            .buffers
+            .iter()
+            .find(|(buffer, _)| world.name(**buffer) == "F")
+            .map(|(_, inferred)| inferred.layout.describe(&laid_out.exprs))
+            .unwrap_or_default()
+    });
+    assert!(layout.ends_with("replicate 1"), "{layout}");
+}
+
+const EARLY_RETURN: &str = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[1])
+def early(N=100):
+    @T.prim_func
+    def main(A: T.Tensor((N,), "float32"), B: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            tx = T.get_thread_binding()
+            S = T.alloc_shared((128,), "float32")
+            S[tx] = tx * 1.0
+            T.sync_warp()
+            B[tx] = S[tx] + 1.0
+            if tx >= N:
+                T.thread_return()
+            T.device_assert(tx < N, "only threads below N get here")
+            T.pdl_sync()
+            B[tx] = A[tx] * 3.0
+
+    return main
+
+
+early()
+"#;
+
+#[test]
+fn threads_that_return_skip_the_rest_and_asserts_hold_for_the_others() {
+    let tensors = run(EARLY_RETURN);
+    let expected = (0..128)
+        .map(|t| {
+            if t < 100 {
+                tensors[0].values[t] * 3.0
+            } else {
+                t as f64 + 1.0
+            }
+        })
+        .collect();
+    assert_matches("B", &tensors[1], expected);
+    let text = cuda(EARLY_RETURN);
+    for snippet in [
+        "return;",
+        "__syncwarp();",
+        "tl_griddepcontrol_wait();",
+        "device_assert failed in block (%d, %d, %d), thread (%d, %d, %d): only threads below N get here",
+        "__trap();",
+    ] {
+        assert!(text.contains(snippet), "{snippet} missing from\n{text}");
+    }
+}
+
+#[test]
+fn a_failed_device_assert_stops_the_run_with_its_message() {
+    let failing = EARLY_RETURN.replace(
+        "            if tx >= N:\n                T.thread_return()\n",
+        "",
+    );
+    let program = lower(&failing);
+    let mut tensors = make_tensors(&program, &[], 7, false).expect("shapes evaluate");
+    let error = run_program(&program, &mut tensors, &[]).expect_err("thread 100 fails the assert");
+    let text = error.to_string();
+    assert!(
+        text.contains("device_assert failed: only threads below N get here"),
+        "{text}"
+    );
+    assert_eq!(error.thread, Some(100), "{text}");
+}
+
+#[test]
+fn a_barrier_skipped_by_returned_threads_still_completes_but_a_divergent_one_does_not() {
+    let ok = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[1])
+def k():
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            tx = T.get_thread_binding()
+            if tx >= 32:
+                T.thread_return()
+            S = T.alloc_shared((64,), "float32")
+            S[tx] = A[tx]
+            T.sync_threads()
+            B[tx] = S[(31 - tx) % 64]
+            B[tx + 32] = 0.0
+
+    return main
+
+
+k()
+"#;
+    let tensors = run(ok);
+    let expected = (0..64)
+        .map(|e| {
+            if e < 32 {
+                tensors[0].values[31 - e]
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    assert_matches("B", &tensors[1], expected);
+    let divergent = ok.replace(
+        "            T.sync_threads()\n",
+        "            if tx < 16:\n                T.sync_threads()\n",
+    );
+    let program = lower(&divergent);
+    let mut tensors = make_tensors(&program, &[], 7, false).expect("shapes evaluate");
+    let error = run_program(&program, &mut tensors, &[]).expect_err("half the threads sync");
+    assert!(
+        error.to_string().contains("barrier in divergent code"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_with_of_several_items_enters_each_in_turn() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[1])
+def k():
+    @T.prim_func
+    def main(A: T.Tensor((256,), "float32"), B: T.Tensor((256,), "float32")):
+        with T.Kernel(2, threads=128) as bx, T.Kernel(1) as inner:
+            for i in T.Parallel(128):
+                B[bx * 128 + i] = A[bx * 128 + i]
+
+    return main
+
+
+k()
+"#;
+    // The second item is entered inside the first: a kernel within a kernel, said as such.
+    let found = errors(source);
+    assert!(
+        found
+            .iter()
+            .any(|e| e.contains("a `T.Kernel` nested in another kernel")),
+        "{found:#?}"
+    );
+    // A single-item `with` after a comma-free rewrite runs.
+    let single = source.replace(", T.Kernel(1) as inner", "");
+    let tensors = run(&single);
+    assert_matches("B", &tensors[1], tensors[0].values.clone());
+}
+
+#[test]
+fn thread_indexed_fragments_and_misused_bindings_are_diagnosed() {
+    let fragment = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[1])
+def k():
+    @T.prim_func
+    def main(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            tx = T.get_thread_binding()
+            F = T.alloc_fragment((128,), "float32")
+            T.copy(A, F)
+            F[tx] = F[tx] + 1.0
+            T.copy(F, B)
+
+    return main
+
+
+k()
+"#;
+    let found = errors(fragment);
+    assert!(
+        found.iter().any(|e| e.contains("`F` is a fragment")),
+        "{found:#?}"
+    );
+    let partial = fragment.replace(
+        "tx = T.get_thread_binding()",
+        "tx = T.thread_binding(0, 64, thread=\"threadIdx.x\")",
+    );
+    let found = errors(&partial);
+    assert!(
+        found
+            .iter()
+            .any(|e| e.contains("over the whole `threadIdx.x` of the launch (0 to 128)")),
+        "{found:#?}"
+    );
+    let outside = "import tilelang.language as T\n\nT.get_thread_binding()\n";
+    let _ = errors(outside);
+    let stepped = fragment.replace(
+        "T.copy(A, F)",
+        "for s in T.serial(0, 4, 2):\n                T.copy(A, F)",
+    );
+    let found = errors(&stepped);
+    assert!(
+        found.iter().any(|e| e.contains("a step other than 1")),
+        "{found:#?}"
+    );
+}
