@@ -10,7 +10,7 @@ use tilec_db::{RootDatabase, file_diagnostics, instances, layouts, thread_progra
 use tilec_ir::{Severity, Target, ThreadProgram};
 use tilec_runtime::inputs::make_tensors;
 use tilec_runtime::{HostTensor, run_program};
-use tilec_tests::{assert_matches, on_analysis_stack, source_file};
+use tilec_tests::{assert_matches, instance_with, on_analysis_stack, source_file};
 
 /// The error messages of `source`.
 fn errors(source: &str) -> Vec<String> {
@@ -420,4 +420,65 @@ k()
         found.iter().any(|e| e.contains("a step other than 1")),
         "{found:#?}"
     );
+}
+
+/// `dsa_hisa/clean_and_maintain_logits.py` of TileLang's examples: each of 512 threads, bound
+/// with `T.thread_binding(0, threads, thread="threadIdx.x")`, masks its own columns of a row of
+/// logits in place, from the row's `[ks, ke)`.
+#[test]
+fn the_real_world_logit_mask_binds_its_threads_and_masks_each_row() {
+    let path = std::path::PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/realworld/tilelang-examples/dsa_hisa/clean_and_maintain_logits.py"
+    ));
+    let text = std::fs::read_to_string(&path).expect("the real-world set is beside the clone");
+    let mut program = on_analysis_stack(|| {
+        let db = RootDatabase::default();
+        let file = source_file(&db, &path, text);
+        // Eight rows of two 4096-column blocks (the file's 4096 × 4096 takes minutes here).
+        let overrides = [
+            ("seq_len", tilec_ir::ConstValue::Int(8)),
+            ("seq_len_kv", tilec_ir::ConstValue::Int(8192)),
+        ];
+        let instance = instance_with(&db, file, "clean_and_maintain_logits_", &overrides);
+        match thread_programs(&db, instance).as_ref() {
+            Ok(programs) => programs[0].clone(),
+            Err(diagnostics) => panic!("cannot lower: {diagnostics:#?}"),
+        }
+    });
+    // The kernel rewrites only the masked elements of `Logits`, which the caller passes in: an
+    // in-place update (tilec, seeing only stores, takes the parameter for an output).
+    program.params[0].access = tilec_ir::thread::ParamAccess::ReadWrite;
+    let mut tensors = make_tensors(&program, &[], 11, false).expect("shapes evaluate");
+    let (rows, columns) = (tensors[0].shape[0], tensors[0].shape[1]);
+    assert_eq!((rows, columns), (8, 8192));
+    // Rows masked at both ends, at the start only, in the middle, and at the last column.
+    let starts: Vec<usize> = (0..rows)
+        .map(|r| [0, 100, columns / 2, columns - 1][r % 4])
+        .collect();
+    let ends: Vec<usize> = (0..rows)
+        .map(|r| [columns, columns - 7, columns / 2 + 3, columns][r % 4])
+        .collect();
+    tensors[1].values = starts.iter().map(|&s| s as f64).collect();
+    tensors[2].values = ends.iter().map(|&e| e as f64).collect();
+    let before = tensors[0].values.clone();
+    run_program(&program, &mut tensors, &[]).expect("the emulator runs it");
+    for row in 0..rows {
+        let (ks, ke) = (starts[row], ends[row]);
+        for column in 0..columns {
+            let original = before[row * columns + column];
+            let expected = if column < ks || column >= ke {
+                f64::NEG_INFINITY
+            } else if column == ks || column == ke - 1 {
+                f64::INFINITY
+            } else {
+                original
+            };
+            let actual = tensors[0].values[row * columns + column];
+            assert!(
+                actual == expected,
+                "Logits[{row}, {column}] = {actual}, expected {expected}"
+            );
+        }
+    }
 }
