@@ -3,8 +3,8 @@
 //! block indices (`T.get_thread_binding`, `T.get_block_binding`, `T.get_warp_idx`,
 //! `T.get_lane_idx`, `T.thread_binding` as a frame and as a loop), `T.sync_threads`,
 //! `T.sync_warp`, `T.vectorized`, the lower-case `T.parallel`, `T.Pipelined` with keywords,
-//! `T.thread_return`, `T.device_assert`, `T.pdl_sync` and a `with` of several items. Stands alone:
-//! the kernels are written here.
+//! `T.thread_return`, `T.device_assert`, `T.pdl_sync` and a `with` of several items (with IKET's
+//! tracing ranges); the kernels are written here, and two of TileLang's examples run as well.
 
 use tilec_db::{RootDatabase, file_diagnostics, instances, layouts, thread_programs};
 use tilec_ir::{Severity, Target, ThreadProgram};
@@ -341,33 +341,38 @@ fn a_with_of_several_items_enters_each_in_turn() {
     let source = r#"
 import tilelang
 import tilelang.language as T
+from tilelang.tools.cuda import iket
 
 
 @tilelang.jit(out_idx=[1])
 def k():
     @T.prim_func
     def main(A: T.Tensor((256,), "float32"), B: T.Tensor((256,), "float32")):
-        with T.Kernel(2, threads=128) as bx, T.Kernel(1) as inner:
+        with T.Kernel(2, threads=128) as bx, iket.range("copy"), iket.range("inner"):
+            iket.mark("start", payload=iket.payload(bx, dtype="int32"))
             for i in T.Parallel(128):
-                B[bx * 128 + i] = A[bx * 128 + i]
+                B[bx * 128 + i] = A[bx * 128 + i] * 2.0
 
     return main
 
 
 k()
 "#;
-    // The second item is entered inside the first: a kernel within a kernel, said as such.
-    let found = errors(source);
+    let tensors = run(source);
+    let doubled = tensors[0].values.iter().map(|x| x * 2.0).collect();
+    assert_matches("B", &tensors[1], doubled);
+    // The second item is entered inside the first: a kernel within a kernel is said as such.
+    let nested = source.replace(
+        "iket.range(\"copy\"), iket.range(\"inner\")",
+        "T.Kernel(1) as inner",
+    );
+    let found = errors(&nested);
     assert!(
         found
             .iter()
             .any(|e| e.contains("a `T.Kernel` nested in another kernel")),
         "{found:#?}"
     );
-    // A single-item `with` after a comma-free rewrite runs.
-    let single = source.replace(", T.Kernel(1) as inner", "");
-    let tensors = run(&single);
-    assert_matches("B", &tensors[1], tensors[0].values.clone());
 }
 
 #[test]
@@ -481,4 +486,38 @@ fn the_real_world_logit_mask_binds_its_threads_and_masks_each_row() {
             );
         }
     }
+}
+
+/// `iket/minimal.py` of TileLang's examples: `with T.Kernel(...) as bx, iket.range(...)` — a `with`
+/// of two items, the second an event-tracing range that changes no value — and trace marks inside.
+#[test]
+fn the_real_world_traced_kernel_enters_both_items_of_its_with() {
+    let path = std::path::PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/realworld/tilelang-examples/iket/minimal.py"
+    ));
+    let text = std::fs::read_to_string(&path).expect("the real-world set is beside the clone");
+    let program = on_analysis_stack(|| {
+        let db = RootDatabase::default();
+        let file = source_file(&db, &path, text);
+        let found: Vec<String> = file_diagnostics(&db, file)
+            .iter()
+            .map(|d| d.message.clone())
+            .collect();
+        assert!(found.is_empty(), "{found:#?}");
+        let instance = instances(&db, file)[0];
+        match thread_programs(&db, instance).as_ref() {
+            Ok(programs) => programs[0].clone(),
+            Err(diagnostics) => panic!("cannot lower: {diagnostics:#?}"),
+        }
+    });
+    let mut tensors = make_tensors(&program, &[], 5, false).expect("shapes evaluate");
+    run_program(&program, &mut tensors, &[]).expect("the emulator runs it");
+    let sums = tensors[0]
+        .values
+        .iter()
+        .zip(&tensors[1].values)
+        .map(|(a, b)| (*a as f32 + *b as f32) as f64)
+        .collect();
+    assert_matches("C", &tensors[2], sums);
 }

@@ -650,6 +650,9 @@ impl Builder<'_> {
             return self.exec_body(env, &with.body);
         };
         let frame = self.eval(env, &item.context_expr)?;
+        if let Value::NoOpFrame = frame {
+            return self.exec_with_items(env, with, rest, span);
+        }
         let Value::KernelFrame { grid, threads } = frame else {
             return Err(self.unsupported(span, "this `with` (tilec knows `with T.Kernel(...)`)"));
         };
@@ -773,6 +776,7 @@ fn import_value<'a>(module: &str) -> Value<'a> {
         "itertools" => Value::Module(Module::Itertools),
         "torch" => Value::Module(Module::Torch),
         "functools" => Value::Module(Module::Functools),
+        "tilelang.tools.cuda.iket" => Value::Module(Module::Iket),
         other => Value::Opaque(Rc::from(format!("module `{other}`"))),
     }
 }
@@ -791,6 +795,10 @@ fn import_from_value<'a>(module: &str, name: &str) -> Value<'a> {
         ("torch", _) => match crate::torch::torch_dtype(name) {
             Some(dtype) => Value::DType(dtype),
             None => Value::ModuleFn(Module::Torch, Rc::from(name)),
+        },
+        ("tilelang.tools.cuda", "iket") | ("tilelang.tools.cuda.iket", _) => match module {
+            "tilelang.tools.cuda" => Value::Module(Module::Iket),
+            _ => Value::ModuleFn(Module::Iket, Rc::from(name)),
         },
         ("tvm", "DataType") | ("tvm.runtime", "DataType") => {
             Value::ModuleFn(Module::Language, Rc::from("dtype"))

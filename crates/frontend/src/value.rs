@@ -29,6 +29,9 @@ pub(crate) enum Module {
     Functools,
     /// `tilelang.carver.arch.driver` and `torch.cuda`: what they tell of the GPU is the target's.
     Driver,
+    /// `tilelang.tools.cuda.iket`, TileLang's in-kernel event tracing: its ranges and marks record
+    /// timestamps for a profiler and change no result, so tilec enters and drops them.
+    Iket,
 }
 
 /// Python builtins the evaluator implements.
@@ -164,6 +167,8 @@ pub(crate) enum Value<'a> {
         start: Option<ExprId>,
     },
     Layout(Rc<LayoutAnnotation>),
+    /// A context manager entered for no effect on the kernel (`iket.range`, `iket.session`).
+    NoOpFrame,
     /// `T.thread_binding(...)`: the bound thread (or block) index, waiting for its `for` or for
     /// the name an assignment binds it to (which, as in TVMScript, enters the frame).
     ThreadBinding(ExprId),
@@ -232,6 +237,7 @@ impl<'a> Value<'a> {
             Value::LoopFrame { .. } => "a loop frame",
             Value::Layout(_) => "a layout",
             Value::ThreadBinding(_) => "a thread binding",
+            Value::NoOpFrame => "a tracing context",
             Value::PendingTensor => "a tensor parameter",
             Value::KernelRef { .. } => "a kernel",
             Value::ArgParser(_) => "an argument parser",
