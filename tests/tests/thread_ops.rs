@@ -521,3 +521,44 @@ fn the_real_world_traced_kernel_enters_both_items_of_its_with() {
         .collect();
     assert_matches("C", &tensors[2], sums);
 }
+
+#[test]
+fn elif_chains_after_a_runtime_if_pick_one_branch_per_thread() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[0])
+def k(flag=False):
+    @T.prim_func
+    def main(B: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            tx = T.get_thread_binding()
+            if tx < 32:
+                B[tx] = 1.0
+            elif tx < 64:
+                B[tx] = 2.0
+            elif flag:
+                B[tx] = 9.0
+            elif tx % 2 == 0:
+                B[tx] = 3.0
+            else:
+                B[tx] = 4.0
+
+    return main
+
+
+k()
+"#;
+    let tensors = run(source);
+    let expected = (0..128)
+        .map(|t| match t {
+            0..32 => 1.0,
+            32..64 => 2.0,
+            _ if t % 2 == 0 => 3.0,
+            _ => 4.0,
+        })
+        .collect();
+    assert_matches("B", &tensors[0], expected);
+}

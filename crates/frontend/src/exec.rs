@@ -616,15 +616,45 @@ impl Builder<'_> {
                 self.in_block(Block::Body(entity), |builder| {
                     builder.exec_body(env, &if_stmt.body)
                 })?;
-                if let Some(clause) = if_stmt.elif_else_clauses.first() {
-                    if clause.test.is_some() {
-                        return Err(self.unsupported(
-                            range_span(clause),
-                            "`elif` after a runtime `if` (nest an `if` in the `else`)",
-                        ));
-                    }
+                if !if_stmt.elif_else_clauses.is_empty() {
                     self.in_block(Block::Else(entity), |builder| {
-                        builder.exec_body(env, &clause.body)
+                        builder.exec_else_clauses(env, &if_stmt.elif_else_clauses)
+                    })?;
+                }
+                Ok(Flow::Normal)
+            }
+        }
+    }
+
+    /// The `elif` / `else` clauses after a runtime `if`, in its else-branch: `elif c: a else: b`
+    /// is `else: if c: a else: b`, each condition a runtime `if` of its own or, when known at
+    /// compile time, the branch it picks.
+    fn exec_else_clauses<'a>(
+        &mut self,
+        env: &Env<'a>,
+        clauses: &'a [ruff_python_ast::ElifElseClause],
+    ) -> Eval<Flow<'a>> {
+        let Some((clause, rest)) = clauses.split_first() else {
+            return Ok(Flow::Normal);
+        };
+        let Some(test) = &clause.test else {
+            return self.exec_body(env, &clause.body);
+        };
+        let value = self.eval(env, test)?;
+        match value.truthy() {
+            Some(true) => self.exec_body(env, &clause.body),
+            Some(false) => self.exec_else_clauses(env, rest),
+            None => {
+                let span = range_span(clause);
+                let (cond, _) = self.data_expr(&value, span)?;
+                let entity = self.add_kernel_entity(EntityKind::If, "a runtime `elif`", span)?;
+                self.world.conditions.set(entity, cond);
+                self.in_block(Block::Body(entity), |builder| {
+                    builder.exec_body(env, &clause.body)
+                })?;
+                if !rest.is_empty() {
+                    self.in_block(Block::Else(entity), |builder| {
+                        builder.exec_else_clauses(env, rest)
                     })?;
                 }
                 Ok(Flow::Normal)
