@@ -562,3 +562,48 @@ k()
         .collect();
     assert_matches("B", &tensors[0], expected);
 }
+
+#[test]
+fn a_persistent_loop_walks_each_tile_once_in_tilelangs_grouped_order() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[0])
+def k():
+    @T.prim_func
+    def main(O: T.Tensor((3, 5), "float32")):
+        with T.Kernel(4, threads=32) as bid:
+            for i, j in T.Persistent([3, 5], 4, bid, group_size=2):
+                O[i, j] = bid * 1.0
+
+    return main
+
+
+k()
+"#;
+    let tensors = run(source);
+    // TileLang's walk: the last dimension in groups of 2, the grouped domain [3, 3, 2] taken
+    // linearly, tile `w * 4 + b` to block `b`, and the tiles past the domain skipped.
+    let mut expected = vec![f64::NAN; 15];
+    let (group, groups, blocks) = (2usize, 3usize, 4usize);
+    let grouped = 3 * groups * group;
+    for w in 0..grouped.div_ceil(blocks) {
+        for b in 0..blocks {
+            let linear = w * blocks + b;
+            if linear >= grouped {
+                continue;
+            }
+            let offset = linear % group;
+            let rest = linear / group;
+            let (i, j) = (rest / groups, rest % groups * group + offset);
+            if j < 5 {
+                assert!(expected[i * 5 + j].is_nan(), "tile ({i}, {j}) twice");
+                expected[i * 5 + j] = b as f64;
+            }
+        }
+    }
+    assert!(expected.iter().all(|x| !x.is_nan()));
+    assert_matches("O", &tensors[0], expected);
+}

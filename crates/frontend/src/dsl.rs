@@ -11,7 +11,7 @@ use tilec_ir::{
 
 use crate::builder::{Block, Builder, Eval, Stop};
 use crate::eval::{Args, promote};
-use crate::value::Value;
+use crate::value::{PersistentTiles, Value};
 use tilec_ir::Span;
 
 /// `T.*` names tilec knows but does not implement yet, with what to say about them.
@@ -27,7 +27,6 @@ const NOT_YET: &[&str] = &[
     "import_source",
     "reinterpret",
     "ClusterKernel",
-    "Persistent",
     "grid",
     "alloc_global",
     "print",
@@ -64,6 +63,7 @@ impl Builder<'_> {
             }
             "sync_threads" | "sync_warp" | "pdl_sync" | "pdl_trigger" | "thread_return"
             | "device_assert" => self.control(name, args),
+            "Persistent" => self.persistent_frame(args),
             "infinity" => {
                 let dtype = self.dtype_arg(&args, 0, "dtype")?;
                 Ok(self.data(
@@ -338,6 +338,75 @@ impl Builder<'_> {
             ));
         }
         Ok(Value::ThreadBinding(index))
+    }
+
+    /// `T.Persistent(domain, wave_size, index, group_size=8, num_stages=0)`: the frame of a loop
+    /// over the tiles of `domain` that `wave_size` blocks share, this block being `index` (see
+    /// `Builder::persistent_loop`). `num_stages` only asks TileLang to pipeline across tiles.
+    fn persistent_frame<'a>(&mut self, args: Args<'a>) -> Eval<Value<'a>> {
+        let domain_value = self.required(&args, 0, "domain")?;
+        let items = match &domain_value {
+            Value::List(items) | Value::Tuple(items) => items.as_ref().clone(),
+            other => vec![other.clone()],
+        };
+        let mut domain = Vec::new();
+        for item in &items {
+            match self.index_expr(item) {
+                Some(extent) => {
+                    self.check_extent(
+                        extent,
+                        1,
+                        i64::MAX,
+                        args.span_of(0, "domain"),
+                        "a tile domain extent",
+                    )?;
+                    domain.push(extent);
+                }
+                None => {
+                    let what = item.describe();
+                    return Err(self.error(
+                        Code::InvalidCall,
+                        args.span_of(0, "domain"),
+                        format!(
+                            "the extents of a `T.Persistent` domain must be integers, found {what}"
+                        ),
+                    ));
+                }
+            }
+        }
+        if domain.is_empty() {
+            return Err(self.error(
+                Code::InvalidCall,
+                args.span_of(0, "domain"),
+                "`T.Persistent` needs a tile domain",
+            ));
+        }
+        let wave_size = self.loop_bound(&args, 1, "wave_size")?;
+        self.check_extent(
+            wave_size,
+            1,
+            i64::MAX,
+            args.span_of(1, "wave_size"),
+            "`wave_size`",
+        )?;
+        let index = self.loop_bound(&args, 2, "index")?;
+        let group_size = match args.get(3, "group_size") {
+            None | Some(Value::None) => self.world.exprs.int(8),
+            Some(_) => self.loop_bound(&args, 3, "group_size")?,
+        };
+        self.check_extent(
+            group_size,
+            1,
+            i64::MAX,
+            args.span_of(3, "group_size"),
+            "`group_size`",
+        )?;
+        Ok(Value::PersistentFrame(Rc::new(PersistentTiles {
+            domain,
+            wave_size,
+            index,
+            group_size,
+        })))
     }
 
     /// `T.sync_threads()`, `T.sync_warp()`, `T.pdl_sync()`, `T.pdl_trigger()`,

@@ -12,7 +12,7 @@ use crate::builder::{Block, Builder, Eval, Stop};
 use crate::dsl::load_accesses;
 use crate::eval::expr_span;
 use crate::outline::{dotted_name, range_span};
-use crate::value::{Env, FunctionBody, Module, Value, bind, lookup, rebind};
+use crate::value::{Env, FunctionBody, Module, PersistentTiles, Value, bind, lookup, rebind};
 use tilec_ir::Span;
 
 /// How a statement ended.
@@ -478,6 +478,7 @@ impl Builder<'_> {
                 let offset = (start != 0).then(|| self.world.exprs.int(start));
                 (LoopKind::Serial, vec![count], offset)
             }
+            Value::PersistentFrame(tiles) => return self.persistent_loop(env, for_stmt, &tiles),
             Value::ThreadBinding(index) => {
                 // The launch already runs one thread (or block) per value of the binding: the
                 // body runs once, with the bound index.
@@ -561,6 +562,128 @@ impl Builder<'_> {
         );
         self.in_block(Block::Body(entity), |builder| builder.exec_body(env, body))?;
         Ok(Flow::Normal)
+    }
+
+    /// `for c0, ..., cn in T.Persistent(domain, wave_size, index, group_size):` as TileLang builds
+    /// it: the last dimension of the domain is split into groups of `g = max(1, min(group_size,
+    /// D_last))` tiles, the grouped domain `[D0, ..., D_{n-2}, ceildiv(D_last, g), g]` is walked
+    /// linearly, and block `index` of the `wave_size` that share the walk takes the linear tiles
+    /// `w * wave_size + index` for `w` in `0..ceildiv(grouped size, wave_size)` (a serial loop),
+    /// skipping those past the grouped domain or past `D_last` in a partial last group.
+    fn persistent_loop<'a>(
+        &mut self,
+        env: &Env<'a>,
+        for_stmt: &'a StmtFor,
+        tiles: &PersistentTiles,
+    ) -> Eval<Flow<'a>> {
+        let span = range_span(for_stmt);
+        let names = loop_targets(&for_stmt.target);
+        if names.len() != tiles.domain.len() {
+            return Err(self.error(
+                Code::InvalidCall,
+                expr_span(&for_stmt.target),
+                format!(
+                    "this persistent loop has {} dimension(s) but binds {} name(s)",
+                    tiles.domain.len(),
+                    names.len()
+                ),
+            ));
+        }
+        let exprs = &mut self.world.exprs;
+        let Some((&last, outer)) = tiles.domain.split_last() else {
+            return Err(Stop);
+        };
+        let one = exprs.int(1);
+        let capped = exprs.min(tiles.group_size, last);
+        let group = exprs.max(one, capped);
+        let groups = exprs.ceildiv(last, group);
+        let mut grouped: Vec<tilec_ir::ExprId> = outer.to_vec();
+        grouped.push(groups);
+        grouped.push(group);
+        let virtual_size = grouped
+            .iter()
+            .skip(1)
+            .fold(grouped[0], |acc, &d| exprs.mul(acc, d));
+        let domain_size = outer.iter().fold(last, |acc, &d| exprs.mul(acc, d));
+        let waves = exprs.ceildiv(virtual_size, tiles.wave_size);
+        let entity = self.add_kernel_entity(EntityKind::Loop, "a TileLang loop", span)?;
+        let wave = self.world.exprs.var("w", self.world.exprs.as_int(waves));
+        let exprs = &mut self.world.exprs;
+        let w = exprs.var_expr(wave);
+        let scaled = exprs.mul(w, tiles.wave_size);
+        let linear = exprs.add(scaled, tiles.index);
+        // Mixed radix, innermost (the offset within a group) first.
+        let mut coords = vec![linear; grouped.len()];
+        let mut rest = linear;
+        for position in (1..grouped.len()).rev() {
+            coords[position] = exprs.floormod(rest, grouped[position]);
+            rest = exprs.floordiv(rest, grouped[position]);
+        }
+        coords[0] = rest;
+        let group_start = exprs.mul(coords[grouped.len() - 2], group);
+        let last_coord = exprs.add(group_start, coords[grouped.len() - 1]);
+        let mut bound: Vec<tilec_ir::ExprId> = coords[..outer.len()].to_vec();
+        bound.push(last_coord);
+        for (name, &value) in names.iter().zip(&bound) {
+            bind(env, name, Value::Index(value));
+        }
+        self.world.names.set(entity, names.join(", "));
+        self.world.loops.set(
+            entity,
+            LoopInfo {
+                kind: LoopKind::Serial,
+                vars: vec![wave],
+                extents: vec![waves],
+            },
+        );
+        // The guards TileLang adds where they can fail: a last wave past the grouped domain, a
+        // partial last group.
+        let covered = self.world.exprs.mul(waves, tiles.wave_size);
+        let mut guards = Vec::new();
+        if covered != virtual_size {
+            guards.push((linear, virtual_size));
+        }
+        if virtual_size != domain_size {
+            guards.push((last_coord, last));
+        }
+        self.in_block(Block::Body(entity), |builder| {
+            let Some(cond) = builder.index_guard(&guards) else {
+                return builder.exec_body(env, &for_stmt.body);
+            };
+            let guard = builder.add_kernel_entity(EntityKind::If, "a runtime `if`", span)?;
+            builder.world.conditions.set(guard, cond);
+            builder.in_block(Block::Body(guard), |builder| {
+                builder.exec_body(env, &for_stmt.body)
+            })
+        })?;
+        Ok(Flow::Normal)
+    }
+
+    /// `a0 < b0 and a1 < b1 and ...` over index expressions, as a runtime condition.
+    fn index_guard(
+        &mut self,
+        bounds: &[(tilec_ir::ExprId, tilec_ir::ExprId)],
+    ) -> Option<tilec_ir::DataId> {
+        let mut cond = None;
+        for &(value, limit) in bounds {
+            let data = &mut self.world.data;
+            let lhs = data.push(tilec_ir::DataExpr::Index(value));
+            let rhs = data.push(tilec_ir::DataExpr::Index(limit));
+            let less = data.push(tilec_ir::DataExpr::Compare {
+                op: tilec_ir::data::CompareOp::Lt,
+                lhs,
+                rhs,
+            });
+            cond = Some(match cond {
+                None => less,
+                Some(before) => data.push(tilec_ir::DataExpr::Binary {
+                    op: tilec_ir::data::BinaryOp::And,
+                    lhs: before,
+                    rhs: less,
+                }),
+            });
+        }
+        cond
     }
 
     /// Iterating a Python list, tuple or range outside a TileLang loop unrolls at compile time.

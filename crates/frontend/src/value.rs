@@ -167,6 +167,8 @@ pub(crate) enum Value<'a> {
         start: Option<ExprId>,
     },
     Layout(Rc<LayoutAnnotation>),
+    /// `T.Persistent(domain, wave_size, index, group_size)`, waiting for its `for`.
+    PersistentFrame(Rc<PersistentTiles>),
     /// A context manager entered for no effect on the kernel (`iket.range`, `iket.session`).
     NoOpFrame,
     /// `T.thread_binding(...)`: the bound thread (or block) index, waiting for its `for` or for
@@ -238,6 +240,7 @@ impl<'a> Value<'a> {
             Value::Layout(_) => "a layout",
             Value::ThreadBinding(_) => "a thread binding",
             Value::NoOpFrame => "a tracing context",
+            Value::PersistentFrame(_) => "a persistent loop frame",
             Value::PendingTensor => "a tensor parameter",
             Value::KernelRef { .. } => "a kernel",
             Value::ArgParser(_) => "an argument parser",
@@ -543,4 +546,14 @@ pub(crate) fn rebind<'a>(env: &Env<'a>, name: &str, value: Value<'a>) {
 
 pub(crate) fn bind<'a>(env: &Env<'a>, name: &str, value: Value<'a>) {
     env.borrow_mut().vars.insert(name.to_owned(), value);
+}
+
+/// The tiles a `T.Persistent` loop walks: the tile domain, how many blocks share the walk
+/// (`wave_size`), which of them this block is (`index`) and the group size of the tile order.
+#[derive(Clone, Debug)]
+pub(crate) struct PersistentTiles {
+    pub domain: Vec<ExprId>,
+    pub wave_size: ExprId,
+    pub index: ExprId,
+    pub group_size: ExprId,
 }
