@@ -607,3 +607,35 @@ k()
     assert!(expected.iter().all(|x| !x.is_nan()));
     assert_matches("O", &tensors[0], expected);
 }
+
+#[test]
+fn an_atomic_add_at_a_thread_indexed_element_is_made_by_every_thread() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def k():
+    @T.prim_func
+    def main(Out: T.Tensor((8,), "float32")):
+        with T.Kernel(2, threads=64) as bx:
+            tx = T.get_thread_binding()
+            T.atomic_add(Out[tx % 8], 1.0)
+
+    return main
+
+
+k()
+"#;
+    let program = lower(source);
+    let mut tensors = make_tensors(&program, &[], 3, false).expect("shapes evaluate");
+    let before = tensors[0].values.clone();
+    run_program(&program, &mut tensors, &[]).expect("the emulator runs it");
+    // 2 blocks of 64 threads, 8 threads per element.
+    let expected = before
+        .iter()
+        .map(|&x| (0..16).fold(x as f32, |acc, _| acc + 1.0) as f64)
+        .collect();
+    assert_matches("Out", &tensors[0], expected);
+}

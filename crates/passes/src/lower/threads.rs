@@ -9,7 +9,9 @@
 
 use std::collections::BTreeSet;
 
-use tilec_ir::{DataExpr, DataId, EntityId, EntityKind, ExprId, Scope, VarId, World};
+use tilec_ir::{
+    AtomicSource, DataExpr, DataId, EntityId, EntityKind, ExprId, Scope, TileOp, VarId, World,
+};
 
 /// The thread-dependent per-thread buffers of one launch.
 #[derive(Clone, Debug, Default)]
@@ -85,8 +87,9 @@ impl ThreadDependence {
         false
     }
 
-    /// Whether the statement (a store, or any entity for its conditions) differs between
-    /// threads: its own indices and value, or a condition or loop extent around it.
+    /// Whether the statement (a store, an element `T.atomic_add`, or any entity for its
+    /// conditions) differs between threads: its own indices and value, or a condition or loop
+    /// extent around it.
     pub(super) fn statement(&self, world: &World, entity: EntityId) -> bool {
         if self.thread.is_none() {
             return false;
@@ -94,6 +97,14 @@ impl ThreadDependence {
         if let Some(store) = world.stores.get(entity)
             && (store.indices.iter().any(|&i| self.index(world, i))
                 || self.data(world, store.value))
+        {
+            return true;
+        }
+        if let Some(TileOp::AtomicAdd {
+            dst,
+            src: AtomicSource::Value(value),
+        }) = world.ops.get(entity)
+            && (dst.dims.iter().any(|dim| self.index(world, dim.start)) || self.data(world, *value))
         {
             return true;
         }

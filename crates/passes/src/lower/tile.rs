@@ -446,7 +446,7 @@ impl Lowering<'_> {
     ) -> Result<(), Unlowerable> {
         let src = match src {
             AtomicSource::Region(src) => src,
-            AtomicSource::Value(value) => return self.scalar_atomic(dst, *value, out),
+            AtomicSource::Value(value) => return self.scalar_atomic(entity, dst, *value, out),
         };
         // Atomics stay one element at a time: no vector width.
         let (copy, layout) = self.copy_schedule(entity, src, dst, false)?;
@@ -464,9 +464,12 @@ impl Lowering<'_> {
         Ok(())
     }
 
-    /// `T.atomic_add(dst[i], value)` outside a parallel loop: thread 0 adds once per block.
+    /// `T.atomic_add(dst[i], value)` outside a parallel loop: thread 0 adds once per block, or,
+    /// where the element, the value or a condition around it differs between threads
+    /// (`T.atomic_add(dst[tx], ...)`), every thread adds its own.
     fn scalar_atomic(
         &mut self,
+        entity: EntityId,
         dst: &Region,
         value: DataId,
         out: &mut Vec<Stmt>,
@@ -476,6 +479,10 @@ impl Lowering<'_> {
         let indices: Vec<ExprId> = dst.dims.iter().map(|d| d.start).collect();
         let mut stmts = Vec::new();
         self.atomic_store(dst.buffer, &indices, value, &mut stmts)?;
+        if self.thread_dependence.statement(self.world, entity) {
+            out.extend(stmts);
+            return Ok(());
+        }
         let first = self.thread_is(0);
         out.push(Stmt::If {
             cond: first,
