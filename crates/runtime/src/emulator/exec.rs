@@ -169,11 +169,9 @@ impl<'p> Machine<'p, '_> {
         }
     }
 
-    /// `__syncwarp()`: every running lane of each warp present must take part. Within a block
-    /// of one warp it orders shared-memory accesses as a barrier does; with several warps the
-    /// race check keeps treating accesses of different threads between block barriers as
-    /// unordered, so it may report a race a warp-synchronous kernel does not have, but never
-    /// misses one.
+    /// `__syncwarp()`: every running lane of each warp present must take part, and the warp's
+    /// shared-memory accesses before it are ordered before its accesses after it (accesses of
+    /// other warps still need a block barrier).
     fn exec_sync_warp(&mut self, active: &[u32]) -> Result<(), Fault> {
         let mut start = 0;
         while start < active.len() {
@@ -195,10 +193,8 @@ impl<'p> Machine<'p, '_> {
                 };
                 return Err(self.fault(kind, Some(active[start])));
             }
+            self.memory.warp_sync(warp);
             start = end;
-        }
-        if self.threads <= 32 {
-            self.memory.barrier();
         }
         Ok(())
     }
