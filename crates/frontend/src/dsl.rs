@@ -107,7 +107,13 @@ impl Builder<'_> {
             // Hints for how a warp-specialized kernel splits registers between its warp groups
             // (`setmaxnreg`). tilec's code never rebalances registers, so there is nothing to
             // disable or set: the results are the same either way.
-            "disable_warp_group_reg_alloc" | "no_set_max_nreg" | "set_max_nreg" => Ok(Value::None),
+            "disable_warp_group_reg_alloc"
+            | "no_set_max_nreg"
+            | "set_max_nreg"
+            | "inc_max_nreg"
+            | "dec_max_nreg"
+            | "annotate_producer_reg_dealloc"
+            | "annotate_consumer_reg_alloc" => Ok(Value::None),
             "const" => self.eager_const(args),
             "empty" => self.eager_empty(args),
             "dynamic" | "symbolic" => {

@@ -77,7 +77,15 @@ impl ThreadDependence {
                         || indices.iter().any(|&i| self.index(world, i))
                 }
                 DataExpr::ReadVar(var) => self.privates.contains(var),
-                _ => false,
+                DataExpr::Float { .. }
+                | DataExpr::Int { .. }
+                | DataExpr::Neg(_)
+                | DataExpr::Not(_)
+                | DataExpr::Binary { .. }
+                | DataExpr::Compare { .. }
+                | DataExpr::Call { .. }
+                | DataExpr::Cast { .. }
+                | DataExpr::Select { .. } => false,
             };
             if depends {
                 return true;
@@ -125,7 +133,15 @@ impl ThreadDependence {
                     .loops
                     .get(parent)
                     .is_some_and(|info| info.extents.iter().any(|&e| self.index(world, e))),
-                _ => false,
+                Some(
+                    EntityKind::Param
+                    | EntityKind::Kernel
+                    | EntityKind::Buffer
+                    | EntityKind::Var
+                    | EntityKind::TileOp
+                    | EntityKind::Store,
+                )
+                | None => false,
             };
             if depends {
                 return true;
