@@ -52,6 +52,11 @@ def clamp(N=256):
         with T.Kernel(1, threads=128) as bx:
             T.disable_warp_group_reg_alloc()
             T.no_set_max_nreg()
+            T.set_max_nreg(240, 1)
+            T.inc_max_nreg(232)
+            T.dec_max_nreg(40)
+            T.annotate_producer_reg_dealloc(24)
+            T.annotate_consumer_reg_alloc(240)
             for i in T.Parallel(N):
                 B[i] = T.clamp(A[i] * 4.0, -1.0, 1.5)
 

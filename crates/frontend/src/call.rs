@@ -41,6 +41,7 @@ impl Builder<'_> {
             Value::ModuleFn(Module::Torch, name) => self.torch_call(&name, args),
             Value::ModuleFn(Module::Functools, name) => self.functools_call(&name, args),
             Value::ModuleFn(Module::Driver, name) => Ok(self.driver_call(&name)),
+            Value::ModuleFn(Module::Iket, name) => Ok(iket_call(&name)),
             Value::Partial(partial) => {
                 let mut args = args;
                 let bound = partial.positional.iter().map(|value| (value.clone(), span));
@@ -255,6 +256,7 @@ impl Builder<'_> {
             }
             (Value::Module(Module::Torch), _) => self.torch_attribute(name),
             (Value::Module(Module::Driver), _) => Value::ModuleFn(Module::Driver, Rc::from(name)),
+            (Value::Module(Module::Iket), _) => Value::ModuleFn(Module::Iket, Rc::from(name)),
             (Value::Module(Module::Functools), _) => {
                 Value::ModuleFn(Module::Functools, Rc::from(name))
             }
@@ -1403,5 +1405,19 @@ fn pass_config_key(attribute: &str) -> String {
     match attribute.strip_prefix("TL_") {
         Some(rest) => format!("tl.{}", rest.to_ascii_lowercase()),
         None => attribute.to_ascii_lowercase(),
+    }
+}
+
+/// `iket.*`: TileLang's in-kernel event tracing. Inside a kernel `iket.range(name)` opens a timed
+/// range and `iket.mark(name, payload=iket.payload(x))` records an event; both write timestamps to
+/// a trace buffer for a profiler and change no value of the kernel, so tilec enters the range for
+/// no effect and drops the marks (its CUDA records no trace). `iket.session(...)` in driver code is
+/// entered the same way; what the session reports afterwards (`event_table()`, `output_dir()`) is
+/// known only once it has run.
+fn iket_call<'a>(name: &str) -> Value<'a> {
+    match name {
+        "range" | "session" => Value::NoOpFrame,
+        "mark" | "payload" => Value::None,
+        _ => Value::Opaque(Rc::from(format!("the result of `iket.{name}`"))),
     }
 }

@@ -4,14 +4,14 @@
 use std::rc::Rc;
 
 use tilec_ir::{
-    Access, AccessKind, AtomicSource, Code, DType, DataExpr, EntityId, EntityKind, ExprId,
-    Intrinsic, LayoutAnnotation, LayoutKind, LoopKind, ReduceKind, Region, RegionDim, Scope,
-    TileOp, WarpPolicy,
+    Access, AccessKind, AtomicSource, Code, ControlOp, DType, DataExpr, EntityId, EntityKind,
+    ExprId, Intrinsic, LayoutAnnotation, LayoutKind, LoopKind, ReduceKind, Region, RegionDim,
+    Scope, TileOp, WarpPolicy,
 };
 
-use crate::builder::{Builder, Eval, Stop};
+use crate::builder::{Block, Builder, Eval, Stop};
 use crate::eval::{Args, promote};
-use crate::value::Value;
+use crate::value::{PersistentTiles, Value};
 use tilec_ir::Span;
 
 /// `T.*` names tilec knows but does not implement yet, with what to say about them.
@@ -23,18 +23,13 @@ const NOT_YET: &[&str] = &[
     "mbarrier_arrive",
     "alloc_tmem",
     "tcgen05_gemm",
-    "get_thread_binding",
-    "sync_threads",
     "call_extern",
     "import_source",
     "reinterpret",
     "ClusterKernel",
-    "Persistent",
-    "vectorized",
     "grid",
     "alloc_global",
     "print",
-    "device_assert",
     "gemm_sp",
     "transpose",
     "comm_reducer",
@@ -47,9 +42,8 @@ impl Builder<'_> {
         match name {
             "Tensor" | "Buffer" | "StridedTensor" => self.tensor_type(args),
             "Kernel" => self.kernel_frame(args),
-            "Parallel" | "Pipelined" | "serial" | "Serial" | "unroll" => {
-                self.loop_frame(name, args)
-            }
+            "Parallel" | "Pipelined" | "serial" | "Serial" | "unroll" | "Unroll" | "vectorized"
+            | "Vectorized" | "parallel" => self.loop_frame(name, args),
             "alloc_shared" => self.alloc(args, Scope::Shared, "T.alloc_shared"),
             "alloc_fragment" => self.alloc(args, Scope::Fragment, "T.alloc_fragment"),
             "alloc_local" => self.alloc(args, Scope::Local, "T.alloc_local"),
@@ -63,6 +57,13 @@ impl Builder<'_> {
             "Fragment" => self.layout(LayoutKind::Fragment, args),
             "Layout" => self.layout(LayoutKind::Layout, args),
             "make_swizzled_layout" => self.swizzled_layout(args),
+            "get_thread_binding" | "get_block_binding" | "get_warp_idx" | "get_warp_idx_sync"
+            | "get_lane_idx" | "get_warp_group_idx" | "thread_binding" => {
+                self.thread_query(name, args)
+            }
+            "sync_threads" | "sync_warp" | "pdl_sync" | "pdl_trigger" | "thread_return"
+            | "device_assert" => self.control(name, args),
+            "Persistent" => self.persistent_frame(args),
             "infinity" => {
                 let dtype = self.dtype_arg(&args, 0, "dtype")?;
                 Ok(self.data(
@@ -106,7 +107,13 @@ impl Builder<'_> {
             // Hints for how a warp-specialized kernel splits registers between its warp groups
             // (`setmaxnreg`). tilec's code never rebalances registers, so there is nothing to
             // disable or set: the results are the same either way.
-            "disable_warp_group_reg_alloc" | "no_set_max_nreg" | "set_max_nreg" => Ok(Value::None),
+            "disable_warp_group_reg_alloc"
+            | "no_set_max_nreg"
+            | "set_max_nreg"
+            | "inc_max_nreg"
+            | "dec_max_nreg"
+            | "annotate_producer_reg_dealloc"
+            | "annotate_consumer_reg_alloc" => Ok(Value::None),
             "const" => self.eager_const(args),
             "empty" => self.eager_empty(args),
             "dynamic" | "symbolic" => {
@@ -152,6 +159,306 @@ impl Builder<'_> {
                 format!("`T.{name}` is not a TileLang operation tilec knows"),
             )),
         }
+    }
+
+    /// The `T.Kernel` launch the statement being evaluated belongs to.
+    fn enclosing_launch(&self) -> Option<EntityId> {
+        let mut entity = match self.block? {
+            Block::Body(entity) | Block::Else(entity) => entity,
+        };
+        loop {
+            if self.world.kind(entity) == Some(EntityKind::Kernel) {
+                return Some(entity);
+            }
+            entity = *self.world.parents.get(entity)?;
+        }
+    }
+
+    /// The launch's flat thread index (made when first asked for) and its threads per dimension.
+    fn flat_thread_index(&mut self, span: Span, what: &str) -> Eval<(ExprId, Vec<i64>)> {
+        let Some(launch) = self.enclosing_launch() else {
+            return Err(self.error(
+                Code::UnsupportedSyntax,
+                span,
+                format!("`T.{what}` is only allowed inside `with T.Kernel(...)`"),
+            ));
+        };
+        let (existing, threads, count) = match self.world.launches.get(launch) {
+            Some(info) => (info.thread_var, info.threads.clone(), info.thread_count()),
+            None => return Err(Stop),
+        };
+        let var = match existing {
+            Some(var) => var,
+            None => {
+                let var = self.world.exprs.var("tx", Some(count));
+                if let Some(info) = self.world.launches.get_mut(launch) {
+                    info.thread_var = Some(var);
+                }
+                var
+            }
+        };
+        Ok((self.world.exprs.var_expr(var), threads))
+    }
+
+    /// `threadIdx.{x,y,z}` (dimension `dim`) of a block of `threads`, from the flat index:
+    /// dimension `d` is `flat // (threads[0] * ... * threads[d - 1]) % threads[d]`, and a
+    /// dimension the launch does not have is 0.
+    fn thread_dimension(&mut self, flat: ExprId, threads: &[i64], dim: usize) -> ExprId {
+        let Some(&extent) = threads.get(dim) else {
+            return self.world.exprs.int(0);
+        };
+        let stride: i64 = threads[..dim].iter().product();
+        let stride = self.world.exprs.int(stride);
+        let mut index = self.world.exprs.floordiv(flat, stride);
+        if dim + 1 < threads.len() {
+            let extent = self.world.exprs.int(extent);
+            index = self.world.exprs.floormod(index, extent);
+        }
+        index
+    }
+
+    /// `T.get_thread_binding(dim)`, `T.get_block_binding(dim)`, `T.get_warp_idx(warp_size)`,
+    /// `T.get_warp_idx_sync`, `T.get_lane_idx(warp_size)`, `T.get_warp_group_idx` and
+    /// `T.thread_binding(start, stop, thread)`: the executing thread's (or block's) position as an
+    /// integer expression.
+    fn thread_query<'a>(&mut self, name: &str, args: Args<'a>) -> Eval<Value<'a>> {
+        match name {
+            "get_block_binding" => {
+                let dim = self.dimension_arg(&args, 0, "dim")?;
+                Ok(Value::Index(self.block_dimension(dim, args.span, name)?))
+            }
+            "get_thread_binding" => {
+                let dim = self.dimension_arg(&args, 0, "dim")?;
+                let (flat, threads) = self.flat_thread_index(args.span, name)?;
+                Ok(Value::Index(self.thread_dimension(flat, &threads, dim)))
+            }
+            "thread_binding" => self.thread_binding(args),
+            _ => {
+                let warp_size = self.int_arg(&args, 0, "warp_size", 32)?;
+                let group = self.int_arg(&args, 1, "warps_per_group", 4)?;
+                if warp_size <= 0 || group <= 0 {
+                    return Err(self.error(
+                        Code::InvalidCall,
+                        args.span,
+                        format!("`T.{name}` needs a positive warp size and group size"),
+                    ));
+                }
+                let (flat, _) = self.flat_thread_index(args.span, name)?;
+                let index = match name {
+                    "get_lane_idx" => {
+                        let size = self.world.exprs.int(warp_size);
+                        self.world.exprs.floormod(flat, size)
+                    }
+                    "get_warp_group_idx" => {
+                        let size = self.world.exprs.int(warp_size.saturating_mul(group));
+                        self.world.exprs.floordiv(flat, size)
+                    }
+                    _ => {
+                        let size = self.world.exprs.int(warp_size);
+                        self.world.exprs.floordiv(flat, size)
+                    }
+                };
+                Ok(Value::Index(index))
+            }
+        }
+    }
+
+    /// A dimension argument: 0, 1 or 2 (x, y, z).
+    fn dimension_arg(&mut self, args: &Args<'_>, index: usize, name: &str) -> Eval<usize> {
+        let dim = self.int_arg(args, index, name, 0)?;
+        match usize::try_from(dim) {
+            Ok(dim) if dim < 3 => Ok(dim),
+            _ => Err(self.error(
+                Code::InvalidCall,
+                args.span_of(index, name),
+                format!("`{name}` must be 0, 1 or 2 (x, y or z), found {dim}"),
+            )),
+        }
+    }
+
+    /// `blockIdx.{x,y,z}`: the launch's block variable, or 0 for a dimension its grid lacks.
+    fn block_dimension(&mut self, dim: usize, span: Span, what: &str) -> Eval<ExprId> {
+        let Some(launch) = self.enclosing_launch() else {
+            return Err(self.error(
+                Code::UnsupportedSyntax,
+                span,
+                format!("`T.{what}` is only allowed inside `with T.Kernel(...)`"),
+            ));
+        };
+        let var = self
+            .world
+            .launches
+            .get(launch)
+            .and_then(|info| info.block_vars.get(dim).copied());
+        Ok(match var {
+            Some(var) => self.world.exprs.var_expr(var),
+            None => self.world.exprs.int(0),
+        })
+    }
+
+    /// `T.thread_binding(start, stop, thread="threadIdx.x")`: TIR's loop bound to a launch
+    /// dimension. Inside `T.Kernel` that dimension is already launched with its extent, so the
+    /// binding is the dimension's index; tilec accepts it over the dimension's whole extent.
+    fn thread_binding<'a>(&mut self, args: Args<'a>) -> Eval<Value<'a>> {
+        let first = self.loop_bound(&args, 0, "start")?;
+        let (start, stop) = match args.get(1, "stop") {
+            Some(Value::Str(_)) | None | Some(Value::None) => (self.world.exprs.int(0), first),
+            Some(_) => (first, self.loop_bound(&args, 1, "stop")?),
+        };
+        let thread = match (args.get(1, "stop"), args.get(2, "thread")) {
+            (Some(Value::Str(tag)), _) | (_, Some(Value::Str(tag))) => tag.to_string(),
+            _ => {
+                return Err(self.error(
+                    Code::InvalidCall,
+                    args.span,
+                    "`T.thread_binding` needs `thread=\"threadIdx.x\"` (or y, z, or blockIdx.*)",
+                ));
+            }
+        };
+        let (is_block, dim) = match thread.as_str() {
+            "threadIdx.x" => (false, 0),
+            "threadIdx.y" => (false, 1),
+            "threadIdx.z" => (false, 2),
+            "blockIdx.x" => (true, 0),
+            "blockIdx.y" => (true, 1),
+            "blockIdx.z" => (true, 2),
+            other => {
+                return Err(self.error(
+                    Code::InvalidCall,
+                    args.span_of(2, "thread"),
+                    format!("unknown thread tag {other:?} (threadIdx.x/y/z or blockIdx.x/y/z)"),
+                ));
+            }
+        };
+        let (index, extent) = if is_block {
+            let index = self.block_dimension(dim, args.span, "thread_binding")?;
+            let extent = self.enclosing_launch().and_then(|launch| {
+                let grid = self.world.launches.get(launch)?.grid.get(dim).copied();
+                Some(grid.and_then(|e| self.world.exprs.as_int(e)).unwrap_or(1))
+            });
+            (index, extent)
+        } else {
+            let (flat, threads) = self.flat_thread_index(args.span, "thread_binding")?;
+            let extent = threads.get(dim).copied().unwrap_or(1);
+            (self.thread_dimension(flat, &threads, dim), Some(extent))
+        };
+        let count = self.world.exprs.sub(stop, start);
+        let whole = self.world.exprs.as_int(start) == Some(0)
+            && extent.is_some()
+            && self.world.exprs.as_int(count) == extent;
+        if !whole {
+            return Err(self.error(
+                Code::UnsupportedSyntax,
+                args.span,
+                format!(
+                    "tilec supports `T.thread_binding` over the whole `{thread}` of the launch \
+                     (0 to {}), which the kernel's `T.Kernel` gives it",
+                    extent.map_or("its extent".to_owned(), |e| e.to_string())
+                ),
+            ));
+        }
+        Ok(Value::ThreadBinding(index))
+    }
+
+    /// `T.Persistent(domain, wave_size, index, group_size=8, num_stages=0)`: the frame of a loop
+    /// over the tiles of `domain` that `wave_size` blocks share, this block being `index` (see
+    /// `Builder::persistent_loop`). `num_stages` only asks TileLang to pipeline across tiles.
+    fn persistent_frame<'a>(&mut self, args: Args<'a>) -> Eval<Value<'a>> {
+        let domain_value = self.required(&args, 0, "domain")?;
+        let items = match &domain_value {
+            Value::List(items) | Value::Tuple(items) => items.as_ref().clone(),
+            other => vec![other.clone()],
+        };
+        let mut domain = Vec::new();
+        for item in &items {
+            match self.index_expr(item) {
+                Some(extent) => {
+                    self.check_extent(
+                        extent,
+                        1,
+                        i64::MAX,
+                        args.span_of(0, "domain"),
+                        "a tile domain extent",
+                    )?;
+                    domain.push(extent);
+                }
+                None => {
+                    let what = item.describe();
+                    return Err(self.error(
+                        Code::InvalidCall,
+                        args.span_of(0, "domain"),
+                        format!(
+                            "the extents of a `T.Persistent` domain must be integers, found {what}"
+                        ),
+                    ));
+                }
+            }
+        }
+        if domain.is_empty() {
+            return Err(self.error(
+                Code::InvalidCall,
+                args.span_of(0, "domain"),
+                "`T.Persistent` needs a tile domain",
+            ));
+        }
+        let wave_size = self.loop_bound(&args, 1, "wave_size")?;
+        self.check_extent(
+            wave_size,
+            1,
+            i64::MAX,
+            args.span_of(1, "wave_size"),
+            "`wave_size`",
+        )?;
+        let index = self.loop_bound(&args, 2, "index")?;
+        let group_size = match args.get(3, "group_size") {
+            None | Some(Value::None) => self.world.exprs.int(8),
+            Some(_) => self.loop_bound(&args, 3, "group_size")?,
+        };
+        self.check_extent(
+            group_size,
+            1,
+            i64::MAX,
+            args.span_of(3, "group_size"),
+            "`group_size`",
+        )?;
+        Ok(Value::PersistentFrame(Rc::new(PersistentTiles {
+            domain,
+            wave_size,
+            index,
+            group_size,
+        })))
+    }
+
+    /// `T.sync_threads()`, `T.sync_warp()`, `T.pdl_sync()`, `T.pdl_trigger()`,
+    /// `T.thread_return()` and `T.device_assert(cond, msg)`.
+    fn control<'a>(&mut self, name: &str, args: Args<'a>) -> Eval<Value<'a>> {
+        let op = match name {
+            "sync_threads" => ControlOp::SyncThreads,
+            "sync_warp" => ControlOp::SyncWarp,
+            "pdl_sync" => ControlOp::PdlSync,
+            "pdl_trigger" => ControlOp::PdlTrigger,
+            "thread_return" => ControlOp::ThreadReturn,
+            _ => {
+                let cond = self.required(&args, 0, "cond")?;
+                let (cond, _) = self.data_expr(&cond, args.span_of(0, "cond"))?;
+                let message = match args.get(1, "msg") {
+                    None | Some(Value::None) => String::new(),
+                    Some(Value::Str(text)) => text.to_string(),
+                    Some(Value::Poison) => return Err(Stop),
+                    Some(other) => {
+                        let what = other.describe();
+                        return Err(self.error(
+                            Code::InvalidCall,
+                            args.span_of(1, "msg"),
+                            format!("`msg` must be a string, found {what}"),
+                        ));
+                    }
+                };
+                ControlOp::DeviceAssert { cond, message }
+            }
+        };
+        self.add_tile_op(TileOp::Control(op), &format!("`T.{name}`"), args.span)?;
+        Ok(Value::None)
     }
 
     fn required<'a>(&mut self, args: &Args<'a>, index: usize, name: &str) -> Eval<Value<'a>> {
@@ -372,16 +679,28 @@ impl Builder<'_> {
         }
     }
 
+    /// `T.Parallel(*extents)`, and the loops of one variable over `start..stop` (or `0..start`
+    /// when `stop` is left out, positional or keywords) as TileLang spells them: `T.Pipelined`,
+    /// `T.serial` / `T.Serial`, `T.unroll` / `T.Unroll`, `T.vectorized` / `T.Vectorized` and the
+    /// lower-case TIR `T.parallel`.
     fn loop_frame<'a>(&mut self, name: &str, args: Args<'a>) -> Eval<Value<'a>> {
         let mut extents = Vec::new();
-        let take = if name == "Parallel" {
-            args.positional.len()
+        let bounds: Vec<(Value<'a>, Span)> = if name == "Parallel" {
+            args.positional.clone()
         } else {
-            1
+            [(0, "start"), (1, "stop")]
+                .into_iter()
+                .filter_map(|(index, key)| {
+                    let value = args.get(index, key)?;
+                    (!matches!(value, Value::None))
+                        .then(|| (value.clone(), args.span_of(index, key)))
+                })
+                .collect()
         };
+        let take = if name == "Parallel" { bounds.len() } else { 1 };
         // A parallel loop of no iterations has no layout; a serial one simply does not run.
-        let least = i64::from(name == "Parallel");
-        for (value, span) in args.positional.iter().take(take) {
+        let least = i64::from(name == "Parallel" || (name == "parallel" && bounds.len() < 2));
+        for (value, span) in bounds.iter().take(take) {
             match self.runtime_index(value, *span) {
                 Some(extent) => {
                     self.check_extent(extent, least, i64::MAX, *span, "a loop extent")?;
@@ -397,10 +716,36 @@ impl Builder<'_> {
                 }
             }
         }
-        if name != "Parallel" && args.positional.len() >= 2 {
+        if matches!(name, "serial" | "Serial" | "unroll" | "Unroll") {
+            match args.get(2, "step") {
+                None | Some(Value::None) | Some(Value::Int(1)) => {}
+                Some(Value::Poison) => return Err(Stop),
+                Some(_) => {
+                    return Err(self.error(
+                        Code::UnsupportedSyntax,
+                        args.span_of(2, "step"),
+                        format!(
+                            "a `T.{name}` loop with a step other than 1 is not supported by tilec"
+                        ),
+                    ));
+                }
+            }
+        }
+        let kind = match name {
+            "Parallel" | "parallel" => LoopKind::Parallel,
+            "Pipelined" => LoopKind::Pipelined {
+                num_stages: self.int_arg(&args, 2, "num_stages", 0)?,
+            },
+            // A vectorized TIR loop runs its iterations as one vector operation where the target
+            // allows and as unrolled scalar code where not: the same values either way, so tilec
+            // unrolls it.
+            "unroll" | "Unroll" | "vectorized" | "Vectorized" => LoopKind::Unroll,
+            _ => LoopKind::Serial,
+        };
+        if name != "Parallel" && bounds.len() >= 2 {
             // `T.serial(start, stop)`: iterate `stop - start` times from `start`.
             let start = extents[0];
-            let (stop, stop_span) = &args.positional[1];
+            let (stop, stop_span) = &bounds[1];
             let Some(stop) = self.runtime_index(stop, *stop_span) else {
                 return Err(self.error(
                     Code::InvalidCall,
@@ -409,11 +754,11 @@ impl Builder<'_> {
                 ));
             };
             let count = self.world.exprs.sub(stop, start);
-            let kind = if name == "unroll" {
-                LoopKind::Unroll
-            } else {
-                LoopKind::Serial
-            };
+            if kind == LoopKind::Parallel {
+                // The lower-case TIR `parallel` is TileLang's parallel loop (`ForKind::kParallel`),
+                // which must run at least once to have a layout.
+                self.check_extent(count, 1, i64::MAX, bounds[1].1, "a loop extent")?;
+            }
             return Ok(Value::LoopFrame {
                 kind,
                 extents: vec![count],
@@ -427,19 +772,35 @@ impl Builder<'_> {
                 format!("`T.{name}` needs a loop extent"),
             ));
         }
-        let kind = match name {
-            "Parallel" => LoopKind::Parallel,
-            "Pipelined" => LoopKind::Pipelined {
-                num_stages: self.int_arg(&args, usize::MAX, "num_stages", 0)?,
-            },
-            "unroll" => LoopKind::Unroll,
-            _ => LoopKind::Serial,
-        };
         Ok(Value::LoopFrame {
             kind,
             extents,
             start: None,
         })
+    }
+
+    /// One bound of a `T.thread_binding`: an integer expression.
+    fn loop_bound(&mut self, args: &Args<'_>, index: usize, name: &str) -> Eval<ExprId> {
+        let span = args.span_of(index, name);
+        match args.get(index, name) {
+            Some(Value::Poison) => Err(Stop),
+            Some(value) => match self.index_expr(value) {
+                Some(bound) => Ok(bound),
+                None => {
+                    let what = value.describe();
+                    Err(self.error(
+                        Code::InvalidCall,
+                        span,
+                        format!("loop bounds must be integers, found {what}"),
+                    ))
+                }
+            },
+            None => Err(self.error(
+                Code::InvalidCall,
+                args.span,
+                "`T.thread_binding` needs an extent",
+            )),
+        }
     }
 
     fn alloc<'a>(&mut self, args: Args<'a>, default_scope: Scope, what: &str) -> Eval<Value<'a>> {
@@ -1063,7 +1424,10 @@ fn tile_op_accesses(op: &TileOp, data: &tilec_ir::DataArena) -> Vec<Access> {
             }
             accesses
         }
-        TileOp::UseSwizzle { .. } | TileOp::AnnotateLayout { .. } => Vec::new(),
+        TileOp::Control(ControlOp::DeviceAssert { cond, .. }) => load_accesses(data, *cond),
+        TileOp::UseSwizzle { .. } | TileOp::AnnotateLayout { .. } | TileOp::Control(_) => {
+            Vec::new()
+        }
     }
 }
 

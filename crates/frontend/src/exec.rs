@@ -12,7 +12,7 @@ use crate::builder::{Block, Builder, Eval, Stop};
 use crate::dsl::load_accesses;
 use crate::eval::expr_span;
 use crate::outline::{dotted_name, range_span};
-use crate::value::{Env, FunctionBody, Module, Value, bind, lookup, rebind};
+use crate::value::{Env, FunctionBody, Module, PersistentTiles, Value, bind, lookup, rebind};
 use tilec_ir::Span;
 
 /// How a statement ended.
@@ -271,6 +271,12 @@ impl Builder<'_> {
         match target {
             Expr::Name(name) => {
                 let name = name.id.as_str();
+                // `tx = T.thread_binding(...)` enters the binding's frame for the rest of the
+                // scope: the name is the bound index.
+                let value = match value {
+                    Value::ThreadBinding(index) => Value::Index(index),
+                    other => other,
+                };
                 if let Some(Value::Buffer(var)) = lookup(env, name)
                     && self.world.kind(var) == Some(EntityKind::Var)
                     && !matches!(value, Value::Buffer(_))
@@ -473,6 +479,13 @@ impl Builder<'_> {
                 let offset = (start != 0).then(|| self.world.exprs.int(start));
                 (LoopKind::Serial, vec![count], offset)
             }
+            Value::PersistentFrame(tiles) => return self.persistent_loop(env, for_stmt, &tiles),
+            Value::ThreadBinding(index) => {
+                // The launch already runs one thread (or block) per value of the binding: the
+                // body runs once, with the bound index.
+                self.assign(env, &for_stmt.target, Value::Index(index))?;
+                return self.exec_body(env, &for_stmt.body);
+            }
             Value::Poison => return Err(Stop),
             other => return self.unroll(env, for_stmt, other, span),
         };
@@ -500,6 +513,45 @@ impl Builder<'_> {
             }
             bind(env, name, Value::Index(value));
         }
+        let (mut names, mut extents) = (names, extents);
+        let mut body: &'a [Stmt] = &for_stmt.body;
+        // Directly nested parallel loops are one nest, as TileLang merges them:
+        // `for i in T.parallel(m): for j in T.parallel(n):` is `for i, j in T.Parallel(m, n)`.
+        while kind == LoopKind::Parallel
+            && start.is_none()
+            && let [Stmt::For(inner)] = body
+            && inner.orelse.is_empty()
+            && !inner.is_async
+        {
+            let Value::LoopFrame {
+                kind: LoopKind::Parallel,
+                extents: inner_extents,
+                start: None,
+            } = self.eval(env, &inner.iter)?
+            else {
+                break;
+            };
+            let inner_names = loop_targets(&inner.target);
+            let independent = inner_extents.iter().all(|&e| {
+                self.world
+                    .exprs
+                    .vars_of(e)
+                    .iter()
+                    .all(|v| !vars.contains(v))
+            });
+            if inner_names.len() != inner_extents.len() || !independent {
+                break;
+            }
+            for (name, &extent) in inner_names.iter().zip(&inner_extents) {
+                let var = self.world.exprs.var(name, self.world.exprs.as_int(extent));
+                vars.push(var);
+                let value = self.world.exprs.var_expr(var);
+                bind(env, name, Value::Index(value));
+            }
+            names.extend(inner_names);
+            extents.extend(inner_extents);
+            body = &inner.body;
+        }
         self.world.names.set(entity, names.join(", "));
         self.world.loops.set(
             entity,
@@ -509,10 +561,130 @@ impl Builder<'_> {
                 extents,
             },
         );
+        self.in_block(Block::Body(entity), |builder| builder.exec_body(env, body))?;
+        Ok(Flow::Normal)
+    }
+
+    /// `for c0, ..., cn in T.Persistent(domain, wave_size, index, group_size):` as TileLang builds
+    /// it: the last dimension of the domain is split into groups of `g = max(1, min(group_size,
+    /// D_last))` tiles, the grouped domain `[D0, ..., D_{n-2}, ceildiv(D_last, g), g]` is walked
+    /// linearly, and block `index` of the `wave_size` that share the walk takes the linear tiles
+    /// `w * wave_size + index` for `w` in `0..ceildiv(grouped size, wave_size)` (a serial loop),
+    /// skipping those past the grouped domain or past `D_last` in a partial last group.
+    fn persistent_loop<'a>(
+        &mut self,
+        env: &Env<'a>,
+        for_stmt: &'a StmtFor,
+        tiles: &PersistentTiles,
+    ) -> Eval<Flow<'a>> {
+        let span = range_span(for_stmt);
+        let names = loop_targets(&for_stmt.target);
+        if names.len() != tiles.domain.len() {
+            return Err(self.error(
+                Code::InvalidCall,
+                expr_span(&for_stmt.target),
+                format!(
+                    "this persistent loop has {} dimension(s) but binds {} name(s)",
+                    tiles.domain.len(),
+                    names.len()
+                ),
+            ));
+        }
+        let exprs = &mut self.world.exprs;
+        let Some((&last, outer)) = tiles.domain.split_last() else {
+            return Err(Stop);
+        };
+        let one = exprs.int(1);
+        let capped = exprs.min(tiles.group_size, last);
+        let group = exprs.max(one, capped);
+        let groups = exprs.ceildiv(last, group);
+        let mut grouped: Vec<tilec_ir::ExprId> = outer.to_vec();
+        grouped.push(groups);
+        grouped.push(group);
+        let virtual_size = grouped
+            .iter()
+            .skip(1)
+            .fold(grouped[0], |acc, &d| exprs.mul(acc, d));
+        let domain_size = outer.iter().fold(last, |acc, &d| exprs.mul(acc, d));
+        let waves = exprs.ceildiv(virtual_size, tiles.wave_size);
+        let entity = self.add_kernel_entity(EntityKind::Loop, "a TileLang loop", span)?;
+        let wave = self.world.exprs.var("w", self.world.exprs.as_int(waves));
+        let exprs = &mut self.world.exprs;
+        let w = exprs.var_expr(wave);
+        let scaled = exprs.mul(w, tiles.wave_size);
+        let linear = exprs.add(scaled, tiles.index);
+        // Mixed radix, innermost (the offset within a group) first.
+        let mut coords = vec![linear; grouped.len()];
+        let mut rest = linear;
+        for position in (1..grouped.len()).rev() {
+            coords[position] = exprs.floormod(rest, grouped[position]);
+            rest = exprs.floordiv(rest, grouped[position]);
+        }
+        coords[0] = rest;
+        let group_start = exprs.mul(coords[grouped.len() - 2], group);
+        let last_coord = exprs.add(group_start, coords[grouped.len() - 1]);
+        let mut bound: Vec<tilec_ir::ExprId> = coords[..outer.len()].to_vec();
+        bound.push(last_coord);
+        for (name, &value) in names.iter().zip(&bound) {
+            bind(env, name, Value::Index(value));
+        }
+        self.world.names.set(entity, names.join(", "));
+        self.world.loops.set(
+            entity,
+            LoopInfo {
+                kind: LoopKind::Serial,
+                vars: vec![wave],
+                extents: vec![waves],
+            },
+        );
+        // The guards TileLang adds where they can fail: a last wave past the grouped domain, a
+        // partial last group.
+        let covered = self.world.exprs.mul(waves, tiles.wave_size);
+        let mut guards = Vec::new();
+        if covered != virtual_size {
+            guards.push((linear, virtual_size));
+        }
+        if virtual_size != domain_size {
+            guards.push((last_coord, last));
+        }
         self.in_block(Block::Body(entity), |builder| {
-            builder.exec_body(env, &for_stmt.body)
+            let Some(cond) = builder.index_guard(&guards) else {
+                return builder.exec_body(env, &for_stmt.body);
+            };
+            let guard = builder.add_kernel_entity(EntityKind::If, "a runtime `if`", span)?;
+            builder.world.conditions.set(guard, cond);
+            builder.in_block(Block::Body(guard), |builder| {
+                builder.exec_body(env, &for_stmt.body)
+            })
         })?;
         Ok(Flow::Normal)
+    }
+
+    /// `a0 < b0 and a1 < b1 and ...` over index expressions, as a runtime condition.
+    fn index_guard(
+        &mut self,
+        bounds: &[(tilec_ir::ExprId, tilec_ir::ExprId)],
+    ) -> Option<tilec_ir::DataId> {
+        let mut cond = None;
+        for &(value, limit) in bounds {
+            let data = &mut self.world.data;
+            let lhs = data.push(tilec_ir::DataExpr::Index(value));
+            let rhs = data.push(tilec_ir::DataExpr::Index(limit));
+            let less = data.push(tilec_ir::DataExpr::Compare {
+                op: tilec_ir::data::CompareOp::Lt,
+                lhs,
+                rhs,
+            });
+            cond = Some(match cond {
+                None => less,
+                Some(before) => data.push(tilec_ir::DataExpr::Binary {
+                    op: tilec_ir::data::BinaryOp::And,
+                    lhs: before,
+                    rhs: less,
+                }),
+            });
+        }
+        cond
     }
 
     /// Iterating a Python list, tuple or range outside a TileLang loop unrolls at compile time.
@@ -568,15 +740,45 @@ impl Builder<'_> {
                 self.in_block(Block::Body(entity), |builder| {
                     builder.exec_body(env, &if_stmt.body)
                 })?;
-                if let Some(clause) = if_stmt.elif_else_clauses.first() {
-                    if clause.test.is_some() {
-                        return Err(self.unsupported(
-                            range_span(clause),
-                            "`elif` after a runtime `if` (nest an `if` in the `else`)",
-                        ));
-                    }
+                if !if_stmt.elif_else_clauses.is_empty() {
                     self.in_block(Block::Else(entity), |builder| {
-                        builder.exec_body(env, &clause.body)
+                        builder.exec_else_clauses(env, &if_stmt.elif_else_clauses)
+                    })?;
+                }
+                Ok(Flow::Normal)
+            }
+        }
+    }
+
+    /// The `elif` / `else` clauses after a runtime `if`, in its else-branch: `elif c: a else: b`
+    /// is `else: if c: a else: b`, each condition a runtime `if` of its own or, when known at
+    /// compile time, the branch it picks.
+    fn exec_else_clauses<'a>(
+        &mut self,
+        env: &Env<'a>,
+        clauses: &'a [ruff_python_ast::ElifElseClause],
+    ) -> Eval<Flow<'a>> {
+        let Some((clause, rest)) = clauses.split_first() else {
+            return Ok(Flow::Normal);
+        };
+        let Some(test) = &clause.test else {
+            return self.exec_body(env, &clause.body);
+        };
+        let value = self.eval(env, test)?;
+        match value.truthy() {
+            Some(true) => self.exec_body(env, &clause.body),
+            Some(false) => self.exec_else_clauses(env, rest),
+            None => {
+                let span = range_span(clause);
+                let (cond, _) = self.data_expr(&value, span)?;
+                let entity = self.add_kernel_entity(EntityKind::If, "a runtime `elif`", span)?;
+                self.world.conditions.set(entity, cond);
+                self.in_block(Block::Body(entity), |builder| {
+                    builder.exec_body(env, &clause.body)
+                })?;
+                if !rest.is_empty() {
+                    self.in_block(Block::Else(entity), |builder| {
+                        builder.exec_else_clauses(env, rest)
                     })?;
                 }
                 Ok(Flow::Normal)
@@ -586,10 +788,25 @@ impl Builder<'_> {
 
     fn exec_with<'a>(&mut self, env: &Env<'a>, with: &'a StmtWith) -> Eval<Flow<'a>> {
         let span = range_span(with);
-        let [item] = with.items.as_slice() else {
-            return Err(self.unsupported(span, "a `with` of several items"));
+        self.exec_with_items(env, with, &with.items, span)
+    }
+
+    /// `with a, b: body` is `with a: with b: body`: each item is entered in order, inside the
+    /// ones before it.
+    fn exec_with_items<'a>(
+        &mut self,
+        env: &Env<'a>,
+        with: &'a StmtWith,
+        items: &'a [ruff_python_ast::WithItem],
+        span: Span,
+    ) -> Eval<Flow<'a>> {
+        let Some((item, rest)) = items.split_first() else {
+            return self.exec_body(env, &with.body);
         };
         let frame = self.eval(env, &item.context_expr)?;
+        if let Value::NoOpFrame = frame {
+            return self.exec_with_items(env, with, rest, span);
+        }
         let Value::KernelFrame { grid, threads } = frame else {
             return Err(self.unsupported(span, "this `with` (tilec knows `with T.Kernel(...)`)"));
         };
@@ -631,10 +848,11 @@ impl Builder<'_> {
                 grid,
                 block_vars,
                 threads,
+                thread_var: None,
             },
         );
         self.in_block(Block::Body(entity), |builder| {
-            builder.exec_body(env, &with.body)
+            builder.exec_with_items(env, with, rest, span)
         })
     }
 
@@ -712,6 +930,7 @@ fn import_value<'a>(module: &str) -> Value<'a> {
         "itertools" => Value::Module(Module::Itertools),
         "torch" => Value::Module(Module::Torch),
         "functools" => Value::Module(Module::Functools),
+        "tilelang.tools.cuda.iket" => Value::Module(Module::Iket),
         other => Value::Opaque(Rc::from(format!("module `{other}`"))),
     }
 }
@@ -730,6 +949,10 @@ fn import_from_value<'a>(module: &str, name: &str) -> Value<'a> {
         ("torch", _) => match crate::torch::torch_dtype(name) {
             Some(dtype) => Value::DType(dtype),
             None => Value::ModuleFn(Module::Torch, Rc::from(name)),
+        },
+        ("tilelang.tools.cuda", "iket") | ("tilelang.tools.cuda.iket", _) => match module {
+            "tilelang.tools.cuda" => Value::Module(Module::Iket),
+            _ => Value::ModuleFn(Module::Iket, Rc::from(name)),
         },
         ("tvm", "DataType") | ("tvm.runtime", "DataType") => {
             Value::ModuleFn(Module::Language, Rc::from("dtype"))

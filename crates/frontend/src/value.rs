@@ -29,6 +29,9 @@ pub(crate) enum Module {
     Functools,
     /// `tilelang.carver.arch.driver` and `torch.cuda`: what they tell of the GPU is the target's.
     Driver,
+    /// `tilelang.tools.cuda.iket`, TileLang's in-kernel event tracing: its ranges and marks record
+    /// timestamps for a profiler and change no result, so tilec enters and drops them.
+    Iket,
 }
 
 /// Python builtins the evaluator implements.
@@ -164,6 +167,13 @@ pub(crate) enum Value<'a> {
         start: Option<ExprId>,
     },
     Layout(Rc<LayoutAnnotation>),
+    /// `T.Persistent(domain, wave_size, index, group_size)`, waiting for its `for`.
+    PersistentFrame(Rc<PersistentTiles>),
+    /// A context manager entered for no effect on the kernel (`iket.range`, `iket.session`).
+    NoOpFrame,
+    /// `T.thread_binding(...)`: the bound thread (or block) index, waiting for its `for` or for
+    /// the name an assignment binds it to (which, as in TVMScript, enters the frame).
+    ThreadBinding(ExprId),
     /// An eager-style tensor parameter not yet declared by `A: T.Tensor(...)`.
     PendingTensor,
     /// A kernel factory seen from driver code: calling it records an instance.
@@ -228,6 +238,9 @@ impl<'a> Value<'a> {
             Value::KernelFrame { .. } => "a T.Kernel frame",
             Value::LoopFrame { .. } => "a loop frame",
             Value::Layout(_) => "a layout",
+            Value::ThreadBinding(_) => "a thread binding",
+            Value::NoOpFrame => "a tracing context",
+            Value::PersistentFrame(_) => "a persistent loop frame",
             Value::PendingTensor => "a tensor parameter",
             Value::KernelRef { .. } => "a kernel",
             Value::ArgParser(_) => "an argument parser",
@@ -533,4 +546,14 @@ pub(crate) fn rebind<'a>(env: &Env<'a>, name: &str, value: Value<'a>) {
 
 pub(crate) fn bind<'a>(env: &Env<'a>, name: &str, value: Value<'a>) {
     env.borrow_mut().vars.insert(name.to_owned(), value);
+}
+
+/// The tiles a `T.Persistent` loop walks: the tile domain, how many blocks share the walk
+/// (`wave_size`), which of them this block is (`index`) and the group size of the tile order.
+#[derive(Clone, Debug)]
+pub(crate) struct PersistentTiles {
+    pub domain: Vec<ExprId>,
+    pub wave_size: ExprId,
+    pub index: ExprId,
+    pub group_size: ExprId,
 }

@@ -4,7 +4,9 @@ use std::fmt::{self, Write as _};
 
 use crate::data::{BinaryOp, DataExpr, DataId};
 use crate::value::write_python_float;
-use crate::world::{AtomicSource, EntityId, EntityKind, LoopKind, Region, TileOp, World};
+use crate::world::{
+    AtomicSource, ControlOp, EntityId, EntityKind, LoopKind, Region, TileOp, World,
+};
 
 impl World {
     /// The whole world as indented text: one line per entity, children indented under parents.
@@ -237,6 +239,10 @@ impl World {
                     outputs.join(", ")
                 )
             }
+            TileOp::Control(ControlOp::DeviceAssert { cond, message }) => {
+                format!("device_assert {} {message:?}", self.display_data(*cond))
+            }
+            TileOp::Control(control) => control.name().to_owned(),
         }
     }
 

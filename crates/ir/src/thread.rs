@@ -491,6 +491,20 @@ pub enum Stmt {
         warpgroups: u32,
         first_barrier: u32,
     },
+    /// `__syncwarp()`: the threads of each warp wait for each other, and their earlier shared-memory
+    /// accesses are ordered before their later ones. Every lane of a warp that executes it must
+    /// execute it (or have returned).
+    SyncWarp,
+    /// `return`: the executing threads stop. A thread that has returned counts as arrived at every
+    /// later barrier, as on the GPU.
+    Return,
+    /// `T.device_assert`: a thread in which `cond` is false stops the run with `message`.
+    Assert { cond: ValueId, message: String },
+    /// `griddepcontrol.wait` (sm_90): waits for the grids this one depends on through
+    /// programmatic dependent launch. A launch without that dependency returns at once.
+    GridDependencyWait,
+    /// `griddepcontrol.launch_dependents` (sm_90): lets a dependent grid start early.
+    LaunchDependents,
     /// Statements lowered from one entity of the kernel world (a tile op, a parallel loop, a store):
     /// the printer prints `label` as a comment above them, and the emulator names `origin` in what
     /// it reports, which the caller maps to a source range.

@@ -124,6 +124,11 @@ pub struct Launch {
     pub grid: Vec<ExprId>,
     pub block_vars: Vec<VarId>,
     pub threads: Vec<i64>,
+    /// The flat thread index `threadIdx.x + threads[0] * (threadIdx.y + threads[1] * threadIdx.z)`,
+    /// ranging over `0..thread_count()`, once the kernel reads it (`T.get_thread_binding`,
+    /// `T.thread_binding`, `T.get_warp_idx`, `T.get_lane_idx`): lowering makes it the thread
+    /// program's own thread index.
+    pub thread_var: Option<VarId>,
 }
 
 impl Launch {
@@ -235,6 +240,40 @@ pub enum TileOp {
         buffer: EntityId,
         layout: LayoutAnnotation,
     },
+    /// A statement about the threads themselves rather than about data.
+    Control(ControlOp),
+}
+
+/// What a [`TileOp::Control`] does. Each is executed by every thread that reaches it, as written.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ControlOp {
+    /// `T.sync_threads()`: every thread of the block waits for all others (`__syncthreads()`).
+    SyncThreads,
+    /// `T.sync_warp()`: the threads of each warp wait for each other (`__syncwarp()`).
+    SyncWarp,
+    /// `T.pdl_sync()`: waits until the grids this launch depends on have completed or triggered
+    /// (programmatic dependent launch, `griddepcontrol.wait`).
+    PdlSync,
+    /// `T.pdl_trigger()`: lets a dependent grid start (`griddepcontrol.launch_dependents`).
+    PdlTrigger,
+    /// `T.thread_return()`: the executing thread stops here.
+    ThreadReturn,
+    /// `T.device_assert(cond, msg)`: the run fails, saying `message`, when `cond` is false in a
+    /// thread that reaches it.
+    DeviceAssert { cond: DataId, message: String },
+}
+
+impl ControlOp {
+    pub fn name(&self) -> &'static str {
+        match self {
+            ControlOp::SyncThreads => "sync_threads",
+            ControlOp::SyncWarp => "sync_warp",
+            ControlOp::PdlSync => "pdl_sync",
+            ControlOp::PdlTrigger => "pdl_trigger",
+            ControlOp::ThreadReturn => "thread_return",
+            ControlOp::DeviceAssert { .. } => "device_assert",
+        }
+    }
 }
 
 impl TileOp {
@@ -249,6 +288,7 @@ impl TileOp {
             TileOp::AtomicAdd { .. } => "atomic_add",
             TileOp::UseSwizzle { .. } => "use_swizzle",
             TileOp::AnnotateLayout { .. } => "annotate_layout",
+            TileOp::Control(control) => control.name(),
         }
     }
 }

@@ -43,8 +43,49 @@ pub fn check_world(world: &World, target: Target) -> Vec<Diagnostic> {
         };
         diagnostics.extend(found);
     }
+    diagnostics.extend(check_thread_indexed_fragments(world));
     diagnostics.extend(check_shared_memory(world, target));
     diagnostics.extend(check_register_buffer_sizes(world));
+    diagnostics
+}
+
+/// A fragment's elements are spread over the threads by its layout, which inference chooses from
+/// how the kernel's tile operations and parallel loops walk it: an index that names the thread
+/// itself (`frag[T.get_thread_binding()]`) would fix which thread holds an element regardless of
+/// that layout. tilec refuses it; a per-thread buffer is `T.alloc_local`.
+fn check_thread_indexed_fragments(world: &World) -> Vec<Diagnostic> {
+    let threads: Vec<_> = world
+        .launches
+        .iter()
+        .filter_map(|(_, launch)| launch.thread_var)
+        .collect();
+    if threads.is_empty() {
+        return Vec::new();
+    }
+    let mut diagnostics = Vec::new();
+    for (entity, accesses) in world.accesses.iter() {
+        let fragment = accesses.iter().find(|access| {
+            world.scopes.get(world.storage_of(access.region.buffer)) == Some(&Scope::Fragment)
+                && access.region.dims.iter().any(|dim| {
+                    std::iter::once(dim.start)
+                        .chain(dim.extent)
+                        .any(|e| world.exprs.vars_of(e).iter().any(|v| threads.contains(v)))
+                })
+        });
+        if let Some(access) = fragment {
+            diagnostics.push(Diagnostic::error(
+                Code::UnsupportedSyntax,
+                Anchor::Entity(entity),
+                format!(
+                    "`{}` is a fragment, whose elements layout inference spreads over the \
+                     threads: tilec does not index one with the thread index \
+                     (`T.get_thread_binding` and its kin); a buffer each thread holds in full \
+                     is `T.alloc_local`",
+                    world.name(access.region.buffer)
+                ),
+            ));
+        }
+    }
     diagnostics
 }
 

@@ -36,6 +36,8 @@ pub(super) fn uses_sm90_prelude(program: &ThreadProgram) -> bool {
                     | Stmt::SetMaxRegisters { .. }
                     | Stmt::NamedBarrier { .. }
                     | Stmt::WarpgroupTurn { .. }
+                    | Stmt::GridDependencyWait
+                    | Stmt::LaunchDependents
             )
         })
 }

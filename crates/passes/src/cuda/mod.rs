@@ -580,6 +580,11 @@ fn stmt_kind(stmt: &Stmt) -> &'static str {
         Stmt::SetMaxRegisters { .. } => "setmaxnreg",
         Stmt::NamedBarrier { .. } => "named barrier",
         Stmt::WarpgroupTurn { .. } => "warpgroup turn",
+        Stmt::SyncWarp => "warp sync",
+        Stmt::Return => "return",
+        Stmt::Assert { .. } => "device assert",
+        Stmt::GridDependencyWait => "grid dependency wait",
+        Stmt::LaunchDependents => "launch dependents",
         Stmt::Block { .. } => "block",
     }
 }

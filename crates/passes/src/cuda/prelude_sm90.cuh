@@ -5,7 +5,7 @@
 // compiler keeps ordinary loads and stores of the data they guard on the right side of them.
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-#error "this tilec kernel needs sm_90a: it uses TMA, mbarrier waits, setmaxnreg or named barriers"
+#error "this tilec kernel needs sm_90a: it uses TMA, mbarrier waits, setmaxnreg, named barriers or griddepcontrol"
 #endif
 
 // The driver's CUtensorMap (cuda.h is not included): 128 opaque bytes that cuTensorMapEncodeTiled
@@ -152,6 +152,14 @@ __device__ __forceinline__ void tl_setmaxnreg_inc() {
 template <int Count>
 __device__ __forceinline__ void tl_setmaxnreg_dec() {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Count));
+}
+// Programmatic dependent launch: waits for the grids this one depends on (a launch without such a
+// dependency returns at once), and lets the grids that depend on this one start.
+__device__ __forceinline__ void tl_griddepcontrol_wait() {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+__device__ __forceinline__ void tl_griddepcontrol_launch_dependents() {
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 // A barrier among the `threads` threads that execute it, for one role of a warp-specialized kernel.
 __device__ __forceinline__ void tl_named_barrier(unsigned int id, unsigned int threads) {

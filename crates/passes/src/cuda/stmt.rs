@@ -59,6 +59,11 @@ impl Printer<'_> {
                 value,
             } => self.atomic(*op, *buffer, *index, *value),
             Stmt::Barrier => self.line("__syncthreads();"),
+            Stmt::SyncWarp => self.line("__syncwarp();"),
+            Stmt::Return => self.line("return;"),
+            Stmt::Assert { cond, message } => self.device_assert(*cond, message),
+            Stmt::GridDependencyWait => self.line("tl_griddepcontrol_wait();"),
+            Stmt::LaunchDependents => self.line("tl_griddepcontrol_launch_dependents();"),
             Stmt::AsyncCopy {
                 dst,
                 dst_index,
@@ -233,6 +238,31 @@ impl Printer<'_> {
             self.nested(otherwise);
             self.line("}");
         }
+    }
+
+    /// `T.device_assert`: a thread whose condition is false prints the message and traps, which
+    /// fails the launch.
+    fn device_assert(&mut self, cond: ValueId, message: &str) {
+        self.declare_temporaries(cond);
+        let (cond, _) = self.root_value(cond);
+        self.forget_temporaries();
+        let mut quoted = String::new();
+        for c in message.chars() {
+            match c {
+                '"' => quoted.push_str("\\\""),
+                '\\' => quoted.push_str("\\\\"),
+                '%' => quoted.push_str("%%"),
+                c if c.is_ascii_graphic() || c == ' ' => quoted.push(c),
+                _ => quoted.push('?'),
+            }
+        }
+        self.line(&format!("if (!({})) {{", cond.text));
+        self.line(&format!(
+            "    printf(\"device_assert failed in block (%d, %d, %d), thread (%d, %d, %d): {quoted}\\n\", \
+             blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x, threadIdx.y, threadIdx.z);"
+        ));
+        self.line("    __trap();");
+        self.line("}");
     }
 
     /// `// label` above the statements in a `{ }` block.

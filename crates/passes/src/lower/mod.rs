@@ -19,6 +19,7 @@ mod rewrite;
 mod shared_plan;
 mod specialize;
 mod sync;
+mod threads;
 mod tile;
 mod tma;
 mod values;
@@ -32,8 +33,8 @@ use tilec_ir::thread::{
     BufferDecl, BufferId, Memory, ParamAccess, ScalarParam, Stmt, TensorParam, Value, ValueId,
 };
 use tilec_ir::{
-    Anchor, Cancellation, Code, DType, Diagnostic, EntityId, EntityKind, ExprArena, ExprId,
-    LoopKind, Scope, ThreadProgram, TileOp, VarId, World,
+    Anchor, Cancellation, Code, ControlOp, DType, Diagnostic, EntityId, EntityKind, ExprArena,
+    ExprId, LoopKind, Scope, ThreadProgram, TileOp, VarId, World,
 };
 
 use crate::CodegenOptions;
@@ -396,6 +397,8 @@ pub(crate) struct Lowering<'w> {
     stage_offset: Option<ExprId>,
     /// The shared scratch areas of cross-warp reductions so far, by dtype and element count.
     reduce_workspaces: Vec<(DType, i64, BufferId)>,
+    /// Which statements differ between threads (`threads.rs`).
+    thread_dependence: threads::ThreadDependence,
     /// Whether a later reduction reuses an earlier one's scratch area when it is large enough.
     /// Reuse costs a barrier before each reuse (the earlier readers must be done), so it is only
     /// asked for when separate areas would not fit in shared memory.
@@ -419,7 +422,12 @@ impl<'w> Lowering<'w> {
             .ok_or_else(|| Unlowerable::new("the launch has no grid"))?;
         let threads = info.thread_count();
         let mut exprs = layouts.exprs.clone();
-        let thread = exprs.var("tx", Some(threads));
+        // The kernel's own thread index where it reads one (`T.get_thread_binding`), so that its
+        // uses in the world's expressions are the program's thread index.
+        let thread = match info.thread_var {
+            Some(var) => var,
+            None => exprs.var("tx", Some(threads)),
+        };
         let mut block_index = [thread; 3];
         for (k, slot) in block_index.iter_mut().enumerate() {
             *slot = match info.block_vars.get(k) {
@@ -478,6 +486,7 @@ impl<'w> Lowering<'w> {
             reduce_workspaces: Vec::new(),
             share_reduce_workspaces: false,
             cancellation: Cancellation::default(),
+            thread_dependence: threads::ThreadDependence::new(world, info.thread_var),
         };
         lowering.declare_params();
         lowering.declare_buffers()?;
@@ -740,6 +749,30 @@ impl<'w> Lowering<'w> {
     /// Lowers one statement of a launch or loop body (outside parallel loops).
     fn statement(&mut self, entity: EntityId, out: &mut Vec<Stmt>) -> Result<(), Unlowerable> {
         self.cancellation.check();
+        let cooperative = match self.world.kind(entity) {
+            Some(EntityKind::TileOp) => !matches!(
+                self.world.ops.get(entity),
+                Some(
+                    TileOp::Control(_) | TileOp::UseSwizzle { .. } | TileOp::AnnotateLayout { .. }
+                )
+            ),
+            Some(EntityKind::Loop) => self
+                .world
+                .loops
+                .get(entity)
+                .is_some_and(|info| info.kind == LoopKind::Parallel),
+            _ => false,
+        };
+        if cooperative
+            && self
+                .thread_dependence
+                .under_thread_condition(self.world, entity)
+        {
+            return Err(Unlowerable::new(
+                "it sits under a condition (or in a loop) that depends on the thread index, but \
+                 every thread of the block takes part in a tile operation or parallel loop",
+            ));
+        }
         match self.world.kind(entity) {
             Some(EntityKind::Loop) => self.lower_loop(entity, out),
             Some(EntityKind::TileOp) => self.tile_op(entity, out),
@@ -788,6 +821,12 @@ impl<'w> Lowering<'w> {
             ([var], [extent]) => (*var, *extent),
             _ => return Err(Unlowerable::new("a serial loop over several variables")),
         };
+        if self.thread_dependence.index(self.world, extent) {
+            return Err(Unlowerable::new(
+                "a loop whose extent depends on the thread index (threads would reach the \
+                 barriers inside it different numbers of times)",
+            ));
+        }
         if let LoopKind::Pipelined { num_stages } = info.kind
             && num_stages >= 2
             && self
@@ -872,7 +911,9 @@ impl<'w> Lowering<'w> {
         let on_chip_private = store.is_some_and(|b| self.is_private(b));
         let accesses = self.entity_shared_accesses(entity);
         self.sync.before(&accesses, out);
-        if on_chip_private {
+        // A store that differs between threads (`A[tx] = ...`) is per-thread code: each thread
+        // makes its own, as written.
+        if on_chip_private || self.thread_dependence.statement(self.world, entity) {
             out.extend(stmts);
         } else {
             let first = self.thread_is(0);
@@ -1111,6 +1152,18 @@ impl<'w> Lowering<'w> {
             Some(EntityKind::TileOp) => match self.world.ops.get(entity) {
                 Some(TileOp::AtomicAdd { dst, src }) => {
                     self.element_atomic(dst.clone(), src.clone(), out)
+                }
+                // An assertion is checked for each iteration, by the thread that runs it.
+                Some(TileOp::Control(control @ ControlOp::DeviceAssert { .. })) => {
+                    let control = control.clone();
+                    let mut stmts = Vec::new();
+                    self.control(&control, &mut stmts)?;
+                    out.push(Stmt::Block {
+                        origin: Some(entity),
+                        label: "T.device_assert".to_owned(),
+                        body: stmts,
+                    });
+                    Ok(())
                 }
                 Some(op) => Err(Unlowerable::new(format!(
                     "`T.{}` inside a parallel loop",

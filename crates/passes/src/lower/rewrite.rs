@@ -131,6 +131,14 @@ impl<'p, L: Leaves> Rewriter<'p, L> {
                 value: self.value(*value),
             },
             Stmt::Barrier => Stmt::Barrier,
+            Stmt::SyncWarp => Stmt::SyncWarp,
+            Stmt::Return => Stmt::Return,
+            Stmt::Assert { cond, message } => Stmt::Assert {
+                cond: self.value(*cond),
+                message: message.clone(),
+            },
+            Stmt::GridDependencyWait => Stmt::GridDependencyWait,
+            Stmt::LaunchDependents => Stmt::LaunchDependents,
             Stmt::AsyncCopy {
                 dst,
                 dst_index,

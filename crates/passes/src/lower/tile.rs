@@ -4,8 +4,8 @@
 use tilec_ir::data::{BinaryOp, CompareOp};
 use tilec_ir::thread::{AtomicOp, BufferDecl, Memory, Stmt, Value, ValueId};
 use tilec_ir::{
-    AccessKind, AtomicSource, DType, DataId, EntityId, ExprId, ReduceKind, Region, TileOp, VarId,
-    World,
+    AccessKind, AtomicSource, ControlOp, DType, DataId, EntityId, ExprId, ReduceKind, Region,
+    TileOp, VarId, World,
 };
 
 use super::{Lowering, Unlowerable, guarded, rename_vars, sync};
@@ -72,6 +72,7 @@ impl Lowering<'_> {
             // Rasterization rebinds the block indices for the whole launch, before its first
             // statement (`Lowering::rasterization`); an annotation only informed inference.
             TileOp::UseSwizzle { .. } | TileOp::AnnotateLayout { .. } => return Ok(()),
+            TileOp::Control(control) => self.control(control, &mut stmts)?,
         }
         let label = label.unwrap_or_else(|| format!("T.{}", op.name()));
         out.push(Stmt::Block {
@@ -80,6 +81,37 @@ impl Lowering<'_> {
             body: stmts,
         });
         self.sync.after(&accesses);
+        Ok(())
+    }
+
+    /// `T.sync_threads()`, `T.sync_warp()`, `T.pdl_sync()`, `T.pdl_trigger()`,
+    /// `T.thread_return()` and `T.device_assert(...)`, executed by every thread that reaches them.
+    pub(super) fn control(
+        &mut self,
+        control: &ControlOp,
+        stmts: &mut Vec<Stmt>,
+    ) -> Result<(), Unlowerable> {
+        match control {
+            ControlOp::SyncThreads => {
+                stmts.push(Stmt::Barrier);
+                self.sync.barrier_placed();
+            }
+            ControlOp::SyncWarp => stmts.push(Stmt::SyncWarp),
+            // Programmatic dependent launch exists from sm_90 on; before it a grid starts only
+            // once the one before it has finished, so there is nothing to wait for or to trigger.
+            ControlOp::PdlSync | ControlOp::PdlTrigger
+                if self.options.target != tilec_ir::Target::Sm90 => {}
+            ControlOp::PdlSync => stmts.push(Stmt::GridDependencyWait),
+            ControlOp::PdlTrigger => stmts.push(Stmt::LaunchDependents),
+            ControlOp::ThreadReturn => stmts.push(Stmt::Return),
+            ControlOp::DeviceAssert { cond, message } => {
+                let cond = self.value_as(*cond, DType::Bool)?;
+                stmts.push(Stmt::Assert {
+                    cond,
+                    message: message.clone(),
+                });
+            }
+        }
         Ok(())
     }
 
@@ -414,7 +446,7 @@ impl Lowering<'_> {
     ) -> Result<(), Unlowerable> {
         let src = match src {
             AtomicSource::Region(src) => src,
-            AtomicSource::Value(value) => return self.scalar_atomic(dst, *value, out),
+            AtomicSource::Value(value) => return self.scalar_atomic(entity, dst, *value, out),
         };
         // Atomics stay one element at a time: no vector width.
         let (copy, layout) = self.copy_schedule(entity, src, dst, false)?;
@@ -432,9 +464,12 @@ impl Lowering<'_> {
         Ok(())
     }
 
-    /// `T.atomic_add(dst[i], value)` outside a parallel loop: thread 0 adds once per block.
+    /// `T.atomic_add(dst[i], value)` outside a parallel loop: thread 0 adds once per block, or,
+    /// where the element, the value or a condition around it differs between threads
+    /// (`T.atomic_add(dst[tx], ...)`), every thread adds its own.
     fn scalar_atomic(
         &mut self,
+        entity: EntityId,
         dst: &Region,
         value: DataId,
         out: &mut Vec<Stmt>,
@@ -444,6 +479,10 @@ impl Lowering<'_> {
         let indices: Vec<ExprId> = dst.dims.iter().map(|d| d.start).collect();
         let mut stmts = Vec::new();
         self.atomic_store(dst.buffer, &indices, value, &mut stmts)?;
+        if self.thread_dependence.statement(self.world, entity) {
+            out.extend(stmts);
+            return Ok(());
+        }
         let first = self.thread_is(0);
         out.push(Stmt::If {
             cond: first,

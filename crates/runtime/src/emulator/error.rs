@@ -162,6 +162,14 @@ pub enum ErrorKind {
     ShuffleInactiveLane { partner: i64, mask: u32 },
     /// A loop extent depends on the thread index (the program would not run in lockstep).
     ThreadDependentExtent,
+    /// `T.device_assert` found its condition false in a thread.
+    AssertionFailed { message: String },
+    /// `__syncwarp()` reached by only `active` of the `lanes` running lanes of warp `warp`.
+    DivergentWarpSync {
+        warp: u32,
+        active: usize,
+        lanes: usize,
+    },
     /// A vector access whose index is not a multiple of its lane count, or whose address is not aligned
     /// to the vector's size.
     Misaligned {
@@ -328,6 +336,21 @@ impl fmt::Display for ErrorKind {
             ErrorKind::ThreadDependentExtent => {
                 f.write_str("a loop extent depends on the thread index")
             }
+            ErrorKind::AssertionFailed { message } if message.is_empty() => {
+                f.write_str("device_assert failed")
+            }
+            ErrorKind::AssertionFailed { message } => {
+                write!(f, "device_assert failed: {message}")
+            }
+            ErrorKind::DivergentWarpSync {
+                warp,
+                active,
+                lanes,
+            } => write!(
+                f,
+                "__syncwarp in divergent code: reached by {active} of the {lanes} running lanes \
+                 of warp {warp}"
+            ),
             ErrorKind::Misaligned {
                 buffer,
                 index,

@@ -53,6 +53,10 @@ pub(super) struct Machine<'p, 't> {
     pub mbarriers: Mbarriers,
     /// The running block's warpgroup turn-taking.
     pub turns: super::turns::Turns,
+    /// The running block's threads that have returned (`Stmt::Return`): they execute nothing
+    /// more and count as arrived at every later barrier.
+    pub exited: Vec<bool>,
+    pub exited_count: usize,
     /// The TMA tensor maps, evaluated for this run.
     pub maps: Vec<MapInfo>,
     /// When the run must stop, and the budget that set it (see `run_program_within`).
@@ -82,6 +86,8 @@ impl<'p> Machine<'p, '_> {
         self.memory.begin_block();
         self.mbarriers.clear();
         self.turns.clear();
+        self.exited.iter_mut().for_each(|exited| *exited = false);
+        self.exited_count = 0;
         let mut bound: Vec<(VarId, u32)> =
             self.program.block_index.into_iter().zip(block).collect();
         // A persistent program reads which block it is and how many run; its `let`s bind the
@@ -109,10 +115,87 @@ impl<'p> Machine<'p, '_> {
 
     fn exec_list(&mut self, stmts: &'p [Stmt], active: &[u32]) -> Result<(), Fault> {
         let shadowed = self.shadowed.len();
+        // Threads that return stop running the rest of every enclosing list.
+        let mut running: Option<Vec<u32>> = None;
+        let mut exited = self.exited_count;
+        if exited > 0 {
+            running = Some(self.still_running(active));
+        }
         for stmt in stmts {
-            self.exec(stmt, active)?;
+            let current = running.as_deref().unwrap_or(active);
+            if current.is_empty() {
+                break;
+            }
+            self.exec(stmt, current)?;
+            if self.exited_count != exited {
+                exited = self.exited_count;
+                running = Some(self.still_running(current));
+            }
         }
         self.restore_shadowed(shadowed);
+        Ok(())
+    }
+
+    /// The threads of `active` that have not returned.
+    fn still_running(&self, active: &[u32]) -> Vec<u32> {
+        active
+            .iter()
+            .copied()
+            .filter(|&t| !self.exited.get(t as usize).copied().unwrap_or(false))
+            .collect()
+    }
+
+    fn exec_return(&mut self, active: &[u32]) {
+        for &thread in active {
+            if let Some(exited) = self.exited.get_mut(thread as usize)
+                && !*exited
+            {
+                *exited = true;
+                self.exited_count += 1;
+            }
+        }
+    }
+
+    fn exec_assert(&mut self, cond: ValueId, message: &str, active: &[u32]) -> Result<(), Fault> {
+        let (_, failed) = self.split(cond, active)?;
+        match failed.first() {
+            Some(&thread) => Err(self.fault(
+                ErrorKind::AssertionFailed {
+                    message: message.to_owned(),
+                },
+                Some(thread),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// `__syncwarp()`: every running lane of each warp present must take part, and the warp's
+    /// shared-memory accesses before it are ordered before its accesses after it (accesses of
+    /// other warps still need a block barrier).
+    fn exec_sync_warp(&mut self, active: &[u32]) -> Result<(), Fault> {
+        let mut start = 0;
+        while start < active.len() {
+            let warp = active[start] / 32;
+            let end = active[start..]
+                .iter()
+                .position(|&t| t / 32 != warp)
+                .map_or(active.len(), |offset| start + offset);
+            let first = (warp * 32) as usize;
+            let last = (first + 32).min(self.threads);
+            let lanes = (first..last)
+                .filter(|&t| !self.exited.get(t).copied().unwrap_or(false))
+                .count();
+            if end - start != lanes {
+                let kind = ErrorKind::DivergentWarpSync {
+                    warp,
+                    active: end - start,
+                    lanes,
+                };
+                return Err(self.fault(kind, Some(active[start])));
+            }
+            self.memory.warp_sync(warp);
+            start = end;
+        }
         Ok(())
     }
 
@@ -188,6 +271,14 @@ impl<'p> Machine<'p, '_> {
                 value,
             } => self.exec_atomic(*op, buffer.index(), *index, *value, active),
             Stmt::Barrier => self.exec_barrier(active),
+            Stmt::SyncWarp => self.exec_sync_warp(active),
+            Stmt::Return => {
+                self.exec_return(active);
+                Ok(())
+            }
+            Stmt::Assert { cond, message } => self.exec_assert(*cond, message, active),
+            // Grids run one after another here: what a dependent launch waits for is done.
+            Stmt::GridDependencyWait | Stmt::LaunchDependents => Ok(()),
             Stmt::AsyncCopy {
                 dst,
                 dst_index,
@@ -628,7 +719,8 @@ impl<'p> Machine<'p, '_> {
     }
 
     fn exec_barrier(&mut self, active: &[u32]) -> Result<(), Fault> {
-        if active.len() != self.threads {
+        // A thread that has returned counts as arrived, as on the GPU.
+        if active.len() + self.exited_count != self.threads {
             let kind = ErrorKind::DivergentBarrier {
                 active: active.len(),
                 threads: self.threads,

@@ -112,9 +112,13 @@ struct ElementState {
     stamp: u32,
     writer: u32,
     write_epoch: u32,
+    /// The `__syncwarp` count of the writer's warp when it wrote (see [`Order`]).
+    write_sync: u32,
     reader: u32,
+    read_sync: u32,
     /// A second reader distinct from `reader`, or [`NONE`].
     other_reader: u32,
+    other_sync: u32,
     read_epoch: u32,
     /// The asynchronous copy to the element that was issued and has not landed yet, if any.
     in_flight: Flight,
@@ -203,6 +207,9 @@ pub(super) struct Memory<'t> {
     local_stamps: Vec<Vec<u32>>,
     block_serial: u32,
     epoch: u32,
+    /// Per warp, how many `__syncwarp`s it has executed: accesses of two threads of one warp in one
+    /// epoch are ordered when the warp synced between them.
+    warp_syncs: Vec<u32>,
     /// The running warp role's clock, `None` outside warp roles.
     pub clock: Option<RoleClock>,
     /// The last role time handed out.
@@ -255,6 +262,7 @@ impl<'t> Memory<'t> {
             local_stamps,
             block_serial: 0,
             epoch: 0,
+            warp_syncs: vec![0; threads.div_ceil(32)],
             clock: None,
             now: 0,
             counts: Counts::default(),
@@ -270,6 +278,22 @@ impl<'t> Memory<'t> {
     /// A barrier: accesses before it no longer race with accesses after it.
     pub fn barrier(&mut self) {
         self.epoch = self.epoch.wrapping_add(1);
+    }
+
+    /// A `__syncwarp` of warp `warp`: its threads' accesses before it no longer race with its
+    /// threads' accesses after it.
+    pub fn warp_sync(&mut self, warp: u32) {
+        if let Some(count) = self.warp_syncs.get_mut(warp as usize) {
+            *count = count.wrapping_add(1);
+        }
+    }
+
+    /// The ordering state accesses are checked against.
+    fn order(&self) -> Order<'_> {
+        Order {
+            epoch: self.epoch,
+            syncs: &self.warp_syncs,
+        }
     }
 
     /// Loads `buffer[indices[k]]` for `threads[k]` into `out[lanes[k]]`.
@@ -294,7 +318,11 @@ impl<'t> Memory<'t> {
             }
             Place::Shared { slot, .. } => {
                 self.counts.shared_loads += n as u64;
-                let (serial, epoch, clock) = (self.block_serial, self.epoch, self.clock);
+                let (serial, clock) = (self.block_serial, self.clock);
+                let order = Order {
+                    epoch: self.epoch,
+                    syncs: &self.warp_syncs,
+                };
                 let shared = self
                     .shared
                     .get_mut(slot)
@@ -305,7 +333,7 @@ impl<'t> Memory<'t> {
                         indices,
                         lanes,
                     };
-                    return shared_load_plain(shared, info, (serial, epoch, clock), access, out);
+                    return shared_load_plain(shared, info, (serial, order, clock), access, out);
                 }
                 for k in 0..n {
                     let thread = threads[k];
@@ -396,7 +424,10 @@ impl<'t> Memory<'t> {
                 threads.first().copied().unwrap_or(0),
             ));
         };
-        let epoch = self.epoch;
+        let order = Order {
+            epoch: self.epoch,
+            syncs: &self.warp_syncs,
+        };
         let shared = self
             .shared
             .get_mut(slot)
@@ -410,7 +441,7 @@ impl<'t> Memory<'t> {
             if let Some(kind) = in_flight_fault(state.in_flight, info, index) {
                 return Err((kind, thread));
             }
-            if let Some((kind, first)) = conflict_with_write(state, epoch, thread) {
+            if let Some((kind, first)) = conflict_with_write(state, order, thread) {
                 return Err((race(info, element, kind, first, thread), thread));
             }
             state.in_flight = Flight::CpAsync;
@@ -500,7 +531,11 @@ impl<'t> Memory<'t> {
             let message = format!("TMA into `{}`, which is not shared memory", info.name);
             return Err((ErrorKind::Malformed(message), thread));
         };
-        let (epoch, clock) = (self.epoch, self.clock);
+        let clock = self.clock;
+        let order = Order {
+            epoch: self.epoch,
+            syncs: &self.warp_syncs,
+        };
         let shared = self
             .shared
             .get_mut(slot)
@@ -515,7 +550,7 @@ impl<'t> Memory<'t> {
                 return Err((kind, thread));
             }
             let unordered = match clock {
-                None => conflict_with_write(state, epoch, thread)
+                None => conflict_with_write(state, order, thread)
                     .map(|(kind, first)| race(info, element, kind, first, thread)),
                 Some(clock) => {
                     unordered_access(state, clock).map(|other| ErrorKind::UnorderedTma {
@@ -719,7 +754,10 @@ impl<'t> Memory<'t> {
         thread: u32,
     ) -> Result<f64, ErrorKind> {
         self.shared_initialised(info, slot, element)?;
-        let epoch = self.epoch;
+        let order = Order {
+            epoch: self.epoch,
+            syncs: &self.warp_syncs,
+        };
         let shared = self.shared.get_mut(slot).ok_or_else(|| missing(info))?;
         let (Some(&value), Some(state)) =
             (shared.values.get(element), shared.states.get_mut(element))
@@ -729,7 +767,7 @@ impl<'t> Memory<'t> {
         if let Some(kind) = in_flight_fault(state.in_flight, info, element as i64) {
             return Err(kind);
         }
-        if let Some(writer) = note_read(state, epoch, thread) {
+        if let Some(writer) = note_read(state, order, thread) {
             let kind = RaceKind::ReadAfterWrite;
             return Err(race(info, element, kind, writer, thread));
         }
@@ -745,7 +783,11 @@ impl<'t> Memory<'t> {
         thread: u32,
         value: f64,
     ) -> Result<(), ErrorKind> {
-        let (serial, epoch) = (self.block_serial, self.epoch);
+        let serial = self.block_serial;
+        let order = Order {
+            epoch: self.epoch,
+            syncs: &self.warp_syncs,
+        };
         let shared = self.shared.get_mut(slot).ok_or_else(|| missing(info))?;
         let (Some(target), Some(state)) = (
             shared.values.get_mut(element),
@@ -756,12 +798,11 @@ impl<'t> Memory<'t> {
         if let Some(kind) = in_flight_fault(state.in_flight, info, element as i64) {
             return Err(kind);
         }
-        if let Some((kind, first)) = conflict_with_write(state, epoch, thread) {
+        if let Some((kind, first)) = conflict_with_write(state, order, thread) {
             return Err(race(info, element, kind, first, thread));
         }
         *target = value;
-        state.writer = thread;
-        state.write_epoch = epoch;
+        note_write(state, order, thread);
         state.stamp = serial;
         note_role(state, self.clock, thread);
         if !shared.overlaps.is_empty() {
@@ -796,7 +837,8 @@ impl<'t> Memory<'t> {
             let first = (start.max(other.offset) - other.offset) / other.size;
             let last = (end.min(other_end) - 1 - other.offset) / other.size;
             for state in other.states.get(first..=last).unwrap_or(&[]) {
-                if let Some((kind, first_thread)) = conflict_with_write(state, self.epoch, thread) {
+                if let Some((kind, first_thread)) = conflict_with_write(state, self.order(), thread)
+                {
                     return Err(race(info, element, kind, first_thread, thread));
                 }
             }
@@ -825,7 +867,7 @@ struct Lanes<'a> {
 fn shared_load_plain(
     shared: &mut SharedBuffer,
     info: &BufferInfo<'_>,
-    (serial, epoch, clock): (u32, u32, Option<RoleClock>),
+    (serial, order, clock): (u32, Order<'_>, Option<RoleClock>),
     access: Lanes<'_>,
     out: &mut [f64],
 ) -> Result<(), LaneFault> {
@@ -852,7 +894,7 @@ fn shared_load_plain(
             let buffer = info.name.to_owned();
             return Err((ErrorKind::UninitializedShared { buffer, index }, thread));
         }
-        if let Some(writer) = note_read(state, epoch, thread) {
+        if let Some(writer) = note_read(state, order, thread) {
             let kind = RaceKind::ReadAfterWrite;
             return Err((race(info, element, kind, writer, thread), thread));
         }
@@ -910,20 +952,60 @@ fn find_overlaps(shared: &mut [SharedBuffer]) -> bool {
     any
 }
 
-/// Records a read by `thread` in `epoch`; returns the other thread that wrote the element in the same
-/// epoch, if one did (then nothing is recorded: the run stops).
-fn note_read(state: &mut ElementState, epoch: u32, thread: u32) -> Option<u32> {
-    if state.write_epoch == epoch && state.writer != thread && state.writer != ASYNC_PROXY {
+/// What orders two accesses of one shared element: a barrier between them (a later `epoch`), or,
+/// for two threads of one warp, a `__syncwarp` of that warp between them (its count in `syncs`
+/// grew since the earlier access).
+#[derive(Clone, Copy, Debug)]
+struct Order<'a> {
+    epoch: u32,
+    syncs: &'a [u32],
+}
+
+impl Order<'_> {
+    /// The `__syncwarp` count of `thread`'s warp.
+    fn syncs_of(&self, thread: u32) -> u32 {
+        self.syncs.get(thread as usize / 32).copied().unwrap_or(0)
+    }
+
+    /// Whether the access of `earlier` (made when its warp had synced `earlier_sync` times) is
+    /// ordered before one of `thread` in the same epoch by a `__syncwarp` of their common warp.
+    fn warp_ordered(&self, earlier: u32, earlier_sync: u32, thread: u32) -> bool {
+        earlier != NONE
+            && earlier != ASYNC_PROXY
+            && earlier / 32 == thread / 32
+            && self.syncs_of(thread) != earlier_sync
+    }
+}
+
+/// Records a read by `thread`; returns the other thread that wrote the element in the same epoch
+/// without an order between them, if one did (then nothing is recorded: the run stops).
+fn note_read(state: &mut ElementState, order: Order<'_>, thread: u32) -> Option<u32> {
+    let epoch = order.epoch;
+    if state.write_epoch == epoch
+        && state.writer != thread
+        && state.writer != ASYNC_PROXY
+        && !order.warp_ordered(state.writer, state.write_sync, thread)
+    {
         return Some(state.writer);
     }
+    let sync = order.syncs_of(thread);
     if state.read_epoch != epoch {
         state.read_epoch = epoch;
         state.reader = thread;
+        state.read_sync = sync;
         state.other_reader = NONE;
     } else if state.reader != thread && state.other_reader == NONE {
         state.other_reader = thread;
+        state.other_sync = sync;
     }
     None
+}
+
+/// Records a write by `thread` (after [`conflict_with_write`] found no conflict).
+fn note_write(state: &mut ElementState, order: Order<'_>, thread: u32) {
+    state.writer = thread;
+    state.write_epoch = order.epoch;
+    state.write_sync = order.syncs_of(thread);
 }
 
 /// The thread of another role whose access of the element the running role has not acquired
@@ -938,22 +1020,31 @@ fn unordered_access(state: &ElementState, clock: RoleClock) -> Option<u32> {
         })
 }
 
-/// The conflict a write by `thread` has with earlier accesses of the element in `epoch`: the race
-/// kind and the other thread.
-fn conflict_with_write(state: &ElementState, epoch: u32, thread: u32) -> Option<(RaceKind, u32)> {
+/// The conflict a write by `thread` has with earlier accesses of the element in the same epoch
+/// that nothing orders before it: the race kind and the other thread.
+fn conflict_with_write(
+    state: &ElementState,
+    order: Order<'_>,
+    thread: u32,
+) -> Option<(RaceKind, u32)> {
+    let epoch = order.epoch;
     // A state last written in an earlier block has an earlier epoch, so unwritten elements pass.
     // TMA data is ordered by its mbarrier, which the in-flight marks check instead.
-    if state.write_epoch == epoch && state.writer != thread && state.writer != ASYNC_PROXY {
+    if state.write_epoch == epoch
+        && state.writer != thread
+        && state.writer != ASYNC_PROXY
+        && !order.warp_ordered(state.writer, state.write_sync, thread)
+    {
         return Some((RaceKind::WriteAfterWrite, state.writer));
     }
     if state.read_epoch == epoch {
-        let other = if state.reader != thread {
-            state.reader
-        } else {
-            state.other_reader
-        };
-        if other != NONE {
-            return Some((RaceKind::WriteAfterRead, other));
+        for (reader, sync) in [
+            (state.reader, state.read_sync),
+            (state.other_reader, state.other_sync),
+        ] {
+            if reader != NONE && reader != thread && !order.warp_ordered(reader, sync, thread) {
+                return Some((RaceKind::WriteAfterRead, reader));
+            }
         }
     }
     None

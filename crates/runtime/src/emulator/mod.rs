@@ -194,6 +194,8 @@ pub fn run_program_within(
         wgmmas: vec![wgmma::WgmmaQueue::default(); setup.threads.div_ceil(128)],
         mbarriers: mbarrier::Mbarriers::default(),
         turns: turns::Turns::default(),
+        exited: vec![false; setup.threads],
+        exited_count: 0,
         maps: setup.maps,
         deadline,
     };

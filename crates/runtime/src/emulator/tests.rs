@@ -2142,3 +2142,90 @@ fn a_tma_store_without_a_barrier_after_the_writes_is_a_race() {
     );
     assert_eq!(error.label.as_deref(), Some("store the tile"));
 }
+
+/// 64 threads store `S[tx] = A[tx]`, then (with `sync` a `__syncwarp`, under `16` lanes' `if`
+/// when `divergent`) read `S[partner(tx)]` into `Out[tx]`: the neighbour in the same warp, or
+/// with `across` the thread 32 away, in the other warp.
+fn warp_exchange(sync: bool, across: bool, divergent: bool) -> ThreadProgram {
+    let mut b = Builder::new(64);
+    let sixty_four = b.int(64);
+    let a = b.param("A", DType::Float32, vec![sixty_four], ParamAccess::Read);
+    let out = b.param("Out", DType::Float32, vec![sixty_four], ParamAccess::Write);
+    let s = b.shared("S", DType::Float32, 64);
+    let tx = b.tx();
+    let x = b.load(a, tx);
+    let mut body = vec![store(s, tx, x)];
+    if sync && divergent {
+        let sixteen = b.int(16);
+        let low = b.compare(CompareOp::Lt, tx, sixteen);
+        body.push(when(low, vec![Stmt::SyncWarp]));
+    } else if sync {
+        body.push(Stmt::SyncWarp);
+    }
+    let partner = if across {
+        let thirty_two = b.int(32);
+        let shifted = b.p.exprs.add(tx, thirty_two);
+        b.p.exprs.floormod(shifted, sixty_four)
+    } else {
+        // tx ^ 1: the other thread of the pair.
+        let two = b.int(2);
+        let parity = b.p.exprs.floormod(tx, two);
+        let even = b.p.exprs.sub(tx, parity);
+        let one = b.int(1);
+        let other = b.p.exprs.sub(one, parity);
+        b.p.exprs.add(even, other)
+    };
+    let y = b.load(s, partner);
+    body.push(store(out, tx, y));
+    b.finish(body)
+}
+
+#[test]
+fn syncwarp_orders_a_warps_shared_accesses_and_nothing_else() {
+    let run = |program: &ThreadProgram| {
+        let mut tensors = vec![
+            HostTensor::random(DType::Float32, &[64], 9),
+            HostTensor::zeros(DType::Float32, &[64]),
+        ];
+        run_program(program, &mut tensors, &[]).map(|_| tensors)
+    };
+    let tensors = run(&warp_exchange(true, false, false)).unwrap_or_else(|e| panic!("{e}"));
+    let expected: Vec<f64> = (0..64).map(|t| tensors[0].values[t ^ 1]).collect();
+    assert_eq!(tensors[1].values, expected);
+    // Without the warp sync, the neighbour's store is unordered.
+    let error = run(&warp_exchange(false, false, false)).expect_err("a race");
+    assert!(
+        matches!(
+            error.kind,
+            ErrorKind::Race {
+                kind: RaceKind::ReadAfterWrite,
+                ..
+            }
+        ),
+        "{error}"
+    );
+    // A warp sync orders nothing between warps.
+    let error = run(&warp_exchange(true, true, false)).expect_err("a race");
+    assert!(
+        matches!(
+            error.kind,
+            ErrorKind::Race {
+                kind: RaceKind::ReadAfterWrite,
+                first: 32,
+                second: 0,
+                ..
+            }
+        ),
+        "{error}"
+    );
+    // Half a warp at a warp sync is divergent.
+    let error = run(&warp_exchange(true, false, true)).expect_err("divergent");
+    assert_eq!(
+        error.kind,
+        ErrorKind::DivergentWarpSync {
+            warp: 0,
+            active: 16,
+            lanes: 32
+        }
+    );
+}
