@@ -346,12 +346,18 @@ fn the_emulator_catches_an_out_of_bounds_index_in_a_lowered_kernel() {
     let Some(mut program) = lowered("pointwise_family.py", "relu", &sizes) else {
         return;
     };
-    // Shift every store to Y by 8 elements: the last block then writes past the end.
+    // Shift every store to Y (scalar or vector) by 8 elements: the last block then writes past
+    // the end.
     fn shift(program: &mut tilec_ir::ThreadProgram, stmts: &mut [tilec_ir::thread::Stmt]) {
         use tilec_ir::thread::Stmt;
         for stmt in stmts {
             match stmt {
-                Stmt::Store { buffer, index, .. } if program.buffer(*buffer).name == "Y" => {
+                Stmt::Store { buffer, index, .. }
+                | Stmt::VectorCopy {
+                    dst: buffer,
+                    dst_index: index,
+                    ..
+                } if program.buffer(*buffer).name == "Y" => {
                     let eight = program.exprs.int(8);
                     *index = program.exprs.add(*index, eight);
                 }

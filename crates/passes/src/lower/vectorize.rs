@@ -49,6 +49,106 @@ pub(super) fn vectorize(
     steps: i64,
     body: &[Stmt],
 ) -> Option<VectorLoop> {
+    if let [
+        Stmt::If {
+            cond,
+            then,
+            otherwise,
+        },
+    ] = body
+        && let Some(unswitched) = vectorize_guarded(program, (step, steps), *cond, then, otherwise)
+    {
+        return Some(unswitched);
+    }
+    let plan = best_plan(program, step, steps, body)?;
+    Some(plan.build(program, body))
+}
+
+/// A body that is one `if` whose condition is the same for every lane of a vector (a copy's
+/// bounds guard on a row, with the zero fill of the rows past the end in its `else`): the lanes
+/// are split out of the condition, the `then` branch is vectorized as a whole body, and the `else`
+/// branch runs lane by lane. Every lane would take the same branch, so this computes what the
+/// scalar loop does.
+fn vectorize_guarded(
+    program: &mut ThreadProgram,
+    (step, steps): (VarId, i64),
+    cond: ValueId,
+    then: &[Stmt],
+    otherwise: &[Stmt],
+) -> Option<VectorLoop> {
+    let plan = best_plan(program, step, steps, then)?;
+    let split = plan.split(&mut program.exprs);
+    let lookup = |v: VarId| (v == step).then_some(split);
+    let probe = [Stmt::If {
+        cond,
+        then: Vec::new(),
+        otherwise: Vec::new(),
+    }];
+    let [Stmt::If { cond, .. }] = substitute_stmts(program, &probe, &lookup)[..] else {
+        return None;
+    };
+    if value_mentions(program, cond, plan.lane) {
+        return None;
+    }
+    let lane = plan.lane;
+    let lanes = program.exprs.int(plan.lanes);
+    let scalar = substitute_stmts(program, otherwise, &lookup);
+    let vectorized = plan.build(program, then);
+    let otherwise = if scalar.is_empty() {
+        Vec::new()
+    } else {
+        vec![Stmt::For {
+            var: lane,
+            extent: lanes,
+            unroll: true,
+            body: scalar,
+        }]
+    };
+    Some(VectorLoop {
+        chunk: vectorized.chunk,
+        chunks: vectorized.chunks,
+        body: vec![Stmt::If {
+            cond,
+            then: vectorized.body,
+            otherwise,
+        }],
+    })
+}
+
+/// Whether the value `id` reads the variable `var` in an index or an address.
+fn value_mentions(program: &ThreadProgram, id: ValueId, var: VarId) -> bool {
+    let mut stack = vec![id];
+    let mut seen = vec![false; program.values.len()];
+    while let Some(id) = stack.pop() {
+        match seen.get_mut(id.index()) {
+            Some(visited) if !*visited => *visited = true,
+            _ => continue,
+        }
+        match program.value(id) {
+            Value::Index(e) | Value::Load { index: e, .. } => {
+                if program.exprs.vars_of(*e).contains(&var) {
+                    return true;
+                }
+            }
+            Value::Float { .. } | Value::Int { .. } => {}
+            Value::Unary { arg, .. } => stack.push(*arg),
+            Value::Cast { value, .. } | Value::ShuffleXor { value, .. } => stack.push(*value),
+            Value::Binary { lhs, rhs, .. } | Value::Compare { lhs, rhs, .. } => {
+                stack.extend([*lhs, *rhs]);
+            }
+            Value::Select {
+                cond,
+                then,
+                otherwise,
+                ..
+            } => stack.extend([*cond, *then, *otherwise]),
+        }
+    }
+    false
+}
+
+/// The split that vectorizes the most buffers of `body`, if any does.
+fn best_plan(program: &mut ThreadProgram, step: VarId, steps: i64, body: &[Stmt]) -> Option<Plan> {
     let mut accesses = Vec::new();
     for stmt in body {
         collect_stmt(program, stmt, true, &mut accesses)?;
@@ -69,8 +169,7 @@ pub(super) fn vectorize(
         }
         lanes /= 2;
     }
-    let (_, plan) = best?;
-    Some(plan.build(program, body))
+    best.map(|(_, plan)| plan)
 }
 
 /// The bytes of one element of `buffer`.
