@@ -1,11 +1,11 @@
-//! What the editor shows for corpus files: diagnostics with their ranges, related locations and
+//! What the editor shows for the fixtures of `tests/fixtures/` (and one corpus file): diagnostics with their ranges, related locations and
 //! links; a fragment's layout on hover; registers and shared memory as inlay hints; symbols and
 //! definitions; the code action that removes a layout conflict; the custom requests.
 
 use expect_test::expect;
 use serde_json::{Value, json};
 
-use crate::client::{Client, corpus_text, open_corpus, position_of, uri_of};
+use super::client::{Client, corpus_text, fixture_text, open_fixture, position_of, uri_of};
 
 /// `line:col-line:col code` (0-based), one per diagnostic, for readable assertions.
 fn summarize(diagnostics: &[Value]) -> String {
@@ -28,11 +28,9 @@ fn summarize(diagnostics: &[Value]) -> String {
 
 #[test]
 fn a_layout_conflict_is_published_with_its_origin_and_its_page() {
-    let Some((mut client, uri, _)) = open_corpus("errors/layout_conflict_gemm_serial.py") else {
-        return;
-    };
+    let (mut client, uri, _) = open_fixture("diagnostics/serial_read_of_gemm_accumulator.py");
     let diagnostics = client.diagnostics(&uri, 1);
-    expect![[r#"23:20-23:73 layout-conflict"#]].assert_eq(&summarize(&diagnostics));
+    expect!["27:20-27:69 layout-conflict"].assert_eq(&summarize(&diagnostics));
     let conflict = &diagnostics[0];
     assert_eq!(conflict["severity"], 1);
     assert_eq!(conflict["source"], "tilec");
@@ -43,10 +41,10 @@ fn a_layout_conflict_is_published_with_its_origin_and_its_page() {
     let related = &conflict["relatedInformation"][0];
     assert_eq!(related["location"]["uri"], uri);
     assert_eq!(
-        related["location"]["range"]["start"]["line"], 20,
+        related["location"]["range"]["start"]["line"], 24,
         "the T.gemm line"
     );
-    assert_eq!(related["message"], "`C_local`'s layout is fixed here");
+    assert_eq!(related["message"], "`acc`'s layout is fixed here");
     let message = conflict["message"].as_str().expect("message");
     assert!(
         message.contains("threads 0 and 1") && message.contains("\nhelp: iterate `j`"),
@@ -56,9 +54,7 @@ fn a_layout_conflict_is_published_with_its_origin_and_its_page() {
 
 #[test]
 fn the_code_action_removes_the_conflict() {
-    let Some((mut client, uri, text)) = open_corpus("errors/layout_conflict_gemm_serial.py") else {
-        return;
-    };
+    let (mut client, uri, text) = open_fixture("diagnostics/serial_read_of_gemm_accumulator.py");
     let diagnostics = client.diagnostics(&uri, 1);
     let actions = client.result(
         "textDocument/codeAction",
@@ -74,7 +70,7 @@ fn the_code_action_removes_the_conflict() {
         .expect("edits")
         .clone();
     let fixed = apply(&text, &edits);
-    let merged = "            for i, j in T.Parallel(block_M, block_N):\n                C[by * block_M + i, bx * block_N + j] = C_local[i, j]\n";
+    let merged = "            for i, j in T.Parallel(block_M, block_N):\n                C[by * block_M + i, bx * block_N + j] = acc[i, j]  # error: layout-conflict\n";
     let start = fixed.find("            for i, j").expect("the merged loop");
     assert_eq!(&fixed[start..start + merged.len()], merged);
     assert!(!fixed.contains("T.serial"), "the serial loop is gone");
@@ -114,9 +110,7 @@ fn apply(text: &str, edits: &[Value]) -> String {
 
 #[test]
 fn hover_on_a_fragment_shows_its_layout() {
-    let Some((mut client, uri, text)) = open_corpus("softmax.py") else {
-        return;
-    };
+    let (mut client, uri, text) = open_fixture("kernels/softmax.py");
     client.diagnostics(&uri, 1);
     let hover = client.hover(&uri, position_of(&text, "x = T.alloc_fragment", 0));
     assert_eq!(hover["contents"]["kind"], "markdown");
@@ -129,7 +123,7 @@ fn hover_on_a_fragment_shows_its_layout() {
         replicate = 1
         ```
 
-        32 registers per thread, layout from the `T.copy` at line 14
+        32 registers per thread, layout from the `T.copy` at line 15
 
         Thread of each element (top-left corner):
         ```text
@@ -141,15 +135,13 @@ fn hover_on_a_fragment_shows_its_layout() {
     .assert_eq(hover["contents"]["value"].as_str().expect("markdown"));
     assert_eq!(
         hover["range"]["start"],
-        json!({"line": 10, "character": 12})
+        json!({"line": 11, "character": 12})
     );
 }
 
 #[test]
 fn hover_on_a_loop_and_on_the_kernel() {
-    let Some((mut client, uri, text)) = open_corpus("softmax.py") else {
-        return;
-    };
+    let (mut client, uri, text) = open_fixture("kernels/softmax.py");
     let loop_hover = client.hover(&uri, position_of(&text, "in T.Parallel", 3));
     expect![[r#"
         **`T.Parallel`** over `[2, 4096]`
@@ -177,9 +169,7 @@ fn hover_on_a_loop_and_on_the_kernel() {
 
 #[test]
 fn inlay_hints_show_registers_bytes_vectors_and_the_launch() {
-    let Some((mut client, uri, _)) = open_corpus("softmax.py") else {
-        return;
-    };
+    let (mut client, uri, _) = open_fixture("kernels/softmax.py");
     let hints = client.result(
         "textDocument/inlayHint",
         json!({"textDocument": {"uri": uri}, "range": {"start": {"line": 0, "character": 0}, "end": {"line": 999, "character": 0}}}),
@@ -198,22 +188,20 @@ fn inlay_hints_show_registers_bytes_vectors_and_the_launch() {
         })
         .collect();
     expect![[r#"
-        9:68 256 threads · 0 B shared · ~34 regs · 6 blocks/SM
-        10:59 32 regs/thread
-        11:63 2 regs/thread
-        12:63 2 regs/thread
-        13:41 vector 4
-        15:47 vector 1
-        18:47 vector 1
-        20:41 vector 1"#]]
+        10:68 256 threads · 0 B shared · ~34 regs · 6 blocks/SM
+        11:59 32 regs/thread
+        12:60 2 regs/thread
+        13:61 2 regs/thread
+        14:41 vector 4
+        16:47 vector 1
+        19:47 vector 1
+        21:41 vector 1"#]]
     .assert_eq(&shown.join("\n"));
 }
 
 #[test]
 fn symbols_and_definitions() {
-    let Some((mut client, uri, text)) = open_corpus("softmax.py") else {
-        return;
-    };
+    let (mut client, uri, text) = open_fixture("kernels/softmax.py");
     let symbols = client.result(
         "textDocument/documentSymbol",
         json!({"textDocument": {"uri": uri}}),
@@ -232,23 +220,21 @@ fn symbols_and_definitions() {
             )
         })
         .collect();
-    expect!["X (global float16), Y (global float16), x (fragment float32), row_max (fragment float32), row_sum (fragment float32)"].assert_eq(&children.join(", "));
-    // From the use of `row_max` in `T.reduce_max(x, row_max, ...)` to its allocation.
+    expect!["X (global float16), Y (global float16), x (fragment float32), peak (fragment float32), total (fragment float32)"].assert_eq(&children.join(", "));
+    // From the use of `peak` in `T.reduce_max(x, peak, ...)` to its allocation.
     let definition = client.result(
         "textDocument/definition",
-        json!({"textDocument": {"uri": uri}, "position": position_of(&text, "reduce_max(x, row_max", 15)}),
+        json!({"textDocument": {"uri": uri}, "position": position_of(&text, "reduce_max(x, peak", 15)}),
     );
     assert_eq!(
         definition["range"]["start"],
-        json!({"line": 11, "character": 12})
+        json!({"line": 12, "character": 12})
     );
 }
 
 #[test]
 fn custom_requests_give_cuda_a_picture_and_a_page() {
-    let Some((mut client, uri, text)) = open_corpus("softmax.py") else {
-        return;
-    };
+    let (mut client, uri, text) = open_fixture("kernels/softmax.py");
     let at = position_of(&text, "x = T.alloc_fragment", 0);
     let cuda = client.result(
         "tilec/cudaSource",
@@ -407,9 +393,7 @@ fn the_annotation_action_inserts_a_layout_that_works() {
 
 #[test]
 fn the_tuning_lens_recommends_a_configuration_and_then_shows_the_measured_winner() {
-    let Some(source) = corpus_text("softmax.py") else {
-        return;
-    };
+    let (_, source) = fixture_text("kernels/softmax.py");
     let folder = tempfile::tempdir().expect("temp folder");
     let path = folder.path().join("softmax.py");
     std::fs::write(&path, &source).expect("writes the kernel");

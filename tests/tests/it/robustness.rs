@@ -313,21 +313,26 @@ fn fuzz_group_here(group: usize) {
 
 #[test]
 fn random_edits_of_kernels_first_half_never_panic() {
-    isolated("random_edits_of_kernels_first_half_never_panic", || {
-        fuzz_group(0)
-    });
+    isolated(
+        "robustness::random_edits_of_kernels_first_half_never_panic",
+        || fuzz_group(0),
+    );
 }
 
 #[test]
 fn random_edits_of_kernels_second_half_never_panic() {
-    isolated("random_edits_of_kernels_second_half_never_panic", || {
-        fuzz_group(1)
-    });
+    isolated(
+        "robustness::random_edits_of_kernels_second_half_never_panic",
+        || fuzz_group(1),
+    );
 }
 
 #[test]
 fn random_edits_of_error_files_never_panic() {
-    isolated("random_edits_of_error_files_never_panic", || fuzz_group(2));
+    isolated(
+        "robustness::random_edits_of_error_files_never_panic",
+        || fuzz_group(2),
+    );
 }
 
 /// Compiles one text in a fresh database, recording it first, and returns its diagnostics as text
@@ -347,9 +352,12 @@ fn compile(name: &str, text: &str) -> (RootDatabase, SourceFile, Vec<tilec_db::F
 /// the call-depth limit is checked), which ends in a stack overflow or a nesting-depth error.
 #[test]
 fn default_argument_naming_a_redefined_function() {
-    isolated("default_argument_naming_a_redefined_function", || {
-        on_analysis_stack(default_argument_naming_a_redefined_function_here);
-    });
+    isolated(
+        "robustness::default_argument_naming_a_redefined_function",
+        || {
+            on_analysis_stack(default_argument_naming_a_redefined_function_here);
+        },
+    );
 }
 
 fn default_argument_naming_a_redefined_function_here() {
@@ -400,9 +408,12 @@ def k(n=4):
 /// `tile` is not bound yet when its default is evaluated): one error at the default, and no crash.
 #[test]
 fn default_argument_naming_its_own_function() {
-    isolated("default_argument_naming_its_own_function", || {
-        on_analysis_stack(default_argument_naming_its_own_function_here);
-    });
+    isolated(
+        "robustness::default_argument_naming_its_own_function",
+        || {
+            on_analysis_stack(default_argument_naming_its_own_function_here);
+        },
+    );
 }
 
 fn default_argument_naming_its_own_function_here() {
@@ -443,7 +454,7 @@ def k(n=4):
 /// the failed call must not surface again as a second error about its missing result (`None + 1`).
 #[test]
 fn unbounded_recursion_is_reported_once() {
-    isolated("unbounded_recursion_is_reported_once", || {
+    isolated("robustness::unbounded_recursion_is_reported_once", || {
         on_analysis_stack(unbounded_recursion_is_reported_once_here);
     });
 }

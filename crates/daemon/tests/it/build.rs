@@ -1,4 +1,4 @@
-//! `tilec build` end to end, through the real binary over a temporary copy of some corpus files: a
+//! `tilec build` end to end, through the real binary over a temporary copy of some fixtures: a
 //! second build is served from the cache, an edit rebuilds exactly the instances it changed, a
 //! damaged cache entry is rebuilt, two builds sharing one cache at once both succeed, and an
 //! instance that `--with` makes impossible fails with its diagnostic at the line it concerns. Also
@@ -10,38 +10,21 @@ use std::process::{Command, Output, Stdio};
 use serde_json::{Value, json};
 use sha2::Digest;
 
-/// The corpus files copied into each test's folder: 7 instances that lower (pointwise_family.py has 5).
+/// The fixtures copied into each test's folder (`tests/fixtures/kernels/`, written for the tests):
+/// 7 instances that lower (pointwise_family.py has 5).
 const FILES: [&str; 3] = ["softmax.py", "pointwise_family.py", "elementwise_add.py"];
 
-fn corpus() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus");
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        if std::env::var_os("CI").is_some() {
-            panic!(
-                "{} is missing, and CI must run every test: keep `shared/` beside the clone",
-                dir.display()
-            );
-        }
-        eprintln!(
-            "skipped: no corpus at {} (CI has shared/ beside the clone)",
-            dir.display()
-        );
-        None
-    }
-}
-
 /// A temporary folder with `kernels/` holding the copied files.
-fn setup() -> Option<tempfile::TempDir> {
-    let corpus = corpus()?;
+fn setup() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("temp dir");
     let kernels = dir.path().join("kernels");
     std::fs::create_dir_all(&kernels).expect("kernels folder");
     for file in FILES {
-        std::fs::copy(corpus.join(file), kernels.join(file)).expect("copies a corpus file");
+        let source = crate::common::fixture(&format!("kernels/{file}"));
+        std::fs::copy(&source, kernels.join(file))
+            .unwrap_or_else(|error| panic!("cannot copy {}: {error}", source.display()));
     }
-    Some(dir)
+    dir
 }
 
 fn build_command(dir: &Path, out: &str) -> Command {
@@ -82,7 +65,7 @@ fn build(dir: &Path) -> Output {
 
 #[test]
 fn an_edit_rebuilds_exactly_the_instances_it_changed() {
-    let Some(dir) = setup() else { return };
+    let dir = setup();
     assert_eq!(counts(&summary(&build(dir.path()))), [7, 7, 0, 0], "cold");
     assert_eq!(
         counts(&summary(&build(dir.path()))),
@@ -121,7 +104,7 @@ fn an_edit_rebuilds_exactly_the_instances_it_changed() {
 
 #[test]
 fn a_damaged_cache_entry_is_reported_and_rebuilt() {
-    let Some(dir) = setup() else { return };
+    let dir = setup();
     summary(&build(dir.path()));
     let entry = walk_files(&dir.path().join("cache"))
         .into_iter()
@@ -142,7 +125,7 @@ fn a_damaged_cache_entry_is_reported_and_rebuilt() {
 
 #[test]
 fn two_builds_sharing_a_cache_at_once_both_succeed() {
-    let Some(dir) = setup() else { return };
+    let dir = setup();
     let start = |out| {
         build_command(dir.path(), out)
             .stdout(Stdio::piped())
@@ -169,7 +152,7 @@ fn two_builds_sharing_a_cache_at_once_both_succeed() {
 /// line) into the instance's JSON.
 #[test]
 fn an_instance_made_impossible_by_with_fails_with_its_diagnostic() {
-    let Some(dir) = setup() else { return };
+    let dir = setup();
     let output = Command::new(env!("CARGO_BIN_EXE_tilec"))
         .current_dir(dir.path())
         .args([
@@ -202,7 +185,7 @@ fn an_instance_made_impossible_by_with_fails_with_its_diagnostic() {
     let diagnostic = &record["diagnostics"][0];
     assert_eq!(diagnostic["code"], "register-pressure", "{record:#}");
     assert_eq!(
-        diagnostic["line"], 11,
+        diagnostic["line"], 12,
         "at `x = T.alloc_fragment(...)`: {record:#}"
     );
 }

@@ -1,5 +1,6 @@
 //! The language server end to end: the real `tilec lsp` over stdio, driven by a scripted client
-//! (`client.rs`). One test binary with submodules, as ty's e2e tests are organised.
+//! (`client.rs`). Submodules of the daemon's one integration-test binary, as ty's e2e tests are
+//! organised.
 
 mod client;
 mod editing;

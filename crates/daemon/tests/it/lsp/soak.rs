@@ -8,7 +8,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 
-use crate::client::{Client, corpus_text, uri_of};
+use super::client::{Client, corpus_text, uri_of};
 
 const EDITS: usize = 2_000;
 const FILES: [&str; 4] = [

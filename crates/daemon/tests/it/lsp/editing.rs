@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::client::{Client, corpus, corpus_text, open_corpus, position_at, position_of, uri_of};
+use super::client::{Client, fixture_text, open_fixture, position_at, position_of, uri_of};
 
 fn codes(diagnostics: &[Value]) -> Vec<String> {
     diagnostics
@@ -15,10 +15,8 @@ fn codes(diagnostics: &[Value]) -> Vec<String> {
 
 #[test]
 fn an_edit_during_a_request_cancels_it() {
-    let Some(text) = corpus_text("softmax.py") else {
-        return;
-    };
-    let uri = uri_of(&corpus("softmax.py"));
+    let (path, text) = fixture_text("kernels/softmax.py");
+    let uri = uri_of(&path);
     // Every read waits 400 ms before it starts, so the edit sent 100 ms after the request lands
     // while the request holds its snapshot.
     let mut client = Client::start_with(&[("TILEC_LSP_READ_DELAY_MS", "400")]);
@@ -47,9 +45,7 @@ fn an_edit_during_a_request_cancels_it() {
 
 #[test]
 fn a_change_with_an_old_version_is_dropped() {
-    let Some((mut client, uri, text)) = open_corpus("softmax.py") else {
-        return;
-    };
+    let (mut client, uri, text) = open_fixture("kernels/softmax.py");
     client.diagnostics(&uri, 1);
     let broken = text.replace("row_max = T.alloc_fragment", "row_max = T.alloc_fragment((");
     client.change(&uri, 3, &text.replace("threads=256", "threads=128"));
@@ -69,9 +65,7 @@ fn a_change_with_an_old_version_is_dropped() {
 
 #[test]
 fn a_syntax_error_mid_kernel_keeps_the_other_kernels() {
-    let Some((mut client, uri, text)) = open_corpus("pointwise_family.py") else {
-        return;
-    };
+    let (mut client, uri, text) = open_fixture("kernels/pointwise_family.py");
     assert_eq!(codes(&client.diagnostics(&uri, 1)), Vec::<String>::new());
     // Half a statement typed inside `relu`, the first kernel.
     let anchor = "def relu(N, block, threads=128, dtype=\"float32\"):\n    @T.prim_func\n";
@@ -105,18 +99,13 @@ fn a_syntax_error_mid_kernel_keeps_the_other_kernels() {
 
 #[test]
 fn errors_appear_and_clear_as_they_are_typed() {
-    let Some((mut client, uri, text)) = open_corpus("softmax.py") else {
-        return;
-    };
+    let (mut client, uri, text) = open_fixture("kernels/softmax.py");
     client.diagnostics(&uri, 1);
     let broken = text.replace(
-        "T.reduce_max(x, row_max, dim=1, clear=True)",
-        "T.reduce_max(x, row_max, dim=1, clear=True",
+        "T.reduce_max(x, peak, dim=1, clear=True)",
+        "T.reduce_max(x, peak, dim=1, clear=True",
     );
-    assert_ne!(
-        broken, text,
-        "the corpus file has the line this test breaks"
-    );
+    assert_ne!(broken, text, "the fixture has the line this test breaks");
     for version in 2..22 {
         let (current, wanted) = if version % 2 == 0 {
             (&broken, vec!["parse-error".to_owned()])

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::client::{Client, position_of, uri_of};
+use super::client::{Client, position_of, uri_of};
 
 /// A small kernel whose fragment `x` has a hover, and whose instance the emulator runs at once.
 const ROW_SUM: &str = r#"import tilelang

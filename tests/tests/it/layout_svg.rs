@@ -7,7 +7,7 @@
 //! package cannot import) writes them with its `svg.rs`, which this file includes. Both are driven
 //! with layouts inferred from the corpus, as `tilec layout --svg` does.
 
-#[path = "../../crates/daemon/src/svg.rs"]
+#[path = "../../../crates/daemon/src/svg.rs"]
 mod writer;
 
 use tilec_db::{Instance, RootDatabase, kernel_world, layouts, resources};

@@ -15,39 +15,37 @@ use serde_json::{Value, json};
 const WAIT: Duration = Duration::from_secs(60);
 
 pub fn corpus(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/corpus")
-        .join(name)
+    crate::common::corpus_dir().join(name)
 }
 
+/// A corpus file's text, or `None` when the corpus is not beside the checkout (the suite is then
+/// reported skipped once, or fails in CI: `crate::common::skip_suite`).
 pub fn corpus_text(name: &str) -> Option<String> {
     let path = corpus(name);
     match std::fs::read_to_string(&path) {
         Ok(text) => Some(text),
         Err(_) => {
-            if std::env::var_os("CI").is_some() {
-                panic!(
-                    "{} is missing, and CI must run every test: keep `shared/` beside the clone",
-                    path.display()
-                );
-            }
-            eprintln!(
-                "skipping: the corpus is not beside the checkout ({})",
-                path.display()
-            );
+            crate::common::skip_suite(&path);
             None
         }
     }
 }
 
-/// A server with a corpus file open: the client, the file's URI and its text (`None`, after saying
-/// why, when the corpus is not beside the checkout).
-pub fn open_corpus(name: &str) -> Option<(Client, String, String)> {
-    let text = corpus_text(name)?;
-    let uri = uri_of(&corpus(name));
+/// A fixture's path and text (`tests/fixtures/`, in the repository).
+pub fn fixture_text(name: &str) -> (PathBuf, String) {
+    let path = crate::common::fixture(name);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|error| panic!("cannot read {}: {error}", path.display()));
+    (path, text)
+}
+
+/// A server with a fixture open: the client, the file's URI and its text.
+pub fn open_fixture(name: &str) -> (Client, String, String) {
+    let (path, text) = fixture_text(name);
+    let uri = uri_of(&path);
     let mut client = Client::start();
     client.open(&uri, &text);
-    Some((client, uri, text))
+    (client, uri, text)
 }
 
 pub fn uri_of(path: &Path) -> String {

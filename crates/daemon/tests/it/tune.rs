@@ -9,8 +9,7 @@ use expect_test::expect;
 use tilec_ir::ConstValue;
 use tilec_runtime::tuned::{TunedInstance, TunedRecord, TunedStore};
 
-mod common;
-use common::corpus_file;
+use crate::common::corpus_file;
 
 fn tilec(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tilec"))

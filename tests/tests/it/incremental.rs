@@ -1,4 +1,5 @@
-//! Incremental behaviour on `pointwise_family.py` (five kernels), observed through salsa's own
+//! Incremental behaviour on `tests/fixtures/kernels/pointwise_family.py` (five kernels, written for
+//! these tests and kept in the repository, so they run in every clone), observed through salsa's own
 //! `WillExecute` events: editing one kernel re-runs the world and checks of that kernel's instance
 //! only, a comment-only edit re-runs no world and no check at all, and moving a kernel down the file
 //! leaves its world equal and memoized (positions live in their own query).
@@ -11,11 +12,11 @@ use salsa::Setter;
 use salsa::plumbing::AsId;
 use tilec_db::{Executed, RootDatabase, SourceFile};
 use tilec_ir::World;
-use tilec_tests::{corpus_dir, describe_all, read_corpus};
+use tilec_tests::{describe_all, fixture_path};
 
-const FILE: &str = "pointwise_family.py";
+const FILE: &str = "kernels/pointwise_family.py";
 
-/// The relu kernel exactly as the corpus writes it, decorator to `return main` (and the two blank
+/// The relu kernel exactly as the fixture writes it, decorator to `return main` (and the two blank
 /// lines that follow it), so that it can be cut out and pasted elsewhere.
 const RELU_DEF: &str = r#"@tilelang.jit(out_idx=[1])
 def relu(N, block, threads=128, dtype="float32"):
@@ -30,7 +31,7 @@ def relu(N, block, threads=128, dtype="float32"):
 
 "#;
 
-/// A database that records executions, with the corpus file loaded and every query a client asks
+/// A database that records executions, with the fixture loaded and every query a client asks
 /// for already computed, and the log drained: what runs next is what the edit caused.
 struct Session {
     db: RootDatabase,
@@ -39,11 +40,12 @@ struct Session {
 }
 
 impl Session {
-    fn open() -> Option<Session> {
-        let dir = corpus_dir()?;
-        let text = read_corpus(&dir, FILE);
+    fn open() -> Session {
+        let path = fixture_path(FILE);
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|error| panic!("cannot read {}: {error}", path.display()));
         let db = RootDatabase::with_event_log();
-        let file = tilec_tests::source_file(&db, dir.join(FILE), text.clone());
+        let file = tilec_tests::source_file(&db, path, text.clone());
         let session = Session { db, file, text };
         session.compute();
         let first = session.db.take_executed();
@@ -58,7 +60,7 @@ impl Session {
             "the first computation builds the five worlds:\n{}",
             session.log(&first)
         );
-        Some(session)
+        session
     }
 
     /// What the editor and `tilec check` ask for: the file's diagnostics, which pull every
@@ -67,7 +69,7 @@ impl Session {
         let diagnostics = tilec_db::file_diagnostics(&self.db, self.file);
         assert!(
             diagnostics.is_empty(),
-            "pointwise_family.py has no diagnostics:\n{}",
+            "the fixture has no diagnostics:\n{}",
             describe_all(&self.db, self.file, diagnostics)
         );
         for &instance in tilec_db::instances(&self.db, self.file) {
@@ -137,9 +139,7 @@ fn keys(log: &[Executed], query: &str) -> Vec<salsa::Id> {
 /// of no other instance: the other kernels' sources are equal, so salsa cuts off at them.
 #[test]
 fn editing_one_kernel_reruns_only_its_world_and_checks() {
-    let Some(mut session) = Session::open() else {
-        return;
-    };
+    let mut session = Session::open();
     let ids = session.instance_ids();
     assert_eq!(ids.len(), 5, "five kernels, one instance each: {ids:?}");
 
@@ -147,7 +147,7 @@ fn editing_one_kernel_reruns_only_its_world_and_checks() {
     assert_eq!(
         session.text.matches(before).count(),
         1,
-        "the store of `scale` appears once in the corpus file"
+        "the store of `scale` appears once in the fixture"
     );
     session.edit(session.text.replace(
         before,
@@ -184,21 +184,19 @@ fn editing_one_kernel_reruns_only_its_world_and_checks() {
 /// kernel and one at module level rebuilds no world and re-runs no check.
 #[test]
 fn comment_only_edit_reruns_no_world_and_no_check() {
-    let Some(mut session) = Session::open() else {
-        return;
-    };
+    let mut session = Session::open();
     let inside =
         "            for i in T.Parallel(block):\n                Y[bx * block + i] = T.max(";
     assert_eq!(
         session.text.matches(inside).count(),
         1,
-        "relu's loop appears once in the corpus file"
+        "relu's loop appears once in the fixture"
     );
     let anchor = "import tilelang.language as T\n";
     assert_eq!(
         session.text.matches(anchor).count(),
         1,
-        "the import appears once in the corpus file"
+        "the import appears once in the fixture"
     );
     let edited = session
         .text
@@ -237,15 +235,13 @@ fn comment_only_edit_reruns_no_world_and_no_check() {
 /// a runnable program) and to the very end of the file.
 #[test]
 fn moving_a_kernel_keeps_its_world_memoized() {
-    let Some(mut session) = Session::open() else {
-        return;
-    };
+    let mut session = Session::open();
     let relu = session.instance_ids()["relu"];
     let world_before = session.world("relu");
     assert_eq!(
         session.text.matches(RELU_DEF).count(),
         1,
-        "relu's definition appears verbatim in the corpus file"
+        "relu's definition appears verbatim in the fixture"
     );
     let without = session.text.replacen(RELU_DEF, "", 1);
 

@@ -18,8 +18,7 @@ use std::process::Command;
 use tilec_runtime::npy::read_npy;
 use tilec_runtime::tensor::HostTensor;
 
-mod common;
-use common::corpus_file;
+use crate::common::corpus_file;
 
 /// One code-generation path: a target and the pass config (set to true) that selects it.
 #[derive(Clone, Copy, Debug)]
