@@ -1,6 +1,8 @@
-//! The tensor-core corpus kernels run end to end on the CPU emulator, through the real binary
+//! The tensor-core kernels run end to end on the CPU emulator, through the real binary
 //! (`tilec run --device cpu --save`), at small sizes, and their outputs are compared with a reference
-//! computed here in f64 from the saved inputs: gemm.py (pipelined, three stages), gemm_eager.py (B
+//! computed here in f64 from the saved inputs: the repository's examples/tiled_gemm.py and
+//! examples/hopper_gemm.py (pipelined, three stages; in every clone), and from the corpus beside the
+//! clone (a conformance suite, skipped with one line where it is missing) gemm_eager.py (B
 //! transposed, ReLU epilogue), gemm_splitk_atomic.py (atomic adds from the accumulator) and both
 //! instances of flash_attention_fwd.py (causal mask, online softmax, a fragment as the A operand of
 //! the second gemm). Every check runs on every code-generation path ([`PATHS`]): sm_80 lowers the
@@ -187,11 +189,12 @@ fn assert_close(what: &str, got: &[f64], want: &[f64], relative: f64, absolute: 
     );
 }
 
-/// gemm.py's instance `instance` at the sizes `with` on every path, against `A @ B` in f64.
+/// examples/tiled_gemm.py (in the repository) at instance `instance` with the overrides `with`, on
+/// every path, against `A @ B` in f64. Its instance 0 is a 128x128x32 tile on 128 threads over three
+/// stages, its instance 1 a 128x256 tile on 256 threads; `block_K=64` makes the latter the
+/// 128x256x64 tile whose fp16 rows are 128 bytes.
 fn check_gemm(instance: usize, with: &[&str], what: &str) {
-    let Some(file) = corpus_file("gemm.py") else {
-        return;
-    };
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/tiled_gemm.py");
     for path in PATHS {
         let dir = tempfile::tempdir().expect("temp dir");
         let (inputs, outputs) = run_saved(&file, (instance, path), with, dir.path());
@@ -219,14 +222,18 @@ fn persistent_gemm_walks_several_tiles_per_block() {
     // 4 x 2 tiles of 128x256 on the emulator's three blocks: blocks 0 and 1 take three tiles,
     // block 2 two, and with two k steps over three stages each tile starts at another stage and
     // barrier parity than the last, which the pipeline carries over from round to round.
-    check_gemm(1, &["M=512", "N=512", "K=128"], "persistent gemm C");
+    check_gemm(
+        1,
+        &["M=512", "N=512", "K=128", "block_K=64"],
+        "persistent gemm C",
+    );
 }
 
 #[test]
 fn wide_pipelined_gemm_matches_f64() {
     // Instance 1's 128x256x64 tile with 256 threads: two warpgroups side by side along N on
     // wgmma, 128-byte swizzles on both operands.
-    check_gemm(1, &["M=128", "N=256", "K=192"], "wide gemm C");
+    check_gemm(1, &["M=128", "N=256", "K=192", "block_K=64"], "wide gemm C");
 }
 
 /// examples/hopper_gemm.py stacks the warps along M (`FullRow`): on sm_90 each consumer

@@ -1,6 +1,6 @@
-//! `tilec tune`: the hardware model's ranking of the corpus gemm and softmax configurations
-//! (`--recommend`, exact tables), the refusal to measure without a GPU, and a tuned configuration
-//! from the tuning cache reaching `tilec build`.
+//! `tilec tune`: the hardware model's ranking of the corpus gemm (a conformance test) and of the softmax
+//! fixture of `tests/fixtures/kernels/` (`--recommend`, exact tables), the refusal to measure without a GPU,
+//! and a tuned configuration from the tuning cache reaching `tilec build`.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -9,7 +9,7 @@ use expect_test::expect;
 use tilec_ir::ConstValue;
 use tilec_runtime::tuned::{TunedInstance, TunedRecord, TunedStore};
 
-use crate::common::corpus_file;
+use crate::common::{corpus_file, fixture};
 
 fn tilec(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tilec"))
@@ -78,9 +78,7 @@ fn recommend_ranks_the_large_gemm_by_the_h200_model() {
 
 #[test]
 fn recommend_finds_the_memory_bound_softmax_on_both_models() {
-    let Some(file) = corpus_file("softmax.py") else {
-        return;
-    };
+    let file = fixture("kernels/softmax.py");
     let path = file.to_string_lossy();
     let h200 = stable_stdout(&tilec(&["tune", &path, "--recommend", "--top", "3"]));
     expect![[r#"
@@ -121,9 +119,7 @@ fn recommend_finds_the_memory_bound_softmax_on_both_models() {
 
 #[test]
 fn measuring_needs_a_gpu_and_says_what_works_without_one() {
-    let Some(file) = corpus_file("softmax.py") else {
-        return;
-    };
+    let file = fixture("kernels/softmax.py");
     if tilec_runtime::CudaDevice::open().is_ok() {
         eprintln!("skipped: this machine has a GPU, so `tilec tune` would measure");
         return;
@@ -139,9 +135,7 @@ fn measuring_needs_a_gpu_and_says_what_works_without_one() {
 
 #[test]
 fn an_unknown_hardware_model_is_an_error_that_lists_the_known_ones() {
-    let Some(file) = corpus_file("softmax.py") else {
-        return;
-    };
+    let file = fixture("kernels/softmax.py");
     let output = tilec(&[
         "tune",
         &file.to_string_lossy(),
@@ -159,9 +153,7 @@ fn an_unknown_hardware_model_is_an_error_that_lists_the_known_ones() {
 
 #[test]
 fn a_tuned_configuration_in_the_cache_is_what_build_compiles() {
-    let Some(source) = corpus_file("softmax.py") else {
-        return;
-    };
+    let source = fixture("kernels/softmax.py");
     let folder = tempfile::tempdir().expect("temp folder");
     let file = folder.path().join("softmax.py");
     std::fs::copy(&source, &file).expect("copies the kernel");
