@@ -31,19 +31,32 @@ fn show(arena: &ExprArena, e: tilec_ir::ExprId) -> String {
     arena.display(e).to_string()
 }
 
+/// A file of the repository (`examples/` or `tests/fixtures/`, by its path relative to the
+/// repository root) loaded into a fresh database.
+fn load_in_repo(relative: &str) -> (RootDatabase, tilec_db::SourceFile) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(relative);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|error| panic!("cannot read {}: {error}", path.display()));
+    let db = RootDatabase::default();
+    let file = tilec_tests::source_file(&db, path, text);
+    (db, file)
+}
+
+/// examples/tiled_gemm.py's first instance: a 128x128 fp32 accumulator on 128 threads.
 #[test]
 fn gemm_accumulator_has_the_tensor_core_layout_and_128_registers() {
-    let Some(dir) = corpus_dir() else { return };
-    let (db, file) = load_corpus(&dir, "gemm.py");
-    let inst = instance(&db, file, "matmul", 0);
-    let (_, layout, origin) = fragment(&db, inst, "C_local");
+    let (db, file) = load_in_repo("examples/tiled_gemm.py");
+    let inst = instance(&db, file, "tiled_gemm", 0);
+    let (_, layout, origin) = fragment(&db, inst, "acc");
     assert_eq!(origin, Origin::Gemm);
     assert_eq!(layout.replicate, 1);
     let world = kernel_world(&db, inst);
     let registers = resources(&db, inst)
         .fragment_registers
         .iter()
-        .find(|(b, _)| world.name(**b) == "C_local")
+        .find(|(b, _)| world.name(**b) == "acc")
         .map(|(_, r)| *r);
     assert_eq!(registers, Some(128), "128x128 fp32 over 128 threads");
 }
@@ -132,13 +145,13 @@ fn scalar_read_at_a_constant_index_is_on_every_thread() {
     assert_eq!(layout.threads_of(&layouts.exprs, &[0]).len(), 128);
 }
 
+/// tests/fixtures/kernels/elementwise_add.py: a (64, 256) fp16 tile on 256 threads.
 #[test]
 fn elementwise_loop_moves_16_bytes_per_access() {
-    let Some(dir) = corpus_dir() else { return };
-    let (db, file) = load_corpus(&dir, "elementwise_add.py");
-    let layouts = layouts(&db, instance(&db, file, "elementwise_add", 0));
+    let (db, file) = load_in_repo("tests/fixtures/kernels/elementwise_add.py");
+    let layouts = layouts(&db, instance(&db, file, "add", 0));
     let (inferred, vector) = layouts.loops.values().next().expect("one loop");
-    assert_eq!(inferred.layout.shape, vec![128, 256]);
+    assert_eq!(inferred.layout.shape, vec![64, 256]);
     assert_eq!(*vector, 8, "8 fp16 elements = 16 bytes");
 }
 
@@ -173,6 +186,50 @@ fn every_inferred_layout_has_a_round_tripping_inverse() {
             }
         }
         assert!(checked > 40, "only {checked} layouts checked");
+    });
+}
+
+/// The same property over every kernel of the repository (`examples/` and `tests/fixtures/`), so
+/// that it is checked in every clone.
+#[test]
+fn every_inferred_layout_of_the_repositorys_kernels_has_a_round_tripping_inverse() {
+    on_analysis_stack(|| {
+        let mut files = Vec::new();
+        for folder in [
+            "examples",
+            "tests/fixtures/kernels",
+            "tests/fixtures/diagnostics",
+        ] {
+            let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("..")
+                .join(folder);
+            for entry in std::fs::read_dir(&dir)
+                .unwrap_or_else(|error| panic!("cannot list {}: {error}", dir.display()))
+                .flatten()
+            {
+                let name = entry.file_name().to_string_lossy().to_string();
+                if name.ends_with(".py") {
+                    files.push(format!("{folder}/{name}"));
+                }
+            }
+        }
+        files.sort();
+        let mut checked = 0;
+        for relative in &files {
+            let (db, file) = load_in_repo(relative);
+            for &inst in instances(&db, file) {
+                let layouts = layouts(&db, inst);
+                for inferred in layouts
+                    .buffers
+                    .values()
+                    .chain(layouts.loops.values().map(|(l, _)| l))
+                {
+                    assert_round_trip(&layouts.exprs, &inferred.layout, relative);
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 40, "only {checked} layouts checked in {files:?}");
     });
 }
 
@@ -250,21 +307,22 @@ proptest! {
     }
 }
 
-/// Editing one kernel re-runs layout inference for that kernel only.
+/// Editing one kernel re-runs layout inference for that kernel only (on the five kernels of
+/// tests/fixtures/kernels/pointwise_family.py).
 #[test]
 fn editing_one_factory_reruns_layouts_of_that_kernel_only() {
-    let Some(dir) = corpus_dir() else { return };
-    let text = std::fs::read_to_string(dir.join("pointwise_family.py")).expect("corpus file");
+    let path = tilec_tests::fixture_path("kernels/pointwise_family.py");
+    let text = std::fs::read_to_string(&path).expect("the fixture is readable");
     let mut db = RootDatabase::with_event_log();
-    let file = tilec_tests::source_file(&db, dir.join("pointwise_family.py"), text.clone());
+    let file = tilec_tests::source_file(&db, path, text.clone());
     for &inst in instances(&db, file) {
         layouts(&db, inst);
         resources(&db, inst);
     }
     db.take_executed();
     let edited = text.replacen(
-        "y[i] = x[i] * alpha + y[i]",
-        "y[i] = x[i] * alpha - y[i]",
+        "* alpha + Y[bx * block + i]",
+        "* alpha - Y[bx * block + i]",
         1,
     );
     assert_ne!(edited, text, "the edit applies");
