@@ -1,31 +1,54 @@
-//! The SIMT corpus kernels, lowered to thread programs and run in the emulator at small sizes,
-//! against references computed here in f64 (independently of tilec's lowering).
+//! The SIMT kernels, lowered to thread programs and run in the emulator at small sizes, against
+//! references computed here in f64 (independently of tilec's lowering): the repository's own
+//! (`tests/fixtures/kernels/`, `examples/`), which run in every clone, and the corpus beside the
+//! clone (a conformance suite).
 
 use tilec_ir::ConstValue;
 use tilec_runtime::inputs::make_tensors;
 use tilec_runtime::{HostTensor, run_program};
 use tilec_tests::{assert_matches, corpus_dir, instance_with, load_corpus, on_analysis_stack};
 
-/// Lowers `kernel` of `file` with `overrides`, runs it on seeded inputs and returns the tensors
-/// after the run (inputs unchanged, outputs written).
+/// Lowers `kernel` of the corpus file `file` with `overrides`, runs it on seeded inputs and returns
+/// the tensors after the run (inputs unchanged, outputs written).
 fn emulate(file: &str, kernel: &str, overrides: &[(&str, i64)]) -> Option<Vec<HostTensor>> {
     let program = lowered(file, kernel, overrides)?;
-    let mut tensors = make_tensors(&program, &[], 42, false).expect("shapes evaluate");
-    if let Err(error) = run_program(&program, &mut tensors, &[]) {
+    Some(run_seeded(file, &program))
+}
+
+/// [`emulate`] on a fixture of `tests/fixtures/kernels/`.
+fn emulate_fixture(file: &str, kernel: &str, overrides: &[(&str, i64)]) -> Vec<HostTensor> {
+    let dir = tilec_tests::fixture_path("kernels");
+    let program = lowered_in(&dir, file, kernel, overrides);
+    run_seeded(file, &program)
+}
+
+fn run_seeded(file: &str, program: &tilec_ir::ThreadProgram) -> Vec<HostTensor> {
+    let mut tensors = make_tensors(program, &[], 42, false).expect("shapes evaluate");
+    if let Err(error) = run_program(program, &mut tensors, &[]) {
         panic!("{file}: emulator: {error}");
     }
-    Some(tensors)
+    tensors
 }
 
 /// The lowered program (one launch) of a corpus kernel at the given sizes.
 fn lowered(file: &str, kernel: &str, overrides: &[(&str, i64)]) -> Option<tilec_ir::ThreadProgram> {
     let dir = corpus_dir()?;
+    Some(lowered_in(&dir, file, kernel, overrides))
+}
+
+/// The lowered program (one launch) of `kernel` in `dir/file` at the given sizes.
+fn lowered_in(
+    dir: &std::path::Path,
+    file: &str,
+    kernel: &str,
+    overrides: &[(&str, i64)],
+) -> tilec_ir::ThreadProgram {
     let overrides: Vec<(&str, ConstValue)> = overrides
         .iter()
         .map(|&(name, value)| (name, ConstValue::Int(value)))
         .collect();
-    Some(on_analysis_stack(|| {
-        let (db, source) = load_corpus(&dir, file);
+    on_analysis_stack(|| {
+        let (db, source) = load_corpus(dir, file);
         let instance = instance_with(&db, source, kernel, &overrides);
         let programs = match tilec_db::thread_programs(&db, instance).as_ref() {
             Ok(programs) => programs.clone(),
@@ -33,7 +56,7 @@ fn lowered(file: &str, kernel: &str, overrides: &[(&str, i64)]) -> Option<tilec_
         };
         assert_eq!(programs.len(), 1, "{file}: one launch");
         programs[0].clone()
-    }))
+    })
 }
 
 fn map(input: &HostTensor, f: impl Fn(f64) -> f64) -> Vec<f64> {
@@ -57,6 +80,26 @@ fn elementwise_add() {
     let Some(t) = emulate("elementwise_add.py", "elementwise_add", &overrides) else {
         return;
     };
+    let expected = t[0]
+        .values
+        .iter()
+        .zip(&t[1].values)
+        .map(|(a, b)| a + b)
+        .collect();
+    assert_matches("C", &t[2], expected);
+}
+
+/// The fixture's 2-D addition, at tiles smaller than its own.
+#[test]
+fn elementwise_add_fixture() {
+    let overrides = [
+        ("M", 256),
+        ("N", 512),
+        ("block_M", 32),
+        ("block_N", 64),
+        ("threads", 128),
+    ];
+    let t = emulate_fixture("elementwise_add.py", "add", &overrides);
     let expected = t[0]
         .values
         .iter()
@@ -171,6 +214,17 @@ fn softmax() {
     assert_matches("Y", &t[1], softmax_rows(&t[0]));
 }
 
+/// The fixture's softmax (exp2 of the scaled difference) against `exp` in f64.
+#[test]
+fn softmax_fixture() {
+    let t = emulate_fixture(
+        "softmax.py",
+        "softmax",
+        &[("M", 16), ("N", 512), ("block_M", 2)],
+    );
+    assert_matches("Y", &t[1], softmax_rows(&t[0]));
+}
+
 #[test]
 fn rms_norm_eager() {
     let Some(t) = emulate("rms_norm_eager.py", "rms_norm", &[("M", 16), ("N", 256)]) else {
@@ -260,6 +314,27 @@ fn pointwise_family() {
     assert_matches("sigmoid", &t[1], map(&t[0], |x| 1.0 / (1.0 + (-x).exp())));
 }
 
+/// Four of the five kernels of the pointwise fixture, at their call sites' scalars (`shift` by
+/// -1.0, `axpy` with alpha 2.0).
+#[test]
+fn pointwise_family_fixture() {
+    let sizes = [("N", 1024), ("block", 256)];
+    let t = emulate_fixture("pointwise_family.py", "relu", &sizes);
+    assert_matches("relu", &t[1], map(&t[0], |x| x.max(0.0)));
+    let t = emulate_fixture("pointwise_family.py", "square", &sizes);
+    assert_matches("square", &t[1], map(&t[0], |x| x * x));
+    let t = emulate_fixture("pointwise_family.py", "shift", &sizes);
+    assert_matches("shift", &t[1], map(&t[0], |x| x - 1.0));
+    let t = emulate_fixture("pointwise_family.py", "axpy", &sizes);
+    let expected = t[0]
+        .values
+        .iter()
+        .zip(&t[1].values)
+        .map(|(x, y)| 2.0 * x + y)
+        .collect();
+    assert_matches("axpy", &t[2], expected);
+}
+
 #[test]
 fn scalar_broadcast() {
     let Some(t) = emulate(
@@ -343,9 +418,8 @@ fn the_emulator_catches_a_missing_barrier_in_a_lowered_kernel() {
 #[test]
 fn the_emulator_catches_an_out_of_bounds_index_in_a_lowered_kernel() {
     let sizes = [("N", 1024), ("block", 256)];
-    let Some(mut program) = lowered("pointwise_family.py", "relu", &sizes) else {
-        return;
-    };
+    let dir = tilec_tests::fixture_path("kernels");
+    let mut program = lowered_in(&dir, "pointwise_family.py", "relu", &sizes);
     // Shift every store to Y by 8 elements: the last block then writes past the end.
     fn shift(program: &mut tilec_ir::ThreadProgram, stmts: &mut [tilec_ir::thread::Stmt]) {
         use tilec_ir::thread::Stmt;
