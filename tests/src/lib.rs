@@ -10,21 +10,40 @@ use tilec_db::{FileDiagnostic, Instance, RootDatabase, SourceFile, instances};
 /// The corpus folder (`shared/corpus` beside the clone), or `None` when this checkout has none.
 ///
 /// CI keeps `shared/` next to the repository, so the path is relative to this crate's manifest.
-/// A checkout without it cannot run the corpus tests; callers then skip with the reason printed,
-/// except in CI (`CI` set), where missing data fails the test: it must never pass by skipping.
+/// A checkout without it cannot run the corpus conformance suite: callers then return early, and
+/// the suite's absence is said once per test binary ([`skip_suite`]); in CI (`CI` set) missing data
+/// fails the test instead: it must never pass there by skipping.
 pub fn corpus_dir() -> Option<PathBuf> {
     let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/corpus"));
     if dir.join("EXPECTED.toml").is_file() {
         Some(dir)
     } else {
-        missing_in_ci(&dir);
-        eprintln!(
-            "skipping: the shared corpus is missing (looked for {}/EXPECTED.toml); \
-             these tests need `shared/` beside the repository clone",
-            dir.display()
-        );
+        skip_suite("shared/corpus", &dir.join("EXPECTED.toml"));
         None
     }
+}
+
+/// TileLang's own examples (`shared/realworld/tilelang-examples` beside the clone), or `None`,
+/// as [`corpus_dir`].
+pub fn realworld_dir() -> Option<PathBuf> {
+    let dir = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/realworld/tilelang-examples"
+    ));
+    if dir.join("LICENSE").is_file() {
+        Some(dir)
+    } else {
+        skip_suite("shared/realworld", &dir.join("LICENSE"));
+        None
+    }
+}
+
+/// A file of `tests/fixtures/` (TileLang written for these tests and kept in the repository), by its
+/// path relative to that folder.
+pub fn fixture_path(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(relative)
 }
 
 /// In CI (`CI` set), shared data that is missing fails the test that needs it.
@@ -35,6 +54,34 @@ pub fn missing_in_ci(path: &Path) {
             path.display()
         );
     }
+}
+
+/// Records that a test of the conformance suite `suite` did not run because `missing` is absent:
+/// in CI this fails the test ([`missing_in_ci`]); elsewhere the first skip of each suite in this
+/// test binary prints one line, and later ones print nothing, so that a clone without `shared/` is
+/// told once per suite, not once per test, and never told nothing.
+///
+/// The line is written to the process's standard error directly, past the test harness's output
+/// capture (which would only show it for a failing test).
+pub fn skip_suite(suite: &str, missing: &Path) {
+    use std::io::Write as _;
+    use std::sync::Mutex;
+
+    static SKIPPED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    missing_in_ci(missing);
+    let mut skipped = SKIPPED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if skipped.iter().any(|name| name == suite) {
+        return;
+    }
+    skipped.push(suite.to_owned());
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "SKIPPED conformance suite `{suite}`: {} is missing, so its tests in this binary check \
+         nothing; put `shared/` beside the clone (with CI=true this is a failure)",
+        missing.display()
+    );
 }
 
 /// Reads a corpus file by its path relative to the corpus folder.
@@ -159,8 +206,8 @@ const INPUT: &str = "TILEC_TESTS_INPUT";
 /// runs as usual (a panic fails it the ordinary way); the parent fails with the child's output, and
 /// with the last input the child recorded through [`record_input`], when the child did not succeed.
 ///
-/// `test_name` is the test function's name (tests at the root of an integration test file are named
-/// by their function alone).
+/// `test_name` is the test's full name as the harness lists it: its module path inside the test
+/// binary and its function (`robustness::unbounded_recursion_is_reported_once`).
 pub fn isolated(test_name: &str, body: impl FnOnce()) {
     if std::env::var_os(CHILD).is_some() {
         body();

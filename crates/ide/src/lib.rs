@@ -18,6 +18,9 @@ mod navigation;
 pub mod svg;
 pub mod tune;
 
+#[cfg(test)]
+mod tests;
+
 pub use actions::{CodeAction, TextEdit, code_actions, manifest_instance};
 pub use cursor::{KernelAt, first_line, identifier_at, instance_label, kernel_at, kernels};
 pub use explain::explain_page;

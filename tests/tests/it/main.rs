@@ -1,0 +1,24 @@
+//! The end-to-end tests of tilec, folded into one test binary (as rust-analyzer's and ty's are):
+//! each module was its own binary before, and each binary linked the whole workspace again.
+//!
+//! The modules that read `../shared` (the corpus and TileLang's own examples) are conformance
+//! suites; the core properties are tested on fixtures in this repository (`tests/fixtures/`,
+//! `examples/`), so that a clone without `../shared` still tests something real.
+
+mod corpus;
+mod fixtures;
+mod gemm_operands;
+mod imports;
+mod incremental;
+mod language_ops;
+mod layout_diagnostics;
+mod layout_svg;
+mod layouts;
+mod lowering;
+mod realworld;
+mod robustness;
+mod runtime_scalars;
+mod settings;
+mod thread_ops;
+mod tidy;
+mod tilelang_layouts;
