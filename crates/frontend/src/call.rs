@@ -15,6 +15,9 @@ use crate::value::{
 };
 use tilec_ir::Span;
 
+/// The most rows `itertools.product` builds at compile time (configuration lists are far smaller).
+const MAX_PRODUCT_ROWS: u128 = 1 << 20;
+
 impl Builder<'_> {
     pub(crate) fn call<'a>(&mut self, env: &Env<'a>, call: &'a ExprCall) -> Eval<Value<'a>> {
         let span = range_span(call);
@@ -897,6 +900,30 @@ impl Builder<'_> {
         for (value, _) in args.positional {
             pools.push(self.iterate(value, span)?);
         }
+        // The result is sized before anything is built: `repeat=10**9` over one pool is a billion
+        // copies of it, and its rows as many elements each.
+        let rows_count = pools.iter().try_fold(1u128, |rows, pool| {
+            (0..repeat).try_fold(rows, |rows, _| {
+                let rows = rows.saturating_mul(pool.len() as u128);
+                (rows <= MAX_PRODUCT_ROWS).then_some(rows)
+            })
+        });
+        let Some(rows_count) = rows_count else {
+            return Err(self.limit(
+                span,
+                format!(
+                    "this product would have more than {} rows; tilec evaluates products of up \
+                     to that many at compile time",
+                    crate::builder::thousands(MAX_PRODUCT_ROWS as u64)
+                ),
+            ));
+        };
+        let row_len = (pools.len() as u128).saturating_mul(repeat as u128);
+        let elements = rows_count.saturating_mul(row_len);
+        if pools.iter().any(Vec::is_empty) && repeat > 0 {
+            return Ok(Value::List(Rc::new(Vec::new())));
+        }
+        self.allocate(elements.max(row_len), "product", span)?;
         let pools: Vec<Vec<Value<'a>>> = std::iter::repeat_n(pools, repeat).flatten().collect();
         let mut rows: Vec<Vec<Value<'a>>> = vec![Vec::new()];
         for pool in &pools {

@@ -399,3 +399,29 @@ fn dynamic_symbols_one_per_name() {
         "meta-error: `len` needs a sequence known at compile time"
     );
 }
+
+/// `itertools.product` is sized before it is built: a small one is Python's, an empty pool gives
+/// nothing however large `repeat` is, and one past the limit is an `analysis-limit` warning
+/// (found by the fuzzer: `repeat=10**9` aborted for memory).
+#[test]
+fn itertools_product_is_sized_before_it_is_built() {
+    let run_product = |expression: &str| run(&format!("import itertools\nresult = {expression}\n"));
+    assert_eq!(
+        run_product("list(itertools.product([1, 2], repeat=2))"),
+        "[(1, 1), (1, 2), (2, 1), (2, 2)]"
+    );
+    assert_eq!(
+        run_product("list(itertools.product([], repeat=10**9))"),
+        "[]"
+    );
+    assert_eq!(
+        run_product("list(itertools.product([1, 2], repeat=10**9))"),
+        "analysis-limit: this product would have more than 1,048,576 rows; tilec evaluates \
+         products of up to that many at compile time"
+    );
+    assert_eq!(
+        run_product("list(itertools.product([1], repeat=10**9))"),
+        "analysis-limit: this product would have 1,000,000,000 elements; tilec evaluates \
+         products of up to 1,048,576 elements at compile time"
+    );
+}
