@@ -2,7 +2,8 @@
 //! shared-memory capacity per target, and register buffers no block could hold.
 
 use tilec_ir::{
-    Anchor, Code, DType, Diagnostic, EntityId, ExprId, Region, Scope, Target, TileOp, World,
+    Anchor, Code, DType, Diagnostic, EntityId, ExprId, LoopKind, Region, Scope, Target, TileOp,
+    World,
 };
 
 use crate::liveness::{launch_of, linearize, live_range, peak};
@@ -46,7 +47,63 @@ pub fn check_world(world: &World, target: Target) -> Vec<Diagnostic> {
     diagnostics.extend(check_thread_indexed_fragments(world));
     diagnostics.extend(check_shared_memory(world, target));
     diagnostics.extend(check_register_buffer_sizes(world));
+    diagnostics.extend(check_parallel_loop_sizes(world));
     diagnostics
+}
+
+/// The most (iteration, thread) pairs of one `T.Parallel` loop that layout inference lays out: it
+/// enumerates each iteration on each thread that may run it, and a loop whose every iteration
+/// writes one element is replicated over the whole block (2^23 pairs of such a loop take 4 s and
+/// a gigabyte; 2^27, a million iterations over 128 threads, took a minute and more memory than
+/// the fuzzer allows). A 256 × 256 tile over 256 threads is 2^24.
+pub const MAX_PARALLEL_LOOP_WORK: u64 = 1 << 24;
+
+/// The `T.Parallel` loops over [`MAX_PARALLEL_LOOP_WORK`] (iterations × block threads), with their
+/// iteration counts.
+pub(crate) fn oversized_parallel_loops(
+    world: &World,
+) -> impl Iterator<Item = (EntityId, u64)> + '_ {
+    let threads = world
+        .launches
+        .iter()
+        .map(|(_, launch)| u64::try_from(launch.thread_count()).unwrap_or(u64::MAX))
+        .max()
+        .unwrap_or(1);
+    world.loops.iter().filter_map(move |(entity, info)| {
+        if info.kind != LoopKind::Parallel {
+            return None;
+        }
+        let iterations = info.extents.iter().try_fold(1u64, |count, &extent| {
+            let extent = u64::try_from(world.exprs.as_int(extent)?).ok()?;
+            count.checked_mul(extent)
+        });
+        let iterations = iterations.unwrap_or(u64::MAX);
+        (iterations.saturating_mul(threads) > MAX_PARALLEL_LOOP_WORK)
+            .then_some((entity, iterations))
+    })
+}
+
+/// Parallel loops too large for layout inference to enumerate: an `analysis-limit` warning at the
+/// loop (what tilec cannot analyse, not the user's error); the kernel is then not laid out.
+fn check_parallel_loop_sizes(world: &World) -> Vec<Diagnostic> {
+    oversized_parallel_loops(world)
+        .map(|(entity, iterations)| {
+            let iterations = match iterations {
+                u64::MAX => "more than 2^64".to_owned(),
+                n => n.to_string(),
+            };
+            Diagnostic::warning(
+                Code::AnalysisLimit,
+                Anchor::Entity(entity),
+                format!(
+                    "this `T.Parallel` loop has {iterations} iterations; with the block's threads \
+                     that is more than the {MAX_PARALLEL_LOOP_WORK} (iteration, thread) pairs tilec \
+                     lays out, so the kernel's layouts are not inferred"
+                ),
+            )
+            .with_help("split the loop over a `T.serial` or `T.Pipelined` loop of smaller tiles")
+        })
+        .collect()
 }
 
 /// A fragment's elements are spread over the threads by its layout, which inference chooses from

@@ -172,7 +172,10 @@ pub fn infer_layouts(
     // `register-pressure` error from the checks, which names the limit; it gets no layouts.
     let oversized = crate::check::oversized_register_buffers(world)
         .next()
-        .is_some();
+        .is_some()
+        || crate::check::oversized_parallel_loops(world)
+            .next()
+            .is_some();
     if world.incomplete || oversized {
         return Layouts {
             exprs: world.exprs.clone(),
