@@ -152,6 +152,31 @@ pub enum Value {
     },
 }
 
+impl Value {
+    /// The value operands of this node, in order (indices and addresses are not value operands).
+    pub fn operands(&self) -> impl Iterator<Item = ValueId> {
+        let operands = match *self {
+            Value::Float { .. } | Value::Int { .. } | Value::Index(_) | Value::Load { .. } => {
+                [None; 3]
+            }
+            Value::Unary { arg, .. } => [Some(arg), None, None],
+            Value::Cast { value, .. } | Value::ShuffleXor { value, .. } => {
+                [Some(value), None, None]
+            }
+            Value::Binary { lhs, rhs, .. } | Value::Compare { lhs, rhs, .. } => {
+                [Some(lhs), Some(rhs), None]
+            }
+            Value::Select {
+                cond,
+                then,
+                otherwise,
+                ..
+            } => [Some(cond), Some(then), Some(otherwise)],
+        };
+        operands.into_iter().flatten()
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AtomicOp {
     Add,

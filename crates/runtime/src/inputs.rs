@@ -46,10 +46,7 @@ pub fn make_tensors(
     seed: u64,
     on_gpu: bool,
 ) -> Result<Vec<HostTensor>, String> {
-    make_tensors_before(program, scalars, (seed, on_gpu), None).map_err(|error| match error {
-        RandomError::OutOfTime => "the time to fill the inputs ran out".to_owned(),
-        RandomError::TooLarge(message) => message,
-    })
+    make_tensors_before(program, scalars, (seed, on_gpu), None).map_err(RandomError::into_message)
 }
 
 /// [`make_tensors`], or [`RandomError::OutOfTime`] once `deadline` has passed: the inputs of a
@@ -100,21 +97,11 @@ fn index_buffers(program: &ThreadProgram) -> Vec<BufferId> {
             Some(visited) if !*visited => *visited = true,
             _ => continue,
         }
-        match program.value(id) {
-            Value::Load { buffer, .. } => buffers.push(*buffer),
-            Value::Float { .. } | Value::Int { .. } | Value::Index(_) => {}
-            Value::Unary { arg, .. } => roots.push(*arg),
-            Value::Cast { value, .. } | Value::ShuffleXor { value, .. } => roots.push(*value),
-            Value::Binary { lhs, rhs, .. } | Value::Compare { lhs, rhs, .. } => {
-                roots.extend([*lhs, *rhs]);
-            }
-            Value::Select {
-                cond,
-                then,
-                otherwise,
-                ..
-            } => roots.extend([*cond, *then, *otherwise]),
+        let value = program.value(id);
+        if let Value::Load { buffer, .. } = value {
+            buffers.push(*buffer);
         }
+        roots.extend(value.operands());
     }
     buffers
 }

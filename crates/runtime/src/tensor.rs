@@ -34,7 +34,7 @@ pub enum RandomError {
 
 impl RandomError {
     /// The error as the message the callers without a deadline report.
-    fn into_message(self) -> String {
+    pub fn into_message(self) -> String {
         match self {
             RandomError::OutOfTime => "the time to fill the inputs ran out".to_owned(),
             RandomError::TooLarge(message) => message,

@@ -124,25 +124,13 @@ fn value_mentions(program: &ThreadProgram, id: ValueId, var: VarId) -> bool {
             Some(visited) if !*visited => *visited = true,
             _ => continue,
         }
-        match program.value(id) {
-            Value::Index(e) | Value::Load { index: e, .. } => {
-                if program.exprs.vars_of(*e).contains(&var) {
-                    return true;
-                }
-            }
-            Value::Float { .. } | Value::Int { .. } => {}
-            Value::Unary { arg, .. } => stack.push(*arg),
-            Value::Cast { value, .. } | Value::ShuffleXor { value, .. } => stack.push(*value),
-            Value::Binary { lhs, rhs, .. } | Value::Compare { lhs, rhs, .. } => {
-                stack.extend([*lhs, *rhs]);
-            }
-            Value::Select {
-                cond,
-                then,
-                otherwise,
-                ..
-            } => stack.extend([*cond, *then, *otherwise]),
+        let value = program.value(id);
+        if let Value::Index(e) | Value::Load { index: e, .. } = value
+            && program.exprs.vars_of(*e).contains(&var)
+        {
+            return true;
         }
+        stack.extend(value.operands());
     }
     false
 }

@@ -6,7 +6,7 @@
 //! backwards (so evaluating a value always terminates), and the TMA tensor maps are evaluated and
 //! checked against what `cuTensorMapEncodeTiled` accepts.
 
-use tilec_ir::thread::{BufferDecl, Memory as MemoryKind, TensorMap, Value, ValueId};
+use tilec_ir::thread::{BufferDecl, Memory as MemoryKind, TensorMap, Value};
 use tilec_ir::{ExprId, ThreadProgram, VarId};
 
 use super::error::{EmulatorError, ErrorKind, Fault, IndexFault};
@@ -110,7 +110,7 @@ pub(super) fn prepare<'p>(
 /// Checks that every value refers only to earlier values, so that evaluation terminates.
 fn check_values(program: &ThreadProgram) -> Result<(), Fault> {
     for (index, value) in program.values.iter().enumerate() {
-        for operand in operands(value).into_iter().flatten() {
+        for operand in value.operands() {
             if operand.index() >= index {
                 return Err(EmulatorError::malformed(format!(
                     "value {index} refers to value {}, which is not an earlier one",
@@ -127,24 +127,6 @@ fn check_values(program: &ThreadProgram) -> Result<(), Fault> {
         }
     }
     Ok(())
-}
-
-/// The value operands of a node.
-fn operands(value: &Value) -> [Option<ValueId>; 3] {
-    match *value {
-        Value::Float { .. } | Value::Int { .. } | Value::Index(_) | Value::Load { .. } => [None; 3],
-        Value::Unary { arg, .. } => [Some(arg), None, None],
-        Value::Cast { value, .. } | Value::ShuffleXor { value, .. } => [Some(value), None, None],
-        Value::Binary { lhs, rhs, .. } | Value::Compare { lhs, rhs, .. } => {
-            [Some(lhs), Some(rhs), None]
-        }
-        Value::Select {
-            cond,
-            then,
-            otherwise,
-            ..
-        } => [Some(cond), Some(then), Some(otherwise)],
-    }
 }
 
 fn check_var(program: &ThreadProgram, var: VarId) -> Result<usize, Fault> {
