@@ -16,11 +16,7 @@ use tilec_ir::Span;
 
 /// `T.*` names tilec knows but does not implement yet, with what to say about them.
 const NOT_YET: &[&str] = &[
-    "tma_copy",
     "async_copy",
-    "alloc_barrier",
-    "mbarrier_wait_parity",
-    "mbarrier_arrive",
     "alloc_tmem",
     "tcgen05_gemm",
     "call_extern",
@@ -64,6 +60,13 @@ impl Builder<'_> {
             "sync_threads" | "sync_warp" | "pdl_sync" | "pdl_trigger" | "thread_return"
             | "device_assert" => self.control(name, args),
             "Persistent" => self.persistent_frame(args),
+            "alloc_barrier" | "ws" | "tma_copy" | "mbarrier_arrive" | "barrier_arrive"
+            | "mbarrier_wait_parity" | "barrier_wait" | "mbarrier_expect_tx"
+            | "fence_proxy_async" => self.barrier_call(name, args),
+            // `T.wgmma_gemm` is `T.gemm` whose wait the user places (`T.wait_wgmma`). tilec's
+            // gemm waits for its own results, so the later wait has nothing left to wait for.
+            "wgmma_gemm" => self.tile_op("gemm", args),
+            "wait_wgmma" => Ok(Value::None),
             "infinity" => {
                 let dtype = self.dtype_arg(&args, 0, "dtype")?;
                 Ok(self.data(
@@ -175,7 +178,7 @@ impl Builder<'_> {
     }
 
     /// The launch's flat thread index (made when first asked for) and its threads per dimension.
-    fn flat_thread_index(&mut self, span: Span, what: &str) -> Eval<(ExprId, Vec<i64>)> {
+    pub(crate) fn flat_thread_index(&mut self, span: Span, what: &str) -> Eval<(ExprId, Vec<i64>)> {
         let Some(launch) = self.enclosing_launch() else {
             return Err(self.error(
                 Code::UnsupportedSyntax,
@@ -461,7 +464,7 @@ impl Builder<'_> {
         Ok(Value::None)
     }
 
-    fn required<'a>(&mut self, args: &Args<'a>, index: usize, name: &str) -> Eval<Value<'a>> {
+    pub(crate) fn required<'a>(&mut self, args: &Args<'a>, index: usize, name: &str) -> Eval<Value<'a>> {
         match args.get(index, name) {
             Some(Value::Poison) => Err(Stop),
             Some(value) => Ok(value.clone()),
@@ -950,7 +953,7 @@ impl Builder<'_> {
     }
 
     /// A tile-op operand: a whole buffer or a region of one.
-    fn region_arg(&mut self, args: &Args<'_>, index: usize, name: &str) -> Eval<Region> {
+    pub(crate) fn region_arg(&mut self, args: &Args<'_>, index: usize, name: &str) -> Eval<Region> {
         let span = args.span_of(index, name);
         match args.get(index, name) {
             Some(Value::Buffer(buffer)) if self.world.kind(*buffer) != Some(EntityKind::Var) => {

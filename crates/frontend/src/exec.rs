@@ -804,8 +804,16 @@ impl Builder<'_> {
             return self.exec_body(env, &with.body);
         };
         let frame = self.eval(env, &item.context_expr)?;
-        if let Value::NoOpFrame = frame {
-            return self.exec_with_items(env, with, rest, span);
+        match frame {
+            Value::NoOpFrame => return self.exec_with_items(env, with, rest, span),
+            Value::GuardFrame(cond) => {
+                let entity = self.add_kernel_entity(EntityKind::If, "`T.ws`", span)?;
+                self.world.conditions.set(entity, cond);
+                return self.in_block(Block::Body(entity), |builder| {
+                    builder.exec_with_items(env, with, rest, span)
+                });
+            }
+            _ => {}
         }
         let Value::KernelFrame { grid, threads } = frame else {
             return Err(self.unsupported(span, "this `with` (tilec knows `with T.Kernel(...)`)"));

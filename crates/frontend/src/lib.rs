@@ -16,6 +16,7 @@
 //!   module context ([`ContextSource`]); spans and diagnostics come from the same evaluation of the
 //!   real file ([`build_positions`]), so both agree on entity ids.
 
+mod barriers;
 mod build;
 mod builder;
 mod call;

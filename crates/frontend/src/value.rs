@@ -169,6 +169,8 @@ pub(crate) enum Value<'a> {
     Layout(Rc<LayoutAnnotation>),
     /// `T.Persistent(domain, wave_size, index, group_size)`, waiting for its `for`.
     PersistentFrame(Rc<PersistentTiles>),
+    /// `T.ws(...)`, waiting for its `with`: the body is a runtime `if` on this condition.
+    GuardFrame(DataId),
     /// A context manager entered for no effect on the kernel (`iket.range`, `iket.session`).
     NoOpFrame,
     /// `T.thread_binding(...)`: the bound thread (or block) index, waiting for its `for` or for
@@ -240,6 +242,7 @@ impl<'a> Value<'a> {
             Value::Layout(_) => "a layout",
             Value::ThreadBinding(_) => "a thread binding",
             Value::NoOpFrame => "a tracing context",
+            Value::GuardFrame(_) => "a T.ws frame",
             Value::PersistentFrame(_) => "a persistent loop frame",
             Value::PendingTensor => "a tensor parameter",
             Value::KernelRef { .. } => "a kernel",

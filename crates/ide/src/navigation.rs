@@ -81,6 +81,7 @@ fn scope_word(scope: Scope) -> &'static str {
         Scope::Shared | Scope::SharedDyn => "shared",
         Scope::Fragment => "fragment",
         Scope::Local | Scope::LocalVar => "local",
+        Scope::Barrier => "barrier",
     }
 }
 

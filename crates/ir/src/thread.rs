@@ -450,6 +450,14 @@ pub enum Stmt {
         index: ExprId,
         expect_bytes: Option<u32>,
     },
+    /// `mbarrier.expect_tx`: raises the pending transaction count of the current phase of
+    /// `barrier[index]` by `bytes`, without arriving (a hand-written `T.tma_copy` announces its
+    /// bytes so; the user's own arrivals complete the phase once the bytes have landed).
+    MbarrierExpectTx {
+        barrier: BufferId,
+        index: ExprId,
+        bytes: u32,
+    },
     /// `mbarrier.try_wait.parity` in a loop: waits until the phase of `barrier[index]` with parity
     /// `parity` (0 or 1) has completed, that is until the barrier's current phase has the other
     /// parity. A [`Stmt::TmaLoad`] completing on that phase has landed for the waiting thread.

@@ -56,6 +56,10 @@ pub enum Scope {
     Fragment,
     Local,
     LocalVar,
+    /// `T.alloc_barrier(...)`: an array of mbarriers (64-bit words in shared memory), each
+    /// initialised with its arrival count when the block starts (see [`World::barrier_counts`]).
+    /// Only the barrier operations touch it, so it is not a shared buffer for data.
+    Barrier,
 }
 
 impl Scope {
@@ -67,6 +71,7 @@ impl Scope {
             Scope::Fragment => "local.fragment",
             Scope::Local => "local",
             Scope::LocalVar => "local.var",
+            Scope::Barrier => "shared.barrier",
         }
     }
 
@@ -78,6 +83,7 @@ impl Scope {
             "local.fragment" | "fragment" => Scope::Fragment,
             "local" => Scope::Local,
             "local.var" => Scope::LocalVar,
+            "shared.barrier" => Scope::Barrier,
             _ => return None,
         })
     }
@@ -261,6 +267,25 @@ pub enum ControlOp {
     /// `T.device_assert(cond, msg)`: the run fails, saying `message`, when `cond` is false in a
     /// thread that reaches it.
     DeviceAssert { cond: DataId, message: String },
+    /// `T.mbarrier_arrive(b)` / `T.barrier_arrive(b)`: each executing thread arrives once on the
+    /// mbarrier.
+    BarrierArrive { barrier: BarrierRef },
+    /// `T.mbarrier_wait_parity(b, parity)` / `T.barrier_wait(b, parity)`: each executing thread
+    /// waits until the mbarrier's phase of parity `parity` (taken modulo 2) has completed.
+    BarrierWait { barrier: BarrierRef, parity: ExprId },
+    /// `T.mbarrier_expect_tx(b, bytes)`: raises the current phase's pending transaction count by
+    /// `bytes`, which asynchronous copies on the barrier then complete; no arrival.
+    BarrierExpectTx { barrier: BarrierRef, bytes: ExprId },
+    /// `T.fence_proxy_async()`: orders this thread's earlier shared-memory writes before later
+    /// asynchronous-proxy reads (TMA stores, `wgmma` operands).
+    FenceProxyAsync,
+}
+
+/// One mbarrier of a [`Scope::Barrier`] buffer: `mbars[i]`, or the buffer itself for its element 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BarrierRef {
+    pub buffer: EntityId,
+    pub index: ExprId,
 }
 
 impl ControlOp {
@@ -272,6 +297,10 @@ impl ControlOp {
             ControlOp::PdlTrigger => "pdl_trigger",
             ControlOp::ThreadReturn => "thread_return",
             ControlOp::DeviceAssert { .. } => "device_assert",
+            ControlOp::BarrierArrive { .. } => "mbarrier_arrive",
+            ControlOp::BarrierWait { .. } => "mbarrier_wait_parity",
+            ControlOp::BarrierExpectTx { .. } => "mbarrier_expect_tx",
+            ControlOp::FenceProxyAsync => "fence_proxy_async",
         }
     }
 }
@@ -419,6 +448,12 @@ pub struct World {
     /// an alias (chains are resolved when the alias is made). An alias has its own shape and
     /// entity, so tile operations see it with its own shape, but no storage of its own.
     pub aliases: Column<EntityId>,
+    /// The arrival count of each mbarrier of a [`Scope::Barrier`] buffer, in index order.
+    pub barrier_counts: Column<Vec<u32>>,
+    /// The mbarrier a `T.tma_copy(src, dst, barrier=b)` completes its bytes on: such a copy is
+    /// issued asynchronously by one thread of those that reach it, and its destination may be
+    /// read only once the barrier's phase has completed (the user's protocol says when).
+    pub copy_barriers: Column<BarrierRef>,
 }
 
 impl World {

@@ -17,6 +17,7 @@ pub mod options;
 pub mod regions;
 pub mod resources;
 pub mod roofline;
+pub mod thread_groups;
 
 pub use check::check_world;
 pub use options::CodegenOptions;

@@ -22,3 +22,4 @@ mod settings;
 mod thread_ops;
 mod tidy;
 mod tilelang_layouts;
+mod warp_specialized;

@@ -28,6 +28,7 @@ pub(super) fn uses_sm90_prelude(program: &ThreadProgram) -> bool {
                 stmt,
                 Stmt::MbarrierInit { .. }
                     | Stmt::MbarrierArrive { .. }
+                    | Stmt::MbarrierExpectTx { .. }
                     | Stmt::MbarrierWait { .. }
                     | Stmt::TmaLoad { .. }
                     | Stmt::TmaStore { .. }
@@ -115,6 +116,19 @@ impl Printer<'_> {
             None => format!("tl_mbarrier_arrive({barrier});"),
         };
         self.line(&line);
+    }
+
+    /// `tl_mbarrier_expect_tx(barrier, bytes);`
+    pub(super) fn mbarrier_expect_tx(&mut self, barrier: BufferId, index: ExprId, bytes: u32) {
+        if bytes > MBARRIER_LIMIT {
+            return self.skip(&format!(
+                "an mbarrier expecting {bytes} bytes (at most {MBARRIER_LIMIT})"
+            ));
+        }
+        let Some(barrier) = self.barrier_pointer(barrier, index) else {
+            return;
+        };
+        self.line(&format!("tl_mbarrier_expect_tx({barrier}, {bytes});"));
     }
 
     /// `tl_mbarrier_wait(barrier, parity);`

@@ -572,6 +572,7 @@ fn stmt_kind(stmt: &Stmt) -> &'static str {
         Stmt::FenceProxyAsync => "proxy fence",
         Stmt::MbarrierInit { .. } => "mbarrier init",
         Stmt::MbarrierArrive { .. } => "mbarrier arrive",
+        Stmt::MbarrierExpectTx { .. } => "mbarrier expect_tx",
         Stmt::MbarrierWait { .. } => "mbarrier wait",
         Stmt::TmaLoad { .. } => "TMA load",
         Stmt::TmaStore { .. } => "TMA store",

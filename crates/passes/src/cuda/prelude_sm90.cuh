@@ -34,6 +34,11 @@ __device__ __forceinline__ void tl_mbarrier_arrive_expect_tx(unsigned long long*
 }
 // Spins until the phase of parity `parity` has completed. try_wait may give up after a
 // hardware-defined time, hence the loop; `%=` makes the labels unique to each inlined copy.
+__device__ __forceinline__ void tl_mbarrier_expect_tx(unsigned long long* barrier, unsigned int bytes) {
+    asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;"
+                 ::"r"(tl_shared_address(barrier)), "r"(bytes)
+                 : "memory");
+}
 __device__ __forceinline__ void tl_mbarrier_wait(unsigned long long* barrier, unsigned int parity) {
     asm volatile(
         "{\n"

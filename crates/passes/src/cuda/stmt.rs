@@ -114,6 +114,11 @@ impl Printer<'_> {
                 index,
                 expect_bytes,
             } => self.mbarrier_arrive(*barrier, *index, *expect_bytes),
+            Stmt::MbarrierExpectTx {
+                barrier,
+                index,
+                bytes,
+            } => self.mbarrier_expect_tx(*barrier, *index, *bytes),
             Stmt::MbarrierWait {
                 barrier,
                 index,

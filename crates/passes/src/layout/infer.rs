@@ -17,6 +17,7 @@ use super::tensor_core::{
 };
 use crate::options::CodegenOptions;
 use crate::regions::resolve_extents;
+use crate::thread_groups::ThreadGroups;
 
 /// The most candidate roots free mode tries per group of linked ops.
 const MAX_ROOTS: usize = 4;
@@ -184,7 +185,11 @@ pub fn infer_layouts(
     }
     let mut scratch = world.clone();
     let ops = collect_ops(&mut scratch);
-    let threads = block_threads(world);
+    let block = block_threads(world);
+    let threads = Threads {
+        block,
+        groups: ThreadGroups::new(world),
+    };
     let mut state = State {
         exprs: scratch.exprs.clone(),
         buffers: BTreeMap::new(),
@@ -195,10 +200,10 @@ pub fn infer_layouts(
         reductions: Vec::new(),
         cancellation,
     };
-    let gemms = select_instructions(world, options, threads);
-    strict(&scratch, &ops, threads, &gemms, &mut state);
+    let gemms = select_instructions(world, options, &threads);
+    strict(&scratch, &ops, &threads, &gemms, &mut state);
     propagate(&scratch, &ops, &mut state);
-    free(&scratch, &ops, threads, &mut state);
+    free(&scratch, &ops, &threads, &mut state);
     sync_aliases(&scratch, &mut state);
     validate_accesses(&scratch, &ops, &mut state);
     let mut diagnostics = std::mem::take(&mut state.conflicts);
@@ -208,7 +213,7 @@ pub fn infer_layouts(
         &views,
         &state.loops,
         &state.exprs,
-        threads,
+        block,
     ));
     let (shared, shared_diagnostics) =
         super::shared_infer::infer_shared(world, &mut state.exprs, options.tma_store);
@@ -223,11 +228,32 @@ pub fn infer_layouts(
     }
 }
 
+/// The threads layouts are made for: the block's, or fewer for an op that a condition on the
+/// thread index gives to some of them (`T.ws`); such an op's layouts number its threads from 0.
+struct Threads {
+    block: i64,
+    groups: ThreadGroups,
+}
+
+impl Threads {
+    fn of(&self, entity: EntityId) -> i64 {
+        self.groups.threads_of(entity, self.block)
+    }
+
+    /// Whether the op's threads start on a warpgroup boundary (`wgmma` runs on whole
+    /// warpgroups).
+    fn warpgroup_aligned(&self, entity: EntityId) -> bool {
+        self.groups
+            .narrowed(entity)
+            .is_none_or(|group| group.start % 128 == 0)
+    }
+}
+
 /// The instruction of every `T.gemm` whose accumulator is a fragment of constant shape.
 fn select_instructions(
     world: &World,
     options: CodegenOptions,
-    threads: i64,
+    threads: &Threads,
 ) -> BTreeMap<EntityId, GemmInstruction> {
     let mut chosen = BTreeMap::new();
     for (entity, op) in world.ops.iter() {
@@ -258,12 +284,18 @@ fn select_instructions(
             m,
             n,
             k: if *transpose_a { a0 } else { a1 },
-            threads,
+            threads: threads.of(entity),
             policy: *policy,
             dtypes: [dtype(a.buffer), dtype(b.buffer), dtype(c.buffer)],
             b_in_registers: is_fragment(world, b.buffer),
         };
-        chosen.insert(entity, select_gemm_instruction(options, &shape));
+        let instruction = match select_gemm_instruction(options, &shape) {
+            GemmInstruction::Wgmma if !threads.warpgroup_aligned(entity) => {
+                GemmInstruction::MmaSync
+            }
+            instruction => instruction,
+        };
+        chosen.insert(entity, instruction);
     }
     chosen
 }
@@ -757,7 +789,7 @@ fn operand_a_strict(
 fn strict(
     world: &World,
     ops: &[Op],
-    threads: i64,
+    threads: &Threads,
     gemms: &BTreeMap<EntityId, GemmInstruction>,
     state: &mut State,
 ) {
@@ -766,7 +798,7 @@ fn strict(
             TileOp::AnnotateLayout { buffer, layout }
                 if layout.kind == tilec_ir::LayoutKind::Fragment =>
             {
-                annotate(world, entity, *buffer, layout, threads, state);
+                annotate(world, entity, *buffer, layout, threads.of(entity), state);
             }
             TileOp::Gemm {
                 a,
@@ -784,6 +816,7 @@ fn strict(
                     .copied()
                     .unwrap_or(GemmInstruction::MmaSync);
                 let operand = (a, *transpose_a);
+                let threads = threads.of(entity);
                 operand_a_strict(
                     world,
                     entity,
@@ -830,7 +863,8 @@ fn strict(
                 let Some(shape) = world.const_shape(access.buffer) else {
                     continue;
                 };
-                let layout = FragmentLayout::fully_replicated(&mut state.exprs, &shape, threads);
+                let layout =
+                    FragmentLayout::fully_replicated(&mut state.exprs, &shape, threads.of(*entity));
                 state.buffers.insert(
                     access.buffer,
                     Inferred {
@@ -1200,7 +1234,7 @@ fn step_reduce(
 
 /// For each group of ops linked by fragments that still lacks layouts, plans each candidate loop
 /// and keeps the complete result with the fewest registers.
-fn free(world: &World, ops: &[Op], threads: i64, state: &mut State) {
+fn free(world: &World, ops: &[Op], threads: &Threads, state: &mut State) {
     loop {
         let pending: Vec<&Op> = ops
             .iter()
@@ -1221,7 +1255,7 @@ fn free(world: &World, ops: &[Op], threads: i64, state: &mut State) {
         for candidate in roots {
             state.cancellation.check();
             let mut trial = state.clone();
-            plan_loop(world, candidate, threads, &mut trial);
+            plan_loop(world, candidate, threads.of(candidate.entity()), &mut trial);
             propagate(world, ops, &mut trial);
             let cost = registers(world, &trial);
             if best.as_ref().is_none_or(|(best_cost, _)| cost < *best_cost) {
@@ -1248,7 +1282,7 @@ fn free(world: &World, ops: &[Op], threads: i64, state: &mut State) {
         let Some(shape) = world.const_shape(buffer) else {
             continue;
         };
-        let layout = FragmentLayout::plan(&mut state.exprs, &shape, threads, 1);
+        let layout = FragmentLayout::plan(&mut state.exprs, &shape, threads.block, 1);
         state.buffers.insert(
             buffer,
             Inferred {

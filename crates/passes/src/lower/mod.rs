@@ -20,6 +20,7 @@ mod shared_plan;
 mod specialize;
 mod sync;
 mod threads;
+mod groups;
 mod tile;
 mod tma;
 mod values;
@@ -39,6 +40,7 @@ use tilec_ir::{
 
 use crate::CodegenOptions;
 use crate::layout::{FragmentLayout, Layouts};
+use crate::thread_groups::{ThreadGroup, ThreadGroups};
 use iteration::Iteration;
 pub(crate) use pipeline::staged_buffers;
 
@@ -140,12 +142,15 @@ pub fn lower_launch(
     name: String,
 ) -> Result<ThreadProgram, Diagnostic> {
     let limit = i64::try_from(options.target.shared_memory_per_block()).unwrap_or(i64::MAX);
-    let staged = match options.stage_epilogues {
+    // A launch that synchronises its threads by hand keeps the schedule it was written with.
+    let by_hand = groups::hand_synchronized(world, launch, &ThreadGroups::new(world));
+    let staged = match options.stage_epilogues && !by_hand {
         true => epilogue::stage_epilogues(world, layouts, launch),
         false => None,
     };
     let staged = staged.as_ref().map(|(world, layouts)| (world, layouts));
     if options.persistent
+        && !by_hand
         && pipeline::may_be_persistent(world, launch)
         && let Some(program) = persistent_launch(
             staged,
@@ -297,7 +302,9 @@ fn lower_with_workspaces(
     lowering.share_reduce_workspaces = share_reduce_workspaces;
     lowering.cancellation = cancellation;
     let body = world.body(launch).to_vec();
+    let setup = lowering.declare_barriers();
     let mut stmts = lowering.rasterization(&body);
+    stmts.extend(setup);
     lowering.top_lets = stmts
         .iter()
         .filter_map(|stmt| match stmt {
@@ -406,6 +413,17 @@ pub(crate) struct Lowering<'w> {
     /// Asked before each statement, so that an edit never waits for the lowering of the text it
     /// replaced.
     cancellation: Cancellation<'w>,
+    /// Which threads run each statement (`T.ws` and other conditions on the thread index).
+    groups: ThreadGroups,
+    /// The group whose statements are being lowered, numbering its threads from 0
+    /// (`groups.rs`); `None` for the whole block.
+    group: Option<ThreadGroup>,
+    /// The block's own thread index, which a group's index is computed from.
+    block_thread: VarId,
+    /// The launch synchronises its threads by hand (`groups::hand_synchronized`).
+    hand_synchronized: bool,
+    /// The groups given a named barrier so far, in the order of their barrier ids.
+    group_barriers: Vec<ThreadGroup>,
 }
 
 impl<'w> Lowering<'w> {
@@ -446,6 +464,8 @@ impl<'w> Lowering<'w> {
             .iter()
             .map(|&extent| exprs.as_int(extent))
             .product::<Option<i64>>();
+        let groups = ThreadGroups::new(world);
+        let hand_synchronized = groups::hand_synchronized(world, launch, &groups);
         let tile_walk = (walk != TileOrder::PerBlock)
             .then(|| persistent::TileWalk::new(&mut exprs, tiles, block_index));
         let program = ThreadProgram {
@@ -475,7 +495,10 @@ impl<'w> Lowering<'w> {
             threads,
             replica: None,
             sync: sync::SyncState::default(),
-            staged: staged_buffers(world, launch),
+            staged: match hand_synchronized {
+                true => BTreeMap::new(),
+                false => staged_buffers(world, launch),
+            },
             current_stage: BTreeMap::new(),
             top_lets: Vec::new(),
             producer_role: None,
@@ -487,6 +510,11 @@ impl<'w> Lowering<'w> {
             share_reduce_workspaces: false,
             cancellation: Cancellation::default(),
             thread_dependence: threads::ThreadDependence::new(world, info.thread_var),
+            groups,
+            group: None,
+            block_thread: thread,
+            hand_synchronized,
+            group_barriers: Vec::new(),
         };
         lowering.declare_params();
         lowering.declare_buffers()?;
@@ -763,7 +791,9 @@ impl<'w> Lowering<'w> {
                 .is_some_and(|info| info.kind == LoopKind::Parallel),
             _ => false,
         };
+        let in_group = self.group.is_some() && self.groups.narrowed(entity) == self.group;
         if cooperative
+            && !in_group
             && self
                 .thread_dependence
                 .under_thread_condition(self.world, entity)
@@ -829,6 +859,7 @@ impl<'w> Lowering<'w> {
         }
         if let LoopKind::Pipelined { num_stages } = info.kind
             && num_stages >= 2
+            && !self.hand_synchronized
             && self
                 .pipelined_loop(entity, (var, extent), num_stages, out)?
                 .is_some()
@@ -863,25 +894,49 @@ impl<'w> Lowering<'w> {
             .get(entity)
             .ok_or_else(|| Unlowerable::new("an `if` without a condition"))?;
         let cond = self.value_as(cond, DType::Bool)?;
-        let mut then = Vec::new();
-        let mut otherwise = Vec::new();
-        for child in self.world.body(entity).to_vec() {
-            self.nested(child, &mut then, inside)?;
-        }
-        for child in self
+        let then_body = self.world.body(entity).to_vec();
+        let else_body = self
             .world
             .else_bodies
             .get(entity)
             .cloned()
-            .unwrap_or_default()
-        {
-            self.nested(child, &mut otherwise, inside)?;
+            .unwrap_or_default();
+        let groups = match inside {
+            true => (None, None),
+            false => (self.branch_group(&then_body), self.branch_group(&else_body)),
+        };
+        if groups.0.is_some() || groups.1.is_some() {
+            // The branches run on fewer threads than the statements around them: the block
+            // barrier insertion sees the whole `if` as one operation of the block.
+            let accesses = self.entity_shared_accesses(entity);
+            self.sync.before(&accesses, out);
+            self.sync.after(&accesses);
         }
+        let mut then = Vec::new();
+        let mut otherwise = Vec::new();
+        self.branch(&then_body, groups.0, &mut then, inside)?;
+        self.branch(&else_body, groups.1, &mut otherwise, inside)?;
         out.push(Stmt::If {
             cond,
             then,
             otherwise,
         });
+        Ok(())
+    }
+
+    fn branch(
+        &mut self,
+        body: &[EntityId],
+        group: Option<ThreadGroup>,
+        out: &mut Vec<Stmt>,
+        inside: bool,
+    ) -> Result<(), Unlowerable> {
+        if let Some(group) = group {
+            return self.lower_group(group, body, out);
+        }
+        for &child in body {
+            self.nested(child, out, inside)?;
+        }
         Ok(())
     }
 
@@ -1249,7 +1304,11 @@ impl<'w> Lowering<'w> {
         let mut accesses = sync::Accesses::default();
         let mut stack = vec![entity];
         while let Some(current) = stack.pop() {
+            let asynchronous = self.completes_on_barrier(current);
             for access in self.world.accesses.get(current).into_iter().flatten() {
+                if asynchronous && access.kind == tilec_ir::AccessKind::Write {
+                    continue;
+                }
                 if let Some(&id) = self.buffers.get(&access.region.buffer)
                     && self
                         .scope_of(access.region.buffer)

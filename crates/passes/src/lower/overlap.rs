@@ -349,6 +349,7 @@ impl Lowering<'_> {
                     | Stmt::WarpgroupTurn { .. }
                     | Stmt::MbarrierWait { .. }
                     | Stmt::MbarrierArrive { .. }
+                    | Stmt::MbarrierExpectTx { .. }
             )
         });
         if synchronizes {

@@ -225,6 +225,15 @@ impl<'p, L: Leaves> Rewriter<'p, L> {
                 index: self.expr(*index),
                 expect_bytes: *expect_bytes,
             },
+            Stmt::MbarrierExpectTx {
+                barrier,
+                index,
+                bytes,
+            } => Stmt::MbarrierExpectTx {
+                barrier: *barrier,
+                index: self.expr(*index),
+                bytes: *bytes,
+            },
             Stmt::MbarrierWait {
                 barrier,
                 index,

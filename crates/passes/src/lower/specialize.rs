@@ -451,7 +451,7 @@ impl Lowering<'_> {
     }
 
     /// A shared array of `count` mbarriers after everything else in shared memory.
-    fn mbarriers(&mut self, base: &str, count: i64) -> BufferId {
+    pub(super) fn mbarriers(&mut self, base: &str, count: i64) -> BufferId {
         let offset = (self.program.shared_bytes + 7) / 8 * 8;
         self.program.shared_bytes = offset + 8 * count;
         let exprs = &mut self.program.exprs;

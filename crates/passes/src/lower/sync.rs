@@ -99,6 +99,17 @@ impl SyncState {
         }
     }
 
+    /// The state for the statements of a thread group (`groups.rs`): the same placement of
+    /// buffers, nothing pending yet (what the block left pending is the enclosing state's, which
+    /// placed a block barrier before the group if the group meets it).
+    pub(crate) fn for_group(&self) -> SyncState {
+        SyncState {
+            pending: Accesses::default(),
+            overlaps: self.overlaps.clone(),
+            loops: Vec::new(),
+        }
+    }
+
     /// Records a barrier placed by the caller (a software pipeline's own).
     pub(crate) fn barrier_placed(&mut self) {
         self.pending.clear();

@@ -32,7 +32,12 @@ impl Lowering<'_> {
         match &op {
             TileOp::Copy { src, dst } => {
                 self.sync.before(&accesses, out);
-                label = self.tma_store(entity, (src, dst), &mut stmts);
+                if let Some(barrier) = self.world.copy_barriers.get(entity).copied() {
+                    label = self.barrier_copy(entity, &barrier, &mut stmts)?;
+                }
+                if label.is_none() {
+                    label = self.tma_store(entity, (src, dst), &mut stmts);
+                }
                 if label.is_none() {
                     self.copy(entity, src, dst, &mut stmts)?;
                     label = self.staging_label(src, dst);
@@ -111,6 +116,10 @@ impl Lowering<'_> {
                     message: message.clone(),
                 });
             }
+            ControlOp::BarrierArrive { .. }
+            | ControlOp::BarrierWait { .. }
+            | ControlOp::BarrierExpectTx { .. }
+            | ControlOp::FenceProxyAsync => self.barrier_control(control, stmts)?,
         }
         Ok(())
     }

@@ -342,6 +342,11 @@ impl<'p> Machine<'p, '_> {
                 index,
                 expect_bytes,
             } => self.exec_mbarrier_arrive(*barrier, *index, *expect_bytes, active),
+            Stmt::MbarrierExpectTx {
+                barrier,
+                index,
+                bytes,
+            } => self.exec_mbarrier_expect_tx(*barrier, *index, *bytes, active),
             // Inside warp roles a wait is run by the role's task (`roles.rs`); here it is a wait
             // of threads that run alone.
             Stmt::MbarrierWait {

@@ -219,6 +219,23 @@ impl Machine<'_, '_> {
         Ok(())
     }
 
+    /// `mbarrier.expect_tx` for all of `active`: each raises its barrier's pending transaction
+    /// count by `bytes` without arriving.
+    pub(super) fn exec_mbarrier_expect_tx(
+        &mut self,
+        barrier: BufferId,
+        index: ExprId,
+        bytes: u32,
+        active: &[u32],
+    ) -> Result<(), Fault> {
+        let keys = self.mbarrier_keys(barrier, index, active)?;
+        for (&thread, &key) in active.iter().zip(&keys) {
+            let state = self.mbarrier(key, thread)?;
+            state.tx += i64::from(bytes);
+        }
+        Ok(())
+    }
+
     /// Completes `bytes` transaction bytes of a TMA copy on the current phase of mbarrier `key`;
     /// the copy lands when a wait passes that phase.
     pub(super) fn complete_tx(
@@ -278,7 +295,16 @@ impl Machine<'_, '_> {
         active: &[u32],
     ) -> Result<(), Fault> {
         match self.try_mbarrier_wait(wait, "block", active)? {
-            None => Ok(()),
+            // The threads of hand-written warp-specialized code run here one group after the
+            // other, so a wait that passes follows, in the emulator's time, every arrival that
+            // completed its phase: what the arriving threads did before arriving is ordered before
+            // what the waiting ones do next. As at a named barrier, the race detector starts a new
+            // epoch (which orders the other threads' accesses too: a race between threads that
+            // take no part in the protocol goes unreported here, never a race that is not one).
+            None => {
+                self.memory.barrier();
+                Ok(())
+            }
             Some((wait, thread)) => {
                 let kind = ErrorKind::MbarrierDeadlock { waits: vec![wait] };
                 Err(self.fault(kind, Some(thread)))

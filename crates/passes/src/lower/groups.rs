@@ -1,0 +1,324 @@
+//! Hand-written warp specialization: statements that a condition on the thread index gives to a
+//! group of threads (`with T.ws(1):`, `if tx >= 128:`), the user's mbarriers, and copies that
+//! complete on them (`T.tma_copy(..., barrier=b)`).
+//!
+//! A group's statements are lowered as if its threads were a block of their own: the layouts
+//! inference made for them number the group's threads from 0, so lowering binds a thread index
+//! of its own (`tx - start`) at the top of the branch and uses it wherever it would use the
+//! block's; the user's own reads of the thread index keep the block's. Barriers inside a group
+//! become named barriers among its threads, since the other threads never reach them.
+//!
+//! The user's protocol orders what the barriers carry: the destination of a copy that completes
+//! on an mbarrier is not tracked by barrier insertion, because no `__syncthreads` can order an
+//! asynchronous copy; the wait on the mbarrier does. The emulator checks the protocol: a wait
+//! that can never pass is a deadlock naming every blocked wait, and a read of a stage before its
+//! copy has landed is reported.
+
+use tilec_ir::thread::Stmt;
+use tilec_ir::{BarrierRef, ControlOp, EntityId, EntityKind, Scope, TileOp, World};
+
+use super::{Lowering, Unlowerable};
+use crate::thread_groups::{ThreadGroup, ThreadGroups};
+
+/// Named barriers 0–3 are `__syncthreads` and tilec's own warp specialization's; the groups of
+/// hand-written code take the ones after.
+const FIRST_GROUP_BARRIER: u32 = 4;
+/// The named barriers a block has.
+const NAMED_BARRIERS: u32 = 16;
+
+/// Whether the launch synchronises its threads by hand: it allocates mbarriers or gives
+/// statements to groups of its threads. tilec then keeps its own schedule out of the way: no
+/// software pipelining, warp specialization or persistence of its own, which would reorder the
+/// statements the user's protocol orders.
+pub(crate) fn hand_synchronized(world: &World, launch: EntityId, groups: &ThreadGroups) -> bool {
+    crate::liveness::linearize(world, launch)
+        .into_iter()
+        .any(|entity| {
+            world.scopes.get(entity) == Some(&Scope::Barrier) || groups.narrowed(entity).is_some()
+        })
+}
+
+impl Lowering<'_> {
+    /// Declares the launch's `T.alloc_barrier` arrays after everything else in shared memory, and
+    /// returns their initialisation: thread 0 initialises each mbarrier with its arrival count,
+    /// then a block barrier publishes them before any thread uses one.
+    pub(super) fn declare_barriers(&mut self) -> Vec<Stmt> {
+        let world = self.world;
+        let mut inits = Vec::new();
+        for entity in crate::liveness::linearize(world, self.launch) {
+            let (Some(EntityKind::Buffer), Some(counts)) =
+                (world.kind(entity), world.barrier_counts.get(entity))
+            else {
+                continue;
+            };
+            let id = self.mbarriers(world.name(entity), counts.len() as i64);
+            self.buffers.insert(entity, id);
+            for (index, &count) in counts.iter().enumerate() {
+                let index = self.program.exprs.int(index as i64);
+                inits.push(Stmt::MbarrierInit {
+                    barrier: id,
+                    index,
+                    count,
+                });
+            }
+        }
+        if inits.is_empty() {
+            return Vec::new();
+        }
+        let first = self.thread_is(0);
+        vec![
+            Stmt::If {
+                cond: first,
+                then: inits,
+                otherwise: Vec::new(),
+            },
+            Stmt::Barrier,
+        ]
+    }
+
+    /// `T.mbarrier_arrive`, `T.mbarrier_wait_parity`, `T.mbarrier_expect_tx` and
+    /// `T.fence_proxy_async`, executed by every thread that reaches them.
+    pub(super) fn barrier_control(
+        &mut self,
+        control: &ControlOp,
+        stmts: &mut Vec<Stmt>,
+    ) -> Result<(), Unlowerable> {
+        match control {
+            ControlOp::BarrierArrive { barrier } => {
+                let (barrier, index) = self.barrier(barrier)?;
+                stmts.push(Stmt::MbarrierArrive {
+                    barrier,
+                    index,
+                    expect_bytes: None,
+                });
+            }
+            ControlOp::BarrierWait { barrier, parity } => {
+                let (barrier, index) = self.barrier(barrier)?;
+                let exprs = &mut self.program.exprs;
+                let two = exprs.int(2);
+                let parity = exprs.floormod(*parity, two);
+                stmts.push(Stmt::MbarrierWait {
+                    barrier,
+                    index,
+                    parity,
+                });
+            }
+            ControlOp::BarrierExpectTx { barrier, bytes } => {
+                let (barrier, index) = self.barrier(barrier)?;
+                let bytes = self
+                    .program
+                    .exprs
+                    .as_int(*bytes)
+                    .and_then(|bytes| u32::try_from(bytes).ok())
+                    .ok_or_else(|| {
+                        Unlowerable::new(
+                            "`T.mbarrier_expect_tx` with a byte count not known at compile time",
+                        )
+                    })?;
+                stmts.push(Stmt::MbarrierExpectTx {
+                    barrier,
+                    index,
+                    bytes,
+                });
+            }
+            ControlOp::FenceProxyAsync => stmts.push(Stmt::FenceProxyAsync),
+            ControlOp::SyncThreads
+            | ControlOp::SyncWarp
+            | ControlOp::PdlSync
+            | ControlOp::PdlTrigger
+            | ControlOp::ThreadReturn
+            | ControlOp::DeviceAssert { .. } => {
+                return Err(Unlowerable::new("not a barrier operation"));
+            }
+        }
+        Ok(())
+    }
+
+    fn barrier(
+        &self,
+        barrier: &BarrierRef,
+    ) -> Result<(tilec_ir::thread::BufferId, tilec_ir::ExprId), Unlowerable> {
+        Ok((self.buffer_of(barrier.buffer)?, barrier.index))
+    }
+
+    /// `T.tma_copy(src, dst, barrier=b)` from global to shared memory: one thread of those that
+    /// reach it announces the copy's bytes on `b` and issues its TMA boxes, which complete on
+    /// `b`. Returns the block's label, or `None` where TMA is off or no box covers the
+    /// destination's layout: the copy is then made by the threads themselves, before anyone
+    /// arrives on the barrier, which orders it as well.
+    pub(super) fn barrier_copy(
+        &mut self,
+        entity: EntityId,
+        barrier: &BarrierRef,
+        out: &mut Vec<Stmt>,
+    ) -> Result<Option<String>, Unlowerable> {
+        if !self.options.tma {
+            return Ok(None);
+        }
+        let Ok(plan) = self.plan_tma(&[entity]).map(|mut plans| plans.remove(0)) else {
+            return Ok(None);
+        };
+        let (barrier_buffer, barrier_index) = self.barrier(barrier)?;
+        let dst = self.buffer_of(plan.shared)?;
+        let bytes = u32::try_from(plan.bytes)
+            .map_err(|_| Unlowerable::new("a TMA copy of more than 4 GiB"))?;
+        let mut issue = vec![Stmt::MbarrierExpectTx {
+            barrier: barrier_buffer,
+            index: barrier_index,
+            bytes,
+        }];
+        for tma_box in &plan.boxes {
+            issue.push(Stmt::TmaLoad {
+                map: tma_box.map,
+                dst,
+                dst_index: self.program.exprs.int(tma_box.shared_offset),
+                coords: tma_box.coords.clone(),
+                barrier: barrier_buffer,
+                barrier_index,
+            });
+        }
+        let first = self.thread_is(0);
+        out.push(Stmt::If {
+            cond: first,
+            then: issue,
+            otherwise: Vec::new(),
+        });
+        Ok(Some(format!(
+            "T.tma_copy into `{}`: {} TMA box(es), completing on `{}`",
+            self.world.name(plan.shared),
+            plan.boxes.len(),
+            self.world.name(barrier.buffer)
+        )))
+    }
+
+    /// The group the statements of a branch run on, when it is narrower than the threads the
+    /// lowering is working for now.
+    pub(super) fn branch_group(&self, body: &[EntityId]) -> Option<ThreadGroup> {
+        let group = self.groups.narrowed(*body.first()?)?;
+        (Some(group) != self.group).then_some(group)
+    }
+
+    /// Lowers `body` for the threads of `group` only (see the module comment).
+    pub(super) fn lower_group(
+        &mut self,
+        group: ThreadGroup,
+        body: &[EntityId],
+        out: &mut Vec<Stmt>,
+    ) -> Result<(), Unlowerable> {
+        let barrier_id = self.group_barrier(group)?;
+        let local = self
+            .program
+            .exprs
+            .var(&format!("tx_{}", group.start), Some(group.extent));
+        let exprs = &mut self.program.exprs;
+        let block_thread = exprs.var_expr(self.block_thread);
+        let start = exprs.int(group.start);
+        let value = exprs.sub(block_thread, start);
+        let mut stmts = vec![Stmt::Let { var: local, value }];
+        let saved = (self.program.thread, self.threads, self.group);
+        let group_sync = self.sync.for_group();
+        let outer_sync = std::mem::replace(&mut self.sync, group_sync);
+        self.program.thread = local;
+        self.threads = group.extent;
+        self.group = Some(group);
+        let mut result = Ok(());
+        for &child in body {
+            result = self.statement(child, &mut stmts);
+            if result.is_err() {
+                break;
+            }
+        }
+        (self.program.thread, self.threads, self.group) = saved;
+        self.sync = outer_sync;
+        result?;
+        narrow_barriers(&mut stmts, barrier_id, group.extent);
+        out.extend(stmts);
+        Ok(())
+    }
+
+    /// The named barrier of `group`'s threads: one per distinct group of the launch.
+    fn group_barrier(&mut self, group: ThreadGroup) -> Result<u32, Unlowerable> {
+        let position = match self.group_barriers.iter().position(|&g| g == group) {
+            Some(position) => position,
+            None => {
+                self.group_barriers.push(group);
+                self.group_barriers.len() - 1
+            }
+        };
+        let id = FIRST_GROUP_BARRIER + position as u32;
+        if id >= NAMED_BARRIERS {
+            return Err(Unlowerable::new(format!(
+                "more than {} distinct thread groups synchronise separately (a block has {NAMED_BARRIERS} named barriers)",
+                NAMED_BARRIERS - FIRST_GROUP_BARRIER
+            )));
+        }
+        Ok(id)
+    }
+
+    /// Whether the copy's destination is written by an asynchronous copy that completes on a
+    /// user's mbarrier (so barrier insertion leaves its ordering to the user's protocol).
+    pub(super) fn completes_on_barrier(&self, entity: EntityId) -> bool {
+        self.world.copy_barriers.get(entity).is_some()
+            && matches!(self.world.ops.get(entity), Some(TileOp::Copy { .. }))
+    }
+}
+
+/// Replaces the block barriers of a group's statements by the group's named barrier (nested
+/// groups were narrowed already, to their own).
+fn narrow_barriers(stmts: &mut [Stmt], id: u32, threads: i64) {
+    for stmt in stmts {
+        match stmt {
+            Stmt::Barrier => {
+                *stmt = Stmt::NamedBarrier {
+                    id,
+                    threads: threads as u32,
+                }
+            }
+            Stmt::For { body, .. } | Stmt::Block { body, .. } => {
+                narrow_barriers(body, id, threads)
+            }
+            Stmt::If {
+                then, otherwise, ..
+            } => {
+                narrow_barriers(then, id, threads);
+                narrow_barriers(otherwise, id, threads);
+            }
+            Stmt::WarpRoles {
+                consumer, producer, ..
+            } => {
+                narrow_barriers(consumer, id, threads);
+                narrow_barriers(producer, id, threads);
+            }
+            Stmt::Let { .. }
+            | Stmt::Bind { .. }
+            | Stmt::Store { .. }
+            | Stmt::VectorCopy { .. }
+            | Stmt::Atomic { .. }
+            | Stmt::AsyncCopy { .. }
+            | Stmt::AsyncCommit
+            | Stmt::AsyncWait { .. }
+            | Stmt::LoadMatrix { .. }
+            | Stmt::Mma { .. }
+            | Stmt::Wgmma { .. }
+            | Stmt::WgmmaFence
+            | Stmt::WgmmaCommit
+            | Stmt::WgmmaWait { .. }
+            | Stmt::FenceProxyAsync
+            | Stmt::MbarrierInit { .. }
+            | Stmt::MbarrierArrive { .. }
+            | Stmt::MbarrierExpectTx { .. }
+            | Stmt::MbarrierWait { .. }
+            | Stmt::TmaLoad { .. }
+            | Stmt::TmaStore { .. }
+            | Stmt::TmaStoreWait
+            | Stmt::SetMaxRegisters { .. }
+            | Stmt::NamedBarrier { .. }
+            | Stmt::WarpgroupTurn { .. }
+            | Stmt::SyncWarp
+            | Stmt::Return
+            | Stmt::Assert { .. }
+            | Stmt::GridDependencyWait
+            | Stmt::LaunchDependents => {}
+        }
+    }
+}

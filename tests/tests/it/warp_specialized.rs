@@ -1,0 +1,252 @@
+//! Hand-written warp specialization, end to end: warpgroup roles (`with T.ws(i)`, `if tx >= 128`),
+//! the user's mbarriers (`T.alloc_barrier`, `T.barrier_arrive`, `T.barrier_wait`,
+//! `T.mbarrier_*`), TMA copies that complete on them (`T.tma_copy(..., barrier=b)`) and
+//! `T.fence_proxy_async`. Kernels written here and TileLang's `warp_specialize` examples are laid
+//! out for the threads that run each part, lowered, printed as CUDA and run in the emulator
+//! against a plain matrix product computed here; broken protocols are reported by the emulator.
+
+use tilec_db::{RootDatabase, file_diagnostics, instances, layouts, thread_programs};
+use tilec_ir::{Severity, Target, ThreadProgram};
+use tilec_runtime::inputs::make_tensors;
+use tilec_runtime::{HostTensor, run_program};
+use tilec_tests::{assert_matches, instance_with, on_analysis_stack, source_file};
+
+/// A 128 × 128 × 256 gemm in two roles: warpgroup 0 loads each K tile by TMA onto
+/// `data_is_ready`, warpgroup 1 waits for it, multiplies and releases the tiles on
+/// `compute_is_done`. `CONSUMER_PARITY` is the parity the consumer waits for.
+const PRODUCER_CONSUMER: &str = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def matmul(M=128, N=128, K=256, block_M=128, block_N=128, block_K=64):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=256) as (bx, by):
+            A_shared = T.alloc_shared((block_M, block_K), "float16")
+            B_shared = T.alloc_shared((block_K, block_N), "float16")
+            C_local = T.alloc_fragment((block_M, block_N), "float32")
+            data_is_ready = T.alloc_barrier(arrive_count=128)
+            compute_is_done = T.alloc_barrier(arrive_count=128)
+            with T.ws(1):
+                T.clear(C_local)
+            for ko in T.serial(T.ceildiv(K, block_K)):
+                with T.ws(0):
+                    T.barrier_wait(compute_is_done, (ko + 1) % 2)
+                    T.tma_copy(A[by * block_M, ko * block_K], A_shared, barrier=data_is_ready)
+                    T.tma_copy(B[ko * block_K, bx * block_N], B_shared, barrier=data_is_ready)
+                    T.barrier_arrive(data_is_ready)
+                with T.ws(1):
+                    T.barrier_wait(data_is_ready, CONSUMER_PARITY)
+                    T.gemm(A_shared, B_shared, C_local)
+                    T.barrier_arrive(compute_is_done)
+            with T.ws(1):
+                T.copy(C_local, C[by * block_M, bx * block_N])
+
+    return main
+
+
+matmul()
+"#;
+
+fn producer_consumer(parity: &str) -> String {
+    PRODUCER_CONSUMER.replace("CONSUMER_PARITY", parity)
+}
+
+/// Lowers the first instance of `source`, which must check without errors.
+fn lower(source: &str) -> ThreadProgram {
+    on_analysis_stack(|| {
+        let db = RootDatabase::default();
+        let file = source_file(&db, "/kernels/warp_specialized.py", source);
+        let errors: Vec<String> = file_diagnostics(&db, file)
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .map(|d| d.message.clone())
+            .collect();
+        assert!(errors.is_empty(), "{errors:#?}");
+        let instance = instances(&db, file)[0];
+        let _ = layouts(&db, instance);
+        match thread_programs(&db, instance).as_ref() {
+            Ok(programs) => programs[0].clone(),
+            Err(diagnostics) => panic!("cannot lower: {diagnostics:#?}"),
+        }
+    })
+}
+
+/// `C = A × B` of the first two tensors, rounded through fp32 accumulation as the kernel does.
+fn matmul_reference(tensors: &[HostTensor]) -> Vec<f64> {
+    let (a, b) = (&tensors[0], &tensors[1]);
+    let (m, k, n) = (a.shape[0], a.shape[1], b.shape[1]);
+    let mut c = vec![0.0; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            c[i * n + j] = (0..k)
+                .map(|p| a.values[i * k + p] * b.values[p * n + j])
+                .sum();
+        }
+    }
+    c
+}
+
+fn run_and_compare(program: &ThreadProgram, seed: u64) {
+    let mut tensors = make_tensors(program, &[], seed, false).expect("shapes evaluate");
+    run_program(program, &mut tensors, &[]).expect("the emulator runs the protocol");
+    let expected = matmul_reference(&tensors);
+    assert_matches("C", &tensors[2], expected);
+}
+
+#[test]
+fn a_producer_and_a_consumer_warpgroup_multiply_through_their_own_mbarriers() {
+    let program = lower(&producer_consumer("ko % 2"));
+    run_and_compare(&program, 3);
+}
+
+#[test]
+fn each_role_is_laid_out_and_lowered_for_its_own_warpgroup() {
+    let source = producer_consumer("ko % 2");
+    let (threads, origin) = on_analysis_stack(|| {
+        let db = RootDatabase::default();
+        let file = source_file(&db, "/kernels/warp_specialized.py", source.clone());
+        let instance = instances(&db, file)[0];
+        let layouts = layouts(&db, instance);
+        let (_, inferred) = layouts
+            .buffers
+            .iter()
+            .next()
+            .expect("C_local is laid out");
+        let holders = inferred.layout.thread_histogram(&layouts.exprs);
+        (holders.len(), format!("{:?}", inferred.origin))
+    });
+    // The accumulator is spread over the 128 threads of warpgroup 1, numbered from 0, as
+    // TileLang lays it out for `T.ws(1)` (not over the block's 256).
+    assert_eq!((threads, origin.as_str()), (128, "Gemm"));
+    let cuda = tilec_passes::cuda::emit_cuda(&lower(&source), &Target::Sm90);
+    for expected in [
+        "tl_mbarrier_init(data_is_ready + 0, 128);",
+        "if ((tx / 128) == 1) {",
+        "const int tx_128 = tx - 128;",
+        "tl_mbarrier_wait(compute_is_done + 0, (ko + 1) % 2);",
+        "tl_mbarrier_expect_tx(data_is_ready + 0, 16384);",
+        "tl_mbarrier_arrive(compute_is_done + 0);",
+    ] {
+        assert!(cuda.contains(expected), "missing `{expected}` in:\n{cuda}");
+    }
+    // The role runs wgmma on its own warpgroup, never a block barrier the other role would miss.
+    let inside_roles = cuda.split("for (int ko").nth(1).expect("the K loop");
+    assert!(inside_roles.contains("tl_wgmma_m64n128k16"), "{inside_roles}");
+    assert!(!inside_roles.contains("__syncthreads"), "{inside_roles}");
+}
+
+#[test]
+fn a_consumer_that_does_not_wait_reads_a_tile_still_in_flight() {
+    let source = producer_consumer("ko % 2").replace(
+        "                    T.barrier_wait(data_is_ready, ko % 2)\n",
+        "",
+    );
+    let program = lower(&source);
+    let mut tensors = make_tensors(&program, &[], 3, false).expect("shapes evaluate");
+    let error = run_program(&program, &mut tensors, &[]).expect_err("the protocol is broken");
+    let message = error.to_string();
+    assert!(
+        message.contains("accessed while a TMA copy to it is in flight"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_consumer_that_waits_for_the_wrong_parity_deadlocks_and_the_wait_is_named() {
+    // Parity 1 of a fresh barrier passes at once, but once the producer's first phase has
+    // completed it is the phase after it, which only the consumer's own progress could complete:
+    // on the GPU the block hangs.
+    let program = lower(&producer_consumer("(ko + 1) % 2"));
+    let mut tensors = make_tensors(&program, &[], 3, false).expect("shapes evaluate");
+    let error = run_program(&program, &mut tensors, &[]).expect_err("the protocol is broken");
+    let message = error.to_string();
+    assert!(
+        message.contains("deadlock: the block waits for parity 1 of `data_is_ready[0]`"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_consumer_waiting_for_a_phase_nobody_completes_is_a_deadlock_naming_the_wait() {
+    let source = producer_consumer("ko % 2").replace(
+        "                    T.barrier_arrive(data_is_ready)\n",
+        "",
+    );
+    let program = lower(&source);
+    let mut tensors = make_tensors(&program, &[], 3, false).expect("shapes evaluate");
+    let error = run_program(&program, &mut tensors, &[]).expect_err("nobody arrives");
+    let message = error.to_string();
+    assert!(
+        message.contains("deadlock") && message.contains("data_is_ready[0]"),
+        "{message}"
+    );
+}
+
+#[test]
+fn barrier_operations_take_barriers_and_integers() {
+    let source = producer_consumer("ko % 2").replace(
+        "T.barrier_arrive(data_is_ready)",
+        "T.barrier_arrive(A_shared)",
+    );
+    let errors: Vec<String> = on_analysis_stack(|| {
+        let db = RootDatabase::default();
+        let file = source_file(&db, "/kernels/warp_specialized.py", source);
+        file_diagnostics(&db, file)
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .map(|d| d.message.clone())
+            .collect()
+    });
+    assert_eq!(
+        errors,
+        ["`mbarrier` must be a barrier from `T.alloc_barrier` (or one element of it), found a buffer"]
+    );
+}
+
+/// TileLang's `warp_specialize` examples at 256³: the producer/consumer pairs with TMA and
+/// mbarriers (either warpgroup producing), the one that pipelines nothing, and two warpgroups that
+/// each copy and multiply their own half of the tile with no mbarrier at all (their shared
+/// copies are ordered by named barriers of their own warpgroup).
+#[test]
+fn the_real_world_warp_specialized_gemms_run_and_multiply() {
+    let Some(dir) = tilec_tests::realworld_dir() else {
+        return;
+    };
+    for (file, kernel) in [
+        (
+            "example_warp_specialize_gemm_copy_0_gemm_1.py",
+            "matmul_warp_specialize_copy_0_gemm_1",
+        ),
+        (
+            "example_warp_specialize_gemm_copy_1_gemm_0.py",
+            "matmul_warp_specialize_copy_1_gemm_0",
+        ),
+        ("example_warp_specialize_gemm_softpipe_stage2.py", "matmul"),
+        (
+            "example_warp_specialize_gemm_copy_gemm_0_1.py",
+            "matmul_warp_specialize_copy_gemm_0_1",
+        ),
+    ] {
+        let path = dir.join("warp_specialize").join(file);
+        let text = std::fs::read_to_string(&path).expect("the real-world file is readable");
+        let program = on_analysis_stack(|| {
+            let db = RootDatabase::default();
+            let source = source_file(&db, &path, text);
+            let size = tilec_ir::ConstValue::Int(256);
+            let overrides = [("M", size.clone()), ("N", size.clone()), ("K", size)];
+            let instance = instance_with(&db, source, kernel, &overrides);
+            match thread_programs(&db, instance).as_ref() {
+                Ok(programs) => programs[0].clone(),
+                Err(diagnostics) => panic!("{file}: cannot lower: {diagnostics:#?}"),
+            }
+        });
+        run_and_compare(&program, 5);
+        if file.contains("copy_gemm_0_1") {
+            let cuda = tilec_passes::cuda::emit_cuda(&program, &Target::Sm90);
+            assert!(cuda.contains("tl_named_barrier(4, 128);"), "{cuda}");
+        }
+    }
+}
