@@ -1,7 +1,8 @@
 //! Hand-written synchronisation between the threads of a block: warpgroup roles (`with T.ws(i)`),
 //! mbarriers (`T.alloc_barrier`, `T.mbarrier_arrive`, `T.mbarrier_wait_parity`,
 //! `T.mbarrier_expect_tx` and their `T.barrier_*` spellings), asynchronous TMA copies that complete
-//! on a barrier (`T.tma_copy(..., barrier=b)`) and `T.fence_proxy_async`.
+//! on a barrier (`T.tma_copy(..., barrier=b)`), per-thread copies (`T.ptx_cp_async` of
+//! `T.access_ptr`s, `T.cp_async_barrier_noinc`) and `T.fence_proxy_async`.
 //!
 //! A role is a runtime `if` on the thread index, as TileLang builds it; the passes recognise such
 //! conditions wherever they come from (`if tx >= 128:` too) and lay out and lower what sits under
@@ -9,7 +10,8 @@
 
 use tilec_ir::data::{BinaryOp, CompareOp};
 use tilec_ir::{
-    BarrierRef, Code, ControlOp, DType, DataExpr, DataId, EntityKind, ExprId, Scope, Span, TileOp,
+    BarrierRef, Code, ControlOp, DType, DataExpr, DataId, EntityKind, ExprId, Region, RegionDim,
+    Scope, Span, TileOp,
 };
 
 use crate::builder::{Builder, Eval, Stop};
@@ -20,6 +22,8 @@ use crate::value::Value;
 const WARPGROUP: i64 = 128;
 /// The most mbarriers one `T.alloc_barrier` makes (they live in shared memory, 8 bytes each).
 const MAX_BARRIERS: usize = 1024;
+/// The most elements one `T.ptx_cp_async` copies (16 bytes of 1-byte elements).
+const MAX_ELEMENT_COPY: i64 = 16;
 
 impl Builder<'_> {
     /// The calls of this module, by their `T.` name.
@@ -28,6 +32,14 @@ impl Builder<'_> {
             "alloc_barrier" => return self.alloc_barrier(&args),
             "ws" => return self.warpgroup_role(&args),
             "tma_copy" => return self.tma_copy(&args),
+            "access_ptr" => return self.access_ptr(&args),
+            "ptx_cp_async" => return self.element_copy(&args),
+            // `cp.async.mbarrier.arrive.noinc`: the thread arrives once its earlier `cp.async`
+            // copies have landed. tilec's element copies land when they are made, so this is
+            // the thread's arrival.
+            "cp_async_barrier_noinc" => ControlOp::BarrierArrive {
+                barrier: self.barrier_arg(&args, 0, "barrier")?,
+            },
             "mbarrier_arrive" | "barrier_arrive" => ControlOp::BarrierArrive {
                 barrier: self.barrier_arg(&args, 0, "mbarrier")?,
             },
@@ -155,6 +167,113 @@ impl Builder<'_> {
             self.world.copy_barriers.set(entity, barrier);
         }
         Ok(Value::None)
+    }
+
+    /// `T.access_ptr(buffer[indices], mode, extent)`: the address of one element, which tilec keeps
+    /// as that element (a point region) for the operation that takes it.
+    fn access_ptr<'a>(&mut self, args: &Args<'a>) -> Eval<Value<'a>> {
+        let span = args.span_of(0, "buffer");
+        match self.required(args, 0, "buffer")? {
+            Value::Buffer(buffer) if self.world.kind(buffer) == Some(EntityKind::Buffer) => {
+                let zero = self.world.exprs.int(0);
+                let dims = self.world.shapes.get(buffer).map_or(0, Vec::len);
+                Ok(Value::Region(Region {
+                    buffer,
+                    dims: vec![
+                        RegionDim {
+                            start: zero,
+                            extent: None,
+                        };
+                        dims
+                    ],
+                }))
+            }
+            Value::Region(region) if region.dims.iter().all(|dim| dim.extent.is_none()) => {
+                Ok(Value::Region(region))
+            }
+            other => {
+                let what = other.describe();
+                Err(self.error(
+                    Code::InvalidCall,
+                    span,
+                    format!("`T.access_ptr` takes a buffer or one element of one, found {what}"),
+                ))
+            }
+        }
+    }
+
+    /// `T.ptx_cp_async(dst, src, n)`: thread by thread, `n` consecutive elements (in row-major
+    /// order) from the element `src` points at to the one `dst` points at. tilec makes the copy
+    /// as `n` element stores of the thread (its own `cp.async` is for the copies it plans), which
+    /// land before anything after them, as a `cp.async` waited for would.
+    fn element_copy<'a>(&mut self, args: &Args<'a>) -> Eval<Value<'a>> {
+        let dst = self.pointer_arg(args, 0, "dst_access_ptr")?;
+        let src = self.pointer_arg(args, 1, "src_access_ptr")?;
+        let count_span = args.span_of(2, "num_elems");
+        let count = match self.required(args, 2, "num_elems")? {
+            Value::Int(count) if (1..=MAX_ELEMENT_COPY).contains(&count) => count,
+            other => {
+                let what = other.describe();
+                return Err(self.error(
+                    Code::InvalidCall,
+                    count_span,
+                    format!(
+                        "`num_elems` must be an integer from 1 to {MAX_ELEMENT_COPY} known at compile time, found {what}"
+                    ),
+                ));
+            }
+        };
+        for k in 0..count {
+            let target = self.element_after(&dst, k);
+            let source = self.element_after(&src, k);
+            self.store(target, Value::Region(source), args.span)?;
+        }
+        Ok(Value::None)
+    }
+
+    fn pointer_arg(&mut self, args: &Args<'_>, index: usize, name: &str) -> Eval<Region> {
+        match self.required(args, index, name)? {
+            Value::Region(region) if region.dims.iter().all(|dim| dim.extent.is_none()) => {
+                Ok(region)
+            }
+            other => {
+                let what = other.describe();
+                Err(self.error(
+                    Code::InvalidCall,
+                    args.span_of(index, name),
+                    format!("`{name}` must be a `T.access_ptr` of one element, found {what}"),
+                ))
+            }
+        }
+    }
+
+    /// The element `k` places after the point region `at`, in row-major order over its buffer.
+    fn element_after(&mut self, at: &Region, k: i64) -> Region {
+        if k == 0 {
+            return at.clone();
+        }
+        let shape = self
+            .world
+            .shapes
+            .get(at.buffer)
+            .cloned()
+            .unwrap_or_default();
+        let starts: Vec<ExprId> = at.dims.iter().map(|dim| dim.start).collect();
+        let exprs = &mut self.world.exprs;
+        let flat = exprs.flatten_row_major(&starts, &shape);
+        let step = exprs.int(k);
+        let moved = exprs.add(flat, step);
+        let indices = exprs.unflatten_row_major(moved, &shape);
+        Region {
+            buffer: at.buffer,
+            dims: indices
+                .into_iter()
+                .map(|start| RegionDim {
+                    start,
+                    extent: None,
+                })
+                .collect(),
+        }
     }
 
     /// `T.ws(i, ...)`: the frame of a runtime `if` that the threads of warpgroups `i, ...` take

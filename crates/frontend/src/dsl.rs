@@ -60,13 +60,26 @@ impl Builder<'_> {
             "sync_threads" | "sync_warp" | "pdl_sync" | "pdl_trigger" | "thread_return"
             | "device_assert" => self.control(name, args),
             "Persistent" => self.persistent_frame(args),
-            "alloc_barrier" | "ws" | "tma_copy" | "mbarrier_arrive" | "barrier_arrive"
-            | "mbarrier_wait_parity" | "barrier_wait" | "mbarrier_expect_tx"
-            | "fence_proxy_async" => self.barrier_call(name, args),
+            "alloc_barrier"
+            | "ws"
+            | "tma_copy"
+            | "mbarrier_arrive"
+            | "barrier_arrive"
+            | "mbarrier_wait_parity"
+            | "barrier_wait"
+            | "mbarrier_expect_tx"
+            | "fence_proxy_async"
+            | "access_ptr"
+            | "ptx_cp_async"
+            | "cp_async_barrier_noinc" => self.barrier_call(name, args),
             // `T.wgmma_gemm` is `T.gemm` whose wait the user places (`T.wait_wgmma`). tilec's
             // gemm waits for its own results, so the later wait has nothing left to wait for.
             "wgmma_gemm" => self.tile_op("gemm", args),
             "wait_wgmma" => Ok(Value::None),
+            // tilec's element copies complete when they are made (its own `cp.async` pipelines
+            // are planned by tilec), so the groups of `T.Parallel(..., prefer_async=True)` have
+            // nothing left in flight to commit or wait for.
+            "ptx_commit_group" | "ptx_wait_group" => Ok(Value::None),
             "infinity" => {
                 let dtype = self.dtype_arg(&args, 0, "dtype")?;
                 Ok(self.data(
@@ -464,7 +477,12 @@ impl Builder<'_> {
         Ok(Value::None)
     }
 
-    pub(crate) fn required<'a>(&mut self, args: &Args<'a>, index: usize, name: &str) -> Eval<Value<'a>> {
+    pub(crate) fn required<'a>(
+        &mut self,
+        args: &Args<'a>,
+        index: usize,
+        name: &str,
+    ) -> Eval<Value<'a>> {
         match args.get(index, name) {
             Some(Value::Poison) => Err(Stop),
             Some(value) => Ok(value.clone()),
@@ -1086,15 +1104,47 @@ impl Builder<'_> {
                 ));
             }
         };
+        let c = self.region_arg(args, 2, "C")?;
+        let clear_accum = match args.get(6, "clear_accum") {
+            Some(value) if value.truthy().is_none() && !matches!(value, Value::Poison) => {
+                let value = value.clone();
+                self.clear_when(&value, &c, args.span_of(6, "clear_accum"))?;
+                false
+            }
+            _ => self.bool_arg(args, 6, "clear_accum", false)?,
+        };
         Ok(TileOp::Gemm {
             a: self.region_arg(args, 0, "A")?,
             b: self.region_arg(args, 1, "B")?,
-            c: self.region_arg(args, 2, "C")?,
+            c,
             transpose_a: self.bool_arg(args, 3, "transpose_A", false)?,
             transpose_b: self.bool_arg(args, 4, "transpose_B", false)?,
             policy,
-            clear_accum: self.bool_arg(args, 6, "clear_accum", false)?,
+            clear_accum,
             k_pack: self.int_arg(args, 7, "k_pack", 1)?,
+        })
+    }
+
+    /// `clear_accum=` known only when the kernel runs (`clear_accum=(j == 0)` in an unrolled
+    /// loop): the accumulator is cleared under that condition, then accumulated into, which is
+    /// what the gemm's own clearing does.
+    fn clear_when(&mut self, cond: &Value<'_>, dst: &Region, span: Span) -> Eval<()> {
+        let (cond, _) = self.data_expr(cond, span)?;
+        let guard = self.add_kernel_entity(EntityKind::If, "`clear_accum=`", span)?;
+        self.world.conditions.set(guard, cond);
+        let zero = self.world.data.push(DataExpr::Int {
+            value: 0,
+            dtype: None,
+        });
+        let clear = TileOp::Fill {
+            dst: dst.clone(),
+            value: zero,
+            clear: true,
+        };
+        self.in_block(Block::Body(guard), |builder| {
+            builder
+                .add_tile_op(clear, "`clear_accum=`", span)
+                .map(|_| ())
         })
     }
 

@@ -203,7 +203,9 @@ impl Walk<'_> {
                 let (a, b) = (self.eval(*lhs, t)?, self.eval(*rhs, t)?);
                 Some(i64::from(compare(*op, a, b)))
             }
-            DataExpr::Binary { op, lhs, rhs } => binary(*op, self.eval(*lhs, t)?, self.eval(*rhs, t)?),
+            DataExpr::Binary { op, lhs, rhs } => {
+                binary(*op, self.eval(*lhs, t)?, self.eval(*rhs, t)?)
+            }
             DataExpr::Float { .. }
             | DataExpr::Load { .. }
             | DataExpr::ReadVar(_)

@@ -110,11 +110,7 @@ fn each_role_is_laid_out_and_lowered_for_its_own_warpgroup() {
         let file = source_file(&db, "/kernels/warp_specialized.py", source.clone());
         let instance = instances(&db, file)[0];
         let layouts = layouts(&db, instance);
-        let (_, inferred) = layouts
-            .buffers
-            .iter()
-            .next()
-            .expect("C_local is laid out");
+        let (_, inferred) = layouts.buffers.iter().next().expect("C_local is laid out");
         let holders = inferred.layout.thread_histogram(&layouts.exprs);
         (holders.len(), format!("{:?}", inferred.origin))
     });
@@ -134,7 +130,10 @@ fn each_role_is_laid_out_and_lowered_for_its_own_warpgroup() {
     }
     // The role runs wgmma on its own warpgroup, never a block barrier the other role would miss.
     let inside_roles = cuda.split("for (int ko").nth(1).expect("the K loop");
-    assert!(inside_roles.contains("tl_wgmma_m64n128k16"), "{inside_roles}");
+    assert!(
+        inside_roles.contains("tl_wgmma_m64n128k16"),
+        "{inside_roles}"
+    );
     assert!(!inside_roles.contains("__syncthreads"), "{inside_roles}");
 }
 
@@ -171,10 +170,8 @@ fn a_consumer_that_waits_for_the_wrong_parity_deadlocks_and_the_wait_is_named() 
 
 #[test]
 fn a_consumer_waiting_for_a_phase_nobody_completes_is_a_deadlock_naming_the_wait() {
-    let source = producer_consumer("ko % 2").replace(
-        "                    T.barrier_arrive(data_is_ready)\n",
-        "",
-    );
+    let source = producer_consumer("ko % 2")
+        .replace("                    T.barrier_arrive(data_is_ready)\n", "");
     let program = lower(&source);
     let mut tensors = make_tensors(&program, &[], 3, false).expect("shapes evaluate");
     let error = run_program(&program, &mut tensors, &[]).expect_err("nobody arrives");
@@ -202,7 +199,9 @@ fn barrier_operations_take_barriers_and_integers() {
     });
     assert_eq!(
         errors,
-        ["`mbarrier` must be a barrier from `T.alloc_barrier` (or one element of it), found a buffer"]
+        [
+            "`mbarrier` must be a barrier from `T.alloc_barrier` (or one element of it), found a buffer"
+        ]
     );
 }
 
@@ -249,4 +248,92 @@ fn the_real_world_warp_specialized_gemms_run_and_multiply() {
             assert!(cuda.contains("tl_named_barrier(4, 128);"), "{cuda}");
         }
     }
+}
+
+/// Warpgroup 1 copies a 64 × 64 tile into shared memory thread by thread (`T.ptx_cp_async` of
+/// `T.access_ptr`s, 8 elements each) and arrives on `ready` with `T.cp_async_barrier_noinc`;
+/// warpgroup 0 waits and writes the tile out doubled.
+const ELEMENT_COPIES: &str = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def staged():
+    @T.prim_func
+    def main(X: T.Tensor((64, 64), "float16"), Y: T.Tensor((64, 64), "float16")):
+        with T.Kernel(1, threads=256) as bx:
+            tile = T.alloc_shared((64, 64), "float16")
+            ready = T.alloc_barrier(arrive_count=[128])
+            tx = T.get_thread_binding()
+            with T.ws(1):
+                for r in T.serial(4):
+                    row = r * 16 + (tx - 128) // 8
+                    T.ptx_cp_async(
+                        T.access_ptr(tile[row, (tx - 128) % 8 * 8], "w", 8),
+                        T.access_ptr(X[row, (tx - 128) % 8 * 8], "r", 8),
+                        8,
+                    )
+                T.ptx_commit_group()
+                T.ptx_wait_group(0)
+                T.cp_async_barrier_noinc(ready[0])
+            with T.ws(0):
+                T.barrier_wait(ready[0], 0)
+                for i, j in T.Parallel(64, 64):
+                    Y[i, j] = tile[i, j] * 2
+
+    return main
+
+
+staged()
+"#;
+
+#[test]
+fn threads_copy_elements_by_access_pointer_and_arrive_when_their_copies_land() {
+    let program = lower(ELEMENT_COPIES);
+    let mut tensors = make_tensors(&program, &[], 9, false).expect("shapes evaluate");
+    run_program(&program, &mut tensors, &[]).expect("the emulator runs the protocol");
+    let doubled = tensors[0].values.iter().map(|x| x * 2.0).collect();
+    assert_matches("Y", &tensors[1], doubled);
+}
+
+#[test]
+fn an_element_copy_without_its_arrival_is_a_deadlock() {
+    let source = ELEMENT_COPIES.replace("                T.cp_async_barrier_noinc(ready[0])\n", "");
+    let program = lower(&source);
+    let mut tensors = make_tensors(&program, &[], 9, false).expect("shapes evaluate");
+    let error = run_program(&program, &mut tensors, &[]).expect_err("nobody arrives");
+    assert!(error.to_string().contains("deadlock"), "{error}");
+}
+
+/// `clear_accum=` known only when the kernel runs (the index of an unrolled loop, as
+/// FlashMLA's `clear_accum=(j == 0)`): the first K tile starts the sum, the second adds to it.
+#[test]
+fn a_run_time_clear_accum_clears_only_where_it_holds() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def matmul():
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"), C: T.Tensor((64, 64), "float16")):
+        with T.Kernel(1, threads=128) as bx:
+            A_shared = T.alloc_shared((64, 32), "float16")
+            B_shared = T.alloc_shared((32, 64), "float16")
+            C_local = T.alloc_fragment((64, 64), "float32")
+            for k in T.unroll(2):
+                T.copy(A[0, k * 32], A_shared)
+                T.copy(B[k * 32, 0], B_shared)
+                T.gemm(A_shared, B_shared, C_local, clear_accum=(k == 0))
+            T.copy(C_local, C[0, 0])
+
+    return main
+
+
+matmul()
+"#;
+    let program = lower(source);
+    run_and_compare(&program, 13);
 }

@@ -274,9 +274,7 @@ fn narrow_barriers(stmts: &mut [Stmt], id: u32, threads: i64) {
                     threads: threads as u32,
                 }
             }
-            Stmt::For { body, .. } | Stmt::Block { body, .. } => {
-                narrow_barriers(body, id, threads)
-            }
+            Stmt::For { body, .. } | Stmt::Block { body, .. } => narrow_barriers(body, id, threads),
             Stmt::If {
                 then, otherwise, ..
             } => {

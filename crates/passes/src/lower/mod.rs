@@ -9,6 +9,7 @@
 mod epilogue;
 mod fences;
 mod gemm;
+mod groups;
 mod iteration;
 mod overlap;
 mod persistent;
@@ -20,7 +21,6 @@ mod shared_plan;
 mod specialize;
 mod sync;
 mod threads;
-mod groups;
 mod tile;
 mod tma;
 mod values;
