@@ -131,6 +131,9 @@ pub(crate) struct Builder<'c> {
     /// `out_idx` of the kernel's decorator, applied once its parameters exist.
     pub pending_out_idx: Vec<i64>,
     reported_names: FxHashSet<String>,
+    /// An operation that needs other hardware than the target's was reported in this build: the
+    /// kernel's other such operations say nothing more.
+    pub reported_hardware: bool,
     /// Work done so far against `work_budget` (see [`WORK_BUDGET`]).
     work: u64,
     pub work_budget: u64,
@@ -201,6 +204,7 @@ impl<'c> Builder<'c> {
             pending_out_idx: Vec::new(),
             unevaluated: Vec::new(),
             reported_names: FxHashSet::default(),
+            reported_hardware: false,
             work: 0,
             work_budget: WORK_BUDGET,
             reported_limits: Vec::new(),

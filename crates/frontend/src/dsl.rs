@@ -17,12 +17,9 @@ use tilec_ir::Span;
 /// `T.*` names tilec knows but does not implement yet, with what to say about them.
 const NOT_YET: &[&str] = &[
     "async_copy",
-    "alloc_tmem",
-    "tcgen05_gemm",
     "call_extern",
     "import_source",
     "reinterpret",
-    "ClusterKernel",
     "grid",
     "alloc_global",
     "print",
@@ -33,7 +30,36 @@ const NOT_YET: &[&str] = &[
     "finalize_reducer",
 ];
 
+/// Operations of Blackwell (sm_100 and later) only: tensor memory, `tcgen05` and thread-block
+/// clusters as TileLang exposes them there.
+fn blackwell_only(name: &str) -> bool {
+    name.starts_with("tcgen05_")
+        || matches!(
+            name,
+            "alloc_tmem" | "ClusterKernel" | "alloc_cluster_barrier" | "block_rank_in_cluster"
+        )
+}
+
 impl Builder<'_> {
+    /// One diagnostic per kernel for operations of hardware the target is not: the first names the
+    /// hardware it needs and the target compiled for; the kernel's analysis stops there, since
+    /// what follows is written for that hardware.
+    fn other_hardware(&mut self, name: &str, span: Span) -> Stop {
+        if std::mem::replace(&mut self.reported_hardware, true) {
+            return Stop;
+        }
+        let (major, minor) = self.target.compute_capability;
+        self.error(
+            Code::UnsupportedSyntax,
+            span,
+            format!(
+                "`T.{name}` needs an NVIDIA Blackwell GPU (sm_100 or later), and this kernel is \
+                 compiled for sm_{major}{minor}: tilec does not target Blackwell yet, so the \
+                 kernel's other Blackwell operations are not reported"
+            ),
+        )
+    }
+
     pub(crate) fn dsl_call<'a>(&mut self, name: &str, args: Args<'a>) -> Eval<Value<'a>> {
         match name {
             "Tensor" | "Buffer" | "StridedTensor" => self.tensor_type(args),
@@ -164,6 +190,7 @@ impl Builder<'_> {
                 .map_or(Value::None, |(v, _)| v)),
             "dtype" => Ok(Value::DType(self.dtype_arg(&args, 0, "dtype")?)),
             _ if Intrinsic::from_name(name).is_some() => self.intrinsic(name, args),
+            _ if blackwell_only(name) => Err(self.other_hardware(name, args.span)),
             _ if NOT_YET.contains(&name) => Err(self.error(
                 Code::UnsupportedSyntax,
                 args.span,

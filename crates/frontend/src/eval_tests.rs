@@ -161,8 +161,16 @@ fn errors_are_diagnostics_not_panics() {
         ),
         ("{'a': 1}['b']", "meta-error: key 'b' not found"),
         (
+            "T.async_copy(1, 2)",
+            "unsupported-syntax: `T.async_copy` is not supported by tilec yet",
+        ),
+        (
+            "T.alloc_tmem((128, 128), 'float32')",
+            "unsupported-syntax: `T.alloc_tmem` needs an NVIDIA Blackwell GPU (sm_100 or later), and this kernel is compiled for sm_90: tilec does not target Blackwell yet, so the kernel's other Blackwell operations are not reported",
+        ),
+        (
             "T.tma_copy(1, 2)",
-            "unsupported-syntax: `T.tma_copy` is not supported by tilec yet",
+            "invalid-call: `src` must be a buffer or a region of one, found an int",
         ),
         (
             "T.copy(1, 2)",

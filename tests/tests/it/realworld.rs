@@ -44,7 +44,11 @@ const OUT_OF_SCOPE: [(&str, &str); 10] = [
 ];
 
 /// Why an error remains, by what its message says: a feature another issue adds, or a limit.
-const REASONS: [(&str, &str); 16] = [
+const REASONS: [(&str, &str); 17] = [
+    (
+        "needs an NVIDIA Blackwell GPU",
+        "hardware: Blackwell-only operations, compiled for sm_90",
+    ),
     (
         "is not supported by tilec yet",
         "language: an operation tilec does not lower yet",
