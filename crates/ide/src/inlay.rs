@@ -1,14 +1,16 @@
 //! Inlay hints: registers per thread after each `T.alloc_fragment`, bytes after each
-//! `T.alloc_shared`, the vector width of laid-out `T.Parallel` loops and fragment copies, and a
-//! summary of the launch at each `T.Kernel` line. Each kernel is described through the instance
-//! its hovers show.
+//! `T.alloc_shared`, the vector width of laid-out `T.Parallel` loops and fragment copies that
+//! vectorise, and a summary of the launch at each `T.Kernel` line. Each kernel is described through
+//! the instance its hovers show. A hint that would say nothing (`vector 1`, no registers) is left
+//! out: hints take room in the code.
 
 use tilec_db::{Db, SourceFile, kernel_positions, kernel_world, layouts, resources};
-use tilec_ir::{EntityKind, LoopKind, Scope};
+use tilec_ir::{EntityId, EntityKind, LoopKind, Scope};
 use tilec_passes::check::format_bytes;
+use tilec_passes::layout::Layouts;
 
 use crate::cursor::{first_line, instance_label, kernels};
-use crate::describe::launch_hint;
+use crate::describe::{launch_hint, launch_summary};
 
 /// A label shown at the end of a line.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,13 +35,21 @@ pub fn inlay_hints(db: &dyn Db, file: SourceFile) -> Vec<InlayHint> {
         let spans = &kernel_positions(db, instance).spans;
         let shown = instance_label(db, instance);
         for entity in world.entities() {
+            let instance_words = format!("instance {shown} of `{}`", kernel.def.name(db));
+            let mut tooltip = instance_words.clone();
             let label = match world.kind(entity) {
-                Some(EntityKind::Kernel) => launch_hint(world, resources, entity),
+                Some(EntityKind::Kernel) => {
+                    if let Some(summary) = launch_summary(world, resources, entity) {
+                        tooltip = format!("{summary}\n{instance_words}");
+                    }
+                    launch_hint(world, resources, entity)
+                }
                 Some(EntityKind::Buffer) if !world.is_alias(entity) => {
                     match world.scopes.get(entity) {
                         Some(Scope::Fragment) => resources
                             .fragment_registers
                             .get(&entity)
+                            .filter(|&&count| count > 0)
                             .map(|count| format!("{count} regs/thread")),
                         Some(Scope::Shared | Scope::SharedDyn) => {
                             resources.shared.get(&entity).map(|shared| {
@@ -63,15 +73,9 @@ pub fn inlay_hints(db: &dyn Db, file: SourceFile) -> Vec<InlayHint> {
                         .get(entity)
                         .is_some_and(|info| info.kind == LoopKind::Parallel) =>
                 {
-                    layouts
-                        .loops
-                        .get(&entity)
-                        .map(|(_, vector)| format!("vector {vector}"))
+                    vector_hint(layouts, entity)
                 }
-                Some(EntityKind::TileOp) => layouts
-                    .loops
-                    .get(&entity)
-                    .map(|(_, vector)| format!("vector {vector}")),
+                Some(EntityKind::TileOp) => vector_hint(layouts, entity),
                 _ => None,
             };
             let (Some(label), Some(span)) = (label, spans.get(entity)) else {
@@ -83,10 +87,20 @@ pub fn inlay_hints(db: &dyn Db, file: SourceFile) -> Vec<InlayHint> {
             hints.push(InlayHint {
                 offset: first_line(text, span).end,
                 label,
-                tooltip: format!("instance {shown} of `{}`", kernel.def.name(db)),
+                tooltip,
             });
         }
     }
     hints.sort_by_key(|hint| hint.offset);
     hints
+}
+
+/// The vector width of a laid-out loop or copy, when it is wider than one element: a scalar loop
+/// is the default and not worth the room.
+fn vector_hint(layouts: &Layouts, entity: EntityId) -> Option<String> {
+    layouts
+        .loops
+        .get(&entity)
+        .filter(|(_, vector)| *vector > 1)
+        .map(|(_, vector)| format!("vector {vector}"))
 }

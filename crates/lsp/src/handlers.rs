@@ -20,8 +20,9 @@ use tower_lsp_server::ls_types::{
 use crate::host::{Document, Snapshot};
 use crate::lines::LineMap;
 
-/// The scheme of a diagnostic's link to its code's page; the editor extension serves it with
-/// `tilec/explain`, so the page is the one this binary was built with.
+/// The scheme of a diagnostic's link to its code's page where the pages of the source tree are
+/// not on this machine; the editor extension serves it with `tilec/explain`, so the page is the
+/// one this binary was built with.
 pub(crate) const EXPLAIN_SCHEME: &str = "tilec-explain";
 
 /// The diagnostics of a document, or none when it does not use TileLang.
@@ -72,8 +73,46 @@ fn to_lsp_diagnostic(lines: &LineMap<'_>, uri: &Uri, diagnostic: &FileDiagnostic
     }
 }
 
+/// The link of a diagnostic's code: the `file:` URI of its page in the source tree this binary was
+/// built from (`docs/codes/<code>.md`, the page `tilec explain` prints), which any editor or browser
+/// opens; `tilec-explain:/<code>` where that tree is gone, which the VS Code extension serves.
 fn explain_uri(code: Code) -> Option<Uri> {
-    Uri::from_str(&format!("{EXPLAIN_SCHEME}:/{}", code.name())).ok()
+    let link = match code_pages() {
+        Some(folder) => file_uri(&folder.join(format!("{}.md", code.name()))),
+        None => format!("{EXPLAIN_SCHEME}:/{}", code.name()),
+    };
+    Uri::from_str(&link).ok()
+}
+
+/// `docs/codes/` of the source tree this binary was built from, when this machine has it (looked
+/// up once: a session's links all point to the same place).
+fn code_pages() -> Option<&'static std::path::Path> {
+    static PAGES: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    PAGES
+        .get_or_init(|| {
+            let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/codes");
+            let folder = folder.canonicalize().ok()?;
+            folder.join("README.md").is_file().then_some(folder)
+        })
+        .as_deref()
+}
+
+/// A `file:` URI for an absolute path, with the characters a URI cannot hold percent-encoded.
+fn file_uri(path: &std::path::Path) -> String {
+    let mut uri = String::from("file://");
+    let text = path.to_string_lossy().replace('\\', "/");
+    if !text.starts_with('/') {
+        uri.push('/');
+    }
+    for byte in text.bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'/' | b'-' | b'_' | b'.' | b'~' | b':' => {
+                uri.push(char::from(byte));
+            }
+            _ => uri.push_str(&format!("%{byte:02X}")),
+        }
+    }
+    uri
 }
 
 pub(crate) fn hover(snapshot: &Snapshot, document: &Document, position: Position) -> Option<Hover> {

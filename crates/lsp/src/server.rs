@@ -345,6 +345,10 @@ impl LanguageServer for Backend {
         });
     }
 
+    /// Nothing to do: edits arrive through `didChange`, and the analysis never reads the file from
+    /// disk for an open document. Handled so that each save is not logged as an unknown notification.
+    async fn did_save(&self, _params: DidSaveTextDocumentParams) {}
+
     async fn did_close(&self, params: DidCloseTextDocumentParams) {
         self.send(Task::Close {
             uri: params.text_document.uri,
