@@ -19,6 +19,9 @@ pub struct InlayHint {
     pub offset: u32,
     pub label: String,
     pub tooltip: String,
+    /// The name of the kernel it describes, so that an editor can keep a kernel's hints while a
+    /// syntax error hides its analysis.
+    pub kernel: String,
 }
 
 /// The hints of every kernel of the file, in source order.
@@ -88,6 +91,7 @@ pub fn inlay_hints(db: &dyn Db, file: SourceFile) -> Vec<InlayHint> {
                 offset: first_line(text, span).end,
                 label,
                 tooltip,
+                kernel: kernel.def.name(db).to_string(),
             });
         }
     }

@@ -18,6 +18,7 @@ use tower_lsp_server::ls_types::{
 };
 
 use crate::host::{Document, Snapshot};
+use crate::last_good::{LastGoodHints, Now, Shown};
 use crate::lines::LineMap;
 
 /// The scheme of a diagnostic's link to its code's page where the pages of the source tree are
@@ -128,26 +129,63 @@ pub(crate) fn hover(snapshot: &Snapshot, document: &Document, position: Position
     })
 }
 
+/// The inlay hints in `range`; a kernel that a syntax error leaves without any keeps its last good
+/// ones ([`crate::last_good`]).
 pub(crate) fn inlay_hints(
     snapshot: &Snapshot,
+    uri: &Uri,
     document: &Document,
     range: Range,
+    last_good: &LastGoodHints,
 ) -> Vec<InlayHint> {
     let db = &snapshot.db;
-    let lines = LineMap::new(document.file.text(db));
+    let text = document.file.text(db);
+    let lines = LineMap::new(text);
     let wanted = lines.span(range);
-    tilec_ide::inlay_hints(db, document.file)
+    let has_syntax_error = tilec_db::file_diagnostics(db, document.file)
+        .iter()
+        .any(|diagnostic| diagnostic.code == Code::ParseError);
+    let found = kernels(db, document.file);
+    let now = Now {
+        text,
+        has_syntax_error,
+        kernels: found
+            .iter()
+            .map(|kernel| kernel.def.name(db).to_string())
+            .collect(),
+        analysed: found
+            .iter()
+            .filter(|kernel| {
+                kernel
+                    .shown
+                    .is_some_and(|instance| !tilec_db::kernel_world(db, instance).incomplete)
+            })
+            .map(|kernel| kernel.def.name(db).to_string())
+            .collect(),
+        hints: tilec_ide::inlay_hints(db, document.file),
+    };
+    crate::last_good::hints_to_show(last_good, uri, now)
         .into_iter()
-        .filter(|hint| wanted.start <= hint.offset && hint.offset <= wanted.end)
-        .map(|hint| InlayHint {
-            position: lines.position(hint.offset),
-            label: InlayHintLabel::String(hint.label),
-            kind: None,
-            text_edits: None,
-            tooltip: Some(InlayHintTooltip::String(hint.tooltip)),
-            padding_left: Some(true),
-            padding_right: None,
-            data: None,
+        .filter(|shown| wanted.start <= shown.hint.offset && shown.hint.offset <= wanted.end)
+        .map(|Shown { hint, stale }| {
+            let tooltip = if stale {
+                format!(
+                    "{}\n(from the last analysis: this kernel cannot be analysed as it is now)",
+                    hint.tooltip
+                )
+            } else {
+                hint.tooltip
+            };
+            InlayHint {
+                position: lines.position(hint.offset),
+                label: InlayHintLabel::String(hint.label),
+                kind: None,
+                text_edits: None,
+                tooltip: Some(InlayHintTooltip::String(tooltip)),
+                padding_left: Some(true),
+                padding_right: None,
+                data: None,
+            }
         })
         .collect()
 }

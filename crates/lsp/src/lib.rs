@@ -22,6 +22,7 @@
 mod framing;
 mod handlers;
 mod host;
+mod last_good;
 mod lines;
 mod server;
 mod transport;

@@ -146,3 +146,34 @@ fn saving_and_editing_at_info_log_no_warning_and_no_salsa_lines() {
 fn reader_finished(log: &std::sync::Arc<std::sync::Mutex<Vec<String>>>) -> bool {
     std::sync::Arc::strong_count(log) == 1
 }
+
+#[test]
+fn the_kernel_being_typed_into_keeps_its_last_good_hints() {
+    let (mut client, uri, text) = open_fixture("kernels/softmax.py");
+    client.diagnostics(&uri, 1);
+    let labels_of = |hints: &[Value]| {
+        let mut labels: Vec<String> = hints.iter().map(|hint| label(hint).to_owned()).collect();
+        labels.sort();
+        labels
+    };
+    let good = labels_of(&inlay_hints(&mut client, &uri));
+    assert!(good.len() > 3, "{good:?}");
+    let typed = "y = T.exp(x[i, j]";
+    let anchor = "                x[i, j] = x[i, j] / total[i]\n";
+    let at = text.find(anchor).expect("the second loop's body") + anchor.len();
+    let typed_line = text[..at].matches('\n').count() as u64;
+    for (version, end) in (1..=typed.len()).enumerate() {
+        let version = version as i64 + 2;
+        let mut edited = text.clone();
+        edited.insert_str(at, &format!("                {}\n", &typed[..end]));
+        client.change(&uri, version, &edited);
+        client.diagnostics(&uri, version);
+        let hints = inlay_hints(&mut client, &uri);
+        assert_eq!(labels_of(&hints), good, "`{}`", &typed[..end]);
+        // The hints after the typed line moved down with it.
+        for hint in &hints {
+            let line = hint["position"]["line"].as_u64().unwrap_or(0);
+            assert_ne!(line, typed_line, "`{}`: {hint}", &typed[..end]);
+        }
+    }
+}

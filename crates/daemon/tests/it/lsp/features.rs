@@ -254,10 +254,18 @@ fn custom_requests_give_cuda_a_picture_and_a_page() {
         json!({"textDocument": {"uri": uri}, "position": at}),
     );
     assert_eq!(svg["buffer"], "x");
+    let picture = svg["svg"].as_str().expect("svg");
+    assert!(picture.starts_with("<svg"), "{svg}");
+    // The page around the grid follows the viewer's theme: no colour of it is an attribute (which
+    // no stylesheet could override); the stylesheet has the dark scheme and the editor's class.
     assert!(
-        svg["svg"].as_str().expect("svg").starts_with("<svg"),
-        "{svg}"
+        picture.contains("@media (prefers-color-scheme: dark)")
+            && picture.contains("svg.dark .background"),
+        "{picture}"
     );
+    for fixed in ["fill=\"#fff\"", "stroke=\"#222\"", "fill=\"#111\""] {
+        assert!(!picture.contains(fixed), "{fixed} in {picture}");
+    }
     let page = client.result("tilec/explain", json!({"code": "layout-conflict"}));
     assert!(
         page["markdown"]
