@@ -129,8 +129,8 @@ pub(crate) fn hover(snapshot: &Snapshot, document: &Document, position: Position
     })
 }
 
-/// The inlay hints in `range`; a kernel that a syntax error leaves without any keeps its last good
-/// ones ([`crate::last_good`]).
+/// The inlay hints in `range`; a kernel that cannot be analysed as it is now (a syntax error, a
+/// statement half typed) keeps the hints it showed last ([`crate::last_good`]).
 pub(crate) fn inlay_hints(
     snapshot: &Snapshot,
     uri: &Uri,
@@ -142,52 +142,57 @@ pub(crate) fn inlay_hints(
     let text = document.file.text(db);
     let lines = LineMap::new(text);
     let wanted = lines.span(range);
-    let has_syntax_error = tilec_db::file_diagnostics(db, document.file)
-        .iter()
-        .any(|diagnostic| diagnostic.code == Code::ParseError);
-    let found = kernels(db, document.file);
-    let now = Now {
-        text,
-        has_syntax_error,
-        kernels: found
-            .iter()
-            .map(|kernel| kernel.def.name(db).to_string())
-            .collect(),
-        analysed: found
-            .iter()
-            .filter(|kernel| {
-                kernel
-                    .shown
-                    .is_some_and(|instance| !tilec_db::kernel_world(db, instance).incomplete)
-            })
-            .map(|kernel| kernel.def.name(db).to_string())
-            .collect(),
-        hints: tilec_ide::inlay_hints(db, document.file),
-    };
-    crate::last_good::hints_to_show(last_good, uri, now)
+    crate::last_good::hints_to_show(last_good, uri, hint_state(db, document.file, text))
         .into_iter()
         .filter(|shown| wanted.start <= shown.hint.offset && shown.hint.offset <= wanted.end)
-        .map(|Shown { hint, stale }| {
-            let tooltip = if stale {
-                format!(
-                    "{}\n(from the last analysis: this kernel cannot be analysed as it is now)",
-                    hint.tooltip
-                )
-            } else {
-                hint.tooltip
-            };
-            InlayHint {
-                position: lines.position(hint.offset),
-                label: InlayHintLabel::String(hint.label),
-                kind: None,
-                text_edits: None,
-                tooltip: Some(InlayHintTooltip::String(tooltip)),
-                padding_left: Some(true),
-                padding_right: None,
-                data: None,
-            }
-        })
+        .map(|shown| to_lsp_hint(&lines, shown))
         .collect()
+}
+
+/// What keeping hints needs to know of a file now: whether it parses, its kernels, which of them
+/// were evaluated to the end, and their hints.
+fn hint_state<'a>(db: &dyn Db, file: SourceFile, text: &'a str) -> Now<'a> {
+    let has_syntax_error = tilec_db::file_diagnostics(db, file)
+        .iter()
+        .any(|diagnostic| diagnostic.code == Code::ParseError);
+    let found = kernels(db, file);
+    let analysed = |kernel: &KernelAt<'_>| {
+        kernel
+            .shown
+            .is_some_and(|instance| !tilec_db::kernel_world(db, instance).incomplete)
+    };
+    Now {
+        text,
+        has_syntax_error,
+        kernels: found.iter().map(|k| k.def.name(db).to_string()).collect(),
+        analysed: found
+            .iter()
+            .filter(|kernel| analysed(kernel))
+            .map(|kernel| kernel.def.name(db).to_string())
+            .collect(),
+        hints: tilec_ide::inlay_hints(db, file),
+    }
+}
+
+fn to_lsp_hint(lines: &LineMap<'_>, Shown { hint, stale }: Shown) -> InlayHint {
+    let tooltip = if stale {
+        format!(
+            "{}\n(from the last analysis: this kernel cannot be analysed as it is now)",
+            hint.tooltip
+        )
+    } else {
+        hint.tooltip
+    };
+    InlayHint {
+        position: lines.position(hint.offset),
+        label: InlayHintLabel::String(hint.label),
+        kind: None,
+        text_edits: None,
+        tooltip: Some(InlayHintTooltip::String(tooltip)),
+        padding_left: Some(true),
+        padding_right: None,
+        data: None,
+    }
 }
 
 pub(crate) fn document_symbols(snapshot: &Snapshot, document: &Document) -> Vec<DocumentSymbol> {

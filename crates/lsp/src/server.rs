@@ -30,7 +30,8 @@ pub struct Backend {
     options: LspOptions,
     /// For requests the server sends itself (`workspace/applyEdit`).
     client: Client,
-    /// The inlay hints of each open document's last analysis without a syntax error.
+    /// The inlay hints each open document showed last, which a kernel that cannot be analysed as
+    /// it is now keeps (see `last_good`).
     last_good: LastGoodHints,
 }
 
