@@ -93,6 +93,8 @@ const runOnSaveQueue = new Coalescer<string>();
 /** Open layout panels by title, so asking for the same buffer again refreshes its panel
  * instead of piling up copies, while different buffers can be compared side by side. */
 const layoutPanels = new Map<string, vscode.WebviewPanel>();
+/** The SVG each layout panel shows, so that a change of colour theme can draw it again. */
+const layoutSvgs = new Map<vscode.WebviewPanel, string>();
 
 export function activate(context: vscode.ExtensionContext): void {
   serverChannel = vscode.window.createOutputChannel("TileLang (tilec)");
@@ -116,6 +118,7 @@ export function activate(context: vscode.ExtensionContext): void {
         void restart(false);
       }
     }),
+    vscode.window.onDidChangeActiveColorTheme(() => layoutSvgs.forEach((svg, panel) => renderLayout(panel, svg))),
     { dispose: () => layoutPanels.forEach((panel) => panel.dispose()) },
   );
 
@@ -405,13 +408,20 @@ async function showLayout(): Promise<void> {
     layoutPanels.set(title, created);
     created.onDidDispose(() => {
       if (layoutPanels.get(title) === created) layoutPanels.delete(title);
+      layoutSvgs.delete(created);
     });
   }
+  renderLayout(panel, result.svg);
+}
+
+/** Shows `svg` in a layout panel, in the colours of the current theme. */
+function renderLayout(panel: vscode.WebviewPanel, svg: string): void {
+  layoutSvgs.set(panel, svg);
   // A fresh nonce per render: it only has to be unguessable by the SVG's author.
   const nonce = randomBytes(16).toString("base64");
-  const dark = vscode.window.activeColorTheme.kind !== vscode.ColorThemeKind.Light &&
-    vscode.window.activeColorTheme.kind !== vscode.ColorThemeKind.HighContrastLight;
-  panel.webview.html = layoutHtml({ title, svg: themedSvg(result.svg, dark), nonce });
+  const kind = vscode.window.activeColorTheme.kind;
+  const dark = kind !== vscode.ColorThemeKind.Light && kind !== vscode.ColorThemeKind.HighContrastLight;
+  panel.webview.html = layoutHtml({ title: panel.title, svg: themedSvg(svg, dark), nonce });
 }
 
 async function runKernelCommand(): Promise<void> {
