@@ -1,7 +1,7 @@
 //! What the editor shows is worth its room (issue 33): an unclosed bracket typed keystroke by
-//! keystroke gives one or two parse errors and leaves the other kernels' hovers and hints; inlay
-//! hints fit VS Code's cut and leave out what says nothing; saving is handled; `info` logs are
-//! tilec's own, not salsa's per-query lines.
+//! keystroke gives one or two parse errors and leaves the other kernels' hovers and hints, and the
+//! kernel typed into keeps its last good hints; inlay hints fit VS Code's cut and leave out what
+//! says nothing; saving is handled; `info` logs are tilec's own, not salsa's per-query lines.
 
 use std::time::{Duration, Instant};
 
