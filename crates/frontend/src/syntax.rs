@@ -111,10 +111,22 @@ impl ParsedModule {
             let inside = move |r: TextRange| {
                 range.contains_range(r) || (r.is_empty() && r.start() == range.end())
             };
-            ParsedParts::from_parsed(
+            let mut part = ParsedParts::from_parsed(
                 parse_unchecked_source(&padded, PySourceType::Python),
                 inside,
-            )
+            );
+            // An error at the chunk's end of file ("unexpected EOF" after an unclosed bracket)
+            // sits where the next definition starts; it belongs to this chunk's statement, at its
+            // last character, or it would count as an error of the next kernel and hide it.
+            let content_end = ruff_text_size::TextSize::new(
+                u32::try_from(start + text[start..end].trim_end().len()).unwrap_or(u32::MAX),
+            );
+            for (_, location) in &mut part.errors {
+                if location.start() > content_end {
+                    *location = TextRange::empty(content_end);
+                }
+            }
+            part
         });
         let Some(mut merged) = parts.next() else {
             return ParsedModule {
@@ -313,6 +325,21 @@ mod tests {
     fn strings_keep_their_lines_and_hashes() {
         let text = "s = \"\"\"a\n\n# not a comment\n\"\"\"\nt = '#'\n";
         assert_eq!(normalize(text), text);
+    }
+
+    #[test]
+    fn an_unclosed_bracket_is_one_error_of_its_own_definition() {
+        let text = "def f(x):\n    y = g(x[\n    return y\n\n\ndef h(x):\n    return x\n";
+        let parsed = ParsedModule::parse(text);
+        let errors = parsed.primary_errors();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        let next = u32::try_from(text.find("def h").unwrap_or_default()).unwrap_or_default();
+        assert!(errors[0].span.start < next, "{errors:?}");
+        assert!(
+            parsed.syntax().body.len() == 2,
+            "both definitions are kept: {:?}",
+            parsed.syntax().body
+        );
     }
 
     #[test]

@@ -180,17 +180,27 @@ pub fn grid_is_clipped(layout: &FragmentLayout, max_rows: i64, max_columns: i64)
     }
 }
 
-/// A launch in a few words, for an inlay hint: `256 threads · 0 B shared · ~34 regs · 6 blocks/SM`.
+/// The most characters of an inlay hint VS Code shows before cutting it off with `…`.
+pub const INLAY_HINT_WIDTH: usize = 43;
+
+/// A launch in a few words, for an inlay hint: `256 threads · 16 KiB shared · ~34 regs`, with
+/// the parts that say nothing (no shared memory, no fragment registers) left out and the rest
+/// dropped from the end where it would not fit in [`INLAY_HINT_WIDTH`]. Blocks per SM and the
+/// rest are in [`launch_summary`], the hint's tooltip.
 pub fn launch_hint(world: &World, resources: &Resources, launch: EntityId) -> Option<String> {
     let info = world.launches.get(launch)?;
     let shared = resources.peak_shared.get(&launch).copied().unwrap_or(0);
     let registers = resources.peak_registers.get(&launch).copied().unwrap_or(0);
-    let occupancy = resources.occupancy.get(&launch).map_or(String::new(), |o| {
-        format!(" · {} blocks/SM", o.blocks_per_sm)
-    });
-    Some(format!(
-        "{} threads · {} shared · ~{registers} regs{occupancy}",
-        info.thread_count(),
-        format_bytes(shared),
-    ))
+    let mut hint = format!("{} threads", info.thread_count());
+    let optional = [
+        (shared > 0).then(|| format!("{} shared", format_bytes(shared))),
+        (registers > 0).then(|| format!("~{registers} regs")),
+    ];
+    for part in optional.into_iter().flatten() {
+        let longer = format!("{hint} · {part}");
+        if longer.chars().count() <= INLAY_HINT_WIDTH {
+            hint = longer;
+        }
+    }
+    Some(hint)
 }

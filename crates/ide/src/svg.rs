@@ -278,6 +278,38 @@ fn join(values: &[i64], separator: &str) -> String {
         .join(separator)
 }
 
+/// The picture's stylesheet. The page around the grid (background, title, header, axes, grid
+/// lines) follows the viewer's colour scheme: `prefers-color-scheme` where the SVG is opened on its
+/// own, and a `dark` or `light` class on the root element where an editor knows its theme better
+/// than the browser does (the VS Code extension sets it). The cells keep their light colours and
+/// dark labels in both, since a thread's colour must read the same everywhere.
+const THEME_STYLE: &str = "\
+text { font-family: 'DejaVu Sans Mono', Menlo, Consolas, monospace; fill: #111; }
+.title { font-size: 16px; font-weight: bold; }
+.header { font-size: 13px; }
+.axis { font-size: 9px; fill: #666; }
+.column { text-anchor: middle; }
+.row { text-anchor: end; }
+.thread { font-size: 12px; font-weight: bold; text-anchor: middle; fill: #111; }
+.local { font-size: 9px; text-anchor: middle; fill: #333; }
+.background { fill: #fff; }
+rect.cell { stroke: #fff; stroke-width: 1; }
+rect.replica { fill: url(#replicated); stroke: none; pointer-events: none; }
+.period, .outline { stroke: #222; }
+.period { stroke-width: 1.5; }
+@media (prefers-color-scheme: dark) {
+  svg:not(.light) .background { fill: #1e1e1e; }
+  svg:not(.light) .title, svg:not(.light) .header { fill: #ddd; }
+  svg:not(.light) .axis { fill: #999; }
+  svg:not(.light) rect.cell { stroke: #1e1e1e; }
+  svg:not(.light) .period, svg:not(.light) .outline { stroke: #ccc; }
+}
+svg.dark .background { fill: #1e1e1e; }
+svg.dark .title, svg.dark .header { fill: #ddd; }
+svg.dark .axis { fill: #999; }
+svg.dark rect.cell { stroke: #1e1e1e; }
+svg.dark .period, svg.dark .outline { stroke: #ccc; }";
+
 /// The fill of a thread's cells. Hue walks the golden ratio, so consecutive threads (which usually
 /// own neighbouring elements) get far-apart hues and no two of the first few dozen look alike;
 /// lightness steps with the warp, so the same hue in another warp still reads as another warp.
@@ -351,19 +383,7 @@ pub fn fragment_svg(picture: &Picture<'_>) -> String {
     let width = (grid_left + grid_width).max(MARGIN + text_extent) + MARGIN;
     let height = grid_top + grid_height + MARGIN;
 
-    let style = Style::new(
-        "text { font-family: 'DejaVu Sans Mono', Menlo, Consolas, monospace; fill: #111; }\n\
-         .title { font-size: 16px; font-weight: bold; }\n\
-         .header { font-size: 13px; }\n\
-         .axis { font-size: 9px; fill: #666; }\n\
-         .column { text-anchor: middle; }\n\
-         .row { text-anchor: end; }\n\
-         .thread { font-size: 12px; font-weight: bold; text-anchor: middle; }\n\
-         .local { font-size: 9px; text-anchor: middle; fill: #333; }\n\
-         rect.cell { stroke: #fff; stroke-width: 1; }\n\
-         rect.replica { fill: url(#replicated); stroke: none; pointer-events: none; }\n\
-         .period { stroke: #222; stroke-width: 1.5; }",
-    );
+    let style = Style::new(THEME_STYLE);
     // Replicated elements get diagonal hatching on top of their first owner's colour, so a cell
     // owned by several threads cannot be mistaken for a cell owned by that one thread.
     let hatch = Pattern::new()
@@ -391,9 +411,9 @@ pub fn fragment_svg(picture: &Picture<'_>) -> String {
         .add(Definitions::new().add(hatch))
         .add(
             Rectangle::new()
+                .set("class", "background")
                 .set("width", "100%")
-                .set("height", "100%")
-                .set("fill", "#fff"),
+                .set("height", "100%"),
         );
 
     let mut baseline = MARGIN + TITLE_FONT;
@@ -491,7 +511,6 @@ pub fn fragment_svg(picture: &Picture<'_>) -> String {
                 .set("width", grid_width)
                 .set("height", grid_height)
                 .set("fill", "none")
-                .set("stroke", "#222")
                 .set("stroke-width", 1.5),
         );
     }

@@ -236,16 +236,16 @@ fn inlay_hints_name_registers_bytes_vectors_and_launches() {
             .join("\n")
     });
     expect![[r#"
-        13:94 128 threads · 16 KiB shared · ~32 regs · 13 blocks/SM (instance #0 (M=256, N=256, K=128) of `gemm`)
+        13:94 128 threads · 16 KiB shared · ~32 regs (128 threads, 16 KiB shared, ~32 fragment registers per thread, 13 block(s) per SM (limited by shared memory)
+        instance #0 (M=256, N=256, K=128) of `gemm`)
         14:67 8 KiB (2 stages) (instance #0 (M=256, N=256, K=128) of `gemm`)
         15:67 8 KiB (2 stages) (instance #0 (M=256, N=256, K=128) of `gemm`)
         16:66 32 regs/thread (instance #0 (M=256, N=256, K=128) of `gemm`)
-        22:55 vector 1 (instance #0 (M=256, N=256, K=128) of `gemm`)
-        31:65 128 threads · 0 B shared · ~20 regs · 16 blocks/SM (instance #0 (M=1024, N=256) of `row_sum`)
+        31:65 128 threads · ~20 regs (128 threads, 0 B shared, ~20 fragment registers per thread, 16 block(s) per SM (limited by threads)
+        instance #0 (M=1024, N=256) of `row_sum`)
         32:57 16 regs/thread (instance #0 (M=1024, N=256) of `row_sum`)
         33:55 4 regs/thread (instance #0 (M=1024, N=256) of `row_sum`)
-        34:45 vector 4 (instance #0 (M=1024, N=256) of `row_sum`)
-        36:42 vector 1 (instance #0 (M=1024, N=256) of `row_sum`)"#]].assert_eq(&rendered);
+        34:45 vector 4 (instance #0 (M=1024, N=256) of `row_sum`)"#]].assert_eq(&rendered);
 }
 
 #[test]

@@ -514,8 +514,7 @@ pub struct MeasuredWinner {
 }
 
 /// A code lens over a tunable instance's call site: what the model recommends, or what
-/// `tilec tune` measured fastest, with the edits that rewrite the call's arguments to it (none
-/// when the call already has those values).
+/// `tilec tune` measured fastest, with the edits that rewrite the call's arguments to it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TuneLens {
     pub span: tilec_ir::Span,
@@ -525,7 +524,8 @@ pub struct TuneLens {
 
 /// The tuning lenses of `file`: for each instance instantiated at a call site with tunable
 /// parameters, the model's top recommendation on `gpu` and, when `measured` finds one, the
-/// measured winner.
+/// measured winner; each only where it changes the call's values and saves at least
+/// [`WORTH_CHANGING`] of the time, since a lens on every call would be noise.
 pub fn tune_lenses(
     db: &dyn Db,
     file: tilec_db::SourceFile,
@@ -545,49 +545,68 @@ pub fn tune_lenses(
             continue;
         };
         let edits = call_edits(db, file, instance, span, &best.config);
-        let title = if edits.is_empty() {
-            format!(
-                "tilec: the model's best tile configuration on the {} (est. {})",
-                gpu.name,
-                short_ms(best.estimate.seconds * 1e3)
-            )
-        } else {
-            format!(
+        if !edits.is_empty() && worth_changing(best.estimate.seconds, current.estimate.seconds) {
+            let title = format!(
                 "tilec: recommend {} (est. {} vs {} now on the {}) - apply",
                 changed(&best.config, &current.config),
                 short_ms(best.estimate.seconds * 1e3),
                 short_ms(current.estimate.seconds * 1e3),
                 gpu.name
-            )
-        };
-        lenses.push(TuneLens { span, title, edits });
-        if let Some(winner) = measured(instance) {
-            let edits = call_edits(db, file, instance, span, &winner.config);
-            let versus = winner
-                .measured
-                .iter()
-                .find(|(config, _)| *config == current.config)
-                .map_or(String::new(), |(_, ms)| {
-                    format!(" vs {} now", short_ms(*ms))
-                });
-            let what = if edits.is_empty() {
-                "this configuration".to_owned()
-            } else {
-                changed(&winner.config, &current.config)
-            };
-            let apply = if edits.is_empty() { "" } else { " - apply" };
-            lenses.push(TuneLens {
-                span,
-                title: format!(
-                    "tilec tune: {what} measured fastest on {}: {}{versus}{apply}",
-                    winner.device,
-                    short_ms(winner.median_ms)
-                ),
-                edits,
-            });
+            );
+            lenses.push(TuneLens { span, title, edits });
+        }
+        if let Some(lens) = measured_lens(db, file, instance, span, &current.config, measured) {
+            lenses.push(lens);
         }
     }
     lenses
+}
+
+/// The lens of the winner `tilec tune` measured for `instance`, when it is another configuration
+/// than the call's and, where the call's own configuration was measured too, at least
+/// [`WORTH_CHANGING`] faster than it.
+fn measured_lens(
+    db: &dyn Db,
+    file: tilec_db::SourceFile,
+    instance: Instance<'_>,
+    span: tilec_ir::Span,
+    current: &Config,
+    measured: &dyn Fn(Instance<'_>) -> Option<MeasuredWinner>,
+) -> Option<TuneLens> {
+    let winner = measured(instance)?;
+    let edits = call_edits(db, file, instance, span, &winner.config);
+    if edits.is_empty() {
+        return None;
+    }
+    let now = winner
+        .measured
+        .iter()
+        .find(|(config, _)| config == current)
+        .map(|(_, ms)| *ms);
+    if now.is_some_and(|ms| !worth_changing(winner.median_ms, ms)) {
+        return None;
+    }
+    let versus = now.map_or(String::new(), |ms| format!(" vs {} now", short_ms(ms)));
+    Some(TuneLens {
+        span,
+        title: format!(
+            "tilec tune: {} measured fastest on {}: {}{versus} - apply",
+            changed(&winner.config, current),
+            winner.device,
+            short_ms(winner.median_ms)
+        ),
+        edits,
+    })
+}
+
+/// The least saving, as a fraction of the current time, that a lens offers a change for: below
+/// it the estimate (or the measurement's noise) does not justify editing the call.
+const WORTH_CHANGING: f64 = 0.05;
+
+/// Whether taking `proposed` instead of `now` (both times, in one unit) saves at least
+/// [`WORTH_CHANGING`] of the time.
+fn worth_changing(proposed: f64, now: f64) -> bool {
+    proposed <= now * (1.0 - WORTH_CHANGING)
 }
 
 /// The edits that give the call at `span` the values of `config`.

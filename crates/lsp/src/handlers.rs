@@ -18,10 +18,12 @@ use tower_lsp_server::ls_types::{
 };
 
 use crate::host::{Document, Snapshot};
+use crate::last_good::{LastGoodHints, Now, Shown};
 use crate::lines::LineMap;
 
-/// The scheme of a diagnostic's link to its code's page; the editor extension serves it with
-/// `tilec/explain`, so the page is the one this binary was built with.
+/// The scheme of a diagnostic's link to its code's page where the pages of the source tree are
+/// not on this machine; the editor extension serves it with `tilec/explain`, so the page is the
+/// one this binary was built with.
 pub(crate) const EXPLAIN_SCHEME: &str = "tilec-explain";
 
 /// The diagnostics of a document, or none when it does not use TileLang.
@@ -72,8 +74,46 @@ fn to_lsp_diagnostic(lines: &LineMap<'_>, uri: &Uri, diagnostic: &FileDiagnostic
     }
 }
 
+/// The link of a diagnostic's code: the `file:` URI of its page in the source tree this binary was
+/// built from (`docs/codes/<code>.md`, the page `tilec explain` prints), which any editor or browser
+/// opens; `tilec-explain:/<code>` where that tree is gone, which the VS Code extension serves.
 fn explain_uri(code: Code) -> Option<Uri> {
-    Uri::from_str(&format!("{EXPLAIN_SCHEME}:/{}", code.name())).ok()
+    let link = match code_pages() {
+        Some(folder) => file_uri(&folder.join(format!("{}.md", code.name()))),
+        None => format!("{EXPLAIN_SCHEME}:/{}", code.name()),
+    };
+    Uri::from_str(&link).ok()
+}
+
+/// `docs/codes/` of the source tree this binary was built from, when this machine has it (looked
+/// up once: a session's links all point to the same place).
+fn code_pages() -> Option<&'static std::path::Path> {
+    static PAGES: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    PAGES
+        .get_or_init(|| {
+            let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/codes");
+            let folder = folder.canonicalize().ok()?;
+            folder.join("README.md").is_file().then_some(folder)
+        })
+        .as_deref()
+}
+
+/// A `file:` URI for an absolute path, with the characters a URI cannot hold percent-encoded.
+fn file_uri(path: &std::path::Path) -> String {
+    let mut uri = String::from("file://");
+    let text = path.to_string_lossy().replace('\\', "/");
+    if !text.starts_with('/') {
+        uri.push('/');
+    }
+    for byte in text.bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'/' | b'-' | b'_' | b'.' | b'~' | b':' => {
+                uri.push(char::from(byte));
+            }
+            _ => uri.push_str(&format!("%{byte:02X}")),
+        }
+    }
+    uri
 }
 
 pub(crate) fn hover(snapshot: &Snapshot, document: &Document, position: Position) -> Option<Hover> {
@@ -89,28 +129,70 @@ pub(crate) fn hover(snapshot: &Snapshot, document: &Document, position: Position
     })
 }
 
+/// The inlay hints in `range`; a kernel that cannot be analysed as it is now (a syntax error, a
+/// statement half typed) keeps the hints it showed last ([`crate::last_good`]).
 pub(crate) fn inlay_hints(
     snapshot: &Snapshot,
+    uri: &Uri,
     document: &Document,
     range: Range,
+    last_good: &LastGoodHints,
 ) -> Vec<InlayHint> {
     let db = &snapshot.db;
-    let lines = LineMap::new(document.file.text(db));
+    let text = document.file.text(db);
+    let lines = LineMap::new(text);
     let wanted = lines.span(range);
-    tilec_ide::inlay_hints(db, document.file)
+    crate::last_good::hints_to_show(last_good, uri, hint_state(db, document.file, text))
         .into_iter()
-        .filter(|hint| wanted.start <= hint.offset && hint.offset <= wanted.end)
-        .map(|hint| InlayHint {
-            position: lines.position(hint.offset),
-            label: InlayHintLabel::String(hint.label),
-            kind: None,
-            text_edits: None,
-            tooltip: Some(InlayHintTooltip::String(hint.tooltip)),
-            padding_left: Some(true),
-            padding_right: None,
-            data: None,
-        })
+        .filter(|shown| wanted.start <= shown.hint.offset && shown.hint.offset <= wanted.end)
+        .map(|shown| to_lsp_hint(&lines, shown))
         .collect()
+}
+
+/// What keeping hints needs to know of a file now: whether it parses, its kernels, which of them
+/// were evaluated to the end, and their hints.
+fn hint_state<'a>(db: &dyn Db, file: SourceFile, text: &'a str) -> Now<'a> {
+    let has_syntax_error = tilec_db::file_diagnostics(db, file)
+        .iter()
+        .any(|diagnostic| diagnostic.code == Code::ParseError);
+    let found = kernels(db, file);
+    let analysed = |kernel: &KernelAt<'_>| {
+        kernel
+            .shown
+            .is_some_and(|instance| !tilec_db::kernel_world(db, instance).incomplete)
+    };
+    Now {
+        text,
+        has_syntax_error,
+        kernels: found.iter().map(|k| k.def.name(db).to_string()).collect(),
+        analysed: found
+            .iter()
+            .filter(|kernel| analysed(kernel))
+            .map(|kernel| kernel.def.name(db).to_string())
+            .collect(),
+        hints: tilec_ide::inlay_hints(db, file),
+    }
+}
+
+fn to_lsp_hint(lines: &LineMap<'_>, Shown { hint, stale }: Shown) -> InlayHint {
+    let tooltip = if stale {
+        format!(
+            "{}\n(from the last analysis: this kernel cannot be analysed as it is now)",
+            hint.tooltip
+        )
+    } else {
+        hint.tooltip
+    };
+    InlayHint {
+        position: lines.position(hint.offset),
+        label: InlayHintLabel::String(hint.label),
+        kind: None,
+        text_edits: None,
+        tooltip: Some(InlayHintTooltip::String(tooltip)),
+        padding_left: Some(true),
+        padding_right: None,
+        data: None,
+    }
 }
 
 pub(crate) fn document_symbols(snapshot: &Snapshot, document: &Document) -> Vec<DocumentSymbol> {

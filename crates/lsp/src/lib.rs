@@ -15,12 +15,14 @@
 //! - Nothing a client sends takes it down either: a message that cannot be decoded is answered
 //!   with the JSON-RPC error for it or logged, and skipped ([`transport`], [`framing`]); only
 //!   `exit` and the end of the input end the session.
-//! - Its I/O is the protocol, the tilec.toml beside a document ([`workspace`]) and the child
-//!   process of `tilec/runKernel`.
+//! - Its I/O is the protocol, the tilec.toml beside a document ([`workspace`]), the child
+//!   process of `tilec/runKernel`, and one look whether the source tree's `docs/codes/` is on this
+//!   machine (diagnostics link to those pages).
 
 mod framing;
 mod handlers;
 mod host;
+mod last_good;
 mod lines;
 mod server;
 mod transport;
@@ -79,8 +81,10 @@ where
 
 /// `tilec lsp`: logs to stderr, serves on stdin and stdout.
 pub fn run_stdio(options: LspOptions) -> std::io::Result<()> {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("TILEC_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let filter = tracing_subscriber::EnvFilter::try_new(log_filter(
+        std::env::var("TILEC_LOG").ok().as_deref(),
+    ))
+    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -92,4 +96,29 @@ pub fn run_stdio(options: LspOptions) -> std::io::Result<()> {
         .build()?;
     runtime.block_on(serve(tokio::io::stdin(), tokio::io::stdout(), options));
     Ok(())
+}
+
+/// The log filter for a `TILEC_LOG` value. Salsa logs a line per query execution at `info`, which
+/// buries tilec's own lines (ten thousand in a quarter of an hour of editing), so its target is held
+/// at `warn` unless the value names salsa itself: `TILEC_LOG=info,salsa=info` still shows them.
+fn log_filter(tilec_log: Option<&str>) -> String {
+    let requested = tilec_log.map(str::trim).filter(|value| !value.is_empty());
+    match requested {
+        None => "warn".to_owned(),
+        Some(value) if value.contains("salsa") => value.to_owned(),
+        Some(value) => format!("{value},salsa=warn"),
+    }
+}
+
+#[cfg(test)]
+mod log_filter_tests {
+    use super::log_filter;
+
+    #[test]
+    fn salsa_is_held_at_warn_unless_named() {
+        assert_eq!(log_filter(None), "warn");
+        assert_eq!(log_filter(Some("  ")), "warn");
+        assert_eq!(log_filter(Some("info")), "info,salsa=warn");
+        assert_eq!(log_filter(Some("debug,salsa=info")), "debug,salsa=info");
+    }
 }

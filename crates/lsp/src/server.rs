@@ -17,6 +17,7 @@ use tower_lsp_server::{Client, LanguageServer};
 use crate::LspOptions;
 use crate::handlers::{self, KernelParams, RunTarget};
 use crate::host::{self, Analysis, Document, ReadFailure, Snapshot, Task, Versions, guarded, lock};
+use crate::last_good::LastGoodHints;
 
 /// Longest a `tilec/runKernel` may take before it is stopped.
 const RUN_TIMEOUT: Duration = Duration::from_secs(300);
@@ -29,6 +30,9 @@ pub struct Backend {
     options: LspOptions,
     /// For requests the server sends itself (`workspace/applyEdit`).
     client: Client,
+    /// The inlay hints each open document showed last, which a kernel that cannot be analysed as
+    /// it is now keeps (see `last_good`).
+    last_good: LastGoodHints,
 }
 
 impl std::fmt::Debug for Backend {
@@ -56,6 +60,7 @@ impl Backend {
             tasks,
             options,
             client,
+            last_good: LastGoodHints::default(),
         }
     }
 
@@ -345,7 +350,12 @@ impl LanguageServer for Backend {
         });
     }
 
+    /// Nothing to do: edits arrive through `didChange`, and the analysis never reads the file from
+    /// disk for an open document. Handled so that each save is not logged as an unknown notification.
+    async fn did_save(&self, _params: DidSaveTextDocumentParams) {}
+
     async fn did_close(&self, params: DidCloseTextDocumentParams) {
+        lock(&self.last_good).remove(&params.text_document.uri);
         self.send(Task::Close {
             uri: params.text_document.uri,
         });
@@ -364,8 +374,10 @@ impl LanguageServer for Backend {
 
     async fn inlay_hint(&self, params: InlayHintParams) -> Result<Option<Vec<InlayHint>>> {
         let range = params.range;
+        let uri = params.text_document.uri.clone();
+        let last_good = Arc::clone(&self.last_good);
         self.read(&params.text_document.uri, move |snapshot, document| {
-            handlers::inlay_hints(snapshot, document, range)
+            handlers::inlay_hints(snapshot, &uri, document, range, &last_good)
         })
         .await
     }

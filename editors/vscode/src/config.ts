@@ -64,6 +64,73 @@ export function resolveServerCommand(inputs: ServerCommandInputs): ServerCommand
   return { command, args };
 }
 
+/** What the settings page is opened on when the server cannot start: the one setting to fix. */
+export const SERVER_PATH_QUERY = `${SECTION}.server.path`;
+
+export interface ServerLookupInputs extends ServerCommandInputs {
+  /** `PATH` of the extension host (on the remote machine in a remote window). */
+  pathEnv: string | undefined;
+  /** `CARGO_HOME`, where `cargo install` puts binaries (its `bin/`); `~/.cargo` when unset. */
+  cargoHome?: string;
+  /** Whether a path names an existing file: the file system is passed in so tests need none. */
+  isFile: (candidate: string) => boolean;
+}
+
+/** Where the server executable was looked for, and what was found. */
+export interface ServerLookup extends ServerCommand {
+  /** Whether `command` names an existing file (it is then an absolute path for a looked-up name). */
+  found: boolean;
+  /** The paths tried, in order, for the message when nothing was found. */
+  searched: string[];
+}
+
+/**
+ * Finds the server executable before starting it. A configured path with a folder part is
+ * checked as it is; a bare name (the default `tilec` included) is looked up in every folder of
+ * `PATH` and then in cargo's `bin/` folder, because `cargo install` puts it there and an editor
+ * started from a desktop or through a remote connection often has a `PATH` without it.
+ */
+export function locateServer(inputs: ServerLookupInputs): ServerLookup {
+  const resolved = resolveServerCommand(inputs);
+  const win = inputs.platform === "win32";
+  const pathApi = win ? path.win32 : path.posix;
+  const hasFolder = resolved.command.includes("/") || (win && resolved.command.includes("\\"));
+  if (hasFolder) {
+    return { ...resolved, found: inputs.isFile(resolved.command), searched: [resolved.command] };
+  }
+  const folders = (inputs.pathEnv ?? "").split(win ? ";" : ":").filter((folder) => folder !== "");
+  const cargoHome = inputs.cargoHome?.trim()
+    ? inputs.cargoHome.trim()
+    : inputs.homeDir
+      ? pathApi.join(inputs.homeDir, ".cargo")
+      : undefined;
+  if (cargoHome) folders.push(pathApi.join(cargoHome, "bin"));
+  const searched = [...new Set(folders.map((folder) => pathApi.join(folder, resolved.command)))];
+  const hit = searched.find((candidate) => inputs.isFile(candidate));
+  return hit
+    ? { command: hit, args: resolved.args, found: true, searched }
+    : { ...resolved, found: false, searched };
+}
+
+/**
+ * The one message shown when the server does not start: what was tried and how to fix it.
+ * `reason` is the error of a start that failed; undefined when no executable was found at all.
+ */
+export function serverStartMessage(lookup: ServerLookup, reason?: string): string {
+  const fix =
+    'Install tilec (`cargo install --path crates/daemon` in a tilec checkout) or set "tilec.server.path" ' +
+    "in your User settings (or, in a remote window, in the Remote settings).";
+  if (reason !== undefined) {
+    return `TileLang: could not start the tilec language server (${lookup.command} lsp): ${reason}. ${fix}`;
+  }
+  const last = lookup.searched[lookup.searched.length - 1];
+  const where =
+    lookup.searched.length === 1
+      ? `${lookup.searched[0]} does not exist`
+      : `no ${lookup.command} on PATH, and no ${last}`;
+  return `TileLang: tilec was not found (${where}). ${fix}`;
+}
+
 /**
  * The server's environment: the editor's own environment plus `TILEC_LOG` when the setting
  * is non-blank. A blank setting leaves the inherited environment untouched, so a `TILEC_LOG`

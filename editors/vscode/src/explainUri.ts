@@ -1,6 +1,7 @@
-// The `tilec-explain:` URI scheme: the server puts `tilec-explain:/<code>` into each
-// diagnostic's codeDescription.href, and the extension serves those URIs with the markdown
-// from the `tilec/explain` request. This module converts between codes and URIs and
+// Links to the pages of diagnostic codes. The server links each diagnostic to the code's page
+// in its source tree (`file:` .../docs/codes/<code>.md) and, where that tree is gone, to
+// `tilec-explain:/<code>`, which the extension serves with the markdown from the
+// `tilec/explain` request (the command "Explain diagnostic code" opens those too). This module converts between codes and URIs and
 // validates codes; it has no `vscode` import so it is unit-tested.
 
 export const EXPLAIN_SCHEME = "tilec-explain";
@@ -38,6 +39,15 @@ export function parseExplainUri(uri: string): string | undefined {
     return undefined;
   }
   return codeFromExplainPath(path);
+}
+
+/** The code whose page a `file:` link of the server names (`.../docs/codes/<code>.md`, the
+ * source tree's page, which is what diagnostics link to where that tree exists), or undefined
+ * for any other path. The folder's README is not a code. */
+export function codeFromDocsPath(path: string): string | undefined {
+  const match = /\/docs\/codes\/([^/]+)\.md$/i.exec(path);
+  if (!match || match[1].toLowerCase() === "readme") return undefined;
+  return isValidCode(match[1]) ? match[1] : undefined;
 }
 
 /** The URI for a code. `markdown` adds ".md" so that VS Code gives the document the markdown

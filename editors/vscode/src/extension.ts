@@ -1,10 +1,11 @@
 // Entry point of the tilec VS Code extension: starts `tilec lsp` as a language client for
 // Python files, and wires the editor UI (commands, the layout webview, the run-kernel output
-// channel, run-on-save, the `tilec-explain:` documents) to tilec's custom requests. All the
-// decisions that can be made without VS Code live in the vscode-free modules next to this
-// one, which `npm test` covers; this file is the glue.
+// channel, run-on-save, the read-only `tilec-cuda:` and `tilec-explain:` documents) to tilec's
+// custom requests. All the decisions that can be made without VS Code live in the vscode-free
+// modules next to this one, which `npm test` covers; this file is the glue.
 
 import { randomBytes } from "node:crypto";
+import * as fs from "node:fs";
 import * as os from "node:os";
 import * as vscode from "vscode";
 import {
@@ -19,19 +20,31 @@ import {
   DOCUMENT_SELECTOR,
   RESTART_KEYS,
   SECTION,
+  SERVER_PATH_QUERY,
+  ServerLookup,
   buildServerEnv,
   initializationOptions,
+  locateServer,
   normalizeRunDevice,
-  resolveServerCommand,
+  serverStartMessage,
 } from "./config";
 import {
+  CUDA_SCHEME,
+  CudaSymbolKind,
+  cudaDocumentPath,
+  cudaSymbols,
+  kernelLine,
+  preludeRange,
+} from "./cudaView";
+import {
   EXPLAIN_SCHEME,
+  codeFromDocsPath,
   codeFromExplainPath,
   explainUri,
   normalizeUserCode,
 } from "./explainUri";
 import { cudaDocument, layoutTitle, runOutputBlock, runSummary } from "./format";
-import { layoutHtml } from "./layoutHtml";
+import { layoutHtml, themedSvg } from "./layoutHtml";
 import {
   CudaSourceResult,
   ExplainResult,
@@ -48,9 +61,22 @@ import {
   runKernelParams,
 } from "./protocol";
 
+/**
+ * The language client, with the library's own error notifications held back while it starts:
+ * a failed start would otherwise show the library's "couldn't create connection" toast beside
+ * ours, and only ours says how to fix it. Once started, errors notify as usual.
+ */
+class TilecClient extends LanguageClient {
+  starting = false;
+
+  override error(message: string, data?: unknown, showNotification: boolean | "force" = true): void {
+    super.error(message, data, this.starting ? false : showNotification);
+  }
+}
+
 /** The running client, replaced wholesale on restart (its launch command and
  * initializationOptions are fixed at construction). */
-let client: LanguageClient | undefined;
+let client: TilecClient | undefined;
 /** Serialises start/stop/restart so a request never sees a half-replaced client and two quick
  * settings changes do not start two servers. */
 let lifecycle: Promise<void> = Promise.resolve();
@@ -67,6 +93,8 @@ const runOnSaveQueue = new Coalescer<string>();
 /** Open layout panels by title, so asking for the same buffer again refreshes its panel
  * instead of piling up copies, while different buffers can be compared side by side. */
 const layoutPanels = new Map<string, vscode.WebviewPanel>();
+/** The SVG each layout panel shows, so that a change of colour theme can draw it again. */
+const layoutSvgs = new Map<vscode.WebviewPanel, string>();
 
 export function activate(context: vscode.ExtensionContext): void {
   serverChannel = vscode.window.createOutputChannel("TileLang (tilec)");
@@ -80,6 +108,9 @@ export function activate(context: vscode.ExtensionContext): void {
     vscode.commands.registerCommand("tilec.restartServer", () => restart(true)),
     vscode.commands.registerCommand("tilec.explain", explainCommand),
     vscode.workspace.registerTextDocumentContentProvider(EXPLAIN_SCHEME, new ExplainProvider()),
+    vscode.workspace.registerTextDocumentContentProvider(CUDA_SCHEME, cudaDocuments),
+    vscode.languages.registerDocumentSymbolProvider({ scheme: CUDA_SCHEME }, new CudaSymbolProvider()),
+    vscode.languages.registerFoldingRangeProvider({ scheme: CUDA_SCHEME }, new CudaFoldingProvider()),
     vscode.workspace.onDidOpenTextDocument(markExplainAsMarkdown),
     vscode.workspace.onDidSaveTextDocument(runOnSave),
     vscode.workspace.onDidChangeConfiguration((event) => {
@@ -87,6 +118,7 @@ export function activate(context: vscode.ExtensionContext): void {
         void restart(false);
       }
     }),
+    vscode.window.onDidChangeActiveColorTheme(() => layoutSvgs.forEach((svg, panel) => renderLayout(panel, svg))),
     { dispose: () => layoutPanels.forEach((panel) => panel.dispose()) },
   );
 
@@ -107,19 +139,22 @@ function queue(step: () => Promise<void>): Promise<void> {
   return lifecycle;
 }
 
-function createClient(): { client: LanguageClient; command: string } {
+function createClient(): { client: TilecClient; lookup: ServerLookup } {
   const cfg = vscode.workspace.getConfiguration(SECTION);
-  const { command, args } = resolveServerCommand({
+  const lookup = locateServer({
     configuredPath: cfg.get<string>("server.path"),
     platform: process.platform,
     homeDir: os.homedir(),
     workspaceRoot: vscode.workspace.workspaceFolders?.[0]?.uri.fsPath,
+    pathEnv: process.env.PATH,
+    cargoHome: process.env.CARGO_HOME,
+    isFile,
   });
   // No `transport` field: with TransportKind.stdio the library appends `--stdio` to the
   // arguments, which `tilec lsp` does not accept. Omitted, it still talks over stdio.
   const executable: Executable = {
-    command,
-    args,
+    command: lookup.command,
+    args: lookup.args,
     options: { env: buildServerEnv(process.env, cfg.get<string>("server.logLevel")) },
   };
   const serverOptions: ServerOptions = { run: executable, debug: executable };
@@ -132,29 +167,49 @@ function createClient(): { client: LanguageClient; command: string } {
   };
   // The id "tilec" makes the library honour the `tilec.trace.server` setting by itself.
   return {
-    client: new LanguageClient("tilec", "TileLang (tilec)", serverOptions, clientOptions),
-    command,
+    client: new TilecClient("tilec", "TileLang (tilec)", serverOptions, clientOptions),
+    lookup,
   };
+}
+
+function isFile(candidate: string): boolean {
+  try {
+    return fs.statSync(candidate).isFile();
+  } catch {
+    return false;
+  }
 }
 
 async function startClient(): Promise<void> {
   // Creation is inside the try too: a bad setting that makes the constructor throw must end
   // in a message, not in an unhandled rejection that leaves no client and no explanation.
-  let command = "tilec";
+  let lookup: ServerLookup | undefined;
   try {
     const created = createClient();
-    command = created.command;
-    client = created.client;
-    await client.start();
-  } catch (error) {
-    const choice = await vscode.window.showErrorMessage(
-      `TileLang: could not start the tilec language server (${command} lsp): ` +
-        `${errorMessage(error)}. Install tilec or set "tilec.server.path".`,
-      "Open Settings",
-    );
-    if (choice === "Open Settings") {
-      void vscode.commands.executeCommand("workbench.action.openSettings", "tilec.server.path");
+    lookup = created.lookup;
+    if (!lookup.found) {
+      await offerServerSettings(serverStartMessage(lookup));
+      return;
     }
+    client = created.client;
+    client.starting = true;
+    try {
+      await client.start();
+    } finally {
+      client.starting = false;
+    }
+  } catch (error) {
+    const failed = lookup ?? { command: "tilec", args: ["lsp"], found: false, searched: [] };
+    await offerServerSettings(serverStartMessage(failed, errorMessage(error)));
+  }
+}
+
+/** The one notification of a server that does not start, with a button that opens the settings
+ * page on `tilec.server.path`. */
+async function offerServerSettings(message: string): Promise<void> {
+  const choice = await vscode.window.showErrorMessage(message, "Open Settings");
+  if (choice === "Open Settings") {
+    void vscode.commands.executeCommand("workbench.action.openSettings", SERVER_PATH_QUERY);
   }
 }
 
@@ -242,17 +297,89 @@ async function showCuda(): Promise<void> {
   const result = await request<CudaSourceResult>(c, METHOD_CUDA_SOURCE, params, "tilec: generating CUDA");
   if (!result) return;
   const content = cudaDocument(result);
-  let document: vscode.TextDocument;
-  try {
-    document = await vscode.workspace.openTextDocument({ language: "cuda-cpp", content });
-  } catch {
-    // cuda-cpp comes from the built-in C++ grammar, which users can disable.
-    document = await vscode.workspace.openTextDocument({ language: "plaintext", content });
+  const uri = vscode.Uri.from({
+    scheme: CUDA_SCHEME,
+    path: cudaDocumentPath(result.kernel, result.instance),
+  });
+  cudaDocuments.set(uri, content);
+  let document = await vscode.workspace.openTextDocument(uri);
+  if (document.languageId !== "cuda-cpp") {
+    try {
+      document = await vscode.languages.setTextDocumentLanguage(document, "cuda-cpp");
+    } catch {
+      // cuda-cpp comes from the built-in C++ grammar, which users can disable; plain text is
+      // still readable.
+    }
   }
-  await vscode.window.showTextDocument(document, {
+  const line = kernelLine(content, result.kernel);
+  const at = new vscode.Position(line, 0);
+  const shown = await vscode.window.showTextDocument(document, {
     viewColumn: vscode.ViewColumn.Beside,
     preview: false,
+    selection: new vscode.Range(at, at),
   });
+  shown.revealRange(new vscode.Range(at, at), vscode.TextEditorRevealType.AtTop);
+  // The prelude is hundreds of lines of helpers every kernel shares: folded, the kernel is what
+  // the document shows.
+  const prelude = preludeRange(content);
+  if (prelude) {
+    await vscode.commands.executeCommand("editor.fold", { selectionLines: [prelude.start], levels: 1 });
+    shown.revealRange(new vscode.Range(at, at), vscode.TextEditorRevealType.AtTop);
+  }
+}
+
+/** The texts of the `tilec-cuda:` documents, by URI. Showing an instance again replaces its
+ * text and tells VS Code, so an open tab shows the new code instead of a second tab opening. */
+class CudaDocuments implements vscode.TextDocumentContentProvider {
+  private readonly texts = new Map<string, string>();
+  private readonly changes = new vscode.EventEmitter<vscode.Uri>();
+  readonly onDidChange = this.changes.event;
+
+  set(uri: vscode.Uri, text: string): void {
+    const key = uri.toString();
+    const changed = this.texts.has(key) && this.texts.get(key) !== text;
+    this.texts.set(key, text);
+    if (changed) this.changes.fire(uri);
+  }
+
+  provideTextDocumentContent(uri: vscode.Uri): string {
+    return (
+      this.texts.get(uri.toString()) ??
+      "// This generated CUDA is gone (the window was reloaded): run \"TileLang: Show generated CUDA\" again.\n"
+    );
+  }
+}
+
+const cudaDocuments = new CudaDocuments();
+
+const CUDA_SYMBOL_KINDS: Record<CudaSymbolKind, vscode.SymbolKind> = {
+  kernel: vscode.SymbolKind.Function,
+  function: vscode.SymbolKind.Function,
+  struct: vscode.SymbolKind.Struct,
+  section: vscode.SymbolKind.Namespace,
+};
+
+/** The outline of a generated CUDA document: kernels, prelude sections, functions, structs. */
+class CudaSymbolProvider implements vscode.DocumentSymbolProvider {
+  provideDocumentSymbols(document: vscode.TextDocument): vscode.DocumentSymbol[] {
+    const lastLine = Math.max(document.lineCount - 1, 0);
+    return cudaSymbols(document.getText()).map((symbol) => {
+      const end = Math.min(symbol.end, lastLine);
+      const range = new vscode.Range(symbol.start, 0, end, document.lineAt(end).text.length);
+      const nameLine = document.lineAt(Math.min(symbol.nameLine, lastLine));
+      const selection = new vscode.Range(nameLine.range.start, nameLine.range.end);
+      const detail = symbol.kind === "kernel" ? "__global__" : symbol.kind === "section" ? "prelude" : "";
+      return new vscode.DocumentSymbol(symbol.name, detail, CUDA_SYMBOL_KINDS[symbol.kind], range, selection);
+    });
+  }
+}
+
+/** Folds tilec's prelude as one region, so that it can be folded away when the document opens. */
+class CudaFoldingProvider implements vscode.FoldingRangeProvider {
+  provideFoldingRanges(document: vscode.TextDocument): vscode.FoldingRange[] {
+    const prelude = preludeRange(document.getText());
+    return prelude ? [new vscode.FoldingRange(prelude.start, prelude.end, vscode.FoldingRangeKind.Region)] : [];
+  }
 }
 
 async function showLayout(): Promise<void> {
@@ -281,11 +408,20 @@ async function showLayout(): Promise<void> {
     layoutPanels.set(title, created);
     created.onDidDispose(() => {
       if (layoutPanels.get(title) === created) layoutPanels.delete(title);
+      layoutSvgs.delete(created);
     });
   }
+  renderLayout(panel, result.svg);
+}
+
+/** Shows `svg` in a layout panel, in the colours of the current theme. */
+function renderLayout(panel: vscode.WebviewPanel, svg: string): void {
+  layoutSvgs.set(panel, svg);
   // A fresh nonce per render: it only has to be unguessable by the SVG's author.
   const nonce = randomBytes(16).toString("base64");
-  panel.webview.html = layoutHtml({ title, svg: result.svg, nonce });
+  const kind = vscode.window.activeColorTheme.kind;
+  const dark = kind !== vscode.ColorThemeKind.Light && kind !== vscode.ColorThemeKind.HighContrastLight;
+  panel.webview.html = layoutHtml({ title: panel.title, svg: themedSvg(svg, dark), nonce });
 }
 
 async function runKernelCommand(): Promise<void> {
@@ -406,10 +542,14 @@ function codeAtCursor(): string | undefined {
   for (const diagnostic of vscode.languages.getDiagnostics(editor.document.uri)) {
     if (!diagnostic.range.contains(cursor) || diagnostic.code === undefined) continue;
     if (typeof diagnostic.code === "object") {
-      if (diagnostic.code.target.scheme === EXPLAIN_SCHEME) {
-        const code = codeFromExplainPath(diagnostic.code.target.path);
-        if (code) return code;
-      }
+      const target = diagnostic.code.target;
+      const code =
+        target.scheme === EXPLAIN_SCHEME
+          ? codeFromExplainPath(target.path)
+          : target.scheme === "file"
+            ? codeFromDocsPath(target.path)
+            : undefined;
+      if (code) return code;
     } else if (diagnostic.source?.toLowerCase().startsWith("tilec")) {
       const code = normalizeUserCode(String(diagnostic.code));
       if (code) return code;

@@ -51,6 +51,18 @@ export function contentSecurityPolicy(nonce: string): string {
   ].join("; ");
 }
 
+/**
+ * The SVG with the editor's theme on its root element (`class="dark"` or `class="light"`). The
+ * server's picture follows `prefers-color-scheme` on its own, but inside VS Code the theme is the
+ * editor's, not the system's: the class settles it. A root that already has a class is left alone.
+ */
+export function themedSvg(svg: string, dark: boolean): string {
+  const theme = dark ? "dark" : "light";
+  return svg.replace(/<svg\b([^>]*)>/, (root: string, attributes: string) =>
+    /\sclass\s*=/.test(attributes) ? root : `<svg class="${theme}"${attributes}>`,
+  );
+}
+
 /** The full webview document. */
 export function layoutHtml(inputs: LayoutHtmlInputs): string {
   const csp = contentSecurityPolicy(inputs.nonce);

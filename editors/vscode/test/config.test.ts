@@ -4,11 +4,19 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
+  SERVER_PATH_QUERY,
   buildServerEnv,
   initializationOptions,
+  locateServer,
   normalizeRunDevice,
   resolveServerCommand,
+  serverStartMessage,
 } from "../src/config";
+
+/** A file system holding exactly `files`. */
+function filesystem(...files: string[]): (candidate: string) => boolean {
+  return (candidate) => files.includes(candidate);
+}
 
 test("blank path looks tilec up on PATH", () => {
   for (const configuredPath of [undefined, "", "   "]) {
@@ -99,4 +107,63 @@ test("run device falls back to auto for unknown values", () => {
   assert.equal(normalizeRunDevice("gpu"), "auto");
   assert.equal(normalizeRunDevice(undefined), "auto");
   assert.equal(normalizeRunDevice(3), "auto");
+});
+
+test("the server is looked up on PATH first, then in ~/.cargo/bin where cargo install puts it", () => {
+  const base = { configuredPath: "", platform: "linux", homeDir: "/home/ada", pathEnv: "/usr/local/bin:/usr/bin" };
+  const onPath = locateServer({ ...base, isFile: filesystem("/usr/bin/tilec", "/home/ada/.cargo/bin/tilec") });
+  assert.deepEqual(onPath, {
+    command: "/usr/bin/tilec",
+    args: ["lsp"],
+    found: true,
+    searched: ["/usr/local/bin/tilec", "/usr/bin/tilec", "/home/ada/.cargo/bin/tilec"],
+  });
+  // An editor started from the desktop or over SSH often has a PATH without ~/.cargo/bin.
+  const cargoOnly = locateServer({ ...base, isFile: filesystem("/home/ada/.cargo/bin/tilec") });
+  assert.equal(cargoOnly.command, "/home/ada/.cargo/bin/tilec");
+  assert.ok(cargoOnly.found);
+  const cargoHome = locateServer({ ...base, cargoHome: "/opt/cargo", isFile: filesystem("/opt/cargo/bin/tilec") });
+  assert.equal(cargoHome.command, "/opt/cargo/bin/tilec");
+  const nowhere = locateServer({ ...base, isFile: filesystem() });
+  assert.equal(nowhere.found, false);
+  assert.equal(nowhere.command, "tilec");
+});
+
+test("a bare configured name is looked up like the default; a path is checked as it is", () => {
+  const base = { platform: "linux", homeDir: "/home/ada", pathEnv: "/usr/bin", workspaceRoot: "/ws" };
+  const named = locateServer({ ...base, configuredPath: "tilec-dev", isFile: filesystem("/home/ada/.cargo/bin/tilec-dev") });
+  assert.equal(named.command, "/home/ada/.cargo/bin/tilec-dev");
+  const relative = locateServer({ ...base, configuredPath: "target/debug/tilec", isFile: filesystem() });
+  assert.deepEqual(relative, {
+    command: "/ws/target/debug/tilec",
+    args: ["lsp"],
+    found: false,
+    searched: ["/ws/target/debug/tilec"],
+  });
+  const windows = locateServer({
+    configuredPath: "",
+    platform: "win32",
+    homeDir: "C:\\Users\\ada",
+    pathEnv: "C:\\bin;",
+    isFile: filesystem("C:\\Users\\ada\\.cargo\\bin\\tilec.exe"),
+  });
+  assert.equal(windows.command, "C:\\Users\\ada\\.cargo\\bin\\tilec.exe");
+});
+
+test("one message says what was tried and where to set the path; the button opens that setting", () => {
+  const base = { configuredPath: "", platform: "linux", homeDir: "/home/ada", pathEnv: "/usr/bin" };
+  const missing = serverStartMessage(locateServer({ ...base, isFile: filesystem() }));
+  assert.match(missing, /tilec was not found \(no tilec on PATH, and no \/home\/ada\/\.cargo\/bin\/tilec\)/);
+  assert.match(missing, /cargo install --path crates\/daemon/);
+  assert.match(missing, /"tilec\.server\.path" in your User settings/);
+  const configured = serverStartMessage(
+    locateServer({ ...base, configuredPath: "/opt/tilec", isFile: filesystem() }),
+  );
+  assert.match(configured, /\/opt\/tilec does not exist/);
+  const crashed = serverStartMessage(
+    locateServer({ ...base, isFile: filesystem("/usr/bin/tilec") }),
+    "spawn EACCES",
+  );
+  assert.match(crashed, /could not start the tilec language server \(\/usr\/bin\/tilec lsp\): spawn EACCES\./);
+  assert.equal(SERVER_PATH_QUERY, "tilec.server.path");
 });

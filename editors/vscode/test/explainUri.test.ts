@@ -4,6 +4,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
+  codeFromDocsPath,
   codeFromExplainPath,
   explainUri,
   isValidCode,
@@ -76,4 +77,12 @@ test("typed codes are normalised to the server's spelling", () => {
   assert.equal(normalizeUserCode(""), undefined);
   assert.equal(normalizeUserCode("a/b"), undefined);
   assert.equal(normalizeUserCode("what?"), undefined);
+});
+
+test("the server's file links to docs/codes/<code>.md name their code", () => {
+  assert.equal(codeFromDocsPath("/home/ada/tilec/docs/codes/layout-conflict.md"), "layout-conflict");
+  assert.equal(codeFromDocsPath("/c:/src/tilec/docs/codes/data-race.md"), "data-race");
+  assert.equal(codeFromDocsPath("/home/ada/tilec/docs/codes/README.md"), undefined);
+  assert.equal(codeFromDocsPath("/home/ada/tilec/docs/language.md"), undefined);
+  assert.equal(codeFromDocsPath("/home/ada/notes/layout-conflict.md"), undefined);
 });

@@ -3,7 +3,7 @@
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { contentSecurityPolicy, escapeHtml, layoutHtml, svgDataUri } from "../src/layoutHtml";
+import { contentSecurityPolicy, escapeHtml, layoutHtml, svgDataUri, themedSvg } from "../src/layoutHtml";
 
 const NONCE = "AbC123+/xyz0==";
 const SVG = '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><title>acc_s</title></svg>';
@@ -70,4 +70,17 @@ test("escapeHtml handles each special character, ampersand first", () => {
   assert.equal(escapeHtml(`&<>"'`), "&amp;&lt;&gt;&quot;&#39;");
   assert.equal(escapeHtml("&lt;"), "&amp;lt;");
   assert.equal(escapeHtml("plain acc_s"), "plain acc_s");
+});
+
+test("the picture gets the editor's theme on its root element, once", () => {
+  assert.equal(
+    themedSvg(SVG, true),
+    '<svg class="dark" xmlns="http://www.w3.org/2000/svg" width="10" height="10"><title>acc_s</title></svg>',
+  );
+  assert.match(themedSvg(SVG, false), /^<svg class="light" /);
+  // Only the root: a nested <svg> keeps its attributes, and a root with a class keeps it.
+  const nested = '<svg width="1"><svg width="2"></svg></svg>';
+  assert.equal(themedSvg(nested, true), '<svg class="dark" width="1"><svg width="2"></svg></svg>');
+  const classed = '<svg class="x" width="1"></svg>';
+  assert.equal(themedSvg(classed, true), classed);
 });

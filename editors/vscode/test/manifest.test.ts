@@ -13,7 +13,7 @@ import { RESTART_KEYS, RUN_DEVICES, SECTION, TARGETS } from "../src/config";
 const ROOT = path.resolve(__dirname, "..", "..");
 const manifest = JSON.parse(fs.readFileSync(path.join(ROOT, "package.json"), "utf8"));
 const extensionSource = fs.readFileSync(path.join(ROOT, "src", "extension.ts"), "utf8");
-const properties: Record<string, { enum?: unknown[]; default?: unknown; type?: string }> =
+const properties: Record<string, { enum?: unknown[]; default?: unknown; type?: string; scope?: string }> =
   manifest.contributes.configuration.properties;
 
 test("manifest basics", () => {
@@ -69,4 +69,12 @@ test("every source file opens with a comment saying what it is for", () => {
       assert.match(text, /^\/\/ \S/, `${dir}/${file}`);
     }
   }
+});
+
+test("tilec.server.path set in User settings applies in remote windows, but not from untrusted workspaces", () => {
+  // machine and machine-overridable settings of the local User settings are ignored in a remote
+  // window (SSH, WSL, containers, code-server), which is where most GPUs are reached from.
+  assert.equal(properties["tilec.server.path"].scope, "window");
+  assert.deepEqual(manifest.capabilities.untrustedWorkspaces.restrictedConfigurations, ["tilec.server.path"]);
+  assert.equal(manifest.capabilities.untrustedWorkspaces.supported, "limited");
 });

@@ -7,6 +7,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -68,12 +69,31 @@ impl Client {
     }
 
     pub fn start_with(env: &[(&str, &str)]) -> Client {
+        Client::spawn(env, Stdio::inherit())
+    }
+
+    /// A server whose log (stderr) is collected: the client and the lines logged so far, which
+    /// grow as the server goes on.
+    pub fn start_logging(env: &[(&str, &str)]) -> (Client, Arc<Mutex<Vec<String>>>) {
+        let mut client = Client::spawn(env, Stdio::piped());
+        let stderr = client.child.stderr.take().expect("stderr");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let lines = Arc::clone(&log);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                lines.lock().expect("log lock").push(line);
+            }
+        });
+        (client, log)
+    }
+
+    fn spawn(env: &[(&str, &str)], stderr: Stdio) -> Client {
         let mut command = Command::new(env!("CARGO_BIN_EXE_tilec"));
         command
             .arg("lsp")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+            .stderr(stderr);
         for (key, value) in env {
             command.env(key, value);
         }

@@ -34,9 +34,16 @@ fn a_layout_conflict_is_published_with_its_origin_and_its_page() {
     let conflict = &diagnostics[0];
     assert_eq!(conflict["severity"], 1);
     assert_eq!(conflict["source"], "tilec");
+    // The link is the code's page in the source tree, which opens outside VS Code too; it is the
+    // page `tilec explain layout-conflict` prints.
+    let href = conflict["codeDescription"]["href"].as_str().expect("href");
+    let page = href
+        .strip_prefix("file://")
+        .filter(|path| path.ends_with("/docs/codes/layout-conflict.md"))
+        .unwrap_or_else(|| panic!("a file link to docs/codes/layout-conflict.md: {href}"));
     assert_eq!(
-        conflict["codeDescription"]["href"],
-        "tilec-explain:/layout-conflict"
+        std::fs::read_to_string(page).expect("the linked page exists"),
+        tilec_ide::explain_page(tilec_ir::Code::LayoutConflict)
     );
     let related = &conflict["relatedInformation"][0];
     assert_eq!(related["location"]["uri"], uri);
@@ -188,14 +195,11 @@ fn inlay_hints_show_registers_bytes_vectors_and_the_launch() {
         })
         .collect();
     expect![[r#"
-        10:68 256 threads · 0 B shared · ~34 regs · 6 blocks/SM
+        10:68 256 threads · ~34 regs
         11:59 32 regs/thread
         12:60 2 regs/thread
         13:61 2 regs/thread
-        14:41 vector 4
-        16:47 vector 1
-        19:47 vector 1
-        21:41 vector 1"#]]
+        14:41 vector 4"#]]
     .assert_eq(&shown.join("\n"));
 }
 
@@ -250,10 +254,18 @@ fn custom_requests_give_cuda_a_picture_and_a_page() {
         json!({"textDocument": {"uri": uri}, "position": at}),
     );
     assert_eq!(svg["buffer"], "x");
+    let picture = svg["svg"].as_str().expect("svg");
+    assert!(picture.starts_with("<svg"), "{svg}");
+    // The page around the grid follows the viewer's theme: no colour of it is an attribute (which
+    // no stylesheet could override); the stylesheet has the dark scheme and the editor's class.
     assert!(
-        svg["svg"].as_str().expect("svg").starts_with("<svg"),
-        "{svg}"
+        picture.contains("@media (prefers-color-scheme: dark)")
+            && picture.contains("svg.dark .background"),
+        "{picture}"
     );
+    for fixed in ["fill=\"#fff\"", "stroke=\"#222\"", "fill=\"#111\""] {
+        assert!(!picture.contains(fixed), "{fixed} in {picture}");
+    }
     let page = client.result("tilec/explain", json!({"code": "layout-conflict"}));
     assert!(
         page["markdown"]
@@ -402,29 +414,13 @@ fn the_tuning_lens_recommends_a_configuration_and_then_shows_the_measured_winner
     client.open(&uri, &source);
     client.diagnostics(&uri, 1);
     let lens_request = json!({"textDocument": {"uri": uri}});
+    // The model's best, block_M=1 threads=128, is estimated at 69.7 µs against 71.3 µs now: 2 %
+    // is not worth a lens over the call.
     let lenses = client.result("textDocument/codeLens", lens_request.clone());
-    let lenses = lenses.as_array().expect("lenses").clone();
-    assert_eq!(lenses.len(), 1, "{lenses:?}");
-    let command = &lenses[0]["command"];
-    assert_eq!(
-        command["title"],
-        "tilec: recommend block_M=1 threads=128 (est. 69.7 µs vs 71.3 µs now on the H200) - apply"
-    );
-    assert_eq!(command["command"], "tilec.applyTuning");
-    assert_eq!(command["arguments"][0], uri.as_str());
-    let edits = command["arguments"][1].as_array().expect("edits").clone();
-    let edited = apply(&source, &edits);
-    assert!(
-        edited.contains("kernel = softmax(16384, 4096, 1, threads=128)"),
-        "{edited}"
-    );
-    assert_eq!(
-        lenses[0]["range"]["start"],
-        position_of(&source, "softmax(16384", 0)
-    );
+    assert_eq!(lenses, json!([]), "no lens for a 2 % estimate");
 
     // Once `tilec tune` has stored a measurement for a GPU of the session's architecture, the
-    // lens shows it too.
+    // lens shows it: 73.7 µs against 80.6 µs is 9 % faster.
     let args = [
         ("M".to_owned(), tilec_ir::ConstValue::Int(16384)),
         ("N".to_owned(), tilec_ir::ConstValue::Int(4096)),
@@ -448,11 +444,43 @@ fn the_tuning_lens_recommends_a_configuration_and_then_shows_the_measured_winner
             },
         )
         .expect("stores the record");
-    let lenses = client.result("textDocument/codeLens", lens_request);
+    let lenses = client.result("textDocument/codeLens", lens_request.clone());
+    let lenses = lenses.as_array().expect("lenses").clone();
+    assert_eq!(lenses.len(), 1, "{lenses:?}");
+    let command = &lenses[0]["command"];
     assert_eq!(
-        lenses[1]["command"]["title"],
+        command["title"],
         "tilec tune: block_M=1 threads=128 measured fastest on NVIDIA H200: 73.7 µs vs 80.6 µs now - apply"
     );
+    assert_eq!(command["command"], "tilec.applyTuning");
+    assert_eq!(command["arguments"][0], uri.as_str());
+    let edits = command["arguments"][1].as_array().expect("edits").clone();
+    let edited = apply(&source, &edits);
+    assert!(
+        edited.contains("kernel = softmax(16384, 4096, 1, threads=128)"),
+        "{edited}"
+    );
+    assert_eq!(
+        lenses[0]["range"]["start"],
+        position_of(&source, "softmax(16384", 0)
+    );
+
+    // Rows of 32 on 256 threads are estimated at twice the time of the model's best: that change
+    // is worth a lens (the measurement was for rows of 2, so it has none).
+    let wide = source.replace("softmax(16384, 4096, 2)", "softmax(16384, 4096, 32)");
+    client.change(&uri, 2, &wide);
+    client.diagnostics(&uri, 2);
+    let lenses = client.result("textDocument/codeLens", lens_request);
+    let titles: Vec<&str> = lenses
+        .as_array()
+        .expect("lenses")
+        .iter()
+        .map(|lens| lens["command"]["title"].as_str().unwrap_or("?"))
+        .collect();
+    expect![[
+        r#"["tilec: recommend threads=512 (est. 68.3 µs vs 133.4 µs now on the H200) - apply"]"#
+    ]]
+    .assert_eq(&format!("{titles:?}"));
     assert!(client.alive());
 }
 

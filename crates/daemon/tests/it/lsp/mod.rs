@@ -4,6 +4,7 @@
 
 mod client;
 mod editing;
+mod editor;
 mod features;
 mod robustness;
 mod soak;
