@@ -108,8 +108,9 @@ fn buffer_hint(world: &World, resources: &Resources, buffer: EntityId) -> Option
                 format_bytes(shared.bytes)
             }
         }),
-        // Global tensors and per-thread locals take no room a hint would name.
-        Some(Scope::Global | Scope::Local | Scope::LocalVar) | None => None,
+        // Global tensors, per-thread locals and mbarriers (8 bytes each) take no room a hint
+        // would name.
+        Some(Scope::Global | Scope::Local | Scope::LocalVar | Scope::Barrier) | None => None,
     }
 }
 
