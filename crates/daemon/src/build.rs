@@ -355,7 +355,7 @@ fn launch_json(program: &ThreadProgram) -> Value {
         .filter(|b| matches!(b.memory, Memory::Shared { .. }))
         .count();
     json!({
-        "function": program.name,
+        "function": tilec_passes::cuda::kernel_symbol(&program.name),
         "grid": grid,
         "persistent": program.persistent.is_some(),
         "block": program.block,

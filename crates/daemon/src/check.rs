@@ -112,14 +112,16 @@ pub(crate) fn report_unreadable(workspace: &Workspace) {
 pub fn print_ir(path: &Path, kernel: Option<&str>, instance: Option<u32>) -> Result<ExitCode> {
     let (workspace, file) = load_one(path)?;
     let db = &workspace.db;
+    let mut out = std::io::stdout().lock();
     for candidate in selected_instances(db, file, kernel, instance)? {
         let name = candidate.kernel(db).name(db);
-        println!(
+        writeln!(
+            out,
             "# {} :: {name} instance {}",
             path.display(),
             candidate.index(db)
-        );
-        println!("{}", kernel_world(db, candidate).pretty());
+        )?;
+        writeln!(out, "{}", kernel_world(db, candidate).pretty())?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -5,6 +5,7 @@ mod build;
 mod cache;
 mod check;
 mod discover;
+mod estimate;
 mod explain;
 mod layout;
 mod render;
@@ -79,12 +80,8 @@ enum Command {
     /// formulas, replication, registers, where the layout came from, and a thread-ownership grid.
     Layout {
         file: PathBuf,
-        /// Only this kernel.
-        #[arg(long)]
-        kernel: Option<String>,
-        /// Only this instance of the kernel (0-based).
-        #[arg(long)]
-        instance: Option<u32>,
+        #[command(flatten)]
+        selection: InstanceSelection,
         /// Only this fragment buffer.
         #[arg(long)]
         buffer: Option<String>,
@@ -143,6 +140,10 @@ enum Command {
         /// as long as it takes). Pass smaller sizes with `--with` to emulate a large kernel.
         #[arg(long, value_name = "SECONDS", value_parser = parse_budget)]
         emulator_budget: Option<f64>,
+        /// Emulate even when the estimate says it takes minutes: without it, `tilec run` refuses
+        /// an emulation estimated past 30 seconds and names smaller `--with` sizes.
+        #[arg(long)]
+        force: bool,
     },
     /// Rank a kernel's tile configurations (block sizes, threads, stages) by a hardware model
     /// (`--recommend`, no GPU needed), or measure the top candidates on the GPU and store the
@@ -253,6 +254,7 @@ const ANALYSIS_STACK_BYTES: usize = 512 * 1024 * 1024;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    quiet_broken_pipes();
     let cli = Cli::parse();
     let worker = std::thread::Builder::new()
         .name("tilec".to_owned())
@@ -262,6 +264,9 @@ fn main() -> ExitCode {
         .map(std::thread::JoinHandle::join)
     {
         Ok(Ok(code)) => code,
+        Ok(Err(payload)) if panic_text(payload.as_ref()).is_some_and(is_broken_pipe) => {
+            ExitCode::SUCCESS
+        }
         Ok(Err(_)) => ExitCode::from(101),
         Err(error) => {
             eprintln!("error: cannot start the analysis thread: {error}");
@@ -285,15 +290,13 @@ fn run(cli: Cli) -> ExitCode {
         Command::Explain { code } => explain::run(code.as_deref()),
         Command::Layout {
             file,
-            kernel,
-            instance,
+            selection,
             buffer,
             format,
             svg,
         } => layout::run(
             &file,
-            kernel.as_deref(),
-            instance,
+            &selection,
             buffer.as_deref(),
             format,
             svg.as_deref(),
@@ -312,6 +315,7 @@ fn run(cli: Cli) -> ExitCode {
             target,
             cuda_source,
             emulator_budget,
+            force,
         } => run::run(
             &file,
             &run::RunOptions {
@@ -326,6 +330,7 @@ fn run(cli: Cli) -> ExitCode {
                 target,
                 cuda_source,
                 emulator_budget: emulator_budget.map(std::time::Duration::from_secs_f64),
+                force,
             },
         ),
         Command::Tune {
@@ -393,9 +398,42 @@ fn run(cli: Cli) -> ExitCode {
         {
             ExitCode::SUCCESS
         }
+        // A request the command cannot serve (`tilec layout --buffer nope`) is the user's to fix,
+        // like a kernel error; only what stops tilec from working at all exits with 2.
+        Err(error) if error.downcast_ref::<workspace::Refusal>().is_some() => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(1)
+        }
         Err(error) => {
             eprintln!("error: {error:#}");
             ExitCode::from(2)
         }
     }
+}
+
+/// Whether a panic payload is the standard library's report of a write to a closed pipe
+/// (`println!` into `| head`).
+fn is_broken_pipe(message: &str) -> bool {
+    message.contains("failed printing to std") && message.contains("Broken pipe")
+}
+
+/// The text of a panic payload, when it has one.
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> Option<&str> {
+    payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+}
+
+/// A reader that stops early (`tilec ir f.py | head`) closes the pipe; Rust ignores SIGPIPE, so the
+/// next `println!` panics. Every command prints through `println!` somewhere, so rather than trust
+/// each to use fallible writes, the panic that report makes is kept quiet here and [`main`] exits
+/// with 0 on it, as a C program killed by SIGPIPE would be seen as done by the shell.
+fn quiet_broken_pipes() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !panic_text(info.payload()).is_some_and(is_broken_pipe) {
+            default(info);
+        }
+    }));
 }
