@@ -36,7 +36,7 @@ struct Cli {
 pub(crate) enum Format {
     /// Diagnostics with source snippets, for people.
     Human,
-    /// JSON Lines: one `instance` object per instance, one `diagnostic` object per diagnostic.
+    /// JSON Lines, one record per line; `--format`'s help says which records this command writes.
     Json,
 }
 
@@ -59,7 +59,9 @@ enum Command {
     Check {
         /// Files or folders; folders are searched recursively for `.py` files.
         paths: Vec<PathBuf>,
-        /// Output format.
+        /// Output format. JSON Lines: one `"kind": "instance"` record per kernel instance (its
+        /// arguments and where they come from) and one `"kind": "diagnostic"` record per
+        /// diagnostic (file, line, column, severity, code, message, kernel, instance, related).
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
         /// GPU architecture to check against (sm_80 or sm_90); overrides tilec.toml.
@@ -85,6 +87,11 @@ enum Command {
         /// Only this fragment buffer.
         #[arg(long)]
         buffer: Option<String>,
+        /// Output format. JSON Lines: one `"kind": "fragment"` record per fragment (thread and
+        /// index formulas, replication, registers per thread), one `"kind": "loop"` record per
+        /// parallel loop (thread formula, vector width, plan) and one `"kind": "kernel"` record per
+        /// launch (threads, shared memory, registers, occupancy); with `--svg`, one `"kind": "svg"`
+        /// record per picture written.
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
         /// Instead of printing the layouts, draw each selected fragment as an SVG thread-ownership
@@ -197,6 +204,9 @@ enum Command {
         /// GPU architecture: sm_80 or sm_90 (default: tilec.toml's, else sm_90).
         #[arg(long)]
         target: Option<String>,
+        /// Output format. JSON Lines: one `"kind": "build-instance"` record per instance (status
+        /// and the path of its `.json` description), one `"kind": "build-file"` record per file
+        /// that gave no instance, and a closing `"kind": "build-summary"` record with the counts.
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
     },
@@ -208,6 +218,10 @@ enum Command {
         /// Analyse and lower only; run nothing.
         #[arg(long)]
         no_run: bool,
+        /// Output format. JSON Lines: per saved file a `"kind": "checked"` record (error and
+        /// warning counts) after its `"kind": "diagnostic"` records, one `"kind": "status"` record
+        /// per instance whose code changed (result, device, times), and `"idle"`, `"removed"`,
+        /// `"error"` and `"restart"` records for the watcher's own events.
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
         /// GPU architecture for the generated code: sm_80 or sm_90.
@@ -294,13 +308,7 @@ fn run(cli: Cli) -> ExitCode {
             buffer,
             format,
             svg,
-        } => layout::run(
-            &file,
-            &selection,
-            buffer.as_deref(),
-            format,
-            svg.as_deref(),
-        ),
+        } => layout::run(&file, &selection, buffer.as_deref(), format, svg.as_deref()),
         Command::Bench { paths, iterations } => bench::run(&paths, iterations),
         Command::Run {
             file,

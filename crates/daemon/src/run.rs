@@ -214,7 +214,8 @@ fn before_emulating(
         let describe = describe_instance(db, instance);
         let advice = match smaller_sizes(db, instance) {
             Some((assignments, small)) if !assignments.is_empty() => {
-                let flags: Vec<String> = assignments.iter().map(|a| format!("--with {a}")).collect();
+                let flags: Vec<String> =
+                    assignments.iter().map(|a| format!("--with {a}")).collect();
                 format!(
                     "; `{}` takes about {} (or pass --force to wait)",
                     flags.join(" "),
@@ -517,7 +518,11 @@ fn launch_programs(
         };
         let compile_started = Instant::now();
         let kernel = device
-            .compile(&source, &tilec_passes::cuda::kernel_symbol(&program.name), &arch)
+            .compile(
+                &source,
+                &tilec_passes::cuda::kernel_symbol(&program.name),
+                &arch,
+            )
             .map_err(|failure| {
                 anyhow::anyhow!(
                     "NVRTC could not compile `{}`: {}\n{}",

@@ -343,7 +343,11 @@ impl InstanceSelection {
                 refuse!(
                     "--with {name}: `{}` has no argument `{name}`; its arguments: {}",
                     base.kernel(db).name(db),
-                    if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+                    if known.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        known.join(", ")
+                    }
                 );
             }
             let value = parse_value(text.trim());
@@ -371,13 +375,21 @@ impl InstanceSelection {
 /// was evaluated with, and the extents an eager kernel's tensors name.
 fn argument_names(db: &dyn tilec_db::Db, file: SourceFile, instance: Instance<'_>) -> Vec<String> {
     let kernel = instance.kernel(db).name(db);
-    let mut names: Vec<String> = instance.args(db).iter().map(|(name, _)| name.clone()).collect();
+    let mut names: Vec<String> = instance
+        .args(db)
+        .iter()
+        .map(|(name, _)| name.clone())
+        .collect();
     if let Some(outline) = tilec_db::outline(db, file)
         .kernels
         .iter()
         .find(|candidate| candidate.name() == kernel.as_str())
     {
-        let tensors: Vec<&str> = outline.tensors.iter().map(|(name, _)| name.as_str()).collect();
+        let tensors: Vec<&str> = outline
+            .tensors
+            .iter()
+            .map(|(name, _)| name.as_str())
+            .collect();
         let params = outline
             .params
             .iter()
