@@ -237,7 +237,7 @@ fn plan_instance(
 fn file_errors(db: &dyn Db, file: SourceFile) -> Vec<Value> {
     tilec_db::file_diagnostics(db, file)
         .iter()
-        .filter(|d| d.severity == tilec_ir::Severity::Error)
+        .filter(|d| d.severity.stops_analysis())
         .map(|d| render::diagnostic_json(db, file, d))
         .collect()
 }
@@ -290,7 +290,7 @@ fn failure_diagnostics(db: &dyn Db, file: SourceFile, instance: Instance<'_>) ->
     let kernel = instance.kernel(db).name(db).clone();
     let mut problems: Vec<_> = tilec_db::file_diagnostics(db, file)
         .iter()
-        .filter(|d| d.severity == tilec_ir::Severity::Error)
+        .filter(|d| d.severity.stops_analysis())
         .filter(|d| d.kernel.as_deref() == Some(kernel.as_str()))
         .cloned()
         .collect();

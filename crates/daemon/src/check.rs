@@ -17,7 +17,14 @@ fn styled() -> bool {
     std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
 }
 
-pub fn run(paths: &[PathBuf], format: Format, target: Option<&str>) -> Result<ExitCode> {
+/// Checks the files under `paths`. `strict` makes what tilec cannot analyse (`not-analysed`) fail
+/// the check like an error; without it only the kernels' own errors do.
+pub fn run(
+    paths: &[PathBuf],
+    format: Format,
+    target: Option<&str>,
+    strict: bool,
+) -> Result<ExitCode> {
     let started = Instant::now();
     let cli_target = parse_target(target)?;
     let workspace = Workspace::load(paths)?;
@@ -28,6 +35,7 @@ pub fn run(paths: &[PathBuf], format: Format, target: Option<&str>) -> Result<Ex
     let mut out = stdout.lock();
     let (mut errors, mut warnings, mut instance_count, mut checked) =
         (0usize, 0usize, 0usize, 0usize);
+    let mut not_analysed = 0usize;
     for problem in &workspace.manifest_problems {
         errors += 1;
         match format {
@@ -72,6 +80,7 @@ pub fn run(paths: &[PathBuf], format: Format, target: Option<&str>) -> Result<Ex
             match diagnostic.severity {
                 Severity::Error => errors += 1,
                 Severity::Warning => warnings += 1,
+                Severity::NotAnalysed => not_analysed += 1,
                 Severity::Info => {}
             }
             match format {
@@ -86,15 +95,19 @@ pub fn run(paths: &[PathBuf], format: Format, target: Option<&str>) -> Result<Ex
     }
     if format == Format::Human {
         let elapsed = started.elapsed();
+        let not_analysed = match not_analysed {
+            0 => String::new(),
+            n => format!(", {n} construct(s) tilec cannot analyse yet"),
+        };
         writeln!(
             out,
-            "checked {checked} file(s), {instance_count} kernel instance(s) for {target}: {errors} error(s), {warnings} warning(s) in {:.1} ms",
+            "checked {checked} file(s), {instance_count} kernel instance(s) for {target}: {errors} error(s), {warnings} warning(s){not_analysed} in {:.1} ms",
             elapsed.as_secs_f64() * 1000.0,
         )?;
     }
     Ok(if !workspace.unreadable.is_empty() {
         ExitCode::from(2)
-    } else if errors > 0 {
+    } else if errors > 0 || (strict && not_analysed > 0) {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS

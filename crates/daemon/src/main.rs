@@ -55,7 +55,10 @@ pub(crate) enum Emit {
 enum Command {
     /// Check every kernel instance in the given files or folders (default: the current folder).
     ///
-    /// Exits with 1 when there is an error-level diagnostic, 2 when a path cannot be read.
+    /// Exits with 1 when there is an error-level diagnostic, 2 when a path cannot be read. What
+    /// tilec cannot analyse yet (`not-analysed`: an operation or Python construct it does not
+    /// support) is reported but is not an error of the kernel: it fails the check only with
+    /// `--strict`.
     Check {
         /// Files or folders; folders are searched recursively for `.py` files.
         paths: Vec<PathBuf>,
@@ -67,6 +70,10 @@ enum Command {
         /// GPU architecture to check against (sm_80 or sm_90); overrides tilec.toml.
         #[arg(long)]
         target: Option<String>,
+        /// Exit with 1 also when tilec cannot analyse a construct (`not-analysed`), not only on
+        /// the kernels' errors.
+        #[arg(long)]
+        strict: bool,
     },
     /// Print the kernel world (the IR tilec builds) of a file's instances.
     Ir {
@@ -295,7 +302,8 @@ fn run(cli: Cli) -> ExitCode {
             paths,
             format,
             target,
-        } => check::run(&paths, format, target.as_deref()),
+            strict,
+        } => check::run(&paths, format, target.as_deref(), strict),
         Command::Ir {
             file,
             kernel,

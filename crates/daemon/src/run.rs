@@ -300,7 +300,7 @@ fn lowered(
     let text = file.text(db);
     let mut problems: Vec<_> = tilec_db::file_diagnostics(db, file)
         .iter()
-        .filter(|d| d.severity == tilec_ir::Severity::Error)
+        .filter(|d| d.severity.stops_analysis())
         .filter(|d| d.kernel.as_deref() == Some(instance.kernel(db).name(db).as_str()))
         .filter(|d| d.shown_by.is_empty() || d.shown_by.contains(&instance.index(db)))
         .cloned()

@@ -231,7 +231,7 @@ impl Builder<'_> {
 
     pub(crate) fn unsupported(&mut self, span: Span, what: &str) -> Stop {
         self.error(
-            Code::UnsupportedSyntax,
+            Code::NotAnalysed,
             span,
             format!("{what} is not supported by tilec"),
         )
@@ -242,7 +242,7 @@ impl Builder<'_> {
             Some(Value::Poison) => Err(Stop),
             Some(Value::Opaque(what)) if self.strict && !what.starts_with("module") => Err(self
                 .error(
-                    Code::UnsupportedSyntax,
+                    Code::NotAnalysed,
                     span,
                     format!("`{name}` cannot be used here: it is {what}"),
                 )),

@@ -368,7 +368,7 @@ impl Builder<'_> {
     pub(crate) fn store(&mut self, target: Region, value: Value<'_>, span: Span) -> Eval<()> {
         if target.dims.iter().any(|dim| dim.extent.is_some()) {
             return Err(self.error(
-                Code::UnsupportedSyntax,
+                Code::NotAnalysed,
                 span,
                 "assigning to a slice is not supported: store element by element in `T.Parallel`, or use `T.copy` / `T.fill`",
             ));
