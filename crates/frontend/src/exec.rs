@@ -811,7 +811,7 @@ impl Builder<'_> {
             return Err(self.unsupported(span, "this `with` (tilec knows `with T.Kernel(...)`)"));
         };
         if self.block.is_some() {
-            return Err(self.unsupported(span, "a `T.Kernel` nested in another kernel"));
+            return Err(self.misused(span, "a `T.Kernel` nested in another kernel"));
         }
         let entity = self.add_entity(EntityKind::Kernel);
         self.world.names.set(entity, "kernel".to_owned());

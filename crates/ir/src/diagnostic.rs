@@ -133,7 +133,9 @@ impl Code {
         match self {
             Code::ParseError => "The file is not valid Python at this point.",
             Code::UndefinedName => "A name is used but nothing defines it.",
-            Code::UnsupportedSyntax => "Python or a `T.*` operation tilec cannot handle.",
+            Code::UnsupportedSyntax => {
+                "Python or a `T.*` operation used where TileLang does not allow it."
+            }
             Code::AssertionFailed => "An `assert` is false for this instance's arguments.",
             Code::MissingArgument => "A call leaves out a parameter without a default.",
             Code::InvalidCall => "An operation or function gets arguments that do not fit.",

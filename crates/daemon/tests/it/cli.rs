@@ -266,3 +266,45 @@ fn kernels_named_like_c_keywords_build_and_run() {
         );
     }
 }
+
+/// The row maximum of a 128-row attention tile on 128 threads: each thread holds 4 of its rows, at
+/// local positions 0, 1, 32 and 33. It is charged the 4 registers it uses, not the 34 of the
+/// positions' range (which inflated the launch's total by 90 and made `register-pressure` fire).
+#[test]
+fn a_sparse_local_index_is_charged_the_registers_a_thread_uses() {
+    let Some(file) = crate::common::corpus_file("flash_attention_fwd.py") else {
+        return;
+    };
+    let output = tilec(&[
+        "layout",
+        file.to_str().expect("a UTF-8 path"),
+        "--instance",
+        "0",
+        "--with",
+        "threads=128",
+        "--format",
+        "json",
+    ]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let records: Vec<serde_json::Value> = text(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect();
+    let scores_max = records
+        .iter()
+        .find(|record| record["kind"] == "fragment" && record["buffer"] == "scores_max")
+        .expect("a scores_max record");
+    assert_eq!(
+        scores_max["index"],
+        serde_json::json!(["i // 64 * 32 + i % 16 // 8"])
+    );
+    assert_eq!(scores_max["registers_per_thread"], serde_json::json!(4));
+    let kernel = records
+        .iter()
+        .find(|record| record["kind"] == "kernel")
+        .expect("a kernel record");
+    assert_eq!(
+        kernel["fragment_registers_per_thread"],
+        serde_json::json!(276)
+    );
+}
