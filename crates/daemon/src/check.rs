@@ -84,11 +84,14 @@ pub fn run(
                 Severity::Info => {}
             }
             match format {
-                Format::Human => writeln!(
-                    out,
-                    "{}\n",
-                    render::human(&path, file.text(db), diagnostic, styled())
-                )?,
+                Format::Human => {
+                    let named = with_instance_named(db, file, diagnostic);
+                    writeln!(
+                        out,
+                        "{}\n",
+                        render::human(&path, file.text(db), &named, styled())
+                    )?
+                }
                 Format::Json => writeln!(out, "{}", render::diagnostic_json(db, file, diagnostic))?,
             }
         }
@@ -112,6 +115,46 @@ pub fn run(
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// `diagnostic` with the instance it belongs to named in its note, for people: a diagnostic that
+/// every instance of its kernel shares has no note from the database (which names instances only to
+/// tell them apart), but its message may depend on the arguments, so the text says which ones
+/// (`in instance 0 (M=4096, N=8192) of `rms_norm``, `in all 3 instances of `gemm``).
+fn with_instance_named(
+    db: &dyn tilec_db::Db,
+    file: tilec_db::SourceFile,
+    diagnostic: &tilec_db::FileDiagnostic,
+) -> tilec_db::FileDiagnostic {
+    let mut named = diagnostic.clone();
+    let Some(kernel) = diagnostic.kernel.as_deref() else {
+        return named;
+    };
+    if named.instances_note.is_some() || diagnostic.shown_by.is_empty() {
+        return named;
+    }
+    let instances: Vec<_> = tilec_db::instances(db, file)
+        .iter()
+        .filter(|instance| instance.kernel(db).name(db) == kernel)
+        .filter(|instance| diagnostic.shown_by.contains(&instance.index(db)))
+        .collect();
+    named.instances_note = match instances.as_slice() {
+        [] => None,
+        [instance] => {
+            let args: Vec<String> = instance
+                .args(db)
+                .iter()
+                .map(|(name, value)| format!("{name}={value}"))
+                .collect();
+            Some(format!(
+                "in instance {} ({}) of `{kernel}`",
+                instance.index(db),
+                args.join(", ")
+            ))
+        }
+        several => Some(format!("in all {} instances of `{kernel}`", several.len())),
+    };
+    named
 }
 
 /// Names each file that could not be read, on stderr: the other files are checked all the same,

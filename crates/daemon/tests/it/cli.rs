@@ -308,3 +308,40 @@ fn a_sparse_local_index_is_charged_the_registers_a_thread_uses() {
         serde_json::json!(276)
     );
 }
+
+/// What tilec cannot analyse yet never looks like the kernel's error: its own severity and code,
+/// once per cause, exit code 0 unless `--strict`; the human text names the instance it belongs to.
+#[test]
+fn not_analysed_is_not_an_error_unless_strict() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/diagnostics/not_analysed.py");
+    let file = file.to_str().expect("a UTF-8 path");
+    let output = tilec(&["check", file]);
+    let stdout = text(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    assert_eq!(
+        stdout.matches("note[not-analysed]: ").count(),
+        1,
+        "one diagnostic for the one cause:\n{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "note[not-analysed]: tilec cannot evaluate this dtype: it is a module function here"
+        ) && stdout.contains("= note: in instance 0 (M=1024, N=256) of `quantize`")
+            && stdout
+                .contains("0 error(s), 0 warning(s), 1 construct(s) tilec cannot analyse yet in")
+            && !stdout.contains("error["),
+        "{stdout}"
+    );
+    assert_eq!(tilec(&["check", "--strict", file]).status.code(), Some(1));
+    let output = tilec(&["check", "--format", "json", file]);
+    let diagnostics: Vec<serde_json::Value> = text(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .filter(|record: &serde_json::Value| record["kind"] == "diagnostic")
+        .collect();
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+    assert_eq!(diagnostics[0]["severity"], "not-analysed");
+    assert_eq!(diagnostics[0]["code"], "not-analysed");
+    assert_eq!(diagnostics[0]["line"], 17);
+}
