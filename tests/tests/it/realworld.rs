@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use tilec_db::{InstanceReport, RootDatabase, file_diagnostics, instance_reports, outline};
 use tilec_frontend::InstanceOrigin;
-use tilec_ir::{Code, Severity};
+use tilec_ir::Code;
 use tilec_tests::{line_of, on_analysis_stack, realworld_dir, source_file};
 
 /// Files of the set that are out of scope for an NVIDIA sm_80/sm_90 compiler, as
