@@ -452,9 +452,7 @@ fn resource_words(ptxas: &str) -> Option<String> {
 fn spills_of(ptxas: &str) -> Option<(u64, u64)> {
     let number_before = |marker: &str| -> Option<u64> {
         let before = ptxas.split(marker).next()?;
-        let words: Vec<&str> = before.split_whitespace().collect();
-        let count = words.len().checked_sub(2)?;
-        words.get(count)?.parse().ok()
+        before.split_whitespace().last()?.parse().ok()
     };
     if !ptxas.contains(" bytes spill stores") {
         return None;
