@@ -237,7 +237,7 @@ fn plan_instance(
 fn file_errors(db: &dyn Db, file: SourceFile) -> Vec<Value> {
     tilec_db::file_diagnostics(db, file)
         .iter()
-        .filter(|d| d.severity == tilec_ir::Severity::Error)
+        .filter(|d| d.severity.stops_analysis())
         .map(|d| render::diagnostic_json(db, file, d))
         .collect()
 }
@@ -290,7 +290,7 @@ fn failure_diagnostics(db: &dyn Db, file: SourceFile, instance: Instance<'_>) ->
     let kernel = instance.kernel(db).name(db).clone();
     let mut problems: Vec<_> = tilec_db::file_diagnostics(db, file)
         .iter()
-        .filter(|d| d.severity == tilec_ir::Severity::Error)
+        .filter(|d| d.severity.stops_analysis())
         .filter(|d| d.kernel.as_deref() == Some(kernel.as_str()))
         .cloned()
         .collect();
@@ -355,7 +355,7 @@ fn launch_json(program: &ThreadProgram) -> Value {
         .filter(|b| matches!(b.memory, Memory::Shared { .. }))
         .count();
     json!({
-        "function": program.name,
+        "function": tilec_passes::cuda::kernel_symbol(&program.name),
         "grid": grid,
         "persistent": program.persistent.is_some(),
         "block": program.block,
@@ -367,7 +367,9 @@ fn launch_json(program: &ThreadProgram) -> Value {
 }
 
 /// Phase 2: each unit from the cache or compiled, on a pool of worker threads. Progress goes to
-/// stderr: one updating line on a terminal, nothing otherwise (the per-instance lines follow).
+/// stderr: on a terminal a line per launch as it finishes, with its registers and spills where
+/// ptxas reported them (a long build never sits silent); nothing otherwise, since the per-instance
+/// lines on stdout follow.
 fn compile_all(
     units: &[Unit],
     cache: &Cache,
@@ -404,23 +406,61 @@ fn compile_all(
         drop(sender);
         for (done, (position, outcome)) in receiver.iter().enumerate() {
             if progress {
-                eprint!(
-                    "\r\x1b[2K[{}/{}] {}",
+                eprintln!(
+                    "[{}/{}] {} {}",
                     done + 1,
                     units.len(),
-                    units[position].stem
+                    units[position].stem,
+                    outcome_words(&outcome)
                 );
             }
             outcomes[position] = Some(outcome);
-        }
-        if progress {
-            eprint!("\r\x1b[2K");
         }
     });
     outcomes
         .into_iter()
         .map(|o| o.unwrap_or_else(|| Outcome::Failed("the worker stopped".to_owned())))
         .collect()
+}
+
+/// What became of a unit, in words for its progress line: `built (168 registers, no spills)`.
+fn outcome_words(outcome: &Outcome) -> String {
+    let (status, entry) = match outcome {
+        Outcome::Built(entry) => ("built", entry),
+        Outcome::Cached(entry) => ("cached", entry),
+        Outcome::Failed(why) => return format!("failed: {}", why.lines().next().unwrap_or("")),
+    };
+    match entry.ptxas.as_deref().and_then(resource_words) {
+        Some(words) => format!("{status} ({words})"),
+        None => status.to_owned(),
+    }
+}
+
+/// Registers and spills of a ptxas report in words (`168 registers, no spills`), when it has them.
+fn resource_words(ptxas: &str) -> Option<String> {
+    let registers = registers_of(ptxas)?;
+    Some(match spills_of(ptxas) {
+        Some((0, 0)) => format!("{registers} registers, no spills"),
+        Some((stores, loads)) => {
+            format!("{registers} registers, spills: {stores} bytes stored, {loads} bytes loaded")
+        }
+        None => format!("{registers} registers"),
+    })
+}
+
+/// The spill bytes (stores, loads) of the first "N bytes spill stores, M bytes spill loads" line.
+fn spills_of(ptxas: &str) -> Option<(u64, u64)> {
+    let number_before = |marker: &str| -> Option<u64> {
+        let before = ptxas.split(marker).next()?;
+        before.split_whitespace().last()?.parse().ok()
+    };
+    if !ptxas.contains(" bytes spill stores") {
+        return None;
+    }
+    Some((
+        number_before(" bytes spill stores")?,
+        number_before(" bytes spill loads")?,
+    ))
 }
 
 /// One unit: a valid cache entry, or a fresh compilation stored for next time. A corrupt entry
@@ -530,6 +570,8 @@ struct Written {
     status: &'static str,
     errors: Vec<String>,
     json: PathBuf,
+    /// Registers and spills of each launch ptxas reported on, in words.
+    resources: Vec<String>,
 }
 
 /// Phase 3: the `.cu`, `.ptx` and `.json` files of every instance, one line per instance. An
@@ -571,6 +613,7 @@ fn write_instance(
             status: "failed",
             errors,
             json,
+            resources: Vec::new(),
         };
     }
     let mut launches = Vec::new();
@@ -618,12 +661,23 @@ fn write_instance(
             status: "failed",
             errors,
             json,
+            resources: Vec::new(),
         };
     }
+    let resources = record
+        .units
+        .iter()
+        .filter_map(|&position| match &outcomes[position] {
+            Outcome::Built(entry) | Outcome::Cached(entry) => entry.ptxas.as_deref(),
+            Outcome::Failed(_) => None,
+        })
+        .filter_map(resource_words)
+        .collect();
     Written {
         status,
         errors,
         json,
+        resources,
     }
 }
 
@@ -672,9 +726,14 @@ fn print_instance(
     let status = written.status;
     match format {
         Format::Human => {
+            let resources = if written.resources.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", written.resources.join("; "))
+            };
             writeln!(
                 out,
-                "{status:>7} {} :: {}#{}",
+                "{status:>7} {} :: {}#{}{resources}",
                 record.file, record.kernel, record.index
             )?;
             for error in &written.errors {
@@ -804,6 +863,28 @@ mod tests {
     fn registers_come_from_the_used_line() {
         assert_eq!(registers_of(REPORT), Some(168));
         assert_eq!(registers_of("ptxas info    : 0 bytes gmem"), None);
+    }
+
+    /// The line a build prints per launch names registers and spills as ptxas reported them.
+    #[test]
+    fn registers_and_spills_in_words() {
+        assert_eq!(spills_of(REPORT), Some((0, 0)));
+        assert_eq!(
+            resource_words(REPORT).as_deref(),
+            Some("168 registers, no spills")
+        );
+        let spilling = REPORT.replace(
+            "0 bytes spill stores, 0 bytes spill loads",
+            "24 bytes spill stores, 16 bytes spill loads",
+        );
+        assert_eq!(
+            resource_words(&spilling).as_deref(),
+            Some("168 registers, spills: 24 bytes stored, 16 bytes loaded")
+        );
+        assert_eq!(resource_words("ptxas info    : 0 bytes gmem"), None);
+        let built = Outcome::Built(entry(Some(".entry k"), Some(REPORT)));
+        assert_eq!(outcome_words(&built), "built (168 registers, no spills)");
+        assert_eq!(outcome_words(&Outcome::Cached(entry(None, None))), "cached");
     }
 
     #[test]

@@ -18,7 +18,7 @@ use tilec_passes::resources::Resources;
 
 use crate::Format;
 use crate::svg::write_pictures;
-use crate::workspace::{load_one, selected_instances};
+use crate::workspace::{InstanceSelection, load_one, refuse};
 use tilec_ide::describe::{
     formulas, grid_is_clipped, origin_words, ownership_grid, plan_words, register_words,
     shared_layout_words, shared_of,
@@ -31,8 +31,7 @@ const GRID_COLUMNS: i64 = 16;
 
 pub fn run(
     path: &Path,
-    kernel: Option<&str>,
-    instance: Option<u32>,
+    selection: &InstanceSelection,
     buffer: Option<&str>,
     format: Format,
     svg: Option<&Path>,
@@ -41,7 +40,10 @@ pub fn run(
     let db = &workspace.db;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    let selected = selected_instances(db, file, kernel, instance)?;
+    let selected = selection.selected_with(db, file)?;
+    if let Some(wanted) = buffer {
+        check_buffer_exists(db, &selected, wanted)?;
+    }
     if let Some(svg) = svg {
         write_svgs(&mut out, db, file, &selected, buffer, format, svg)?;
         return Ok(ExitCode::SUCCESS);
@@ -53,6 +55,25 @@ pub fn run(
         }?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--buffer NAME` names a fragment of at least one selected instance; otherwise the command would
+/// print headers with nothing under them, so it is refused with the fragments there are.
+fn check_buffer_exists(db: &dyn Db, selected: &[Instance<'_>], wanted: &str) -> Result<()> {
+    let mut fragments: Vec<&str> = Vec::new();
+    for &instance in selected {
+        let world = kernel_world(db, instance);
+        fragments.extend(layouts(db, instance).buffers.keys().map(|&b| world.name(b)));
+    }
+    if fragments.contains(&wanted) {
+        return Ok(());
+    }
+    fragments.sort_unstable();
+    fragments.dedup();
+    if fragments.is_empty() {
+        refuse!("no fragment {wanted}; the selected instances have no fragment buffers");
+    }
+    refuse!("no fragment {wanted}; fragments: {}", fragments.join(", "))
 }
 
 /// `--svg OUT`: draws every selected fragment (see [`write_pictures`] for where the files go) and

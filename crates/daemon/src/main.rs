@@ -5,6 +5,7 @@ mod build;
 mod cache;
 mod check;
 mod discover;
+mod estimate;
 mod explain;
 mod layout;
 mod render;
@@ -35,7 +36,7 @@ struct Cli {
 pub(crate) enum Format {
     /// Diagnostics with source snippets, for people.
     Human,
-    /// JSON Lines: one `instance` object per instance, one `diagnostic` object per diagnostic.
+    /// JSON Lines, one record per line; `--format`'s help says which records this command writes.
     Json,
 }
 
@@ -54,16 +55,25 @@ pub(crate) enum Emit {
 enum Command {
     /// Check every kernel instance in the given files or folders (default: the current folder).
     ///
-    /// Exits with 1 when there is an error-level diagnostic, 2 when a path cannot be read.
+    /// Exits with 1 when there is an error-level diagnostic, 2 when a path cannot be read. What
+    /// tilec cannot analyse yet (`not-analysed`: an operation or Python construct it does not
+    /// support) is reported but is not an error of the kernel: it fails the check only with
+    /// `--strict`.
     Check {
         /// Files or folders; folders are searched recursively for `.py` files.
         paths: Vec<PathBuf>,
-        /// Output format.
+        /// Output format. JSON Lines: one `"kind": "instance"` record per kernel instance (its
+        /// arguments and where they come from) and one `"kind": "diagnostic"` record per
+        /// diagnostic (file, line, column, severity, code, message, kernel, instance, related).
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
         /// GPU architecture to check against (sm_80 or sm_90); overrides tilec.toml.
         #[arg(long)]
         target: Option<String>,
+        /// Exit with 1 also when tilec cannot analyse a construct (`not-analysed`), not only on
+        /// the kernels' errors.
+        #[arg(long)]
+        strict: bool,
     },
     /// Print the kernel world (the IR tilec builds) of a file's instances.
     Ir {
@@ -79,15 +89,16 @@ enum Command {
     /// formulas, replication, registers, where the layout came from, and a thread-ownership grid.
     Layout {
         file: PathBuf,
-        /// Only this kernel.
-        #[arg(long)]
-        kernel: Option<String>,
-        /// Only this instance of the kernel (0-based).
-        #[arg(long)]
-        instance: Option<u32>,
+        #[command(flatten)]
+        selection: InstanceSelection,
         /// Only this fragment buffer.
         #[arg(long)]
         buffer: Option<String>,
+        /// Output format. JSON Lines: one `"kind": "fragment"` record per fragment (thread and
+        /// index formulas, replication, registers per thread), one `"kind": "loop"` record per
+        /// parallel loop (thread formula, vector width, plan) and one `"kind": "kernel"` record per
+        /// launch (threads, shared memory, registers, occupancy); with `--svg`, one `"kind": "svg"`
+        /// record per picture written.
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
         /// Instead of printing the layouts, draw each selected fragment as an SVG thread-ownership
@@ -143,6 +154,10 @@ enum Command {
         /// as long as it takes). Pass smaller sizes with `--with` to emulate a large kernel.
         #[arg(long, value_name = "SECONDS", value_parser = parse_budget)]
         emulator_budget: Option<f64>,
+        /// Emulate even when the estimate says it takes minutes: without it, `tilec run` refuses
+        /// an emulation estimated past 30 seconds and names smaller `--with` sizes.
+        #[arg(long)]
+        force: bool,
     },
     /// Rank a kernel's tile configurations (block sizes, threads, stages) by a hardware model
     /// (`--recommend`, no GPU needed), or measure the top candidates on the GPU and store the
@@ -196,6 +211,9 @@ enum Command {
         /// GPU architecture: sm_80 or sm_90 (default: tilec.toml's, else sm_90).
         #[arg(long)]
         target: Option<String>,
+        /// Output format. JSON Lines: one `"kind": "build-instance"` record per instance (status
+        /// and the path of its `.json` description), one `"kind": "build-file"` record per file
+        /// that gave no instance, and a closing `"kind": "build-summary"` record with the counts.
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
     },
@@ -207,6 +225,10 @@ enum Command {
         /// Analyse and lower only; run nothing.
         #[arg(long)]
         no_run: bool,
+        /// Output format. JSON Lines: per saved file a `"kind": "checked"` record (error and
+        /// warning counts) after its `"kind": "diagnostic"` records, one `"kind": "status"` record
+        /// per instance whose code changed (result, device, times), and `"idle"`, `"removed"`,
+        /// `"error"` and `"restart"` records for the watcher's own events.
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
         /// GPU architecture for the generated code: sm_80 or sm_90.
@@ -253,6 +275,7 @@ const ANALYSIS_STACK_BYTES: usize = 512 * 1024 * 1024;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    quiet_broken_pipes();
     let cli = Cli::parse();
     let worker = std::thread::Builder::new()
         .name("tilec".to_owned())
@@ -262,6 +285,9 @@ fn main() -> ExitCode {
         .map(std::thread::JoinHandle::join)
     {
         Ok(Ok(code)) => code,
+        Ok(Err(payload)) if panic_text(payload.as_ref()).is_some_and(is_broken_pipe) => {
+            ExitCode::SUCCESS
+        }
         Ok(Err(_)) => ExitCode::from(101),
         Err(error) => {
             eprintln!("error: cannot start the analysis thread: {error}");
@@ -276,7 +302,8 @@ fn run(cli: Cli) -> ExitCode {
             paths,
             format,
             target,
-        } => check::run(&paths, format, target.as_deref()),
+            strict,
+        } => check::run(&paths, format, target.as_deref(), strict),
         Command::Ir {
             file,
             kernel,
@@ -285,19 +312,11 @@ fn run(cli: Cli) -> ExitCode {
         Command::Explain { code } => explain::run(code.as_deref()),
         Command::Layout {
             file,
-            kernel,
-            instance,
+            selection,
             buffer,
             format,
             svg,
-        } => layout::run(
-            &file,
-            kernel.as_deref(),
-            instance,
-            buffer.as_deref(),
-            format,
-            svg.as_deref(),
-        ),
+        } => layout::run(&file, &selection, buffer.as_deref(), format, svg.as_deref()),
         Command::Bench { paths, iterations } => bench::run(&paths, iterations),
         Command::Run {
             file,
@@ -312,6 +331,7 @@ fn run(cli: Cli) -> ExitCode {
             target,
             cuda_source,
             emulator_budget,
+            force,
         } => run::run(
             &file,
             &run::RunOptions {
@@ -326,6 +346,7 @@ fn run(cli: Cli) -> ExitCode {
                 target,
                 cuda_source,
                 emulator_budget: emulator_budget.map(std::time::Duration::from_secs_f64),
+                force,
             },
         ),
         Command::Tune {
@@ -393,9 +414,42 @@ fn run(cli: Cli) -> ExitCode {
         {
             ExitCode::SUCCESS
         }
+        // A request the command cannot serve (`tilec layout --buffer nope`) is the user's to fix,
+        // like a kernel error; only what stops tilec from working at all exits with 2.
+        Err(error) if error.downcast_ref::<workspace::Refusal>().is_some() => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(1)
+        }
         Err(error) => {
             eprintln!("error: {error:#}");
             ExitCode::from(2)
         }
     }
+}
+
+/// Whether a panic payload is the standard library's report of a write to a closed pipe
+/// (`println!` into `| head`).
+fn is_broken_pipe(message: &str) -> bool {
+    message.contains("failed printing to std") && message.contains("Broken pipe")
+}
+
+/// The text of a panic payload, when it has one.
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> Option<&str> {
+    payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+}
+
+/// A reader that stops early (`tilec ir f.py | head`) closes the pipe; Rust ignores SIGPIPE, so the
+/// next `println!` panics. Every command prints through `println!` somewhere, so rather than trust
+/// each to use fallible writes, the panic that report makes is kept quiet here and [`main`] exits
+/// with 0 on it, as a C program killed by SIGPIPE would be seen as done by the shell.
+fn quiet_broken_pipes() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !panic_text(info.payload()).is_some_and(is_broken_pipe) {
+            default(info);
+        }
+    }));
 }

@@ -13,8 +13,13 @@ fn level(severity: Severity) -> Level {
         Severity::Error => Level::Error,
         Severity::Warning => Level::Warning,
         Severity::Info => Level::Info,
+        Severity::NotAnalysed => Level::Note,
     }
 }
+
+/// Said under every `not-analysed` diagnostic: whose problem it is, and what was withheld.
+const NOT_ANALYSED_NOTE: &str = "this is a limit of tilec, not an error in the kernel: the \
+     instance's other checks are withheld, and `tilec check` exits 0 on it unless --strict";
 
 /// The longest underline printed: a diagnostic over a machine-generated expression thousands of
 /// characters long underlines its start rather than flooding the terminal.
@@ -64,6 +69,9 @@ pub fn human(path: &Path, text: &str, diagnostic: &FileDiagnostic, styled: bool)
     }
     if let Some(note) = &diagnostic.instances_note {
         message = message.footer(Level::Note.title(note));
+    }
+    if diagnostic.severity == Severity::NotAnalysed {
+        message = message.footer(Level::Note.title(NOT_ANALYSED_NOTE));
     }
     let explain = format!("for more about this error, run `tilec explain {code}`");
     if diagnostic.severity == Severity::Error {

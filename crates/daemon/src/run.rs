@@ -1,7 +1,7 @@
 //! `tilec run`: lower an instance to thread programs, then run them on the GPU (NVRTC + cudarc) or
 //! on the CPU emulator.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -17,9 +17,10 @@ use tilec_runtime::{
     CudaDevice, HostTensor, compare, inputs, npy, run_program_within, tolerance_for,
 };
 
+use crate::estimate::{REFUSE_SECONDS, emulator_seconds, smaller_sizes};
 use crate::render;
 use crate::tuned::apply_tuned;
-use crate::workspace::{InstanceSelection, Workspace, load_one, parse_target};
+use crate::workspace::{InstanceSelection, Workspace, load_one, parse_target, refuse};
 use tilec_runtime::tuned::TunedFor;
 
 /// Where `tilec run` executes.
@@ -52,6 +53,8 @@ pub struct RunOptions {
     /// `--emulator-budget`: how long the CPU emulator may run the launch (`None`: as long as it
     /// takes).
     pub emulator_budget: Option<Duration>,
+    /// `--force`: emulate even what the estimate says takes minutes.
+    pub force: bool,
 }
 
 /// The emulator runs at most this many thread-iterations of blocks × threads for `--check`; beyond
@@ -107,6 +110,9 @@ pub fn run(path: &Path, options: &RunOptions) -> Result<ExitCode> {
         None => return Ok(ExitCode::from(1)),
     };
     let scalars = scalar_values(db, instance, &programs)?;
+    if device.is_none() {
+        before_emulating(db, instance, &programs, &scalars, options)?;
+    }
     let replacement =
         replacement_source(options.cuda_source.as_deref(), device.as_ref(), &programs)?;
     let describe = describe_instance(db, instance);
@@ -185,6 +191,67 @@ pub fn run(path: &Path, options: &RunOptions) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// What `tilec run` says before the CPU emulator starts: which GPU-only flags it ignores, and how
+/// long the run should take. An emulation estimated past [`REFUSE_SECONDS`] is refused, with
+/// smaller `--with` sizes that take seconds, unless `--force` or `--emulator-budget` bounds the wait.
+fn before_emulating(
+    db: &dyn Db,
+    instance: Instance<'_>,
+    programs: &[ThreadProgram],
+    scalars: &[i64],
+    options: &RunOptions,
+) -> Result<()> {
+    if options.bench {
+        eprintln!("note: --bench is ignored on the CPU emulator (it times GPU launches)");
+    }
+    if options.check {
+        eprintln!("note: --check is ignored on the CPU emulator (it compares a GPU run with it)");
+    }
+    let Some(seconds) = emulator_seconds(programs, scalars) else {
+        return Ok(());
+    };
+    if seconds > REFUSE_SECONDS && !options.force && options.emulator_budget.is_none() {
+        let describe = describe_instance(db, instance);
+        let advice = match smaller_sizes(db, instance) {
+            Some((assignments, small)) if !assignments.is_empty() => {
+                let flags: Vec<String> =
+                    assignments.iter().map(|a| format!("--with {a}")).collect();
+                format!(
+                    "; `{}` takes about {} (or pass --force to wait)",
+                    flags.join(" "),
+                    format_estimate(small)
+                )
+            }
+            Some(_) | None => "; pass smaller sizes with --with, or --force to wait".to_owned(),
+        };
+        refuse!(
+            "{describe} would take the CPU emulator about {} (estimated){advice}",
+            format_estimate(seconds)
+        );
+    }
+    if std::io::stderr().is_terminal() && seconds >= 1.0 {
+        eprintln!(
+            "running {} on the CPU emulator: about {} (estimated)...",
+            describe_instance(db, instance),
+            format_estimate(seconds)
+        );
+    }
+    Ok(())
+}
+
+/// An estimated duration in the unit a person would say it in.
+fn format_estimate(seconds: f64) -> String {
+    if seconds < 1.0 {
+        "under a second".to_owned()
+    } else if seconds < 120.0 {
+        format!("{seconds:.0} s")
+    } else if seconds < 7200.0 {
+        format!("{:.0} minutes", seconds / 60.0)
+    } else {
+        format!("{:.0} hours", seconds / 3600.0)
+    }
+}
+
 /// The text of `--cuda-source`, after checking that it can stand in for the generated code: a GPU
 /// runs it, and the instance launches one kernel (whose launch shape and parameters it keeps).
 fn replacement_source(
@@ -233,7 +300,7 @@ fn lowered(
     let text = file.text(db);
     let mut problems: Vec<_> = tilec_db::file_diagnostics(db, file)
         .iter()
-        .filter(|d| d.severity == tilec_ir::Severity::Error)
+        .filter(|d| d.severity.stops_analysis())
         .filter(|d| d.kernel.as_deref() == Some(instance.kernel(db).name(db).as_str()))
         .filter(|d| d.shown_by.is_empty() || d.shown_by.contains(&instance.index(db)))
         .cloned()
@@ -451,7 +518,11 @@ fn launch_programs(
         };
         let compile_started = Instant::now();
         let kernel = device
-            .compile(&source, &program.name, &arch)
+            .compile(
+                &source,
+                &tilec_passes::cuda::kernel_symbol(&program.name),
+                &arch,
+            )
             .map_err(|failure| {
                 anyhow::anyhow!(
                     "NVRTC could not compile `{}`: {}\n{}",

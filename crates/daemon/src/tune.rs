@@ -429,7 +429,11 @@ fn compile_all(
                     candidate.programs.iter().find_map(|program| {
                         let source = tilec_passes::cuda::emit_cuda(program, &target);
                         device
-                            .compile(&source, &program.name, arch)
+                            .compile(
+                                &source,
+                                &tilec_passes::cuda::kernel_symbol(&program.name),
+                                arch,
+                            )
                             .err()
                             .map(|e| e.message)
                     })

@@ -350,7 +350,7 @@ impl Session {
             match diagnostic.severity {
                 tilec_ir::Severity::Error => errors += 1,
                 tilec_ir::Severity::Warning => warnings += 1,
-                tilec_ir::Severity::Info => {}
+                tilec_ir::Severity::Info | tilec_ir::Severity::NotAnalysed => {}
             }
             let json = render::diagnostic_json(&self.db, file, diagnostic);
             let text = render::human(path, file.text(&self.db), diagnostic, false);

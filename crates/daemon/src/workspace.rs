@@ -146,62 +146,126 @@ impl Workspace {
     }
 }
 
-/// Loads one file for a command that inspects it (`tilec ir`, `tilec layout`).
+/// A request the command cannot serve as asked (a folder where one file is wanted, a file without
+/// TileLang, a kernel, instance or fragment that is not there): `tilec` says what is wrong and exits
+/// with 1, as for a kernel with errors, where a file it cannot read exits with 2.
+#[derive(Debug)]
+pub struct Refusal(pub String);
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refusal {}
+
+/// Returns early with a [`Refusal`] made of the `format!` arguments.
+macro_rules! refuse {
+    ($($arg:tt)*) => {
+        return Err(anyhow::Error::new($crate::workspace::Refusal(format!($($arg)*))))
+    };
+}
+pub(crate) use refuse;
+
+/// Loads one file for a command that inspects it (`tilec ir`, `tilec layout`, `run`, `tune`): a
+/// folder, a file that is not Python and a Python file without TileLang are refused, since whatever
+/// the command printed for them would mean nothing.
 pub fn load_one(path: &Path) -> Result<(Workspace, SourceFile)> {
+    if path.is_dir() {
+        refuse!(
+            "{} is a folder; this command takes one `.py` file (`tilec check` and `tilec build` take folders)",
+            path.display()
+        );
+    }
     let workspace = Workspace::load(&[path.to_owned()])
         .with_context(|| format!("cannot load {}", path.display()))?;
     if let Some((path, why)) = workspace.unreadable.first() {
         bail!("cannot read {}: {why}", path.display());
     }
     let Some(&file) = workspace.files.first() else {
-        bail!("{}: not a Python file", path.display())
+        refuse!("{}: not a Python file", path.display())
     };
+    if !tilec_db::outline(&workspace.db, file).uses_tilelang {
+        refuse!(
+            "{} does not use TileLang (it imports neither `tilelang` nor `tilelang.language`)",
+            path.display()
+        );
+    }
     Ok((workspace, file))
 }
 
-/// The instances of `file` a command's `--kernel` and `--instance` select; an error names the
-/// kernels when none matches.
+/// The instances of `file` a command's `--kernel` and `--instance` select; a refusal names the
+/// kernels when none matches, and how many instances the kernel has when `--instance` is past them.
 pub fn selected_instances<'db>(
     db: &'db dyn tilec_db::Db,
     file: SourceFile,
     kernel: Option<&str>,
     instance: Option<u32>,
 ) -> Result<Vec<Instance<'db>>> {
-    let selected: Vec<_> = tilec_db::instances(db, file)
+    let of_kernel: Vec<_> = tilec_db::instances(db, file)
         .iter()
         .copied()
-        .filter(|candidate| {
-            kernel.is_none_or(|wanted| wanted == candidate.kernel(db).name(db))
-                && instance.is_none_or(|wanted| wanted == candidate.index(db))
-        })
+        .filter(|candidate| kernel.is_none_or(|wanted| wanted == candidate.kernel(db).name(db)))
         .collect();
-    if selected.is_empty() {
-        let names: Vec<&str> = tilec_db::outline(db, file)
-            .kernels
-            .iter()
-            .map(|k| k.name())
-            .collect();
-        let names = if names.is_empty() {
-            "none".to_owned()
-        } else {
-            names.join(", ")
-        };
-        bail!(
-            "no matching instance in {} (kernels: {names})",
-            file.path(db).display()
+    let selected: Vec<_> = of_kernel
+        .iter()
+        .copied()
+        .filter(|candidate| instance.is_none_or(|wanted| wanted == candidate.index(db)))
+        .collect();
+    if !selected.is_empty() {
+        return Ok(selected);
+    }
+    let path = file.path(db).display();
+    if let (Some(wanted), false) = (instance, of_kernel.is_empty()) {
+        refuse!(
+            "no instance {wanted} in {path}: {}",
+            instance_counts(db, &of_kernel)
         );
     }
-    Ok(selected)
+    let names: Vec<&str> = tilec_db::outline(db, file)
+        .kernels
+        .iter()
+        .map(|k| k.name())
+        .collect();
+    let names = if names.is_empty() {
+        "none".to_owned()
+    } else {
+        names.join(", ")
+    };
+    refuse!("no matching instance in {path} (kernels: {names})")
 }
 
-/// Which kernel instance `tilec run`, `tune` and `build` work on: `--kernel`, `--instance` and
-/// `--with`, one set of flags for the three commands.
+/// How many instances each kernel among `instances` has, in words: `` `gemm` has 2 instances (0 to
+/// 1) ``.
+fn instance_counts(db: &dyn tilec_db::Db, instances: &[Instance<'_>]) -> String {
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for candidate in instances {
+        let name = candidate.kernel(db).name(db).as_str();
+        match counts.iter_mut().find(|(known, _)| *known == name) {
+            Some((_, count)) => *count += 1,
+            None => counts.push((name, 1)),
+        }
+    }
+    let words: Vec<String> = counts
+        .iter()
+        .map(|&(name, count)| match count {
+            1 => format!("`{name}` has 1 instance (0)"),
+            _ => format!("`{name}` has {count} instances (0 to {})", count - 1),
+        })
+        .collect();
+    words.join(", ")
+}
+
+/// Which kernel instance `tilec run`, `tune`, `build` and `layout` work on: `--kernel`,
+/// `--instance` and `--with`, one set of flags for the four commands.
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct InstanceSelection {
-    /// The kernel (the factory or jit function name); default: the first (`build`: every one).
+    /// The kernel (the factory or jit function name); default: the first (`build`, `layout`:
+    /// every one).
     #[arg(long)]
     pub kernel: Option<String>,
-    /// Which instance of the kernel (0-based); default: the first (`build`: every one).
+    /// Which instance of the kernel (0-based); default: the first (`build`, `layout`: every one).
     #[arg(long)]
     pub instance: Option<u32>,
     /// Override a factory argument or const by name: `--with M=256 --with dtype=float32`.
@@ -236,18 +300,123 @@ impl InstanceSelection {
         if self.with.is_empty() {
             return Ok(base);
         }
+        let args = self.with_arguments(db, file, base)?;
+        Ok(Instance::new(db, base.kernel(db), base.index(db), args))
+    }
+
+    /// Every selected instance, each with its arguments overridden by `--with` (`tilec layout`).
+    pub fn selected_with<'db>(
+        &self,
+        db: &'db dyn tilec_db::Db,
+        file: SourceFile,
+    ) -> Result<Vec<Instance<'db>>> {
+        self.selected(db, file)?
+            .into_iter()
+            .map(|base| {
+                if self.with.is_empty() {
+                    return Ok(base);
+                }
+                let args = self.with_arguments(db, file, base)?;
+                Ok(Instance::new(db, base.kernel(db), base.index(db), args))
+            })
+            .collect()
+    }
+
+    /// `base`'s arguments with `--with` applied. A name the kernel does not have, and a value that
+    /// does not read as the kind the argument holds (an integer for `M=4096`), is refused with the
+    /// names it has: an override that silently does nothing would leave the user measuring the
+    /// wrong instance.
+    fn with_arguments(
+        &self,
+        db: &dyn tilec_db::Db,
+        file: SourceFile,
+        base: Instance<'_>,
+    ) -> Result<Vec<(String, ConstValue)>> {
         let mut args = base.args(db).clone();
+        let known = argument_names(db, file, base);
         for assignment in &self.with {
-            let (name, value) = assignment
-                .split_once('=')
-                .with_context(|| format!("--with expects NAME=VALUE, got `{assignment}`"))?;
-            let value = parse_value(value.trim());
-            match args.iter_mut().find(|(arg, _)| arg == name.trim()) {
+            let Some((name, text)) = assignment.split_once('=') else {
+                refuse!("--with expects NAME=VALUE, got `{assignment}`");
+            };
+            let name = name.trim();
+            if !known.iter().any(|known| known == name) {
+                refuse!(
+                    "--with {name}: `{}` has no argument `{name}`; its arguments: {}",
+                    base.kernel(db).name(db),
+                    if known.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        known.join(", ")
+                    }
+                );
+            }
+            let value = parse_value(text.trim());
+            let slot = args.iter_mut().find(|(arg, _)| arg == name);
+            if let Some((_, old)) = &slot
+                && let Some(kind) = mismatched_kind(old, &value)
+            {
+                refuse!(
+                    "--with {name}={}: `{name}` is {kind} here ({}), and `{}` is not one",
+                    text.trim(),
+                    crate::render::const_json(old),
+                    text.trim()
+                );
+            }
+            match slot {
                 Some(slot) => slot.1 = value,
-                None => args.push((name.trim().to_owned(), value)),
+                None => args.push((name.to_owned(), value)),
             }
         }
-        Ok(Instance::new(db, base.kernel(db), base.index(db), args))
+        Ok(args)
+    }
+}
+
+/// The names `--with` may set on `instance`: the kernel's parameters, the arguments the instance
+/// was evaluated with, and the extents an eager kernel's tensors name.
+fn argument_names(db: &dyn tilec_db::Db, file: SourceFile, instance: Instance<'_>) -> Vec<String> {
+    let kernel = instance.kernel(db).name(db);
+    let mut names: Vec<String> = instance
+        .args(db)
+        .iter()
+        .map(|(name, _)| name.clone())
+        .collect();
+    if let Some(outline) = tilec_db::outline(db, file)
+        .kernels
+        .iter()
+        .find(|candidate| candidate.name() == kernel.as_str())
+    {
+        let tensors: Vec<&str> = outline
+            .tensors
+            .iter()
+            .map(|(name, _)| name.as_str())
+            .collect();
+        let params = outline
+            .params
+            .iter()
+            .filter(|param| !tensors.contains(&param.name.as_str()))
+            .map(|param| param.name.clone());
+        let extents = outline
+            .tensors
+            .iter()
+            .flat_map(|(_, extents)| extents.iter().flatten().cloned());
+        names.extend(params.chain(extents));
+    }
+    let mut seen = std::collections::HashSet::new();
+    names.retain(|name| seen.insert(name.clone()));
+    names
+}
+
+/// What an argument holding `old` must be that `new` is not, if so: an integer stays an integer,
+/// a float takes any number, a bool a bool; strings, dtypes and `None` take anything.
+fn mismatched_kind(old: &ConstValue, new: &ConstValue) -> Option<&'static str> {
+    match (old, new) {
+        (ConstValue::Int(_), ConstValue::Int(_))
+        | (ConstValue::Float(_), ConstValue::Int(_) | ConstValue::Float(_))
+        | (ConstValue::Bool(_), ConstValue::Bool(_)) => None,
+        (ConstValue::Int(_), _) => Some("an integer"),
+        (ConstValue::Float(_), _) => Some("a number"),
+        (ConstValue::Bool(_), _) => Some("a bool (True or False)"),
+        _ => None,
     }
 }
 

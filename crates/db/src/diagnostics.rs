@@ -135,7 +135,7 @@ pub fn file_diagnostics(db: &dyn Db, file: SourceFile) -> Vec<FileDiagnostic> {
             .chain(instance_checks(db, *instance))
             .chain(&layouts(db, *instance).diagnostics)
             .chain(&resources(db, *instance).diagnostics);
-        for diagnostic in all {
+        for diagnostic in &withheld_past_limits(all) {
             let Some(resolved) = to_file_diagnostic(diagnostic, &positions.spans, kernel, index)
             else {
                 continue;
@@ -162,6 +162,40 @@ pub fn file_diagnostics(db: &dyn Db, file: SourceFile) -> Vec<FileDiagnostic> {
     found.extend(unresolved_imports(db, file));
     found.sort_by_key(|diagnostic| (diagnostic.span.start, diagnostic.span.end));
     found
+}
+
+/// An instance's diagnostics as reported. Where tilec met a construct it cannot analyse
+/// (`not-analysed`), only those are kept, one per cause: what the instance's other checks say after
+/// a construct tilec could not follow is follow-on noise that would read as the kernel's errors
+/// (one unevaluable dtype gave a `dtype-mismatch` at every buffer of it). A cause met at several
+/// places (the same message) is one diagnostic, at the first, with the others as related places.
+fn withheld_past_limits<'a>(all: impl Iterator<Item = &'a Diagnostic>) -> Vec<Diagnostic> {
+    let all: Vec<&Diagnostic> = all.collect();
+    if !all.iter().any(|d| d.severity == Severity::NotAnalysed) {
+        return all.into_iter().cloned().collect();
+    }
+    let mut causes: Vec<Diagnostic> = Vec::new();
+    for diagnostic in all
+        .into_iter()
+        .filter(|d| d.severity == Severity::NotAnalysed)
+    {
+        match causes
+            .iter_mut()
+            .find(|cause| cause.message == diagnostic.message)
+        {
+            Some(cause) if cause.anchor != diagnostic.anchor => {
+                if !cause.related.iter().any(|r| r.anchor == diagnostic.anchor) {
+                    cause.related.push(tilec_ir::Related {
+                        anchor: diagnostic.anchor,
+                        message: "the same here".to_owned(),
+                    });
+                }
+            }
+            Some(_) => {}
+            None => causes.push(diagnostic.clone()),
+        }
+    }
+    causes
 }
 
 /// Which instances of a kernel a diagnostic belongs to, when that is some but not all of them.
@@ -293,9 +327,9 @@ pub fn instance_reports(db: &dyn Db, file: SourceFile) -> Vec<InstanceReport> {
                 .iter()
                 .chain(instance_checks(db, *instance))
                 .chain(&layouts(db, *instance).diagnostics)
-                .any(|d| d.severity == Severity::Error);
+                .any(|d| d.severity.stops_analysis());
             let file_errors = diagnostics.iter().any(|d| {
-                d.severity == Severity::Error
+                d.severity.stops_analysis()
                     && d.kernel.as_deref() == Some(kernel.as_str())
                     && d.instance.is_none_or(|i| i == index)
             });

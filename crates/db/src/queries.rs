@@ -267,7 +267,7 @@ pub fn thread_programs<'db>(
 ) -> Arc<Result<Vec<tilec_ir::ThreadProgram>, Vec<Diagnostic>>> {
     let errors: Vec<Diagnostic> = instance_checks(db, instance)
         .iter()
-        .filter(|d| d.severity == tilec_ir::Severity::Error)
+        .filter(|d| d.severity.stops_analysis())
         .cloned()
         .collect();
     if !errors.is_empty() {

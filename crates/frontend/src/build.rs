@@ -476,7 +476,7 @@ impl Builder<'_> {
             });
         let Some(scope) = scope else {
             return Err(self.error(
-                Code::UnsupportedSyntax,
+                Code::NotAnalysed,
                 range_span(&inner.name),
                 format!(
                     "`{}` is the kernel, but tilec could not follow `{}` to its definition",
@@ -503,7 +503,7 @@ impl Builder<'_> {
             .map(|(_, inner)| inner)
         else {
             return Err(self.error(
-                Code::UnsupportedSyntax,
+                Code::NotAnalysed,
                 span,
                 format!(
                     "tilec cannot tell which function of `{}` builds its `@T.prim_func`",
@@ -517,7 +517,7 @@ impl Builder<'_> {
             }
             _ => {
                 return Err(self.error(
-                    Code::UnsupportedSyntax,
+                    Code::NotAnalysed,
                     range_span(&inner.name),
                     format!(
                         "`{}` builds the kernel's `@T.prim_func`, but tilec could not follow `{}` to its definition",

@@ -227,8 +227,14 @@ impl<'c> Builder<'c> {
     }
 
     /// Reports an error (in strict mode) and returns the marker that stops the statement.
+    /// A [`Code::NotAnalysed`] diagnostic gets its own severity: it is tilec's limit, not the
+    /// kernel's error.
     pub(crate) fn error(&mut self, code: Code, span: Span, message: impl Into<String>) -> Stop {
-        self.report(Diagnostic::error(code, Anchor::Span(span), message))
+        let diagnostic = match code {
+            Code::NotAnalysed => Diagnostic::not_analysed(Anchor::Span(span), message),
+            _ => Diagnostic::error(code, Anchor::Span(span), message),
+        };
+        self.report(diagnostic)
     }
 
     pub(crate) fn report(&mut self, mut diagnostic: Diagnostic) -> Stop {
@@ -236,7 +242,7 @@ impl<'c> Builder<'c> {
             diagnostic.anchor = Anchor::Span(span);
         }
         if self.strict {
-            if diagnostic.severity == tilec_ir::Severity::Error {
+            if diagnostic.severity.stops_analysis() {
                 self.world.incomplete = true;
             }
             self.diagnostics.push(diagnostic);

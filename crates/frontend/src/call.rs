@@ -80,7 +80,7 @@ impl Builder<'_> {
             }
             Value::Poison => Err(Stop),
             Value::Opaque(what) => Err(self.error(
-                Code::UnsupportedSyntax,
+                Code::NotAnalysed,
                 span,
                 format!("cannot call {what} at compile time: tilec evaluates Python itself and only knows the TileLang DSL, builtins and `math`"),
             )),
@@ -619,7 +619,7 @@ impl Builder<'_> {
         }
         let Value::ArgParser(arguments) = receiver else {
             return Err(self.error(
-                Code::UnsupportedSyntax,
+                Code::NotAnalysed,
                 args.span,
                 format!("`.{name}(...)` is not supported by tilec"),
             ));
@@ -799,7 +799,7 @@ impl Builder<'_> {
         };
         value.ok_or_else(|| {
             self.error(
-                Code::UnsupportedSyntax,
+                Code::NotAnalysed,
                 args.span,
                 format!("`str.{name}` with these arguments is not supported by tilec"),
             )
@@ -833,7 +833,7 @@ impl Builder<'_> {
                 .next()
                 .map_or(Value::None, |(v, _)| v)),
             _ => Err(self.error(
-                Code::UnsupportedSyntax,
+                Code::NotAnalysed,
                 args.span,
                 format!("`tilelang.{name}` is not supported by tilec"),
             )),
@@ -1021,7 +1021,7 @@ impl Builder<'_> {
         };
         result.ok_or_else(|| {
             self.error(
-                Code::UnsupportedSyntax,
+                Code::NotAnalysed,
                 span,
                 format!("`math.{name}` with these arguments is not supported by tilec"),
             )

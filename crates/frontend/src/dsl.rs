@@ -50,7 +50,7 @@ impl Builder<'_> {
         }
         let (major, minor) = self.target.compute_capability;
         self.error(
-            Code::UnsupportedSyntax,
+            Code::NotAnalysed,
             span,
             format!(
                 "`T.{name}` needs an NVIDIA Blackwell GPU (sm_100 or later), and this kernel is \
@@ -192,12 +192,12 @@ impl Builder<'_> {
             _ if Intrinsic::from_name(name).is_some() => self.intrinsic(name, args),
             _ if blackwell_only(name) => Err(self.other_hardware(name, args.span)),
             _ if NOT_YET.contains(&name) => Err(self.error(
-                Code::UnsupportedSyntax,
+                Code::NotAnalysed,
                 args.span,
                 format!("`T.{name}` is not supported by tilec yet"),
             )),
             _ => Err(self.error(
-                Code::UnsupportedSyntax,
+                Code::NotAnalysed,
                 args.span,
                 format!("`T.{name}` is not a TileLang operation tilec knows"),
             )),
@@ -391,7 +391,7 @@ impl Builder<'_> {
             && self.world.exprs.as_int(count) == extent;
         if !whole {
             return Err(self.error(
-                Code::UnsupportedSyntax,
+                Code::NotAnalysed,
                 args.span,
                 format!(
                     "tilec supports `T.thread_binding` over the whole `{thread}` of the launch \
@@ -530,6 +530,24 @@ impl Builder<'_> {
                 self.error(Code::DtypeMismatch, span, format!("unknown dtype {text:?}"))
             }),
             Some(Value::Poison) => Err(Stop),
+            // A value tilec does not evaluate (a dtype of `T` it does not model, a tensor
+            // parameter, an object) may well be a dtype in TileLang: tilec's limit, not the user's
+            // error.
+            Some(
+                other @ (Value::ModuleFn(..)
+                | Value::PendingTensor
+                | Value::Opaque(_)
+                | Value::Tensor(_)
+                | Value::Object(_)
+                | Value::Method(..)),
+            ) => {
+                let what = other.describe();
+                Err(self.error(
+                    Code::NotAnalysed,
+                    span,
+                    format!("tilec cannot evaluate this dtype: it is {what} here"),
+                ))
+            }
             Some(other) => {
                 let what = other.describe();
                 Err(self.error(
@@ -770,7 +788,7 @@ impl Builder<'_> {
                 Some(Value::Poison) => return Err(Stop),
                 Some(_) => {
                     return Err(self.error(
-                        Code::UnsupportedSyntax,
+                        Code::NotAnalysed,
                         args.span_of(2, "step"),
                         format!(
                             "a `T.{name}` loop with a step other than 1 is not supported by tilec"
@@ -905,7 +923,7 @@ impl Builder<'_> {
             let dtype = self.dtype_arg(&args, 2, "dtype")?;
             if Some(dtype) != base_dtype {
                 return Err(self.error(
-                    Code::UnsupportedSyntax,
+                    Code::NotAnalysed,
                     args.span_of(2, "dtype"),
                     format!(
                         "`T.view` to another dtype ({dtype}) reinterprets bytes, which tilec does not support yet"
@@ -1310,7 +1328,7 @@ impl Builder<'_> {
     pub(crate) fn intrinsic<'a>(&mut self, name: &str, args: Args<'a>) -> Eval<Value<'a>> {
         let Some(intrinsic) = Intrinsic::from_name(name) else {
             return Err(self.error(
-                Code::UnsupportedSyntax,
+                Code::NotAnalysed,
                 args.span,
                 format!("`T.{name}` is not supported by tilec"),
             ));

@@ -229,9 +229,20 @@ impl Builder<'_> {
         })
     }
 
-    pub(crate) fn unsupported(&mut self, span: Span, what: &str) -> Stop {
+    /// Python that TileLang itself does not accept in a kernel (`unsupported-syntax`, an error),
+    /// where [`Self::unsupported`] is what tilec does not evaluate yet (`not-analysed`).
+    pub(crate) fn misused(&mut self, span: Span, what: &str) -> Stop {
         self.error(
             Code::UnsupportedSyntax,
+            span,
+            format!("{what} is not supported by tilec"),
+        )
+    }
+
+    /// Python or a construct tilec does not evaluate yet: a limit of tilec's (`not-analysed`).
+    pub(crate) fn unsupported(&mut self, span: Span, what: &str) -> Stop {
+        self.error(
+            Code::NotAnalysed,
             span,
             format!("{what} is not supported by tilec"),
         )
@@ -242,7 +253,7 @@ impl Builder<'_> {
             Some(Value::Poison) => Err(Stop),
             Some(Value::Opaque(what)) if self.strict && !what.starts_with("module") => Err(self
                 .error(
-                    Code::UnsupportedSyntax,
+                    Code::NotAnalysed,
                     span,
                     format!("`{name}` cannot be used here: it is {what}"),
                 )),
@@ -738,7 +749,8 @@ impl Builder<'_> {
             Operator::LShift => BinaryOp::Shl,
             Operator::RShift => BinaryOp::Shr,
             Operator::MatMult => {
-                return Err(self.unsupported(span, "`@` (use `T.gemm` for matrix products)"));
+                // TileLang has no `@` on tiles: the kernel's error, not a limit of tilec's.
+                return Err(self.misused(span, "`@` (use `T.gemm` for matrix products)"));
             }
         };
         let both_data = is_runtime(&lhs) || is_runtime(&rhs);

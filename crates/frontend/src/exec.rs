@@ -368,7 +368,7 @@ impl Builder<'_> {
     pub(crate) fn store(&mut self, target: Region, value: Value<'_>, span: Span) -> Eval<()> {
         if target.dims.iter().any(|dim| dim.extent.is_some()) {
             return Err(self.error(
-                Code::UnsupportedSyntax,
+                Code::NotAnalysed,
                 span,
                 "assigning to a slice is not supported: store element by element in `T.Parallel`, or use `T.copy` / `T.fill`",
             ));
@@ -819,7 +819,7 @@ impl Builder<'_> {
             return Err(self.unsupported(span, "this `with` (tilec knows `with T.Kernel(...)`)"));
         };
         if self.block.is_some() {
-            return Err(self.unsupported(span, "a `T.Kernel` nested in another kernel"));
+            return Err(self.misused(span, "a `T.Kernel` nested in another kernel"));
         }
         let entity = self.add_entity(EntityKind::Kernel);
         self.world.names.set(entity, "kernel".to_owned());

@@ -11,9 +11,7 @@
 
 use ruff_python_ast::{Expr, Stmt, StmtFunctionDef};
 use rustc_hash::FxHashSet;
-use tilec_ir::{
-    Anchor, AssumedArg, Code, ConstValue, DType, Diagnostic, LoopKind, Scope, Severity, Span,
-};
+use tilec_ir::{Anchor, AssumedArg, Code, ConstValue, DType, Diagnostic, LoopKind, Scope, Span};
 
 use crate::builder::Builder;
 use crate::outline::{dotted_name, range_span};
@@ -257,7 +255,7 @@ impl Builder<'_> {
         let failed = self
             .diagnostics
             .iter()
-            .any(|diagnostic| diagnostic.severity == Severity::Error);
+            .any(|diagnostic| diagnostic.severity.stops_analysis());
         let global = |buffer| self.world.scopes.get(buffer) == Some(&Scope::Global);
         let local_shapes = self
             .world

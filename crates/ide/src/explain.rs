@@ -27,5 +27,6 @@ pub fn explain_page(code: Code) -> &'static str {
         Code::GenericInstance => include_str!("../../../docs/codes/generic-instance.md"),
         Code::UnresolvedImport => include_str!("../../../docs/codes/unresolved-import.md"),
         Code::AnalysisLimit => include_str!("../../../docs/codes/analysis-limit.md"),
+        Code::NotAnalysed => include_str!("../../../docs/codes/not-analysed.md"),
     }
 }

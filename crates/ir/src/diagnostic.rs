@@ -14,6 +14,11 @@ pub enum Severity {
     Error,
     Warning,
     Info,
+    /// tilec cannot analyse this part of the kernel (an operation or a Python construct it does not
+    /// support yet): a limit of tilec's, never an error in the kernel. Like an error it stops the
+    /// instance's analysis, so its other checks are withheld; unlike one, `tilec check` exits 0 on
+    /// it unless `--strict`, so that CI can gate on the kernel's own errors alone.
+    NotAnalysed,
 }
 
 impl Severity {
@@ -22,6 +27,16 @@ impl Severity {
             Severity::Error => "error",
             Severity::Warning => "warning",
             Severity::Info => "info",
+            Severity::NotAnalysed => "not-analysed",
+        }
+    }
+
+    /// Whether a diagnostic of this severity leaves its instance unanalysed: an error, or a
+    /// construct tilec does not support. Neither instance can be checked further or lowered.
+    pub fn stops_analysis(self) -> bool {
+        match self {
+            Severity::Error | Severity::NotAnalysed => true,
+            Severity::Warning | Severity::Info => false,
         }
     }
 }
@@ -56,10 +71,11 @@ pub enum Code {
     GenericInstance,
     UnresolvedImport,
     AnalysisLimit,
+    NotAnalysed,
 }
 
 impl Code {
-    pub const ALL: [Code; 21] = [
+    pub const ALL: [Code; 22] = [
         Code::ParseError,
         Code::UndefinedName,
         Code::UnsupportedSyntax,
@@ -81,6 +97,7 @@ impl Code {
         Code::GenericInstance,
         Code::UnresolvedImport,
         Code::AnalysisLimit,
+        Code::NotAnalysed,
     ];
 
     pub fn name(self) -> &'static str {
@@ -106,6 +123,7 @@ impl Code {
             Code::GenericInstance => "generic-instance",
             Code::UnresolvedImport => "unresolved-import",
             Code::AnalysisLimit => "analysis-limit",
+            Code::NotAnalysed => "not-analysed",
         }
     }
 
@@ -115,7 +133,9 @@ impl Code {
         match self {
             Code::ParseError => "The file is not valid Python at this point.",
             Code::UndefinedName => "A name is used but nothing defines it.",
-            Code::UnsupportedSyntax => "Python or a `T.*` operation tilec cannot handle.",
+            Code::UnsupportedSyntax => {
+                "Python or a `T.*` operation used where TileLang does not allow it."
+            }
             Code::AssertionFailed => "An `assert` is false for this instance's arguments.",
             Code::MissingArgument => "A call leaves out a parameter without a default.",
             Code::InvalidCall => "An operation or function gets arguments that do not fit.",
@@ -152,6 +172,9 @@ impl Code {
             Code::AnalysisLimit => {
                 "tilec stopped analysing here: the code exceeds one of tilec's own limits."
             }
+            Code::NotAnalysed => {
+                "An operation or Python construct tilec does not support yet; the kernel's other checks are withheld."
+            }
         }
     }
 
@@ -179,6 +202,7 @@ impl Code {
             | Code::UnevenPartition
             | Code::AnalysisLimit => Severity::Warning,
             Code::GenericInstance | Code::UnresolvedImport => Severity::Info,
+            Code::NotAnalysed => Severity::NotAnalysed,
         }
     }
 
@@ -229,6 +253,14 @@ impl Diagnostic {
             anchor,
             related: Vec::new(),
             help: None,
+        }
+    }
+
+    /// A construct tilec cannot analyse yet ([`Code::NotAnalysed`], [`Severity::NotAnalysed`]).
+    pub fn not_analysed(anchor: Anchor, message: impl Into<String>) -> Diagnostic {
+        Diagnostic {
+            severity: Severity::NotAnalysed,
+            ..Diagnostic::error(Code::NotAnalysed, anchor, message)
         }
     }
 

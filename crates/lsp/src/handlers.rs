@@ -44,7 +44,9 @@ fn to_lsp_diagnostic(lines: &LineMap<'_>, uri: &Uri, diagnostic: &FileDiagnostic
     let severity = match diagnostic.severity {
         Severity::Error => DiagnosticSeverity::ERROR,
         Severity::Warning => DiagnosticSeverity::WARNING,
-        Severity::Info => DiagnosticSeverity::INFORMATION,
+        // What tilec cannot analyse is no error of the user's: information, as rust-analyzer shows
+        // what it cannot resolve, told apart from other information by its `not-analysed` code.
+        Severity::Info | Severity::NotAnalysed => DiagnosticSeverity::INFORMATION,
     };
     let mut message = diagnostic.message.clone();
     if let Some(note) = &diagnostic.instances_note {

@@ -130,8 +130,7 @@ fn check_thread_indexed_fragments(world: &World) -> Vec<Diagnostic> {
                 })
         });
         if let Some(access) = fragment {
-            diagnostics.push(Diagnostic::error(
-                Code::UnsupportedSyntax,
+            diagnostics.push(Diagnostic::not_analysed(
                 Anchor::Entity(entity),
                 format!(
                     "`{}` is a fragment, whose elements layout inference spreads over the \

@@ -89,7 +89,7 @@ pub fn estimate_resources(world: &World, layouts: &Layouts, target: Target) -> R
     // An alias's registers are its base's.
     for (&buffer, inferred) in layouts.buffers.iter().filter(|(b, _)| !world.is_alias(**b)) {
         let bytes = world.dtypes.get(buffer).map_or(4, |dtype| dtype.bytes());
-        let elements = u64::try_from(inferred.layout.local_size(&layouts.exprs)).unwrap_or(0);
+        let elements = u64::try_from(inferred.layout.held_per_thread(&layouts.exprs)).unwrap_or(0);
         resources
             .fragment_registers
             .insert(buffer, elements.saturating_mul(bytes).div_ceil(4));

@@ -43,7 +43,7 @@ fn expectations(path: &Path, text: &str) -> Expectations {
             let Some((severity, code)) = item.trim().split_once(": ") else {
                 continue;
             };
-            if !matches!(severity, "error" | "warning" | "info") {
+            if !matches!(severity, "error" | "warning" | "info" | "not-analysed") {
                 continue;
             }
             let code = code.trim();

@@ -19,7 +19,8 @@ fn errors(source: &str) -> Vec<String> {
         let file = source_file(&db, "/kernels/threads.py", source);
         file_diagnostics(&db, file)
             .iter()
-            .filter(|d| d.severity == Severity::Error)
+            // What tilec cannot analyse yet (a partial thread binding) stops the kernel too.
+            .filter(|d| d.severity.stops_analysis())
             .map(|d| d.message.clone())
             .collect()
     })

@@ -3,6 +3,7 @@
 //! modules drive the real `tilec` binary (`CARGO_BIN_EXE_tilec`) end to end.
 
 mod build;
+mod cli;
 mod common;
 mod fuzz_regressions;
 mod lsp;

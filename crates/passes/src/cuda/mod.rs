@@ -51,6 +51,15 @@ const SHARED_ARRAY: &str = "tl_smem";
 /// The most threads one block may have on every target tilec supports.
 const MAX_THREADS_PER_BLOCK: i64 = 1024;
 
+/// The C name under which [`emit_cuda`] prints a kernel named `name`: the name itself where it is a
+/// usable identifier, else a renamed one (`double` becomes `v_double`, `_layernorm_fwd` becomes
+/// `layernorm_fwd`). A Python function may be called anything C reserves, and that is no error of the
+/// user's, so the generated code renames rather than refuses; whoever looks the compiled function up
+/// by name asks this function for it.
+pub fn kernel_symbol(name: &str) -> String {
+    Names::default().fresh(name)
+}
+
 /// Prints `program` as a complete CUDA C++ translation unit for `target`: a comment with the launch
 /// configuration, the prelude, and the kernel `extern "C" __global__ void <program.name>(..)`.
 pub fn emit_cuda(program: &ThreadProgram, target: &Target) -> String {
@@ -243,16 +252,10 @@ impl Printer<'_> {
         self.line("}");
     }
 
-    /// The kernel's name, which the runtime looks the function up by, so it is printed as given
-    /// when it is a valid identifier and reported otherwise.
+    /// The kernel's C name: the program's name made a usable, unreserved identifier by
+    /// [`kernel_symbol`], which the launcher calls too to look the function up.
     fn kernel_name(&mut self) -> String {
-        let wanted = &self.program.name;
-        let name = self.names.fresh(wanted);
-        if &name != wanted {
-            self.invalid(&format!(
-                "the kernel name `{wanted}` is not a usable C identifier"
-            ));
-        }
+        let name = self.names.fresh(&self.program.name);
         self.names.fresh(SHARED_ARRAY);
         name
     }

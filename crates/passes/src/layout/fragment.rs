@@ -6,6 +6,7 @@
 //! count — is decided exactly by enumerating the domain, never by a prover that can answer
 //! "unknown".
 
+use rustc_hash::{FxHashMap, FxHashSet};
 use tilec_ir::{ExprArena, ExprId, ExprProgram, VarId};
 
 /// Points of a domain larger than this are not enumerated; such a tile is far beyond any register
@@ -26,6 +27,19 @@ pub struct FragmentLayout {
     /// The element's position in its thread's registers (one expression per local dimension); it
     /// does not depend on the replica.
     pub index: Vec<ExprId>,
+}
+
+/// The most (element, replica) pairs [`FragmentLayout::held_per_thread`] enumerates; the largest
+/// fragment layout inference enumerates (2^20 elements) fits.
+const HELD_ENUMERATION_LIMIT: i64 = 1 << 20;
+
+/// Row-major strides of `shape`: the linear position of an index is its dot product with them.
+fn row_major_strides(shape: &[i64]) -> Vec<i64> {
+    let mut strides = vec![1i64; shape.len()];
+    for k in (0..shape.len().saturating_sub(1)).rev() {
+        strides[k] = strides[k + 1].saturating_mul(shape[k + 1]);
+    }
+    strides
 }
 
 /// Marks an [`Owners`] entry whose thread formula has no value.
@@ -497,6 +511,50 @@ impl FragmentLayout {
         self.local_shape(arena).iter().product()
     }
 
+    /// Registers' worth of elements one thread actually holds: the most distinct local positions
+    /// any thread has. Where the local index is sparse this is less than [`Self::local_size`],
+    /// which counts the index's range: the row maximum of a 128-row tensor-core tile gives each
+    /// thread 4 rows at local positions up to 33, and a thread spends registers on the 4 it uses
+    /// (the CUDA compiler keeps only the elements a thread touches), not on 34.
+    pub fn held_per_thread(&self, arena: &ExprArena) -> i64 {
+        let local = self.local_size(arena);
+        let pairs = self
+            .shape
+            .iter()
+            .product::<i64>()
+            .saturating_mul(self.replicate);
+        // Without room for holes (every thread's positions filled) the range is the count, and a
+        // domain past what layout inference enumerates keeps the range as a safe upper bound.
+        let threads = self.thread_extent(arena);
+        if threads.saturating_mul(local) <= pairs || pairs > HELD_ENUMERATION_LIMIT {
+            return local;
+        }
+        let strides = row_major_strides(&self.local_shape(arena));
+        let mut held: FxHashSet<(i64, i64)> = FxHashSet::default();
+        let mut complete = true;
+        self.for_each_chunk_mapped(arena, |_, len, threads, locals| {
+            if locals.len() != strides.len() {
+                complete = false;
+                return false;
+            }
+            for p in 0..len {
+                let position: i64 = locals.iter().zip(&strides).map(|(l, s)| l[p] * s).sum();
+                for thread in threads.iter().filter_map(|replica| replica[p]) {
+                    held.insert((thread, position));
+                }
+            }
+            true
+        });
+        if !complete {
+            return local;
+        }
+        let mut per_thread: FxHashMap<i64, i64> = FxHashMap::default();
+        for (thread, _) in held {
+            *per_thread.entry(thread).or_default() += 1;
+        }
+        per_thread.into_values().max().unwrap_or(local).min(local)
+    }
+
     /// Calls `visit(first, len, threads, locals)` per chunk of the domain, where `threads[r][p]`
     /// is the thread of the chunk's point `p`, replica `r` (`None` where it has no value) and
     /// `locals[k][p]` its local index `k` (empty where some index has no value).
@@ -631,8 +689,7 @@ impl FragmentLayout {
         let local_shape = self.local_shape(arena);
         // Keys are (thread, flattened register); values the row-major number of the element, so the
         // hot loop allocates nothing per point.
-        let mut seen: rustc_hash::FxHashMap<(i64, i64), (u64, i64)> =
-            rustc_hash::FxHashMap::default();
+        let mut seen: FxHashMap<(i64, i64), (u64, i64)> = FxHashMap::default();
         let mut found = None;
         self.for_each_chunk_mapped(arena, |first, len, threads, locals| {
             if locals.len() != self.index.len() {

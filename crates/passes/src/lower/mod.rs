@@ -73,7 +73,7 @@ pub fn lower_world(
     let layout_errors: Vec<Diagnostic> = layouts
         .diagnostics
         .iter()
-        .filter(|d| d.severity == tilec_ir::Severity::Error)
+        .filter(|d| d.severity.stops_analysis())
         .cloned()
         .collect();
     if !layout_errors.is_empty() {
