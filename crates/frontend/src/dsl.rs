@@ -14,6 +14,8 @@ use crate::eval::{Args, promote};
 use crate::value::{PersistentTiles, Value};
 use tilec_ir::Span;
 
+mod workspace;
+
 /// `T.*` names tilec knows but does not implement yet, with what to say about them.
 const NOT_YET: &[&str] = &[
     "tma_copy",
@@ -28,7 +30,6 @@ const NOT_YET: &[&str] = &[
     "reinterpret",
     "ClusterKernel",
     "grid",
-    "alloc_global",
     "print",
     "gemm_sp",
     "transpose",
@@ -116,6 +117,7 @@ impl Builder<'_> {
             | "annotate_consumer_reg_alloc" => Ok(Value::None),
             "const" => self.eager_const(args),
             "empty" => self.eager_empty(args),
+            "alloc_global" => self.alloc_global(args),
             "dynamic" | "symbolic" => {
                 let Some(Value::Str(symbol)) = args.get(0, "name").cloned() else {
                     return Err(self.error(

@@ -419,6 +419,10 @@ pub struct World {
     /// an alias (chains are resolved when the alias is made). An alias has its own shape and
     /// entity, so tile operations see it with its own shape, but no storage of its own.
     pub aliases: Column<EntityId>,
+    /// Global buffers the function allocates itself (`T.alloc_global`), which are also in
+    /// `params`, after the signature's: TileLang makes each a workspace the runtime allocates and
+    /// passes to every launch, so launches exchange data through it, and the caller never sees it.
+    pub workspaces: Vec<EntityId>,
 }
 
 impl World {

@@ -61,6 +61,7 @@ pub(super) fn rounder(dtype: DType) -> fn(f64) -> f64 {
         DType::UInt64 => |x| round_to(DType::UInt64, x),
         DType::Float8E4M3 => |x| round_to(DType::Float8E4M3, x),
         DType::Float8E5M2 => |x| round_to(DType::Float8E5M2, x),
+        DType::TFloat32 => crate::tensor::round_to_tf32,
     }
 }
 

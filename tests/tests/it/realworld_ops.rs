@@ -1,0 +1,171 @@
+//! Operations and dtypes that real TileLang files use (issue 31), each run end to end — checked,
+//! laid out, lowered, printed as CUDA and run in the emulator — on a small kernel written here,
+//! against a reference computed here independently of the emulator.
+
+use tilec_db::{RootDatabase, file_diagnostics, instances, thread_programs};
+use tilec_ir::thread::ThreadProgram;
+use tilec_runtime::inputs::make_tensors;
+use tilec_runtime::{HostTensor, run_program};
+use tilec_tests::{assert_matches, on_analysis_stack, source_file};
+
+/// Checks `source` (no error allowed), lowers its first instance, prints its launches as CUDA and
+/// runs them one after the other on the same seeded tensors, as the launches of one TileLang
+/// function run; returns the tensors after the run and the CUDA text of every launch.
+fn run(source: &str) -> (Vec<HostTensor>, Vec<String>) {
+    on_analysis_stack(|| {
+        let db = RootDatabase::default();
+        let file = source_file(&db, "/kernels/op.py", source);
+        let errors: Vec<String> = file_diagnostics(&db, file)
+            .iter()
+            .filter(|d| d.severity == tilec_ir::Severity::Error)
+            .map(|d| d.message.clone())
+            .collect();
+        assert!(errors.is_empty(), "{errors:#?}");
+        let instance = instances(&db, file)[0];
+        let programs: Vec<ThreadProgram> = match thread_programs(&db, instance).as_ref() {
+            Ok(programs) => programs.clone(),
+            Err(diagnostics) => panic!("cannot lower: {diagnostics:#?}"),
+        };
+        let cuda = programs
+            .iter()
+            .map(|program| tilec_passes::cuda::emit_cuda(program, &tilec_ir::Target::Sm90))
+            .collect();
+        let mut tensors = make_tensors(&programs[0], &[], 7, false).expect("shapes evaluate");
+        for program in &programs {
+            run_program(program, &mut tensors, &[]).expect("the emulator runs it");
+        }
+        (tensors, cuda)
+    })
+}
+
+/// TF32 rounding written from the format's definition on float32 bits, independently of
+/// tilec's: add half of the 13 dropped bits' weight to the magnitude and clear them (ties away
+/// from zero, carrying into the exponent).
+fn tf32(value: f64) -> f64 {
+    let bits = (value as f32).to_bits();
+    f64::from(f32::from_bits((bits + 0x1000) & !0x1fff))
+}
+
+const TF32_SQUARES: &str = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[2])
+def tf32_squares(M=64, N=32):
+    @T.prim_func
+    def main(
+        A: T.Tensor((M, N), T.float32),
+        B: T.Tensor((M, N), T.tfloat32),
+        C: T.Tensor((M, N), T.float32),
+    ):
+        with T.Kernel(1, threads=128) as bx:
+            A_shared = T.alloc_shared((M, N), T.float32)
+            A_tf32 = T.alloc_fragment((M, N), T.tfloat32)
+            B_shared = T.alloc_shared((M, N), T.tfloat32)
+            C_local = T.alloc_fragment((M, N), T.float32)
+            T.copy(A, A_shared)
+            T.copy(A_shared, A_tf32)
+            T.copy(B, B_shared)
+            for i, j in T.Parallel(M, N):
+                A_tf32[i, j] = A_tf32[i, j] * B_shared[i, j]
+            for i, j in T.Parallel(M, N):
+                C_local[i, j] = A_tf32[i, j] + A[i, j]
+            T.copy(C_local, C)
+
+    return main
+
+
+tf32_squares()
+"#;
+
+#[test]
+fn tfloat32_values_round_ties_away_at_every_store_and_product() {
+    let (tensors, cuda) = run(TF32_SQUARES);
+    let (a, b) = (&tensors[0], &tensors[1]);
+    // The inputs of a tf32 tensor hold tf32 values already; A is rounded by the copy.
+    assert!(b.values.iter().all(|&x| tf32(x) == x));
+    assert!(a.values.iter().any(|&x| tf32(x) != x));
+    let expected = a
+        .values
+        .iter()
+        .zip(&b.values)
+        .map(|(&x, &y)| f64::from((tf32(tf32(x) * y) + x) as f32))
+        .collect::<Vec<f64>>();
+    // Exact: every rounding is reproduced, so the comparison allows no difference at all.
+    assert_eq!(tensors[2].values, expected);
+    assert!(
+        cuda[0].contains("tl_tfloat32") && cuda[0].contains("tl_round_tf32"),
+        "{}",
+        cuda[0]
+    );
+}
+
+#[test]
+fn tf32_rounding_ties_away_from_zero_and_overflows_past_the_largest_value() {
+    use tilec_ir::dtype::round_to_tf32;
+    // 1 + 2^-11 lies halfway between 1 and 1 + 2^-10: ties go away from zero.
+    let half_step = 1.0 + 2f64.powi(-11);
+    assert_eq!(round_to_tf32(half_step), 1.0 + 2f64.powi(-10));
+    assert_eq!(round_to_tf32(-half_step), -(1.0 + 2f64.powi(-10)));
+    for x in [0.1, -3.7, 1e-39, 6.02e23, 1.0 / 3.0] {
+        assert_eq!(round_to_tf32(x), tf32(x), "{x}");
+    }
+    assert_eq!(round_to_tf32(f64::from(f32::MAX)), f64::INFINITY);
+}
+
+const SPLIT_SUM: &str = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[1])
+def split_sum(M=64, N=256, splits=4):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), T.float32), Out: T.Tensor((M,), T.float32)):
+        partial = T.alloc_global((splits, M), T.float32)
+        with T.Kernel(splits, threads=64) as bx:
+            tile = T.alloc_fragment((M, N // splits), T.float32)
+            row = T.alloc_fragment((M,), T.float32)
+            T.copy(A[0, bx * (N // splits)], tile)
+            T.reduce_sum(tile, row, dim=1)
+            T.copy(row, partial[bx, 0])
+        with T.Kernel(1, threads=64) as bx:
+            parts = T.alloc_fragment((splits, M), T.float32)
+            total = T.alloc_fragment((M,), T.float32)
+            T.copy(partial, parts)
+            T.reduce_sum(parts, total, dim=0)
+            T.copy(total, Out)
+
+    return main
+
+
+split_sum()
+"#;
+
+#[test]
+fn a_global_workspace_carries_partial_results_from_one_launch_to_the_next() {
+    let (tensors, cuda) = run(SPLIT_SUM);
+    // The workspace is the third tensor: allocated by the runner, not by the caller.
+    assert_eq!(tensors.len(), 3);
+    assert_eq!(tensors[2].shape, [4, 64]);
+    let (m, n, splits) = (64, 256, 4);
+    let a = &tensors[0];
+    let partials = (0..splits * m)
+        .map(|e| {
+            let (split, row) = (e / m, e % m);
+            let columns = split * (n / splits)..(split + 1) * (n / splits);
+            columns.map(|j| a.values[row * n + j]).sum::<f64>()
+        })
+        .collect::<Vec<f64>>();
+    assert_matches("partial", &tensors[2], partials);
+    let sums = (0..m)
+        .map(|row| (0..n).map(|j| a.values[row * n + j]).sum::<f64>())
+        .collect();
+    assert_matches("Out", &tensors[1], sums);
+    // Each launch takes the workspace as one more pointer after the function's own tensors.
+    assert_eq!(cuda.len(), 2);
+    for text in &cuda {
+        assert!(text.contains("float* __restrict__ partial"), "{text}");
+    }
+}
