@@ -14,6 +14,7 @@ use crate::eval::{Args, promote};
 use crate::value::{PersistentTiles, Value};
 use tilec_ir::Span;
 
+mod reinterpret;
 mod workspace;
 
 /// `T.*` names tilec knows but does not implement yet, with what to say about them.
@@ -27,7 +28,6 @@ const NOT_YET: &[&str] = &[
     "tcgen05_gemm",
     "call_extern",
     "import_source",
-    "reinterpret",
     "ClusterKernel",
     "grid",
     "print",
@@ -118,6 +118,7 @@ impl Builder<'_> {
             "const" => self.eager_const(args),
             "empty" => self.eager_empty(args),
             "alloc_global" => self.alloc_global(args),
+            "reinterpret" => self.reinterpret(args),
             "dynamic" | "symbolic" => {
                 let Some(Value::Str(symbol)) = args.get(0, "name").cloned() else {
                     return Err(self.error(

@@ -476,7 +476,8 @@ impl Builder<'_> {
             | DataExpr::Compare { .. }
             | DataExpr::Call { .. }
             | DataExpr::Cast { .. }
-            | DataExpr::Select { .. } => None,
+            | DataExpr::Select { .. }
+            | DataExpr::Reinterpret { .. } => None,
         }
     }
 
@@ -924,7 +925,31 @@ impl Builder<'_> {
                 let (id, _) = self.data_expr(&operand, span)?;
                 Ok(self.data(DataExpr::Not(id), Some(DType::Bool)))
             }
-            (UnaryOp::Invert, _) => Err(self.unsupported(span, "`~` on a runtime value")),
+            (UnaryOp::Invert, _) => self.invert_data(operand, span),
+        }
+    }
+
+    /// `~x` on a run-time value: on an integer, its bits flipped, which is `x ^ -1` once the `-1`
+    /// takes `x`'s dtype (all ones at any width, signed or not); on a `bool`, `not x`, as TVM has it.
+    fn invert_data<'a>(&mut self, operand: Value<'a>, span: Span) -> Eval<Value<'a>> {
+        let (id, dtype) = self.data_expr(&operand, span)?;
+        match dtype {
+            Some(DType::Bool) => Ok(self.data(DataExpr::Not(id), Some(DType::Bool))),
+            Some(dtype) if dtype.is_int() => {
+                let all_ones = self.world.data.push(DataExpr::Int {
+                    value: -1,
+                    dtype: None,
+                });
+                Ok(self.data(
+                    DataExpr::Binary {
+                        op: BinaryOp::BitXor,
+                        lhs: id,
+                        rhs: all_ones,
+                    },
+                    Some(dtype),
+                ))
+            }
+            _ => Err(self.unsupported(span, "`~` on a run-time value that is not an integer")),
         }
     }
 

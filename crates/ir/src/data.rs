@@ -200,6 +200,13 @@ pub enum DataExpr {
         then: DataId,
         otherwise: DataId,
     },
+    /// `T.reinterpret(value, dtype)`: the bits of `value`, a value of `from`, read as a `dtype`
+    /// of the same width (a float's bit pattern as an unsigned integer, for radix selection).
+    Reinterpret {
+        dtype: DType,
+        from: DType,
+        value: DataId,
+    },
 }
 
 impl DataExpr {
@@ -212,7 +219,9 @@ impl DataExpr {
             | DataExpr::Load { .. }
             | DataExpr::ReadVar(_) => ([None; 3], &[]),
             DataExpr::Neg(inner) | DataExpr::Not(inner) => ([Some(*inner), None, None], &[]),
-            DataExpr::Cast { value, .. } => ([Some(*value), None, None], &[]),
+            DataExpr::Cast { value, .. } | DataExpr::Reinterpret { value, .. } => {
+                ([Some(*value), None, None], &[])
+            }
             DataExpr::Binary { lhs, rhs, .. } | DataExpr::Compare { lhs, rhs, .. } => {
                 ([Some(*lhs), Some(*rhs), None], &[])
             }

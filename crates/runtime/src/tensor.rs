@@ -264,6 +264,14 @@ fn encode_fp8(dtype: DType, value: f64) -> u8 {
     sign | best
 }
 
+/// The `to` whose bytes are those of `value` stored as a `from` (`T.reinterpret`; the widths
+/// agree, which the front end checks).
+pub fn reinterpret_bits(from: DType, to: DType, value: f64) -> f64 {
+    let mut bytes = Vec::with_capacity(8);
+    push_element(&mut bytes, from, value);
+    read_element(to, &bytes)
+}
+
 fn push_element(bytes: &mut Vec<u8>, dtype: DType, value: f64) {
     match dtype {
         DType::Float64 => bytes.extend_from_slice(&value.to_le_bytes()),

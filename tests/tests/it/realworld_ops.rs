@@ -169,3 +169,80 @@ fn a_global_workspace_carries_partial_results_from_one_launch_to_the_next() {
         assert!(text.contains("float* __restrict__ partial"), "{text}");
     }
 }
+
+const RADIX_KEYS: &str = r#"
+import tilelang
+import tilelang.language as T
+
+
+def convert_to_uint16(x):
+    hval = T.cast(x, T.float16)
+    bits_uint = T.reinterpret(hval, T.uint16)
+    bits_uint = T.if_then_else(x < 0, ~bits_uint & (0xFFFF), bits_uint | (0x8000))
+    return bits_uint >> 8
+
+
+def convert_to_uint32(x):
+    bits_uint = T.reinterpret(x, T.uint32)
+    bits_uint = T.if_then_else(
+        x < 0,
+        ~bits_uint & T.cast((0xFFFFFFFF), T.uint32),
+        bits_uint | T.cast((0x80000000), T.uint32),
+    )
+    return bits_uint
+
+
+@tilelang.jit(out_idx=[1, 2, 3])
+def radix_keys(N=256):
+    @T.prim_func
+    def main(
+        A: T.Tensor((N,), T.float32),
+        Keys: T.Tensor((N,), T.uint32),
+        Buckets: T.Tensor((N,), T.uint16),
+        Negated: T.Tensor((N,), T.float32),
+    ):
+        with T.Kernel(1, threads=128) as bx:
+            for i in T.Parallel(N):
+                Keys[i] = convert_to_uint32(A[i])
+                Buckets[i] = convert_to_uint16(A[i])
+                flipped = T.reinterpret(A[i], T.uint32) ^ T.uint32(0x80000000)
+                Negated[i] = T.reinterpret(T.float32, flipped)
+
+    return main
+
+
+radix_keys()
+"#;
+
+#[test]
+fn reinterpret_reads_a_floats_bits_as_an_unsigned_key_and_back() {
+    let (tensors, cuda) = run(RADIX_KEYS);
+    let a = &tensors[0];
+    let keys = a
+        .values
+        .iter()
+        .map(|&x| {
+            let bits = (x as f32).to_bits();
+            f64::from(if x < 0.0 { !bits } else { bits | 0x8000_0000 })
+        })
+        .collect::<Vec<f64>>();
+    assert_eq!(tensors[1].values, keys);
+    let buckets = a
+        .values
+        .iter()
+        .map(|&x| {
+            let bits = half::f16::from_f64(x).to_bits();
+            let key = if x < 0.0 { !bits } else { bits | 0x8000 };
+            f64::from(key >> 8)
+        })
+        .collect::<Vec<f64>>();
+    assert_eq!(tensors[2].values, buckets);
+    let negated = a.values.iter().map(|&x| -x).collect::<Vec<f64>>();
+    assert_eq!(tensors[3].values, negated);
+    // Radix order is float order: sorting by key sorts the values.
+    let mut order: Vec<usize> = (0..a.values.len()).collect();
+    order.sort_by_key(|&i| keys[i] as u64);
+    assert!(order.windows(2).all(|w| a.values[w[0]] <= a.values[w[1]]));
+    assert!(cuda[0].contains("__float_as_uint") && cuda[0].contains("__uint_as_float"));
+    assert!(cuda[0].contains("tl_bits(tl_float_to_half("), "{}", cuda[0]);
+}
