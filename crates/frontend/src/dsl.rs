@@ -15,6 +15,7 @@ use crate::value::{PersistentTiles, Value};
 use tilec_ir::Span;
 
 mod reinterpret;
+mod vector_atomic;
 mod workspace;
 
 /// `T.*` names tilec knows but does not implement yet, with what to say about them.
@@ -119,6 +120,8 @@ impl Builder<'_> {
             "empty" => self.eager_empty(args),
             "alloc_global" => self.alloc_global(args),
             "reinterpret" => self.reinterpret(args),
+            "atomic_addx2" => self.vector_atomic_add(name, 2, args),
+            "atomic_addx4" => self.vector_atomic_add(name, 4, args),
             "dynamic" | "symbolic" => {
                 let Some(Value::Str(symbol)) = args.get(0, "name").cloned() else {
                     return Err(self.error(

@@ -12,6 +12,12 @@ use tilec_tests::{assert_matches, on_analysis_stack, source_file};
 /// runs them one after the other on the same seeded tensors, as the launches of one TileLang
 /// function run; returns the tensors after the run and the CUDA text of every launch.
 fn run(source: &str) -> (Vec<HostTensor>, Vec<String>) {
+    let (_, after, cuda) = run_from(source);
+    (after, cuda)
+}
+
+/// [`run`], also returning the tensors as they were before the launches.
+fn run_from(source: &str) -> (Vec<HostTensor>, Vec<HostTensor>, Vec<String>) {
     on_analysis_stack(|| {
         let db = RootDatabase::default();
         let file = source_file(&db, "/kernels/op.py", source);
@@ -31,10 +37,11 @@ fn run(source: &str) -> (Vec<HostTensor>, Vec<String>) {
             .map(|program| tilec_passes::cuda::emit_cuda(program, &tilec_ir::Target::Sm90))
             .collect();
         let mut tensors = make_tensors(&programs[0], &[], 7, false).expect("shapes evaluate");
+        let before = tensors.clone();
         for program in &programs {
             run_program(program, &mut tensors, &[]).expect("the emulator runs it");
         }
-        (tensors, cuda)
+        (before, tensors, cuda)
     })
 }
 
@@ -245,4 +252,48 @@ fn reinterpret_reads_a_floats_bits_as_an_unsigned_key_and_back() {
     assert!(order.windows(2).all(|w| a.values[w[0]] <= a.values[w[1]]));
     assert!(cuda[0].contains("__float_as_uint") && cuda[0].contains("__uint_as_float"));
     assert!(cuda[0].contains("tl_bits(tl_float_to_half("), "{}", cuda[0]);
+}
+
+const VECTOR_ATOMICS: &str = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def scatter_add(M=16, N=32, blocks=3):
+    @T.prim_func
+    def main(
+        A: T.Tensor((M, N), T.float32),
+        Rows: T.Tensor((M,), T.int32),
+        Out: T.Tensor((M, N), T.float32),
+    ):
+        with T.Kernel(blocks, threads=128) as bx:
+            A_shared = T.alloc_shared((M, N), T.float32)
+            T.copy(A, A_shared)
+            for i, j in T.Parallel(M, N // 4):
+                T.atomic_addx4(Out[Rows[i] % M, j * 4], A_shared[i, j * 4])
+            for i, j in T.Parallel(M, N // 2):
+                T.atomic_addx2(Out[i, j * 2], A_shared[i, j * 2])
+
+    return main
+
+
+scatter_add()
+"#;
+
+#[test]
+fn vector_atomic_adds_add_each_of_their_consecutive_elements() {
+    let (before, after, cuda) = run_from(VECTOR_ATOMICS);
+    let (m, n, blocks) = (16, 32, 3.0);
+    let (a, rows) = (&before[0], &before[1]);
+    let mut expected = before[2].values.clone();
+    for i in 0..m {
+        let row = (rows.values[i] as usize) % m;
+        for j in 0..n {
+            expected[row * n + j] += blocks * a.values[i * n + j];
+            expected[i * n + j] += blocks * a.values[i * n + j];
+        }
+    }
+    assert_matches("Out", &after[2], expected);
+    assert!(cuda[0].contains("atomicAdd"), "{}", cuda[0]);
 }
