@@ -306,6 +306,7 @@ impl Builder<'_> {
                 Some(dtype) => Value::DType(*dtype),
                 None => return Err(Stop),
             },
+            (Value::Buffer(buffer), "data") => Value::DataPointer(self.world.storage_of(*buffer)),
             (Value::Buffer(buffer), "shape") => {
                 let shape = self.world.shapes.get(*buffer).cloned().unwrap_or_default();
                 Value::tuple(

@@ -14,6 +14,7 @@ use crate::eval::{Args, promote};
 use crate::value::{PersistentTiles, Value};
 use tilec_ir::Span;
 
+mod data_view;
 mod reinterpret;
 mod vector_atomic;
 mod workspace;
@@ -561,6 +562,9 @@ impl Builder<'_> {
     }
 
     fn tensor_type<'a>(&mut self, args: Args<'a>) -> Eval<Value<'a>> {
+        if let Some(Value::DataPointer(base)) = args.get(2, "data") {
+            return self.view_of_data(*base, &args);
+        }
         let shape = self.required(&args, 0, "shape")?;
         let dtype = match args.get(1, "dtype") {
             None => DType::Float32,

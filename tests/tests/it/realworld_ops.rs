@@ -297,3 +297,45 @@ fn vector_atomic_adds_add_each_of_their_consecutive_elements() {
     assert_matches("Out", &after[2], expected);
     assert!(cuda[0].contains("atomicAdd"), "{}", cuda[0]);
 }
+
+const DATA_VIEWS: &str = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[1])
+def flatten_filter(KH=3, KW=3, C=8, F=32, block=24):
+    @T.prim_func
+    def main(
+        kernel: T.Tensor((KH, KW, C, F), T.float16),
+        out: T.Tensor((KH, KW, C, F), T.float16),
+    ):
+        with T.Kernel(KH * KW * C // block, threads=128) as bx:
+            kernel_flat = T.Tensor((KH * KW * C, F), T.float16, kernel.data)
+            out_flat = T.Tensor((KH * KW * C, F), T.float16, out.data)
+            tile = T.alloc_fragment((block, F), T.float32)
+            T.copy(kernel_flat[bx * block, 0], tile)
+            for i, j in T.Parallel(block, F):
+                tile[i, j] = tile[i, j] * 2.0 + (bx * block + i)
+            T.copy(tile, out_flat[bx * block, 0])
+
+    return main
+
+
+flatten_filter()
+"#;
+
+#[test]
+fn a_tensor_over_another_buffers_data_addresses_its_elements_with_a_new_shape() {
+    let (tensors, _) = run(DATA_VIEWS);
+    let f = 32;
+    // The flat view is the filter's storage read as (72, 32): its element (r, j) is the filter's
+    // element r * 32 + j in row-major order.
+    let expected = tensors[0]
+        .values
+        .iter()
+        .enumerate()
+        .map(|(e, &x)| x * 2.0 + (e / f) as f64)
+        .collect();
+    assert_matches("out", &tensors[1], expected);
+}
