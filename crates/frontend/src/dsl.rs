@@ -15,6 +15,7 @@ use crate::value::{PersistentTiles, Value};
 use tilec_ir::Span;
 
 mod data_view;
+mod im2col;
 mod reinterpret;
 mod vector_atomic;
 mod workspace;
@@ -123,6 +124,7 @@ impl Builder<'_> {
             "reinterpret" => self.reinterpret(args),
             "atomic_addx2" => self.vector_atomic_add(name, 2, args),
             "atomic_addx4" => self.vector_atomic_add(name, 4, args),
+            "im2col" | "c2d_im2col" => self.im2col(args),
             "dynamic" | "symbolic" => {
                 let Some(Value::Str(symbol)) = args.get(0, "name").cloned() else {
                     return Err(self.error(

@@ -339,3 +339,63 @@ fn a_tensor_over_another_buffers_data_addresses_its_elements_with_a_new_shape() 
         .collect();
     assert_matches("out", &tensors[1], expected);
 }
+
+const CONVOLUTION: &str = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[2])
+def convolution(N=2, C=16, H=8, W=8, F=32, K=3, S=2, D=2, P=2, block_M=32, block_N=32, block_K=16):
+    KH, KW = K, K
+    OH = (H + 2 * P - D * (K - 1) - 1) // S + 1
+    OW = (W + 2 * P - D * (K - 1) - 1) // S + 1
+
+    @T.prim_func
+    def main(
+        data: T.Tensor((N, H, W, C), T.float16),
+        kernel: T.Tensor((KH, KW, C, F), T.float16),
+        out: T.Tensor((N, OH, OW, F), T.float16),
+    ):
+        with T.Kernel(T.ceildiv(F, block_N), T.ceildiv(N * OH * OW, block_M), threads=128) as (bx, by):
+            data_shared = T.alloc_shared((block_M, block_K), T.float16)
+            kernel_shared = T.alloc_shared((block_K, block_N), T.float16)
+            out_local = T.alloc_fragment((block_M, block_N), T.float32)
+            kernel_flat = T.Tensor((KH * KW * C, F), T.float16, kernel.data)
+            out_flat = T.Tensor((N * OH * OW, F), T.float16, out.data)
+            T.clear(out_local)
+            for k_iter in T.Pipelined(T.ceildiv(KH * KW * C, block_K), num_stages=2):
+                T.im2col(data, data_shared, by, k_iter, KH, S, D, P)
+                T.copy(kernel_flat[k_iter * block_K, bx * block_N], kernel_shared)
+                T.gemm(data_shared, kernel_shared, out_local)
+            T.copy(out_local, out_flat[by * block_M, bx * block_N])
+
+    return main
+
+
+convolution()
+"#;
+
+#[test]
+fn im2col_feeds_a_gemm_that_computes_a_strided_dilated_padded_convolution() {
+    let (tensors, cuda) = run(CONVOLUTION);
+    let (n, c, h, w, f, k, s, d, p) = (2, 16, 8, 8, 32, 3, 2, 2, 2);
+    let (oh, ow) = (4, 4);
+    let (data, kernel) = (&tensors[0], &tensors[1]);
+    let mut expected = vec![0.0; n * oh * ow * f];
+    for (b, y, x, o) in
+        (0..n * oh * ow * f).map(|e| (e / (oh * ow * f), e / (ow * f) % oh, e / f % ow, e % f))
+    {
+        let mut sum = 0.0;
+        for (kh, kw, ci) in (0..k * k * c).map(|q| (q / (k * c), q / c % k, q % c)) {
+            let (iy, ix) = ((y * s + kh * d) as i64 - p, (x * s + kw * d) as i64 - p);
+            if (0..h as i64).contains(&iy) && (0..w as i64).contains(&ix) {
+                let pixel = ((b * h + iy as usize) * w + ix as usize) * c + ci;
+                sum += data.values[pixel] * kernel.values[((kh * k + kw) * c + ci) * f + o];
+            }
+        }
+        expected[((b * oh + y) * ow + x) * f + o] = sum;
+    }
+    assert_matches("out", &tensors[2], expected);
+    assert_eq!(cuda.len(), 1);
+}
