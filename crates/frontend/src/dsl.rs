@@ -14,6 +14,7 @@ use crate::eval::{Args, promote};
 use crate::value::{PersistentTiles, Value};
 use tilec_ir::Span;
 
+mod coordinates;
 mod data_view;
 mod im2col;
 mod reinterpret;
@@ -125,6 +126,7 @@ impl Builder<'_> {
             "atomic_addx2" => self.vector_atomic_add(name, 2, args),
             "atomic_addx4" => self.vector_atomic_add(name, 4, args),
             "im2col" | "c2d_im2col" => self.im2col(args),
+            "index_to_coordinates" => self.index_to_coordinates(args),
             "dynamic" | "symbolic" => {
                 let Some(Value::Str(symbol)) = args.get(0, "name").cloned() else {
                     return Err(self.error(

@@ -399,3 +399,37 @@ fn im2col_feeds_a_gemm_that_computes_a_strided_dilated_padded_convolution() {
     assert_matches("out", &tensors[2], expected);
     assert_eq!(cuda.len(), 1);
 }
+
+const COORDINATES: &str = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[1])
+def unflatten(M=4, N=6, L=8):
+    assert T.index_to_coordinates(23, (M, N)) == [3, 5]
+    @T.prim_func
+    def main(A: T.Tensor((M * N * L,), T.float32), B: T.Tensor((L, M, N), T.float32)):
+        with T.Kernel(1, threads=64) as bx:
+            for index in T.Parallel(M * N * L):
+                l, m, n = T.index_to_coordinates(index, (L, M, N))
+                B[l, m, n] = A[index] + m * 10 + n
+
+    return main
+
+
+unflatten()
+"#;
+
+#[test]
+fn index_to_coordinates_unflattens_a_row_major_index() {
+    let (tensors, _) = run(COORDINATES);
+    let (m, n) = (4, 6);
+    let expected = tensors[0]
+        .values
+        .iter()
+        .enumerate()
+        .map(|(e, &x)| x + (e / n % m * 10 + e % n) as f64)
+        .collect();
+    assert_matches("B", &tensors[1], expected);
+}
