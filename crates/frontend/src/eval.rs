@@ -340,6 +340,13 @@ impl Builder<'_> {
                 self.allocate(text.len() as u128, "string", span)?;
                 Ok(text.chars().map(|c| Value::str(&c.to_string())).collect())
             }
+            // TileLang's dtypes are `str` subclasses: iterating one gives its name's characters
+            // (`"".join(c for c in storage_dtype if c.isdigit())` reads a width).
+            Value::DType(dtype) => Ok(dtype
+                .name()
+                .chars()
+                .map(|c| Value::str(&c.to_string()))
+                .collect()),
             Value::Poison => Err(Stop),
             other => Err(self.error(
                 Code::MetaError,

@@ -60,7 +60,7 @@ impl DType {
             "int64" => DType::Int64,
             "uint8" => DType::UInt8,
             "uint16" => DType::UInt16,
-            "uint32" => DType::UInt32,
+            "uint32" | "uint" => DType::UInt32,
             "uint64" => DType::UInt64,
             "float8_e4m3" | "float8_e4m3fn" | "e4m3_float8" => DType::Float8E4M3,
             "float8_e5m2" | "e5m2_float8" => DType::Float8E5M2,

@@ -433,3 +433,40 @@ fn index_to_coordinates_unflattens_a_row_major_index() {
         .collect();
     assert_matches("B", &tensors[1], expected);
 }
+
+const DTYPE_META: &str = r#"
+import tilelang
+import tilelang.language as T
+from tilelang import DataType
+
+
+@tilelang.jit(out_idx=[1])
+def packed_copy(N=64, storage_dtype=T.int8, source_format="uint"):
+    # TileLang's dtypes are strings with TVM's DataType fields; "uint" alone is uint32, as in TVM.
+    storage_nbit = int("".join(c for c in storage_dtype if c.isdigit()))
+    assert storage_nbit == 8 and DataType(T.float16).bits == 16
+    assert T.dtype(source_format) == T.uint32
+    @T.prim_func
+    def main(A: T.Tensor((N,), storage_dtype), B: T.Tensor((N,), T.dtype(source_format))):
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(N):
+                B[i] = A[i] * storage_nbit
+
+    return main
+
+
+packed_copy()
+"#;
+
+#[test]
+fn dtypes_iterate_as_their_names_and_tell_their_bits() {
+    let (tensors, _) = run(DTYPE_META);
+    assert_eq!(tensors[1].dtype, tilec_ir::DType::UInt32);
+    // int8 times 8 in int8 wraps before the store converts it to uint32 (as C and TVM do).
+    let expected = tensors[0]
+        .values
+        .iter()
+        .map(|&x| f64::from((x as i8).wrapping_mul(8) as u32))
+        .collect::<Vec<f64>>();
+    assert_eq!(tensors[1].values, expected);
+}
