@@ -709,6 +709,9 @@ impl Builder<'_> {
         if let Some(result) = self.meta_binary(op, &lhs, &rhs, span)? {
             return Ok(result);
         }
+        if let Some(result) = crate::torch::elementwise(op, &lhs, &rhs) {
+            return Ok(result);
+        }
         let symbolic = matches!(lhs, Value::Index(_)) || matches!(rhs, Value::Index(_));
         if symbolic && let (Some(a), Some(b)) = (self.index_expr(&lhs), self.index_expr(&rhs)) {
             let divides = matches!(op, Operator::FloorDiv | Operator::Div | Operator::Mod);

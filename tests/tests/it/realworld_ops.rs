@@ -470,3 +470,34 @@ fn dtypes_iterate_as_their_names_and_tell_their_bits() {
         .collect::<Vec<f64>>();
     assert_eq!(tensors[1].values, expected);
 }
+
+const TORCH_ARITHMETIC: &str = r#"
+import torch
+import tilelang
+import tilelang.language as T
+
+A = torch.rand(64, 32, device="cuda", dtype=torch.float16) * 2 - 1
+M, K = A.shape
+
+
+@tilelang.jit(out_idx=[1])
+def scaled(block=M // 4):
+    @T.prim_func
+    def main(X: T.Tensor((M, K), T.float16), Y: T.Tensor((M, K), T.float16)):
+        with T.Kernel(M // block, threads=128) as bx:
+            for i, j in T.Parallel(block, K):
+                Y[bx * block + i, j] = X[bx * block + i, j] * 2.0
+
+    return main
+
+
+scaled()
+"#;
+
+#[test]
+fn arithmetic_on_a_torch_tensor_keeps_its_shape_for_the_script() {
+    let (tensors, _) = run(TORCH_ARITHMETIC);
+    assert_eq!(tensors[1].shape, [64, 32]);
+    let doubled = tensors[0].values.iter().map(|&x| x * 2.0).collect();
+    assert_matches("Y", &tensors[1], doubled);
+}
