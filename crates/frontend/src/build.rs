@@ -686,7 +686,8 @@ impl Builder<'_> {
     }
 
     fn resolve_out_idx(&mut self, mut outputs: Vec<tilec_ir::EntityId>) -> Vec<tilec_ir::EntityId> {
-        let count = self.world.params.len() as i64;
+        // `out_idx` counts the function's own parameters, which workspaces are not.
+        let count = (self.world.params.len() - self.world.workspaces.len()) as i64;
         for &index in &self.pending_out_idx {
             let position = if index < 0 { index + count } else { index };
             if let Some(param) = usize::try_from(position)

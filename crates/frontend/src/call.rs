@@ -306,6 +306,7 @@ impl Builder<'_> {
                 Some(dtype) => Value::DType(*dtype),
                 None => return Err(Stop),
             },
+            (Value::Buffer(buffer), "data") => Value::DataPointer(self.world.storage_of(*buffer)),
             (Value::Buffer(buffer), "shape") => {
                 let shape = self.world.shapes.get(*buffer).cloned().unwrap_or_default();
                 Value::tuple(
@@ -809,6 +810,8 @@ impl Builder<'_> {
     fn tilelang_call<'a>(&mut self, name: &str, args: Args<'a>) -> Eval<Value<'a>> {
         match name {
             "cdiv" => self.dsl_call("ceildiv", args),
+            // `tilelang.DataType` is TVM's: a dtype from its name, with `.bits`.
+            "DataType" => self.dsl_call("dtype", args),
             "next_power_of_2" => match args.positional.first() {
                 Some((Value::Int(n), _)) => {
                     let n = (*n).max(1);

@@ -14,14 +14,19 @@ use crate::eval::{Args, promote};
 use crate::value::{PersistentTiles, Value};
 use tilec_ir::Span;
 
+mod coordinates;
+mod data_view;
+mod im2col;
+mod reinterpret;
+mod vector_atomic;
+mod workspace;
+
 /// `T.*` names tilec knows but does not implement yet, with what to say about them.
 const NOT_YET: &[&str] = &[
     "async_copy",
     "call_extern",
     "import_source",
-    "reinterpret",
     "grid",
-    "alloc_global",
     "print",
     "gemm_sp",
     "transpose",
@@ -158,6 +163,12 @@ impl Builder<'_> {
             | "annotate_consumer_reg_alloc" => Ok(Value::None),
             "const" => self.eager_const(args),
             "empty" => self.eager_empty(args),
+            "alloc_global" => self.alloc_global(args),
+            "reinterpret" => self.reinterpret(args),
+            "atomic_addx2" => self.vector_atomic_add(name, 2, args),
+            "atomic_addx4" => self.vector_atomic_add(name, 4, args),
+            "im2col" | "c2d_im2col" => self.im2col(args),
+            "index_to_coordinates" => self.index_to_coordinates(args),
             "dynamic" | "symbolic" => {
                 let Some(Value::Str(symbol)) = args.get(0, "name").cloned() else {
                     return Err(self.error(
@@ -621,6 +632,9 @@ impl Builder<'_> {
     }
 
     fn tensor_type<'a>(&mut self, args: Args<'a>) -> Eval<Value<'a>> {
+        if let Some(Value::DataPointer(base)) = args.get(2, "data") {
+            return self.view_of_data(*base, &args);
+        }
         let shape = self.required(&args, 0, "shape")?;
         let dtype = match args.get(1, "dtype") {
             None => DType::Float32,

@@ -351,6 +351,13 @@ impl Builder<'_> {
                 self.allocate(text.len() as u128, "string", span)?;
                 Ok(text.chars().map(|c| Value::str(&c.to_string())).collect())
             }
+            // TileLang's dtypes are `str` subclasses: iterating one gives its name's characters
+            // (`"".join(c for c in storage_dtype if c.isdigit())` reads a width).
+            Value::DType(dtype) => Ok(dtype
+                .name()
+                .chars()
+                .map(|c| Value::str(&c.to_string()))
+                .collect()),
             Value::Poison => Err(Stop),
             other => Err(self.error(
                 Code::MetaError,
@@ -487,7 +494,8 @@ impl Builder<'_> {
             | DataExpr::Compare { .. }
             | DataExpr::Call { .. }
             | DataExpr::Cast { .. }
-            | DataExpr::Select { .. } => None,
+            | DataExpr::Select { .. }
+            | DataExpr::Reinterpret { .. } => None,
         }
     }
 
@@ -710,6 +718,9 @@ impl Builder<'_> {
             return Err(Stop);
         }
         if let Some(result) = self.meta_binary(op, &lhs, &rhs, span)? {
+            return Ok(result);
+        }
+        if let Some(result) = crate::torch::elementwise(op, &lhs, &rhs) {
             return Ok(result);
         }
         let symbolic = matches!(lhs, Value::Index(_)) || matches!(rhs, Value::Index(_));
@@ -936,7 +947,31 @@ impl Builder<'_> {
                 let (id, _) = self.data_expr(&operand, span)?;
                 Ok(self.data(DataExpr::Not(id), Some(DType::Bool)))
             }
-            (UnaryOp::Invert, _) => Err(self.unsupported(span, "`~` on a runtime value")),
+            (UnaryOp::Invert, _) => self.invert_data(operand, span),
+        }
+    }
+
+    /// `~x` on a run-time value: on an integer, its bits flipped, which is `x ^ -1` once the `-1`
+    /// takes `x`'s dtype (all ones at any width, signed or not); on a `bool`, `not x`, as TVM has it.
+    fn invert_data<'a>(&mut self, operand: Value<'a>, span: Span) -> Eval<Value<'a>> {
+        let (id, dtype) = self.data_expr(&operand, span)?;
+        match dtype {
+            Some(DType::Bool) => Ok(self.data(DataExpr::Not(id), Some(DType::Bool))),
+            Some(dtype) if dtype.is_int() => {
+                let all_ones = self.world.data.push(DataExpr::Int {
+                    value: -1,
+                    dtype: None,
+                });
+                Ok(self.data(
+                    DataExpr::Binary {
+                        op: BinaryOp::BitXor,
+                        lhs: id,
+                        rhs: all_ones,
+                    },
+                    Some(dtype),
+                ))
+            }
+            _ => Err(self.unsupported(span, "`~` on a run-time value that is not an integer")),
         }
     }
 

@@ -425,3 +425,88 @@ fn unsqueezed(x: &TensorValue, positional: &[&Value<'_>]) -> Option<Vec<Option<i
     shape.insert(position, Some(1));
     Some(shape)
 }
+
+/// `x * 2 - 1` and the other element-wise operators of Python on torch tensors: a tensor of the
+/// broadcast shape, so that a script's `A = torch.rand(m, k) * 2 - 1` still tells `A.shape`.
+/// A float scalar makes an integer tensor float32, as torch's type promotion does; two tensors
+/// broadcast from their trailing dimensions, and what cannot be known stays unknown. `None` when
+/// neither operand is a tensor, or the operator is `@`.
+pub(crate) fn elementwise<'a>(
+    op: ruff_python_ast::Operator,
+    lhs: &Value<'a>,
+    rhs: &Value<'a>,
+) -> Option<Value<'a>> {
+    if op == ruff_python_ast::Operator::MatMult {
+        return None;
+    }
+    let operand = |value: &Value<'a>| -> Option<TensorValue> {
+        match value {
+            Value::Tensor(tensor) => Some((**tensor).clone()),
+            Value::Float(_) => Some(TensorValue {
+                shape: Some(Vec::new()),
+                dtype: Some(DType::Float32),
+            }),
+            Value::Int(_) | Value::Bool(_) => Some(TensorValue {
+                shape: Some(Vec::new()),
+                dtype: None,
+            }),
+            _ => None,
+        }
+    };
+    if !matches!(lhs, Value::Tensor(_)) && !matches!(rhs, Value::Tensor(_)) {
+        return None;
+    }
+    let (a, b) = (operand(lhs)?, operand(rhs)?);
+    let shape = match (a.shape, b.shape) {
+        (Some(a), Some(b)) => broadcast(&a, &b),
+        _ => None,
+    };
+    let dtype = match (a.dtype, b.dtype) {
+        (Some(x), Some(y)) if x.is_float() != y.is_float() => {
+            Some(if x.is_float() { x } else { y })
+        }
+        (Some(x), _) => Some(x),
+        (None, y) => y,
+    };
+    Some(tensor(TensorValue { shape, dtype }))
+}
+
+/// NumPy broadcasting of two shapes, from the trailing dimension; `None` where they disagree.
+fn broadcast(a: &[Option<i64>], b: &[Option<i64>]) -> Option<Vec<Option<i64>>> {
+    let rank = a.len().max(b.len());
+    let at = |shape: &[Option<i64>], i: usize| -> Option<i64> {
+        let pad = rank - shape.len();
+        if i < pad { Some(1) } else { shape[i - pad] }
+    };
+    (0..rank)
+        .map(|i| match (at(a, i), at(b, i)) {
+            (Some(1), other) | (other, Some(1)) => Some(other),
+            (Some(x), Some(y)) if x == y => Some(Some(x)),
+            (Some(_), Some(_)) => None,
+            _ => Some(None),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::broadcast;
+
+    #[test]
+    fn shapes_broadcast_from_their_trailing_dimensions() {
+        let shape = |dims: &[i64]| dims.iter().map(|&d| Some(d)).collect::<Vec<_>>();
+        assert_eq!(
+            broadcast(&shape(&[3, 1]), &shape(&[4])),
+            Some(shape(&[3, 4]))
+        );
+        assert_eq!(
+            broadcast(&shape(&[2, 5]), &shape(&[])),
+            Some(shape(&[2, 5]))
+        );
+        assert_eq!(broadcast(&shape(&[2, 5]), &shape(&[3])), None);
+        assert_eq!(
+            broadcast(&[None, Some(5)], &shape(&[1, 5])),
+            Some(vec![None, Some(5)])
+        );
+    }
+}

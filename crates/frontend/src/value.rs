@@ -145,6 +145,9 @@ pub(crate) enum Value<'a> {
     Module(Module),
     /// A function or constant of the language module, by name (`T.copy`).
     ModuleFn(Module, Rc<str>),
+    /// `buffer.data`: where a buffer's storage starts, which `T.Tensor(shape, dtype, data)`
+    /// views with another shape (the storage's buffer, never an alias).
+    DataPointer(EntityId),
     /// `T.GemmWarpPolicy` and its members.
     PolicyEnum,
     Policy(WarpPolicy),
@@ -230,6 +233,7 @@ impl<'a> Value<'a> {
             Value::Data { .. } => "a runtime value",
             Value::Buffer(_) => "a buffer",
             Value::Region(_) => "a buffer region",
+            Value::DataPointer(_) => "a buffer's data pointer",
             Value::Function(_) => "a function",
             Value::Builtin(_) => "a builtin function",
             Value::Module(_) => "a module",

@@ -200,6 +200,13 @@ pub enum DataExpr {
         then: DataId,
         otherwise: DataId,
     },
+    /// `T.reinterpret(value, dtype)`: the bits of `value`, a value of `from`, read as a `dtype`
+    /// of the same width (a float's bit pattern as an unsigned integer, for radix selection).
+    Reinterpret {
+        dtype: DType,
+        from: DType,
+        value: DataId,
+    },
 }
 
 impl DataExpr {
@@ -212,7 +219,9 @@ impl DataExpr {
             | DataExpr::Load { .. }
             | DataExpr::ReadVar(_) => ([None; 3], &[]),
             DataExpr::Neg(inner) | DataExpr::Not(inner) => ([Some(*inner), None, None], &[]),
-            DataExpr::Cast { value, .. } => ([Some(*value), None, None], &[]),
+            DataExpr::Cast { value, .. } | DataExpr::Reinterpret { value, .. } => {
+                ([Some(*value), None, None], &[])
+            }
             DataExpr::Binary { lhs, rhs, .. } | DataExpr::Compare { lhs, rhs, .. } => {
                 ([Some(*lhs), Some(*rhs), None], &[])
             }
@@ -276,6 +285,21 @@ impl DataArena {
         }
         for operand in node.operands() {
             self.loads(operand, out);
+        }
+    }
+
+    /// The loads of [`DataArena::loads`] that run whenever `id` is evaluated: those in a branch
+    /// of a `T.if_then_else` run only where its condition picks that branch, which is how kernels
+    /// keep a read inside its buffer (`T.if_then_else(h >= 0, img[h], 0)` for a padded border).
+    pub fn unconditional_loads(&self, id: DataId, out: &mut Vec<(EntityId, Vec<ExprId>)>) {
+        match self.get(id) {
+            DataExpr::Load { buffer, indices } => out.push((*buffer, indices.clone())),
+            DataExpr::Select { cond, .. } => self.unconditional_loads(*cond, out),
+            node => {
+                for operand in node.operands() {
+                    self.unconditional_loads(operand, out);
+                }
+            }
         }
     }
 }

@@ -20,11 +20,16 @@ pub enum DType {
     BFloat16,
     Float32,
     Float64,
+    /// NVIDIA's TensorFloat-32: stored in 32 bits as a float32, carrying 10 fraction bits (as
+    /// bfloat16's exponent range with fp16's precision). TileLang declares tensor-core operands of
+    /// float32 data with it; a value narrowed to it rounds to nearest with ties away from zero, as
+    /// `cvt.rna.tf32.f32` does.
+    TFloat32,
 }
 
 impl DType {
     /// Every dtype, in a stable order (used for suggestions and tests).
-    pub const ALL: [DType; 15] = [
+    pub const ALL: [DType; 16] = [
         DType::Bool,
         DType::Int8,
         DType::Int16,
@@ -40,6 +45,7 @@ impl DType {
         DType::BFloat16,
         DType::Float32,
         DType::Float64,
+        DType::TFloat32,
     ];
 
     /// Parses a spelling users write: `"float16"`, `"half"`, `"float"` (float32), `"bf16"`, ...
@@ -54,7 +60,7 @@ impl DType {
             "int64" => DType::Int64,
             "uint8" => DType::UInt8,
             "uint16" => DType::UInt16,
-            "uint32" => DType::UInt32,
+            "uint32" | "uint" => DType::UInt32,
             "uint64" => DType::UInt64,
             "float8_e4m3" | "float8_e4m3fn" | "e4m3_float8" => DType::Float8E4M3,
             "float8_e5m2" | "e5m2_float8" => DType::Float8E5M2,
@@ -62,6 +68,7 @@ impl DType {
             "bfloat16" | "bf16" => DType::BFloat16,
             "float32" | "float" | "fp32" => DType::Float32,
             "float64" | "double" | "fp64" => DType::Float64,
+            "tfloat32" | "tf32" => DType::TFloat32,
             _ => return None,
         };
         Some(dtype)
@@ -85,6 +92,7 @@ impl DType {
             DType::BFloat16 => "bfloat16",
             DType::Float32 => "float32",
             DType::Float64 => "float64",
+            DType::TFloat32 => "tfloat32",
         }
     }
 
@@ -93,7 +101,7 @@ impl DType {
         match self {
             DType::Bool | DType::Int8 | DType::UInt8 | DType::Float8E4M3 | DType::Float8E5M2 => 1,
             DType::Int16 | DType::UInt16 | DType::Float16 | DType::BFloat16 => 2,
-            DType::Int32 | DType::UInt32 | DType::Float32 => 4,
+            DType::Int32 | DType::UInt32 | DType::Float32 | DType::TFloat32 => 4,
             DType::Int64 | DType::UInt64 | DType::Float64 => 8,
         }
     }
@@ -107,11 +115,39 @@ impl DType {
                 | DType::BFloat16
                 | DType::Float32
                 | DType::Float64
+                | DType::TFloat32
         )
     }
 
     pub fn is_int(self) -> bool {
         !self.is_float() && self != DType::Bool
+    }
+}
+
+/// `value` rounded once to the nearest TensorFloat-32 value, ties away from zero (`cvt.rna`).
+///
+/// TF32 has float32's exponent range and 10 fraction bits. Normal values are rounded on their f64
+/// bits (adding half a TF32 quantum carries into the exponent where the fraction rounds up to the
+/// next power of two); values below float32's smallest normal share its quantum, 2^-136, where
+/// `f64::round` rounds ties away from zero as well; results past the largest TF32 value overflow to
+/// infinity, as the instruction does.
+pub fn round_to_tf32(value: f64) -> f64 {
+    const SMALLEST_NORMAL: f64 = 1.1754943508222875e-38; // 2^-126
+    const SUBNORMAL_QUANTUM: f64 = 1.1479437019748901e-41; // 2^-136
+    const LARGEST: f64 = 3.4011621342146535e38; // (2 - 2^-10) * 2^127
+    if !value.is_finite() {
+        return value;
+    }
+    if value.abs() < SMALLEST_NORMAL {
+        return (value / SUBNORMAL_QUANTUM).round() * SUBNORMAL_QUANTUM;
+    }
+    let dropped_bits = 52 - 10;
+    let bits = value.to_bits();
+    let rounded = f64::from_bits((bits + (1 << (dropped_bits - 1))) & !((1 << dropped_bits) - 1));
+    if rounded.abs() > LARGEST {
+        f64::INFINITY.copysign(value)
+    } else {
+        rounded
     }
 }
 

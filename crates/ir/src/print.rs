@@ -346,6 +346,11 @@ impl World {
                 self.write_data(out, *value, false)?;
                 out.write_str(")")
             }
+            DataExpr::Reinterpret { dtype, value, .. } => {
+                out.write_str("T.reinterpret(")?;
+                self.write_data(out, *value, false)?;
+                write!(out, ", {dtype})")
+            }
             DataExpr::Select {
                 cond,
                 then,

@@ -95,6 +95,10 @@ pub enum UnaryOp {
     Neg,
     Not,
     Intrinsic(Intrinsic),
+    /// The operand's bits, as a value of `from`, read as the node's dtype (of the same width).
+    Reinterpret {
+        from: DType,
+    },
 }
 
 /// One node of an element computation. Every node knows its dtype; operands of a binary node have

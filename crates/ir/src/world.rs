@@ -454,6 +454,10 @@ pub struct World {
     /// issued asynchronously by one thread of those that reach it, and its destination may be
     /// read only once the barrier's phase has completed (the user's protocol says when).
     pub copy_barriers: Column<BarrierRef>,
+    /// Global buffers the function allocates itself (`T.alloc_global`), which are also in
+    /// `params`, after the signature's: TileLang makes each a workspace the runtime allocates and
+    /// passes to every launch, so launches exchange data through it, and the caller never sees it.
+    pub workspaces: Vec<EntityId>,
 }
 
 impl World {

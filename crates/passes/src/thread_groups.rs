@@ -210,7 +210,8 @@ impl Walk<'_> {
             | DataExpr::Load { .. }
             | DataExpr::ReadVar(_)
             | DataExpr::Call { .. }
-            | DataExpr::Select { .. } => None,
+            | DataExpr::Select { .. }
+            | DataExpr::Reinterpret { .. } => None,
         }
     }
 }

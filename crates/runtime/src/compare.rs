@@ -13,12 +13,12 @@ use tilec_ir::DType;
 use crate::tensor::HostTensor;
 
 /// The largest relative error a result of `dtype` may have and still pass: 1e-4 for fp32 and fp64,
-/// 1e-2 for fp16 and bf16, 1e-1 for fp8 (three mantissa bits at most), and 0 (exact) for integers
+/// 1e-2 for fp16, bf16 and tf32 (ten fraction bits, as fp16), 1e-1 for fp8 (three mantissa bits at most), and 0 (exact) for integers
 /// and booleans.
 pub fn tolerance_for(dtype: DType) -> f64 {
     match dtype {
         DType::Float32 | DType::Float64 => 1e-4,
-        DType::Float16 | DType::BFloat16 => 1e-2,
+        DType::Float16 | DType::BFloat16 | DType::TFloat32 => 1e-2,
         DType::Float8E4M3 | DType::Float8E5M2 => 1e-1,
         DType::Bool
         | DType::Int8

@@ -563,7 +563,9 @@ fn tensor_map_data_type(dtype: DType) -> CUtensorMapDataType {
     match dtype {
         DType::Float16 => T::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
         DType::BFloat16 => T::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-        DType::Float32 => T::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+        // TF32 elements are float32 bit patterns that already hold TF32 values; the copy moves them
+        // unchanged.
+        DType::Float32 | DType::TFloat32 => T::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
         DType::Float64 => T::CU_TENSOR_MAP_DATA_TYPE_FLOAT64,
         DType::Int32 => T::CU_TENSOR_MAP_DATA_TYPE_INT32,
         DType::UInt32 => T::CU_TENSOR_MAP_DATA_TYPE_UINT32,

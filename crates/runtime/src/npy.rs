@@ -36,7 +36,11 @@ pub fn descriptor(dtype: DType) -> &'static str {
         DType::UInt32 => "<u4",
         DType::UInt64 => "<u8",
         DType::Float16 => "<f2",
-        DType::Float32 | DType::BFloat16 | DType::Float8E4M3 | DType::Float8E5M2 => "<f4",
+        DType::Float32
+        | DType::BFloat16
+        | DType::Float8E4M3
+        | DType::Float8E5M2
+        | DType::TFloat32 => "<f4",
         DType::Float64 => "<f8",
     }
 }
@@ -44,7 +48,7 @@ pub fn descriptor(dtype: DType) -> &'static str {
 /// The dtype an `.npy` file of `tensor` reads back as: the tensor's own, except bf16 and fp8.
 pub fn stored_dtype(dtype: DType) -> DType {
     match dtype {
-        DType::BFloat16 | DType::Float8E4M3 | DType::Float8E5M2 => DType::Float32,
+        DType::BFloat16 | DType::Float8E4M3 | DType::Float8E5M2 | DType::TFloat32 => DType::Float32,
         other => other,
     }
 }

@@ -9,6 +9,7 @@ use std::time::Instant;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tilec_ir::DType;
+pub use tilec_ir::dtype::round_to_tf32;
 
 /// A dense row-major tensor on the host.
 #[derive(Clone, Debug, PartialEq)]
@@ -185,7 +186,7 @@ pub fn element_bytes(dtype: DType) -> usize {
     match dtype {
         DType::Bool | DType::Int8 | DType::UInt8 | DType::Float8E4M3 | DType::Float8E5M2 => 1,
         DType::Int16 | DType::UInt16 | DType::Float16 | DType::BFloat16 => 2,
-        DType::Int32 | DType::UInt32 | DType::Float32 => 4,
+        DType::Int32 | DType::UInt32 | DType::Float32 | DType::TFloat32 => 4,
         DType::Int64 | DType::UInt64 | DType::Float64 => 8,
     }
 }
@@ -195,6 +196,7 @@ pub fn round_to(dtype: DType, value: f64) -> f64 {
     match dtype {
         DType::Float64 => value,
         DType::Float32 => f64::from(value as f32),
+        DType::TFloat32 => round_to_tf32(value),
         DType::Float16 => half::f16::from_f64(value).to_f64(),
         DType::BFloat16 => half::bf16::from_f64(value).to_f64(),
         DType::Float8E4M3 | DType::Float8E5M2 => decode_fp8(dtype, encode_fp8(dtype, value)),
@@ -262,10 +264,20 @@ fn encode_fp8(dtype: DType, value: f64) -> u8 {
     sign | best
 }
 
+/// The `to` whose bytes are those of `value` stored as a `from` (`T.reinterpret`; the widths
+/// agree, which the front end checks).
+pub fn reinterpret_bits(from: DType, to: DType, value: f64) -> f64 {
+    let mut bytes = Vec::with_capacity(8);
+    push_element(&mut bytes, from, value);
+    read_element(to, &bytes)
+}
+
 fn push_element(bytes: &mut Vec<u8>, dtype: DType, value: f64) {
     match dtype {
         DType::Float64 => bytes.extend_from_slice(&value.to_le_bytes()),
-        DType::Float32 => bytes.extend_from_slice(&(value as f32).to_le_bytes()),
+        DType::Float32 | DType::TFloat32 => {
+            bytes.extend_from_slice(&(value as f32).to_le_bytes());
+        }
         DType::Float16 => bytes.extend_from_slice(&half::f16::from_f64(value).to_le_bytes()),
         DType::Float8E4M3 | DType::Float8E5M2 => bytes.push(encode_fp8(dtype, value)),
         DType::BFloat16 => bytes.extend_from_slice(&half::bf16::from_f64(value).to_le_bytes()),
@@ -286,7 +298,7 @@ fn read_element(dtype: DType, chunk: &[u8]) -> f64 {
     let [b0, b1, b2, b3, ..] = buf;
     match dtype {
         DType::Float64 => f64::from_le_bytes(buf),
-        DType::Float32 => f64::from(f32::from_le_bytes([b0, b1, b2, b3])),
+        DType::Float32 | DType::TFloat32 => f64::from(f32::from_le_bytes([b0, b1, b2, b3])),
         DType::Float16 => half::f16::from_le_bytes([b0, b1]).to_f64(),
         DType::Float8E4M3 | DType::Float8E5M2 => decode_fp8(dtype, b0),
         DType::BFloat16 => half::bf16::from_le_bytes([b0, b1]).to_f64(),

@@ -16,6 +16,7 @@ mod layout_svg;
 mod layouts;
 mod lowering;
 mod realworld;
+mod realworld_ops;
 mod robustness;
 mod runtime_scalars;
 mod settings;

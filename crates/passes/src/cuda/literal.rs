@@ -48,7 +48,8 @@ const E5M2: Format = Format {
     saturates: true,
 };
 
-/// `value` rounded to the nearest value of the float type `dtype` (ties to even), as an `f64`.
+/// `value` rounded to the nearest value of the float type `dtype` (ties to even; ties away from
+/// zero for tf32, as its conversion instruction rounds), as an `f64`.
 /// Integer and bool types, and `float64`, return the value unchanged.
 pub(super) fn round_to_dtype(value: f64, dtype: DType) -> f64 {
     match dtype {
@@ -57,6 +58,7 @@ pub(super) fn round_to_dtype(value: f64, dtype: DType) -> f64 {
         DType::BFloat16 => round_to_format(value, BF16),
         DType::Float8E4M3 => round_to_format(value, E4M3),
         DType::Float8E5M2 => round_to_format(value, E5M2),
+        DType::TFloat32 => tilec_ir::dtype::round_to_tf32(value),
         _ => value,
     }
 }

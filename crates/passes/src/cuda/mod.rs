@@ -20,6 +20,7 @@ mod hopper;
 mod index;
 mod literal;
 mod names;
+mod reinterpret;
 mod stmt;
 mod types;
 mod value;

@@ -22,6 +22,10 @@ struct tl_fp8_e4m3 {
 struct tl_fp8_e5m2 {
     unsigned char bits;
 };
+// TensorFloat-32 is kept as the float32 word holding it: 10 fraction bits, float32's exponent.
+struct tl_tfloat32 {
+    unsigned int bits;
+};
 
 // Infinities and NaN by bit pattern, because a literal such as 1e39f would only warn.
 __device__ __forceinline__ float tl_float_inf() { return __uint_as_float(0x7f800000u); }
@@ -48,6 +52,15 @@ __device__ __forceinline__ float tl_bfloat16_to_float(tl_bfloat16 x) {
 __device__ __forceinline__ tl_bfloat16 tl_float_to_bfloat16(float f) {
     tl_bfloat16 x;
     asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(x.bits) : "f"(f));
+    return x;
+}
+
+// A TF32 word is a float32 word, so widening is free; narrowing rounds to nearest with ties away
+// from zero, with the instruction tensor-core code converts operands with (sm_80).
+__device__ __forceinline__ float tl_tfloat32_to_float(tl_tfloat32 x) { return __uint_as_float(x.bits); }
+__device__ __forceinline__ tl_tfloat32 tl_float_to_tfloat32(float f) {
+    tl_tfloat32 x;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(x.bits) : "f"(f));
     return x;
 }
 
@@ -147,6 +160,7 @@ __device__ __forceinline__ float tl_round_bf16(float f) {
 }
 __device__ __forceinline__ float tl_round_e4m3(float f) { return tl_e4m3_to_float(tl_float_to_e4m3(f)); }
 __device__ __forceinline__ float tl_round_e5m2(float f) { return tl_e5m2_to_float(tl_float_to_e5m2(f)); }
+__device__ __forceinline__ float tl_round_tf32(float f) { return tl_tfloat32_to_float(tl_float_to_tfloat32(f)); }
 
 // Narrowing a double: a float with rounding to odd (truncate toward zero, then set the last bit if
 // anything was cut off) keeps enough information that rounding it again to nearest even, to any
@@ -175,6 +189,10 @@ __device__ __forceinline__ float tl_round_f16(double d) { return tl_round_f16(tl
 __device__ __forceinline__ float tl_round_bf16(double d) { return tl_round_bf16(tl_double_to_float_odd(d)); }
 __device__ __forceinline__ float tl_round_e4m3(double d) { return tl_round_e4m3(tl_double_to_float_odd(d)); }
 __device__ __forceinline__ float tl_round_e5m2(double d) { return tl_round_e5m2(tl_double_to_float_odd(d)); }
+__device__ __forceinline__ tl_tfloat32 tl_float_to_tfloat32(double d) {
+    return tl_float_to_tfloat32(tl_double_to_float_odd(d));
+}
+__device__ __forceinline__ float tl_round_tf32(double d) { return tl_round_tf32(tl_double_to_float_odd(d)); }
 
 // Float to 64-bit integer, truncating toward zero and saturating as Rust's `as` does, NaN giving 0:
 // the conversion instructions saturate but turn NaN into the most negative value.
@@ -284,6 +302,7 @@ __device__ __forceinline__ float tl_widen(tl_half x) { return tl_half_to_float(x
 __device__ __forceinline__ float tl_widen(tl_bfloat16 x) { return tl_bfloat16_to_float(x); }
 __device__ __forceinline__ float tl_widen(tl_fp8_e4m3 x) { return tl_e4m3_to_float(x); }
 __device__ __forceinline__ float tl_widen(tl_fp8_e5m2 x) { return tl_e5m2_to_float(x); }
+__device__ __forceinline__ float tl_widen(tl_tfloat32 x) { return tl_tfloat32_to_float(x); }
 template <typename T>
 __device__ __forceinline__ T tl_widen(T x) {
     return x;
@@ -292,6 +311,7 @@ __device__ __forceinline__ tl_half tl_narrow(float v, tl_half*) { return tl_floa
 __device__ __forceinline__ tl_bfloat16 tl_narrow(float v, tl_bfloat16*) { return tl_float_to_bfloat16(v); }
 __device__ __forceinline__ tl_fp8_e4m3 tl_narrow(float v, tl_fp8_e4m3*) { return tl_float_to_e4m3(v); }
 __device__ __forceinline__ tl_fp8_e5m2 tl_narrow(float v, tl_fp8_e5m2*) { return tl_float_to_e5m2(v); }
+__device__ __forceinline__ tl_tfloat32 tl_narrow(float v, tl_tfloat32*) { return tl_float_to_tfloat32(v); }
 template <typename V, typename T>
 __device__ __forceinline__ T tl_narrow(V v, T*) {
     return (T)v;
@@ -300,6 +320,7 @@ __device__ __forceinline__ unsigned int tl_bits(tl_half x) { return x.bits; }
 __device__ __forceinline__ unsigned int tl_bits(tl_bfloat16 x) { return x.bits; }
 __device__ __forceinline__ unsigned int tl_bits(tl_fp8_e4m3 x) { return x.bits; }
 __device__ __forceinline__ unsigned int tl_bits(tl_fp8_e5m2 x) { return x.bits; }
+__device__ __forceinline__ unsigned int tl_bits(tl_tfloat32 x) { return x.bits; }
 template <typename T>
 __device__ __forceinline__ unsigned int tl_bits(T x) {
     return (unsigned int)x;

@@ -1,7 +1,7 @@
 //! How each element type is stored in memory and computed on in the printed C.
 //!
 //! Native C types are stored and computed as themselves. The 16-bit and 8-bit floats are stored as
-//! the prelude's bit-pattern structs and computed as `float`: a load widens through the prelude's
+//! the prelude's bit-pattern structs (tf32 too: a float32 word that holds a TF32 value) and computed as `float`: a load widens through the prelude's
 //! conversion, a store narrows through it, and arithmetic results are rounded back at once with the
 //! type's `tl_round_*` function, so a `float` holding one of them always holds a value of the type.
 
@@ -44,6 +44,12 @@ pub(super) fn packed(dtype: DType) -> Option<Packed> {
             "tl_float_to_e5m2",
             "tl_round_e5m2",
         ),
+        DType::TFloat32 => (
+            "tl_tfloat32",
+            "tl_tfloat32_to_float",
+            "tl_float_to_tfloat32",
+            "tl_round_tf32",
+        ),
         _ => return None,
     };
     Some(Packed {
@@ -71,7 +77,8 @@ pub(super) fn compute_type(dtype: DType) -> &'static str {
         | DType::Float8E5M2
         | DType::Float16
         | DType::BFloat16
-        | DType::Float32 => "float",
+        | DType::Float32
+        | DType::TFloat32 => "float",
     }
 }
 

@@ -268,6 +268,10 @@ impl Printer<'_> {
                 self.convert(not, DType::Bool, dtype)
             }
             UnaryOp::Intrinsic(intrinsic) => self.intrinsic(intrinsic, x, from, dtype),
+            UnaryOp::Reinterpret { from } => {
+                let text = super::reinterpret::reinterpret(&x.operand(), from, dtype);
+                CExpr::atom(format!("({text})"))
+            }
         }
     }
 

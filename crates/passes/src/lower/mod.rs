@@ -1249,8 +1249,10 @@ impl<'w> Lowering<'w> {
             self.address(store.buffer, &store.indices)?
         };
         let mut guard = self.bounds_guard(store.buffer, &store.indices, None);
+        // A load in a branch of a select is the kernel's to keep in bounds (a padded border reads
+        // through `T.if_then_else`); guarding the whole store on it would drop the other branch.
         let mut loads = Vec::new();
-        self.world.data.loads(store.value, &mut loads);
+        self.world.data.unconditional_loads(store.value, &mut loads);
         for (loaded, indices) in loads {
             guard = self.bounds_guard(loaded, &indices, guard);
         }

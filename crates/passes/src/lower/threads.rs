@@ -101,7 +101,8 @@ impl ThreadDependence {
                 | DataExpr::Compare { .. }
                 | DataExpr::Call { .. }
                 | DataExpr::Cast { .. }
-                | DataExpr::Select { .. } => false,
+                | DataExpr::Select { .. }
+                | DataExpr::Reinterpret { .. } => false,
             };
             if depends {
                 return true;

@@ -50,7 +50,7 @@ impl Lowering<'_> {
             DataExpr::Call { args, .. } => args
                 .iter()
                 .fold(None, |acc, &arg| promote(acc, self.natural_dtype(arg))),
-            DataExpr::Cast { dtype, .. } => Some(*dtype),
+            DataExpr::Cast { dtype, .. } | DataExpr::Reinterpret { dtype, .. } => Some(*dtype),
             DataExpr::Select {
                 then, otherwise, ..
             } => promote(self.natural_dtype(*then), self.natural_dtype(*otherwise)),
@@ -171,6 +171,14 @@ impl Lowering<'_> {
                 Value::Cast {
                     dtype,
                     value: inner,
+                }
+            }
+            DataExpr::Reinterpret { dtype, from, value } => {
+                let arg = self.value_as(value, from)?;
+                Value::Unary {
+                    op: UnaryOp::Reinterpret { from },
+                    arg,
+                    dtype,
                 }
             }
             DataExpr::Select {

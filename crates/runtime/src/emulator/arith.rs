@@ -61,6 +61,7 @@ pub(super) fn rounder(dtype: DType) -> fn(f64) -> f64 {
         DType::UInt64 => |x| round_to(DType::UInt64, x),
         DType::Float8E4M3 => |x| round_to(DType::Float8E4M3, x),
         DType::Float8E5M2 => |x| round_to(DType::Float8E5M2, x),
+        DType::TFloat32 => crate::tensor::round_to_tf32,
     }
 }
 
@@ -124,6 +125,7 @@ pub(super) fn unary(op: UnaryOp, dtype: DType, x: f64) -> Result<f64, String> {
         UnaryOp::Not if dtype.is_int() => Ok(wrap_int(dtype, !(x as i64)) as f64),
         UnaryOp::Not => Ok(round_to(dtype, f64::from(u8::from(x == 0.0)))),
         UnaryOp::Intrinsic(intrinsic) => intrinsic_value(intrinsic, dtype, x),
+        UnaryOp::Reinterpret { from } => Ok(crate::tensor::reinterpret_bits(from, dtype, x)),
     }
 }
 

@@ -1,0 +1,76 @@
+//! `T.atomic_addx2(dst, src)` and `T.atomic_addx4(dst, src)`: the 2 or 4 consecutive elements
+//! that start at `dst` (along its last dimension) each gain the matching element from `src`.
+//!
+//! TileLang prints them as one vector atomic (`atomicAdd` on a `float2`/`float4`), which is
+//! atomic per element, not for the vector as a whole. So they mean exactly what the same number of
+//! element atomics mean, and tilec reads them as that: one `T.atomic_add` per element, whose
+//! lowering, emulation and CUDA exist already. The vector instruction is faster; tilec's code
+//! issues the element atomics one after the other.
+
+use tilec_ir::{AtomicSource, Code, Region, TileOp};
+
+use crate::builder::{Builder, Eval};
+use crate::eval::Args;
+use crate::value::Value;
+
+impl Builder<'_> {
+    pub(super) fn vector_atomic_add<'a>(
+        &mut self,
+        name: &str,
+        lanes: i64,
+        args: Args<'a>,
+    ) -> Eval<Value<'a>> {
+        let dst = self.element_arg(&args, 0, "dst", name)?;
+        let src = match self.required(&args, 1, "value")? {
+            Value::Region(region) => Some(region),
+            _ => None,
+        };
+        for lane in 0..lanes {
+            let target = self.shifted(&dst, lane);
+            let value = match &src {
+                Some(region) => Value::Region(self.shifted(region, lane)),
+                None => self.required(&args, 1, "value")?,
+            };
+            let (value, _) = self.data_expr(&value, args.span_of(1, "value"))?;
+            let op = TileOp::AtomicAdd {
+                dst: target,
+                src: AtomicSource::Value(value),
+            };
+            self.add_tile_op(op, &format!("`T.{name}`"), args.span)?;
+        }
+        Ok(Value::None)
+    }
+
+    /// The element argument `index` (`dst[i, j]`), where the vector starts.
+    fn element_arg(
+        &mut self,
+        args: &Args<'_>,
+        index: usize,
+        param: &str,
+        name: &str,
+    ) -> Eval<Region> {
+        match args.get(index, param) {
+            Some(Value::Region(region)) if region.dims.iter().all(|dim| dim.extent.is_none()) => {
+                Ok(region.clone())
+            }
+            other => {
+                let found = other.map_or("nothing".to_owned(), |value| value.describe().to_owned());
+                Err(self.error(
+                    Code::InvalidCall,
+                    args.span_of(index, param),
+                    format!("`T.{name}` takes the first element of a vector (`buf[i, j]`), found {found}"),
+                ))
+            }
+        }
+    }
+
+    /// `region` moved `lane` elements further along its last dimension.
+    fn shifted(&mut self, region: &Region, lane: i64) -> Region {
+        let mut moved = region.clone();
+        if let Some(last) = moved.dims.last_mut() {
+            let offset = self.world.exprs.int(lane);
+            last.start = self.world.exprs.add(last.start, offset);
+        }
+        moved
+    }
+}
