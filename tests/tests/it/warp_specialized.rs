@@ -163,7 +163,7 @@ fn a_consumer_that_waits_for_the_wrong_parity_deadlocks_and_the_wait_is_named() 
     let error = run_program(&program, &mut tensors, &[]).expect_err("the protocol is broken");
     let message = error.to_string();
     assert!(
-        message.contains("deadlock: the block waits for parity 1 of `data_is_ready[0]`"),
+        message.contains("deadlock: the second branch waits for parity 1 of `data_is_ready[0]`"),
         "{message}"
     );
 }
@@ -336,4 +336,74 @@ matmul()
 "#;
     let program = lower(source);
     run_and_compare(&program, 13);
+}
+
+/// FlashMLA's shape of warp specialization: each role runs its own whole loop — the producer
+/// warpgroup (`T.ws(1)`) loads every K tile, the consumer (`T.ws(0)`) multiplies every tile — and
+/// they meet only at the `full` and `empty` mbarriers. On the GPU the two loops run side by side;
+/// the emulator runs the roles' branches as concurrent tasks, so the consumer's first wait does
+/// not deadlock waiting for a producer that has not run yet.
+const SEPARATE_LOOPS: &str = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def matmul(M=128, N=128, K=256, block_M=128, block_N=128, block_K=64):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=256) as (bx, by):
+            A_shared = T.alloc_shared((block_M, block_K), "float16")
+            B_shared = T.alloc_shared((block_K, block_N), "float16")
+            C_local = T.alloc_fragment((block_M, block_N), "float32")
+            full = T.alloc_barrier(arrive_count=128)
+            empty = T.alloc_barrier(arrive_count=128)
+            with T.ws(0):
+                T.clear(C_local)
+                for ko in T.serial(T.ceildiv(K, block_K)):
+                    T.barrier_wait(full, ko % 2)
+                    T.gemm(A_shared, B_shared, C_local)
+                    T.barrier_arrive(empty)
+                T.copy(C_local, C[by * block_M, bx * block_N])
+            with T.ws(1):
+                for ko in T.serial(T.ceildiv(K, block_K)):
+                    T.barrier_wait(empty, (ko + 1) % 2)
+                    T.tma_copy(A[by * block_M, ko * block_K], A_shared, barrier=full)
+                    T.tma_copy(B[ko * block_K, bx * block_N], B_shared, barrier=full)
+                    T.barrier_arrive(full)
+
+    return main
+
+
+matmul()
+"#;
+
+#[test]
+fn roles_that_each_run_a_whole_loop_meet_only_at_their_mbarriers() {
+    let program = lower(SEPARATE_LOOPS);
+    run_and_compare(&program, 17);
+    // The two roles are one `if` / `else if` chain in the CUDA, which is what the GPU runs.
+    let cuda = tilec_passes::cuda::emit_cuda(&program, &Target::Sm90);
+    assert!(
+        cuda.contains("} else {\n        if ((tx / 128) == 1) {"),
+        "{cuda}"
+    );
+}
+
+#[test]
+fn a_producer_that_refills_before_the_consumer_releases_the_tile_is_reported() {
+    // Without the wait on `empty`, the producer's next copy overwrites the tile the consumer is
+    // still to multiply.
+    let source = SEPARATE_LOOPS.replace(
+        "                    T.barrier_wait(empty, (ko + 1) % 2)\n",
+        "",
+    );
+    let program = lower(&source);
+    let mut tensors = make_tensors(&program, &[], 17, false).expect("shapes evaluate");
+    let error = run_program(&program, &mut tensors, &[]).expect_err("the protocol is broken");
+    let message = error.to_string();
+    assert!(
+        message.contains("`A_shared[0]` accessed while a TMA copy to it is in flight"),
+        "{message}"
+    );
 }

@@ -14,7 +14,7 @@
 //! that can never pass is a deadlock naming every blocked wait, and a read of a stage before its
 //! copy has landed is reported.
 
-use tilec_ir::thread::Stmt;
+use tilec_ir::thread::{Stmt, ValueId};
 use tilec_ir::{BarrierRef, ControlOp, EntityId, EntityKind, Scope, TileOp, World};
 
 use super::{Lowering, Unlowerable};
@@ -260,6 +260,123 @@ impl Lowering<'_> {
     pub(super) fn completes_on_barrier(&self, entity: EntityId) -> bool {
         self.world.copy_barriers.get(entity).is_some()
             && matches!(self.world.ops.get(entity), Some(TileOp::Copy { .. }))
+    }
+}
+
+/// Chains consecutive `if`s of disjoint thread groups into one `if` / `else if` chain (`with
+/// T.ws(0): ...` then `with T.ws(1): ...`). The threads of the second never take the first, so the
+/// chain does what the sequence does; it also says what the GPU does with it — the groups' warps
+/// run side by side, not one group after the other — in a form the emulator runs so (it runs the
+/// branches of a divergent `if` chain that waits on mbarriers concurrently).
+pub(super) fn chain_group_ifs(stmts: &mut Vec<Stmt>, group_ifs: &[(ValueId, ThreadGroup)]) {
+    for stmt in stmts.iter_mut() {
+        for_each_body(stmt, &mut |body| chain_group_ifs(body, group_ifs));
+    }
+    let group_of = |stmt: &Stmt| {
+        let Stmt::If {
+            cond, otherwise, ..
+        } = stmt
+        else {
+            return None;
+        };
+        let (_, group) = group_ifs.iter().find(|(c, _)| c == cond)?;
+        otherwise.is_empty().then_some(*group)
+    };
+    let mut chained: Vec<Stmt> = Vec::with_capacity(stmts.len());
+    let mut run: Vec<(Stmt, ThreadGroup)> = Vec::new();
+    for stmt in stmts.drain(..) {
+        match group_of(&stmt) {
+            Some(group) if run.iter().all(|(_, other)| disjoint(*other, group)) => {
+                run.push((stmt, group));
+            }
+            Some(group) => {
+                chained.extend(fold_chain(std::mem::take(&mut run)));
+                run.push((stmt, group));
+            }
+            None => {
+                chained.extend(fold_chain(std::mem::take(&mut run)));
+                chained.push(stmt);
+            }
+        }
+    }
+    chained.extend(fold_chain(run));
+    *stmts = chained;
+}
+
+fn disjoint(a: ThreadGroup, b: ThreadGroup) -> bool {
+    a.start + a.extent <= b.start || b.start + b.extent <= a.start
+}
+
+/// `if a: A` `if b: B` `if c: C` as `if a: A else: (if b: B else: (if c: C))`.
+fn fold_chain(run: Vec<(Stmt, ThreadGroup)>) -> Option<Stmt> {
+    let mut folded: Option<Stmt> = None;
+    for (stmt, _) in run.into_iter().rev() {
+        folded = Some(match (stmt, folded) {
+            (
+                Stmt::If {
+                    cond,
+                    then,
+                    otherwise: _,
+                },
+                Some(rest),
+            ) => Stmt::If {
+                cond,
+                then,
+                otherwise: vec![rest],
+            },
+            (stmt, _) => stmt,
+        });
+    }
+    folded
+}
+
+/// Calls `visit` on each statement list directly inside `stmt`.
+fn for_each_body(stmt: &mut Stmt, visit: &mut impl FnMut(&mut Vec<Stmt>)) {
+    match stmt {
+        Stmt::For { body, .. } | Stmt::Block { body, .. } => visit(body),
+        Stmt::If {
+            then, otherwise, ..
+        } => {
+            visit(then);
+            visit(otherwise);
+        }
+        Stmt::WarpRoles {
+            consumer, producer, ..
+        } => {
+            visit(consumer);
+            visit(producer);
+        }
+        Stmt::Let { .. }
+        | Stmt::Bind { .. }
+        | Stmt::Store { .. }
+        | Stmt::VectorCopy { .. }
+        | Stmt::Atomic { .. }
+        | Stmt::Barrier
+        | Stmt::AsyncCopy { .. }
+        | Stmt::AsyncCommit
+        | Stmt::AsyncWait { .. }
+        | Stmt::LoadMatrix { .. }
+        | Stmt::Mma { .. }
+        | Stmt::Wgmma { .. }
+        | Stmt::WgmmaFence
+        | Stmt::WgmmaCommit
+        | Stmt::WgmmaWait { .. }
+        | Stmt::FenceProxyAsync
+        | Stmt::MbarrierInit { .. }
+        | Stmt::MbarrierArrive { .. }
+        | Stmt::MbarrierExpectTx { .. }
+        | Stmt::MbarrierWait { .. }
+        | Stmt::TmaLoad { .. }
+        | Stmt::TmaStore { .. }
+        | Stmt::TmaStoreWait
+        | Stmt::SetMaxRegisters { .. }
+        | Stmt::NamedBarrier { .. }
+        | Stmt::WarpgroupTurn { .. }
+        | Stmt::SyncWarp
+        | Stmt::Return
+        | Stmt::Assert { .. }
+        | Stmt::GridDependencyWait
+        | Stmt::LaunchDependents => {}
     }
 }
 

@@ -323,6 +323,7 @@ fn lower_with_workspaces(
             .refuse_persistence("no pipelined loop has a producer warpgroup")
             .map_err(|e| e.at(launch))?,
     }
+    groups::chain_group_ifs(&mut stmts, &lowering.group_ifs);
     fences::fence_barriers(&lowering.program, &mut stmts);
     lowering.program.body = stmts;
     Ok(lowering.program)
@@ -424,6 +425,9 @@ pub(crate) struct Lowering<'w> {
     hand_synchronized: bool,
     /// The groups given a named barrier so far, in the order of their barrier ids.
     group_barriers: Vec<ThreadGroup>,
+    /// The conditions of the `if`s whose only branch is a thread group's, with the group
+    /// (`groups::chain_group_ifs`).
+    group_ifs: Vec<(ValueId, ThreadGroup)>,
 }
 
 impl<'w> Lowering<'w> {
@@ -515,6 +519,7 @@ impl<'w> Lowering<'w> {
             block_thread: thread,
             hand_synchronized,
             group_barriers: Vec::new(),
+            group_ifs: Vec::new(),
         };
         lowering.declare_params();
         lowering.declare_buffers()?;
@@ -916,6 +921,9 @@ impl<'w> Lowering<'w> {
         let mut otherwise = Vec::new();
         self.branch(&then_body, groups.0, &mut then, inside)?;
         self.branch(&else_body, groups.1, &mut otherwise, inside)?;
+        if let (Some(group), true) = (groups.0, else_body.is_empty()) {
+            self.group_ifs.push((cond, group));
+        }
         out.push(Stmt::If {
             cond,
             then,

@@ -548,12 +548,56 @@ impl<'p> Machine<'p, '_> {
         active: &[u32],
     ) -> Result<(), Fault> {
         let (yes, no) = self.split(cond, active)?;
+        let waits = |stmts: &[Stmt]| stmts.iter().any(super::roles::contains_wait);
+        if !yes.is_empty()
+            && !no.is_empty()
+            && self.memory.clock.is_none()
+            && (waits(then) || waits(otherwise))
+        {
+            let mut branches = vec![(then, yes)];
+            self.collect_branches(otherwise, no, &mut branches)?;
+            if branches.len() <= super::memory::ROLES {
+                return self.exec_concurrent_branches(branches);
+            }
+            return Err(self.malformed_fault(
+                "a warp-specialized `if` chain with more branches than the emulator runs at once",
+            ));
+        }
         if !yes.is_empty() && !then.is_empty() {
             self.exec_list(then, &yes)?;
         }
         if !no.is_empty() && !otherwise.is_empty() {
             self.exec_list(otherwise, &no)?;
         }
+        Ok(())
+    }
+
+    /// The branches of an `if` chain after its first: an `else` that is a single `if` splitting
+    /// its threads again (an `elif`) adds that `if`'s branches, anything else is one branch.
+    fn collect_branches(
+        &mut self,
+        stmts: &'p [Stmt],
+        threads: Vec<u32>,
+        branches: &mut Vec<(&'p [Stmt], Vec<u32>)>,
+    ) -> Result<(), Fault> {
+        if stmts.is_empty() || threads.is_empty() {
+            return Ok(());
+        }
+        if let [
+            Stmt::If {
+                cond,
+                then,
+                otherwise,
+            },
+        ] = stmts
+        {
+            let (yes, no) = self.split(*cond, &threads)?;
+            if !yes.is_empty() && !no.is_empty() {
+                branches.push((then, yes));
+                return self.collect_branches(otherwise, no, branches);
+            }
+        }
+        branches.push((stmts, threads));
         Ok(())
     }
 

@@ -295,9 +295,9 @@ impl Machine<'_, '_> {
         active: &[u32],
     ) -> Result<(), Fault> {
         match self.try_mbarrier_wait(wait, "block", active)? {
-            // The threads of hand-written warp-specialized code run here one group after the
-            // other, so a wait that passes follows, in the emulator's time, every arrival that
-            // completed its phase: what the arriving threads did before arriving is ordered before
+            // Outside roles and concurrent branches the threads that reach a wait run together,
+            // so a wait that passes follows, in the emulator's time, every arrival that completed
+            // its phase: what the arriving threads did before arriving is ordered before
             // what the waiting ones do next. As at a named barrier, the race detector starts a new
             // epoch (which orders the other threads' accesses too: a race between threads that
             // take no part in the protocol goes unreported here, never a race that is not one).

@@ -84,8 +84,9 @@ pub(super) struct BufferInfo<'p> {
     pub size: usize,
 }
 
-/// The number of warp roles (producer and consumer).
-pub(super) const ROLES: usize = 2;
+/// The most warp roles that run at once: tilec's own producer and consumer, or the branches of a
+/// hand-written warp-specialized `if` / `elif` chain (see `roles.rs`).
+pub(super) const ROLES: usize = 4;
 
 /// The time of a running warp role: its own time, which stamps its accesses, and the latest time
 /// of each role that it has acquired through mbarriers (its own included). Times come from one
@@ -487,7 +488,7 @@ impl<'t> Memory<'t> {
         self.now += 1;
         let start = self.now;
         let seen = [start - 1; ROLES];
-        [0, 1].map(|role| RoleClock {
+        std::array::from_fn(|role| RoleClock {
             role,
             own: start,
             seen,

@@ -1,6 +1,7 @@
 //! Warp specialization: the two roles of a `WarpRoles` statement run concurrently and meet only at
-//! mbarriers and named barriers; plus the statements that only roles use (`bar.sync` with a thread
-//! count, `setmaxnreg`).
+//! mbarriers and named barriers, and so do the branches of a hand-written warp-specialized `if` /
+//! `else if` chain whose branches wait on mbarriers (`exec_concurrent_branches`); plus the
+//! statements that only roles use (`bar.sync` with a thread count, `setmaxnreg`).
 //!
 //! Each role runs as a task: a resumable interpreter of its statement list with its own variable
 //! environment, `let` shadowing and site stack, swapped into the machine while it runs. Only
@@ -22,7 +23,7 @@ use tilec_ir::{EntityId, ExprId, VarId};
 use super::error::{BlockedWait, EmulatorError, ErrorKind, Fault};
 use super::exec::Machine;
 use super::index::{Binding, Env};
-use super::memory::RoleClock;
+use super::memory::{ROLES, RoleClock};
 
 const WARPGROUP: usize = 128;
 
@@ -89,7 +90,19 @@ struct Task<'p> {
     role: &'static str,
     frames: Vec<ListFrame<'p>>,
     context: Context<'p>,
+    /// A branch of hand-written warp-specialized code: a wait that passes starts a race epoch, as
+    /// one outside roles does (`mbarrier.rs`), since such code also hands data over through plain
+    /// stores, which the role clocks do not order.
+    epoch_at_waits: bool,
 }
+
+/// The names of the branches of a hand-written warp-specialized `if` chain, in order.
+const BRANCHES: [&str; ROLES] = [
+    "first branch",
+    "second branch",
+    "third branch",
+    "fourth branch",
+];
 
 /// A wait that blocks a task: the wait, the first thread it blocks and where it is.
 #[derive(Debug)]
@@ -107,7 +120,7 @@ enum Step<'p> {
 }
 
 /// Whether a statement is or contains an `MbarrierWait`, so that a task must be able to stop in it.
-fn contains_wait(stmt: &Stmt) -> bool {
+pub(super) fn contains_wait(stmt: &Stmt) -> bool {
     let mut found = false;
     for_each_stmt(std::slice::from_ref(stmt), &mut |s| {
         found |= matches!(s, Stmt::MbarrierWait { .. })
@@ -127,11 +140,39 @@ impl<'p> Machine<'p, '_> {
         self.check_roles(consumers, active)?;
         let (consumer_threads, producer_threads): (Vec<u32>, Vec<u32>) =
             active.iter().partition(|&&thread| thread < consumers);
-        let [producer_clock, consumer_clock] = self.memory.start_roles();
+        let [producer_clock, consumer_clock, ..] = self.memory.start_roles();
         let mut tasks = [
             self.spawn(("producer", producer_clock), producer, producer_threads),
             self.spawn(("consumer", consumer_clock), consumer, consumer_threads),
         ];
+        self.run_tasks(&mut tasks)
+    }
+
+    /// A hand-written warp-specialized `if` chain (`if tx < 128: ... elif tx >= 256: ...`) whose
+    /// branches wait on mbarriers: on the GPU the branches' warps run side by side and meet only
+    /// at mbarriers and named barriers, so each branch runs as a task of its own, as the roles of
+    /// `WarpRoles` do; the statement ends when all have finished.
+    pub(super) fn exec_concurrent_branches(
+        &mut self,
+        branches: Vec<(&'p [Stmt], Vec<u32>)>,
+    ) -> Result<(), Fault> {
+        let clocks = self.memory.start_roles();
+        let mut tasks: Vec<Task<'p>> = branches
+            .into_iter()
+            .zip(clocks)
+            .zip(BRANCHES)
+            .map(|(((stmts, threads), clock), name)| {
+                let mut task = self.spawn((name, clock), stmts, threads);
+                task.epoch_at_waits = true;
+                task
+            })
+            .collect();
+        self.run_tasks(&mut tasks)
+    }
+
+    /// Runs tasks in turn, each until it finishes or blocks, until all have finished; a round in
+    /// which none makes progress is a deadlock naming every blocked wait.
+    fn run_tasks(&mut self, tasks: &mut [Task<'p>]) -> Result<(), Fault> {
         loop {
             let mut progressed = false;
             let mut blocked = Vec::new();
@@ -193,6 +234,7 @@ impl<'p> Machine<'p, '_> {
             role,
             frames,
             context,
+            epoch_at_waits: false,
         }
     }
 
@@ -209,7 +251,7 @@ impl<'p> Machine<'p, '_> {
         self.swap_context(&mut task.context);
         let mut progressed = false;
         let outcome = loop {
-            match self.step(task.role, &mut task.frames) {
+            match self.step((task.role, task.epoch_at_waits), &mut task.frames) {
                 Ok(Step::Ran) => progressed = true,
                 Ok(Step::Blocked(blocked)) => break Ok((progressed, Some(blocked))),
                 Ok(Step::Finished) => break Ok((progressed, None)),
@@ -223,7 +265,7 @@ impl<'p> Machine<'p, '_> {
     /// Runs the next statement of the innermost frame, or ends the frame.
     fn step(
         &mut self,
-        role: &'static str,
+        (role, epoch_at_waits): (&'static str, bool),
         frames: &mut Vec<ListFrame<'p>>,
     ) -> Result<Step<'p>, Fault> {
         let Some(top) = frames.last_mut() else {
@@ -249,6 +291,9 @@ impl<'p> Machine<'p, '_> {
                 let wait = (*barrier, *index, *parity);
                 match self.try_mbarrier_wait(wait, role, &top.active)? {
                     None => {
+                        if epoch_at_waits {
+                            self.memory.barrier();
+                        }
                         self.begin_statement(top.active.len());
                         top.next += 1;
                         Ok(Step::Ran)
