@@ -407,3 +407,14 @@ fn a_producer_that_refills_before_the_consumer_releases_the_tile_is_reported() {
         "{message}"
     );
 }
+
+/// The project's `examples/warp_specialized_gemm.py`, at its own sizes (four blocks, eight K
+/// tiles), against the plain product.
+#[test]
+fn the_warp_specialized_example_multiplies() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/warp_specialized_gemm.py");
+    let text = std::fs::read_to_string(&path).expect("the example is readable");
+    let program = lower(&text);
+    run_and_compare(&program, 21);
+}
