@@ -903,13 +903,22 @@ impl Builder<'_> {
         for (value, _) in args.positional {
             pools.push(self.iterate(value, span)?);
         }
+        if pools.iter().any(Vec::is_empty) && repeat > 0 {
+            return Ok(Value::List(Rc::new(Vec::new())));
+        }
         // The result is sized before anything is built: `repeat=10**9` over one pool is a billion
-        // copies of it, and its rows as many elements each.
+        // copies of it, and its rows as many elements each. Each pool contributes `len ** repeat`
+        // rows, computed as a power rather than by `repeat` multiplications (a one-element pool
+        // repeated a billion times is one row, found at once).
         let rows_count = pools.iter().try_fold(1u128, |rows, pool| {
-            (0..repeat).try_fold(rows, |rows, _| {
-                let rows = rows.saturating_mul(pool.len() as u128);
-                (rows <= MAX_PRODUCT_ROWS).then_some(rows)
-            })
+            let factor = match (pool.len(), repeat) {
+                (_, 0) | (1, _) => 1,
+                (len, repeat) => u32::try_from(repeat)
+                    .ok()
+                    .and_then(|repeat| (len as u128).checked_pow(repeat))?,
+            };
+            let rows = rows.saturating_mul(factor);
+            (rows <= MAX_PRODUCT_ROWS).then_some(rows)
         });
         let Some(rows_count) = rows_count else {
             return Err(self.limit(
@@ -923,9 +932,6 @@ impl Builder<'_> {
         };
         let row_len = (pools.len() as u128).saturating_mul(repeat as u128);
         let elements = rows_count.saturating_mul(row_len);
-        if pools.iter().any(Vec::is_empty) && repeat > 0 {
-            return Ok(Value::List(Rc::new(Vec::new())));
-        }
         self.allocate(elements.max(row_len), "product", span)?;
         let pools: Vec<Vec<Value<'a>>> = std::iter::repeat_n(pools, repeat).flatten().collect();
         let mut rows: Vec<Vec<Value<'a>>> = vec![Vec::new()];
