@@ -16,7 +16,7 @@ use tilec_ir::thread::{
 };
 use tilec_ir::{EntityId, ExprProgram, TileOp};
 
-use super::gemm::GemmPlan;
+use super::gemm::{GemmPlan, OperandView};
 use super::shared_plan::WGMMA_ALIGNMENT;
 use super::{Lowering, Unlowerable};
 use crate::layout::GemmInstruction;
@@ -253,7 +253,7 @@ impl Lowering<'_> {
             }
         };
         let tiles = (slabs * steps) as usize;
-        self.describe(plan, plan.a, major, (64, tiles), &stored)
+        self.describe(plan, (plan.a, &plan.a_view), major, (64, tiles), &stored)
     }
 
     /// B's tiles (chunk-major, then k step): 16 of K by the chunk's columns.
@@ -276,7 +276,13 @@ impl Lowering<'_> {
             }
         };
         let tiles = ((plan.tile_n / chunk_n) * steps) as usize;
-        self.describe(plan, plan.b, major, (chunk_n, tiles), &stored)
+        self.describe(
+            plan,
+            (plan.b, &plan.b_view),
+            major,
+            (chunk_n, tiles),
+            &stored,
+        )
     }
 
     /// Finds the descriptor fields that describe every tile of an operand in every warpgroup, by
@@ -284,7 +290,7 @@ impl Lowering<'_> {
     fn describe(
         &mut self,
         plan: &GemmPlan,
-        buffer: EntityId,
+        (buffer, view): (EntityId, &OperandView),
         major: Major,
         (extent_mn, tiles): (i64, usize),
         stored: &dyn Fn(i64, usize, i64, i64) -> [i64; 2],
@@ -305,22 +311,34 @@ impl Lowering<'_> {
         let Some(&offset) = map.outputs.first() else {
             return Err("an operand has no shared layout");
         };
+        let Some(starts) = view.const_starts(&self.program.exprs) else {
+            return Err("an operand is a window of its buffer at a run-time index");
+        };
         let mut formula = ExprProgram::compile(&self.program.exprs, &map.vars, &[offset]);
-        // Every element of every tile is checked against each candidate swizzle: the offsets are
-        // tabulated once, in batches, rather than evaluated point by point.
+        // Every element of every tile is checked against each candidate swizzle: the offsets of a
+        // whole 2-D buffer are tabulated once, in batches, rather than evaluated point by point.
         let table = match map.shape[..] {
-            [_, columns] => crate::layout::fragment::values_over(&mut formula, &map.shape)
-                .map(|offsets| (offsets, columns)),
+            [_, columns] if view.whole => {
+                crate::layout::fragment::values_over(&mut formula, &map.shape)
+                    .map(|offsets| (offsets, columns))
+            }
             _ => None,
         };
+        let [row_dim, col_dim] = view.dims;
         let mut bytes_at = |[row, column]: [i64; 2]| {
             let tabulated = table.as_ref().and_then(|(offsets, columns)| {
                 let inside = (0..*columns).contains(&column) && row >= 0;
                 let flat = usize::try_from(row * columns + column).ok()?;
                 inside.then(|| offsets.get(flat).copied()).flatten()
             });
+            // A window is probed inside itself only: beyond it lie other elements of the buffer.
+            let inside = view.whole
+                || (0..view.shape[0]).contains(&row) && (0..view.shape[1]).contains(&column);
+            let mut point = starts.clone();
+            point[row_dim] += row;
+            point[col_dim] += column;
             tabulated
-                .or_else(|| formula.run_one(&[row, column]))
+                .or_else(|| inside.then(|| formula.run_one(&point)).flatten())
                 .map(|o| o * element)
         };
         let groups = self.threads / WARPGROUP_THREADS;
