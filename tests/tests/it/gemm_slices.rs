@@ -144,6 +144,6 @@ fn windows_are_read_with_ldmatrix_on_sm80_and_wgmma_descriptors_on_sm90() {
         let sm80 = cuda_of(source, Target::Sm80);
         assert!(sm80.contains("ldmatrix"), "{sm80}");
         let sm90 = cuda_of(source, Target::Sm90);
-        assert!(sm90.contains("wgmma"), "{sm90}");
+        assert!(sm90.contains("wgmma.mma_async"), "{sm90}");
     }
 }

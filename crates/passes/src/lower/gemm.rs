@@ -79,11 +79,6 @@ impl OperandView {
         }
         indices
     }
-
-    /// The window's start in each buffer dimension where every start is a constant.
-    pub(super) fn const_starts(&self, e: &tilec_ir::ExprArena) -> Option<Vec<i64>> {
-        self.starts.iter().map(|&s| e.as_int(s)).collect()
-    }
 }
 
 /// The register arrays a warp's A and B operands are loaded into, each holding `sets` sets of
