@@ -58,14 +58,17 @@ struct Described {
     point: Option<(ExprId, i64)>,
 }
 
+/// A run-time point index of an operand's window: its buffer dimension and that dimension's
+/// extent (the values it can take).
+type RuntimePoint = (usize, i64);
+
 /// The constant starts of an operand's window, with the run-time point index (if there is one) as
 /// its dimension and extent; the window's own rows and columns must start at constants.
-#[allow(clippy::type_complexity)]
 fn window_starts(
     exprs: &tilec_ir::ExprArena,
     view: &OperandView,
     shape: &[i64],
-) -> Result<(Vec<i64>, Option<(usize, i64)>), &'static str> {
+) -> Result<(Vec<i64>, Option<RuntimePoint>), &'static str> {
     if shape.len() != view.starts.len() {
         return Err("an operand's shared layout does not have its buffer's dimensions");
     }
