@@ -69,6 +69,35 @@ def halves():
     return main
 "#;
 
+/// The halves again, picked by a loop variable: windows whose columns (rows of B) start at a
+/// run-time offset, as FlashMLA's `Q_shared_l[:, j * k_tile : (j + 1) * k_tile]`.
+const LOOPED_HALVES: &str = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def looped_halves():
+    @T.prim_func
+    def main(
+        A: T.Tensor((64, 64), "float16"),
+        B: T.Tensor((64, 64), "float16"),
+        C: T.Tensor((64, 64), "float32"),
+    ):
+        with T.Kernel(1, threads=128) as bx:
+            A_shared = T.alloc_shared((64, 64), "float16")
+            B_shared = T.alloc_shared((64, 64), "float16")
+            C_local = T.alloc_fragment((64, 64), "float32")
+            T.copy(A, A_shared)
+            T.copy(B, B_shared)
+            T.clear(C_local)
+            for j in T.serial(2):
+                T.gemm(A_shared[:, j * 32 : (j + 1) * 32], B_shared[j * 32 : (j + 1) * 32, :], C_local)
+            T.copy(C_local, C)
+
+    return main
+"#;
+
 /// The kernel checked without errors and lowered for `target`.
 fn lower(source: &str, target: Target) -> ThreadProgram {
     on_analysis_stack(|| {
@@ -145,5 +174,12 @@ fn windows_are_read_with_ldmatrix_on_sm80_and_wgmma_descriptors_on_sm90() {
         assert!(sm80.contains("ldmatrix"), "{sm80}");
         let sm90 = cuda_of(source, Target::Sm90);
         assert!(sm90.contains("wgmma.mma_async"), "{sm90}");
+    }
+}
+
+#[test]
+fn windows_at_a_run_time_column_offset_accumulate_on_both_targets() {
+    for target in [Target::Sm80, Target::Sm90] {
+        run_and_compare(LOOPED_HALVES, target);
     }
 }

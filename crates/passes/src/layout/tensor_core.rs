@@ -71,7 +71,11 @@ pub fn operand_shape(world: &tilec_ir::World, region: &tilec_ir::Region) -> Opti
     for (dim, &extent) in region.dims.iter().zip(&shape) {
         match dim.extent {
             Some(e) => ranges.push(world.exprs.as_int(e)?),
-            None if region.dims.len() == 2 => ranges.push(extent),
+            // As the gemm lowering reads a 2-D region: a dimension from 0 without an extent is
+            // the whole dimension.
+            None if region.dims.len() == 2 && world.exprs.as_int(dim.start) == Some(0) => {
+                ranges.push(extent)
+            }
             None => {}
         }
     }
