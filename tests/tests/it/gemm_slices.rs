@@ -98,6 +98,32 @@ def looped_halves():
     return main
 "#;
 
+/// A column slice of a fragment as A: refused with a reason (registers are not windowed).
+const FRAGMENT_SLICE: &str = r#"import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def frag():
+    @T.prim_func
+    def main(
+        A: T.Tensor((64, 64), "float16"),
+        B: T.Tensor((64, 64), "float16"),
+        C: T.Tensor((64, 64), "float32"),
+    ):
+        with T.Kernel(1, threads=128) as bx:
+            A_local = T.alloc_fragment((64, 64), "float16")
+            B_shared = T.alloc_shared((64, 64), "float16")
+            C_local = T.alloc_fragment((64, 64), "float32")
+            T.copy(A, A_local)
+            T.copy(B, B_shared)
+            T.clear(C_local)
+            T.gemm(A_local[:, 0:32], B_shared[0:32, :], C_local)
+            T.copy(C_local, C)
+
+    return main
+"#;
+
 /// The kernel checked without errors and lowered for `target`.
 fn lower(source: &str, target: Target) -> ThreadProgram {
     on_analysis_stack(|| {
@@ -130,6 +156,24 @@ fn matmul_reference(tensors: &[HostTensor]) -> Vec<f64> {
         }
     }
     c
+}
+
+/// Why `source` does not lower for `target`.
+fn refusal(source: &str, target: Target) -> String {
+    on_analysis_stack(|| {
+        let db = RootDatabase::default();
+        let _settings = Settings::builder(target, Vec::new()).new(&db);
+        let file = source_file(&db, "/kernels/gemm_slices.py", source);
+        let instance = instances(&db, file)[0];
+        match thread_programs(&db, instance).as_ref() {
+            Ok(_) => panic!("{target}: a fragment slice lowered"),
+            Err(diagnostics) => diagnostics
+                .iter()
+                .map(|d| d.message.clone())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        }
+    })
 }
 
 /// Lowers `source` for `target`, runs it and compares C with the reference.
@@ -182,4 +226,16 @@ fn windows_at_a_run_time_column_offset_accumulate_on_both_targets() {
     for target in [Target::Sm80, Target::Sm90] {
         run_and_compare(LOOPED_HALVES, target);
     }
+}
+
+#[test]
+fn a_slice_of_a_fragment_a_operand_is_refused_with_a_reason() {
+    let why = refusal(FRAGMENT_SLICE, Target::Sm80);
+    assert!(
+        why.contains(
+            "`T.gemm` operand A must be a whole buffer or a 2-D window of a shared buffer: \
+             a slice of a fragment"
+        ),
+        "{why}"
+    );
 }

@@ -356,7 +356,8 @@ impl Lowering<'_> {
         }
         let slice_error = |why: &str| {
             Unlowerable::new(format!(
-                "`T.gemm` operand {operand} must be a whole buffer or a 2-D window of a shared                  buffer: {why}"
+                "`T.gemm` operand {operand} must be a whole buffer or a 2-D window of a shared \
+                 buffer: {why}"
             ))
         };
         if shape.is_empty() || region.dims.len() != shape.len() {
