@@ -8,6 +8,7 @@
 mod corpus;
 mod fixtures;
 mod gemm_operands;
+mod gemm_slices;
 mod imports;
 mod incremental;
 mod language_ops;

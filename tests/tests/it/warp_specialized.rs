@@ -206,7 +206,8 @@ fn barrier_operations_take_barriers_and_integers() {
 }
 
 /// TileLang's `warp_specialize` examples at 256³: the producer/consumer pairs with TMA and
-/// mbarriers (either warpgroup producing), the one that pipelines nothing, and two warpgroups that
+/// mbarriers (either warpgroup producing), the one that pipelines nothing, the one whose gemm
+/// takes a stage of 3-D shared buffers, and two warpgroups that
 /// each copy and multiply their own half of the tile with no mbarrier at all (their shared
 /// copies are ordered by named barriers of their own warpgroup).
 #[test]
@@ -224,6 +225,11 @@ fn the_real_world_warp_specialized_gemms_run_and_multiply() {
             "matmul_warp_specialize_copy_1_gemm_0",
         ),
         ("example_warp_specialize_gemm_softpipe_stage2.py", "matmul"),
+        // Multiplies `A_shared[ko % num_stages, :, :]`: a stage of a 3-D buffer picked at run time.
+        (
+            "example_warp_specialize_gemm_barrierpipe_stage2.py",
+            "matmul",
+        ),
         (
             "example_warp_specialize_gemm_copy_gemm_0_1.py",
             "matmul_warp_specialize_copy_gemm_0_1",

@@ -268,12 +268,13 @@ fn select_instructions(
         else {
             continue;
         };
-        let (Some(a_shape), Some(c_shape)) =
-            (world.const_shape(a.buffer), world.const_shape(c.buffer))
-        else {
+        let (Some([a0, a1]), Some(c_shape)) = (
+            super::tensor_core::operand_shape(world, a),
+            world.const_shape(c.buffer),
+        ) else {
             continue;
         };
-        let (&[m, n], &[a0, a1]) = (c_shape.as_slice(), a_shape.as_slice()) else {
+        let &[m, n] = c_shape.as_slice() else {
             continue;
         };
         if !is_fragment(world, c.buffer) {

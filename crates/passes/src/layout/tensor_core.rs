@@ -62,6 +62,32 @@ pub struct GemmShape {
     pub b_in_registers: bool,
 }
 
+/// The rows and columns of a gemm operand: its buffer's shape when it is a whole 2-D buffer, the
+/// two ranged dimensions of a window otherwise (`A_s[stage, :, :]`, `Q_s[:, 0:32]`; ranges of one
+/// element in front of two others count as points).
+pub fn operand_shape(world: &tilec_ir::World, region: &tilec_ir::Region) -> Option<[i64; 2]> {
+    let shape = world.const_shape(region.buffer)?;
+    let mut ranges = Vec::new();
+    for (dim, &extent) in region.dims.iter().zip(&shape) {
+        match dim.extent {
+            Some(e) => ranges.push(world.exprs.as_int(e)?),
+            // As the gemm lowering reads a 2-D region: a dimension from 0 without an extent is
+            // the whole dimension.
+            None if region.dims.len() == 2 && world.exprs.as_int(dim.start) == Some(0) => {
+                ranges.push(extent)
+            }
+            None => {}
+        }
+    }
+    while ranges.len() > 2 && ranges[0] == 1 {
+        ranges.remove(0);
+    }
+    match ranges[..] {
+        [rows, cols] => Some([rows, cols]),
+        _ => None,
+    }
+}
+
 /// TileLang's `AllowWgmma`: Hopper with wgmma enabled, at least 64 rows, whole warpgroups,
 /// 16-bit A and B with an fp32 accumulator, K in steps of 16, B in shared memory, and a warpgroup
 /// partition of the tile. Everything else runs on mma.sync.

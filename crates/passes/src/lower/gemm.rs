@@ -47,6 +47,38 @@ pub(super) struct GemmPlan {
     pub(super) micro_rows: i64,
     pub(super) dtype: DType,
     pub(super) instruction: GemmInstruction,
+    /// The windows of their buffers that A and B are.
+    pub(super) a_view: OperandView,
+    pub(super) b_view: OperandView,
+}
+
+/// The 2-D window of a buffer that a gemm operand is: `T.gemm(A_s[stage, :, :], ...)` takes
+/// stage `stage` of a 3-D buffer, `Q_s[:, 32:64]` a column range. Every element address the
+/// lowering computes goes through it.
+#[derive(Clone, Debug)]
+pub(super) struct OperandView {
+    /// Where the window starts in each dimension of the buffer (a point index's value).
+    pub(super) starts: Vec<ExprId>,
+    /// The buffer dimensions that are the operand matrix's rows and columns.
+    pub(super) dims: [usize; 2],
+    /// The window's rows and columns.
+    pub(super) shape: [i64; 2],
+    /// Whether the window is the whole of a 2-D buffer.
+    pub(super) whole: bool,
+}
+
+impl OperandView {
+    /// The buffer indices of element `[row, col]` of the window.
+    pub(super) fn indices(&self, e: &mut tilec_ir::ExprArena, at: &[ExprId]) -> Vec<ExprId> {
+        let mut indices = self.starts.clone();
+        for (&dim, &index) in self.dims.iter().zip(at) {
+            indices[dim] = match e.as_int(self.starts[dim]) {
+                Some(0) => index,
+                _ => e.add(self.starts[dim], index),
+            };
+        }
+        indices
+    }
 }
 
 /// The register arrays a warp's A and B operands are loaded into, each holding `sets` sets of
@@ -115,7 +147,7 @@ impl Lowering<'_> {
         let a_source = self.a_source(&plan)?;
         let b_source = match self.is_private(plan.b) {
             true => return Err(Unlowerable::new("`T.gemm` with B in registers")),
-            false if self.matrix_readable(plan.b)? => OperandSource::Matrix,
+            false if self.matrix_readable(plan.b, &plan.b_view)? => OperandSource::Matrix,
             false => OperandSource::SharedElements,
         };
         if *clear_accum {
@@ -229,9 +261,10 @@ impl Lowering<'_> {
         policy: WarpPolicy,
         instruction: GemmInstruction,
     ) -> Result<GemmPlan, Unlowerable> {
-        let a_shape = self.whole_buffer_2d(a, "A")?;
-        let b_shape = self.whole_buffer_2d(b, "B")?;
+        let a_view = self.operand_view(a, "A")?;
+        let b_view = self.operand_view(b, "B")?;
         let c_shape = self.whole_buffer_2d(c, "C")?;
+        let (a_shape, b_shape) = (a_view.shape, b_view.shape);
         let (m, k) = if transpose_a {
             (a_shape[1], a_shape[0])
         } else {
@@ -297,7 +330,81 @@ impl Lowering<'_> {
             micro_rows,
             dtype,
             instruction,
+            a_view,
+            b_view,
         })
+    }
+
+    /// The 2-D window of a shared buffer (or the whole fragment) that an A or B operand is:
+    /// point indices, run-time or not, then two dimensions with constant extents.
+    fn operand_view(&self, region: &Region, operand: &str) -> Result<OperandView, Unlowerable> {
+        let shape = self.world.const_shape(region.buffer).unwrap_or_default();
+        let exprs = &self.world.exprs;
+        let starts: Vec<ExprId> = region.dims.iter().map(|dim| dim.start).collect();
+        if shape.len() == 2 && region.dims.len() == 2 {
+            let whole = self.whole_buffer_2d(region, operand).is_ok();
+            if whole {
+                let dims = [0, 1];
+                let shape = [shape[0], shape[1]];
+                return Ok(OperandView {
+                    starts,
+                    dims,
+                    shape,
+                    whole,
+                });
+            }
+        }
+        let slice_error = |why: &str| {
+            Unlowerable::new(format!(
+                "`T.gemm` operand {operand} must be a whole buffer or a 2-D window of a shared \
+                 buffer: {why}"
+            ))
+        };
+        if shape.is_empty() || region.dims.len() != shape.len() {
+            return Err(slice_error("its buffer has no constant shape"));
+        }
+        if self.is_private(region.buffer) {
+            return Err(slice_error("a slice of a fragment"));
+        }
+        // A dimension with an extent is a range of the window, one without a point; ranges of one
+        // element in front of two others are points too (`A_s[s:s+1, :, :]`).
+        let mut ranges: Vec<(usize, i64)> = Vec::new();
+        for (d, dim) in region.dims.iter().enumerate() {
+            let Some(extent) = dim.extent else {
+                continue;
+            };
+            let Some(extent) = exprs.as_int(extent) else {
+                return Err(slice_error("a range whose extent is not a constant"));
+            };
+            let start = exprs.as_int(dim.start).unwrap_or(0);
+            if start < 0 || start + extent > shape[d] {
+                return Err(slice_error("a range outside its buffer"));
+            }
+            ranges.push((d, extent));
+        }
+        while ranges.len() > 2 && ranges[0].1 == 1 {
+            ranges.remove(0);
+        }
+        let [(rows_dim, rows), (cols_dim, cols)] = ranges[..] else {
+            return Err(slice_error("it does not range over exactly two dimensions"));
+        };
+        Ok(OperandView {
+            starts,
+            dims: [rows_dim, cols_dim],
+            shape: [rows, cols],
+            whole: false,
+        })
+    }
+
+    /// The storage and index of element `at` (row, column) of an operand's window.
+    fn view_address(
+        &mut self,
+        buffer: EntityId,
+        view: &OperandView,
+        at: &[ExprId],
+    ) -> Result<(tilec_ir::thread::BufferId, ExprId), Unlowerable> {
+        let indices = view.indices(&mut self.program.exprs, at);
+        self.address(buffer, &indices)
     }
 
     /// The constant shape of a 2-D operand that the gemm takes whole.
@@ -365,7 +472,7 @@ impl Lowering<'_> {
     /// How the A operand reaches the instruction.
     fn a_source(&self, plan: &GemmPlan) -> Result<OperandSource, Unlowerable> {
         if !self.is_private(plan.a) {
-            return Ok(if self.matrix_readable(plan.a)? {
+            return Ok(if self.matrix_readable(plan.a, &plan.a_view)? {
                 OperandSource::Matrix
             } else {
                 OperandSource::SharedElements
@@ -467,28 +574,59 @@ impl Lowering<'_> {
         Ok(table)
     }
 
-    /// Whether `ldmatrix` can read a shared buffer: every aligned 8-element chunk of a row is
-    /// stored contiguously at a 16-byte boundary (also in every pipeline stage).
-    fn matrix_readable(&self, buffer: EntityId) -> Result<bool, Unlowerable> {
+    /// Whether `ldmatrix` can read an operand's window of a shared buffer: every aligned
+    /// 8-element chunk of a row is stored contiguously at a 16-byte boundary (also in every
+    /// pipeline stage, and at every value of a run-time point index such as a stage).
+    fn matrix_readable(&self, buffer: EntityId, view: &OperandView) -> Result<bool, Unlowerable> {
         let Some(assigned) = self.layouts.shared.get(&buffer) else {
             return Ok(false);
         };
         let map = &assigned.map;
-        let (&[rows, cols], Some(&offset)) = (map.shape.as_slice(), map.outputs.first()) else {
+        let Some(&offset) = map.outputs.first() else {
             return Ok(false);
         };
-        if cols % 8 != 0 || assigned.storage_elements % 8 != 0 {
+        let [rows, cols] = view.shape;
+        if cols % 8 != 0
+            || assigned.storage_elements % 8 != 0
+            || map.shape.len() != view.starts.len()
+        {
             return Ok(false);
         }
-        let mut offsets = ExprProgram::compile(&self.program.exprs, &map.vars, &[offset]);
-        let mut at = |row: i64, col: i64| offsets.run_one(&[row, col]);
-        for row in 0..rows {
-            for start in (0..cols).step_by(8) {
-                let Some(first) = at(row, start) else {
-                    return Ok(false);
-                };
-                if first % 8 != 0 || (1..8).any(|j| at(row, start + j) != Some(first + j)) {
-                    return Ok(false);
+        let exprs = &self.program.exprs;
+        // The window's first row and column must be known; a point index that is not is tried at
+        // every value it can take.
+        let [row_dim, col_dim] = view.dims;
+        let (Some(row0), Some(col0)) = (
+            exprs.as_int(view.starts[row_dim]),
+            exprs.as_int(view.starts[col_dim]),
+        ) else {
+            return Ok(false);
+        };
+        let points: Vec<Vec<i64>> = view
+            .starts
+            .iter()
+            .enumerate()
+            .map(|(d, &start)| match exprs.as_int(start) {
+                _ if view.dims.contains(&d) => vec![0],
+                Some(value) => vec![value],
+                None => (0..map.shape[d]).collect(),
+            })
+            .collect();
+        let mut offsets = ExprProgram::compile(exprs, &map.vars, &[offset]);
+        for mut point in cartesian(&points) {
+            let mut at = |row: i64, col: i64| {
+                point[row_dim] = row0 + row;
+                point[col_dim] = col0 + col;
+                offsets.run_one(&point)
+            };
+            for row in 0..rows {
+                for start in (0..cols).step_by(8) {
+                    let Some(first) = at(row, start) else {
+                        return Ok(false);
+                    };
+                    if first % 8 != 0 || (1..8).any(|j| at(row, start + j) != Some(first + j)) {
+                        return Ok(false);
+                    }
                 }
             }
         }
@@ -602,7 +740,7 @@ impl Lowering<'_> {
                 } else {
                     vec![m, k]
                 };
-                let (src, src_index) = self.address(plan.a, &indices)?;
+                let (src, src_index) = self.view_address(plan.a, &plan.a_view, &indices)?;
                 let dst_index = self.program.exprs.int(base + mi * 8);
                 out.push(Stmt::LoadMatrix {
                     matrices: 4,
@@ -628,7 +766,7 @@ impl Lowering<'_> {
                     let k = e.add(base_k, col);
                     let indices = if plan.transpose_a { [k, m] } else { [m, k] };
                     self.element_to_register(
-                        plan.a,
+                        (plan.a, &plan.a_view),
                         &indices,
                         a_regs,
                         base + mi * 8 + r as i64,
@@ -661,7 +799,13 @@ impl Lowering<'_> {
                     let zero = e.int(0);
                     let n = warp_offset(e, wn, plan.tile_n, atom * 8, zero, n);
                     let indices = if plan.transpose_b { [n, k] } else { [k, n] };
-                    self.element_to_register(plan.b, &indices, b_regs, base + atom * 4 + r, out)?;
+                    self.element_to_register(
+                        (plan.b, &plan.b_view),
+                        &indices,
+                        b_regs,
+                        base + atom * 4 + r,
+                        out,
+                    )?;
                 }
             }
             return Ok(());
@@ -689,7 +833,7 @@ impl Lowering<'_> {
                 let n = warp_offset(e, wn, plan.tile_n, first * 8, atom_step, zero);
                 vec![k, n]
             };
-            let (src, src_index) = self.address(plan.b, &indices)?;
+            let (src, src_index) = self.view_address(plan.b, &plan.b_view, &indices)?;
             let dst_index = self.program.exprs.int(base + first * 4);
             out.push(Stmt::LoadMatrix {
                 matrices: if pair { 4 } else { 2 },
@@ -706,13 +850,13 @@ impl Lowering<'_> {
     /// `registers[slot] = buffer[indices]`, converted to the operand type.
     fn element_to_register(
         &mut self,
-        buffer: EntityId,
+        (buffer, view): (EntityId, &OperandView),
         indices: &[ExprId],
         registers: tilec_ir::thread::BufferId,
         slot: i64,
         out: &mut Vec<Stmt>,
     ) -> Result<(), Unlowerable> {
-        let (src, index) = self.address(buffer, indices)?;
+        let (src, index) = self.view_address(buffer, view, indices)?;
         let value = self.program.add_value(Value::Load { buffer: src, index });
         let dst = self.program.exprs.int(slot);
         out.push(Stmt::Store {
@@ -722,6 +866,21 @@ impl Lowering<'_> {
         });
         Ok(())
     }
+}
+
+/// Every combination of one value from each list, in order.
+fn cartesian(lists: &[Vec<i64>]) -> Vec<Vec<i64>> {
+    lists.iter().fold(vec![Vec::new()], |done, list| {
+        done.iter()
+            .flat_map(|prefix| {
+                list.iter().map(move |&value| {
+                    let mut next = prefix.clone();
+                    next.push(value);
+                    next
+                })
+            })
+            .collect()
+    })
 }
 
 /// `warp * tile + base + half * 8 + within`: a row or column inside a warp's part of a tile.

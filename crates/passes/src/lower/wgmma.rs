@@ -14,9 +14,9 @@ use tilec_ir::thread::{
     DescriptorLayout, DescriptorSwizzle, Major, MatrixDescriptor, Stmt, WgmmaA, mma_a_element,
     wgmma_c_element,
 };
-use tilec_ir::{EntityId, ExprProgram, TileOp};
+use tilec_ir::{EntityId, ExprId, ExprProgram, TileOp};
 
-use super::gemm::GemmPlan;
+use super::gemm::{GemmPlan, OperandView};
 use super::shared_plan::WGMMA_ALIGNMENT;
 use super::{Lowering, Unlowerable};
 use crate::layout::GemmInstruction;
@@ -53,6 +53,43 @@ struct Described {
     origins: Vec<i64>,
     /// Bytes added per warpgroup step along M (`(g % groups_m)`) and along N (`g / groups_m`).
     per_group: [i64; 2],
+    /// A run-time point index of the operand's window (a stage of a 3-D buffer) and the bytes
+    /// one step of it moves every element by: a multiple of the swizzle period.
+    point: Option<(ExprId, i64)>,
+}
+
+/// A run-time point index of an operand's window: its buffer dimension and that dimension's
+/// extent (the values it can take).
+type RuntimePoint = (usize, i64);
+
+/// The constant starts of an operand's window, with the run-time point index (if there is one) as
+/// its dimension and extent; the window's own rows and columns must start at constants.
+fn window_starts(
+    exprs: &tilec_ir::ExprArena,
+    view: &OperandView,
+    shape: &[i64],
+) -> Result<(Vec<i64>, Option<RuntimePoint>), &'static str> {
+    if shape.len() != view.starts.len() {
+        return Err("an operand's shared layout does not have its buffer's dimensions");
+    }
+    let mut point = None;
+    let mut starts = Vec::with_capacity(shape.len());
+    for (d, &start) in view.starts.iter().enumerate() {
+        match exprs.as_int(start) {
+            Some(value) => starts.push(value),
+            None if view.dims.contains(&d) => {
+                return Err("an operand window's rows or columns start at a run-time index");
+            }
+            None if point.is_some() => {
+                return Err("an operand window has more than one run-time index");
+            }
+            None => {
+                point = Some((d, shape[d]));
+                starts.push(0);
+            }
+        }
+    }
+    Ok((starts, point))
 }
 
 /// Where warpgroup `g` sits: its first warp row and its warp column.
@@ -212,6 +249,11 @@ impl Lowering<'_> {
         let origin = e.int(described.origins[tile]);
         let mut start = e.add(origin, m_part);
         start = e.add(start, n_part);
+        if let Some((index, bytes)) = described.point {
+            let bytes = e.int(bytes);
+            let offset = e.mul(index, bytes);
+            start = e.add(start, offset);
+        }
         if let Some(stage) = stage {
             let size = e.int(stage_bytes);
             let offset = e.mul(stage, size);
@@ -253,7 +295,7 @@ impl Lowering<'_> {
             }
         };
         let tiles = (slabs * steps) as usize;
-        self.describe(plan, plan.a, major, (64, tiles), &stored)
+        self.describe(plan, (plan.a, &plan.a_view), major, (64, tiles), &stored)
     }
 
     /// B's tiles (chunk-major, then k step): 16 of K by the chunk's columns.
@@ -276,7 +318,13 @@ impl Lowering<'_> {
             }
         };
         let tiles = ((plan.tile_n / chunk_n) * steps) as usize;
-        self.describe(plan, plan.b, major, (chunk_n, tiles), &stored)
+        self.describe(
+            plan,
+            (plan.b, &plan.b_view),
+            major,
+            (chunk_n, tiles),
+            &stored,
+        )
     }
 
     /// Finds the descriptor fields that describe every tile of an operand in every warpgroup, by
@@ -284,7 +332,7 @@ impl Lowering<'_> {
     fn describe(
         &mut self,
         plan: &GemmPlan,
-        buffer: EntityId,
+        (buffer, view): (EntityId, &OperandView),
         major: Major,
         (extent_mn, tiles): (i64, usize),
         stored: &dyn Fn(i64, usize, i64, i64) -> [i64; 2],
@@ -305,40 +353,56 @@ impl Lowering<'_> {
         let Some(&offset) = map.outputs.first() else {
             return Err("an operand has no shared layout");
         };
+        let (starts, point) = window_starts(&self.program.exprs, view, &map.shape)?;
         let mut formula = ExprProgram::compile(&self.program.exprs, &map.vars, &[offset]);
-        // Every element of every tile is checked against each candidate swizzle: the offsets are
-        // tabulated once, in batches, rather than evaluated point by point.
+        // Every element of every tile is checked against each candidate swizzle: the offsets of a
+        // whole 2-D buffer are tabulated once, in batches, rather than evaluated point by point.
         let table = match map.shape[..] {
-            [_, columns] => crate::layout::fragment::values_over(&mut formula, &map.shape)
-                .map(|offsets| (offsets, columns)),
+            [_, columns] if view.whole => {
+                crate::layout::fragment::values_over(&mut formula, &map.shape)
+                    .map(|offsets| (offsets, columns))
+            }
             _ => None,
         };
-        let mut bytes_at = |[row, column]: [i64; 2]| {
+        let [row_dim, col_dim] = view.dims;
+        // Bytes of window element `[row, column]` with the run-time point index (if any) at `at`.
+        let mut bytes_in = |at: i64, [row, column]: [i64; 2]| {
             let tabulated = table.as_ref().and_then(|(offsets, columns)| {
                 let inside = (0..*columns).contains(&column) && row >= 0;
                 let flat = usize::try_from(row * columns + column).ok()?;
                 inside.then(|| offsets.get(flat).copied()).flatten()
             });
+            // A window is probed inside itself only: beyond it lie other elements of the buffer.
+            let inside = view.whole
+                || (0..view.shape[0]).contains(&row) && (0..view.shape[1]).contains(&column);
+            let mut index = starts.clone();
+            index[row_dim] += row;
+            index[col_dim] += column;
+            if let Some((dim, _)) = point {
+                index[dim] = at;
+            }
             tabulated
-                .or_else(|| formula.run_one(&[row, column]))
+                .or_else(|| inside.then(|| formula.run_one(&index)).flatten())
                 .map(|o| o * element)
         };
         let groups = self.threads / WARPGROUP_THREADS;
         let mut origins = vec![vec![0; groups as usize]; tiles];
         for (tile, row) in origins.iter_mut().enumerate() {
             for (g, slot) in row.iter_mut().enumerate() {
-                *slot = bytes_at(stored(g as i64, tile, 0, 0))
+                *slot = bytes_in(0, stored(g as i64, tile, 0, 0))
                     .ok_or("an operand element has no storage")?;
             }
         }
         let groups_m = plan.warps_m / 4;
         let per_group = fit_groups(&origins, groups_m)
             .ok_or("operand origins are not affine in the warpgroup")?;
+        let mut found = None;
         for swizzle in [
             DescriptorSwizzle::Bytes128,
             DescriptorSwizzle::Bytes64,
             DescriptorSwizzle::Bytes32,
         ] {
+            let mut bytes_at = |at: [i64; 2]| bytes_in(0, at);
             let Some((leading_bytes, stride_bytes)) = probe_offsets(
                 &mut bytes_at,
                 stored,
@@ -368,16 +432,49 @@ impl Lowering<'_> {
                 })
             });
             if matches {
-                return Ok(Described {
-                    buffer,
-                    layout,
-                    groups_m,
-                    origins: origins.iter().map(|row| row[0]).collect(),
-                    per_group,
-                });
+                found = Some(layout);
+                break;
             }
         }
-        Err("no wgmma descriptor describes an operand's shared layout")
+        let layout = found.ok_or("no wgmma descriptor describes an operand's shared layout")?;
+        // Every other value of a run-time point index must move every element by the same
+        // multiple of the swizzle period, so that one descriptor plus a run-time offset is right.
+        let point = match point {
+            None => None,
+            Some((dim, extent)) => {
+                let one = (extent > 1)
+                    .then(|| bytes_in(1, stored(0, 0, 0, 0)))
+                    .flatten();
+                let stride = one.map_or(0, |one| one - origins[0][0]);
+                if stride % WGMMA_ALIGNMENT != 0 {
+                    return Err("a run-time stage of an operand is not a multiple of 1024 bytes");
+                }
+                let shifted = (1..extent).all(|at| {
+                    (0..tiles).all(|tile| {
+                        (0..groups).all(|g| {
+                            (0..extent_mn).all(|mn| {
+                                (0..16).all(|k| {
+                                    let here = stored(g, tile, mn, k);
+                                    bytes_in(at, here) == bytes_in(0, here).map(|b| b + at * stride)
+                                })
+                            })
+                        })
+                    })
+                });
+                if !shifted {
+                    return Err("the stages of an operand are not laid out alike");
+                }
+                Some((view.starts[dim], stride))
+            }
+        };
+        Ok(Described {
+            buffer,
+            layout,
+            groups_m,
+            origins: origins.iter().map(|row| row[0]).collect(),
+            per_group,
+            point,
+        })
     }
 
     /// The first accumulator register of every (slab, chunk), checked to hold the chunk's
