@@ -566,6 +566,7 @@ fn loop_op(world: &World, entity: EntityId) -> Option<Op> {
     let mut accesses = Vec::new();
     let mut serial = Vec::new();
     collect_body_accesses(world, entity, &mut accesses, &mut serial);
+    serial.extend(enclosing_serial(world, entity, &accesses));
     Some(Op::Loop {
         entity,
         vars: info.vars.clone(),
@@ -573,6 +574,45 @@ fn loop_op(world: &World, entity: EntityId) -> Option<Op> {
         serial,
         accesses,
     })
+}
+
+/// The variables of the sequential loops around `entity` that index a fragment it accesses
+/// (`lse_local[k, j]` in a `T.Parallel` over `j` inside `T.serial(k)`), with their extents. They
+/// count as the loop's serial variables: every iteration of the parallel loop meets each of their
+/// values, so a layout derived from such an access may not depend on them (it would change from
+/// one `k` to the next), and a fragment laid out from the loop keeps that dimension in each
+/// thread's registers. Variables that index no fragment are left out: they change nothing, and
+/// each one multiplies the points the checks enumerate.
+fn enclosing_serial(world: &World, entity: EntityId, accesses: &[LoopAccess]) -> Vec<(VarId, i64)> {
+    let indexes_fragment = |var: VarId| {
+        accesses.iter().any(|access| {
+            is_fragment(world, access.buffer)
+                && access
+                    .indices
+                    .iter()
+                    .any(|&index| world.exprs.vars_of(index).contains(&var))
+        })
+    };
+    let mut found = Vec::new();
+    let mut current = world.parents.get(entity).copied();
+    while let Some(parent) = current {
+        if let Some(info) = world.loops.get(parent) {
+            let sequential = match info.kind {
+                LoopKind::Serial | LoopKind::Unroll | LoopKind::Pipelined { .. } => true,
+                LoopKind::Parallel => false,
+            };
+            for (&var, &extent) in info.vars.iter().zip(&info.extents) {
+                let Some(extent) = world.exprs.as_int(extent) else {
+                    continue;
+                };
+                if sequential && indexes_fragment(var) {
+                    found.push((var, extent));
+                }
+            }
+        }
+        current = world.parents.get(parent).copied();
+    }
+    found
 }
 
 fn collect_body_accesses(
