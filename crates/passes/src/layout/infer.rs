@@ -576,13 +576,15 @@ fn loop_op(world: &World, entity: EntityId) -> Option<Op> {
     })
 }
 
-/// The variables of the sequential loops around `entity` that index a fragment it accesses
-/// (`lse_local[k, j]` in a `T.Parallel` over `j` inside `T.serial(k)`), with their extents. They
-/// count as the loop's serial variables: every iteration of the parallel loop meets each of their
-/// values, so a layout derived from such an access may not depend on them (it would change from
-/// one `k` to the next), and a fragment laid out from the loop keeps that dimension in each
-/// thread's registers. Variables that index no fragment are left out: they change nothing, and
-/// each one multiplies the points the checks enumerate.
+/// The variables of the sequential loops around `entity` that are a whole index of a fragment it
+/// accesses (`lse_local[k, j]` in a `T.Parallel` over `j` inside `T.serial(k)`: one row per `k`),
+/// with their extents. They count as the loop's serial variables: every iteration of the parallel
+/// loop meets each of their values, so a layout derived from such an access may not depend on
+/// them (it would change from one `k` to the next), and a fragment laid out from the loop keeps
+/// that dimension in each thread's registers. A variable mixed into an index (`x[i, jj * 4 + j]`)
+/// is left as before: like TileLang, the loop's layout may then be a function of it. Variables
+/// that index no fragment are left out: they change nothing, and each one multiplies the points
+/// the checks enumerate.
 fn enclosing_serial(world: &World, entity: EntityId, accesses: &[LoopAccess]) -> Vec<(VarId, i64)> {
     let indexes_fragment = |var: VarId| {
         accesses.iter().any(|access| {
@@ -590,7 +592,7 @@ fn enclosing_serial(world: &World, entity: EntityId, accesses: &[LoopAccess]) ->
                 && access
                     .indices
                     .iter()
-                    .any(|&index| world.exprs.vars_of(index).contains(&var))
+                    .any(|&index| *world.exprs.get(index) == tilec_ir::Expr::Var(var))
         })
     };
     let mut found = Vec::new();
