@@ -15,6 +15,7 @@ mod language_ops;
 mod layout_diagnostics;
 mod layout_svg;
 mod layouts;
+mod layouts_order;
 mod lowering;
 mod realworld;
 mod realworld_ops;

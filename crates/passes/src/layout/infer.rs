@@ -22,6 +22,9 @@ use crate::thread_groups::ThreadGroups;
 /// The most candidate roots free mode tries per group of linked ops.
 const MAX_ROOTS: usize = 4;
 
+/// What one conflict adds to a free-mode trial's cost: more than any plan's registers.
+const CONFLICT_COST: u64 = 1_000_000;
+
 /// How a layout came to be.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Origin {
@@ -564,6 +567,7 @@ fn loop_op(world: &World, entity: EntityId) -> Option<Op> {
     let mut accesses = Vec::new();
     let mut serial = Vec::new();
     collect_body_accesses(world, entity, &mut accesses, &mut serial);
+    serial.extend(enclosing_serial(world, entity, &accesses));
     Some(Op::Loop {
         entity,
         vars: info.vars.clone(),
@@ -571,6 +575,47 @@ fn loop_op(world: &World, entity: EntityId) -> Option<Op> {
         serial,
         accesses,
     })
+}
+
+/// The variables of the sequential loops around `entity` that are a whole index of a fragment it
+/// accesses (`lse_local[k, j]` in a `T.Parallel` over `j` inside `T.serial(k)`: one row per `k`),
+/// with their extents. They count as the loop's serial variables: every iteration of the parallel
+/// loop meets each of their values, so a layout derived from such an access may not depend on
+/// them (it would change from one `k` to the next), and a fragment laid out from the loop keeps
+/// that dimension in each thread's registers. A variable mixed into an index (`x[i, jj * 4 + j]`)
+/// is left as before: like TileLang, the loop's layout may then be a function of it. Variables
+/// that index no fragment are left out: they change nothing, and each one multiplies the points
+/// the checks enumerate.
+fn enclosing_serial(world: &World, entity: EntityId, accesses: &[LoopAccess]) -> Vec<(VarId, i64)> {
+    let indexes_fragment = |var: VarId| {
+        accesses.iter().any(|access| {
+            is_fragment(world, access.buffer)
+                && access
+                    .indices
+                    .iter()
+                    .any(|&index| *world.exprs.get(index) == tilec_ir::Expr::Var(var))
+        })
+    };
+    let mut found = Vec::new();
+    let mut current = world.parents.get(entity).copied();
+    while let Some(parent) = current {
+        if let Some(info) = world.loops.get(parent) {
+            let sequential = match info.kind {
+                LoopKind::Serial | LoopKind::Unroll | LoopKind::Pipelined { .. } => true,
+                LoopKind::Parallel => false,
+            };
+            for (&var, &extent) in info.vars.iter().zip(&info.extents) {
+                let Some(extent) = world.exprs.as_int(extent) else {
+                    continue;
+                };
+                if sequential && indexes_fragment(var) {
+                    found.push((var, extent));
+                }
+            }
+        }
+        current = world.parents.get(parent).copied();
+    }
+    found
 }
 
 fn collect_body_accesses(
@@ -1247,18 +1292,22 @@ fn free(world: &World, ops: &[Op], threads: &Threads, state: &mut State) {
         // from a loop that only reads it (a row read by one thread in a serial loop).
         // Trials cost a full propagation each; the first few roots in source order are where the
         // data of a group enters, and trying more rarely changes the choice.
-        let roots: Vec<&&Op> = pending
-            .iter()
-            .filter(|op| group.contains(&op.entity()))
-            .take(MAX_ROOTS)
-            .collect();
+        // As TileLang discards an attempt that throws, a trial that misplaces an access is only
+        // kept when every root does: past the first few roots, the search goes on until one
+        // trial is free of conflicts (a free plan of `logsum` made before the loop that ties it
+        // to a reduction's result would put the result's rows on the wrong threads).
+        let roots = pending.iter().filter(|op| group.contains(&op.entity()));
         let mut best: Option<(u64, State)> = None;
-        for candidate in roots {
+        for (tried, candidate) in roots.enumerate() {
+            let clean = best.as_ref().is_some_and(|(cost, _)| *cost < CONFLICT_COST);
+            if tried >= MAX_ROOTS && clean {
+                break;
+            }
             state.cancellation.check();
             let mut trial = state.clone();
             plan_loop(world, candidate, threads.of(candidate.entity()), &mut trial);
             propagate(world, ops, &mut trial);
-            let cost = registers(world, &trial);
+            let cost = completed_cost(world, ops, (&group, threads), trial.clone());
             if best.as_ref().is_none_or(|(best_cost, _)| cost < *best_cost) {
                 best = Some((cost, trial));
             }
@@ -1294,6 +1343,80 @@ fn free(world: &World, ops: &[Op], threads: &Threads, state: &mut State) {
         );
         propagate(world, ops, state);
     }
+}
+
+/// The cost of a trial once the loops of `group` it left without a layout are planned in source
+/// order, as TileLang's free level runs every other member of the group after the root: a root
+/// whose plan forces a later loop into a conflict costs that conflict.
+fn completed_cost(
+    world: &World,
+    ops: &[Op],
+    (group, threads): (&[EntityId], &Threads),
+    mut trial: State,
+) -> u64 {
+    while let Some(next) = ops.iter().find(|op| {
+        let entity = op.entity();
+        matches!(op, Op::Loop { .. })
+            && group.contains(&entity)
+            && !trial.loops.contains_key(&entity)
+            && !trial.failed.contains(&entity)
+    }) {
+        trial.cancellation.check();
+        plan_loop(world, next, threads.of(next.entity()), &mut trial);
+        propagate(world, ops, &mut trial);
+    }
+    registers(world, &trial) + CONFLICT_COST * misplacing_loops(ops, group, &mut trial)
+}
+
+/// The loops of `group` whose layout puts an access to a laid-out fragment on a thread that does
+/// not hold the element: the conflicts [`validate_accesses`] would report once inference ends.
+fn misplacing_loops(ops: &[Op], group: &[EntityId], state: &mut State) -> u64 {
+    let mut count = 0;
+    for op in ops.iter().filter(|op| group.contains(&op.entity())) {
+        let Some((layout, _)) = state.loops.get(&op.entity()).cloned() else {
+            continue;
+        };
+        let Op::Loop {
+            serial, accesses, ..
+        } = op
+        else {
+            continue;
+        };
+        let misplaced = accesses.iter().any(|access| {
+            let Some(inferred) = state.buffers.get(&access.buffer).cloned() else {
+                return false;
+            };
+            !reduced_in_loop_layout(ops, state, &layout.layout, &inferred, access)
+                && !access_fits(serial, &layout.layout, &inferred.layout, access, state)
+        });
+        count += u64::from(misplaced);
+    }
+    count
+}
+
+/// Whether `layout` runs every iteration of `access` on a thread holding the accessed element of
+/// a fragment laid out as `fragment`.
+fn access_fits(
+    serial: &[(VarId, i64)],
+    layout: &FragmentLayout,
+    fragment: &FragmentLayout,
+    access: &LoopAccess,
+    state: &mut State,
+) -> bool {
+    if super::validate::same_layout(&mut state.exprs, layout, fragment, &access.indices) {
+        return true;
+    }
+    let owners = fragment.owners(&state.exprs);
+    let shape = super::validate::LoopShape { layout, serial };
+    super::validate::misplaced_access(
+        &state.exprs,
+        &shape,
+        fragment,
+        &owners,
+        &access.indices,
+        access.write,
+    )
+    .is_none()
 }
 
 fn plan_loop(world: &World, op: &Op, threads: i64, state: &mut State) {
@@ -1356,30 +1479,12 @@ fn fits_fragments(op: &Op, layout: &FragmentLayout, state: &mut State) -> bool {
     else {
         return true;
     };
-    for access in accesses {
+    accesses.iter().all(|access| {
         let Some(inferred) = state.buffers.get(&access.buffer).cloned() else {
-            continue;
+            return true;
         };
-        if super::validate::same_layout(&mut state.exprs, layout, &inferred.layout, &access.indices)
-        {
-            continue;
-        }
-        let owners = inferred.layout.owners(&state.exprs);
-        let shape = super::validate::LoopShape { layout, serial };
-        if super::validate::misplaced_access(
-            &state.exprs,
-            &shape,
-            &inferred.layout,
-            &owners,
-            &access.indices,
-            access.write,
-        )
-        .is_some()
-        {
-            return false;
-        }
-    }
-    true
+        access_fits(serial, layout, &inferred.layout, access, state)
+    })
 }
 
 /// The loop layout derived from a laid-out fragment the loop reads (replicated ones included),
@@ -1457,7 +1562,7 @@ fn component(world: &World, ops: &[Op], root: EntityId) -> Vec<EntityId> {
 /// per fragment left without a layout, so that a complete, conflict-free plan always wins. Layouts outside the group are the same in every trial, so
 /// counting them does not change which trial is cheapest.
 fn registers(world: &World, state: &State) -> u64 {
-    let mut total = state.conflicts.len() as u64 * 1_000_000;
+    let mut total = state.conflicts.len() as u64 * CONFLICT_COST;
     // A fragment the trial could not lay out at all is worse than any layout it could have had.
     let unresolved = world
         .scopes
