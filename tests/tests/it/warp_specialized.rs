@@ -424,3 +424,68 @@ fn the_warp_specialized_example_multiplies() {
     let program = lower(&text);
     run_and_compare(&program, 21);
 }
+
+/// DeepSeek's warp-specialized MLA decode (`deepseek_mla/example_mla_decode_ws.py`): two consumer
+/// warpgroups and a producer warpgroup, each a branch of one `if` / `elif` chain with loops of its
+/// own, meeting at five mbarrier arrays; the producer copies K/V by `T.ptx_cp_async` and the
+/// consumers multiply staged slices of them. At one head group over 512 keys, against softmax
+/// attention computed here from the same inputs.
+#[test]
+fn the_real_world_warp_specialized_mla_decode_attends() {
+    let Some(dir) = tilec_tests::realworld_dir() else {
+        return;
+    };
+    let path = dir.join("deepseek_mla/example_mla_decode_ws.py");
+    let text = std::fs::read_to_string(&path).expect("the real-world file is readable");
+    let program = on_analysis_stack(|| {
+        let db = RootDatabase::default();
+        let source = source_file(&db, &path, text);
+        let overrides = [
+            ("batch", tilec_ir::ConstValue::Int(1)),
+            ("heads", tilec_ir::ConstValue::Int(64)),
+            ("seqlen_kv", tilec_ir::ConstValue::Int(512)),
+        ];
+        let instance = instance_with(&db, source, "flashattn", &overrides);
+        match thread_programs(&db, instance).as_ref() {
+            Ok(programs) => programs[0].clone(),
+            Err(diagnostics) => panic!("cannot lower: {diagnostics:#?}"),
+        }
+    });
+    let mut tensors = make_tensors(&program, &[], 23, false).expect("shapes evaluate");
+    run_program(&program, &mut tensors, &[]).expect("the emulator runs the three roles");
+    let tensor = |name: &str| {
+        let index = program
+            .params
+            .iter()
+            .position(|param| param.name == name)
+            .unwrap_or_else(|| panic!("no tensor {name}"));
+        &tensors[index]
+    };
+    let (q, q_pe, kv, k_pe) = (tensor("Q"), tensor("Q_pe"), tensor("KV"), tensor("K_pe"));
+    let (heads, dim, pe, keys) = (64, 512, 64, 512);
+    let scale = 1.0 / ((dim + pe) as f64).sqrt();
+    let mut expected = vec![0.0; heads * dim];
+    for h in 0..heads {
+        let scores: Vec<f64> = (0..keys)
+            .map(|n| {
+                let main: f64 = (0..dim)
+                    .map(|d| q.values[h * dim + d] * kv.values[n * dim + d])
+                    .sum();
+                let rope: f64 = (0..pe)
+                    .map(|d| q_pe.values[h * pe + d] * k_pe.values[n * pe + d])
+                    .sum();
+                (main + rope) * scale
+            })
+            .collect();
+        let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+        let total: f64 = weights.iter().sum();
+        for d in 0..dim {
+            expected[h * dim + d] = (0..keys)
+                .map(|n| weights[n] * kv.values[n * dim + d])
+                .sum::<f64>()
+                / total;
+        }
+    }
+    assert_matches("Output", tensor("Output"), expected);
+}

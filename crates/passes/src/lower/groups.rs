@@ -205,6 +205,28 @@ impl Lowering<'_> {
         body: &[EntityId],
         out: &mut Vec<Stmt>,
     ) -> Result<(), Unlowerable> {
+        // An `elif` chain (`if tx < 128: ... elif tx < 256: ... elif ...`): the group of the
+        // `else` is only the `if` that splits it further, which binds its branches' own thread
+        // indices; the chain stays an `if` / `else if` chain, which the emulator runs branch by
+        // branch side by side.
+        if let [only] = body
+            && self.splits_further(*only, group)
+        {
+            let saved = self.group.replace(group);
+            let group_sync = self.sync.for_group();
+            let outer_sync = std::mem::replace(&mut self.sync, group_sync);
+            let mut stmts = Vec::new();
+            let result = self.statement(*only, &mut stmts);
+            self.group = saved;
+            self.sync = outer_sync;
+            result?;
+            if tilec_ir::thread::any_stmt(&stmts, |stmt| matches!(stmt, Stmt::Barrier)) {
+                let barrier_id = self.group_barrier(group)?;
+                narrow_barriers(&mut stmts, barrier_id, group.extent);
+            }
+            out.extend(stmts);
+            return Ok(());
+        }
         let barrier_id = self.group_barrier(group)?;
         let local = self
             .program
@@ -234,6 +256,27 @@ impl Lowering<'_> {
         narrow_barriers(&mut stmts, barrier_id, group.extent);
         out.extend(stmts);
         Ok(())
+    }
+
+    /// Whether `entity` is a runtime `if` each of whose branches runs on a group narrower than
+    /// `group` (or is empty).
+    fn splits_further(&self, entity: EntityId, group: ThreadGroup) -> bool {
+        if self.world.kind(entity) != Some(EntityKind::If) {
+            return false;
+        }
+        let narrower = |body: &[EntityId]| match body.first() {
+            None => true,
+            Some(&first) => self
+                .groups
+                .narrowed(first)
+                .is_some_and(|inner| inner != group),
+        };
+        let otherwise = self
+            .world
+            .else_bodies
+            .get(entity)
+            .map_or(&[][..], Vec::as_slice);
+        narrower(self.world.body(entity)) && narrower(otherwise)
     }
 
     /// The named barrier of `group`'s threads: one per distinct group of the launch.
