@@ -447,15 +447,26 @@ pub(crate) fn cuda_source(
     };
     let programs = match thread_programs(db, instance).as_ref() {
         Ok(programs) => programs,
-        Err(_) => {
-            let reasons: Vec<String> = lowering_diagnostics(db, instance)
+        Err(failures) => {
+            let mut reasons: Vec<String> = lowering_diagnostics(db, instance)
                 .iter()
                 .map(|d| format!("{}: {}", d.code.name(), d.message))
+                .chain(
+                    failures
+                        .iter()
+                        .map(|d| format!("{}: {}", d.code.name(), d.message)),
+                )
                 .collect();
+            reasons.dedup();
+            // A kernel that does not evaluate (a syntax error being typed, say) has no lowering
+            // diagnostic of its own: say where the reason is rather than an empty one.
+            let reasons = match reasons.is_empty() {
+                true => "its analysis stops on the errors in the Problems panel".to_owned(),
+                false => reasons.join("; "),
+            };
             return Err(format!(
-                "`{}` cannot be lowered to CUDA yet: {}",
+                "`{}` cannot be lowered to CUDA yet: {reasons}",
                 kernel.def.name(db),
-                reasons.join("; ")
             ));
         }
     };

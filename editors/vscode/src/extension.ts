@@ -188,7 +188,7 @@ async function startClient(): Promise<void> {
     const created = createClient();
     lookup = created.lookup;
     if (!lookup.found) {
-      await offerServerSettings(serverStartMessage(lookup));
+      offerServerSettings(serverStartMessage(lookup));
       return;
     }
     client = created.client;
@@ -200,17 +200,20 @@ async function startClient(): Promise<void> {
     }
   } catch (error) {
     const failed = lookup ?? { command: "tilec", args: ["lsp"], found: false, searched: [] };
-    await offerServerSettings(serverStartMessage(failed, errorMessage(error)));
+    offerServerSettings(serverStartMessage(failed, errorMessage(error)));
   }
 }
 
 /** The one notification of a server that does not start, with a button that opens the settings
- * page on `tilec.server.path`. */
-async function offerServerSettings(message: string): Promise<void> {
-  const choice = await vscode.window.showErrorMessage(message, "Open Settings");
-  if (choice === "Open Settings") {
-    void vscode.commands.executeCommand("workbench.action.openSettings", SERVER_PATH_QUERY);
-  }
+ * page on `tilec.server.path`. It is not waited for: the lifecycle queue must not stay blocked on
+ * a notification nobody has answered, or fixing the setting would restart nothing until the
+ * notification is dismissed. */
+function offerServerSettings(message: string): void {
+  void vscode.window.showErrorMessage(message, "Open Settings").then((choice) => {
+    if (choice === "Open Settings") {
+      void vscode.commands.executeCommand("workbench.action.openSettings", SERVER_PATH_QUERY);
+    }
+  });
 }
 
 async function stopClient(): Promise<void> {

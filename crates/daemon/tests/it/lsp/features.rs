@@ -578,3 +578,25 @@ fn a_generic_instance_says_what_it_assumed_and_offers_to_pin_it() {
         "{stdout}\n{stderr}"
     );
 }
+
+/// Show CUDA on a kernel whose text does not parse (a line being typed) says where the reason is,
+/// never an empty one (found in a real VS Code: "cannot be lowered to CUDA yet: " and nothing).
+#[test]
+fn cuda_of_a_kernel_being_typed_says_why_there_is_none() {
+    let (mut client, uri, text) = open_fixture("kernels/softmax.py");
+    let broken = text.replace(
+        "            T.copy(x, Y[bx * block_M, 0])\n",
+        "            T.copy(x, Y[bx * block_M, 0])\n            y = T.exp(x[i, j]\n",
+    );
+    client.change(&uri, 2, &broken);
+    let at = position_of(&broken, "x = T.alloc_fragment", 0);
+    let answer = client.request(
+        "tilec/cudaSource",
+        json!({"textDocument": {"uri": uri}, "position": at}),
+    );
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("cannot be lowered to CUDA yet: ") && !message.trim_end().ends_with(':'),
+        "{answer}"
+    );
+}
