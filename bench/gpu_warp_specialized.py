@@ -28,6 +28,7 @@ EXAMPLES = [
     ("example_warp_specialize_gemm_copy_1_gemm_0.py", "matmul_warp_specialize_copy_1_gemm_0"),
     ("example_warp_specialize_gemm_softpipe_stage2.py", "matmul"),
     ("example_warp_specialize_gemm_copy_gemm_0_1.py", "matmul_warp_specialize_copy_gemm_0_1"),
+    ("example_warp_specialize_gemm_barrierpipe_stage2.py", "matmul"),
 ]
 TILES = dict(block_M=128, block_N=128, block_K=64)
 
