@@ -568,25 +568,105 @@ pub enum TurnStep {
     End,
 }
 
+impl Stmt {
+    /// The statement lists nested directly in this statement: a loop's or block's body, an `if`'s
+    /// two branches, the two roles of warp specialization (empty lists for a leaf). The one place
+    /// that knows which statements nest others, so that a new statement with a body is descended
+    /// into by every walk.
+    pub fn bodies(&self) -> [&[Stmt]; 2] {
+        match self {
+            Stmt::For { body, .. } | Stmt::Block { body, .. } => [body, &[]],
+            Stmt::If {
+                then, otherwise, ..
+            } => [then, otherwise],
+            Stmt::WarpRoles {
+                consumer, producer, ..
+            } => [consumer, producer],
+            Stmt::Let { .. }
+            | Stmt::Bind { .. }
+            | Stmt::Store { .. }
+            | Stmt::VectorCopy { .. }
+            | Stmt::Atomic { .. }
+            | Stmt::Barrier
+            | Stmt::AsyncCopy { .. }
+            | Stmt::AsyncCommit
+            | Stmt::AsyncWait { .. }
+            | Stmt::LoadMatrix { .. }
+            | Stmt::Mma { .. }
+            | Stmt::Wgmma { .. }
+            | Stmt::WgmmaFence
+            | Stmt::WgmmaCommit
+            | Stmt::WgmmaWait { .. }
+            | Stmt::FenceProxyAsync
+            | Stmt::MbarrierInit { .. }
+            | Stmt::MbarrierArrive { .. }
+            | Stmt::MbarrierExpectTx { .. }
+            | Stmt::MbarrierWait { .. }
+            | Stmt::TmaLoad { .. }
+            | Stmt::TmaStore { .. }
+            | Stmt::TmaStoreWait
+            | Stmt::SetMaxRegisters { .. }
+            | Stmt::NamedBarrier { .. }
+            | Stmt::WarpgroupTurn { .. }
+            | Stmt::SyncWarp
+            | Stmt::Return
+            | Stmt::Assert { .. }
+            | Stmt::GridDependencyWait
+            | Stmt::LaunchDependents => [&[], &[]],
+        }
+    }
+
+    /// [`Stmt::bodies`], to rewrite them.
+    pub fn bodies_mut(&mut self) -> [Option<&mut Vec<Stmt>>; 2] {
+        match self {
+            Stmt::For { body, .. } | Stmt::Block { body, .. } => [Some(body), None],
+            Stmt::If {
+                then, otherwise, ..
+            } => [Some(then), Some(otherwise)],
+            Stmt::WarpRoles {
+                consumer, producer, ..
+            } => [Some(consumer), Some(producer)],
+            Stmt::Let { .. }
+            | Stmt::Bind { .. }
+            | Stmt::Store { .. }
+            | Stmt::VectorCopy { .. }
+            | Stmt::Atomic { .. }
+            | Stmt::Barrier
+            | Stmt::AsyncCopy { .. }
+            | Stmt::AsyncCommit
+            | Stmt::AsyncWait { .. }
+            | Stmt::LoadMatrix { .. }
+            | Stmt::Mma { .. }
+            | Stmt::Wgmma { .. }
+            | Stmt::WgmmaFence
+            | Stmt::WgmmaCommit
+            | Stmt::WgmmaWait { .. }
+            | Stmt::FenceProxyAsync
+            | Stmt::MbarrierInit { .. }
+            | Stmt::MbarrierArrive { .. }
+            | Stmt::MbarrierExpectTx { .. }
+            | Stmt::MbarrierWait { .. }
+            | Stmt::TmaLoad { .. }
+            | Stmt::TmaStore { .. }
+            | Stmt::TmaStoreWait
+            | Stmt::SetMaxRegisters { .. }
+            | Stmt::NamedBarrier { .. }
+            | Stmt::WarpgroupTurn { .. }
+            | Stmt::SyncWarp
+            | Stmt::Return
+            | Stmt::Assert { .. }
+            | Stmt::GridDependencyWait
+            | Stmt::LaunchDependents => [None, None],
+        }
+    }
+}
+
 /// Calls `visit` on every statement of `stmts`, nested ones included, in program order.
 pub fn for_each_stmt(stmts: &[Stmt], visit: &mut impl FnMut(&Stmt)) {
     for stmt in stmts {
         visit(stmt);
-        match stmt {
-            Stmt::For { body, .. } | Stmt::Block { body, .. } => for_each_stmt(body, visit),
-            Stmt::If {
-                then, otherwise, ..
-            } => {
-                for_each_stmt(then, visit);
-                for_each_stmt(otherwise, visit);
-            }
-            Stmt::WarpRoles {
-                consumer, producer, ..
-            } => {
-                for_each_stmt(consumer, visit);
-                for_each_stmt(producer, visit);
-            }
-            _ => {}
+        for body in stmt.bodies() {
+            for_each_stmt(body, visit);
         }
     }
 }

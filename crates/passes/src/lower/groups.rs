@@ -15,7 +15,7 @@
 //! copy has landed is reported.
 
 use tilec_ir::thread::{Stmt, ValueId};
-use tilec_ir::{BarrierRef, ControlOp, EntityId, EntityKind, Scope, TileOp, World};
+use tilec_ir::{BarrierRef, ControlOp, EntityId, EntityKind, Scope, World};
 
 use super::{Lowering, Unlowerable};
 use crate::thread_groups::{ThreadGroup, ThreadGroups};
@@ -205,55 +205,40 @@ impl Lowering<'_> {
         body: &[EntityId],
         out: &mut Vec<Stmt>,
     ) -> Result<(), Unlowerable> {
-        // An `elif` chain (`if tx < 128: ... elif tx < 256: ... elif ...`): the group of the
-        // `else` is only the `if` that splits it further, which binds its branches' own thread
-        // indices; the chain stays an `if` / `else if` chain, which the emulator runs branch by
-        // branch side by side.
-        if let [only] = body
-            && self.splits_further(*only, group)
-        {
-            let saved = self.group.replace(group);
-            let group_sync = self.sync.for_group();
-            let outer_sync = std::mem::replace(&mut self.sync, group_sync);
-            let mut stmts = Vec::new();
-            let result = self.statement(*only, &mut stmts);
-            self.group = saved;
-            self.sync = outer_sync;
-            result?;
-            if tilec_ir::thread::any_stmt(&stmts, |stmt| matches!(stmt, Stmt::Barrier)) {
-                let barrier_id = self.group_barrier(group)?;
-                narrow_barriers(&mut stmts, barrier_id, group.extent);
-            }
-            out.extend(stmts);
-            return Ok(());
-        }
-        let barrier_id = self.group_barrier(group)?;
-        let local = self
-            .program
-            .exprs
-            .var(&format!("tx_{}", group.start), Some(group.extent));
-        let exprs = &mut self.program.exprs;
-        let block_thread = exprs.var_expr(self.block_thread);
-        let start = exprs.int(group.start);
-        let value = exprs.sub(block_thread, start);
-        let mut stmts = vec![Stmt::Let { var: local, value }];
+        let mut stmts = Vec::new();
         let saved = (self.program.thread, self.threads, self.group);
         let group_sync = self.sync.for_group();
         let outer_sync = std::mem::replace(&mut self.sync, group_sync);
-        self.program.thread = local;
-        self.threads = group.extent;
         self.group = Some(group);
-        let mut result = Ok(());
-        for &child in body {
-            result = self.statement(child, &mut stmts);
-            if result.is_err() {
-                break;
-            }
+        // An `elif` chain (`if tx < 128: ... elif tx < 256: ... elif ...`): the group of the
+        // `else` is only the `if` that splits it further, whose branches bind thread indices of
+        // their own; binding none here keeps the chain an `if` / `else if` chain, which the
+        // emulator runs branch by branch side by side.
+        let elif_chain = matches!(body, [only] if self.splits_further(*only, group));
+        if !elif_chain {
+            let local = self
+                .program
+                .exprs
+                .var(&format!("tx_{}", group.start), Some(group.extent));
+            let exprs = &mut self.program.exprs;
+            let block_thread = exprs.var_expr(self.block_thread);
+            let start = exprs.int(group.start);
+            let value = exprs.sub(block_thread, start);
+            stmts.push(Stmt::Let { var: local, value });
+            self.program.thread = local;
+            self.threads = group.extent;
         }
+        let result = body
+            .iter()
+            .try_for_each(|&child| self.statement(child, &mut stmts));
         (self.program.thread, self.threads, self.group) = saved;
         self.sync = outer_sync;
         result?;
-        narrow_barriers(&mut stmts, barrier_id, group.extent);
+        // Nested groups narrowed their own barriers already: what is left is this group's.
+        if tilec_ir::thread::any_stmt(&stmts, |stmt| matches!(stmt, Stmt::Barrier)) {
+            let barrier_id = self.group_barrier(group)?;
+            narrow_barriers(&mut stmts, barrier_id, group.extent);
+        }
         out.extend(stmts);
         Ok(())
     }
@@ -302,7 +287,6 @@ impl Lowering<'_> {
     /// user's mbarrier (so barrier insertion leaves its ordering to the user's protocol).
     pub(super) fn completes_on_barrier(&self, entity: EntityId) -> bool {
         self.world.copy_barriers.get(entity).is_some()
-            && matches!(self.world.ops.get(entity), Some(TileOp::Copy { .. }))
     }
 }
 
@@ -313,7 +297,9 @@ impl Lowering<'_> {
 /// branches of a divergent `if` chain that waits on mbarriers concurrently).
 pub(super) fn chain_group_ifs(stmts: &mut Vec<Stmt>, group_ifs: &[(ValueId, ThreadGroup)]) {
     for stmt in stmts.iter_mut() {
-        for_each_body(stmt, &mut |body| chain_group_ifs(body, group_ifs));
+        for body in stmt.bodies_mut().into_iter().flatten() {
+            chain_group_ifs(body, group_ifs);
+        }
     }
     let group_of = |stmt: &Stmt| {
         let Stmt::If {
@@ -373,110 +359,18 @@ fn fold_chain(run: Vec<(Stmt, ThreadGroup)>) -> Option<Stmt> {
     folded
 }
 
-/// Calls `visit` on each statement list directly inside `stmt`.
-fn for_each_body(stmt: &mut Stmt, visit: &mut impl FnMut(&mut Vec<Stmt>)) {
-    match stmt {
-        Stmt::For { body, .. } | Stmt::Block { body, .. } => visit(body),
-        Stmt::If {
-            then, otherwise, ..
-        } => {
-            visit(then);
-            visit(otherwise);
-        }
-        Stmt::WarpRoles {
-            consumer, producer, ..
-        } => {
-            visit(consumer);
-            visit(producer);
-        }
-        Stmt::Let { .. }
-        | Stmt::Bind { .. }
-        | Stmt::Store { .. }
-        | Stmt::VectorCopy { .. }
-        | Stmt::Atomic { .. }
-        | Stmt::Barrier
-        | Stmt::AsyncCopy { .. }
-        | Stmt::AsyncCommit
-        | Stmt::AsyncWait { .. }
-        | Stmt::LoadMatrix { .. }
-        | Stmt::Mma { .. }
-        | Stmt::Wgmma { .. }
-        | Stmt::WgmmaFence
-        | Stmt::WgmmaCommit
-        | Stmt::WgmmaWait { .. }
-        | Stmt::FenceProxyAsync
-        | Stmt::MbarrierInit { .. }
-        | Stmt::MbarrierArrive { .. }
-        | Stmt::MbarrierExpectTx { .. }
-        | Stmt::MbarrierWait { .. }
-        | Stmt::TmaLoad { .. }
-        | Stmt::TmaStore { .. }
-        | Stmt::TmaStoreWait
-        | Stmt::SetMaxRegisters { .. }
-        | Stmt::NamedBarrier { .. }
-        | Stmt::WarpgroupTurn { .. }
-        | Stmt::SyncWarp
-        | Stmt::Return
-        | Stmt::Assert { .. }
-        | Stmt::GridDependencyWait
-        | Stmt::LaunchDependents => {}
-    }
-}
-
 /// Replaces the block barriers of a group's statements by the group's named barrier (nested
 /// groups were narrowed already, to their own).
 fn narrow_barriers(stmts: &mut [Stmt], id: u32, threads: i64) {
     for stmt in stmts {
-        match stmt {
-            Stmt::Barrier => {
-                *stmt = Stmt::NamedBarrier {
-                    id,
-                    threads: threads as u32,
-                }
-            }
-            Stmt::For { body, .. } | Stmt::Block { body, .. } => narrow_barriers(body, id, threads),
-            Stmt::If {
-                then, otherwise, ..
-            } => {
-                narrow_barriers(then, id, threads);
-                narrow_barriers(otherwise, id, threads);
-            }
-            Stmt::WarpRoles {
-                consumer, producer, ..
-            } => {
-                narrow_barriers(consumer, id, threads);
-                narrow_barriers(producer, id, threads);
-            }
-            Stmt::Let { .. }
-            | Stmt::Bind { .. }
-            | Stmt::Store { .. }
-            | Stmt::VectorCopy { .. }
-            | Stmt::Atomic { .. }
-            | Stmt::AsyncCopy { .. }
-            | Stmt::AsyncCommit
-            | Stmt::AsyncWait { .. }
-            | Stmt::LoadMatrix { .. }
-            | Stmt::Mma { .. }
-            | Stmt::Wgmma { .. }
-            | Stmt::WgmmaFence
-            | Stmt::WgmmaCommit
-            | Stmt::WgmmaWait { .. }
-            | Stmt::FenceProxyAsync
-            | Stmt::MbarrierInit { .. }
-            | Stmt::MbarrierArrive { .. }
-            | Stmt::MbarrierExpectTx { .. }
-            | Stmt::MbarrierWait { .. }
-            | Stmt::TmaLoad { .. }
-            | Stmt::TmaStore { .. }
-            | Stmt::TmaStoreWait
-            | Stmt::SetMaxRegisters { .. }
-            | Stmt::NamedBarrier { .. }
-            | Stmt::WarpgroupTurn { .. }
-            | Stmt::SyncWarp
-            | Stmt::Return
-            | Stmt::Assert { .. }
-            | Stmt::GridDependencyWait
-            | Stmt::LaunchDependents => {}
+        if let Stmt::Barrier = stmt {
+            *stmt = Stmt::NamedBarrier {
+                id,
+                threads: threads as u32,
+            };
+        }
+        for body in stmt.bodies_mut().into_iter().flatten() {
+            narrow_barriers(body, id, threads);
         }
     }
 }
