@@ -661,12 +661,22 @@ impl Stmt {
     }
 }
 
-/// Calls `visit` on every statement of `stmts`, nested ones included, in program order.
+/// Calls `visit` on every statement of `stmts`, nested ones included, in program order. The walk
+/// keeps its own stack, so that a program nested deeper than the thread's stack allows is walked
+/// too (the printer reports such programs rather than crash on them).
 pub fn for_each_stmt(stmts: &[Stmt], visit: &mut impl FnMut(&Stmt)) {
-    for stmt in stmts {
+    let mut pending: Vec<std::slice::Iter<'_, Stmt>> = vec![stmts.iter()];
+    while let Some(list) = pending.last_mut() {
+        let Some(stmt) = list.next() else {
+            pending.pop();
+            continue;
+        };
         visit(stmt);
-        for body in stmt.bodies() {
-            for_each_stmt(body, visit);
+        // The second body is walked after the first: it goes on the stack first.
+        for body in stmt.bodies().into_iter().rev() {
+            if !body.is_empty() {
+                pending.push(body.iter());
+            }
         }
     }
 }
