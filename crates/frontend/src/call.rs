@@ -45,6 +45,12 @@ impl Builder<'_> {
             Value::ModuleFn(Module::Functools, name) => self.functools_call(&name, args),
             Value::ModuleFn(Module::Driver, name) => Ok(self.driver_call(&name)),
             Value::ModuleFn(Module::Iket, name) => Ok(iket_call(&name)),
+            Value::ModuleFn(Module::Tir, name) => self.tir_call(&name, args, span),
+            Value::ModuleFn(Module::Tvm, name) => Err(self.error(
+                Code::NotAnalysed,
+                span,
+                format!("tilec does not model `tvm.{name}`"),
+            )),
             Value::Partial(partial) => {
                 let mut args = args;
                 let bound = partial.positional.iter().map(|value| (value.clone(), span));
@@ -260,6 +266,12 @@ impl Builder<'_> {
             (Value::Module(Module::Torch), _) => self.torch_attribute(name),
             (Value::Module(Module::Driver), _) => Value::ModuleFn(Module::Driver, Rc::from(name)),
             (Value::Module(Module::Iket), _) => Value::ModuleFn(Module::Iket, Rc::from(name)),
+            (Value::Module(Module::Tvm), "tirx" | "tir") => Value::Module(Module::Tir),
+            (Value::Module(Module::Tvm), "DataType") => {
+                Value::ModuleFn(Module::Language, Rc::from("dtype"))
+            }
+            (Value::Module(Module::Tvm), _) => Value::ModuleFn(Module::Tvm, Rc::from(name)),
+            (Value::Module(Module::Tir), _) => Value::ModuleFn(Module::Tir, Rc::from(name)),
             (Value::Module(Module::Functools), _) => {
                 Value::ModuleFn(Module::Functools, Rc::from(name))
             }
@@ -327,8 +339,9 @@ impl Builder<'_> {
                 Some(dtype) => Value::DType(*dtype),
                 None => return Err(Stop),
             },
-            // `x.astype(dtype)` on a run-time value: a cast, as `T.Cast(dtype, x)`.
-            (Value::Region(_) | Value::Data { .. }, "astype") => {
+            // `x.astype(dtype)` on a run-time value or a loop index: a cast, as
+            // `T.Cast(dtype, x)`.
+            (Value::Region(_) | Value::Data { .. } | Value::Index(_), "astype") => {
                 Value::Method(Box::new(base.clone()), Rc::from(name))
             }
             (Value::Buffer(buffer), "astype")
@@ -606,7 +619,7 @@ impl Builder<'_> {
         if name == "astype"
             && matches!(
                 receiver,
-                Value::Region(_) | Value::Data { .. } | Value::Buffer(_)
+                Value::Region(_) | Value::Data { .. } | Value::Buffer(_) | Value::Index(_)
             )
         {
             let dtype = self.dtype_arg(&args, 0, "dtype")?;
@@ -1450,6 +1463,43 @@ fn pass_config_key(attribute: &str) -> String {
 /// no effect and drops the marks (its CUDA records no trace). `iket.session(...)` in driver code is
 /// entered the same way; what the session reports afterwards (`event_table()`, `output_dir()`) is
 /// known only once it has run.
+impl Builder<'_> {
+    /// A call into TVM's IR namespace (`tirx.const(1, "uint16")`, `tirx.Select(c, a, b)`), as the
+    /// language operation of the same meaning. Its classes used as annotations (`tirx.PrimExpr`)
+    /// are never called; calling one, or any other name, is reported as not modelled.
+    fn tir_call<'a>(&mut self, name: &str, args: Args<'a>, span: Span) -> Eval<Value<'a>> {
+        let language = match name {
+            // `tir.const(value, dtype)` is the dtype's typed constant; its dtype defaults to
+            // int32 or float32 by the value, as the language's literals do.
+            "const" => {
+                let dtype = match (args.get(1, "dtype"), args.get(0, "value")) {
+                    (Some(_), _) => self.dtype_arg(&args, 1, "dtype")?,
+                    (None, Some(Value::Float(_))) => DType::Float32,
+                    (None, _) => DType::Int32,
+                };
+                let mut args = args;
+                args.positional.truncate(1);
+                args.keywords.retain(|(key, _, _)| key != "dtype");
+                return self.typed_constant(dtype, args);
+            }
+            "Select" => "if_then_else",
+            "Cast" => "Cast",
+            "reinterpret" => "reinterpret",
+            "Min" => "min",
+            "Max" => "max",
+            "if_then_else" | "max_value" | "min_value" | "infinity" => name,
+            _ => {
+                return Err(self.error(
+                    Code::NotAnalysed,
+                    span,
+                    format!("tilec does not model `tir.{name}`"),
+                ));
+            }
+        };
+        self.dsl_call(language, args)
+    }
+}
+
 fn iket_call<'a>(name: &str) -> Value<'a> {
     match name {
         "range" | "session" => Value::NoOpFrame,

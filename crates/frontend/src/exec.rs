@@ -939,6 +939,8 @@ fn import_value<'a>(module: &str) -> Value<'a> {
         "torch" => Value::Module(Module::Torch),
         "functools" => Value::Module(Module::Functools),
         "tilelang.tools.cuda.iket" => Value::Module(Module::Iket),
+        "tvm" => Value::Module(Module::Tvm),
+        "tvm.tirx" | "tvm.tir" => Value::Module(Module::Tir),
         other => Value::Opaque(Rc::from(format!("module `{other}`"))),
     }
 }
@@ -965,6 +967,8 @@ fn import_from_value<'a>(module: &str, name: &str) -> Value<'a> {
         ("tvm", "DataType") | ("tvm.runtime", "DataType") => {
             Value::ModuleFn(Module::Language, Rc::from("dtype"))
         }
+        ("tvm", "tirx" | "tir") => Value::Module(Module::Tir),
+        ("tvm.tirx" | "tvm.tir", _) => Value::ModuleFn(Module::Tir, Rc::from(name)),
         // The target's facts: `driver.get_num_sms()`.
         ("tilelang.carver.arch", "driver") | ("tilelang.carver.arch.driver", _) => {
             Value::Module(Module::Driver)

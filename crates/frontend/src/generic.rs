@@ -35,10 +35,14 @@ fn representatives(name: &str, kind: GenericKind) -> Vec<ConstValue> {
                 ConstValue::DType(DType::Float16),
             ]
         }
+        // Past the floats come the dtypes of quantized kernels, whose helpers assert them.
         GenericKind::DType => vec![
             ConstValue::DType(DType::Float16),
             ConstValue::DType(DType::BFloat16),
             ConstValue::DType(DType::Float32),
+            ConstValue::DType(DType::Int8),
+            ConstValue::DType(DType::Float8E4M3),
+            ConstValue::DType(DType::Int32),
         ],
         GenericKind::Bool => vec![ConstValue::Bool(false), ConstValue::Bool(true)],
         GenericKind::Int if lower.contains("stage") => ints(&[2, 1, 3, 4]),

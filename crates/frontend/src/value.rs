@@ -32,6 +32,12 @@ pub(crate) enum Module {
     /// `tilelang.tools.cuda.iket`, TileLang's in-kernel event tracing: its ranges and marks record
     /// timestamps for a profiler and change no result, so tilec enters and drops them.
     Iket,
+    /// TVM's IR namespace, `tvm.tirx` (TileLang's fork) or `tvm.tir`, which kernels reach past the
+    /// language module for typed constants and a few expression constructors; each is the
+    /// language operation of the same meaning (see `Builder::tir_call`).
+    Tir,
+    /// `tvm` itself, reached for its IR namespace and `DataType`.
+    Tvm,
 }
 
 /// Python builtins the evaluator implements.

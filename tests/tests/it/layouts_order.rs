@@ -184,3 +184,140 @@ fn a_fragment_row_chosen_by_an_enclosing_serial_loop_combines_the_rows() {
         .collect();
     assert_matches("O", &tensors[1], expected);
 }
+
+/// Dequantization as TileLang's `dequantize_gemm` examples write it: packed 4-bit values are
+/// copied from shared memory into a fragment of bytes, unpacked by a `T.Parallel` loop that reads
+/// `B_local[i, j // 2]` into a fragment the gemm then reads as its register A operand. The gemm
+/// decides `B_deq`'s layout (through the fragment copy), the unpacking loop follows it, and the
+/// byte fragment is derived from the loop through `j // 2` — the two iterations that read one
+/// byte run on one thread — so the copy from shared memory fills it where it is read. Laying the
+/// bytes out at the copy, as its first access, was a false `layout-conflict`.
+const PACKED_BYTES: &str = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[2])
+def dequant(M=128, N=128, K=64, block_M=128, block_N=128, block_K=32):
+    @T.prim_func
+    def main(
+        A: T.Tensor((M, K), T.float16),
+        B: T.Tensor((N, K // 2), T.uint8),
+        Ct: T.Tensor((N, M), T.float32),
+    ):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=256) as (bx, by):
+            A_shared = T.alloc_shared((block_M, block_K), T.float16)
+            B_shared = T.alloc_shared((block_N, block_K // 2), T.uint8)
+            B_local = T.alloc_fragment((block_N, block_K // 2), T.uint8)
+            B_deq = T.alloc_fragment((block_N, block_K), T.float16)
+            B_prev = T.alloc_fragment((block_N, block_K), T.float16)
+            C_local = T.alloc_fragment((block_N, block_M), T.float32)
+            T.clear(C_local)
+            for k in T.Pipelined(K // block_K, num_stages=2):
+                T.copy(A[by * block_M, k * block_K], A_shared)
+                T.copy(B[bx * block_N, k * block_K // 2], B_shared)
+                T.copy(B_shared, B_local)
+                for i, j in T.Parallel(block_N, block_K):
+                    B_deq[i, j] = T.Cast(T.float16, (B_local[i, j // 2] >> (j % 2 * 4)) & 15)
+                T.copy(B_deq, B_prev)
+                T.gemm(B_prev, A_shared, C_local, transpose_B=True)
+            T.copy(C_local, Ct[bx * block_N, by * block_M])
+
+    return main
+
+
+dequant()
+"#;
+
+#[test]
+fn a_packed_byte_fragment_is_derived_through_the_unpacking_loop() {
+    let layouts = fragment_layouts(PACKED_BYTES, &["B_local", "B_deq"]);
+    // wgmma's A operand: a warp holds two 16-row slabs 64 rows apart; one copy per warp column.
+    assert_eq!(
+        layouts[1],
+        (
+            "i % 64 // 16 * 32 + i % 8 * 4 + j % 8 // 2 + rep * 128".to_owned(),
+            "i // 64 * 8 + i % 16 // 8 * 2 + j // 16 * 16 + j % 16 // 8 * 4 + j % 2".to_owned(),
+            2
+        )
+    );
+    // Each byte sits with the two values it holds: byte `j` of a row with columns `2j, 2j + 1`.
+    assert_eq!(
+        layouts[0],
+        (
+            "i % 64 // 16 * 32 + i % 8 * 4 + j % 4 + rep * 128".to_owned(),
+            "i // 64 * 4 + i % 16 // 8 + j // 8 * 8 + j % 8 // 4 * 2".to_owned(),
+            2
+        )
+    );
+}
+
+#[test]
+fn a_packed_byte_fragment_unpacks_into_the_gemm() {
+    let tensors = run(PACKED_BYTES);
+    let (a, b) = (&tensors[0].values, &tensors[1].values);
+    let nibble = |n: usize, k: usize| {
+        let byte = b[n * 32 + k / 2] as u8;
+        f64::from((byte >> (k % 2 * 4)) & 15)
+    };
+    let expected = (0..128 * 128)
+        .map(|at| {
+            let (n, m) = (at / 128, at % 128);
+            (0..64).map(|k| nibble(n, k) * a[m * 64 + k]).sum()
+        })
+        .collect();
+    assert_matches("Ct", &tensors[2], expected);
+}
+
+/// A tf32 gemm whose A operand is a register fragment (`T.gemm(Q_t, dO_shared, acc,
+/// transpose_B=True)`, as in TileLang's `gdn/example_chunk_delta_bwd.py`) runs on wgmma as its
+/// shared-memory sibling does, so the two accumulators share a layout and a loop may combine them
+/// element by element. The A operand's registers are tf32's: one element per lane and 8×4 atom.
+const TF32_REGISTER_OPERAND: &str = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[3])
+def combined():
+    @T.prim_func
+    def main(
+        Q: T.Tensor((64, 64), T.float32),
+        D: T.Tensor((64, 64), T.float32),
+        W: T.Tensor((64, 64), T.float16),
+        O: T.Tensor((64, 64), T.float32),
+    ):
+        with T.Kernel(1, threads=128) as bx:
+            Q_t = T.alloc_fragment((64, 64), T.tfloat32)
+            D_shared = T.alloc_shared((64, 64), T.tfloat32)
+            W_shared = T.alloc_shared((64, 64), T.float16)
+            first = T.alloc_fragment((64, 64), T.float32)
+            second = T.alloc_fragment((64, 64), T.float32)
+            T.copy(Q, Q_t)
+            T.copy(D, D_shared)
+            T.copy(W, W_shared)
+            T.gemm(Q_t, D_shared, first, transpose_B=True, clear_accum=True)
+            T.gemm(W_shared, W_shared, second, transpose_A=True, clear_accum=True)
+            for i, j in T.Parallel(64, 64):
+                first[i, j] = first[i, j] - second[i, j]
+            T.copy(first, O)
+
+    return main
+
+
+combined()
+"#;
+
+#[test]
+fn a_tf32_register_operand_runs_on_wgmma_beside_its_shared_memory_sibling() {
+    let layouts = fragment_layouts(TF32_REGISTER_OPERAND, &["first", "second", "Q_t"]);
+    assert_eq!(layouts[0], layouts[1]);
+    assert_eq!(
+        layouts[2],
+        (
+            "i // 16 * 32 + i % 8 * 4 + j % 4".to_owned(),
+            "i % 16 // 8 + j // 4 * 2".to_owned(),
+            1
+        )
+    );
+}

@@ -501,3 +501,61 @@ fn arithmetic_on_a_torch_tensor_keeps_its_shape_for_the_script() {
     let doubled = tensors[0].values.iter().map(|&x| x * 2.0).collect();
     assert_matches("Y", &tensors[1], doubled);
 }
+
+/// TVM's IR namespace as TileLang's dequantization examples reach for it (`from tvm import
+/// tirx`): typed constants, `Select`, `Cast`, `reinterpret` and `Min` in a helper whose
+/// annotations name `tirx.PrimExpr`, and `.astype` on a loop index. Each 4-bit value (sign, two
+/// exponent bits, one mantissa bit: fp4 e2m1) is rebuilt as a float16's bits, as
+/// `example_dequant_gemm_fp4_hopper.py` does.
+const TIRX_UNPACK: &str = r#"
+import tilelang
+import tilelang.language as T
+from tvm import tirx
+
+
+def fp4_to_f16(nbit: int, val: tirx.PrimExpr, pos: tirx.PrimExpr, dtype: str):
+    mask = tirx.const((1 << nbit) - 1, T.uint16)
+    f4 = (val >> (pos.astype(T.uint16) * tirx.const(nbit, T.uint16))) & mask
+    s = f4 >> tirx.const(3, T.uint16)
+    e_f4 = (f4 & tirx.const(6, T.uint16)) >> tirx.const(1, T.uint16)
+    e_f16 = tirx.Min(e_f4 + tirx.const(14, T.uint16), tirx.const(30, T.uint16))
+    m_f4 = f4 & tirx.const(1, T.uint16)
+    bits = (((s << tirx.const(5, T.uint16)) | e_f16) << tirx.const(10, T.uint16)) | (m_f4 << tirx.const(9, T.uint16))
+    value = tirx.reinterpret(dtype, bits)
+    sign = tirx.Select(s == tirx.const(1, T.uint16), tirx.const(-1.0, dtype), tirx.const(1.0, dtype))
+    subnormal = tirx.Cast(dtype, m_f4) * tirx.const(0.5, dtype) * sign
+    return tirx.Select(e_f4 == tirx.const(0, T.uint16), subnormal, value)
+
+
+@tilelang.jit(out_idx=[1])
+def unpack(N=256):
+    @T.prim_func
+    def main(B: T.Tensor((N // 2,), T.uint8), Out: T.Tensor((N,), T.float16)):
+        with T.Kernel(1, threads=128) as bx:
+            for j in T.Parallel(N):
+                Out[j] = fp4_to_f16(4, B[j // 2].astype(T.uint16), j % 2, T.float16)
+
+    return main
+
+
+unpack()
+"#;
+
+/// fp4 e2m1's value of a 4-bit code, from the format's table.
+fn e2m1(code: u8) -> f64 {
+    let magnitude = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0][usize::from(code & 7)];
+    if code & 8 != 0 { -magnitude } else { magnitude }
+}
+
+#[test]
+fn tvm_ir_constants_and_constructors_unpack_fp4_values() {
+    let (tensors, cuda) = run(TIRX_UNPACK);
+    let expected = (0..256)
+        .map(|j| {
+            let byte = tensors[0].values[j / 2] as u8;
+            e2m1((byte >> (j % 2 * 4)) & 15)
+        })
+        .collect();
+    assert_matches("Out", &tensors[1], expected);
+    assert!(cuda[0].contains("? "), "Select is a conditional:\n{}", cuda[0]);
+}

@@ -220,20 +220,29 @@ pub fn buffer_from_loop(
     }
     let mut to_buffer: Vec<(VarId, ExprId)> = Vec::new();
     let mut serial_dims = Vec::new();
+    // Loop iterations that reach the same element (`j` and `j + 1` of `buf[i, j // 2]`) are told
+    // apart by a fresh variable, which becomes replication as the unused loop variables do.
+    let mut splits: Vec<(VarId, i64)> = Vec::new();
     for (dim, &index) in indices.iter().enumerate() {
         let [var] = arena.vars_of(index)[..] else {
             return None;
         };
-        if arena.var_expr(var) != index {
-            return None;
-        }
         let buffer_var = arena.var_expr(vars[dim]);
-        if loop_layout.vars.contains(&var) {
+        if let Some(position) = loop_layout.vars.iter().position(|&v| v == var) {
             if to_buffer.iter().any(|(v, _)| *v == var) {
                 return None;
             }
-            to_buffer.push((var, buffer_var));
-        } else if serial.iter().any(|(v, _)| *v == var) {
+            let inverse = if arena.var_expr(var) == index {
+                buffer_var
+            } else {
+                let extent = loop_layout.shape[position];
+                let (offset, per_element) = quotient_access(arena, index, var, extent)?;
+                let split = arena.var("split", Some(per_element));
+                splits.push((split, per_element));
+                invert_quotient(arena, buffer_var, (offset, per_element), split)
+            };
+            to_buffer.push((var, inverse));
+        } else if arena.var_expr(var) == index && serial.iter().any(|(v, _)| *v == var) {
             serial_dims.push(dim);
         } else {
             return None;
@@ -247,6 +256,7 @@ pub fn buffer_from_loop(
         .filter(|(v, _)| !to_buffer.iter().any(|(u, _)| u == *v))
         .map(|(&v, &e)| (v, e))
         .collect();
+    free.extend(splits);
     free.push((loop_layout.rep, loop_layout.replicate));
     let (thread, rep, replicate) = condense(arena, thread_expr, &vars, buffer_shape, &free)?;
     let zero = arena.int(0);
@@ -280,6 +290,42 @@ pub fn buffer_from_loop(
         index: Vec::new(),
     };
     Some(best_index(arena, base, candidates))
+}
+
+/// Whether `index`, an expression of the single loop variable `var` over `0..extent`, reads
+/// element `offset + var / per_element` (the packed byte `j // 2` of two 4-bit values, a shifted
+/// window `j + 8`): every element is then reached by `per_element` consecutive iterations, which
+/// is what lets a fragment's layout be read back from the loop's. Decided by enumeration.
+fn quotient_access(
+    arena: &ExprArena,
+    index: ExprId,
+    var: VarId,
+    extent: i64,
+) -> Option<(i64, i64)> {
+    let at = |point: i64| arena.eval(index, &|v| (v == var).then_some(point));
+    let offset = at(0)?;
+    let per_element = (0..extent).take_while(|&p| at(p) == Some(offset)).count() as i64;
+    if per_element == 0 || extent % per_element != 0 {
+        return None;
+    }
+    let regular = (0..extent).all(|point| at(point) == Some(offset + point / per_element));
+    regular.then_some((offset, per_element))
+}
+
+/// The loop iteration `(element - offset) * per_element + split` that reaches `element`, for the
+/// `split`-th of the iterations [`quotient_access`] found reaching it.
+fn invert_quotient(
+    arena: &mut ExprArena,
+    element: ExprId,
+    (offset, per_element): (i64, i64),
+    split: VarId,
+) -> ExprId {
+    let shift = arena.int(-offset);
+    let shifted = arena.add(element, shift);
+    let stride = arena.int(per_element);
+    let first = arena.mul(shifted, stride);
+    let split = arena.var_expr(split);
+    arena.add(first, split)
 }
 
 /// The destination layout of a reduction over `dim`: the source's, with the reduced dimension

@@ -265,6 +265,7 @@ fn select_instructions(
             b,
             c,
             transpose_a,
+            transpose_b,
             policy,
             ..
         } = op
@@ -292,6 +293,7 @@ fn select_instructions(
             policy: *policy,
             dtypes: [dtype(a.buffer), dtype(b.buffer), dtype(c.buffer)],
             b_in_registers: is_fragment(world, b.buffer),
+            transposed: [*transpose_a, *transpose_b],
         };
         let instruction = match select_gemm_instruction(options, &shape) {
             GemmInstruction::Wgmma if !threads.warpgroup_aligned(entity) => {
@@ -812,11 +814,12 @@ fn operand_a_strict(
     if !same_region || (if transposed { depth } else { rows }) != m {
         return;
     }
+    let element_bits = world.dtypes.get(a.buffer).map_or(16, |dtype| dtype.bytes() * 8);
     let layout = super::tensor_core::gemm_operand_a_layout(
         &mut state.exprs,
         instruction,
         [m, n, k],
-        threads,
+        (threads, element_bits),
         *policy,
         transposed,
     );

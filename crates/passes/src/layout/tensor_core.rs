@@ -60,6 +60,8 @@ pub struct GemmShape {
     pub dtypes: [DType; 3],
     /// Whether B is a fragment (wgmma reads B from shared memory only).
     pub b_in_registers: bool,
+    /// `transpose_A` and `transpose_B`.
+    pub transposed: [bool; 2],
 }
 
 /// The rows and columns of a gemm operand: its buffer's shape when it is a whole 2-D buffer, the
@@ -93,21 +95,43 @@ pub fn operand_shape(world: &tilec_ir::World, region: &tilec_ir::Region) -> Opti
 /// partition of the tile. Everything else runs on mma.sync.
 pub fn select_gemm_instruction(options: CodegenOptions, shape: &GemmShape) -> GemmInstruction {
     let warps = shape.threads / WARP_SIZE;
-    let [a, b, c] = shape.dtypes;
     let fits = options.wgmma
         && shape.m >= 64
         && warps > 0
         && warps % WARPGROUP == 0
-        && matches!(a, DType::Float16 | DType::BFloat16)
-        && a == b
-        && c == DType::Float32
-        && shape.k % MMA_K == 0
         && !shape.b_in_registers
+        && wgmma_takes_operands(shape)
         && wgmma_partition(shape.m, shape.n, warps, shape.policy).is_ok();
     if fits {
         GemmInstruction::Wgmma
     } else {
         GemmInstruction::MmaSync
+    }
+}
+
+/// Whether wgmma multiplies these operand and accumulator types at this depth, as TileLang
+/// decides it (so that the accumulator layouts agree even where tilec cannot lower the gemm
+/// yet): 16-bit floats at any depth of 16, and tf32, fp8 or 8-bit integers only with A
+/// row-major and B transposed, which is how those instructions read shared memory.
+fn wgmma_takes_operands(shape: &GemmShape) -> bool {
+    let [a, b, c] = shape.dtypes;
+    let k_major = !shape.transposed[0] && shape.transposed[1];
+    let is_fp8 = |d: DType| matches!(d, DType::Float8E4M3 | DType::Float8E5M2);
+    let is_byte_int = |d: DType| matches!(d, DType::Int8 | DType::UInt8);
+    match c {
+        DType::Float16 => {
+            (a == DType::Float16 && b == DType::Float16 && shape.k % 16 == 0)
+                || (is_fp8(a) && is_fp8(b) && k_major && shape.k % 32 == 0)
+        }
+        DType::Float32 => match (a, b) {
+            (DType::Float16, DType::Float16) | (DType::BFloat16, DType::BFloat16) => {
+                shape.k % 16 == 0
+            }
+            (DType::TFloat32, DType::TFloat32) => k_major && shape.k % 8 == 0,
+            _ => is_fp8(a) && is_fp8(b) && k_major && shape.k % 32 == 0,
+        },
+        DType::Int32 => is_byte_int(a) && is_byte_int(b) && k_major && shape.k % 32 == 0,
+        _ => false,
     }
 }
 
@@ -252,18 +276,7 @@ pub fn operand_a_layout(
     transposed: bool,
 ) -> Result<FragmentLayout, String> {
     let grid = WarpGrid::new(m, n, threads, policy)?;
-    check_reduction_depth(k, "A")?;
-    // Built over (row, depth); the replicas are the warps along N that share a row of warps.
-    operand_layout(
-        arena,
-        [m, k],
-        transposed,
-        grid.warps_n,
-        |arena, i, j, rep| {
-            let thread = grid.operand_a_thread(arena, i, j, rep);
-            (thread, grid.operand_a_register(arena, i, j))
-        },
-    )
+    grid.operand_a(arena, [m, k], OperandAtom::SIXTEEN_BIT, transposed)
 }
 
 /// The A-operand register layout `instruction` reads a fragment A operand in: [`operand_a_layout`]
@@ -273,24 +286,58 @@ pub fn gemm_operand_a_layout(
     arena: &mut ExprArena,
     instruction: GemmInstruction,
     [m, n, k]: [i64; 3],
-    threads: i64,
+    (threads, element_bits): (i64, u64),
     policy: WarpPolicy,
     transposed: bool,
 ) -> Result<FragmentLayout, String> {
+    let atom = OperandAtom::for_bits(element_bits)?;
     let grid = match instruction {
-        GemmInstruction::MmaSync => {
-            return operand_a_layout(arena, m, n, k, threads, policy, transposed);
-        }
+        GemmInstruction::MmaSync => WarpGrid::new(m, n, threads, policy)?,
         GemmInstruction::Wgmma if transposed => {
             return Err("wgmma reads no transposed A operand from registers".to_owned());
         }
         GemmInstruction::Wgmma => WarpGrid::for_wgmma(m, n, threads, policy)?,
     };
-    check_reduction_depth(k, "A")?;
-    operand_layout(arena, [m, k], false, grid.warps_n, |arena, i, j, rep| {
-        let thread = grid.operand_a_thread(arena, i, j, rep);
-        (thread, grid.operand_a_register(arena, i, j))
-    })
+    grid.operand_a(arena, [m, k], atom, transposed)
+}
+
+/// The 8-row atom of an A operand held in registers, by element width: lane `4 * row + col /
+/// per_lane` holds `per_lane` consecutive elements of the row (two 16-bit values or four 8-bit
+/// values fill one 32-bit register). A micro tile is 16 rows by two atoms' width, as TileLang
+/// repeats its 8×4, 8×8 and 8×16 atoms two by two.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct OperandAtom {
+    per_lane: i64,
+}
+
+impl OperandAtom {
+    const SIXTEEN_BIT: OperandAtom = OperandAtom { per_lane: 2 };
+
+    fn for_bits(bits: u64) -> Result<OperandAtom, String> {
+        match bits {
+            8 | 16 | 32 => Ok(OperandAtom {
+                per_lane: 32 / bits as i64,
+            }),
+            _ => Err(format!(
+                "a tensor-core A operand of {bits}-bit elements has no register layout"
+            )),
+        }
+    }
+
+    /// Columns of one atom: four lanes per row.
+    fn width(self) -> i64 {
+        4 * self.per_lane
+    }
+
+    /// The reduction depth of one micro tile (and one instruction): 8, 16 or 32.
+    fn depth(self) -> i64 {
+        2 * self.width()
+    }
+
+    /// Elements of one micro tile each lane holds.
+    fn per_micro_tile(self) -> i64 {
+        4 * self.per_lane
+    }
 }
 
 /// The B-operand register layout (k×n, for `T.gemm` with B in a fragment), replicated over the M
@@ -317,7 +364,7 @@ pub fn operand_b_layout(
     transposed: bool,
 ) -> Result<FragmentLayout, String> {
     let grid = WarpGrid::new(m, n, threads, policy)?;
-    check_reduction_depth(k, "B")?;
+    check_reduction_depth(k, MMA_K, "B")?;
     // Built over (depth, column); the replicas are the warps along M that share a column.
     operand_layout(
         arena,
@@ -366,13 +413,13 @@ fn operand_layout(
     })
 }
 
-/// Rejects a reduction extent that whole m16n8k16 instructions do not cover.
-fn check_reduction_depth(k: i64, operand: &str) -> Result<(), String> {
-    if k <= 0 || k % MMA_K != 0 {
+/// Rejects a reduction extent that whole tensor-core instructions (`depth` deep: 16 for 16-bit
+/// operands) do not cover.
+fn check_reduction_depth(k: i64, depth: i64, operand: &str) -> Result<(), String> {
+    if k <= 0 || k % depth != 0 {
         return Err(format!(
-            "the gemm's reduction extent {k} is not a positive multiple of {MMA_K}, the depth of \
-             one m16n8k16 tensor-core instruction, so its {operand} operand cannot be held in \
-             registers"
+            "the gemm's reduction extent {k} is not a positive multiple of {depth}, the depth of \
+             one tensor-core instruction, so its {operand} operand cannot be held in registers"
         ));
     }
     Ok(())
@@ -560,11 +607,39 @@ impl WarpGrid {
         sum(arena, &[micro_row, atom, half, pair])
     }
 
-    /// The A operand's thread: lane and warp row as for the accumulator, and one copy per warp
-    /// column, since every warp of a row multiplies the same rows of A.
-    fn operand_a_thread(&self, arena: &mut ExprArena, i: ExprId, j: ExprId, rep: VarId) -> ExprId {
+    /// The A operand over an m×k (or, transposed, k×m) buffer: one copy per warp column, since
+    /// every warp of a row multiplies the same rows of A. TileLang builds a transposed A from the
+    /// 16-bit atom only.
+    fn operand_a(
+        &self,
+        arena: &mut ExprArena,
+        [m, k]: [i64; 2],
+        atom: OperandAtom,
+        transposed: bool,
+    ) -> Result<FragmentLayout, String> {
+        if transposed && atom != OperandAtom::SIXTEEN_BIT {
+            return Err("a transposed A operand in registers needs 16-bit elements".to_owned());
+        }
+        check_reduction_depth(k, atom.depth(), "A")?;
+        operand_layout(arena, [m, k], transposed, self.warps_n, |arena, i, j, rep| {
+            let thread = self.operand_a_thread(arena, (i, j), atom, rep);
+            (thread, self.operand_a_register(arena, i, j, atom))
+        })
+    }
+
+    /// The A operand's thread: lane and warp row as for the accumulator, and the replica's warp
+    /// column.
+    fn operand_a_thread(
+        &self,
+        arena: &mut ExprArena,
+        (i, j): (ExprId, ExprId),
+        atom: OperandAtom,
+        rep: VarId,
+    ) -> ExprId {
         let warp_row = self.warp_row_term(arena, i);
-        let lane = lane(arena, i, j);
+        let row = digit(arena, i, Some(8), 1, 4);
+        let col = digit(arena, j, Some(atom.width()), atom.per_lane, 1);
+        let lane = arena.add(row, col);
         let own = arena.add(warp_row, lane);
         // A single warp column has a single copy; leaving out the replica term (always zero then)
         // keeps the formula identical to the accumulator's.
@@ -576,23 +651,31 @@ impl WarpGrid {
         arena.add(own, copy)
     }
 
-    /// The A operand's register: eight per 16×16 micro tile (`a0..a7`: the k8 half picks four,
-    /// the upper or lower eight rows two, the column parity one), micro tiles M-fastest.
-    fn operand_a_register(&self, arena: &mut ExprArena, i: ExprId, j: ExprId) -> ExprId {
+    /// The A operand's register. For 16-bit elements, eight per 16×16 micro tile (`a0..a7`: the
+    /// k8 half picks four, the upper or lower eight rows two, the column parity one), micro tiles
+    /// M-fastest; other widths scale the same pattern by the elements a lane holds per atom.
+    fn operand_a_register(
+        &self,
+        arena: &mut ExprArena,
+        i: ExprId,
+        j: ExprId,
+        atom: OperandAtom,
+    ) -> ExprId {
         let micro_rows = self.tile_m / MMA_M;
-        let micro_row = self.micro_row_term(arena, i, 8);
-        // With one micro row per warp the k16 step and its k8 half fuse into `j // 8 * 4`; the
-        // split form is equal but prints less like TileLang's own formula.
+        let per_micro_tile = atom.per_micro_tile();
+        let micro_row = self.micro_row_term(arena, i, per_micro_tile);
+        // With one micro row per warp the micro tile's step along K and its atom half fuse into
+        // `j // width * 2 * per_lane`; the split form is equal but prints less like TileLang's.
         let depth = if micro_rows == 1 {
-            digit(arena, j, None, 8, 4)
+            digit(arena, j, None, atom.width(), 2 * atom.per_lane)
         } else {
-            let step = digit(arena, j, None, MMA_K, 8 * micro_rows);
-            let half = digit(arena, j, Some(MMA_K), 8, 4);
+            let step = digit(arena, j, None, atom.depth(), per_micro_tile * micro_rows);
+            let half = digit(arena, j, Some(atom.depth()), atom.width(), 2 * atom.per_lane);
             arena.add(step, half)
         };
-        let half = digit(arena, i, Some(MMA_M), 8, 2);
-        let pair = digit(arena, j, Some(2), 1, 1);
-        sum(arena, &[micro_row, depth, half, pair])
+        let half = digit(arena, i, Some(MMA_M), 8, atom.per_lane);
+        let within = digit(arena, j, Some(atom.per_lane), 1, 1);
+        sum(arena, &[micro_row, depth, half, within])
     }
 
     /// The B operand's thread: the lane of column `n` and depth `k`, one copy per warp row
@@ -756,6 +839,7 @@ mod tests {
             policy: WarpPolicy::Square,
             dtypes: [DType::Float16, DType::Float16, DType::Float32],
             b_in_registers: false,
+            transposed: [false, false],
         };
         let hopper = CodegenOptions::for_target(Target::Sm90);
         assert_eq!(
@@ -1198,6 +1282,88 @@ mod tests {
                 assert_same_function(&arena, &ours, &theirs);
             }
         }
+        Ok(())
+    }
+
+    /// TileLang's recipe for an A operand of `per_lane` elements per lane and atom (one for
+    /// 32-bit tf32, two for 16-bit, four for 8-bit): the 8×(4·per_lane) atom repeated two by two
+    /// into a micro tile, micro tiles over the warp's rows and K, warps over M, copies over N.
+    fn tilelang_operand_a_of_width(
+        arena: &mut ExprArena,
+        (m, n, k): (i64, i64, i64),
+        threads: i64,
+        policy: WarpPolicy,
+        per_lane: i64,
+    ) -> Result<FragmentLayout, String> {
+        let (warps_m, warps_n) = warp_partition(m, n, threads / 32, policy)?;
+        let width = 4 * per_lane;
+        let vars = fresh_vars(arena, &[16, 2 * width]);
+        let (s, r) = (arena.var_expr(vars[0]), arena.var_expr(vars[1]));
+        let row = super::digit(arena, s, Some(8), 1, 4);
+        let col = super::digit(arena, r, Some(width), per_lane, 1);
+        let lane = arena.add(row, col);
+        let half = super::digit(arena, r, None, width, 2 * per_lane);
+        let upper = super::digit(arena, s, None, 8, per_lane);
+        let within = super::digit(arena, r, Some(per_lane), 1, 1);
+        let index = super::sum(arena, &[half, upper, within]);
+        let rep = arena.var("rep", Some(1));
+        let base = FragmentLayout {
+            shape: vec![16, 2 * width],
+            vars,
+            rep,
+            replicate: 1,
+            thread: lane,
+            index: vec![index],
+        };
+        let repeats = [m / warps_m / 16, k / (2 * width)];
+        let warp = repeat(arena, &base, &repeats, RepeatOn::Registers, RepeatOrder::FirstDimFastest)?;
+        let spread = repeat(
+            arena,
+            &warp,
+            &[warps_m, 1],
+            RepeatOn::Threads,
+            RepeatOrder::LastDimFastest,
+        )?;
+        replicate(arena, &spread, warps_n)
+    }
+
+    #[test]
+    fn operand_a_of_tf32_and_8_bit_elements_matches_tilelangs_recipe() -> Result<(), String> {
+        for (m, n, k, threads, policy) in GEMMS {
+            for (bits, per_lane) in [(32, 1), (16, 2), (8, 4)] {
+                if k % (8 * per_lane) != 0 {
+                    continue;
+                }
+                let mut arena = ExprArena::new();
+                let ours = super::gemm_operand_a_layout(
+                    &mut arena,
+                    super::GemmInstruction::MmaSync,
+                    [m, n, k],
+                    (threads, bits),
+                    policy,
+                    false,
+                )?;
+                let theirs =
+                    tilelang_operand_a_of_width(&mut arena, (m, n, k), threads, policy, per_lane)?;
+                assert_same_function(&arena, &ours, &theirs);
+                assert_eq!(ours.collision(&arena), None, "{bits}-bit A of {m}x{k}");
+            }
+        }
+        // Depths follow the element width: tf32 needs multiples of 8, 8-bit ones of 32.
+        let mut arena = ExprArena::new();
+        let shallow = |arena: &mut ExprArena, bits, k| {
+            super::gemm_operand_a_layout(
+                arena,
+                super::GemmInstruction::MmaSync,
+                [64, 64, k],
+                (128, bits),
+                WarpPolicy::Square,
+                false,
+            )
+        };
+        assert!(shallow(&mut arena, 32, 8).is_ok());
+        assert!(shallow(&mut arena, 8, 16).is_err());
+        assert!(shallow(&mut arena, 4, 64).is_err());
         Ok(())
     }
 
