@@ -151,10 +151,8 @@ fn record_calls(
         .collect();
     // Driver functions nothing called (`main()` behind argparse, `test_*`, benchmarks) run once,
     // with their parameter defaults.
-    for stmt in &drivers {
-        if let Stmt::FunctionDef(def) = stmt
-            && call_frame(&globals, def.range.start().to_u32()).is_none()
-        {
+    for def in drivers.iter().flat_map(|stmt| driver_functions(stmt)) {
+        if call_frame(&globals, def.range.start().to_u32()).is_none() {
             run_with_defaults(&mut builder, &globals, def);
         }
     }
@@ -173,6 +171,24 @@ fn record_calls(
     }
     calls.sort_by_key(|call| call.span.start);
     calls
+}
+
+/// The functions of a top-level statement that may drive kernels: a function, or the methods of
+/// a class (an autograd `Function`'s `forward` and `backward`, an operator's `__call__`), which
+/// instantiate kernels from their local tile sizes and the shapes of their tensors.
+fn driver_functions(stmt: &Stmt) -> Vec<&StmtFunctionDef> {
+    match stmt {
+        Stmt::FunctionDef(def) => vec![def],
+        Stmt::ClassDef(class) => class
+            .body
+            .iter()
+            .filter_map(|stmt| match stmt {
+                Stmt::FunctionDef(def) => Some(def),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// Makes every kernel a reference that records its calls: a function kernel's name in module

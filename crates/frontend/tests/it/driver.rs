@@ -546,3 +546,34 @@ make_scale(32)
     "#]],
     );
 }
+
+#[test]
+fn methods_of_classes_nothing_calls_drive_kernels_with_their_local_tile_sizes() {
+    // An autograd Function (under a decorator tilec does not model) instantiates the kernel in
+    // `forward` from the input's shape and its own tile size, as operator libraries do.
+    let source = format!(
+        "{SCALE}{}",
+        r#"
+import torch
+
+
+@torch.compile
+class _Scale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        M, N = x.shape
+        block_M = 32
+        kernel = scale(M, N, block_M, dtype=T.bfloat16)
+        return kernel(x)
+"#
+    );
+    check(
+        &source,
+        expect![[r#"
+            scale (line 26): M=<run time>, N=<run time>, block_M=32, dtype=T.bfloat16
+              symbolic: M
+              assumed: N = 128 (a representative choice)
+              line 26: info generic-instance
+        "#]],
+    );
+}
