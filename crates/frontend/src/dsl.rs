@@ -11,6 +11,7 @@ use tilec_ir::{
 
 use crate::builder::{Block, Builder, Eval, Stop};
 use crate::eval::{Args, promote};
+use ruff_python_ast::Operator;
 use crate::value::{PersistentTiles, Value};
 use tilec_ir::Span;
 
@@ -161,6 +162,23 @@ impl Builder<'_> {
             | "dec_max_nreg"
             | "annotate_producer_reg_dealloc"
             | "annotate_consumer_reg_alloc" => Ok(Value::None),
+            // TVM's function spellings of Python's bitwise operators.
+            "shift_left" | "shift_right" | "bitwise_and" | "bitwise_or" | "bitwise_xor" => {
+                let op = match name {
+                    "shift_left" => Operator::LShift,
+                    "shift_right" => Operator::RShift,
+                    "bitwise_and" => Operator::BitAnd,
+                    "bitwise_or" => Operator::BitOr,
+                    _ => Operator::BitXor,
+                };
+                let lhs = self.required(&args, 0, "a")?;
+                let rhs = self.required(&args, 1, "b")?;
+                self.binary(op, lhs, rhs, args.span)
+            }
+            "bitwise_not" => {
+                let value = self.required(&args, 0, "a")?;
+                self.invert_data(value, args.span)
+            }
             "const" => self.eager_const(args),
             "empty" => self.eager_empty(args),
             "alloc_global" => self.alloc_global(args),

@@ -953,7 +953,7 @@ impl Builder<'_> {
 
     /// `~x` on a run-time value: on an integer, its bits flipped, which is `x ^ -1` once the `-1`
     /// takes `x`'s dtype (all ones at any width, signed or not); on a `bool`, `not x`, as TVM has it.
-    fn invert_data<'a>(&mut self, operand: Value<'a>, span: Span) -> Eval<Value<'a>> {
+    pub(crate) fn invert_data<'a>(&mut self, operand: Value<'a>, span: Span) -> Eval<Value<'a>> {
         let (id, dtype) = self.data_expr(&operand, span)?;
         match dtype {
             Some(DType::Bool) => Ok(self.data(DataExpr::Not(id), Some(DType::Bool))),

@@ -559,3 +559,41 @@ fn tvm_ir_constants_and_constructors_unpack_fp4_values() {
     assert_matches("Out", &tensors[1], expected);
     assert!(cuda[0].contains("? "), "Select is a conditional:\n{}", cuda[0]);
 }
+
+/// TVM's function spellings of the bitwise operators (`T.shift_left` in
+/// `example_dequant_gemm_bf16_mxfp4_hopper.py`), on int32 values.
+const BITWISE_FUNCTIONS: &str = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[1])
+def bits(N=256):
+    @T.prim_func
+    def main(A: T.Tensor((N,), T.int32), Out: T.Tensor((N,), T.int32)):
+        with T.Kernel(1, threads=128) as bx:
+            for i in T.Parallel(N):
+                x = A[i]
+                mixed = T.bitwise_xor(T.shift_left(x, 3), T.bitwise_not(x))
+                Out[i] = T.bitwise_or(T.bitwise_and(mixed, 0xFF0), T.shift_right(x, 2) & 15)
+
+    return main
+
+
+bits()
+"#;
+
+#[test]
+fn bitwise_functions_are_the_operators() {
+    let (tensors, _) = run(BITWISE_FUNCTIONS);
+    let expected = tensors[0]
+        .values
+        .iter()
+        .map(|&value| {
+            let x = value as i32;
+            let mixed = (x << 3) ^ !x;
+            f64::from((mixed & 0xFF0) | ((x >> 2) & 15))
+        })
+        .collect();
+    assert_matches("Out", &tensors[1], expected);
+}
