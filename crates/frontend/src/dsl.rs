@@ -11,8 +11,8 @@ use tilec_ir::{
 
 use crate::builder::{Block, Builder, Eval, Stop};
 use crate::eval::{Args, promote};
-use ruff_python_ast::Operator;
 use crate::value::{PersistentTiles, Value};
+use ruff_python_ast::Operator;
 use tilec_ir::Span;
 
 mod coordinates;
@@ -1120,6 +1120,9 @@ impl Builder<'_> {
                     reverse: self.bool_arg(&args, 3, "reverse", false)?,
                 }
             }
+            "atomic_add" if self.bool_arg(&args, 3, "return_prev", false)? => {
+                return self.atomic_add_returning(args);
+            }
             "atomic_add" => {
                 let dst = self.region_arg(&args, 0, "dst")?;
                 let value = self.required(&args, 1, "value")?;
@@ -1132,7 +1135,11 @@ impl Builder<'_> {
                         AtomicSource::Value(self.data_expr(&other, args.span_of(1, "value"))?.0)
                     }
                 };
-                TileOp::AtomicAdd { dst, src }
+                TileOp::AtomicAdd {
+                    dst,
+                    src,
+                    prev: None,
+                }
             }
             "use_swizzle" => {
                 let order = match args.get(1, "order") {
@@ -1165,6 +1172,40 @@ impl Builder<'_> {
         };
         self.add_tile_op(op, &format!("`T.{name}`"), args.span)?;
         Ok(Value::None)
+    }
+
+    /// `T.atomic_add(dst[i], value, return_prev=True)`: an element's atomic addition whose value
+    /// is the element before it, received in a scalar of the element's dtype (as `T.alloc_var`
+    /// makes one) that the call evaluates to.
+    fn atomic_add_returning<'a>(&mut self, args: Args<'a>) -> Eval<Value<'a>> {
+        let dst = self.region_arg(&args, 0, "dst")?;
+        if dst.dims.iter().any(|dim| dim.extent.is_some()) {
+            return Err(self.error(
+                Code::InvalidCall,
+                args.span_of(0, "dst"),
+                "`return_prev=True` returns one element's old value: `dst` must be one element",
+            ));
+        }
+        let value = self.required(&args, 1, "value")?;
+        let (value, _) = self.data_expr(&value, args.span_of(1, "value"))?;
+        let dtype = self.world.dtypes.get(dst.buffer).copied();
+        let prev = self.add_kernel_entity(
+            EntityKind::Var,
+            "the old value of `T.atomic_add`",
+            args.span,
+        )?;
+        self.world.shapes.set(prev, Vec::new());
+        if let Some(dtype) = dtype {
+            self.world.dtypes.set(prev, dtype);
+        }
+        self.world.scopes.set(prev, Scope::LocalVar);
+        let op = TileOp::AtomicAdd {
+            dst,
+            src: AtomicSource::Value(value),
+            prev: Some(prev),
+        };
+        self.add_tile_op(op, "`T.atomic_add`", args.span)?;
+        Ok(Value::Buffer(prev))
     }
 
     fn gemm(&mut self, args: &Args<'_>) -> Eval<TileOp> {
@@ -1546,11 +1587,18 @@ fn tile_op_accesses(op: &TileOp, data: &tilec_ir::DataArena) -> Vec<Access> {
             access(AccessKind::Read, src),
             access(AccessKind::Write, dst),
         ],
-        TileOp::AtomicAdd { dst, src } => {
+        TileOp::AtomicAdd { dst, src, prev } => {
             let mut accesses = vec![access(AccessKind::ReadWrite, dst)];
             match src {
                 AtomicSource::Region(region) => accesses.push(access(AccessKind::Read, region)),
                 AtomicSource::Value(value) => accesses.extend(load_accesses(data, *value)),
+            }
+            if let Some(prev) = prev {
+                let old = Region {
+                    buffer: *prev,
+                    dims: Vec::new(),
+                };
+                accesses.push(access(AccessKind::Write, &old));
             }
             accesses
         }

@@ -456,6 +456,11 @@ impl Builder<'_> {
     }
 
     fn data_index_node(&mut self, data: DataId, depth: u32) -> Option<ExprId> {
+        // Index arithmetic is on integers: a float operand (`T.Cast(T.int32, x * 4.0)`) keeps
+        // its expression whole, truncated where the cast stands.
+        if !self.integer_data(data, depth) {
+            return None;
+        }
         match self.world.data.get(data).clone() {
             DataExpr::Int { value, .. } => Some(self.world.exprs.int(value)),
             DataExpr::Index(index) => Some(index),
@@ -496,6 +501,35 @@ impl Builder<'_> {
             | DataExpr::Cast { .. }
             | DataExpr::Select { .. }
             | DataExpr::Reinterpret { .. } => None,
+        }
+    }
+
+    /// Whether `data` computes an integer from integers only (literals, indices, integer reads
+    /// and integer arithmetic), so that index arithmetic may stand for it; unknown dtypes of
+    /// reads count as integers, as [`Builder::is_runtime_integer`] counts them.
+    fn integer_data(&self, data: DataId, depth: u32) -> bool {
+        if depth >= MAX_INDEX_DEPTH {
+            return false;
+        }
+        let integer = |dtype: Option<&DType>| dtype.is_none_or(|dtype| dtype.is_int());
+        match self.world.data.get(data) {
+            DataExpr::Int { .. } | DataExpr::Index(_) => true,
+            DataExpr::Load { buffer, .. } | DataExpr::ReadVar(buffer) => {
+                integer(self.world.dtypes.get(*buffer))
+            }
+            DataExpr::Cast { dtype, value } => {
+                dtype.is_int() && self.integer_data(*value, depth + 1)
+            }
+            DataExpr::Binary { lhs, rhs, .. } => {
+                self.integer_data(*lhs, depth + 1) && self.integer_data(*rhs, depth + 1)
+            }
+            DataExpr::Float { .. }
+            | DataExpr::Neg(_)
+            | DataExpr::Not(_)
+            | DataExpr::Compare { .. }
+            | DataExpr::Call { .. }
+            | DataExpr::Select { .. }
+            | DataExpr::Reinterpret { .. } => false,
         }
     }
 

@@ -208,11 +208,23 @@ impl World {
             TileOp::AtomicAdd {
                 dst,
                 src: AtomicSource::Region(src),
+                ..
             } => format!("atomic_add {} += {}", r(dst), r(src)),
             TileOp::AtomicAdd {
                 dst,
                 src: AtomicSource::Value(value),
-            } => format!("atomic_add {} += {}", r(dst), self.display_data(*value)),
+                prev,
+            } => {
+                let returns = match prev {
+                    Some(prev) => format!(" (old value to {})", self.name(*prev)),
+                    None => String::new(),
+                };
+                format!(
+                    "atomic_add {} += {}{returns}",
+                    r(dst),
+                    self.display_data(*value)
+                )
+            }
             TileOp::UseSwizzle {
                 panel_size,
                 column_major,

@@ -359,12 +359,14 @@ pub enum Stmt {
         src_index: ExprId,
         lanes: u32,
     },
-    /// An atomic read-modify-write of one global or shared element.
+    /// An atomic read-modify-write of one global or shared element; with `old`, the element's
+    /// value before the operation is stored to that register (`T.atomic_add(..., return_prev=True)`).
     Atomic {
         op: AtomicOp,
         buffer: BufferId,
         index: ExprId,
         value: ValueId,
+        old: Option<(BufferId, ExprId)>,
     },
     /// `__syncthreads()`: every thread of the block waits for all others.
     Barrier,

@@ -236,6 +236,9 @@ pub enum TileOp {
     AtomicAdd {
         dst: Region,
         src: AtomicSource,
+        /// The `T.alloc_var`-like scalar that receives the element's value before the addition
+        /// (`return_prev=True`), which the call returns.
+        prev: Option<EntityId>,
     },
     UseSwizzle {
         panel_size: i64,

@@ -557,7 +557,11 @@ fn tvm_ir_constants_and_constructors_unpack_fp4_values() {
         })
         .collect();
     assert_matches("Out", &tensors[1], expected);
-    assert!(cuda[0].contains("? "), "Select is a conditional:\n{}", cuda[0]);
+    assert!(
+        cuda[0].contains("? "),
+        "Select is a conditional:\n{}",
+        cuda[0]
+    );
 }
 
 /// TVM's function spellings of the bitwise operators (`T.shift_left` in
@@ -596,4 +600,69 @@ fn bitwise_functions_are_the_operators() {
         })
         .collect();
     assert_matches("Out", &tensors[1], expected);
+}
+
+/// Stream compaction as DeepSeek-V3.2's top-k selector (`deepseek_v32/topk_selector.py`) writes
+/// it: each thread whose value passes a threshold claims a slot with `T.atomic_add(...,
+/// return_prev=True)` on a shared counter, which returns the count before its addition, and
+/// writes its value there. A histogram counts by atomic additions on elements chosen per thread,
+/// under a condition on the thread's own value.
+const COMPACTION: &str = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[1, 2, 3])
+def compact(N=512):
+    @T.prim_func
+    def main(
+        A: T.Tensor((N,), T.float32),
+        Out: T.Tensor((N,), T.float32),
+        Count: T.Tensor((1,), T.int32),
+        Histogram: T.Tensor((4,), T.int32),
+    ):
+        with T.Kernel(1, threads=128) as bx:
+            tx = T.get_thread_binding()
+            counter = T.alloc_shared((1,), T.int32)
+            bins = T.alloc_shared((4,), T.int32)
+            T.fill(counter[0], 0)
+            T.fill(bins, 0)
+            for i in T.serial(N):
+                Out[i] = 0.0
+            T.sync_threads()
+            for s in T.serial(N // 128):
+                x = A[s * 128 + tx]
+                if x > 0.5:
+                    pos = T.atomic_add(counter[0], 1, return_prev=True)
+                    Out[pos] = x
+                    T.atomic_add(bins[T.Cast(T.int32, x * 4.0) % 4], 1)
+            T.sync_threads()
+            Count[0] = counter[0]
+            for b in T.serial(4):
+                Histogram[b] = bins[b]
+
+    return main
+
+
+compact()
+"#;
+
+#[test]
+fn an_atomic_add_returning_the_old_count_gives_each_thread_its_own_slot() {
+    let (tensors, cuda) = run(COMPACTION);
+    let a = &tensors[0].values;
+    let mut kept: Vec<f64> = a.iter().copied().filter(|&x| x as f32 > 0.5).collect();
+    let count = kept.len();
+    assert_eq!(tensors[2].values, vec![count as f64]);
+    let mut written = tensors[1].values[..count].to_vec();
+    written.sort_by(f64::total_cmp);
+    kept.sort_by(f64::total_cmp);
+    assert_eq!(written, kept, "every kept value has one slot");
+    assert!(tensors[1].values[count..].iter().all(|&x| x == 0.0));
+    let mut bins = vec![0.0; 4];
+    for &x in &kept {
+        bins[((x as f32 * 4.0) as i64 % 4) as usize] += 1.0;
+    }
+    assert_eq!(tensors[3].values, bins);
+    assert!(cuda[0].contains("= atomicAdd(&"), "{}", cuda[0]);
 }

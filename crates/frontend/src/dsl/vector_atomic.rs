@@ -35,6 +35,7 @@ impl Builder<'_> {
             let op = TileOp::AtomicAdd {
                 dst: target,
                 src: AtomicSource::Value(value),
+                prev: None,
             };
             self.add_tile_op(op, &format!("`T.{name}`"), args.span)?;
         }

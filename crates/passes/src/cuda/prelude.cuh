@@ -251,7 +251,8 @@ __device__ __forceinline__ T tl_ipow(T base, T exponent) {
 
 // Atomic read-modify-write where the hardware has no instruction: a compare-and-swap loop that
 // retries until no other thread changed the word in between. The operations combine the current
-// element with the operand as a value of the compute type.
+// element with the operand as a value of the compute type; each returns the element it replaced,
+// as the hardware atomics do.
 struct tl_op_add {
     template <typename T>
     __device__ __forceinline__ T operator()(T a, T b) const {
@@ -275,7 +276,7 @@ struct tl_op_min {
     }
 };
 template <typename Op>
-__device__ __forceinline__ void tl_atomic_cas_f32(float* address, float value, Op op) {
+__device__ __forceinline__ float tl_atomic_cas_f32(float* address, float value, Op op) {
     unsigned int* word = (unsigned int*)address;
     unsigned int old = *word;
     unsigned int assumed;
@@ -283,9 +284,10 @@ __device__ __forceinline__ void tl_atomic_cas_f32(float* address, float value, O
         assumed = old;
         old = atomicCAS(word, assumed, __float_as_uint(op(__uint_as_float(assumed), value)));
     } while (old != assumed);
+    return __uint_as_float(old);
 }
 template <typename Op>
-__device__ __forceinline__ void tl_atomic_cas_f64(double* address, double value, Op op) {
+__device__ __forceinline__ double tl_atomic_cas_f64(double* address, double value, Op op) {
     unsigned long long* word = (unsigned long long*)address;
     unsigned long long old = *word;
     unsigned long long assumed;
@@ -294,6 +296,7 @@ __device__ __forceinline__ void tl_atomic_cas_f64(double* address, double value,
         double updated = op(__longlong_as_double((long long)assumed), value);
         old = atomicCAS(word, assumed, (unsigned long long)__double_as_longlong(updated));
     } while (old != assumed);
+    return __longlong_as_double((long long)old);
 }
 
 // Elements of one or two bytes are updated through the aligned 32-bit word that holds them. These
@@ -341,7 +344,7 @@ __device__ __forceinline__ unsigned short tl_from_bits(unsigned int bits, unsign
     return (unsigned short)bits;
 }
 template <typename T, typename V, typename Op>
-__device__ __forceinline__ void tl_atomic_cas_small(T* address, V value, Op op) {
+__device__ __forceinline__ T tl_atomic_cas_small(T* address, V value, Op op) {
     unsigned long long at = (unsigned long long)address;
     unsigned int* word = (unsigned int*)(at & ~3ull);
     unsigned int shift = (unsigned int)(at & 3ull) * 8u;
@@ -354,6 +357,7 @@ __device__ __forceinline__ void tl_atomic_cas_small(T* address, V value, Op op) 
         T updated = tl_narrow(op((V)tl_widen(element), value), address);
         old = atomicCAS(word, assumed, (assumed & ~mask) | ((tl_bits(updated) << shift) & mask));
     } while (old != assumed);
+    return tl_from_bits((old & mask) >> shift, address);
 }
 // ---- asynchronous copies and tensor cores (sm_80) ----------------------------------------------
 // The thread program's cp.async, ldmatrix and mma.sync statements, one inline PTX instruction each.

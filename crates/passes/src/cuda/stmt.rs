@@ -57,7 +57,8 @@ impl Printer<'_> {
                 buffer,
                 index,
                 value,
-            } => self.atomic(*op, *buffer, *index, *value),
+                old,
+            } => self.atomic(*op, (*buffer, *index), *value, *old),
             Stmt::Barrier => self.line("__syncthreads();"),
             Stmt::SyncWarp => self.line("__syncwarp();"),
             Stmt::Return => self.line("return;"),
@@ -474,7 +475,13 @@ impl Printer<'_> {
 
     /// An atomic update: the hardware instruction where one exists for the type and operation,
     /// the prelude's compare-and-swap loop otherwise.
-    fn atomic(&mut self, op: AtomicOp, buffer: BufferId, index: ExprId, value: ValueId) {
+    fn atomic(
+        &mut self,
+        op: AtomicOp,
+        (buffer, index): (BufferId, ExprId),
+        value: ValueId,
+        old: Option<(BufferId, ExprId)>,
+    ) {
         let dtype = match self.writable(buffer, "atomic") {
             Ok(dtype) => dtype,
             Err(message) => return self.skip(&message),
@@ -491,7 +498,10 @@ impl Printer<'_> {
         // The operand takes the element's type first, as a store's value does.
         let x = self.convert(x, from, dtype);
         let call = atomic_call(op, dtype, &target, &x);
-        self.line(&format!("{call};"));
+        match old.and_then(|(register, at)| self.element(register, at)) {
+            Some(register) => self.line(&format!("{register} = {call};")),
+            None => self.line(&format!("{call};")),
+        }
     }
 }
 

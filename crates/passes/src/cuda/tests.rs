@@ -356,18 +356,21 @@ fn float_and_fp16_atomics() {
             buffer: total,
             index: zero,
             value,
+            old: None,
         },
         Stmt::Atomic {
             op: AtomicOp::Add,
             buffer: buckets,
             index: bucket,
             value: half,
+            old: None,
         },
         Stmt::Atomic {
             op: AtomicOp::Max,
             buffer: peak,
             index: zero,
             value: doubled,
+            old: None,
         },
     ];
     expect![[r#"
@@ -516,6 +519,7 @@ fn malformed_programs_print_errors() {
             buffer: regs,
             index: zero,
             value: loaded,
+            old: None,
         },
     ];
     expect![[r#"
@@ -867,6 +871,7 @@ fn coverage_of(
                 buffer,
                 index,
                 value: x,
+                old: None,
             });
         }
     }

@@ -814,7 +814,10 @@ fn operand_a_strict(
     if !same_region || (if transposed { depth } else { rows }) != m {
         return;
     }
-    let element_bits = world.dtypes.get(a.buffer).map_or(16, |dtype| dtype.bytes() * 8);
+    let element_bits = world
+        .dtypes
+        .get(a.buffer)
+        .map_or(16, |dtype| dtype.bytes() * 8);
     let layout = super::tensor_core::gemm_operand_a_layout(
         &mut state.exprs,
         instruction,

@@ -621,10 +621,16 @@ impl WarpGrid {
             return Err("a transposed A operand in registers needs 16-bit elements".to_owned());
         }
         check_reduction_depth(k, atom.depth(), "A")?;
-        operand_layout(arena, [m, k], transposed, self.warps_n, |arena, i, j, rep| {
-            let thread = self.operand_a_thread(arena, (i, j), atom, rep);
-            (thread, self.operand_a_register(arena, i, j, atom))
-        })
+        operand_layout(
+            arena,
+            [m, k],
+            transposed,
+            self.warps_n,
+            |arena, i, j, rep| {
+                let thread = self.operand_a_thread(arena, (i, j), atom, rep);
+                (thread, self.operand_a_register(arena, i, j, atom))
+            },
+        )
     }
 
     /// The A operand's thread: lane and warp row as for the accumulator, and the replica's warp
@@ -670,7 +676,13 @@ impl WarpGrid {
             digit(arena, j, None, atom.width(), 2 * atom.per_lane)
         } else {
             let step = digit(arena, j, None, atom.depth(), per_micro_tile * micro_rows);
-            let half = digit(arena, j, Some(atom.depth()), atom.width(), 2 * atom.per_lane);
+            let half = digit(
+                arena,
+                j,
+                Some(atom.depth()),
+                atom.width(),
+                2 * atom.per_lane,
+            );
             arena.add(step, half)
         };
         let half = digit(arena, i, Some(MMA_M), 8, atom.per_lane);
@@ -1316,7 +1328,13 @@ mod tests {
             index: vec![index],
         };
         let repeats = [m / warps_m / 16, k / (2 * width)];
-        let warp = repeat(arena, &base, &repeats, RepeatOn::Registers, RepeatOrder::FirstDimFastest)?;
+        let warp = repeat(
+            arena,
+            &base,
+            &repeats,
+            RepeatOn::Registers,
+            RepeatOrder::FirstDimFastest,
+        )?;
         let spread = repeat(
             arena,
             &warp,

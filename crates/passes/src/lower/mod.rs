@@ -783,12 +783,19 @@ impl<'w> Lowering<'w> {
     fn statement(&mut self, entity: EntityId, out: &mut Vec<Stmt>) -> Result<(), Unlowerable> {
         self.cancellation.check();
         let cooperative = match self.world.kind(entity) {
-            Some(EntityKind::TileOp) => !matches!(
-                self.world.ops.get(entity),
+            // An atomic on one element is each thread's own, as a store is.
+            Some(EntityKind::TileOp) => match self.world.ops.get(entity) {
                 Some(
-                    TileOp::Control(_) | TileOp::UseSwizzle { .. } | TileOp::AnnotateLayout { .. }
+                    TileOp::Control(_) | TileOp::UseSwizzle { .. } | TileOp::AnnotateLayout { .. },
                 )
-            ),
+                | None => false,
+                Some(TileOp::AtomicAdd {
+                    dst,
+                    src: tilec_ir::AtomicSource::Value(_),
+                    ..
+                }) => dst.dims.iter().any(|dim| dim.extent.is_some()),
+                Some(_) => true,
+            },
             Some(EntityKind::Loop) => self
                 .world
                 .loops
@@ -1213,8 +1220,8 @@ impl<'w> Lowering<'w> {
                 Ok(())
             }
             Some(EntityKind::TileOp) => match self.world.ops.get(entity) {
-                Some(TileOp::AtomicAdd { dst, src }) => {
-                    self.element_atomic(dst.clone(), src.clone(), out)
+                Some(TileOp::AtomicAdd { dst, src, prev }) => {
+                    self.element_atomic(dst.clone(), (src.clone(), *prev), out)
                 }
                 // An assertion is checked for each iteration, by the thread that runs it.
                 Some(TileOp::Control(control @ ControlOp::DeviceAssert { .. })) => {

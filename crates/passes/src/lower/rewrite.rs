@@ -124,11 +124,13 @@ impl<'p, L: Leaves> Rewriter<'p, L> {
                 buffer,
                 index,
                 value,
+                old,
             } => Stmt::Atomic {
                 op: *op,
                 buffer: *buffer,
                 index: self.expr(*index),
                 value: self.value(*value),
+                old: old.map(|(register, at)| (register, self.expr(at))),
             },
             Stmt::Barrier => Stmt::Barrier,
             Stmt::SyncWarp => Stmt::SyncWarp,

@@ -128,6 +128,7 @@ impl ThreadDependence {
         if let Some(TileOp::AtomicAdd {
             dst,
             src: AtomicSource::Value(value),
+            ..
         }) = world.ops.get(entity)
             && (dst.dims.iter().any(|dim| self.index(world, dim.start)) || self.data(world, *value))
         {

@@ -66,9 +66,9 @@ impl Lowering<'_> {
                 self.sync.before(&accesses, out);
                 self.cumsum(src, dst, *dim, *reverse, &mut stmts)?;
             }
-            TileOp::AtomicAdd { dst, src } => {
+            TileOp::AtomicAdd { dst, src, prev } => {
                 self.sync.before(&accesses, out);
-                self.tile_atomic(entity, dst, src, &mut stmts)?;
+                self.tile_atomic(entity, dst, (src, *prev), &mut stmts)?;
             }
             TileOp::Gemm { .. } => {
                 self.sync.before(&accesses, out);
@@ -325,10 +325,13 @@ impl Lowering<'_> {
         }
     }
 
-    /// The loop over a region's non-unit extents.
+    /// The loop over a region's non-unit extents. A region of points alone (`T.fill(buf[0], 0)`)
+    /// is that one element, as TileLang reads a single element given to a tile op.
     fn region_loop(&mut self, region: &Region) -> Result<RegionLoop, Unlowerable> {
         let mut world = self.scratch_world();
-        let extents = crate::regions::resolve_extents(&mut world, region, None);
+        let one = world.exprs.int(1);
+        let extents = crate::regions::resolve_extents(&mut world, region, None)
+            .or_else(|| Some(vec![one; region.dims.len()]));
         let result = extents.and_then(|extents| {
             let shape: Vec<i64> = extents
                 .iter()
@@ -411,7 +414,7 @@ impl Lowering<'_> {
     pub(super) fn element_atomic(
         &mut self,
         dst: Region,
-        src: AtomicSource,
+        (src, prev): (AtomicSource, Option<EntityId>),
         out: &mut Vec<Stmt>,
     ) -> Result<(), Unlowerable> {
         let AtomicSource::Value(value) = src else {
@@ -422,17 +425,21 @@ impl Lowering<'_> {
         let indices: Vec<ExprId> = dst.dims.iter().map(|d| d.start).collect();
         let dtype = self.element_dtype(dst.buffer);
         let value = self.value_as(value, dtype)?;
-        self.atomic_store(dst.buffer, &indices, value, out)
+        self.atomic_store((dst.buffer, &indices), value, prev, out)
     }
 
     fn atomic_store(
         &mut self,
-        buffer: EntityId,
-        indices: &[ExprId],
+        (buffer, indices): (EntityId, &[ExprId]),
         value: ValueId,
+        prev: Option<EntityId>,
         out: &mut Vec<Stmt>,
     ) -> Result<(), Unlowerable> {
         let (id, index) = self.address(buffer, indices)?;
+        let old = match prev {
+            Some(register) => Some(self.address(register, &[])?),
+            None => None,
+        };
         let guard = self.bounds_guard(buffer, indices, None);
         let guard = self.replica_guard(buffer, guard);
         let stmt = Stmt::Atomic {
@@ -440,6 +447,7 @@ impl Lowering<'_> {
             buffer: id,
             index,
             value,
+            old,
         };
         out.push(guarded(guard, stmt));
         Ok(())
@@ -450,12 +458,14 @@ impl Lowering<'_> {
         &mut self,
         entity: EntityId,
         dst: &Region,
-        src: &AtomicSource,
+        (src, prev): (&AtomicSource, Option<EntityId>),
         out: &mut Vec<Stmt>,
     ) -> Result<(), Unlowerable> {
         let src = match src {
             AtomicSource::Region(src) => src,
-            AtomicSource::Value(value) => return self.scalar_atomic(entity, dst, *value, out),
+            AtomicSource::Value(value) => {
+                return self.scalar_atomic(entity, (dst, prev), *value, out);
+            }
         };
         // Atomics stay one element at a time: no vector width.
         let (copy, layout) = self.copy_schedule(entity, src, dst, false)?;
@@ -467,7 +477,7 @@ impl Lowering<'_> {
                 .program
                 .add_value(Value::Load { buffer: id, index });
             let value = lowering.cast(loaded, dtype);
-            lowering.atomic_store(dst_buffer, &copy.dst_indices, value, stmts)
+            lowering.atomic_store((dst_buffer, &copy.dst_indices), value, None, stmts)
         })?;
         out.extend(stmts);
         Ok(())
@@ -479,7 +489,7 @@ impl Lowering<'_> {
     fn scalar_atomic(
         &mut self,
         entity: EntityId,
-        dst: &Region,
+        (dst, prev): (&Region, Option<EntityId>),
         value: DataId,
         out: &mut Vec<Stmt>,
     ) -> Result<(), Unlowerable> {
@@ -487,7 +497,7 @@ impl Lowering<'_> {
         let value = self.value_as(value, dtype)?;
         let indices: Vec<ExprId> = dst.dims.iter().map(|d| d.start).collect();
         let mut stmts = Vec::new();
-        self.atomic_store(dst.buffer, &indices, value, &mut stmts)?;
+        self.atomic_store((dst.buffer, &indices), value, prev, &mut stmts)?;
         if self.thread_dependence.statement(self.world, entity) {
             out.extend(stmts);
             return Ok(());

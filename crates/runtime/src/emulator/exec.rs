@@ -269,7 +269,11 @@ impl<'p> Machine<'p, '_> {
                 buffer,
                 index,
                 value,
-            } => self.exec_atomic(*op, buffer.index(), *index, *value, active),
+                old,
+            } => {
+                let old = old.map(|(register, at)| (register.index(), at));
+                self.exec_atomic(*op, (buffer.index(), *index), *value, old, active)
+            }
             Stmt::Barrier => self.exec_barrier(active),
             Stmt::SyncWarp => self.exec_sync_warp(active),
             Stmt::Return => {
@@ -637,12 +641,14 @@ impl<'p> Machine<'p, '_> {
         stored.map_err(|(kind, thread)| self.fault(kind, Some(thread)))
     }
 
+    /// Applies the threads' atomics one after another, in thread order (any order is one the
+    /// hardware may take), and stores each thread's old value to its register when asked.
     fn exec_atomic(
         &mut self,
         op: AtomicOp,
-        buffer: usize,
-        index: ExprId,
+        (buffer, index): (usize, ExprId),
         value: ValueId,
+        old: Option<(usize, ExprId)>,
         active: &[u32],
     ) -> Result<(), Fault> {
         let indices = self.index(index, active, Some(buffer))?;
@@ -651,11 +657,20 @@ impl<'p> Machine<'p, '_> {
             return Err(self.malformed(format!("buffer id {buffer} out of range")));
         };
         let values = self.frame.column(column);
+        let mut olds = Vec::with_capacity(active.len());
         for ((&thread, &index), &value) in active.iter().zip(&indices).zip(values) {
             let done = self.memory.atomic(info, index, op, value);
-            done.map_err(|kind| self.fault(kind, Some(thread)))?;
+            olds.push(done.map_err(|kind| self.fault(kind, Some(thread)))?);
         }
-        Ok(())
+        let Some((register, at)) = old else {
+            return Ok(());
+        };
+        let targets = self.index(at, active, Some(register))?;
+        let Some(info) = self.buffers.get(register) else {
+            return Err(self.malformed(format!("buffer id {register} out of range")));
+        };
+        let stored = self.memory.store_lanes(info, active, &targets, &olds);
+        stored.map_err(|(kind, thread)| self.fault(kind, Some(thread)))
     }
 
     /// Copies `lanes` elements per thread: all threads read, then all threads write.

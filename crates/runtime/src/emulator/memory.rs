@@ -621,7 +621,7 @@ impl<'t> Memory<'t> {
         index: i64,
         op: AtomicOp,
         operand: f64,
-    ) -> Result<(), ErrorKind> {
+    ) -> Result<f64, ErrorKind> {
         let element = check_bounds(info, index)?;
         self.counts.atomics += 1;
         let combine = |old: f64| match op {
@@ -633,7 +633,8 @@ impl<'t> Memory<'t> {
         match info.place {
             Place::Global { param } => {
                 let old = self.global_load(info, param, element)?;
-                self.global_store(info, param, element, round(combine(old)))
+                self.global_store(info, param, element, round(combine(old)))?;
+                Ok(old)
             }
             Place::Shared { slot, .. } => {
                 self.shared_initialised(info, slot, element)?;
@@ -645,9 +646,10 @@ impl<'t> Memory<'t> {
                 ) else {
                     return Err(missing(info));
                 };
-                *value = round(combine(*value));
+                let old = *value;
+                *value = round(combine(old));
                 state.stamp = serial;
-                Ok(())
+                Ok(old)
             }
             Place::Local { .. } => Err(ErrorKind::Malformed(format!(
                 "atomic on local buffer `{}`",

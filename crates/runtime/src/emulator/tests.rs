@@ -997,6 +997,7 @@ fn atomics_accumulate_in_global_and_shared_memory() {
         buffer,
         index,
         value: unit,
+        old: None,
     };
     let body = vec![
         atomic(out, zero),
