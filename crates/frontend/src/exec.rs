@@ -133,7 +133,16 @@ impl Builder<'_> {
                 bind(env, def.name.as_str(), Value::Function(Rc::new(function)));
             }
             Stmt::Assert(assert) => {
-                let test = self.eval(env, &assert.test)?;
+                // In lenient code an assertion tilec cannot evaluate is not known to fail: the
+                // code after it runs where it holds.
+                let test = match self.eval(env, &assert.test) {
+                    Ok(test) => test,
+                    Err(Stop) if !self.strict => {
+                        self.narrow_by_assert(env, &assert.test);
+                        return Ok(Flow::Normal);
+                    }
+                    Err(stop) => return Err(stop),
+                };
                 match test.truthy() {
                     Some(true) => {}
                     Some(false) => {
@@ -151,8 +160,8 @@ impl Builder<'_> {
                         return Err(self.error(Code::AssertionFailed, span, text));
                     }
                     // Driver code asserts on tensors (`assert torch.allclose(...)`): nothing to
-                    // learn there at compile time.
-                    None if !self.strict => {}
+                    // learn there at compile time, unless it pins an unknown name to a value.
+                    None if !self.strict => self.narrow_by_assert(env, &assert.test),
                     None => {
                         return Err(self.unsupported(
                             span,
@@ -925,6 +934,44 @@ fn bind_targets<'a>(env: &Env<'a>, stmt: &'a Stmt, value: &Value<'a>) {
     for target in targets {
         for name in loop_targets(target) {
             bind(env, &name, value.clone());
+        }
+    }
+}
+
+impl<'a> Builder<'_> {
+    /// After `assert x == 576` (or `576 == x`, or several joined by `and`) on a name the driver
+    /// does not know (a size read from a tensor's shape), the name is that value: the code after
+    /// the assertion only runs when it holds. Library code pins its supported sizes this way.
+    fn narrow_by_assert(&mut self, env: &Env<'a>, test: &'a Expr) {
+        match test {
+            Expr::BoolOp(bool_op) if bool_op.op == ruff_python_ast::BoolOp::And => {
+                for value in &bool_op.values {
+                    self.narrow_by_assert(env, value);
+                }
+            }
+            Expr::Compare(compare)
+                if compare.ops.len() == 1 && compare.ops[0] == ruff_python_ast::CmpOp::Eq =>
+            {
+                let (left, right) = (&*compare.left, &compare.comparators[0]);
+                for (name, other) in [(left, right), (right, left)] {
+                    let Expr::Name(name) = name else { continue };
+                    let unknown = matches!(lookup(env, name.id.as_str()), Some(Value::Opaque(_)));
+                    if !unknown {
+                        continue;
+                    }
+                    let known = self.eval(env, other).ok().filter(|value| {
+                        matches!(
+                            value,
+                            Value::Int(_) | Value::Str(_) | Value::Bool(_) | Value::DType(_)
+                        )
+                    });
+                    if let Some(value) = known {
+                        rebind(env, name.id.as_str(), value);
+                        return;
+                    }
+                }
+            }
+            _ => {}
         }
     }
 }

@@ -577,3 +577,28 @@ class _Scale(torch.autograd.Function):
         "#]],
     );
 }
+
+#[test]
+fn an_assertion_pins_a_size_read_from_a_tensor_and_an_unknown_one_does_not_stop_the_driver() {
+    // DeepSeek-V3.2's sparse MLA interface checks the head size it supports on the input's
+    // shape, then derives the tile sizes from it; `q.is_contiguous()` cannot be known.
+    let source = format!(
+        "{SCALE}{}",
+        r#"
+def interface(q, kv):
+    assert q.is_contiguous() and kv.is_contiguous()
+    rows, full = q.shape
+    assert full == 576 and kv.shape[0] == rows, "you should assign dim otherwise"
+    dim = 512
+    return scale(rows, dim, full - dim)
+"#
+    );
+    check(
+        &source,
+        expect![[r#"
+            scale (line 22): M=<run time>, N=512, block_M=64
+              symbolic: M
+              line 22: info generic-instance
+        "#]],
+    );
+}
