@@ -6,7 +6,7 @@
 
 use std::rc::Rc;
 
-use ruff_python_ast::{Stmt, StmtFunctionDef};
+use ruff_python_ast::{Stmt, StmtClassDef, StmtFunctionDef};
 use rustc_hash::FxHashSet;
 use tilec_ir::{ConstValue, Span};
 
@@ -151,9 +151,11 @@ fn record_calls(
         .collect();
     // Driver functions nothing called (`main()` behind argparse, `test_*`, benchmarks) run once,
     // with their parameter defaults.
-    for def in drivers.iter().flat_map(|stmt| driver_functions(stmt)) {
+    for (def, class) in drivers.iter().flat_map(|stmt| driver_functions(stmt)) {
         if call_frame(&globals, def.range.start().to_u32()).is_none() {
-            run_with_defaults(&mut builder, &globals, def);
+            let receiver =
+                class.and_then(|class| driver_receiver(&mut builder, &globals, class, def));
+            run_with_defaults(&mut builder, &globals, def, receiver);
         }
     }
     let mut calls = std::mem::take(&mut builder.calls);
@@ -176,19 +178,64 @@ fn record_calls(
 /// The functions of a top-level statement that may drive kernels: a function, or the methods of
 /// a class (an autograd `Function`'s `forward` and `backward`, an operator's `__call__`), which
 /// instantiate kernels from their local tile sizes and the shapes of their tensors.
-fn driver_functions(stmt: &Stmt) -> Vec<&StmtFunctionDef> {
+fn driver_functions(stmt: &Stmt) -> Vec<(&StmtFunctionDef, Option<&StmtClassDef>)> {
     match stmt {
-        Stmt::FunctionDef(def) => vec![def],
+        Stmt::FunctionDef(def) => vec![(def, None)],
         Stmt::ClassDef(class) => class
             .body
             .iter()
             .filter_map(|stmt| match stmt {
-                Stmt::FunctionDef(def) => Some(def),
+                Stmt::FunctionDef(def) if def.name.as_str() != "__init__" => {
+                    Some((def, Some(class)))
+                }
                 _ => None,
             })
             .collect(),
         _ => Vec::new(),
     }
+}
+
+/// What a driver method runs with as its first argument: the class for a classmethod, nothing
+/// for a staticmethod, else an object made by the class's `__init__` with its defaults (what
+/// has none is unknown), so that `self.block_M` set there reaches the kernel.
+fn driver_receiver<'a>(
+    builder: &mut Builder<'_>,
+    globals: &Env<'a>,
+    class: &'a StmtClassDef,
+    method: &'a StmtFunctionDef,
+) -> Option<Value<'a>> {
+    let Some(Value::Class(value)) = crate::value::lookup(globals, class.name.as_str()) else {
+        return None;
+    };
+    match crate::classes::method_kind(method) {
+        Some(crate::classes::MethodKind::StaticMethod) => return None,
+        Some(crate::classes::MethodKind::ClassMethod) => return Some(Value::Class(value)),
+        Some(crate::classes::MethodKind::Property) | None => {}
+    }
+    let span = range_span(&class.name);
+    let init = class.body.iter().find_map(|stmt| match stmt {
+        Stmt::FunctionDef(def) if def.name.as_str() == "__init__" => Some(def),
+        _ => None,
+    });
+    let keywords = init
+        .map(|init| {
+            init.parameters
+                .iter_non_variadic_params()
+                .skip(1)
+                .filter(|param| param.default().is_none())
+                .map(|param| {
+                    let unknown = Value::Opaque(Rc::from("a driver argument"));
+                    (param.name().as_str().to_owned(), unknown, span)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let args = Args {
+        positional: Vec::new(),
+        keywords,
+        span,
+    };
+    builder.instantiate_class(&value, args, span).ok()
 }
 
 /// Makes every kernel a reference that records its calls: a function kernel's name in module
@@ -211,7 +258,12 @@ fn refer_kernels(globals: &Env<'_>, names: &[&str]) {
 }
 
 /// Runs a driver function with its parameter defaults; a parameter without one is unknown.
-fn run_with_defaults<'a>(builder: &mut Builder<'_>, globals: &Env<'a>, def: &'a StmtFunctionDef) {
+fn run_with_defaults<'a>(
+    builder: &mut Builder<'_>,
+    globals: &Env<'a>,
+    def: &'a StmtFunctionDef,
+    receiver: Option<Value<'a>>,
+) {
     let span = range_span(&def.name);
     let function = match builder.define_function(globals, FunctionBody::Def(def), false) {
         Ok(function) => function,
@@ -226,6 +278,7 @@ fn run_with_defaults<'a>(builder: &mut Builder<'_>, globals: &Env<'a>, def: &'a 
     let keywords = def
         .parameters
         .iter_non_variadic_params()
+        .skip(usize::from(receiver.is_some()))
         .filter(|param| {
             !function
                 .defaults
@@ -238,7 +291,7 @@ fn run_with_defaults<'a>(builder: &mut Builder<'_>, globals: &Env<'a>, def: &'a 
         })
         .collect();
     let args = Args {
-        positional: Vec::new(),
+        positional: receiver.into_iter().map(|value| (value, span)).collect(),
         keywords,
         span,
     };

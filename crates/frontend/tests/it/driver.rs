@@ -602,3 +602,36 @@ def interface(q, kv):
         "#]],
     );
 }
+
+#[test]
+fn a_module_method_runs_on_an_object_its_init_made_with_defaults() {
+    // An operator library's module: the tile size and dtype are set in `__init__`, the sizes
+    // come from the input in `forward`.
+    let source = format!(
+        "{SCALE}{}",
+        r#"
+import torch
+
+
+class ScaleOp(torch.nn.Module):
+    def __init__(self, in_features, block_M=32, dtype=torch.bfloat16):
+        super().__init__()
+        self.in_features = in_features
+        self.block_M = block_M
+        self.dtype = dtype
+
+    def forward(self, x):
+        kernel = scale(x.shape[0], self.in_features, self.block_M, dtype=self.dtype)
+        return kernel(x)
+"#
+    );
+    check(
+        &source,
+        expect![[r#"
+            scale (line 28): M=<run time>, N=<run time>, block_M=32, dtype=T.bfloat16
+              symbolic: M
+              assumed: N = 128 (a representative choice)
+              line 28: info generic-instance
+        "#]],
+    );
+}
