@@ -40,7 +40,8 @@ pub(crate) fn emulator_seconds(programs: &[ThreadProgram], scalars: &[i64]) -> O
     Some(statements / STATEMENTS_PER_SECOND)
 }
 
-/// Statements one thread executes in `stmts`; a loop whose extent does not evaluate counts once.
+/// Statements one thread executes in `stmts`; a loop whose extent does not evaluate (or a
+/// `while`) counts once.
 fn per_thread(program: &ThreadProgram, scalars: &[i64], stmts: &[Stmt]) -> f64 {
     stmts
         .iter()
@@ -62,6 +63,9 @@ fn statement_cost(program: &ThreadProgram, scalars: &[i64], stmt: &Stmt) -> f64 
             1.0 + trips * per_thread(program, scalars, body)
         }
         Stmt::Block { body, .. } => per_thread(program, scalars, body),
+        // Its trips are only known when it runs: counted once, as a loop whose extent does not
+        // evaluate is.
+        Stmt::While { body, .. } => 1.0 + per_thread(program, scalars, body),
         Stmt::If {
             then, otherwise, ..
         } => {
@@ -86,6 +90,7 @@ fn statement_cost(program: &ThreadProgram, scalars: &[i64], stmt: &Stmt) -> f64 
         | Stmt::WgmmaWait { .. }
         | Stmt::FenceProxyAsync
         | Stmt::MbarrierInit { .. }
+        | Stmt::MbarrierInval { .. }
         | Stmt::MbarrierArrive { .. }
         | Stmt::MbarrierExpectTx { .. }
         | Stmt::MbarrierWait { .. }

@@ -401,6 +401,13 @@ fn argument_names(db: &dyn tilec_db::Db, file: SourceFile, instance: Instance<'_
             .flat_map(|(_, extents)| extents.iter().flatten().cloned());
         names.extend(params.chain(extents));
     }
+    // The symbols the kernel declares itself (`M, N, K = T.const("M, N, K")`) size it too.
+    names.extend(
+        tilec_db::kernel_world(db, instance)
+            .symbolic_args
+            .iter()
+            .cloned(),
+    );
     let mut seen = std::collections::HashSet::new();
     names.retain(|name| seen.insert(name.clone()));
     names

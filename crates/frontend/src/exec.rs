@@ -95,25 +95,39 @@ impl Builder<'_> {
                 None => self.declare_tensor(env, &ann.target, &ann.annotation)?,
             },
             Stmt::For(for_stmt) => return self.exec_for(env, for_stmt),
-            Stmt::While(while_stmt) => loop {
-                // Each iteration is work of its own: a body the parser recovered as empty
-                // (`batch, while, dim = q.shape`) runs no statement that would count it.
-                self.step(span)?;
-                let test = self.eval(env, &while_stmt.test)?;
-                match test.truthy() {
-                    Some(true) => match self.exec_body(env, &while_stmt.body)? {
-                        Flow::Break => break,
-                        Flow::Return(value) => return Ok(Flow::Return(value)),
-                        Flow::Normal | Flow::Continue => {}
-                    },
-                    Some(false) => break,
-                    None => {
-                        return Err(
-                            self.unsupported(span, "a `while` loop over a runtime condition")
-                        );
+            Stmt::While(while_stmt) => {
+                let mut first = true;
+                loop {
+                    // Each iteration is work of its own: a body the parser recovered as empty
+                    // (`batch, while, dim = q.shape`) runs no statement that would count it.
+                    self.step(span)?;
+                    let bindings = self.world.bindings.iter().count();
+                    let test = self.eval(env, &while_stmt.test)?;
+                    match test.truthy() {
+                        Some(true) => match self.exec_body(env, &while_stmt.body)? {
+                            Flow::Break => break,
+                            Flow::Return(value) => return Ok(Flow::Return(value)),
+                            Flow::Normal | Flow::Continue => {}
+                        },
+                        Some(false) => break,
+                        None if first
+                            && self.block.is_some()
+                            && self.world.bindings.iter().count() == bindings =>
+                        {
+                            return self.runtime_while(env, while_stmt, test);
+                        }
+                        None => {
+                            return Err(self.unsupported(
+                                span,
+                                "a `while` loop over a runtime condition that is not a kernel \
+                                 statement of its own (it follows compile-time iterations, or \
+                                 indexes memory with a run-time value)",
+                            ));
+                        }
                     }
+                    first = false;
                 }
-            },
+            }
             Stmt::If(if_stmt) => return self.exec_if(env, if_stmt),
             Stmt::With(with) => return self.exec_with(env, with),
             Stmt::Return(ret) => {
@@ -713,6 +727,43 @@ impl Builder<'_> {
             }
         }
         Ok(Flow::Normal)
+    }
+
+    /// `while cond:` on a run-time condition in a kernel: a loop entity whose condition is read
+    /// again before every iteration (its loads are evaluated where it stands). Its body runs once
+    /// here, as a loop body does; leaving it early (`break`, `continue`, `return`) is not
+    /// modelled.
+    fn runtime_while<'a>(
+        &mut self,
+        env: &Env<'a>,
+        while_stmt: &'a ruff_python_ast::StmtWhile,
+        test: Value<'a>,
+    ) -> Eval<Flow<'a>> {
+        let span = range_span(while_stmt);
+        if !while_stmt.orelse.is_empty() {
+            return Err(self.unsupported(span, "a `while ... else` on a runtime condition"));
+        }
+        let (cond, _) = self.data_expr(&test, span)?;
+        let entity = self.add_kernel_entity(EntityKind::Loop, "a runtime `while`", span)?;
+        self.world.conditions.set(entity, cond);
+        self.world.loops.set(
+            entity,
+            LoopInfo {
+                kind: LoopKind::While,
+                vars: Vec::new(),
+                extents: Vec::new(),
+            },
+        );
+        let flow = self.in_block(Block::Body(entity), |builder| {
+            builder.exec_body(env, &while_stmt.body)
+        })?;
+        match flow {
+            Flow::Normal => Ok(Flow::Normal),
+            Flow::Break | Flow::Continue | Flow::Return(_) => Err(self.unsupported(
+                span,
+                "leaving a `while` on a runtime condition early (`break`, `continue`, `return`)",
+            )),
+        }
     }
 
     fn exec_if<'a>(&mut self, env: &Env<'a>, if_stmt: &'a StmtIf) -> Eval<Flow<'a>> {

@@ -253,6 +253,7 @@ fn loop_markdown(facts: &Facts<'_>, entity: EntityId) -> String {
         LoopKind::Pipelined { num_stages } => format!("`T.Pipelined` ({num_stages} stages)"),
         LoopKind::Serial => "serial loop".to_owned(),
         LoopKind::Unroll => "unrolled loop".to_owned(),
+        LoopKind::While => "`while` loop on a run-time condition".to_owned(),
     };
     let mut out = format!("**{kind}** over `[{}]`", extents.join(", "));
     out.push_str(&loop_layout_words(facts, entity));

@@ -105,6 +105,12 @@ impl World {
                         }
                         LoopKind::Serial => "serial".to_owned(),
                         LoopKind::Unroll => "unroll".to_owned(),
+                        LoopKind::While => {
+                            return match self.conditions.get(entity) {
+                                Some(&cond) => format!("while {}", self.display_data(cond)),
+                                None => "while".to_owned(),
+                            };
+                        }
                     };
                     format!("for {name} in {kind}({})", extents.join(", "))
                 }

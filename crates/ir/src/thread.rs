@@ -344,6 +344,10 @@ pub enum Stmt {
         then: Vec<Stmt>,
         otherwise: Vec<Stmt>,
     },
+    /// `while (cond) body`: the condition is evaluated again before every iteration. Each thread
+    /// leaves when its condition is false; lowering emits it only where the condition is the same
+    /// for the whole block, so barriers inside are reached by all.
+    While { cond: ValueId, body: Vec<Stmt> },
     /// `buffer[index] = value` (the value is converted to the buffer's dtype when they differ).
     Store {
         buffer: BufferId,
@@ -447,6 +451,10 @@ pub enum Stmt {
         index: ExprId,
         count: u32,
     },
+    /// `mbarrier.inval` on `barrier[index]`: the mbarrier is no longer one, and may be
+    /// initialised again (a pipeline nested in another loop sets up its barriers on every entry).
+    /// Every phase must be complete and no thread may still wait on it.
+    MbarrierInval { barrier: BufferId, index: ExprId },
     /// `mbarrier.arrive` on `barrier[index]`, each executing thread one arrival; with
     /// `expect_bytes`, `mbarrier.arrive.expect_tx` first raises the phase's pending transaction
     /// count by that many bytes (which [`Stmt::TmaLoad`]s on the barrier then complete). A phase
@@ -577,7 +585,9 @@ impl Stmt {
     /// into by every walk.
     pub fn bodies(&self) -> [&[Stmt]; 2] {
         match self {
-            Stmt::For { body, .. } | Stmt::Block { body, .. } => [body, &[]],
+            Stmt::For { body, .. } | Stmt::Block { body, .. } | Stmt::While { body, .. } => {
+                [body, &[]]
+            }
             Stmt::If {
                 then, otherwise, ..
             } => [then, otherwise],
@@ -601,6 +611,7 @@ impl Stmt {
             | Stmt::WgmmaWait { .. }
             | Stmt::FenceProxyAsync
             | Stmt::MbarrierInit { .. }
+            | Stmt::MbarrierInval { .. }
             | Stmt::MbarrierArrive { .. }
             | Stmt::MbarrierExpectTx { .. }
             | Stmt::MbarrierWait { .. }
@@ -621,7 +632,9 @@ impl Stmt {
     /// [`Stmt::bodies`], to rewrite them.
     pub fn bodies_mut(&mut self) -> [Option<&mut Vec<Stmt>>; 2] {
         match self {
-            Stmt::For { body, .. } | Stmt::Block { body, .. } => [Some(body), None],
+            Stmt::For { body, .. } | Stmt::Block { body, .. } | Stmt::While { body, .. } => {
+                [Some(body), None]
+            }
             Stmt::If {
                 then, otherwise, ..
             } => [Some(then), Some(otherwise)],
@@ -645,6 +658,7 @@ impl Stmt {
             | Stmt::WgmmaWait { .. }
             | Stmt::FenceProxyAsync
             | Stmt::MbarrierInit { .. }
+            | Stmt::MbarrierInval { .. }
             | Stmt::MbarrierArrive { .. }
             | Stmt::MbarrierExpectTx { .. }
             | Stmt::MbarrierWait { .. }

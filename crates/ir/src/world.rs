@@ -112,9 +112,14 @@ pub struct Region {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LoopKind {
     Parallel,
-    Pipelined { num_stages: i64 },
+    Pipelined {
+        num_stages: i64,
+    },
     Serial,
     Unroll,
+    /// `while cond:` on a run-time condition (`World::conditions` holds it, re-read before each
+    /// iteration): no loop variable and no extent.
+    While,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

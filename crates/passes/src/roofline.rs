@@ -314,7 +314,11 @@ fn enclosing_trips(world: &World, entity: EntityId, grid: &GridAverage) -> Trips
                         trips.ahead = (num_stages - 1).max(0) as f64;
                     }
                 }
-                LoopKind::Serial | LoopKind::Unroll => trips.sequential *= count,
+                // A `while` has no extent (`count` is one): its trips are only known when it runs,
+                // so the model counts one.
+                LoopKind::Serial | LoopKind::Unroll | LoopKind::While => {
+                    trips.sequential *= count;
+                }
             }
         }
         current = world.parents.get(ancestor).copied();

@@ -320,3 +320,101 @@ fn varlen_attention_from_the_real_world_file_matches_a_reference() {
         assert_matches("Output_unpad", &t[position("Output_unpad")], expected);
     });
 }
+
+/// A kernel whose blocks each walk a range of row tiles read from a tensor, as Stream-K and
+/// persistent kernels do: `while tile[0] < Ranges[bx, 1]` is a loop on a run-time condition the
+/// whole block shares, and each trip runs a TMA pipeline, which is entered once per trip (its
+/// mbarriers are set up and invalidated each time).
+const WORK_RANGES: &str = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[3])
+def work_ranges(M=256, N=128, K=128, block_M=64, block_N=128, block_K=32):
+    @T.prim_func
+    def main(
+        A: T.Tensor((M, K), T.float16),
+        B: T.Tensor((N, K), T.float16),
+        Ranges: T.Tensor((2, 2), T.int32),
+        C: T.Tensor((M, N), T.float32),
+    ):
+        with T.Kernel(2, threads=128) as bx:
+            A_s = T.alloc_shared((block_M, block_K), T.float16)
+            B_s = T.alloc_shared((block_N, block_K), T.float16)
+            acc = T.alloc_fragment((block_M, block_N), T.float32)
+            tile = T.alloc_local((1,), T.int32)
+            tile[0] = Ranges[bx, 0]
+            while tile[0] < Ranges[bx, 1]:
+                T.clear(acc)
+                for k in T.Pipelined(K // block_K, num_stages=2):
+                    T.copy(A[tile[0] * block_M, k * block_K], A_s)
+                    T.copy(B[0, k * block_K], B_s)
+                    T.gemm(A_s, B_s, acc, transpose_B=True)
+                T.copy(acc, C[tile[0] * block_M, 0])
+                tile[0] = tile[0] + 1
+
+    return main
+
+
+work_ranges()
+"#;
+
+#[test]
+fn a_while_on_a_range_read_from_a_tensor_runs_a_pipeline_per_trip() {
+    on_analysis_stack(|| {
+        let (db, file) = analysed("ranges.py", WORK_RANGES);
+        let (world, program) = lowered(&db, file, "work_ranges");
+        assert!(world.contains("while tile[0] < Ranges[bx, 1]"), "{world}");
+        let cuda = tilec_passes::cuda::emit_cuda(&program, &tilec_ir::Target::Sm90);
+        assert!(cuda.contains("while (true) {"), "{cuda}");
+        assert!(cuda.contains("tl_mbarrier_inval("), "{cuda}");
+        // Block 0 takes row tiles 0..3, block 1 tile 3 only: every row is computed once.
+        let t = emulate(&program, 2, &[0, 3, 3, 4]);
+        let (a, b) = (&t[0].values, &t[1].values);
+        let expected = (0..256 * 128)
+            .map(|at| {
+                let (m, n) = (at / 128, at % 128);
+                (0..128).map(|k| a[m * 128 + k] * b[n * 128 + k]).sum()
+            })
+            .collect();
+        assert_matches("C", &t[3], expected);
+    });
+}
+
+#[test]
+fn a_while_whose_condition_differs_between_threads_is_not_lowered() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[1])
+def spin(N=128):
+    @T.prim_func
+    def main(Counts: T.Tensor((N,), T.int32), Out: T.Tensor((N,), T.int32)):
+        with T.Kernel(1, threads=128) as bx:
+            tx = T.get_thread_binding()
+            left = T.alloc_local((1,), T.int32)
+            left[0] = Counts[tx]
+            while left[0] > 0:
+                T.sync_threads()
+                left[0] = left[0] - 1
+            Out[tx] = left[0]
+
+    return main
+
+
+spin()
+"#;
+    on_analysis_stack(|| {
+        let db = RootDatabase::default();
+        let file = source_file(&db, "spin.py", source);
+        let instance = tilec_tests::instance(&db, file, "spin", 0);
+        let Err(diagnostics) = tilec_db::thread_programs(&db, instance).as_ref() else {
+            panic!("a per-thread `while` around a barrier was lowered");
+        };
+        let text = format!("{diagnostics:?}");
+        assert!(text.contains("condition differs between threads"), "{text}");
+    });
+}

@@ -27,6 +27,7 @@ pub(super) fn uses_sm90_prelude(program: &ThreadProgram) -> bool {
             matches!(
                 stmt,
                 Stmt::MbarrierInit { .. }
+                    | Stmt::MbarrierInval { .. }
                     | Stmt::MbarrierArrive { .. }
                     | Stmt::MbarrierExpectTx { .. }
                     | Stmt::MbarrierWait { .. }
@@ -93,6 +94,14 @@ impl Printer<'_> {
             return;
         };
         self.line(&format!("tl_mbarrier_init({barrier}, {count});"));
+    }
+
+    /// `tl_mbarrier_inval(barrier);`
+    pub(super) fn mbarrier_inval(&mut self, barrier: BufferId, index: ExprId) {
+        let Some(barrier) = self.barrier_pointer(barrier, index) else {
+            return;
+        };
+        self.line(&format!("tl_mbarrier_inval({barrier});"));
     }
 
     /// `tl_mbarrier_arrive(barrier);`, or with a transaction count

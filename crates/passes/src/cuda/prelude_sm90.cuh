@@ -22,6 +22,9 @@ __device__ __forceinline__ void tl_mbarrier_init(unsigned long long* barrier, un
                  : "memory");
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
+__device__ __forceinline__ void tl_mbarrier_inval(unsigned long long* barrier) {
+    asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(tl_shared_address(barrier)) : "memory");
+}
 __device__ __forceinline__ void tl_mbarrier_arrive(unsigned long long* barrier) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(tl_shared_address(barrier)) : "memory");
 }

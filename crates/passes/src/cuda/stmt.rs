@@ -40,6 +40,7 @@ impl Printer<'_> {
                 then,
                 otherwise,
             } => self.if_else(*cond, then, otherwise),
+            Stmt::While { cond, body } => self.while_loop(*cond, body),
             Stmt::Store {
                 buffer,
                 index,
@@ -110,6 +111,7 @@ impl Printer<'_> {
                 index,
                 count,
             } => self.mbarrier_init(*barrier, *index, *count),
+            Stmt::MbarrierInval { barrier, index } => self.mbarrier_inval(*barrier, *index),
             Stmt::MbarrierArrive {
                 barrier,
                 index,
@@ -244,6 +246,22 @@ impl Printer<'_> {
             self.nested(otherwise);
             self.line("}");
         }
+    }
+
+    /// `while (true) { if (!cond) break; body }`: the condition's temporaries are computed again at
+    /// the top of every iteration, inside the loop's scope.
+    fn while_loop(&mut self, cond: ValueId, body: &[Stmt]) {
+        self.line("while (true) {");
+        self.indent += 1;
+        self.open_scope();
+        self.declare_temporaries(cond);
+        let (cond, _) = self.root_value(cond);
+        self.forget_temporaries();
+        self.line(&format!("if (!({})) break;", cond.text));
+        self.stmts(body);
+        self.close_scope();
+        self.indent -= 1;
+        self.line("}");
     }
 
     /// `T.device_assert`: a thread whose condition is false prints the message and traps, which

@@ -603,7 +603,10 @@ fn enclosing_serial(world: &World, entity: EntityId, accesses: &[LoopAccess]) ->
     while let Some(parent) = current {
         if let Some(info) = world.loops.get(parent) {
             let sequential = match info.kind {
-                LoopKind::Serial | LoopKind::Unroll | LoopKind::Pipelined { .. } => true,
+                LoopKind::Serial
+                | LoopKind::Unroll
+                | LoopKind::Pipelined { .. }
+                | LoopKind::While => true,
                 LoopKind::Parallel => false,
             };
             for (&var, &extent) in info.vars.iter().zip(&info.extents) {

@@ -428,6 +428,9 @@ pub(crate) struct Lowering<'w> {
     /// The conditions of the `if`s whose only branch is a thread group's, with the group
     /// (`groups::chain_group_ifs`).
     group_ifs: Vec<(ValueId, ThreadGroup)>,
+    /// Run-time scalars of pipelined loop bodies bound once before their loop instead
+    /// (`pipeline::invariant_binds`), which the body then skips.
+    hoisted_binds: Vec<EntityId>,
 }
 
 impl<'w> Lowering<'w> {
@@ -520,6 +523,7 @@ impl<'w> Lowering<'w> {
             hand_synchronized,
             group_barriers: Vec::new(),
             group_ifs: Vec::new(),
+            hoisted_binds: Vec::new(),
         };
         lowering.declare_params();
         lowering.declare_buffers()?;
@@ -820,6 +824,7 @@ impl<'w> Lowering<'w> {
             Some(EntityKind::TileOp) => self.tile_op(entity, out),
             Some(EntityKind::Store) => self.top_level_store(entity, out),
             Some(EntityKind::If) => self.lower_if(entity, out, false),
+            Some(EntityKind::Bind) if self.hoisted_binds.contains(&entity) => Ok(()),
             Some(EntityKind::Bind) => {
                 let accesses = self.entity_shared_accesses(entity);
                 self.sync.before(&accesses, out);
@@ -859,6 +864,9 @@ impl<'w> Lowering<'w> {
         if info.kind == LoopKind::Parallel {
             return self.parallel_loop(entity, out);
         }
+        if info.kind == LoopKind::While {
+            return self.while_loop(entity, out);
+        }
         let (var, extent) = match (info.vars.as_slice(), info.extents.as_slice()) {
             ([var], [extent]) => (*var, *extent),
             _ => return Err(Unlowerable::new("a serial loop over several variables")),
@@ -890,6 +898,44 @@ impl<'w> Lowering<'w> {
             unroll: info.kind == LoopKind::Unroll,
             body,
         });
+        Ok(())
+    }
+
+    /// A `while` on a run-time condition the whole block shares (a persistent kernel's work
+    /// counter, Stream-K's iteration range): every thread leaves it after the same iteration, so
+    /// the barriers inside are reached by all. The condition is read again before every
+    /// iteration; one reading shared memory would need a barrier there, which is not planned.
+    fn while_loop(&mut self, entity: EntityId, out: &mut Vec<Stmt>) -> Result<(), Unlowerable> {
+        let cond = *self
+            .world
+            .conditions
+            .get(entity)
+            .ok_or_else(|| Unlowerable::new("a `while` without a condition"))?;
+        if self.thread_dependence.data(self.world, cond) {
+            return Err(Unlowerable::new(
+                "a `while` whose condition differs between threads (they would reach the \
+                 barriers inside it different numbers of times)",
+            ));
+        }
+        let mut loads = Vec::new();
+        self.world.data.loads(cond, &mut loads);
+        let reads_shared = loads
+            .iter()
+            .any(|(buffer, _)| self.world.scopes.get(*buffer) == Some(&Scope::Shared));
+        if reads_shared {
+            return Err(Unlowerable::new(
+                "a `while` whose condition reads shared memory (each iteration would need a \
+                 barrier before it reads the condition)",
+            ));
+        }
+        let cond = self.value_as(cond, DType::Bool)?;
+        self.sync.begin_loop();
+        let mut body = Vec::new();
+        for child in self.world.body(entity).to_vec() {
+            self.statement(child, &mut body)?;
+        }
+        self.sync.end_loop(&mut body);
+        out.push(Stmt::While { cond, body });
         Ok(())
     }
 

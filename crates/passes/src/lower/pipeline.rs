@@ -138,6 +138,66 @@ fn producers(world: &World, pipelined: EntityId) -> Vec<EntityId> {
     found
 }
 
+/// The run-time scalars bound directly in a pipelined loop's body whose value is the same in every
+/// iteration: their index expressions use neither the loop variable nor a scalar bound inside
+/// the loop, and nothing in the loop writes a buffer they read.
+fn invariant_binds(world: &World, pipelined: EntityId, var: VarId) -> Vec<EntityId> {
+    let inside = crate::liveness::linearize(world, pipelined);
+    let written: Vec<EntityId> = inside
+        .iter()
+        .filter_map(|&entity| world.accesses.get(entity))
+        .flatten()
+        .filter(|access| access.kind != tilec_ir::AccessKind::Read)
+        .map(|access| world.storage_of(access.region.buffer))
+        .collect();
+    let mut varying = vec![var];
+    varying.extend(
+        inside
+            .iter()
+            .filter_map(|&entity| world.bindings.get(entity))
+            .map(|binding| binding.var),
+    );
+    world
+        .body(pipelined)
+        .iter()
+        .copied()
+        .filter(|&entity| {
+            let Some(binding) = world.bindings.get(entity) else {
+                return false;
+            };
+            let mut loads = Vec::new();
+            world.data.loads(binding.value, &mut loads);
+            let reads_written = loads
+                .iter()
+                .any(|(buffer, _)| written.contains(&world.storage_of(*buffer)));
+            let mut indices: Vec<ExprId> =
+                loads.into_iter().flat_map(|(_, indices)| indices).collect();
+            indices.extend(data_indices(&world.data, binding.value));
+            let uses_varying = indices.iter().any(|&index| {
+                world
+                    .exprs
+                    .vars_of(index)
+                    .iter()
+                    .any(|used| varying.contains(used))
+            });
+            !reads_written && !uses_varying
+        })
+        .collect()
+}
+
+/// The index expressions a data expression uses as values (`DataExpr::Index`).
+fn data_indices(data: &tilec_ir::DataArena, id: tilec_ir::DataId) -> Vec<ExprId> {
+    let node = data.get(id);
+    let mut found = match node {
+        tilec_ir::DataExpr::Index(index) => vec![*index],
+        _ => Vec::new(),
+    };
+    for operand in node.operands() {
+        found.extend(data_indices(data, operand));
+    }
+    found
+}
+
 /// The launch an entity belongs to.
 fn world_root(world: &World, mut entity: EntityId) -> EntityId {
     while let Some(&parent) = world.parents.get(entity) {
@@ -201,6 +261,12 @@ impl Lowering<'_> {
         let producers = producers(self.world, entity);
         if producers.is_empty() {
             return Ok(None);
+        }
+        // The copies issued ahead of their iteration read the body's run-time scalars before the
+        // body binds them: those that stay the same across iterations are bound once, first.
+        for bind in invariant_binds(self.world, entity, var) {
+            self.bind(bind, out)?;
+            self.hoisted_binds.push(bind);
         }
         self.begin_pipeline_count(extent)?;
         let ko = self.program.exprs.var_expr(var);

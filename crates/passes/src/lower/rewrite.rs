@@ -92,6 +92,10 @@ impl<'p, L: Leaves> Rewriter<'p, L> {
                 then: self.stmts(then),
                 otherwise: self.stmts(otherwise),
             },
+            Stmt::While { cond, body } => Stmt::While {
+                cond: self.value(*cond),
+                body: self.stmts(body),
+            },
             Stmt::Store {
                 buffer,
                 index,
@@ -217,6 +221,10 @@ impl<'p, L: Leaves> Rewriter<'p, L> {
                 barrier: *barrier,
                 index: self.expr(*index),
                 count: *count,
+            },
+            Stmt::MbarrierInval { barrier, index } => Stmt::MbarrierInval {
+                barrier: *barrier,
+                index: self.expr(*index),
             },
             Stmt::MbarrierArrive {
                 barrier,

@@ -348,7 +348,49 @@ impl Lowering<'_> {
         };
         let steady = self.steady_state(pipeline, parts)?;
         out.push(steady);
+        if self.inside_loop(pipeline.entity) {
+            out.push(self.mbarrier_teardown(pipeline, full));
+        }
         Ok(())
+    }
+
+    /// Whether `entity` runs inside another loop of its launch (a serial loop over tiles, a
+    /// `while` over a work range), so that it is entered more than once.
+    fn inside_loop(&self, entity: EntityId) -> bool {
+        let mut current = self.world.parents.get(entity).copied();
+        while let Some(parent) = current {
+            if self.world.kind(parent) == Some(tilec_ir::EntityKind::Loop) {
+                return true;
+            }
+            current = self.world.parents.get(parent).copied();
+        }
+        false
+    }
+
+    /// After a pipeline that is entered again: once every thread has passed its last wait (the
+    /// barrier), thread 0 invalidates the stage mbarriers, so that the next entry initialises
+    /// them afresh, with their phases back at zero as its waits expect.
+    fn mbarrier_teardown(&mut self, pipeline: &Pipeline, full: BufferId) -> Stmt {
+        let invals = (0..pipeline.stages)
+            .map(|s| Stmt::MbarrierInval {
+                barrier: full,
+                index: self.program.exprs.int(s),
+            })
+            .collect();
+        let elected = self.thread_is(0);
+        self.sync.barrier_placed();
+        Stmt::Block {
+            origin: Some(pipeline.entity),
+            label: "the pipeline's mbarriers, invalidated for its next entry".to_owned(),
+            body: vec![
+                Stmt::Barrier,
+                Stmt::If {
+                    cond: elected,
+                    then: invals,
+                    otherwise: Vec::new(),
+                },
+            ],
+        }
     }
 
     /// Iteration `ko`'s issue: the expected bytes on its stage's full barrier, then every box.

@@ -77,6 +77,8 @@ pub enum MbarrierFault {
     Uninitialized,
     /// Initialised a second time in one block.
     Reinitialized,
+    /// Invalidated while a phase was still open or a copy it completed had not landed.
+    InvalidatedInUse,
     /// Used by another thread than its `initializer` with no barrier since the initialisation,
     /// which is what publishes it.
     Unpublished { initializer: u32 },
@@ -389,6 +391,9 @@ impl fmt::Display for ErrorKind {
                 match fault {
                     MbarrierFault::Uninitialized => f.write_str("used before it was initialised"),
                     MbarrierFault::Reinitialized => f.write_str("initialised twice in one block"),
+                    MbarrierFault::InvalidatedInUse => f.write_str(
+                        "invalidated while a phase was open or a copy it completed had not landed",
+                    ),
                     MbarrierFault::Unpublished { initializer } => write!(
                         f,
                         "used without a barrier after thread {initializer} initialised it"

@@ -247,6 +247,7 @@ impl<'p> Machine<'p, '_> {
                 then,
                 otherwise,
             } => self.exec_if(*cond, then, otherwise, active),
+            Stmt::While { cond, body } => self.exec_while(*cond, body, active),
             Stmt::Store {
                 buffer,
                 index,
@@ -341,6 +342,9 @@ impl<'p> Machine<'p, '_> {
                 index,
                 count,
             } => self.exec_mbarrier_init(*barrier, *index, *count, active),
+            Stmt::MbarrierInval { barrier, index } => {
+                self.exec_mbarrier_inval(*barrier, *index, active)
+            }
             Stmt::MbarrierArrive {
                 barrier,
                 index,
@@ -574,6 +578,21 @@ impl<'p> Machine<'p, '_> {
             self.exec_list(otherwise, &no)?;
         }
         Ok(())
+    }
+
+    /// A `while`: the threads whose condition holds run the body, until none does. The deadline
+    /// of the run bounds a loop that never ends.
+    fn exec_while(&mut self, cond: ValueId, body: &'p [Stmt], active: &[u32]) -> Result<(), Fault> {
+        let mut running = active.to_vec();
+        loop {
+            let (yes, _) = self.split(cond, &running)?;
+            if yes.is_empty() {
+                return Ok(());
+            }
+            self.check_deadline()?;
+            self.exec_list(body, &yes)?;
+            running = yes;
+        }
     }
 
     /// The branches of an `if` chain after its first: an `else` that is a single `if` splitting

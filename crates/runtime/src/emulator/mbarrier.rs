@@ -193,6 +193,27 @@ impl Machine<'_, '_> {
         Ok(())
     }
 
+    /// `mbarrier.inval`: each executing thread invalidates the mbarrier it names, which must be
+    /// initialised and quiescent: no arrival or transaction byte pending in its current phase and
+    /// every copy it completed landed (a thread still waiting on it would wait forever).
+    pub(super) fn exec_mbarrier_inval(
+        &mut self,
+        barrier: BufferId,
+        index: ExprId,
+        active: &[u32],
+    ) -> Result<(), Fault> {
+        let keys = self.mbarrier_keys(barrier, index, active)?;
+        for (&thread, &key) in active.iter().zip(&keys) {
+            let state = self.mbarrier(key, thread)?;
+            let busy = state.pending != state.count || state.tx != 0 || !state.copies.is_empty();
+            if busy {
+                return Err(self.mbarrier_fault(key, MbarrierFault::InvalidatedInUse, thread));
+            }
+            self.mbarriers.barriers.remove(&key);
+        }
+        Ok(())
+    }
+
     /// `mbarrier.arrive[.expect_tx]`: one arrival per executing thread, after raising the
     /// transaction count by `expect_bytes`.
     pub(super) fn exec_mbarrier_arrive(
