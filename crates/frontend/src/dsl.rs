@@ -218,6 +218,18 @@ impl Builder<'_> {
                 .next()
                 .map_or(Value::None, |(v, _)| v)),
             "dtype" => Ok(Value::DType(self.dtype_arg(&args, 0, "dtype")?)),
+            // The fp8 dtype of the platform: CUDA's E4M3FN or E5M2 (AMD's FNUZ formats are not
+            // targets of tilec).
+            "determine_fp8_type" => match args.get(0, "fp8_format") {
+                None => Ok(Value::DType(DType::Float8E4M3)),
+                Some(Value::Str(format)) if &**format == "e4m3" => Ok(Value::DType(DType::Float8E4M3)),
+                Some(Value::Str(format)) if &**format == "e5m2" => Ok(Value::DType(DType::Float8E5M2)),
+                Some(_) => Err(self.error(
+                    Code::InvalidCall,
+                    args.span_of(0, "fp8_format"),
+                    "`determine_fp8_type` takes \"e4m3\" or \"e5m2\"",
+                )),
+            },
             _ if Intrinsic::from_name(name).is_some() => self.intrinsic(name, args),
             _ if blackwell_only(name) => Err(self.other_hardware(name, args.span)),
             _ if NOT_YET.contains(&name) => Err(self.error(

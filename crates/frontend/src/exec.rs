@@ -1066,6 +1066,9 @@ fn import_from_value<'a>(module: &str, name: &str) -> Value<'a> {
             Value::ModuleFn(Module::Language, Rc::from("dtype"))
         }
         ("tvm", "tirx" | "tir") => Value::Module(Module::Tir),
+        // The language's own submodules, by their full path.
+        ("tilelang.language.fp8", _) => Value::ModuleFn(Module::Language, Rc::from(name)),
+        ("tilelang.tileop" | "tilelang.tileop.base", "GemmWarpPolicy") => Value::PolicyEnum,
         ("tvm.tirx" | "tvm.tir", _) => Value::ModuleFn(Module::Tir, Rc::from(name)),
         // The target's facts: `driver.get_num_sms()`.
         ("tilelang.carver.arch", "driver") | ("tilelang.carver.arch.driver", _) => {

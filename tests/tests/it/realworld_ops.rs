@@ -666,3 +666,49 @@ fn an_atomic_add_returning_the_old_count_gives_each_thread_its_own_slot() {
     assert_eq!(tensors[3].values, bins);
     assert!(cuda[0].contains("= atomicAdd(&"), "{}", cuda[0]);
 }
+
+/// Names of the language's submodules imported by their full path, as TileLang's fp8 examples
+/// do: the platform's fp8 dtype and the warp policy enum.
+const SUBMODULE_IMPORTS: &str = r#"
+import tilelang
+import tilelang.language as T
+from tilelang.language.fp8 import determine_fp8_type
+from tilelang.tileop.base import GemmWarpPolicy
+
+
+@tilelang.jit(out_idx=[2])
+def fp8_gemm(M=64, N=64, K=64):
+    dtype = determine_fp8_type("e5m2")
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((N, K), dtype), C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(1, threads=128) as bx:
+            A_s = T.alloc_shared((M, K), dtype)
+            B_s = T.alloc_shared((N, K), dtype)
+            acc = T.alloc_fragment((M, N), T.float32)
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.gemm(A_s, B_s, acc, transpose_B=True, clear_accum=True, policy=GemmWarpPolicy.FullRow)
+            T.copy(acc, C)
+
+    return main
+
+
+fp8_gemm()
+"#;
+
+#[test]
+fn language_submodules_give_the_platform_fp8_dtype_and_the_warp_policy() {
+    let world = on_analysis_stack(|| {
+        let db = RootDatabase::default();
+        let file = source_file(&db, "/kernels/fp8.py", SUBMODULE_IMPORTS);
+        let errors: Vec<String> = file_diagnostics(&db, file)
+            .iter()
+            .map(|d| d.message.clone())
+            .collect();
+        assert!(errors.is_empty(), "{errors:#?}");
+        tilec_db::kernel_world(&db, instances(&db, file)[0]).pretty()
+    });
+    assert!(world.contains("param A: float8_e5m2[64, 64]"), "{world}");
+    assert!(world.contains("policy=FullRow"), "{world}");
+}
