@@ -18,6 +18,7 @@ use tilec_ir::Span;
 mod coordinates;
 mod data_view;
 mod im2col;
+mod mma_swizzle;
 mod reinterpret;
 mod vector_atomic;
 mod workspace;
@@ -85,6 +86,8 @@ impl Builder<'_> {
             "Fragment" => self.layout(LayoutKind::Fragment, args),
             "Layout" => self.layout(LayoutKind::Layout, args),
             "make_swizzled_layout" => self.swizzled_layout(args),
+            "make_mma_swizzle_layout" => self.make_mma_swizzle_layout(args),
+            "get_swizzle_layout" => self.get_swizzle_layout(args),
             "get_thread_binding" | "get_block_binding" | "get_warp_idx" | "get_warp_idx_sync"
             | "get_lane_idx" | "get_warp_group_idx" | "thread_binding" => {
                 self.thread_query(name, args)
@@ -222,8 +225,12 @@ impl Builder<'_> {
             // targets of tilec).
             "determine_fp8_type" => match args.get(0, "fp8_format") {
                 None => Ok(Value::DType(DType::Float8E4M3)),
-                Some(Value::Str(format)) if &**format == "e4m3" => Ok(Value::DType(DType::Float8E4M3)),
-                Some(Value::Str(format)) if &**format == "e5m2" => Ok(Value::DType(DType::Float8E5M2)),
+                Some(Value::Str(format)) if &**format == "e4m3" => {
+                    Ok(Value::DType(DType::Float8E4M3))
+                }
+                Some(Value::Str(format)) if &**format == "e5m2" => {
+                    Ok(Value::DType(DType::Float8E5M2))
+                }
                 Some(_) => Err(self.error(
                     Code::InvalidCall,
                     args.span_of(0, "fp8_format"),

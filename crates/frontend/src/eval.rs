@@ -774,6 +774,11 @@ impl Builder<'_> {
                 Operator::Mult => Some(arena.mul(a, b)),
                 Operator::FloorDiv | Operator::Div => Some(arena.floordiv(a, b)),
                 Operator::Mod => Some(arena.floormod(a, b)),
+                Operator::LShift
+                | Operator::RShift
+                | Operator::BitAnd
+                | Operator::BitOr
+                | Operator::BitXor => crate::bitwise::index_bitwise(arena, op, a, b),
                 _ => None,
             };
             if let Some(result) = result {

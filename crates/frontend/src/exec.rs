@@ -1068,6 +1068,15 @@ fn import_from_value<'a>(module: &str, name: &str) -> Value<'a> {
         ("tvm", "tirx" | "tir") => Value::Module(Module::Tir),
         // The language's own submodules, by their full path.
         ("tilelang.language.fp8", _) => Value::ModuleFn(Module::Language, Rc::from(name)),
+        // TileLang's tensor-core intrinsics package: its layout helpers are modelled.
+        (
+            "tilelang.cuda.intrinsics"
+            | "tilelang.cuda.intrinsics.layout"
+            | "tilelang.cuda.intrinsics.layout.mma_layout"
+            | "tilelang.intrinsics"
+            | "tilelang.intrinsics.mma_layout",
+            "make_mma_swizzle_layout" | "get_swizzle_layout",
+        ) => Value::ModuleFn(Module::Language, Rc::from(name)),
         ("tilelang.tileop" | "tilelang.tileop.base", "GemmWarpPolicy") => Value::PolicyEnum,
         ("tvm.tirx" | "tvm.tir", _) => Value::ModuleFn(Module::Tir, Rc::from(name)),
         // The target's facts: `driver.get_num_sms()`.

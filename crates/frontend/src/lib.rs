@@ -17,6 +17,7 @@
 //!   real file ([`build_positions`]), so both agree on entity ids.
 
 mod barriers;
+mod bitwise;
 mod build;
 mod builder;
 mod call;

@@ -712,3 +712,122 @@ fn language_submodules_give_the_platform_fp8_dtype_and_the_warp_policy() {
     assert!(world.contains("param A: float8_e5m2[64, 64]"), "{world}");
     assert!(world.contains("policy=FullRow"), "{world}");
 }
+
+/// A shared layout written with XOR, as swizzles are (`T.Layout` with a lambda mixing the row into
+/// the 16-byte chunk): exact index arithmetic, so the layout is a permutation tilec checks and
+/// stores by, and the data it holds comes back unchanged.
+const XOR_LAYOUT: &str = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[1])
+def swizzled_copy(M=64, N=64):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), T.float16), B: T.Tensor((M, N), T.float16)):
+        with T.Kernel(1, threads=128) as bx:
+            S = T.alloc_shared((M, N), T.float16)
+            T.annotate_layout({S: T.Layout((M, N), lambda i, j: [i, ((j >> 3) ^ (i & 7)) * 8 + j % 8])})
+            T.copy(A, S)
+            T.copy(S, B)
+
+    return main
+
+
+swizzled_copy()
+"#;
+
+#[test]
+fn a_layout_written_with_xor_is_the_swizzle_it_says() {
+    let offsets = on_analysis_stack(|| {
+        let db = RootDatabase::default();
+        let file = source_file(&db, "/kernels/xor.py", XOR_LAYOUT);
+        let instance = instances(&db, file)[0];
+        let world = tilec_db::kernel_world(&db, instance);
+        let layouts = tilec_db::layouts(&db, instance);
+        let (_, shared) = layouts
+            .shared
+            .iter()
+            .find(|(buffer, _)| world.name(**buffer) == "S")
+            .expect("S has a storage layout");
+        let mut out = Vec::new();
+        let points = [[0, 0], [1, 0], [1, 9], [7, 63], [9, 17], [63, 40]];
+        points
+            .iter()
+            .map(|point| {
+                shared.map.eval_into(&layouts.exprs, point, &mut out);
+                out[0]
+            })
+            .collect::<Vec<i64>>()
+    });
+    let expected: Vec<i64> = [[0i64, 0], [1, 0], [1, 9], [7, 63], [9, 17], [63, 40]]
+        .iter()
+        .map(|&[i, j]| i * 64 + (((j >> 3) ^ (i & 7)) * 8) + j % 8)
+        .collect();
+    assert_eq!(offsets, expected);
+    let (tensors, _) = run(XOR_LAYOUT);
+    assert_eq!(tensors[1].values, tensors[0].values);
+}
+
+/// `make_mma_swizzle_layout` from TileLang's intrinsics package on a tile whose rows are two
+/// 128-byte groups: each group becomes a plane of its own, and within it the 16-byte chunk is
+/// XOR-ed with the row modulo 8.
+const MMA_SWIZZLE: &str = r#"
+import tilelang
+import tilelang.language as T
+from tilelang.cuda.intrinsics import make_mma_swizzle_layout
+
+
+@tilelang.jit(out_idx=[1])
+def mma_swizzled_copy(M=32, N=128):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), T.float16), B: T.Tensor((M, N), T.float16)):
+        with T.Kernel(1, threads=128) as bx:
+            S = T.alloc_shared((M, N), T.float16)
+            T.annotate_layout({S: make_mma_swizzle_layout(S)})
+            T.copy(A, S)
+            T.copy(S, B)
+
+    return main
+
+
+mma_swizzled_copy()
+"#;
+
+#[test]
+fn the_mma_swizzle_puts_each_128_byte_group_in_a_plane_and_xors_its_chunks() {
+    let points: Vec<[i64; 2]> = (0..32)
+        .flat_map(|i| (0..128).step_by(7).map(move |j| [i, j]))
+        .collect();
+    let offsets = on_analysis_stack(|| {
+        let db = RootDatabase::default();
+        let file = source_file(&db, "/kernels/mma_swizzle.py", MMA_SWIZZLE);
+        let instance = instances(&db, file)[0];
+        let world = tilec_db::kernel_world(&db, instance);
+        let layouts = tilec_db::layouts(&db, instance);
+        let (_, shared) = layouts
+            .shared
+            .iter()
+            .find(|(buffer, _)| world.name(**buffer) == "S")
+            .expect("S has a storage layout");
+        let mut out = Vec::new();
+        points
+            .iter()
+            .map(|point| {
+                shared.map.eval_into(&layouts.exprs, point, &mut out);
+                out[0]
+            })
+            .collect::<Vec<i64>>()
+    });
+    // Eight halfs per 16-byte chunk, eight chunks per 128-byte group, two groups per row.
+    let expected: Vec<i64> = points
+        .iter()
+        .map(|&[i, j]| {
+            let (group, chunk) = (j / 64, (j / 8) % 8);
+            group * 32 * 64 + i * 64 + ((chunk ^ (i % 8)) * 8 + j % 8)
+        })
+        .collect();
+    assert_eq!(offsets, expected);
+    let (tensors, _) = run(MMA_SWIZZLE);
+    assert_eq!(tensors[1].values, tensors[0].values);
+}
