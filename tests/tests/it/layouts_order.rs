@@ -192,42 +192,7 @@ fn a_fragment_row_chosen_by_an_enclosing_serial_loop_combines_the_rows() {
 /// byte fragment is derived from the loop through `j // 2` — the two iterations that read one
 /// byte run on one thread — so the copy from shared memory fills it where it is read. Laying the
 /// bytes out at the copy, as its first access, was a false `layout-conflict`.
-const PACKED_BYTES: &str = r#"
-import tilelang
-import tilelang.language as T
-
-
-@tilelang.jit(out_idx=[2])
-def dequant(M=128, N=128, K=64, block_M=128, block_N=128, block_K=32):
-    @T.prim_func
-    def main(
-        A: T.Tensor((M, K), T.float16),
-        B: T.Tensor((N, K // 2), T.uint8),
-        Ct: T.Tensor((N, M), T.float32),
-    ):
-        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=256) as (bx, by):
-            A_shared = T.alloc_shared((block_M, block_K), T.float16)
-            B_shared = T.alloc_shared((block_N, block_K // 2), T.uint8)
-            B_local = T.alloc_fragment((block_N, block_K // 2), T.uint8)
-            B_deq = T.alloc_fragment((block_N, block_K), T.float16)
-            B_prev = T.alloc_fragment((block_N, block_K), T.float16)
-            C_local = T.alloc_fragment((block_N, block_M), T.float32)
-            T.clear(C_local)
-            for k in T.Pipelined(K // block_K, num_stages=2):
-                T.copy(A[by * block_M, k * block_K], A_shared)
-                T.copy(B[bx * block_N, k * block_K // 2], B_shared)
-                T.copy(B_shared, B_local)
-                for i, j in T.Parallel(block_N, block_K):
-                    B_deq[i, j] = T.Cast(T.float16, (B_local[i, j // 2] >> (j % 2 * 4)) & 15)
-                T.copy(B_deq, B_prev)
-                T.gemm(B_prev, A_shared, C_local, transpose_B=True)
-            T.copy(C_local, Ct[bx * block_N, by * block_M])
-
-    return main
-
-
-dequant()
-"#;
+const PACKED_BYTES: &str = include_str!("../../fixtures/kernels/packed_dequant.py");
 
 #[test]
 fn a_packed_byte_fragment_is_derived_through_the_unpacking_loop() {
@@ -273,40 +238,7 @@ fn a_packed_byte_fragment_unpacks_into_the_gemm() {
 /// transpose_B=True)`, as in TileLang's `gdn/example_chunk_delta_bwd.py`) runs on wgmma as its
 /// shared-memory sibling does, so the two accumulators share a layout and a loop may combine them
 /// element by element. The A operand's registers are tf32's: one element per lane and 8×4 atom.
-const TF32_REGISTER_OPERAND: &str = r#"
-import tilelang
-import tilelang.language as T
-
-
-@tilelang.jit(out_idx=[3])
-def combined():
-    @T.prim_func
-    def main(
-        Q: T.Tensor((64, 64), T.float32),
-        D: T.Tensor((64, 64), T.float32),
-        W: T.Tensor((64, 64), T.float16),
-        O: T.Tensor((64, 64), T.float32),
-    ):
-        with T.Kernel(1, threads=128) as bx:
-            Q_t = T.alloc_fragment((64, 64), T.tfloat32)
-            D_shared = T.alloc_shared((64, 64), T.tfloat32)
-            W_shared = T.alloc_shared((64, 64), T.float16)
-            first = T.alloc_fragment((64, 64), T.float32)
-            second = T.alloc_fragment((64, 64), T.float32)
-            T.copy(Q, Q_t)
-            T.copy(D, D_shared)
-            T.copy(W, W_shared)
-            T.gemm(Q_t, D_shared, first, transpose_B=True, clear_accum=True)
-            T.gemm(W_shared, W_shared, second, transpose_A=True, clear_accum=True)
-            for i, j in T.Parallel(64, 64):
-                first[i, j] = first[i, j] - second[i, j]
-            T.copy(first, O)
-
-    return main
-
-
-combined()
-"#;
+const TF32_REGISTER_OPERAND: &str = include_str!("../../fixtures/kernels/tf32_register_operand.py");
 
 #[test]
 fn a_tf32_register_operand_runs_on_wgmma_beside_its_shared_memory_sibling() {

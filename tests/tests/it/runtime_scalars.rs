@@ -325,40 +325,7 @@ fn varlen_attention_from_the_real_world_file_matches_a_reference() {
 /// persistent kernels do: `while tile[0] < Ranges[bx, 1]` is a loop on a run-time condition the
 /// whole block shares, and each trip runs a TMA pipeline, which is entered once per trip (its
 /// mbarriers are set up and invalidated each time).
-const WORK_RANGES: &str = r#"
-import tilelang
-import tilelang.language as T
-
-
-@tilelang.jit(out_idx=[3])
-def work_ranges(M=256, N=128, K=128, block_M=64, block_N=128, block_K=32):
-    @T.prim_func
-    def main(
-        A: T.Tensor((M, K), T.float16),
-        B: T.Tensor((N, K), T.float16),
-        Ranges: T.Tensor((2, 2), T.int32),
-        C: T.Tensor((M, N), T.float32),
-    ):
-        with T.Kernel(2, threads=128) as bx:
-            A_s = T.alloc_shared((block_M, block_K), T.float16)
-            B_s = T.alloc_shared((block_N, block_K), T.float16)
-            acc = T.alloc_fragment((block_M, block_N), T.float32)
-            tile = T.alloc_local((1,), T.int32)
-            tile[0] = Ranges[bx, 0]
-            while tile[0] < Ranges[bx, 1]:
-                T.clear(acc)
-                for k in T.Pipelined(K // block_K, num_stages=2):
-                    T.copy(A[tile[0] * block_M, k * block_K], A_s)
-                    T.copy(B[0, k * block_K], B_s)
-                    T.gemm(A_s, B_s, acc, transpose_B=True)
-                T.copy(acc, C[tile[0] * block_M, 0])
-                tile[0] = tile[0] + 1
-
-    return main
-
-
-work_ranges()
-"#;
+const WORK_RANGES: &str = include_str!("../../fixtures/kernels/work_ranges.py");
 
 #[test]
 fn a_while_on_a_range_read_from_a_tensor_runs_a_pipeline_per_trip() {

