@@ -170,6 +170,12 @@ pub(crate) struct Builder<'c> {
     /// When an `assert` failed: the statements being executed then. A representative value they
     /// use is one the kernel rejects, and the next build tries another.
     pub rejected_statements: Vec<Span>,
+    /// The combiners of the `with T.attr(T.comm_reducer(...), "reduce_scope", ...)` frames being
+    /// executed, innermost last.
+    pub reduce_scopes: Vec<tilec_ir::data::BinaryOp>,
+    /// Set while the arguments of `T.import_source` / `T.call_extern` are evaluated: a name
+    /// bound to a value tilec cannot know is then passed on as such instead of reported.
+    pub opaque_arguments: bool,
     /// How many representative values each generic parameter has been through.
     pub representative_rounds: Vec<(String, usize)>,
     /// The run-time scalars bound so far (`Offsets[bx]` used as a slice bound), so that the same
@@ -221,6 +227,8 @@ impl<'c> Builder<'c> {
             foreign_span: None,
             stmt_stack: Vec::new(),
             rejected_statements: Vec::new(),
+            reduce_scopes: Vec::new(),
+            opaque_arguments: false,
             representative_rounds: Vec::new(),
             bound_scalars: Vec::new(),
         }

@@ -22,7 +22,17 @@ impl Builder<'_> {
     pub(crate) fn call<'a>(&mut self, env: &Env<'a>, call: &'a ExprCall) -> Eval<Value<'a>> {
         let span = range_span(call);
         let callee = self.eval(env, &call.func)?;
-        let args = self.eval_args(env, call)?;
+        // The source and function name of the user's own CUDA may be values tilec cannot know
+        // (built by another module): lowering reports that, checking does not need them.
+        let passes_through = matches!(
+            &callee,
+            Value::ModuleFn(Module::Language, name)
+                if matches!(&**name, "import_source" | "call_extern")
+        );
+        let outer = std::mem::replace(&mut self.opaque_arguments, passes_through);
+        let args = self.eval_args(env, call);
+        self.opaque_arguments = outer;
+        let args = args?;
         self.step(span)?;
         self.call_value(callee, args, span)
     }

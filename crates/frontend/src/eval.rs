@@ -251,12 +251,15 @@ impl Builder<'_> {
     fn lookup_name<'a>(&mut self, env: &Env<'a>, name: &str, span: Span) -> Eval<Value<'a>> {
         match lookup(env, name) {
             Some(Value::Poison) => Err(Stop),
-            Some(Value::Opaque(what)) if self.strict && !what.starts_with("module") => Err(self
-                .error(
+            Some(Value::Opaque(what))
+                if self.strict && !self.opaque_arguments && !what.starts_with("module") =>
+            {
+                Err(self.error(
                     Code::NotAnalysed,
                     span,
                     format!("`{name}` cannot be used here: it is {what}"),
-                )),
+                ))
+            }
             Some(value) => Ok(value),
             None => match name {
                 "True" => Ok(Value::Bool(true)),

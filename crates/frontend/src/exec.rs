@@ -806,6 +806,12 @@ impl Builder<'_> {
         let frame = self.eval(env, &item.context_expr)?;
         match frame {
             Value::NoOpFrame => return self.exec_with_items(env, with, rest, span),
+            Value::ReduceScope(combiner) => {
+                self.reduce_scopes.push(combiner);
+                let flow = self.exec_with_items(env, with, rest, span);
+                self.reduce_scopes.pop();
+                return flow;
+            }
             Value::GuardFrame(cond) => {
                 let entity = self.add_kernel_entity(EntityKind::If, "`T.ws`", span)?;
                 self.world.conditions.set(entity, cond);

@@ -176,6 +176,11 @@ pub(crate) enum Value<'a> {
     GuardFrame(DataId),
     /// A context manager entered for no effect on the kernel (`iket.range`, `iket.session`).
     NoOpFrame,
+    /// `T.comm_reducer(combiner, identity)`: the binary operation its combiner is.
+    CommReducer(tilec_ir::data::BinaryOp),
+    /// `T.attr(reducer, "reduce_scope", ...)`, waiting for its `with`: inside it,
+    /// `T.tvm_thread_allreduce` combines with this operation.
+    ReduceScope(tilec_ir::data::BinaryOp),
     /// `T.thread_binding(...)`: the bound thread (or block) index, waiting for its `for` or for
     /// the name an assignment binds it to (which, as in TVMScript, enters the frame).
     ThreadBinding(ExprId),
@@ -246,6 +251,8 @@ impl<'a> Value<'a> {
             Value::Layout(_) => "a layout",
             Value::ThreadBinding(_) => "a thread binding",
             Value::NoOpFrame => "a tracing context",
+            Value::CommReducer(_) => "a T.comm_reducer",
+            Value::ReduceScope(_) => "a T.attr reduce scope",
             Value::GuardFrame(_) => "a T.ws frame",
             Value::PersistentFrame(_) => "a persistent loop frame",
             Value::PendingTensor => "a tensor parameter",

@@ -183,6 +183,14 @@ impl<'a> Printer<'a> {
             text.push_str(helper);
             text.push('\n');
         }
+        // The user's own CUDA (`T.import_source`), as written, for its extern calls.
+        for source in &self.program.extern_sources {
+            text.push_str(source);
+            if !source.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push('\n');
+        }
         text.push_str(&self.out);
         text
     }
@@ -590,6 +598,7 @@ fn stmt_kind(stmt: &Stmt) -> &'static str {
         Stmt::Assert { .. } => "device assert",
         Stmt::GridDependencyWait => "grid dependency wait",
         Stmt::LaunchDependents => "launch dependents",
+        Stmt::CallExtern { .. } => "extern call",
         Stmt::Block { .. } => "block",
     }
 }
