@@ -201,6 +201,19 @@ impl Builder<'_> {
             "call_extern" => self.call_extern(args),
             "import_source" => self.import_source(args),
             "dp4a" => self.dp4a(args),
+            // TIR's names for Python's bit operators.
+            "shift_left" | "shift_right" | "bitwise_and" | "bitwise_or" | "bitwise_xor" => {
+                let operator = match name {
+                    "shift_left" => ruff_python_ast::Operator::LShift,
+                    "shift_right" => ruff_python_ast::Operator::RShift,
+                    "bitwise_and" => ruff_python_ast::Operator::BitAnd,
+                    "bitwise_or" => ruff_python_ast::Operator::BitOr,
+                    _ => ruff_python_ast::Operator::BitXor,
+                };
+                let lhs = self.required(&args, 0, "a")?;
+                let rhs = self.required(&args, 1, "b")?;
+                self.binary(operator, lhs, rhs, args.span)
+            }
             "alloc_reducer" => self.alloc_reducer(args),
             "finalize_reducer" => self.finalize_reducer(args),
             _ if Intrinsic::from_name(name).is_some() => self.intrinsic(name, args),
