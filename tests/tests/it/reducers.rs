@@ -441,6 +441,11 @@ fn extern_calls_pass_the_users_cuda_through() {
         .expect("the source is in the CUDA");
     let kernel = text.find("__global__").expect("a kernel");
     assert!(source < kernel, "{text}");
+    // TileLang's headers define `uint` for such code; tilec's CUDA does too, before it.
+    let uint = text
+        .find("#define uint unsigned int")
+        .expect("`uint` is defined");
+    assert!(uint < source, "{text}");
     assert!(
         text.contains("twice(&packed[0], &unpacked[0], 4);"),
         "{text}"
