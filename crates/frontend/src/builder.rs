@@ -176,6 +176,8 @@ pub(crate) struct Builder<'c> {
     /// Set while the arguments of `T.import_source` / `T.call_extern` are evaluated: a name
     /// bound to a value tilec cannot know is then passed on as such instead of reported.
     pub opaque_arguments: bool,
+    /// The starting value each reducer's `T.reducer_init(acc, init)` gave, for its finalize.
+    pub reducer_inits: Vec<(EntityId, Option<tilec_ir::DataId>)>,
     /// How many representative values each generic parameter has been through.
     pub representative_rounds: Vec<(String, usize)>,
     /// The run-time scalars bound so far (`Offsets[bx]` used as a slice bound), so that the same
@@ -229,6 +231,7 @@ impl<'c> Builder<'c> {
             rejected_statements: Vec::new(),
             reduce_scopes: Vec::new(),
             opaque_arguments: false,
+            reducer_inits: Vec::new(),
             representative_rounds: Vec::new(),
             bound_scalars: Vec::new(),
         }

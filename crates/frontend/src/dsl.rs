@@ -216,6 +216,8 @@ impl Builder<'_> {
             }
             "alloc_reducer" => self.alloc_reducer(args),
             "finalize_reducer" => self.finalize_reducer(args),
+            "reducer_init" => self.reducer_init(args),
+            "reducer_update" => self.reducer_update(args),
             _ if Intrinsic::from_name(name).is_some() => self.intrinsic(name, args),
             _ if blackwell_only(name) => Err(self.other_hardware(name, args.span)),
             _ if NOT_YET.contains(&name) => Err(self.error(

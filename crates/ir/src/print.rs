@@ -268,9 +268,16 @@ impl World {
                 let name = call.name.as_deref().unwrap_or("<unknown>");
                 format!("call_extern {name}({})", args.join(", "))
             }
-            TileOp::FinalizeReducer { buffer, combiner } => {
+            TileOp::FinalizeReducer {
+                buffer,
+                combiner,
+                init,
+            } => {
+                let init = init.map_or(String::new(), |init| {
+                    format!(", starting at {}", self.display_data(init))
+                });
                 format!(
-                    "finalize_reducer {} ({})",
+                    "finalize_reducer {} ({}{init})",
                     self.name(*buffer),
                     combiner.symbol()
                 )

@@ -264,10 +264,12 @@ pub enum TileOp {
     ExternCall(ExternCall),
     /// `T.finalize_reducer(reducer)`: every copy of each element of the `T.alloc_reducer`
     /// fragment `buffer` (one per thread that holds it) becomes the `combiner` fold of all of them,
-    /// so that the fragment holds the reduction of every contribution made to it.
+    /// so that the fragment holds the reduction of every contribution made to it; then, with
+    /// `init` (`T.reducer_init(acc, init)`), `combiner(init, total)`, `init` counted once.
     FinalizeReducer {
         buffer: EntityId,
         combiner: BinaryOp,
+        init: Option<DataId>,
     },
     /// `T.import_source(source)`: CUDA source the kernel's extern calls need, placed before the
     /// kernel in the generated CUDA. `None` when the text is a value tilec cannot know (built in

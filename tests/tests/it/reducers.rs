@@ -317,6 +317,61 @@ fn replicated_loops_contribute_to_a_reducer_once() {
     );
 }
 
+/// TileLang's current reducer form: an identity start, an `init` counted once however many
+/// threads hold copies, updates from a replicated loop, and the result in another fragment.
+const REDUCER_V2: &str = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def column_stats():
+    @T.prim_func
+    def main(a: T.Tensor((16, 32), "float32"), s: T.Tensor((32,), "float32"), m: T.Tensor((32,), "int32")):
+        with T.Kernel(1, threads=128) as bx:
+            total = T.alloc_reducer((32,), "float32")
+            low = T.alloc_reducer((32,), "int32", op="min")
+            T.reducer_init(total, 10.0)
+            T.reducer_init(low)
+            for r in T.serial(16):
+                for j in T.Parallel(32):
+                    T.reducer_update(total[j], a[r, j])
+                    T.reducer_update(low[j], T.cast(a[r, j] * 100.0, "int32"))
+            sums = T.alloc_fragment((32,), "float32")
+            lows = T.alloc_fragment((32,), "int32")
+            T.finalize_reducer(total, sums)
+            T.finalize_reducer(low, lows)
+            T.copy(sums, s)
+            T.copy(lows, m)
+
+    return main
+
+
+column_stats()
+"#;
+
+#[test]
+fn reducer_init_update_and_finalize_into_a_fragment() {
+    let tensors = run(REDUCER_V2);
+    let a = &tensors[0].values;
+    let sums = (0..32)
+        .map(|j| 10.0 + (0..16).map(|r| a[r * 32 + j]).sum::<f64>())
+        .collect();
+    assert_matches("s", &tensors[1], sums);
+    let lows = (0..32)
+        .map(|j| {
+            (0..16)
+                .map(|r| (a[r * 32 + j] as f32 * 100.0) as i32)
+                .min()
+                .map_or(f64::NAN, f64::from)
+        })
+        .collect();
+    assert_matches("m", &tensors[2], lows);
+    // The min reducer starts at int32's highest value.
+    let text = cuda(REDUCER_V2);
+    assert!(text.contains("low[r_1] = 2147483647;"), "{text}");
+}
+
 #[test]
 fn reducer_misuse_is_reported() {
     let unknown_op = ALLOC_REDUCER.replace("replication=\"all\")", "op=\"mean\")");

@@ -61,6 +61,7 @@ impl Lowering<'_> {
         &mut self,
         buffer: EntityId,
         combiner: BinaryOp,
+        init: Option<DataId>,
         out: &mut Vec<Stmt>,
     ) -> Result<(), Unlowerable> {
         let Some(storage) = self.fragments.get(&buffer).cloned() else {
@@ -77,6 +78,20 @@ impl Lowering<'_> {
         self.all_reduce_shuffles(combiner, id, slots, &warp, dtype, out);
         if !block.is_empty() {
             self.all_reduce_shared(combiner, id, slots, &block, dtype, out);
+        }
+        // Every copy holds the total now; the starting value joins each of them once.
+        if let Some(init) = init {
+            let start = self.value_as(init, dtype)?;
+            for slot in 0..slots {
+                let index = self.program.exprs.int(slot as i64);
+                let total = self.program.add_value(Value::Load { buffer: id, index });
+                let value = self.combine_op(combiner, start, total, dtype);
+                out.push(Stmt::Store {
+                    buffer: id,
+                    index,
+                    value,
+                });
+            }
         }
         Ok(())
     }

@@ -92,9 +92,13 @@ impl Lowering<'_> {
                 self.extern_call(entity, call, &mut stmts)?;
             }
             TileOp::ImportSource { source } => return self.import_source(entity, source),
-            TileOp::FinalizeReducer { buffer, combiner } => {
+            TileOp::FinalizeReducer {
+                buffer,
+                combiner,
+                init,
+            } => {
                 self.sync.before(&accesses, out);
-                self.finalize_reducer(*buffer, *combiner, &mut stmts)?;
+                self.finalize_reducer(*buffer, *combiner, *init, &mut stmts)?;
             }
         }
         let label = label.unwrap_or_else(|| format!("T.{}", op.name()));
