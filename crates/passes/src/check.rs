@@ -1,14 +1,15 @@
 //! Semantic checks of a world: region shapes of tile ops, gemm and reduce extents, dtypes, scopes,
 //! shared-memory capacity per target, and register buffers no block could hold.
 
-use tilec_ir::data::BinaryOp;
 use tilec_ir::{
-    Anchor, Code, DType, DataExpr, DataId, Diagnostic, EntityId, ExprId, LoopKind, Region, Scope,
-    Target, TileOp, World,
+    Anchor, Code, DType, Diagnostic, EntityId, ExprId, LoopKind, Region, Scope, Target, TileOp,
+    World,
 };
 
 use crate::liveness::{launch_of, linearize, live_range, peak};
 use crate::regions::{certainly_differ, format_extents, resolve_extents, squeeze};
+
+mod reducers;
 
 /// Every diagnostic the checks find in `world` for `target`, in entity order.
 ///
@@ -41,52 +42,19 @@ pub fn check_world(world: &World, target: Target) -> Vec<Diagnostic> {
             TileOp::AnnotateLayout { buffer, layout } => {
                 check_annotation(world, entity, *buffer, &layout.shape)
             }
-            TileOp::Fill { dst, value, .. } => check_reducer_fill(world, entity, dst, *value),
+            TileOp::Fill { dst, value, .. } => {
+                reducers::check_reducer_fill(world, entity, dst, *value)
+            }
             _ => Vec::new(),
         };
         diagnostics.extend(found);
     }
+    diagnostics.extend(reducers::check_reducer_stores(world));
     diagnostics.extend(check_thread_indexed_fragments(world));
     diagnostics.extend(check_shared_memory(world, target));
     diagnostics.extend(check_register_buffer_sizes(world));
     diagnostics.extend(check_parallel_loop_sizes(world));
     diagnostics
-}
-
-/// A sum (or xor) reducer starts at zero: every copy of an element (one per thread holding it)
-/// starts from the fill value, so any other value would be counted once per copy, a number the
-/// layout chooses. TileLang rejects such a fill too; `max`, `min`, `bitand` and `bitor` combine a
-/// value with itself to itself, so any start is fine for them.
-fn check_reducer_fill(
-    world: &World,
-    entity: EntityId,
-    dst: &Region,
-    value: DataId,
-) -> Vec<Diagnostic> {
-    let Some(&combiner) = world.reducers.get(dst.buffer) else {
-        return Vec::new();
-    };
-    if !matches!(combiner, BinaryOp::Add | BinaryOp::BitXor) {
-        return Vec::new();
-    }
-    let zero = match world.data.get(value) {
-        DataExpr::Int { value, .. } => *value == 0,
-        DataExpr::Float { bits, .. } => f64::from_bits(*bits) == 0.0,
-        _ => false,
-    };
-    if zero {
-        return Vec::new();
-    }
-    let name = world.name(dst.buffer);
-    vec![Diagnostic::error(
-        Code::InvalidCall,
-        Anchor::Entity(entity),
-        format!(
-            "the reducer `{name}` combines with `{}`, so it starts at zero: each thread's copy of \
-             an element would add this value once more (`T.clear({name})`)",
-            combiner.symbol()
-        ),
-    )]
 }
 
 /// The most (iteration, thread) pairs of one `T.Parallel` loop that layout inference lays out: it

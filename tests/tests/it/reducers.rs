@@ -397,6 +397,28 @@ fn reducer_misuse_is_reported() {
         errors(&not_a_reducer),
         ["invalid-call: `plain` is not a reducer: make it with `T.alloc_reducer`"]
     );
+    let overwritten = ALLOC_REDUCER.replace(
+        "o_reducer[i1_m] += a_frag[i1_m, i1_n] * x_frag[i1_n]",
+        "o_reducer[i1_m] = a_frag[i1_m, i1_n] * x_frag[i1_n]",
+    );
+    assert_eq!(
+        errors(&overwritten),
+        [
+            "invalid-call: a store to the reducer `o_reducer` must combine into it with its \
+          operation: `o_reducer[i] = o_reducer[i] + v`"
+        ]
+    );
+    let other_op = REPLICATED_REDUCER.replace(
+        "top[j] = T.max(top[j], a[r, j])",
+        "top[j] = T.min(top[j], a[r, j])",
+    );
+    assert_eq!(
+        errors(&other_op),
+        [
+            "invalid-call: a store to the reducer `top` must combine into it with its operation: \
+          `top[i] = T.max(top[i], v)`"
+        ]
+    );
     let started = ALLOC_REDUCER.replace("T.clear(o_reducer)", "T.fill(o_reducer, 1.0)");
     assert_eq!(
         errors(&started),
@@ -510,8 +532,8 @@ fn extern_calls_pass_the_users_cuda_through() {
     let error = run_program(&program, &mut tensors, &[]).expect_err("the emulator cannot run it");
     assert!(
         error.to_string().contains(
-            "the kernel calls `twice` from its own CUDA source (`T.call_extern`), which the \
-             emulator cannot run: run it on a GPU"
+            "the emulator cannot run `twice`, a function of the kernel's own CUDA source \
+             (`T.call_extern`, `T.import_source`): only a GPU can"
         ),
         "{error}"
     );

@@ -99,6 +99,13 @@ impl Lowering<'_> {
     /// The bits of the flat thread index that the thread dimensions `dims` occupy, one mask per
     /// bit: dimension `d` starts at the product of the extents below it.
     fn thread_dimension_masks(&self, dims: &[usize]) -> Result<Vec<u32>, Unlowerable> {
+        // The dimensions are the launch's; a group's threads are numbered from 0 on their own.
+        if self.group.is_some() {
+            return Err(Unlowerable::new(
+                "a thread all-reduce inside a group of the block's threads (`T.ws`): tilec \
+                 combines the launch's thread dimensions",
+            ));
+        }
         // The launch's threads per dimension: the program's own block is flat.
         let block: Vec<i64> = self
             .world

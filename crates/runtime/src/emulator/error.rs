@@ -246,8 +246,8 @@ impl fmt::Display for ErrorKind {
             ErrorKind::Malformed(message) => write!(f, "malformed thread program: {message}"),
             ErrorKind::ExternCall { name } => write!(
                 f,
-                "the kernel calls `{name}` from its own CUDA source (`T.call_extern`), which the \
-                 emulator cannot run: run it on a GPU"
+                "the emulator cannot run `{name}`, a function of the kernel's own CUDA source \
+                 (`T.call_extern`, `T.import_source`): only a GPU can"
             ),
             ErrorKind::BadArgument { name, message } => write!(f, "argument `{name}`: {message}"),
             ErrorKind::IndexFault { buffer, fault } => {
