@@ -173,9 +173,12 @@ pub(crate) struct Builder<'c> {
     /// The combiners of the `with T.attr(T.comm_reducer(...), "reduce_scope", ...)` frames being
     /// executed, innermost last.
     pub reduce_scopes: Vec<tilec_ir::data::BinaryOp>,
-    /// Set while the arguments of `T.import_source` / `T.call_extern` are evaluated: a name
-    /// bound to a value tilec cannot know is then passed on as such instead of reported.
+    /// Set while an argument that may be the user's CUDA is evaluated (of `T.import_source`,
+    /// `T.call_extern`, `prelude=` of `T.Kernel`): a name bound to a value tilec cannot know is
+    /// then passed on as such instead of reported.
     pub opaque_arguments: bool,
+    /// Which arguments of the call being made may be such values, for `eval_args` to take.
+    pub opaque_leniency: OpaqueLeniency,
     /// The starting value each reducer's `T.reducer_init(acc, init)` gave, for its finalize.
     pub reducer_inits: Vec<(EntityId, Option<tilec_ir::DataId>)>,
     /// How many representative values each generic parameter has been through.
@@ -231,6 +234,7 @@ impl<'c> Builder<'c> {
             rejected_statements: Vec::new(),
             reduce_scopes: Vec::new(),
             opaque_arguments: false,
+            opaque_leniency: OpaqueLeniency::None,
             reducer_inits: Vec::new(),
             representative_rounds: Vec::new(),
             bound_scalars: Vec::new(),
@@ -443,4 +447,13 @@ fn thousands_u128(n: u128) -> String {
         out.push(digit);
     }
     out
+}
+
+/// Which arguments of a call may be values tilec cannot know (see `Builder::opaque_arguments`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum OpaqueLeniency {
+    #[default]
+    None,
+    All,
+    Keyword(&'static str),
 }

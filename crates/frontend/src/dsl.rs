@@ -733,7 +733,24 @@ impl Builder<'_> {
                 "a block has between 1 and 1024 threads",
             ));
         }
-        Ok(Value::KernelFrame { grid, threads })
+        let prelude = match args.keyword("prelude") {
+            None | Some(Value::None) => None,
+            Some(Value::Str(text)) => Some(Some(text.clone())),
+            Some(Value::Opaque(_)) => Some(None),
+            Some(other) => {
+                let found = other.describe();
+                return Err(self.error(
+                    Code::InvalidCall,
+                    args.span_of(usize::MAX, "prelude"),
+                    format!("`prelude` is CUDA source, a string, found {found}"),
+                ));
+            }
+        };
+        Ok(Value::KernelFrame {
+            grid,
+            threads,
+            prelude,
+        })
     }
 
     /// An extent known at compile time must lie in `least..=most`: a zero or negative size (or a

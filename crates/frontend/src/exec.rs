@@ -821,7 +821,12 @@ impl Builder<'_> {
             }
             _ => {}
         }
-        let Value::KernelFrame { grid, threads } = frame else {
+        let Value::KernelFrame {
+            grid,
+            threads,
+            prelude,
+        } = frame
+        else {
             return Err(self.unsupported(span, "this `with` (tilec knows `with T.Kernel(...)`)"));
         };
         if self.block.is_some() {
@@ -866,6 +871,12 @@ impl Builder<'_> {
             },
         );
         self.in_block(Block::Body(entity), |builder| {
+            if let Some(source) = prelude {
+                let op = tilec_ir::TileOp::ImportSource {
+                    source: source.map(|text| text.to_string()),
+                };
+                builder.add_tile_op(op, "`prelude=` of `T.Kernel`", span)?;
+            }
             builder.exec_with_items(env, with, rest, span)
         })
     }

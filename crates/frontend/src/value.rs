@@ -162,6 +162,9 @@ pub(crate) enum Value<'a> {
     KernelFrame {
         grid: Vec<ExprId>,
         threads: Vec<i64>,
+        /// `prelude=`: CUDA source placed before the kernel, as `T.import_source` does (the
+        /// inner `None` for a text tilec cannot know).
+        prelude: Option<Option<Rc<str>>>,
     },
     /// `T.Parallel(...)`, `T.Pipelined(...)`, ..., waiting for its `for`.
     LoopFrame {

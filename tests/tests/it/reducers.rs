@@ -539,6 +539,33 @@ fn extern_calls_pass_the_users_cuda_through() {
     );
 }
 
+#[test]
+fn a_kernel_prelude_is_imported_source() {
+    let prelude = EXTERN
+        .replace(
+            "with T.Kernel(1, threads=N) as bx:",
+            "with T.Kernel(1, threads=N, prelude=decode_source) as bx:",
+        )
+        .replace("            T.import_source(decode_source)\n", "");
+    assert_ne!(prelude, EXTERN);
+    let text = cuda(&prelude);
+    let source = text
+        .find("__device__ void twice(signed char *in, float *out, int n) {")
+        .expect("the source is in the CUDA");
+    assert!(
+        source < text.find("__global__").expect("a kernel"),
+        "{text}"
+    );
+    // From another module, the prelude stops lowering only.
+    let unknown = UNKNOWN_SOURCE
+        .replace(
+            "with T.Kernel(1, threads=N) as bx:",
+            "with T.Kernel(1, threads=N, prelude=info[\"c_source\"]) as bx:",
+        )
+        .replace("            T.import_source(info[\"c_source\"])\n", "");
+    assert_eq!(errors(&unknown), Vec::<String>::new());
+}
+
 /// The source and name built by a module tilec does not have: checking needs neither, lowering
 /// says it cannot go on, at the `T.import_source`.
 const UNKNOWN_SOURCE: &str = r#"
