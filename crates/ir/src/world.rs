@@ -287,6 +287,15 @@ pub struct ExternCall {
     pub args: Vec<ExternArg>,
 }
 
+/// Whether `name` can be printed as the callee of a C++ call: an identifier, possibly qualified
+/// (`tl::f`) or with template arguments (`decode<half, 8>`), as TileLang passes it through.
+pub fn is_extern_name(name: &str) -> bool {
+    name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_' || c == ':')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | ':' | '<' | '>' | ',' | ' '))
+}
+
 /// One argument of an [`ExternCall`].
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum ExternArg {

@@ -527,6 +527,11 @@ fn extern_calls_pass_the_users_cuda_through() {
         text.contains("twice(&packed[0], &unpacked[0], 4);"),
         "{text}"
     );
+    let not_a_name = EXTERN.replace("T.call_extern(\"twice\"", "T.call_extern(\"twice(\"");
+    assert_eq!(
+        errors(&not_a_name),
+        ["invalid-call: `T.call_extern` calls a function by its C++ name, found \"twice(\""]
+    );
     let program = lower(EXTERN);
     let mut tensors = make_tensors(&program, &[], 7, false).expect("shapes evaluate");
     let error = run_program(&program, &mut tensors, &[]).expect_err("the emulator cannot run it");

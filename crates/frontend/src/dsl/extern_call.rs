@@ -30,6 +30,16 @@ impl Builder<'_> {
             ));
         };
         let name = self.extern_text(&name_value, name_span, "function name")?;
+        if let Some(name) = name
+            .as_deref()
+            .filter(|name| !tilec_ir::is_extern_name(name))
+        {
+            return Err(self.error(
+                Code::InvalidCall,
+                name_span,
+                format!("`T.call_extern` calls a function by its C++ name, found {name:?}"),
+            ));
+        }
         let mut extern_args = Vec::new();
         for (value, span) in args.positional.iter().skip(first_arg) {
             extern_args.push(self.extern_arg(value, *span)?);

@@ -274,14 +274,9 @@ impl Printer<'_> {
     /// `name(args);`, a function of the user's CUDA source: pointers as `&buffer[index]`, values
     /// as expressions.
     fn call_extern(&mut self, name: &str, args: &[tilec_ir::thread::ExternArg]) {
-        let identifier = !name.is_empty()
-            && !name.starts_with(|c: char| c.is_ascii_digit())
-            && name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':');
-        if !identifier {
+        if !tilec_ir::is_extern_name(name) {
             return self.skip(&format!(
-                "an extern call of `{name}`, which is not a C name"
+                "an extern call of `{name}`, which is not a C++ function name"
             ));
         }
         let mut texts = Vec::new();
