@@ -412,7 +412,17 @@ impl Builder<'_> {
                 }
                 (Some(ConstValue::RunTime), _) => self.generic_value(name, param.annotation()),
                 (Some(value), _) => Value::from_const(value),
-                (None, Some(default)) => self.eval(globals, default)?,
+                // `BLOCK_N=None` in an autotuned kernel: the autotuner gives every config key a
+                // value before the kernel is built, so the default is never what it sees.
+                (None, Some(default)) => match self.eval(globals, default)? {
+                    Value::None
+                        if self.autotuned
+                            && self.config_values.iter().any(|(key, ..)| key == name) =>
+                    {
+                        self.generic_value(name, param.annotation())
+                    }
+                    value => value,
+                },
                 (None, None) => self.generic_value(name, param.annotation()),
             };
             if let Some(value) = value.to_const()

@@ -170,6 +170,17 @@ pub(crate) struct Builder<'c> {
     /// When an `assert` failed: the statements being executed then. A representative value they
     /// use is one the kernel rejects, and the next build tries another.
     pub rejected_statements: Vec<Span>,
+    /// The combiners of the `with T.attr(T.comm_reducer(...), "reduce_scope", ...)` frames being
+    /// executed, innermost last.
+    pub reduce_scopes: Vec<tilec_ir::data::BinaryOp>,
+    /// Set while an argument that may be the user's CUDA is evaluated (of `T.import_source`,
+    /// `T.call_extern`, `prelude=` of `T.Kernel`): a name bound to a value tilec cannot know is
+    /// then passed on as such instead of reported.
+    pub opaque_arguments: bool,
+    /// Which arguments of the call being made may be such values, for `eval_args` to take.
+    pub opaque_leniency: OpaqueLeniency,
+    /// The starting value each reducer's `T.reducer_init(acc, init)` gave, for its finalize.
+    pub reducer_inits: Vec<(EntityId, Option<tilec_ir::DataId>)>,
     /// How many representative values each generic parameter has been through.
     pub representative_rounds: Vec<(String, usize)>,
     /// The run-time scalars bound so far (`Offsets[bx]` used as a slice bound), so that the same
@@ -221,6 +232,10 @@ impl<'c> Builder<'c> {
             foreign_span: None,
             stmt_stack: Vec::new(),
             rejected_statements: Vec::new(),
+            reduce_scopes: Vec::new(),
+            opaque_arguments: false,
+            opaque_leniency: OpaqueLeniency::None,
+            reducer_inits: Vec::new(),
             representative_rounds: Vec::new(),
             bound_scalars: Vec::new(),
         }
@@ -432,4 +447,13 @@ fn thousands_u128(n: u128) -> String {
         out.push(digit);
     }
     out
+}
+
+/// Which arguments of a call may be values tilec cannot know (see `Builder::opaque_arguments`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum OpaqueLeniency {
+    #[default]
+    None,
+    All,
+    Keyword(&'static str),
 }

@@ -6,7 +6,7 @@ use std::rc::Rc;
 use ruff_python_ast::{Expr, ExprCall};
 use tilec_ir::{Code, DType, EntityKind, Region, RegionDim, WarpPolicy};
 
-use crate::builder::{Builder, CallArg, Eval, Stop};
+use crate::builder::{Builder, CallArg, Eval, OpaqueLeniency, Stop};
 use crate::eval::{Args, expr_span, python_floordiv, python_mod};
 use crate::exec::Flow;
 use crate::outline::range_span;
@@ -22,6 +22,16 @@ impl Builder<'_> {
     pub(crate) fn call<'a>(&mut self, env: &Env<'a>, call: &'a ExprCall) -> Eval<Value<'a>> {
         let span = range_span(call);
         let callee = self.eval(env, &call.func)?;
+        // The source and function name of the user's own CUDA may be values tilec cannot know
+        // (built by another module): lowering reports that, checking does not need them.
+        self.opaque_leniency = match &callee {
+            Value::ModuleFn(Module::Language, name) => match &**name {
+                "import_source" | "call_extern" => OpaqueLeniency::All,
+                "Kernel" => OpaqueLeniency::Keyword("prelude"),
+                _ => OpaqueLeniency::None,
+            },
+            _ => OpaqueLeniency::None,
+        };
         let args = self.eval_args(env, call)?;
         self.step(span)?;
         self.call_value(callee, args, span)

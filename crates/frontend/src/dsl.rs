@@ -5,8 +5,8 @@ use std::rc::Rc;
 
 use tilec_ir::{
     Access, AccessKind, AtomicSource, Code, ControlOp, DType, DataExpr, EntityId, EntityKind,
-    ExprId, Intrinsic, LayoutAnnotation, LayoutKind, LoopKind, ReduceKind, Region, RegionDim,
-    Scope, TileOp, WarpPolicy,
+    ExprId, ExternArg, Intrinsic, LayoutAnnotation, LayoutKind, LoopKind, ReduceKind, Region,
+    RegionDim, Scope, TileOp, WarpPolicy,
 };
 
 use crate::builder::{Block, Builder, Eval, Stop};
@@ -17,25 +17,18 @@ use tilec_ir::Span;
 
 mod coordinates;
 mod data_view;
+mod dp4a;
+mod extern_call;
 mod im2col;
 mod mma_swizzle;
+mod reducer;
 mod reinterpret;
+mod thread_allreduce;
 mod vector_atomic;
 mod workspace;
 
 /// `T.*` names tilec knows but does not implement yet, with what to say about them.
-const NOT_YET: &[&str] = &[
-    "async_copy",
-    "call_extern",
-    "import_source",
-    "grid",
-    "print",
-    "gemm_sp",
-    "transpose",
-    "comm_reducer",
-    "alloc_reducer",
-    "finalize_reducer",
-];
+const NOT_YET: &[&str] = &["async_copy", "grid", "print", "gemm_sp", "transpose"];
 
 /// Operations of Blackwell (sm_100 and later) only: tensor memory, `tcgen05` and thread-block
 /// clusters as TileLang exposes them there.
@@ -237,6 +230,18 @@ impl Builder<'_> {
                     "`determine_fp8_type` takes \"e4m3\" or \"e5m2\"",
                 )),
             },
+            "comm_reducer" => self.comm_reducer(args),
+            "attr" => self.attr_frame(args),
+            "tvm_thread_allreduce" => self.thread_allreduce(args),
+            // `T.evaluate(call)`: the call has been made (and its statement added) already.
+            "evaluate" => Ok(Value::None),
+            "call_extern" => self.call_extern(args),
+            "import_source" => self.import_source(args),
+            "dp4a" => self.dp4a(args),
+            "alloc_reducer" => self.alloc_reducer(args),
+            "finalize_reducer" => self.finalize_reducer(args),
+            "reducer_init" => self.reducer_init(args),
+            "reducer_update" => self.reducer_update(args),
             _ if Intrinsic::from_name(name).is_some() => self.intrinsic(name, args),
             _ if blackwell_only(name) => Err(self.other_hardware(name, args.span)),
             _ if NOT_YET.contains(&name) => Err(self.error(
@@ -740,13 +745,36 @@ impl Builder<'_> {
             }
         };
         if threads.iter().any(|&count| count <= 0) || threads.iter().product::<i64>() > 1024 {
+            // Like a failed `assert`: a representative value tilec assumed (`BLOCK_N=128` with
+            // `threads=(BLOCK_N, reduce_threads)`) may be what makes the block too large, and the
+            // build is then retried with the next candidate.
+            if self.strict && self.rejected_statements.is_empty() {
+                self.rejected_statements = self.stmt_stack.clone();
+            }
             return Err(self.error(
                 Code::InvalidCall,
                 args.span_of(usize::MAX, "threads"),
                 "a block has between 1 and 1024 threads",
             ));
         }
-        Ok(Value::KernelFrame { grid, threads })
+        let prelude = match args.keyword("prelude") {
+            None | Some(Value::None) => None,
+            Some(Value::Str(text)) => Some(Some(text.clone())),
+            Some(Value::Opaque(_)) => Some(None),
+            Some(other) => {
+                let found = other.describe();
+                return Err(self.error(
+                    Code::InvalidCall,
+                    args.span_of(usize::MAX, "prelude"),
+                    format!("`prelude` is CUDA source, a string, found {found}"),
+                ));
+            }
+        };
+        Ok(Value::KernelFrame {
+            grid,
+            threads,
+            prelude,
+        })
     }
 
     /// An extent known at compile time must lie in `least..=most`: a zero or negative size (or a
@@ -920,7 +948,12 @@ impl Builder<'_> {
         }
     }
 
-    fn alloc<'a>(&mut self, args: Args<'a>, default_scope: Scope, what: &str) -> Eval<Value<'a>> {
+    pub(crate) fn alloc<'a>(
+        &mut self,
+        args: Args<'a>,
+        default_scope: Scope,
+        what: &str,
+    ) -> Eval<Value<'a>> {
         let shape_value = self.required(&args, 0, "shape")?;
         let shape = self.shape_of(&shape_value, args.span_of(0, "shape"))?;
         for &extent in &shape {
@@ -1622,9 +1655,24 @@ fn tile_op_accesses(op: &TileOp, data: &tilec_ir::DataArena) -> Vec<Access> {
             accesses
         }
         TileOp::Control(ControlOp::DeviceAssert { cond, .. }) => load_accesses(data, *cond),
-        TileOp::UseSwizzle { .. } | TileOp::AnnotateLayout { .. } | TileOp::Control(_) => {
-            Vec::new()
+        TileOp::ThreadAllReduce { source, result, .. } => {
+            let mut accesses = load_accesses(data, *source);
+            accesses.push(access(AccessKind::Write, result));
+            accesses
         }
+        TileOp::FinalizeReducer { .. } => Vec::new(),
+        TileOp::ExternCall(call) => call
+            .args
+            .iter()
+            .flat_map(|arg| match arg {
+                ExternArg::Pointer { reach, .. } => vec![access(AccessKind::ReadWrite, reach)],
+                ExternArg::Value(value) => load_accesses(data, *value),
+            })
+            .collect(),
+        TileOp::UseSwizzle { .. }
+        | TileOp::AnnotateLayout { .. }
+        | TileOp::Control(_)
+        | TileOp::ImportSource { .. } => Vec::new(),
     }
 }
 

@@ -12,7 +12,7 @@ use ruff_python_ast::{
 use tilec_ir::data::{BinaryOp, CompareOp};
 use tilec_ir::{Code, DType, DataExpr, DataId, EntityKind, ExprId, Region};
 
-use crate::builder::{Builder, Eval, Stop};
+use crate::builder::{Builder, Eval, OpaqueLeniency, Stop};
 use crate::outline::range_span;
 use crate::value::{Builtin, Env, Function, FunctionBody, Value, lookup, range_len};
 use tilec_ir::Span;
@@ -251,12 +251,15 @@ impl Builder<'_> {
     fn lookup_name<'a>(&mut self, env: &Env<'a>, name: &str, span: Span) -> Eval<Value<'a>> {
         match lookup(env, name) {
             Some(Value::Poison) => Err(Stop),
-            Some(Value::Opaque(what)) if self.strict && !what.starts_with("module") => Err(self
-                .error(
+            Some(Value::Opaque(what))
+                if self.strict && !self.opaque_arguments && !what.starts_with("module") =>
+            {
+                Err(self.error(
                     Code::NotAnalysed,
                     span,
                     format!("`{name}` cannot be used here: it is {what}"),
-                )),
+                ))
+            }
             Some(value) => Ok(value),
             None => match name {
                 "True" => Ok(Value::Bool(true)),
@@ -288,6 +291,21 @@ impl Builder<'_> {
     }
 
     pub(crate) fn eval_args<'a>(&mut self, env: &Env<'a>, call: &'a ExprCall) -> Eval<Args<'a>> {
+        let leniency = std::mem::take(&mut self.opaque_leniency);
+        let outer = self.opaque_arguments;
+        let args = self.eval_args_with(env, call, leniency);
+        self.opaque_arguments = outer;
+        args
+    }
+
+    /// [`Self::eval_args`], where `leniency` says which arguments may be values tilec cannot know.
+    fn eval_args_with<'a>(
+        &mut self,
+        env: &Env<'a>,
+        call: &'a ExprCall,
+        leniency: OpaqueLeniency,
+    ) -> Eval<Args<'a>> {
+        self.opaque_arguments = leniency == OpaqueLeniency::All;
         let mut positional = Vec::new();
         for arg in call.arguments.args.iter() {
             if let Expr::Starred(starred) = arg {
@@ -301,6 +319,11 @@ impl Builder<'_> {
         }
         let mut keywords = Vec::new();
         for keyword in &call.arguments.keywords {
+            self.opaque_arguments = match leniency {
+                OpaqueLeniency::All => true,
+                OpaqueLeniency::Keyword(name) => keyword.arg.as_deref() == Some(name),
+                OpaqueLeniency::None => false,
+            };
             let value = self.eval(env, &keyword.value)?;
             match &keyword.arg {
                 Some(name) => keywords.push((name.as_str().to_owned(), value, range_span(keyword))),

@@ -866,6 +866,12 @@ impl Builder<'_> {
         let frame = self.eval(env, &item.context_expr)?;
         match frame {
             Value::NoOpFrame => return self.exec_with_items(env, with, rest, span),
+            Value::ReduceScope(combiner) => {
+                self.reduce_scopes.push(combiner);
+                let flow = self.exec_with_items(env, with, rest, span);
+                self.reduce_scopes.pop();
+                return flow;
+            }
             Value::GuardFrame(cond) => {
                 let entity = self.add_kernel_entity(EntityKind::If, "`T.ws`", span)?;
                 self.world.conditions.set(entity, cond);
@@ -875,7 +881,12 @@ impl Builder<'_> {
             }
             _ => {}
         }
-        let Value::KernelFrame { grid, threads } = frame else {
+        let Value::KernelFrame {
+            grid,
+            threads,
+            prelude,
+        } = frame
+        else {
             return Err(self.unsupported(span, "this `with` (tilec knows `with T.Kernel(...)`)"));
         };
         if self.block.is_some() {
@@ -920,6 +931,12 @@ impl Builder<'_> {
             },
         );
         self.in_block(Block::Body(entity), |builder| {
+            if let Some(source) = prelude {
+                let op = tilec_ir::TileOp::ImportSource {
+                    source: source.map(|text| text.to_string()),
+                };
+                builder.add_tile_op(op, "`prelude=` of `T.Kernel`", span)?;
+            }
             builder.exec_with_items(env, with, rest, span)
         })
     }

@@ -168,6 +168,9 @@ pub(crate) enum Value<'a> {
     KernelFrame {
         grid: Vec<ExprId>,
         threads: Vec<i64>,
+        /// `prelude=`: CUDA source placed before the kernel, as `T.import_source` does (the
+        /// inner `None` for a text tilec cannot know).
+        prelude: Option<Option<Rc<str>>>,
     },
     /// `T.Parallel(...)`, `T.Pipelined(...)`, ..., waiting for its `for`.
     LoopFrame {
@@ -182,6 +185,11 @@ pub(crate) enum Value<'a> {
     GuardFrame(DataId),
     /// A context manager entered for no effect on the kernel (`iket.range`, `iket.session`).
     NoOpFrame,
+    /// `T.comm_reducer(combiner, identity)`: the binary operation its combiner is.
+    CommReducer(tilec_ir::data::BinaryOp),
+    /// `T.attr(reducer, "reduce_scope", ...)`, waiting for its `with`: inside it,
+    /// `T.tvm_thread_allreduce` combines with this operation.
+    ReduceScope(tilec_ir::data::BinaryOp),
     /// `T.thread_binding(...)`: the bound thread (or block) index, waiting for its `for` or for
     /// the name an assignment binds it to (which, as in TVMScript, enters the frame).
     ThreadBinding(ExprId),
@@ -252,6 +260,8 @@ impl<'a> Value<'a> {
             Value::Layout(_) => "a layout",
             Value::ThreadBinding(_) => "a thread binding",
             Value::NoOpFrame => "a tracing context",
+            Value::CommReducer(_) => "a T.comm_reducer",
+            Value::ReduceScope(_) => "a T.attr reduce scope",
             Value::GuardFrame(_) => "a T.ws frame",
             Value::PersistentFrame(_) => "a persistent loop frame",
             Value::PendingTensor => "a tensor parameter",

@@ -261,6 +261,49 @@ impl World {
                 format!("device_assert {} {message:?}", self.display_data(*cond))
             }
             TileOp::Control(control) => control.name().to_owned(),
+            TileOp::ThreadAllReduce {
+                combiner,
+                source,
+                result,
+                dims,
+            } => format!(
+                "thread_allreduce {} = fold {} of {} over thread dims {dims:?}",
+                r(result),
+                combiner.symbol(),
+                self.display_data(*source)
+            ),
+            TileOp::ExternCall(call) => {
+                let args: Vec<String> = call
+                    .args
+                    .iter()
+                    .map(|arg| match arg {
+                        crate::world::ExternArg::Pointer { element, .. } => {
+                            format!("&{}", r(element))
+                        }
+                        crate::world::ExternArg::Value(value) => self.display_data(*value),
+                    })
+                    .collect();
+                let name = call.name.as_deref().unwrap_or("<unknown>");
+                format!("call_extern {name}({})", args.join(", "))
+            }
+            TileOp::FinalizeReducer {
+                buffer,
+                combiner,
+                init,
+            } => {
+                let init = init.map_or(String::new(), |init| {
+                    format!(", starting at {}", self.display_data(init))
+                });
+                format!(
+                    "finalize_reducer {} ({}{init})",
+                    self.name(*buffer),
+                    combiner.symbol()
+                )
+            }
+            TileOp::ImportSource { source } => match source {
+                Some(text) => format!("import_source ({} bytes)", text.len()),
+                None => "import_source (unknown text)".to_owned(),
+            },
         }
     }
 

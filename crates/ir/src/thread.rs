@@ -552,6 +552,10 @@ pub enum Stmt {
     GridDependencyWait,
     /// `griddepcontrol.launch_dependents` (sm_90): lets a dependent grid start early.
     LaunchDependents,
+    /// A call of a device function of the user's own CUDA source ([`ThreadProgram::extern_sources`])
+    /// by each executing thread. The printer passes it through; the emulator cannot run it and
+    /// reports so.
+    CallExtern { name: String, args: Vec<ExternArg> },
     /// Statements lowered from one entity of the kernel world (a tile op, a parallel loop, a store):
     /// the printer prints `label` as a comment above them, and the emulator names `origin` in what
     /// it reports, which the caller maps to a source range.
@@ -560,6 +564,17 @@ pub enum Stmt {
         label: String,
         body: Vec<Stmt>,
     },
+}
+
+/// One argument of a [`Stmt::CallExtern`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ExternArg {
+    /// The address of `buffer[index]`.
+    Pointer {
+        buffer: BufferId,
+        index: ExprId,
+    },
+    Value(ValueId),
 }
 
 /// The steps of [`Stmt::WarpgroupTurn`]. The protocol is `Start`, then pairs of `Take` and
@@ -625,7 +640,8 @@ impl Stmt {
             | Stmt::Return
             | Stmt::Assert { .. }
             | Stmt::GridDependencyWait
-            | Stmt::LaunchDependents => [&[], &[]],
+            | Stmt::LaunchDependents
+            | Stmt::CallExtern { .. } => [&[], &[]],
         }
     }
 
@@ -672,7 +688,8 @@ impl Stmt {
             | Stmt::Return
             | Stmt::Assert { .. }
             | Stmt::GridDependencyWait
-            | Stmt::LaunchDependents => [None, None],
+            | Stmt::LaunchDependents
+            | Stmt::CallExtern { .. } => [None, None],
         }
     }
 }
@@ -761,6 +778,9 @@ pub struct ThreadProgram {
     pub shared_bytes: i64,
     /// The TMA tensor maps the kernel takes, after the tensor and scalar parameters.
     pub tensor_maps: Vec<TensorMap>,
+    /// The user's CUDA source of `T.import_source`, in program order, each text once: the printer
+    /// places it before the kernel, for the [`Stmt::CallExtern`]s to call.
+    pub extern_sources: Vec<String>,
     pub body: Vec<Stmt>,
 }
 

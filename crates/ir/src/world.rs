@@ -1,6 +1,6 @@
 //! The world of one kernel instance: entities in source order and the component columns keyed by them.
 
-use crate::data::{DataArena, DataId};
+use crate::data::{BinaryOp, DataArena, DataId};
 use crate::dtype::DType;
 use crate::expr::{ExprArena, ExprId, VarId};
 use crate::value::ConstValue;
@@ -256,6 +256,63 @@ pub enum TileOp {
     },
     /// A statement about the threads themselves rather than about data.
     Control(ControlOp),
+    /// `T.tvm_thread_allreduce(1, source, True, result, *threads)` inside
+    /// `with T.attr(T.comm_reducer(combiner, [identity]), "reduce_scope", ...)`: every thread of
+    /// the block stores into the element `result` the `combiner` fold of `source` as computed by
+    /// each thread that differs from it only in the thread dimensions `dims` (0, 1, 2 for x, y, z).
+    ThreadAllReduce {
+        combiner: BinaryOp,
+        source: DataId,
+        result: Region,
+        dims: Vec<usize>,
+    },
+    /// `T.call_extern(dtype, name, *args)` as a statement: each executing thread calls a device
+    /// function of the user's CUDA source (`T.import_source`), which tilec passes through to the
+    /// generated CUDA and does not model.
+    ExternCall(ExternCall),
+    /// `T.finalize_reducer(reducer)`: every copy of each element of the `T.alloc_reducer`
+    /// fragment `buffer` (one per thread that holds it) becomes the `combiner` fold of all of them,
+    /// so that the fragment holds the reduction of every contribution made to it; then, with
+    /// `init` (`T.reducer_init(acc, init)`), `combiner(init, total)`, `init` counted once.
+    FinalizeReducer {
+        buffer: EntityId,
+        combiner: BinaryOp,
+        init: Option<DataId>,
+    },
+    /// `T.import_source(source)`: CUDA source the kernel's extern calls need, placed before the
+    /// kernel in the generated CUDA. `None` when the text is a value tilec cannot know (built in
+    /// another module), which is fine for checking and layouts, but not for generating code.
+    ImportSource {
+        source: Option<String>,
+    },
+}
+
+/// A call of an extern device function (see [`TileOp::ExternCall`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ExternCall {
+    /// The function's name; `None` when it is a value tilec cannot know.
+    pub name: Option<String>,
+    pub args: Vec<ExternArg>,
+}
+
+/// Whether `name` can be printed as the callee of a C++ call: an identifier, possibly qualified
+/// (`tl::f`) or with template arguments (`decode<half, 8>`), as TileLang passes it through.
+pub fn is_extern_name(name: &str) -> bool {
+    name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_' || c == ':')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | ':' | '<' | '>' | ',' | ' '))
+}
+
+/// One argument of an [`ExternCall`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ExternArg {
+    /// `T.access_ptr(buffer[indices], ...)`: the address of the point region `element`. The
+    /// function may read and write any element of the buffer from there (tilec cannot see how far
+    /// it goes), so `reach` is the whole buffer and the access counts as a read and a write.
+    Pointer { element: Region, reach: Region },
+    /// A value passed by value.
+    Value(DataId),
 }
 
 /// What a [`TileOp::Control`] does. Each is executed by every thread that reaches it, as written.
@@ -326,6 +383,10 @@ impl TileOp {
             TileOp::UseSwizzle { .. } => "use_swizzle",
             TileOp::AnnotateLayout { .. } => "annotate_layout",
             TileOp::Control(control) => control.name(),
+            TileOp::ThreadAllReduce { .. } => "tvm_thread_allreduce",
+            TileOp::ExternCall(_) => "call_extern",
+            TileOp::FinalizeReducer { .. } => "finalize_reducer",
+            TileOp::ImportSource { .. } => "import_source",
         }
     }
 }
@@ -462,6 +523,11 @@ pub struct World {
     /// issued asynchronously by one thread of those that reach it, and its destination may be
     /// read only once the barrier's phase has completed (the user's protocol says when).
     pub copy_barriers: Column<BarrierRef>,
+    /// Fragments made by `T.alloc_reducer`, with the operation that combines contributions.
+    /// Each thread holding a copy of an element accumulates its own contributions into it
+    /// (several iterations of a `T.Parallel` loop may update one element), and
+    /// [`TileOp::FinalizeReducer`] combines the copies.
+    pub reducers: Column<BinaryOp>,
     /// Global buffers the function allocates itself (`T.alloc_global`), which are also in
     /// `params`, after the signature's: TileLang makes each a workspace the runtime allocates and
     /// passes to every launch, so launches exchange data through it, and the caller never sees it.

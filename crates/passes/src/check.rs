@@ -9,6 +9,8 @@ use tilec_ir::{
 use crate::liveness::{launch_of, linearize, live_range, peak};
 use crate::regions::{certainly_differ, format_extents, resolve_extents, squeeze};
 
+mod reducers;
+
 /// Every diagnostic the checks find in `world` for `target`, in entity order.
 ///
 /// A world the front end could not finish (`incomplete`) is not checked: its errors are already
@@ -40,10 +42,14 @@ pub fn check_world(world: &World, target: Target) -> Vec<Diagnostic> {
             TileOp::AnnotateLayout { buffer, layout } => {
                 check_annotation(world, entity, *buffer, &layout.shape)
             }
+            TileOp::Fill { dst, value, .. } => {
+                reducers::check_reducer_fill(world, entity, dst, *value)
+            }
             _ => Vec::new(),
         };
         diagnostics.extend(found);
     }
+    diagnostics.extend(reducers::check_reducer_stores(world));
     diagnostics.extend(check_thread_indexed_fragments(world));
     diagnostics.extend(check_shared_memory(world, target));
     diagnostics.extend(check_register_buffer_sizes(world));

@@ -19,6 +19,7 @@ mod layouts_order;
 mod lowering;
 mod realworld;
 mod realworld_ops;
+mod reducers;
 mod robustness;
 mod runtime_scalars;
 mod settings;

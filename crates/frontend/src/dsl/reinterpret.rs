@@ -15,6 +15,13 @@ impl Builder<'_> {
     pub(super) fn reinterpret<'a>(&mut self, args: Args<'a>) -> Eval<Value<'a>> {
         let first_is_dtype = matches!(args.get(0, "value"), Some(Value::DType(_) | Value::Str(_)));
         let (dtype_index, value_index) = if first_is_dtype { (0, 1) } else { (1, 0) };
+        // `T.reinterpret(T.uint64(0), dtype="handle")`: a null pointer, which hand-written
+        // reductions give `T.attr(..., "reduce_scope", ...)`. tilec reads nothing from it.
+        if matches!(args.get(dtype_index, "dtype"), Some(Value::Str(name)) if &**name == "handle") {
+            return Ok(Value::Opaque(
+                "a handle (`T.reinterpret(..., dtype=\"handle\")`)".into(),
+            ));
+        }
         let dtype = self.dtype_arg(&args, dtype_index, "dtype")?;
         let value = self.required(&args, value_index, "value")?;
         let (id, from) = self.data_expr(&value, args.span)?;

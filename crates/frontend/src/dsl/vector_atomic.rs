@@ -43,7 +43,7 @@ impl Builder<'_> {
     }
 
     /// The element argument `index` (`dst[i, j]`), where the vector starts.
-    fn element_arg(
+    pub(super) fn element_arg(
         &mut self,
         args: &Args<'_>,
         index: usize,
@@ -66,7 +66,7 @@ impl Builder<'_> {
     }
 
     /// `region` moved `lane` elements further along its last dimension.
-    fn shifted(&mut self, region: &Region, lane: i64) -> Region {
+    pub(super) fn shifted(&mut self, region: &Region, lane: i64) -> Region {
         let mut moved = region.clone();
         if let Some(last) = moved.dims.last_mut() {
             let offset = self.world.exprs.int(lane);

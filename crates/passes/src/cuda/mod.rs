@@ -107,6 +107,21 @@ struct Printer<'a> {
     shared_window: Option<String>,
 }
 
+/// The names TileLang's CUDA headers give the user's `T.import_source` code beyond CUDA's own.
+const EXTERN_SOURCE_TYPES: &str = "\
+// ---- names TileLang's headers define for T.import_source code --------------------------------
+#ifndef uint
+#define uint unsigned int
+#endif
+typedef signed char int8_t;
+typedef unsigned char uint8_t;
+typedef short int16_t;
+typedef unsigned short uint16_t;
+typedef int int32_t;
+typedef unsigned int uint32_t;
+
+";
+
 /// Nodes one statement may print before its expression is reported as too large.
 const STATEMENT_BUDGET: usize = 20_000;
 
@@ -181,6 +196,18 @@ impl<'a> Printer<'a> {
         }
         for helper in self.helpers.values() {
             text.push_str(helper);
+            text.push('\n');
+        }
+        // The user's own CUDA (`T.import_source`), as written, for its extern calls. It is
+        // written against TileLang's headers, which define `uint` and the fixed-width integers.
+        if !self.program.extern_sources.is_empty() {
+            text.push_str(EXTERN_SOURCE_TYPES);
+        }
+        for source in &self.program.extern_sources {
+            text.push_str(source);
+            if !source.ends_with('\n') {
+                text.push('\n');
+            }
             text.push('\n');
         }
         text.push_str(&self.out);
@@ -592,6 +619,7 @@ fn stmt_kind(stmt: &Stmt) -> &'static str {
         Stmt::Assert { .. } => "device assert",
         Stmt::GridDependencyWait => "grid dependency wait",
         Stmt::LaunchDependents => "launch dependents",
+        Stmt::CallExtern { .. } => "extern call",
         Stmt::Block { .. } => "block",
     }
 }

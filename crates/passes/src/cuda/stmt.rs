@@ -64,6 +64,7 @@ impl Printer<'_> {
             Stmt::SyncWarp => self.line("__syncwarp();"),
             Stmt::Return => self.line("return;"),
             Stmt::Assert { cond, message } => self.device_assert(*cond, message),
+            Stmt::CallExtern { name, args } => self.call_extern(name, args),
             Stmt::GridDependencyWait => self.line("tl_griddepcontrol_wait();"),
             Stmt::LaunchDependents => self.line("tl_griddepcontrol_launch_dependents();"),
             Stmt::AsyncCopy {
@@ -287,6 +288,34 @@ impl Printer<'_> {
         ));
         self.line("    __trap();");
         self.line("}");
+    }
+
+    /// `name(args);`, a function of the user's CUDA source: pointers as `&buffer[index]`, values
+    /// as expressions.
+    fn call_extern(&mut self, name: &str, args: &[tilec_ir::thread::ExternArg]) {
+        if !tilec_ir::is_extern_name(name) {
+            return self.skip(&format!(
+                "an extern call of `{name}`, which is not a C++ function name"
+            ));
+        }
+        let mut texts = Vec::new();
+        for arg in args {
+            match *arg {
+                tilec_ir::thread::ExternArg::Pointer { buffer, index } => {
+                    let Some(element) = self.element(buffer, index) else {
+                        return self.skip("an extern call on a buffer that could not be declared");
+                    };
+                    texts.push(format!("&{element}"));
+                }
+                tilec_ir::thread::ExternArg::Value(value) => {
+                    self.declare_temporaries(value);
+                    let (text, _) = self.root_value(value);
+                    self.forget_temporaries();
+                    texts.push(text.text);
+                }
+            }
+        }
+        self.line(&format!("{name}({});", texts.join(", ")));
     }
 
     /// `// label` above the statements in a `{ }` block.

@@ -45,6 +45,7 @@ impl Build {
                 persistent: None,
                 shared_bytes: 0,
                 tensor_maps: Vec::new(),
+                extern_sources: Vec::new(),
                 body: Vec::new(),
             },
         }

@@ -130,7 +130,9 @@ pub(super) fn races(world: &World, loops: &[LoopView<'_>], arena: &ExprArena) ->
     let mut found = Vec::new();
     for view in loops {
         for &(buffer, indices, statement) in &view.writes {
+            // A reducer's updates are combined, not overwritten (`T.alloc_reducer`).
             if world.kind(statement) != Some(EntityKind::Store)
+                || world.reducers.get(buffer).is_some()
                 || found.iter().any(|(s, _)| *s == statement)
             {
                 continue;

@@ -180,6 +180,7 @@ mod tests {
                 persistent: None,
                 shared_bytes: 512,
                 tensor_maps: Vec::new(),
+                extern_sources: Vec::new(),
                 body: Vec::new(),
             };
             let mut shared = |name: &str, offset: i64| {

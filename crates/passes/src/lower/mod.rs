@@ -6,7 +6,9 @@
 //! writes meet other threads' accesses. Anything the lowering cannot express becomes a diagnostic
 //! on the entity that needs it, never a panic and never a silently wrong program.
 
+mod allreduce;
 mod epilogue;
+mod extern_call;
 mod fences;
 mod gemm;
 mod groups;
@@ -48,12 +50,25 @@ pub(crate) use pipeline::staged_buffers;
 #[derive(Clone, Debug)]
 pub(crate) struct Unlowerable {
     message: String,
+    /// Set when what stops lowering is something tilec cannot know rather than a gap in
+    /// lowering: the entity it is about, reported as `not-analysed` with the message as is.
+    not_analysed: Option<EntityId>,
 }
 
 impl Unlowerable {
     pub(crate) fn new(message: impl Into<String>) -> Unlowerable {
         Unlowerable {
             message: message.into(),
+            not_analysed: None,
+        }
+    }
+
+    /// Lowering needs something of `entity` that tilec cannot know (a value built by another
+    /// module): a `not-analysed` diagnostic at that entity, never the user's error.
+    pub(crate) fn not_analysed(entity: EntityId, message: impl Into<String>) -> Unlowerable {
+        Unlowerable {
+            message: message.into(),
+            not_analysed: Some(entity),
         }
     }
 }
@@ -331,6 +346,9 @@ fn lower_with_workspaces(
 
 impl Unlowerable {
     fn at(self, entity: EntityId) -> Diagnostic {
+        if let Some(entity) = self.not_analysed {
+            return Diagnostic::error(Code::NotAnalysed, Anchor::Entity(entity), self.message);
+        }
         Diagnostic::error(
             Code::CannotLower,
             Anchor::Entity(entity),
@@ -489,6 +507,7 @@ impl<'w> Lowering<'w> {
             persistent: tile_walk.map(|walk| walk.grid),
             shared_bytes: 0,
             tensor_maps: Vec::new(),
+            extern_sources: Vec::new(),
             body: Vec::new(),
         };
         let mut lowering = Lowering {
@@ -790,7 +809,11 @@ impl<'w> Lowering<'w> {
             // An atomic on one element is each thread's own, as a store is.
             Some(EntityKind::TileOp) => match self.world.ops.get(entity) {
                 Some(
-                    TileOp::Control(_) | TileOp::UseSwizzle { .. } | TileOp::AnnotateLayout { .. },
+                    TileOp::Control(_)
+                        | TileOp::UseSwizzle { .. }
+                        | TileOp::AnnotateLayout { .. }
+                        | TileOp::ExternCall(_)
+                        | TileOp::ImportSource { .. }
                 )
                 | None => false,
                 Some(TileOp::AtomicAdd {

@@ -8,7 +8,7 @@
 //! addresses become affine in the step, which is what vectorization needs to prove contiguity.
 
 use rustc_hash::FxHashMap;
-use tilec_ir::thread::{BufferId, MatrixDescriptor, Stmt, Value, ValueId, WgmmaA};
+use tilec_ir::thread::{BufferId, ExternArg, MatrixDescriptor, Stmt, Value, ValueId, WgmmaA};
 use tilec_ir::{ExprArena, ExprId, ThreadProgram};
 
 /// What a rewrite changes at the leaves of statements and values.
@@ -145,6 +145,22 @@ impl<'p, L: Leaves> Rewriter<'p, L> {
             },
             Stmt::GridDependencyWait => Stmt::GridDependencyWait,
             Stmt::LaunchDependents => Stmt::LaunchDependents,
+            // A pointer may be written through, so it follows where stores go.
+            Stmt::CallExtern { name, args } => Stmt::CallExtern {
+                name: name.clone(),
+                args: args
+                    .iter()
+                    .map(|arg| match *arg {
+                        ExternArg::Pointer { buffer, index } => {
+                            let index = self.expr(index);
+                            let (buffer, index) =
+                                self.leaves.store(&mut self.program.exprs, buffer, index);
+                            ExternArg::Pointer { buffer, index }
+                        }
+                        ExternArg::Value(value) => ExternArg::Value(self.value(value)),
+                    })
+                    .collect(),
+            },
             Stmt::AsyncCopy {
                 dst,
                 dst_index,

@@ -4,11 +4,11 @@
 use tilec_ir::data::{BinaryOp, CompareOp};
 use tilec_ir::thread::{AtomicOp, BufferDecl, Memory, Stmt, Value, ValueId};
 use tilec_ir::{
-    AccessKind, AtomicSource, ControlOp, DType, DataId, EntityId, ExprId, ReduceKind, Region,
-    TileOp, VarId, World,
+    AtomicSource, ControlOp, DType, DataId, EntityId, ExprId, ReduceKind, Region, TileOp, VarId,
+    World,
 };
 
-use super::{Lowering, Unlowerable, guarded, rename_vars, sync};
+use super::{Lowering, Unlowerable, guarded, rename_vars};
 
 /// A tile region seen as a loop: variables over its non-unit extents and the indices they give.
 struct RegionLoop {
@@ -78,6 +78,28 @@ impl Lowering<'_> {
             // statement (`Lowering::rasterization`); an annotation only informed inference.
             TileOp::UseSwizzle { .. } | TileOp::AnnotateLayout { .. } => return Ok(()),
             TileOp::Control(control) => self.control(control, &mut stmts)?,
+            TileOp::ThreadAllReduce {
+                combiner,
+                source,
+                result,
+                dims,
+            } => {
+                self.sync.before(&accesses, out);
+                self.thread_all_reduce(*combiner, *source, result, dims, &mut stmts)?;
+            }
+            TileOp::ExternCall(call) => {
+                self.sync.before(&accesses, out);
+                self.extern_call(entity, call, &mut stmts)?;
+            }
+            TileOp::ImportSource { source } => return self.import_source(entity, source),
+            TileOp::FinalizeReducer {
+                buffer,
+                combiner,
+                init,
+            } => {
+                self.sync.before(&accesses, out);
+                self.finalize_reducer(*buffer, *combiner, *init, &mut stmts)?;
+            }
         }
         let label = label.unwrap_or_else(|| format!("T.{}", op.name()));
         out.push(Stmt::Block {
@@ -314,8 +336,11 @@ impl Lowering<'_> {
         buffer: EntityId,
         guard: Option<ValueId>,
     ) -> Option<ValueId> {
+        // A reducer's copies are combined when it is finalized: a contribution that every
+        // replica of the loop made would be counted once per replica.
+        let reducer = self.world.reducers.get(buffer).is_some();
         match self.replica {
-            Some(rep) if !self.is_private(buffer) => {
+            Some(rep) if !self.is_private(buffer) || reducer => {
                 let r = self.program.exprs.var_expr(rep);
                 let zero = self.program.exprs.int(0);
                 let first = self.compare_indices(CompareOp::Eq, r, zero);
@@ -694,8 +719,9 @@ impl Lowering<'_> {
         let dst_id = self.buffer_of(dst.buffer)?;
         let partial = self.temporary("partial", dtype, plan.slots.len() as i64);
         self.fold_own_elements(kind, (src_id, &plan.slots), (partial, dtype), out);
+        let combiner = reduce_combiner(kind);
         self.all_reduce_shuffles(
-            kind,
+            combiner,
             partial,
             plan.slots.len(),
             &plan.warp_masks,
@@ -704,7 +730,7 @@ impl Lowering<'_> {
         );
         if !plan.block_masks.is_empty() {
             self.all_reduce_shared(
-                kind,
+                combiner,
                 partial,
                 plan.slots.len(),
                 &plan.block_masks,
@@ -811,6 +837,10 @@ impl Lowering<'_> {
         level.first().copied()
     }
 
+    fn combine(&mut self, kind: ReduceKind, lhs: ValueId, rhs: ValueId, dtype: DType) -> ValueId {
+        self.combine_op(reduce_combiner(kind), lhs, rhs, dtype)
+    }
+
     fn reduce_operand(&mut self, kind: ReduceKind, value: ValueId, dtype: DType) -> ValueId {
         if matches!(kind, ReduceKind::AbsSum | ReduceKind::AbsMax) {
             self.program.add_value(Value::Unary {
@@ -822,172 +852,16 @@ impl Lowering<'_> {
             value
         }
     }
-
-    fn combine(&mut self, kind: ReduceKind, lhs: ValueId, rhs: ValueId, dtype: DType) -> ValueId {
-        match kind {
-            ReduceKind::Sum | ReduceKind::AbsSum => self.program.add_value(Value::Binary {
-                op: BinaryOp::Add,
-                lhs,
-                rhs,
-                dtype,
-            }),
-            ReduceKind::Max | ReduceKind::AbsMax | ReduceKind::Min => {
-                let op = if kind == ReduceKind::Min {
-                    BinaryOp::Min
-                } else {
-                    BinaryOp::Max
-                };
-                self.program.add_value(Value::Binary {
-                    op,
-                    lhs,
-                    rhs,
-                    dtype,
-                })
-            }
-        }
-    }
-
-    fn all_reduce_shuffles(
-        &mut self,
-        kind: ReduceKind,
-        partial: tilec_ir::thread::BufferId,
-        slots: usize,
-        masks: &[u32],
-        dtype: DType,
-        out: &mut Vec<Stmt>,
-    ) {
-        for &mask in masks {
-            for slot in 0..slots {
-                let index = self.program.exprs.int(slot as i64);
-                let mine = self.program.add_value(Value::Load {
-                    buffer: partial,
-                    index,
-                });
-                let theirs = self.program.add_value(Value::ShuffleXor {
-                    value: mine,
-                    mask,
-                    dtype,
-                });
-                let combined = self.combine(kind, mine, theirs, dtype);
-                out.push(Stmt::Store {
-                    buffer: partial,
-                    index,
-                    value: combined,
-                });
-            }
-        }
-    }
-
-    /// Combines partials across warps: every thread writes its partials to a workspace, and after
-    /// a barrier each thread folds its group's entries in thread order, so every member gets the
-    /// same bits.
-    fn all_reduce_shared(
-        &mut self,
-        kind: ReduceKind,
-        partial: tilec_ir::thread::BufferId,
-        slots: usize,
-        masks: &[u32],
-        dtype: DType,
-        out: &mut Vec<Stmt>,
-    ) {
-        let workspace = self.workspace(dtype, slots as i64 * self.threads);
-        let mut accesses = sync::Accesses::default();
-        accesses.add(workspace, AccessKind::ReadWrite);
-        self.sync.before(&accesses, out);
-        let t = self.program.exprs.var_expr(self.program.thread);
-        for slot in 0..slots {
-            let slot_index = self.program.exprs.int(slot as i64);
-            let base = self.program.exprs.int(slot as i64 * self.threads);
-            let at = self.program.exprs.add(base, t);
-            let mine = self.program.add_value(Value::Load {
-                buffer: partial,
-                index: slot_index,
-            });
-            out.push(Stmt::Store {
-                buffer: workspace,
-                index: at,
-                value: mine,
-            });
-        }
-        out.push(Stmt::Barrier);
-        // The group's lowest member: the thread index with every mask bit cleared.
-        let mut low = t;
-        for &mask in masks {
-            let m = self.program.exprs.int(i64::from(mask));
-            let two = self.program.exprs.int(2);
-            let shifted = self.program.exprs.floordiv(t, m);
-            let bit = self.program.exprs.floormod(shifted, two);
-            let value = self.program.exprs.mul(bit, m);
-            low = self.program.exprs.sub(low, value);
-        }
-        let members = subset_sums(masks);
-        for slot in 0..slots {
-            let slot_index = self.program.exprs.int(slot as i64);
-            let mut first = true;
-            for &member in &members {
-                let offset = self.program.exprs.int(slot as i64 * self.threads + member);
-                let at = self.program.exprs.add(low, offset);
-                let entry = self.program.add_value(Value::Load {
-                    buffer: workspace,
-                    index: at,
-                });
-                let value = if first {
-                    entry
-                } else {
-                    let acc = self.program.add_value(Value::Load {
-                        buffer: partial,
-                        index: slot_index,
-                    });
-                    self.combine(kind, acc, entry, dtype)
-                };
-                first = false;
-                out.push(Stmt::Store {
-                    buffer: partial,
-                    index: slot_index,
-                    value,
-                });
-            }
-        }
-        self.sync.after(&accesses);
-    }
-
-    /// A shared-memory scratch area for cross-warp reductions, placed after the planned buffers;
-    /// an earlier reduction's, large enough, when areas are shared.
-    fn workspace(&mut self, dtype: DType, elements: i64) -> tilec_ir::thread::BufferId {
-        if let Some(&(_, _, reused)) = self
-            .reduce_workspaces
-            .iter()
-            .filter(|_| self.share_reduce_workspaces)
-            .find(|(kind, size, _)| *kind == dtype && *size >= elements)
-        {
-            return reused;
-        }
-        let bytes = elements * dtype.bytes() as i64;
-        let offset = (self.program.shared_bytes + 15) / 16 * 16;
-        self.program.shared_bytes = offset + (bytes + 15) / 16 * 16;
-        let name = self.unique_name("reduce_workspace");
-        let count = self.program.exprs.int(elements);
-        let buffer = self.program.add_buffer(BufferDecl {
-            name,
-            dtype,
-            memory: Memory::Shared { offset },
-            shape: vec![count],
-            elements: count,
-        });
-        self.reduce_workspaces.push((dtype, elements, buffer));
-        buffer
-    }
 }
 
-/// Every sum of a subset of `masks` (distinct bits), ascending.
-fn subset_sums(masks: &[u32]) -> Vec<i64> {
-    let mut sums = vec![0i64];
-    for &mask in masks {
-        let more: Vec<i64> = sums.iter().map(|&s| s + i64::from(mask)).collect();
-        sums.extend(more);
+/// The binary operation that combines two partial results of a reduction of `kind` (the absolute
+/// value of `abs*` kinds is taken of each element before, not of partials).
+fn reduce_combiner(kind: ReduceKind) -> BinaryOp {
+    match kind {
+        ReduceKind::Sum | ReduceKind::AbsSum => BinaryOp::Add,
+        ReduceKind::Max | ReduceKind::AbsMax => BinaryOp::Max,
+        ReduceKind::Min => BinaryOp::Min,
     }
-    sums.sort_unstable();
-    sums
 }
 
 fn reduce_init(kind: ReduceKind) -> f64 {

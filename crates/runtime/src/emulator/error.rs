@@ -234,6 +234,9 @@ pub enum ErrorKind {
     },
     /// The consumer warpgroups' turn-taking breaks the protocol that keeps it free of deadlocks.
     WarpgroupTurn(String),
+    /// A call of a device function from the user's own CUDA source (`T.call_extern`), which the
+    /// emulator cannot run: only the GPU can.
+    ExternCall { name: String },
     /// The run took longer than the time budget its caller gave it and was stopped: the program
     /// may be correct, it was just not finished.
     OutOfTime { budget: std::time::Duration },
@@ -243,6 +246,11 @@ impl fmt::Display for ErrorKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ErrorKind::Malformed(message) => write!(f, "malformed thread program: {message}"),
+            ErrorKind::ExternCall { name } => write!(
+                f,
+                "the emulator cannot run `{name}`, a function of the kernel's own CUDA source \
+                 (`T.call_extern`, `T.import_source`): only a GPU can"
+            ),
             ErrorKind::BadArgument { name, message } => write!(f, "argument `{name}`: {message}"),
             ErrorKind::IndexFault { buffer, fault } => {
                 match buffer {

@@ -282,6 +282,10 @@ impl<'p> Machine<'p, '_> {
                 Ok(())
             }
             Stmt::Assert { cond, message } => self.exec_assert(*cond, message, active),
+            Stmt::CallExtern { name, .. } => Err(self.fault(
+                ErrorKind::ExternCall { name: name.clone() },
+                active.first().copied(),
+            )),
             // Grids run one after another here: what a dependent launch waits for is done.
             Stmt::GridDependencyWait | Stmt::LaunchDependents => Ok(()),
             Stmt::AsyncCopy {

@@ -42,6 +42,7 @@ impl Builder {
             persistent: None,
             shared_bytes: 0,
             tensor_maps: Vec::new(),
+            extern_sources: Vec::new(),
             body: Vec::new(),
         };
         Builder { p, origins: 0 }
