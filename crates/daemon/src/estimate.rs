@@ -99,7 +99,9 @@ fn statement_cost(program: &ThreadProgram, scalars: &[i64], stmt: &Stmt) -> f64 
         | Stmt::Return
         | Stmt::Assert { .. }
         | Stmt::GridDependencyWait
-        | Stmt::LaunchDependents => 1.0,
+        | Stmt::LaunchDependents
+        | Stmt::RngInit { .. }
+        | Stmt::GridSync => 1.0,
     }
 }
 

@@ -495,7 +495,10 @@ impl Builder<'_> {
             | DataExpr::Call { .. }
             | DataExpr::Cast { .. }
             | DataExpr::Select { .. }
-            | DataExpr::Reinterpret { .. } => None,
+            | DataExpr::Reinterpret { .. }
+            | DataExpr::Shuffle { .. }
+            | DataExpr::WarpReduce { .. }
+            | DataExpr::Random(_) => None,
         }
     }
 

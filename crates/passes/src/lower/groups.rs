@@ -127,7 +127,9 @@ impl Lowering<'_> {
             | ControlOp::PdlSync
             | ControlOp::PdlTrigger
             | ControlOp::ThreadReturn
-            | ControlOp::DeviceAssert { .. } => {
+            | ControlOp::DeviceAssert { .. }
+            | ControlOp::RngInit { .. }
+            | ControlOp::SyncGrid => {
                 return Err(Unlowerable::new("not a barrier operation"));
             }
         }

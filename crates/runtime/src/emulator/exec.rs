@@ -42,6 +42,8 @@ pub(super) struct Machine<'p, 't> {
     pub block: [u32; 3],
     /// The blocks along x that the run launches (what `gridDim.x` reads).
     pub blocks: u32,
+    /// The blocks the run launches in all.
+    pub grid_blocks: u64,
     pub report: EmulatorReport,
     /// Bindings shadowed by `let`s, restored when their statement list ends.
     pub shadowed: Vec<(usize, Binding)>,
@@ -57,6 +59,8 @@ pub(super) struct Machine<'p, 't> {
     /// more and count as arrived at every later barrier.
     pub exited: Vec<bool>,
     pub exited_count: usize,
+    /// The running block's threads' random generators, `None` until `T.rng_init` starts one.
+    pub generators: Vec<Option<super::random::Philox>>,
     /// The TMA tensor maps, evaluated for this run.
     pub maps: Vec<MapInfo>,
     /// When the run must stop, and the budget that set it (see `run_program_within`).
@@ -88,6 +92,9 @@ impl<'p> Machine<'p, '_> {
         self.turns.clear();
         self.exited.iter_mut().for_each(|exited| *exited = false);
         self.exited_count = 0;
+        self.generators
+            .iter_mut()
+            .for_each(|generator| *generator = None);
         let mut bound: Vec<(VarId, u32)> =
             self.program.block_index.into_iter().zip(block).collect();
         // A persistent program reads which block it is and how many run; its `let`s bind the
@@ -279,6 +286,12 @@ impl<'p> Machine<'p, '_> {
             Stmt::Assert { cond, message } => self.exec_assert(*cond, message, active),
             // Grids run one after another here: what a dependent launch waits for is done.
             Stmt::GridDependencyWait | Stmt::LaunchDependents => Ok(()),
+            Stmt::RngInit {
+                seed,
+                subsequence,
+                offset,
+            } => self.exec_rng_init([*seed, *subsequence, *offset], active),
+            Stmt::GridSync => self.exec_grid_sync(active),
             Stmt::AsyncCopy {
                 dst,
                 dst_index,
@@ -763,6 +776,22 @@ impl<'p> Machine<'p, '_> {
                 lanes,
             };
             return Err(self.fault(kind, Some(thread)));
+        }
+        Ok(())
+    }
+
+    /// `T.sync_grid()`: a block barrier, and a barrier across the grid's blocks. Blocks run one
+    /// after another here, so a grid of one block is all this emulator completes; a larger grid
+    /// is reported rather than run with the barrier ignored.
+    fn exec_grid_sync(&mut self, active: &[u32]) -> Result<(), Fault> {
+        self.exec_barrier(active)?;
+        if self.grid_blocks > 1 {
+            let message = format!(
+                "the emulator runs the grid's {} blocks one after another and cannot hold them \
+                 at a grid barrier yet; run the kernel on the GPU, or with a grid of one block",
+                self.grid_blocks
+            );
+            return Err(self.fault(ErrorKind::GridSync(message), active.first().copied()));
         }
         Ok(())
     }

@@ -80,6 +80,7 @@ mod exec;
 mod index;
 mod mbarrier;
 mod memory;
+mod random;
 mod roles;
 mod setup;
 #[cfg(test)]
@@ -185,6 +186,7 @@ pub fn run_program_within(
         sites: Vec::new(),
         block: [0; 3],
         blocks: setup.grid[0],
+        grid_blocks: setup.grid.iter().map(|&g| u64::from(g)).product(),
         report: EmulatorReport {
             threads_per_block: setup.threads as u64,
             ..EmulatorReport::default()
@@ -196,6 +198,7 @@ pub fn run_program_within(
         turns: turns::Turns::default(),
         exited: vec![false; setup.threads],
         exited_count: 0,
+        generators: vec![None; setup.threads],
         maps: setup.maps,
         deadline,
     };
