@@ -86,6 +86,16 @@ impl<'p> Machine<'p, '_> {
 
     /// Runs one block of the grid.
     pub(super) fn run_block(&mut self, block: [u32; 3]) -> Result<(), Fault> {
+        self.begin_block(block);
+        let all: Vec<u32> = (0..self.threads as u32).collect();
+        let program = self.program;
+        self.exec_list(&program.body, &all)?;
+        self.finish_block()
+    }
+
+    /// Starts block `block`: fresh shared memory, barriers and thread states, and its indices
+    /// bound.
+    pub(super) fn begin_block(&mut self, block: [u32; 3]) {
         self.block = block;
         self.memory.begin_block();
         self.mbarriers.clear();
@@ -110,10 +120,11 @@ impl<'p> Machine<'p, '_> {
                 *binding = Binding::Uniform(i64::from(index));
             }
         }
-        let all: Vec<u32> = (0..self.threads as u32).collect();
         self.report.blocks += 1;
-        let program = self.program;
-        self.exec_list(&program.body, &all)?;
+    }
+
+    /// The checks at the end of a block: async copies, wgmmas, turns and mbarriers left open.
+    pub(super) fn finish_block(&mut self) -> Result<(), Fault> {
         self.finish_async()?;
         self.finish_wgmma()?;
         self.finish_turns()?;
@@ -144,7 +155,7 @@ impl<'p> Machine<'p, '_> {
     }
 
     /// The threads of `active` that have not returned.
-    fn still_running(&self, active: &[u32]) -> Vec<u32> {
+    pub(super) fn still_running(&self, active: &[u32]) -> Vec<u32> {
         active
             .iter()
             .copied()
@@ -780,23 +791,22 @@ impl<'p> Machine<'p, '_> {
         Ok(())
     }
 
-    /// `T.sync_grid()`: a block barrier, and a barrier across the grid's blocks. Blocks run one
-    /// after another here, so a grid of one block is all this emulator completes; a larger grid
-    /// is reported rather than run with the barrier ignored.
+    /// `T.sync_grid()` where blocks do not run as tasks (`grid.rs`): in a grid of one block it
+    /// is a block barrier; in a larger grid it sits inside a statement that runs as a whole
+    /// (warp roles), where the emulator cannot hold the block.
     fn exec_grid_sync(&mut self, active: &[u32]) -> Result<(), Fault> {
         self.exec_barrier(active)?;
         if self.grid_blocks > 1 {
-            let message = format!(
-                "the emulator runs the grid's {} blocks one after another and cannot hold them \
-                 at a grid barrier yet; run the kernel on the GPU, or with a grid of one block",
-                self.grid_blocks
-            );
-            return Err(self.fault(ErrorKind::GridSync(message), active.first().copied()));
+            let message = "the emulator cannot hold a block at a grid barrier inside warp roles";
+            return Err(self.fault(
+                ErrorKind::GridSync(message.to_owned()),
+                active.first().copied(),
+            ));
         }
         Ok(())
     }
 
-    fn exec_barrier(&mut self, active: &[u32]) -> Result<(), Fault> {
+    pub(super) fn exec_barrier(&mut self, active: &[u32]) -> Result<(), Fault> {
         // A thread that has returned counts as arrived, as on the GPU.
         if active.len() + self.exited_count != self.threads {
             let kind = ErrorKind::DivergentBarrier {
