@@ -415,15 +415,24 @@ import tilelang
 import tilelang.language as T
 
 
-@tilelang.jit(out_idx=[1])
+@tilelang.jit(out_idx=[1, 2])
 def grid(blocks=1):
     @T.prim_func
-    def main(A: T.Tensor((blocks, 64), "float32"), O: T.Tensor((blocks, 64), "float32")):
+    def main(
+        A: T.Tensor((blocks, 64), "float32"),
+        W: T.Tensor((3, blocks, 64), "float32"),
+        O: T.Tensor((blocks, 64), "float32"),
+    ):
         with T.Kernel(blocks, threads=64) as bx:
             tx = T.get_thread_binding()
-            O[bx, tx] = A[bx, tx] * 2.0
-            T.sync_grid()
-            O[bx, tx] = O[bx, (tx + 1) % 64] + 1.0
+            S = T.alloc_shared((64,), "float32")
+            S[tx] = A[bx, tx]
+            for r in T.serial(3):
+                T.sync_threads()
+                W[r, bx, tx] = S[63 - tx] + r
+                T.sync_grid()
+                S[tx] = W[r, (bx + 1) % blocks, tx]
+            O[bx, tx] = S[tx]
 
     return main
 
@@ -431,29 +440,75 @@ def grid(blocks=1):
 grid()
 "#;
 
+/// The reference of [`GRID`]: each round a block publishes its shared row reversed, plus the
+/// round, and takes the next block's row; after three rounds row `b` holds the rows of blocks
+/// `b + 1`, `b + 2`, `b + 3` folded in.
+fn grid_reference(a: &[f64], blocks: usize) -> (Vec<f64>, Vec<f64>) {
+    let mut rows: Vec<Vec<f64>> = a.chunks(64).map(<[f64]>::to_vec).collect();
+    let mut published = Vec::new();
+    for r in 0..3 {
+        let round: Vec<Vec<f64>> = rows
+            .iter()
+            .map(|row| (0..64).map(|t| row[63 - t] + r as f64).collect())
+            .collect();
+        rows = (0..blocks)
+            .map(|b| round[(b + 1) % blocks].clone())
+            .collect();
+        published.extend(round.concat());
+    }
+    (published, rows.concat())
+}
+
 /// `T.sync_grid()` is a grid-wide barrier: the CUDA calls the prelude's barrier (and the runner
-/// launches the kernel cooperatively); in the emulator a one-block grid runs (the barrier is a
-/// block barrier there), while a larger grid, which the emulator cannot hold at the barrier yet,
-/// is reported rather than run without it.
+/// launches the kernel cooperatively); the emulator runs the blocks interleaved, each up to the
+/// barrier, so every block reads what the others published before it — here in a loop, with a
+/// shared tile that each block keeps across the barriers.
 #[test]
-fn the_grid_barrier_is_printed_and_a_one_block_grid_runs() {
-    let program = lower(GRID);
-    assert!(tilec_ir::thread::uses_grid_sync(&program.body));
-    let text = tilec_passes::cuda::emit_cuda(&program, &Target::Sm90);
+fn blocks_meet_at_the_grid_barrier() {
+    for blocks in [1usize, 5] {
+        let program = lower(&GRID.replace("grid()", &format!("grid({blocks})")));
+        assert!(tilec_ir::thread::uses_grid_sync(&program.body));
+        let mut tensors = make_tensors(&program, &[], 3, false).expect("shapes evaluate");
+        let a = tensors[0].values.clone();
+        run_program(&program, &mut tensors, &[]).expect("the emulator runs it");
+        let (published, rows) = grid_reference(&a, blocks);
+        assert_matches("W", &tensors[1], published);
+        assert_matches("O", &tensors[2], rows);
+    }
+    let text = cuda(GRID);
     assert!(text.contains("tl_sync_grid();"), "{text}");
     assert!(
         text.contains("__device__ unsigned int tl_grid_barrier_word;"),
         "{text}"
     );
-    let mut tensors = make_tensors(&program, &[], 3, false).expect("shapes evaluate");
-    let a = tensors[0].values.clone();
-    run_program(&program, &mut tensors, &[]).expect("the emulator runs it");
-    let expected = (0..64).map(|t| a[(t + 1) % 64] * 2.0 + 1.0).collect();
-    assert_matches("O", &tensors[1], expected);
-    let error = run_lowered(&lower(&GRID.replace("grid()", "grid(4)")))
-        .expect_err("a grid barrier over four blocks is reported");
+}
+
+/// A block that ends before a grid barrier leaves the others waiting there forever on the GPU; a
+/// barrier under a thread-dependent `if` is not reached by the whole block. Both are reported.
+#[test]
+fn grid_barriers_some_blocks_or_threads_skip_are_reported() {
+    let early = GRID
+        .replace(
+            "            S = T.alloc_shared",
+            "            if bx == 2:\n                T.thread_return()\n            S = T.alloc_shared",
+        )
+        .replace("grid()", "grid(4)");
+    let error = run_lowered(&lower(&early)).expect_err("the missing block is reported");
     assert!(
-        error.contains("cannot hold them at a grid barrier yet"),
+        error.contains(
+            "block [2, 0, 0] ended without reaching the grid barrier that block [0, 0, 0] waits at"
+        ),
+        "{error}"
+    );
+    let divergent = GRID
+        .replace(
+            "                T.sync_grid()",
+            "                if tx < 32:\n                    T.sync_grid()",
+        )
+        .replace("grid()", "grid(2)");
+    let error = run_lowered(&lower(&divergent)).expect_err("the partial barrier is reported");
+    assert!(
+        error.contains("barrier in divergent code: reached by 32 of the block's 64 threads"),
         "{error}"
     );
 }
