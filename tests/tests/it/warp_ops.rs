@@ -567,3 +567,76 @@ fn the_real_world_hadamard_transform_shuffles_within_a_warp() {
         }
     }
 }
+
+/// DeepSeek's persistent MLA decode (`deepseek_mla/example_mla_decode_persistent.py`): one block
+/// per multiprocessor (132 on sm_90) computes split-KV partial attentions, `T.sync_grid()`, then
+/// the blocks combine the splits. Run at a small size in the emulator, where most blocks have no
+/// tile and only meet the others at the barrier, it gives attention as computed here in `f64`
+/// (up to the fp16 rounding of the partial results the kernel stores).
+#[test]
+fn the_real_world_persistent_mla_decode_combines_splits_after_the_grid_barrier() {
+    let Some(dir) = tilec_tests::realworld_dir() else {
+        return;
+    };
+    let path = dir.join("deepseek_mla/example_mla_decode_persistent.py");
+    let text = std::fs::read_to_string(&path).expect("the real-world file is readable");
+    let (batch, heads, seqlen, dim, pe_dim) = (2usize, 64usize, 256usize, 64usize, 32usize);
+    let program = on_analysis_stack(move || {
+        let db = RootDatabase::default();
+        let file = source_file(&db, &path, text);
+        let overrides = [
+            ("batch", ConstValue::Int(batch as i64)),
+            ("heads", ConstValue::Int(heads as i64)),
+            ("seqlen_kv", ConstValue::Int(seqlen as i64)),
+            ("dim", ConstValue::Int(dim as i64)),
+            ("pe_dim", ConstValue::Int(pe_dim as i64)),
+            ("block_N", ConstValue::Int(32)),
+        ];
+        let instance = instance_with(&db, file, "flashattn", &overrides);
+        match thread_programs(&db, instance).as_ref() {
+            Ok(programs) => programs[0].clone(),
+            Err(diagnostics) => panic!("cannot lower: {diagnostics:#?}"),
+        }
+    });
+    assert!(tilec_ir::thread::uses_grid_sync(&program.body));
+    let mut tensors = make_tensors(&program, &[], 9, false).expect("shapes evaluate");
+    let report = run_program(&program, &mut tensors, &[]).expect("the emulator runs it");
+    assert_eq!(report.blocks, 132);
+    let [q, q_pe, kv, k_pe] = [0, 1, 2, 3].map(|k| tensors[k].values.clone());
+    let scale = 1.0 / ((dim + pe_dim) as f64).sqrt();
+    let mut expected = Vec::new();
+    for b in 0..batch {
+        for h in 0..heads {
+            let scores: Vec<f64> = (0..seqlen)
+                .map(|j| {
+                    let nope: f64 = (0..dim)
+                        .map(|d| q[(b * heads + h) * dim + d] * kv[(b * seqlen + j) * dim + d])
+                        .sum();
+                    let rope: f64 = (0..pe_dim)
+                        .map(|d| {
+                            q_pe[(b * heads + h) * pe_dim + d] * k_pe[(b * seqlen + j) * pe_dim + d]
+                        })
+                        .sum();
+                    (nope + rope) * scale
+                })
+                .collect();
+            let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+            let total: f64 = weights.iter().sum();
+            for d in 0..dim {
+                let value: f64 = (0..seqlen)
+                    .map(|j| weights[j] * kv[(b * seqlen + j) * dim + d])
+                    .sum();
+                expected.push(value / total);
+            }
+        }
+    }
+    let output = &tensors[6];
+    assert_eq!(output.values.len(), expected.len());
+    for (e, (&got, &want)) in output.values.iter().zip(&expected).enumerate() {
+        assert!(
+            (got - want).abs() <= 2e-2 + 2e-2 * want.abs(),
+            "Output[{e}] = {got}, expected {want}"
+        );
+    }
+}
