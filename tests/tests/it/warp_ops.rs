@@ -640,3 +640,32 @@ fn the_real_world_persistent_mla_decode_combines_splits_after_the_grid_barrier()
         );
     }
 }
+
+/// A grid larger than the GPU holds at once can never pass its grid barrier: `tilec check`
+/// reports it at the barrier, with the occupancy that limits it (32 blocks of 64 threads per
+/// multiprocessor, 132 multiprocessors on sm_90's default H200); a grid that fits is clean.
+#[test]
+fn a_grid_too_large_for_its_barrier_is_an_error_at_the_barrier() {
+    let described = |blocks: usize| {
+        let source = GRID.replace("grid()", &format!("grid({blocks})"));
+        on_analysis_stack(move || {
+            let db = RootDatabase::default();
+            let file = source_file(&db, "/kernels/grid.py", source);
+            file_diagnostics(&db, file)
+                .iter()
+                .map(|d| tilec_tests::describe(&db, file, d))
+                .collect::<Vec<_>>()
+        })
+    };
+    assert_eq!(
+        described(100_000),
+        [
+            "21:17 error invalid-call [grid#0] `T.sync_grid` needs all 100000 blocks of the grid \
+             resident at once, but H200 (sm_90) holds at most 4224: 32 per multiprocessor \
+             (limited by the block limit) on 132 multiprocessors, so the barrier would never be \
+             passed (help: launch at most one wave of blocks (`driver.get_num_sms()` times the \
+             blocks one multiprocessor holds) and let each block walk several tiles)"
+        ]
+    );
+    assert!(described(4224).is_empty(), "{:#?}", described(4224));
+}
