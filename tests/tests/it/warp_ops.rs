@@ -669,3 +669,62 @@ fn a_grid_too_large_for_its_barrier_is_an_error_at_the_barrier() {
     );
     assert!(described(4224).is_empty(), "{:#?}", described(4224));
 }
+
+const STAGED: &str = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[2])
+def staged(M=128, N=64, K=64):
+    @T.prim_func
+    def main(
+        A: T.Tensor((M, K), "float16"),
+        B: T.Tensor((K, N), "float16"),
+        C: T.Tensor((M, N), "float32"),
+    ):
+        with T.Kernel(N // 64, M // 64, threads=128) as (bx, by):
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            C_l = T.alloc_fragment((64, 64), "float32")
+            T.clear(C_l)
+            for k in T.Pipelined(K // 32, num_stages=2):
+                T.copy(A[by * 64, k * 32], A_s)
+                T.copy(B[k * 32, bx * 64], B_s)
+                T.gemm(A_s, B_s, C_l)
+                T.sync_grid()
+            T.copy(C_l, C[by * 64, bx * 64])
+
+    return main
+
+
+staged()
+"#;
+
+/// A pipelined loop that holds a grid barrier keeps its schedule: tilec's own pipelining of a
+/// gemm loop (a producer warp role running ahead of the consumers) would reach the barrier with
+/// one role only, and a persistent launch once per tile. The loop runs as written, every block
+/// meeting the other each iteration, and multiplies.
+#[test]
+fn a_loop_with_a_grid_barrier_is_not_pipelined_by_tilec() {
+    let program = lower(STAGED);
+    let roles = tilec_ir::thread::any_stmt(&program.body, |s| {
+        matches!(s, tilec_ir::thread::Stmt::WarpRoles { .. })
+    });
+    assert!(
+        !roles && program.persistent.is_none(),
+        "{:#?}",
+        program.body
+    );
+    let mut tensors = make_tensors(&program, &[], 4, false).expect("shapes evaluate");
+    let (a, b) = (tensors[0].values.clone(), tensors[1].values.clone());
+    run_program(&program, &mut tensors, &[]).expect("the emulator runs it");
+    let expected = (0..128 * 64)
+        .map(|e| {
+            (0..64)
+                .map(|k| a[e / 64 * 64 + k] * b[k * 64 + e % 64])
+                .sum()
+        })
+        .collect();
+    assert_matches("C", &tensors[2], expected);
+}
