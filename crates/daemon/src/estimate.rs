@@ -105,7 +105,9 @@ fn statement_cost(program: &ThreadProgram, scalars: &[i64], stmt: &Stmt) -> f64 
         | Stmt::Assert { .. }
         | Stmt::GridDependencyWait
         | Stmt::LaunchDependents
-        | Stmt::CallExtern { .. } => 1.0,
+        | Stmt::CallExtern { .. }
+        | Stmt::RngInit { .. }
+        | Stmt::GridSync => 1.0,
     }
 }
 

@@ -531,6 +531,9 @@ fn launch_programs(
                     failure.log
                 )
             })?;
+        // A grid barrier needs every block resident at once: a cooperative launch.
+        let kernel =
+            kernel.with_cooperative_launch(tilec_ir::thread::uses_grid_sync(&program.body));
         compile_seconds += compile_started.elapsed().as_secs_f64();
         // A persistent program gets one block per multiprocessor (it fills one with registers).
         let tiles = launch_grid(program, scalars)?;

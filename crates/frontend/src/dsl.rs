@@ -25,6 +25,7 @@ mod reducer;
 mod reinterpret;
 mod thread_allreduce;
 mod vector_atomic;
+mod warp;
 mod workspace;
 
 /// `T.*` names tilec knows but does not implement yet, with what to say about them.
@@ -86,7 +87,18 @@ impl Builder<'_> {
                 self.thread_query(name, args)
             }
             "sync_threads" | "sync_warp" | "pdl_sync" | "pdl_trigger" | "thread_return"
-            | "device_assert" => self.control(name, args),
+            | "device_assert" | "sync_grid" => self.control(name, args),
+            "shfl_sync"
+            | "shfl_xor"
+            | "shfl_down"
+            | "shfl_up"
+            | "tvm_warp_shuffle"
+            | "tvm_warp_shuffle_down"
+            | "tvm_warp_shuffle_up" => self.shuffle(name, args),
+            "warp_reduce_sum" | "warp_reduce_max" | "warp_reduce_min" | "warp_reduce_bitand"
+            | "warp_reduce_bitor" => self.warp_reduce(name, args),
+            "rng_init" => self.rng_init(args),
+            "rng_rand" | "rng_rand_float" => self.rng_draw(name, args),
             "Persistent" => self.persistent_frame(args),
             "alloc_barrier"
             | "ws"
@@ -525,7 +537,7 @@ impl Builder<'_> {
         })))
     }
 
-    /// `T.sync_threads()`, `T.sync_warp()`, `T.pdl_sync()`, `T.pdl_trigger()`,
+    /// `T.sync_threads()`, `T.sync_warp()`, `T.sync_grid()`, `T.pdl_sync()`, `T.pdl_trigger()`,
     /// `T.thread_return()` and `T.device_assert(cond, msg)`.
     fn control<'a>(&mut self, name: &str, args: Args<'a>) -> Eval<Value<'a>> {
         let op = match name {
@@ -534,6 +546,7 @@ impl Builder<'_> {
             "pdl_sync" => ControlOp::PdlSync,
             "pdl_trigger" => ControlOp::PdlTrigger,
             "thread_return" => ControlOp::ThreadReturn,
+            "sync_grid" => ControlOp::SyncGrid,
             _ => {
                 let cond = self.required(&args, 0, "cond")?;
                 let (cond, _) = self.data_expr(&cond, args.span_of(0, "cond"))?;
@@ -1660,6 +1673,14 @@ fn tile_op_accesses(op: &TileOp, data: &tilec_ir::DataArena) -> Vec<Access> {
             accesses.push(access(AccessKind::Write, result));
             accesses
         }
+        TileOp::Control(ControlOp::RngInit {
+            seed,
+            subsequence,
+            offset,
+        }) => [seed, subsequence, offset]
+            .into_iter()
+            .flat_map(|&operand| load_accesses(data, operand))
+            .collect(),
         TileOp::FinalizeReducer { .. } => Vec::new(),
         TileOp::ExternCall(call) => call
             .args

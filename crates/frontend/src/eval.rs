@@ -523,7 +523,10 @@ impl Builder<'_> {
             | DataExpr::Call { .. }
             | DataExpr::Cast { .. }
             | DataExpr::Select { .. }
-            | DataExpr::Reinterpret { .. } => None,
+            | DataExpr::Reinterpret { .. }
+            | DataExpr::Shuffle { .. }
+            | DataExpr::WarpReduce { .. }
+            | DataExpr::Random(_) => None,
         }
     }
 
@@ -546,13 +549,17 @@ impl Builder<'_> {
             DataExpr::Binary { lhs, rhs, .. } => {
                 self.integer_data(*lhs, depth + 1) && self.integer_data(*rhs, depth + 1)
             }
+            // A value another lane holds or a random draw is data to bind whole.
             DataExpr::Float { .. }
             | DataExpr::Neg(_)
             | DataExpr::Not(_)
             | DataExpr::Compare { .. }
             | DataExpr::Call { .. }
             | DataExpr::Select { .. }
-            | DataExpr::Reinterpret { .. } => false,
+            | DataExpr::Reinterpret { .. }
+            | DataExpr::Shuffle { .. }
+            | DataExpr::WarpReduce { .. }
+            | DataExpr::Random(_) => false,
         }
     }
 

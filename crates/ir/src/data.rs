@@ -207,6 +207,125 @@ pub enum DataExpr {
         from: DType,
         value: DataId,
     },
+    /// A warp shuffle (`T.shfl_sync`, `T.shfl_xor`, `T.shfl_down`, `T.shfl_up`,
+    /// `T.tvm_warp_shuffle*`): `value` as another lane of the same warp computed it, the lane
+    /// chosen by `kind` from `lane` within segments of `width` lanes, among the lanes of `mask`.
+    Shuffle {
+        kind: ShuffleKind,
+        value: DataId,
+        lane: DataId,
+        width: DataId,
+        mask: DataId,
+    },
+    /// `T.warp_reduce_sum(value)` and its siblings: `value` combined with `op` (`Add`, `Max`,
+    /// `Min`, `BitAnd` or `BitOr`) over the 32 lanes of the warp, the result in every lane.
+    WarpReduce {
+        op: BinaryOp,
+        value: DataId,
+    },
+    /// `T.rng_rand()` / `T.rng_rand_float()`: the next number of the executing thread's random
+    /// generator (the one `T.rng_init` set up). Each evaluation draws a new number.
+    Random(RandomKind),
+}
+
+/// Which lane a warp shuffle reads, as CUDA's four `__shfl*_sync` intrinsics choose it. Lanes are
+/// numbered within segments of `width` lanes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ShuffleKind {
+    /// `__shfl_sync`: lane `lane % width` of the segment.
+    Index,
+    /// `__shfl_xor_sync`: lane `own ^ lane`.
+    Xor,
+    /// `__shfl_down_sync`: lane `own + lane`.
+    Down,
+    /// `__shfl_up_sync`: lane `own - lane`.
+    Up,
+}
+
+impl ShuffleKind {
+    /// TileLang's spelling: `shfl_sync`, `shfl_xor`, `shfl_down`, `shfl_up`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ShuffleKind::Index => "shfl_sync",
+            ShuffleKind::Xor => "shfl_xor",
+            ShuffleKind::Down => "shfl_down",
+            ShuffleKind::Up => "shfl_up",
+        }
+    }
+
+    /// The CUDA intrinsic.
+    pub fn intrinsic(self) -> &'static str {
+        match self {
+            ShuffleKind::Index => "__shfl_sync",
+            ShuffleKind::Xor => "__shfl_xor_sync",
+            ShuffleKind::Down => "__shfl_down_sync",
+            ShuffleKind::Up => "__shfl_up_sync",
+        }
+    }
+
+    /// The lane of the warp that lane `own` reads, for the operand `lane` and a segment `width`
+    /// (a power of two from 1 to 32), as the PTX ISA defines `shfl.sync` with the clamp CUDA's
+    /// intrinsics pass: only the low five bits of `lane` count; `Index` reads lane `lane % width`
+    /// of its own segment; `Xor` and `Down` may read earlier segments but not later ones, `Up`
+    /// not before its segment's start; a lane they may not read gives the reader its own value.
+    pub fn source_lane(self, own: u32, lane: i64, width: u32) -> u32 {
+        let own = own & 31;
+        let segment_mask = 32u32.saturating_sub(width) & 31;
+        let operand = (lane & 31) as u32;
+        let clamp = if self == ShuffleKind::Up { 0 } else { 31 };
+        let last = (own & segment_mask) | (clamp & !segment_mask);
+        let first = own & segment_mask;
+        let (source, valid) = match self {
+            ShuffleKind::Index => {
+                let source = first | (operand & !segment_mask & 31);
+                (i64::from(source), source <= last)
+            }
+            ShuffleKind::Xor => {
+                let source = own ^ operand;
+                (i64::from(source), source <= last)
+            }
+            ShuffleKind::Down => {
+                let source = own + operand;
+                (i64::from(source), source <= last)
+            }
+            ShuffleKind::Up => {
+                let source = i64::from(own) - i64::from(operand);
+                (source, source >= i64::from(last))
+            }
+        };
+        if valid {
+            u32::try_from(source).unwrap_or(own)
+        } else {
+            own
+        }
+    }
+}
+
+/// What a random draw returns: curand's `curand`, `curand_uniform` (one 32-bit draw as a float
+/// in (0, 1]), of the Philox4x32-10 generator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RandomKind {
+    /// A uniformly distributed `uint32`.
+    Bits,
+    /// A `float32` uniform in (0, 1]: `bits × 2^-32 + 2^-33`.
+    Uniform,
+}
+
+impl RandomKind {
+    pub fn dtype(self) -> DType {
+        match self {
+            RandomKind::Bits => DType::UInt32,
+            RandomKind::Uniform => DType::Float32,
+        }
+    }
+
+    /// The TileLang spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            RandomKind::Bits => "T.rng_rand()",
+            RandomKind::Uniform => "T.rng_rand_float()",
+        }
+    }
 }
 
 impl DataExpr {
@@ -217,11 +336,22 @@ impl DataExpr {
             | DataExpr::Int { .. }
             | DataExpr::Index(_)
             | DataExpr::Load { .. }
-            | DataExpr::ReadVar(_) => ([None; 3], &[]),
+            | DataExpr::ReadVar(_)
+            | DataExpr::Random(_) => ([None; 3], &[]),
             DataExpr::Neg(inner) | DataExpr::Not(inner) => ([Some(*inner), None, None], &[]),
-            DataExpr::Cast { value, .. } | DataExpr::Reinterpret { value, .. } => {
-                ([Some(*value), None, None], &[])
-            }
+            DataExpr::Shuffle {
+                value,
+                lane,
+                width,
+                mask,
+                ..
+            } => (
+                [Some(*value), Some(*lane), Some(*width)],
+                std::slice::from_ref(mask),
+            ),
+            DataExpr::Cast { value, .. }
+            | DataExpr::Reinterpret { value, .. }
+            | DataExpr::WarpReduce { value, .. } => ([Some(*value), None, None], &[]),
             DataExpr::Binary { lhs, rhs, .. } | DataExpr::Compare { lhs, rhs, .. } => {
                 ([Some(*lhs), Some(*rhs), None], &[])
             }

@@ -260,6 +260,16 @@ impl World {
             TileOp::Control(ControlOp::DeviceAssert { cond, message }) => {
                 format!("device_assert {} {message:?}", self.display_data(*cond))
             }
+            TileOp::Control(ControlOp::RngInit {
+                seed,
+                subsequence,
+                offset,
+            }) => format!(
+                "rng_init({}, {}, {})",
+                self.display_data(*seed),
+                self.display_data(*subsequence),
+                self.display_data(*offset)
+            ),
             TileOp::Control(control) => control.name().to_owned(),
             TileOp::ThreadAllReduce {
                 combiner,
@@ -412,6 +422,28 @@ impl World {
                 self.write_data(out, *value, false)?;
                 write!(out, ", {dtype})")
             }
+            DataExpr::Shuffle {
+                kind,
+                value,
+                lane,
+                width,
+                mask,
+            } => {
+                write!(out, "T.{}(", kind.name())?;
+                for (index, operand) in [value, lane, width, mask].into_iter().enumerate() {
+                    if index > 0 {
+                        out.write_str(", ")?;
+                    }
+                    self.write_data(out, *operand, false)?;
+                }
+                out.write_str(")")
+            }
+            DataExpr::WarpReduce { op, value } => {
+                write!(out, "T.warp_reduce_{}(", warp_reduce_name(*op))?;
+                self.write_data(out, *value, false)?;
+                out.write_str(")")
+            }
+            DataExpr::Random(kind) => out.write_str(kind.name()),
             DataExpr::Select {
                 cond,
                 then,
@@ -446,5 +478,16 @@ impl World {
             out.write_str(")")?;
         }
         Ok(())
+    }
+}
+
+/// The suffix of the `T.warp_reduce_*` that combines with `op`.
+fn warp_reduce_name(op: BinaryOp) -> &'static str {
+    match op {
+        BinaryOp::Max => "max",
+        BinaryOp::Min => "min",
+        BinaryOp::BitAnd => "bitand",
+        BinaryOp::BitOr => "bitor",
+        _ => "sum",
     }
 }

@@ -16,7 +16,7 @@
 //!   [`Stmt::Barrier`] the same number of times unless it sits under a thread-dependent `if` (which
 //!   the emulator reports as an error).
 
-use crate::data::{BinaryOp, CompareOp, Intrinsic};
+use crate::data::{BinaryOp, CompareOp, Intrinsic, RandomKind, ShuffleKind};
 use crate::dtype::DType;
 use crate::expr::{ExprArena, ExprId, VarId};
 use crate::world::EntityId;
@@ -154,15 +154,37 @@ pub enum Value {
         mask: u32,
         dtype: DType,
     },
+    /// A shuffle the user wrote (`__shfl{,_xor,_down,_up}_sync(mask, value, lane, width)`):
+    /// `value` as computed for the same statement by the lane [`ShuffleKind::source_lane`]
+    /// chooses. Every lane of `mask` (a `uint32`) must execute the statement, and the source
+    /// lane must be one of them; `lane` and `width` are `int32`.
+    Shuffle {
+        kind: ShuffleKind,
+        value: ValueId,
+        lane: ValueId,
+        width: ValueId,
+        mask: ValueId,
+        dtype: DType,
+    },
+    /// The next number of the executing thread's random generator (see [`Stmt::RngInit`]). It
+    /// has an effect: each evaluation draws, in the order the statement evaluates its values
+    /// (the printer declares every draw as a temporary, in value order, to keep that order).
+    Random(RandomKind),
 }
 
 impl Value {
     /// The value operands of this node, in order (indices and addresses are not value operands).
     pub fn operands(&self) -> impl Iterator<Item = ValueId> {
         let operands = match *self {
-            Value::Float { .. } | Value::Int { .. } | Value::Index(_) | Value::Load { .. } => {
-                [None; 3]
-            }
+            Value::Float { .. }
+            | Value::Int { .. }
+            | Value::Index(_)
+            | Value::Load { .. }
+            | Value::Random(_) => [None; 3],
+            // The mask is evaluated with the others but listed last (see `Value::shuffle_mask`).
+            Value::Shuffle {
+                value, lane, width, ..
+            } => [Some(value), Some(lane), Some(width)],
             Value::Unary { arg, .. } => [Some(arg), None, None],
             Value::Cast { value, .. } | Value::ShuffleXor { value, .. } => {
                 [Some(value), None, None]
@@ -177,7 +199,15 @@ impl Value {
                 ..
             } => [Some(cond), Some(then), Some(otherwise)],
         };
-        operands.into_iter().flatten()
+        operands.into_iter().flatten().chain(self.shuffle_mask())
+    }
+
+    /// The mask operand of a [`Value::Shuffle`]: the fourth value operand no other node has.
+    pub fn shuffle_mask(&self) -> Option<ValueId> {
+        match *self {
+            Value::Shuffle { mask, .. } => Some(mask),
+            _ => None,
+        }
     }
 }
 
@@ -556,6 +586,19 @@ pub enum Stmt {
     /// by each executing thread. The printer passes it through; the emulator cannot run it and
     /// reports so.
     CallExtern { name: String, args: Vec<ExternArg> },
+    /// Starts the executing thread's random generator: curand's `curand_init(seed, subsequence,
+    /// offset, &state)` for Philox4x32-10 (64-bit operands), which later [`Value::Random`] draws
+    /// advance.
+    RngInit {
+        seed: ValueId,
+        subsequence: ValueId,
+        offset: ValueId,
+    },
+    /// A grid-wide barrier: every thread of every block waits until all threads of the grid have
+    /// reached it, and global-memory writes before it are visible to all reads after it. The
+    /// program must be launched cooperatively (all blocks resident at once); it is also a block
+    /// barrier, so every thread of the block must reach it (or have returned).
+    GridSync,
     /// Statements lowered from one entity of the kernel world (a tile op, a parallel loop, a store):
     /// the printer prints `label` as a comment above them, and the emulator names `origin` in what
     /// it reports, which the caller maps to a source range.
@@ -641,7 +684,9 @@ impl Stmt {
             | Stmt::Assert { .. }
             | Stmt::GridDependencyWait
             | Stmt::LaunchDependents
-            | Stmt::CallExtern { .. } => [&[], &[]],
+            | Stmt::CallExtern { .. }
+            | Stmt::RngInit { .. }
+            | Stmt::GridSync => [&[], &[]],
         }
     }
 
@@ -689,7 +734,9 @@ impl Stmt {
             | Stmt::Assert { .. }
             | Stmt::GridDependencyWait
             | Stmt::LaunchDependents
-            | Stmt::CallExtern { .. } => [None, None],
+            | Stmt::CallExtern { .. }
+            | Stmt::RngInit { .. }
+            | Stmt::GridSync => [None, None],
         }
     }
 }
@@ -719,6 +766,12 @@ pub fn any_stmt(stmts: &[Stmt], test: impl Fn(&Stmt) -> bool) -> bool {
     let mut found = false;
     for_each_stmt(stmts, &mut |stmt| found |= test(stmt));
     found
+}
+
+/// Whether any statement of `stmts`, nested ones included, is a [`Stmt::GridSync`]: the program
+/// must then be launched cooperatively.
+pub fn uses_grid_sync(stmts: &[Stmt]) -> bool {
+    any_stmt(stmts, |stmt| matches!(stmt, Stmt::GridSync))
 }
 
 /// Whether any statement of `stmts`, nested ones included, is a [`Stmt::Wgmma`].
@@ -865,7 +918,9 @@ impl ThreadProgram {
             | Value::Binary { dtype, .. }
             | Value::Cast { dtype, .. }
             | Value::Select { dtype, .. }
-            | Value::ShuffleXor { dtype, .. } => *dtype,
+            | Value::ShuffleXor { dtype, .. }
+            | Value::Shuffle { dtype, .. } => *dtype,
+            Value::Random(kind) => kind.dtype(),
             Value::Index(_) => DType::Int32,
             Value::Load { buffer, .. } => self.buffer(*buffer).dtype,
             Value::Compare { .. } => DType::Bool,

@@ -344,6 +344,16 @@ pub enum ControlOp {
     /// `T.fence_proxy_async()`: orders this thread's earlier shared-memory writes before later
     /// asynchronous-proxy reads (TMA stores, `wgmma` operands).
     FenceProxyAsync,
+    /// `T.rng_init(seed, seq, off)`: (re)starts the executing thread's random generator, curand's
+    /// Philox4x32-10, at subsequence `subsequence` and offset `offset` of the stream of `seed`.
+    RngInit {
+        seed: DataId,
+        subsequence: DataId,
+        offset: DataId,
+    },
+    /// `T.sync_grid()`: every thread of every block of the grid waits for all others, which needs
+    /// a cooperative launch (all blocks resident at once).
+    SyncGrid,
 }
 
 /// One mbarrier of a [`Scope::Barrier`] buffer: `mbars[i]`, or the buffer itself for its element 0.
@@ -366,6 +376,8 @@ impl ControlOp {
             ControlOp::BarrierWait { .. } => "mbarrier_wait_parity",
             ControlOp::BarrierExpectTx { .. } => "mbarrier_expect_tx",
             ControlOp::FenceProxyAsync => "fence_proxy_async",
+            ControlOp::RngInit { .. } => "rng_init",
+            ControlOp::SyncGrid => "sync_grid",
         }
     }
 }

@@ -1,14 +1,15 @@
 //! Resource estimates from the inferred layouts: registers per thread for each fragment and for
 //! the kernel (the fragments live at its peak), shared memory per buffer (pipeline stages
-//! included) and at its peak, the blocks one multiprocessor can hold, and the register-pressure
-//! warning.
+//! included) and at its peak, the blocks one multiprocessor can hold, the register-pressure
+//! warning, and grids too large for the grid barrier they wait at.
 
 use std::collections::BTreeMap;
 
-use tilec_ir::{Anchor, Code, Diagnostic, EntityId, Scope, Target, World};
+use tilec_ir::{Anchor, Code, ControlOp, Diagnostic, EntityId, Scope, Target, TileOp, World};
 
 use crate::check::{pipeline_stages, staged_bytes};
 
+use crate::hardware::GpuModel;
 use crate::layout::Layouts;
 use crate::liveness::{launch_of, linearize, live_range, peak};
 
@@ -128,9 +129,11 @@ pub fn estimate_resources(world: &World, layouts: &Layouts, target: Target) -> R
             shared,
             registers_per_thread: total,
         };
+        let occupancy = demand.occupancy(SmLimits::of(target));
+        resources.occupancy.insert(launch, occupancy);
         resources
-            .occupancy
-            .insert(launch, demand.occupancy(SmLimits::of(target)));
+            .diagnostics
+            .extend(grid_barrier_capacity(world, launch, occupancy, target));
         if total > MAX_REGISTERS_PER_THREAD {
             resources
                 .diagnostics
@@ -138,6 +141,47 @@ pub fn estimate_resources(world: &World, layouts: &Layouts, target: Target) -> R
         }
     }
     resources
+}
+
+/// A grid barrier (`T.sync_grid`) needs every block of the grid resident at once. A launch
+/// whose grid is known and holds more blocks than the target's multiprocessors can at the
+/// occupancy estimated here could never pass its barrier: the estimate is an upper bound (it
+/// counts the fragments' registers only), so more blocks than it allows never fit.
+fn grid_barrier_capacity(
+    world: &World,
+    launch: EntityId,
+    occupancy: Occupancy,
+    target: Target,
+) -> Option<Diagnostic> {
+    let (barrier, _) = world.ops.iter().find(|(entity, op)| {
+        matches!(op, TileOp::Control(ControlOp::SyncGrid))
+            && launch_of(world, *entity) == Some(launch)
+    })?;
+    let grid = &world.launches.get(launch)?.grid;
+    let blocks = grid.iter().try_fold(1u64, |product, &extent| {
+        let extent = u64::try_from(world.exprs.as_int(extent)?).ok()?;
+        product.checked_mul(extent)
+    })?;
+    let gpu = GpuModel::default_for(target)?;
+    let capacity = occupancy.blocks_per_sm.saturating_mul(gpu.sms);
+    if blocks <= capacity {
+        return None;
+    }
+    let message = format!(
+        "`T.sync_grid` needs all {blocks} blocks of the grid resident at once, but {} ({target}) \
+         holds at most {capacity}: {} per multiprocessor (limited by {}) on {} multiprocessors, \
+         so the barrier would never be passed",
+        gpu.name,
+        occupancy.blocks_per_sm,
+        occupancy.limited_by.name(),
+        gpu.sms
+    );
+    Some(
+        Diagnostic::error(Code::InvalidCall, Anchor::Entity(barrier), message).with_help(
+            "launch at most one wave of blocks (`driver.get_num_sms()` times the blocks one \
+             multiprocessor holds) and let each block walk several tiles",
+        ),
+    )
 }
 
 fn pressure(world: &World, layouts: &Layouts, total: u64, live: &[(EntityId, u64)]) -> Diagnostic {

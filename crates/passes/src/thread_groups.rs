@@ -211,7 +211,10 @@ impl Walk<'_> {
             | DataExpr::ReadVar(_)
             | DataExpr::Call { .. }
             | DataExpr::Select { .. }
-            | DataExpr::Reinterpret { .. } => None,
+            | DataExpr::Reinterpret { .. }
+            | DataExpr::Shuffle { .. }
+            | DataExpr::WarpReduce { .. }
+            | DataExpr::Random(_) => None,
         }
     }
 }

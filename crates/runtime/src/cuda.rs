@@ -309,9 +309,23 @@ pub struct CompiledKernel {
     arch: String,
     function: CudaFunction,
     image: Arc<CompiledImage>,
+    /// Launched with `cuLaunchCooperativeKernel`, which a grid barrier needs.
+    cooperative: bool,
 }
 
 impl CompiledKernel {
+    /// The kernel, to be launched cooperatively when `cooperative` is set: every block resident
+    /// at once, as a program with a grid-wide barrier (`T.sync_grid`) needs. Each launch then
+    /// checks first that the grid fits on the device at once.
+    pub fn with_cooperative_launch(mut self, cooperative: bool) -> CompiledKernel {
+        self.cooperative = cooperative;
+        self
+    }
+
+    pub fn is_cooperative(&self) -> bool {
+        self.cooperative
+    }
+
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -811,6 +825,7 @@ impl CudaDevice {
                 arch: settings.arch.clone(),
                 function,
                 image,
+                cooperative: false,
             })
         })
     }
@@ -1092,12 +1107,49 @@ impl CudaDevice {
                     )
                     .map_err(CudaError::driver(during.clone()))?;
             }
+            if kernel.cooperative {
+                self.check_co_resident(kernel, grid, (threads, shared_bytes), &during)?;
+            }
             Ok(LaunchConfig {
                 grid_dim: (grid[0], grid[1], grid[2]),
                 block_dim: (block[0], block[1], block[2]),
                 shared_mem_bytes: shared_bytes,
             })
         })
+    }
+
+    /// A cooperative launch fails unless every block of the grid can be resident at once: says
+    /// so with the numbers (blocks per multiprocessor from the occupancy calculator, times the
+    /// multiprocessors) instead of the driver's bare error.
+    fn check_co_resident(
+        &self,
+        kernel: &CompiledKernel,
+        grid: [u32; 3],
+        (threads, shared_bytes): (u64, u32),
+        during: &str,
+    ) -> Result<(), CudaError> {
+        let blocks = grid.iter().map(|&g| u64::from(g)).product::<u64>();
+        let per_multiprocessor = kernel
+            .function
+            .occupancy_max_active_blocks_per_multiprocessor(
+                u32::try_from(threads).unwrap_or(u32::MAX),
+                shared_bytes as usize,
+                None,
+            )
+            .map_err(CudaError::driver(during.to_owned()))?;
+        let resident = u64::from(per_multiprocessor) * u64::from(self.multiprocessors());
+        if blocks > resident {
+            return Err(CudaError::new(
+                during.to_owned(),
+                format!(
+                    "T.sync_grid needs all {blocks} blocks of the grid resident at once (a \
+                     cooperative launch), but this device holds at most {resident}: \
+                     {per_multiprocessor} per multiprocessor on {} multiprocessors",
+                    self.multiprocessors()
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Queues one launch on the stream without waiting for it.
@@ -1122,12 +1174,18 @@ impl CudaDevice {
         // host memory corruption. Every pointer passed, and every tensor a map describes, refers to
         // memory borrowed for the whole call, and `launch`/`time_launches` wait for the stream
         // before returning, so no buffer is freed while the kernel runs.
-        unsafe { builder.launch(config) }
-            .map(|_| ())
-            .map_err(CudaError::driver(format!(
-                "launching kernel `{}`",
-                kernel.name
-            )))
+        let launched = if kernel.cooperative {
+            // SAFETY: the same contract as the plain launch below; a cooperative launch only asks
+            // the driver to make every block resident at once (checked in `prepare_launch`).
+            unsafe { builder.launch_cooperative(config) }
+        } else {
+            // SAFETY: see above.
+            unsafe { builder.launch(config) }
+        };
+        launched.map(|_| ()).map_err(CudaError::driver(format!(
+            "launching kernel `{}`",
+            kernel.name
+        )))
     }
 }
 

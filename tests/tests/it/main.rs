@@ -26,4 +26,5 @@ mod settings;
 mod thread_ops;
 mod tidy;
 mod tilelang_layouts;
+mod warp_ops;
 mod warp_specialized;

@@ -24,7 +24,12 @@ const MAX_INLINE_DEPTH: u32 = 48;
 /// The operands of a value node: `(operand, evaluated unconditionally)`.
 fn operands(value: &Value) -> Vec<(ValueId, bool)> {
     match *value {
-        Value::Float { .. } | Value::Int { .. } | Value::Index(_) | Value::Load { .. } => vec![],
+        Value::Float { .. }
+        | Value::Int { .. }
+        | Value::Index(_)
+        | Value::Load { .. }
+        | Value::Random(_) => vec![],
+        Value::Shuffle { .. } => value.operands().map(|op| (op, true)).collect(),
         Value::Unary { arg, .. } => vec![(arg, true)],
         Value::Cast { value, .. } | Value::ShuffleXor { value, .. } => vec![(value, true)],
         Value::Binary { lhs, rhs, .. } | Value::Compare { lhs, rhs, .. } => {
@@ -44,15 +49,26 @@ fn is_compound(value: &Value) -> bool {
     !operands(value).is_empty()
 }
 
+/// Whether the node has an effect: a random draw, which must be printed exactly where and as
+/// often as the emulator evaluates it.
+fn is_draw(value: &Value) -> bool {
+    matches!(value, Value::Random(_))
+}
+
 impl Printer<'_> {
     /// Declares the temporaries of the statement whose value is `root`; the statement then prints
     /// them by name until [`Printer::forget_temporaries`].
     pub(super) fn declare_temporaries(&mut self, root: ValueId) {
         let (uses, unconditional) = self.value_uses(root);
+        // Every draw the statement makes unconditionally is declared, in value order, so that C
+        // draws in the order the emulator does (C leaves the order of operands unspecified).
+        let is_draw_id = |id: ValueId| self.program.values.get(id.index()).is_some_and(is_draw);
         let mut chosen: Vec<ValueId> = unconditional
             .iter()
             .copied()
-            .filter(|&id| id != root && uses.get(&id).copied().unwrap_or(0) >= 2)
+            .filter(|&id| {
+                id != root && (uses.get(&id).copied().unwrap_or(0) >= 2 || is_draw_id(id))
+            })
             .collect();
         chosen.extend(self.deep_values(root, &unconditional, &chosen));
         chosen.sort_unstable();
@@ -104,7 +120,11 @@ impl Printer<'_> {
                 stack.extend(valid.filter(|&(_, e)| e).map(|(op, _)| (op, true)));
             }
         }
-        unconditional.retain(|id| values.get(id.index()).is_some_and(is_compound));
+        unconditional.retain(|id| {
+            values
+                .get(id.index())
+                .is_some_and(|value| is_compound(value) || is_draw(value))
+        });
         (uses, unconditional)
     }
 

@@ -46,6 +46,12 @@ pub const PRELUDE: &str = include_str!("prelude.cuh");
 /// only for kernels that use them: its first line refuses any architecture before sm_90.
 pub const PRELUDE_SM90: &str = include_str!("prelude_sm90.cuh");
 
+/// curand's Philox4x32-10 generator, printed for programs that draw random numbers.
+const PRELUDE_RANDOM: &str = include_str!("prelude_random.cuh");
+
+/// The grid-wide barrier, printed for programs with a [`Stmt::GridSync`].
+const PRELUDE_GRID: &str = include_str!("prelude_grid.cuh");
+
 /// The name of the dynamic shared memory array every shared buffer points into.
 const SHARED_ARRAY: &str = "tl_smem";
 
@@ -105,6 +111,8 @@ struct Printer<'a> {
     /// The C name of the dynamic shared memory's 32-bit shared-window address, declared when an
     /// `ldmatrix` needs it.
     shared_window: Option<String>,
+    /// The C name of the thread's random generator state, declared when the program has one.
+    rng_state: Option<String>,
 }
 
 /// The names TileLang's CUDA headers give the user's `T.import_source` code beyond CUDA's own.
@@ -149,6 +157,7 @@ impl<'a> Printer<'a> {
             helpers: std::collections::BTreeMap::new(),
             tensor_maps: Vec::new(),
             shared_window: None,
+            rng_state: None,
         }
     }
 
@@ -273,11 +282,34 @@ impl Printer<'_> {
         self.scopes.push(Vec::new());
         self.index_variables();
         self.buffer_declarations();
+        self.generator_declarations();
         let program = self.program;
         self.stmts(&program.body);
         self.scopes.pop();
         self.indent -= 1;
         self.line("}");
+    }
+
+    /// The state of the thread's random generator, when the program draws random numbers, and
+    /// the grid barrier's helper, when it has one.
+    fn generator_declarations(&mut self) {
+        let program = self.program;
+        let draws = program
+            .values
+            .iter()
+            .any(|value| matches!(value, tilec_ir::thread::Value::Random(_)));
+        if draws || tilec_ir::thread::any_stmt(&program.body, |s| matches!(s, Stmt::RngInit { .. }))
+        {
+            let name = self.names.fresh("rng_state");
+            self.line(&format!("tl_philox {name};"));
+            self.rng_state = Some(name);
+            self.helpers
+                .insert("tl_philox".to_owned(), PRELUDE_RANDOM.to_owned());
+        }
+        if tilec_ir::thread::uses_grid_sync(&program.body) {
+            self.helpers
+                .insert("tl_sync_grid".to_owned(), PRELUDE_GRID.to_owned());
+        }
     }
 
     /// The kernel's C name: the program's name made a usable, unreserved identifier by
@@ -620,6 +652,8 @@ fn stmt_kind(stmt: &Stmt) -> &'static str {
         Stmt::GridDependencyWait => "grid dependency wait",
         Stmt::LaunchDependents => "launch dependents",
         Stmt::CallExtern { .. } => "extern call",
+        Stmt::RngInit { .. } => "random generator init",
+        Stmt::GridSync => "grid barrier",
         Stmt::Block { .. } => "block",
     }
 }

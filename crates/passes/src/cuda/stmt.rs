@@ -67,6 +67,12 @@ impl Printer<'_> {
             Stmt::CallExtern { name, args } => self.call_extern(name, args),
             Stmt::GridDependencyWait => self.line("tl_griddepcontrol_wait();"),
             Stmt::LaunchDependents => self.line("tl_griddepcontrol_launch_dependents();"),
+            Stmt::GridSync => self.line("tl_sync_grid();"),
+            Stmt::RngInit {
+                seed,
+                subsequence,
+                offset,
+            } => self.rng_init([*seed, *subsequence, *offset]),
             Stmt::AsyncCopy {
                 dst,
                 dst_index,
@@ -316,6 +322,25 @@ impl Printer<'_> {
             }
         }
         self.line(&format!("{name}({});", texts.join(", ")));
+    }
+
+    /// `curand_init(seed, subsequence, offset, &state)` for the thread's Philox generator, its
+    /// operands converted to 64-bit unsigned integers.
+    fn rng_init(&mut self, operands: [ValueId; 3]) {
+        let mut texts = Vec::new();
+        for operand in operands {
+            self.declare_temporaries(operand);
+            let (x, from) = self.root_value(operand);
+            self.forget_temporaries();
+            texts.push(self.convert(x, from, DType::UInt64).text);
+        }
+        let Some(state) = self.rng_state.clone() else {
+            return self.skip("a random generator that was not declared");
+        };
+        self.line(&format!(
+            "tl_rng_init(&{state}, {}, {}, {});",
+            texts[0], texts[1], texts[2]
+        ));
     }
 
     /// `// label` above the statements in a `{ }` block.

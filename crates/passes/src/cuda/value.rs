@@ -160,6 +160,15 @@ impl Printer<'_> {
                 ..
             } => self.select(id, (cond, then, otherwise), dtype),
             Value::ShuffleXor { value, mask, .. } => self.shuffle(id, value, mask, dtype),
+            Value::Shuffle {
+                kind,
+                value,
+                lane,
+                width,
+                mask,
+                ..
+            } => self.user_shuffle(id, kind, [value, lane, width, mask], dtype),
+            Value::Random(kind) => self.random(kind),
         }
     }
 
@@ -466,6 +475,53 @@ impl Printer<'_> {
                 x.text
             ))
         }
+    }
+}
+
+/// Shuffles the user wrote and random draws.
+impl Printer<'_> {
+    /// `__shfl*_sync(mask, value, lane, width)`; 8- and 16-bit integers travel as `int`, as
+    /// [`Printer::shuffle`] does.
+    fn user_shuffle(
+        &mut self,
+        id: ValueId,
+        kind: tilec_ir::data::ShuffleKind,
+        [value, lane, width, mask]: [ValueId; 4],
+        dtype: DType,
+    ) -> CExpr {
+        let (x, from) = self.operand(id, value);
+        let x = self.convert(x, from, dtype);
+        let (lane, _) = self.operand(id, lane);
+        let (width, _) = self.operand(id, width);
+        let (mask, _) = self.operand(id, mask);
+        let intrinsic = kind.intrinsic();
+        if is_small_int(dtype) {
+            CExpr::compound(format!(
+                "({})({intrinsic}({}, (int){}, {}, {}))",
+                compute_type(dtype),
+                mask.text,
+                x.operand(),
+                lane.text,
+                width.text
+            ))
+        } else {
+            CExpr::atom(format!(
+                "{intrinsic}({}, {}, {}, {})",
+                mask.text, x.text, lane.text, width.text
+            ))
+        }
+    }
+
+    /// The next number of the thread's generator.
+    fn random(&mut self, kind: tilec_ir::data::RandomKind) -> CExpr {
+        let Some(state) = self.rng_state.clone() else {
+            return self.invalid_expr("a random draw without a generator");
+        };
+        let function = match kind {
+            tilec_ir::data::RandomKind::Bits => "tl_rng_rand",
+            tilec_ir::data::RandomKind::Uniform => "tl_rng_uniform",
+        };
+        CExpr::atom(format!("{function}(&{state})"))
     }
 }
 

@@ -15,7 +15,7 @@
 //! copy has landed is reported.
 
 use tilec_ir::thread::{Stmt, ValueId};
-use tilec_ir::{BarrierRef, ControlOp, EntityId, EntityKind, Scope, World};
+use tilec_ir::{BarrierRef, ControlOp, EntityId, EntityKind, Scope, TileOp, World};
 
 use super::{Lowering, Unlowerable};
 use crate::thread_groups::{ThreadGroup, ThreadGroups};
@@ -36,6 +36,16 @@ pub(crate) fn hand_synchronized(world: &World, launch: EntityId, groups: &Thread
         .any(|entity| {
             world.scopes.get(entity) == Some(&Scope::Barrier) || groups.narrowed(entity).is_some()
         })
+}
+
+/// Whether `entity`'s body, nested statements included, holds a `T.sync_grid()`. tilec then
+/// keeps its own schedule out of that body: a persistent launch would pass the barrier once per
+/// tile (blocks with fewer tiles would never meet the others), and a warp-specialized loop would
+/// reach it with one role only.
+pub(crate) fn holds_grid_barrier(world: &World, entity: EntityId) -> bool {
+    crate::liveness::linearize(world, entity)
+        .into_iter()
+        .any(|e| matches!(world.ops.get(e), Some(TileOp::Control(ControlOp::SyncGrid))))
 }
 
 impl Lowering<'_> {
@@ -127,7 +137,9 @@ impl Lowering<'_> {
             | ControlOp::PdlSync
             | ControlOp::PdlTrigger
             | ControlOp::ThreadReturn
-            | ControlOp::DeviceAssert { .. } => {
+            | ControlOp::DeviceAssert { .. }
+            | ControlOp::RngInit { .. }
+            | ControlOp::SyncGrid => {
                 return Err(Unlowerable::new("not a barrier operation"));
             }
         }

@@ -166,6 +166,7 @@ pub fn lower_launch(
     let staged = staged.as_ref().map(|(world, layouts)| (world, layouts));
     if options.persistent
         && !by_hand
+        && !groups::holds_grid_barrier(world, launch)
         && pipeline::may_be_persistent(world, launch)
         && let Some(program) = persistent_launch(
             staged,
@@ -810,10 +811,10 @@ impl<'w> Lowering<'w> {
             Some(EntityKind::TileOp) => match self.world.ops.get(entity) {
                 Some(
                     TileOp::Control(_)
-                        | TileOp::UseSwizzle { .. }
-                        | TileOp::AnnotateLayout { .. }
-                        | TileOp::ExternCall(_)
-                        | TileOp::ImportSource { .. }
+                    | TileOp::UseSwizzle { .. }
+                    | TileOp::AnnotateLayout { .. }
+                    | TileOp::ExternCall(_)
+                    | TileOp::ImportSource { .. },
                 )
                 | None => false,
                 Some(TileOp::AtomicAdd {
@@ -903,6 +904,7 @@ impl<'w> Lowering<'w> {
         if let LoopKind::Pipelined { num_stages } = info.kind
             && num_stages >= 2
             && !self.hand_synchronized
+            && !groups::holds_grid_barrier(self.world, entity)
             && self
                 .pipelined_loop(entity, (var, extent), num_stages, out)?
                 .is_some()

@@ -161,6 +161,16 @@ impl<'p, L: Leaves> Rewriter<'p, L> {
                     })
                     .collect(),
             },
+            Stmt::GridSync => Stmt::GridSync,
+            Stmt::RngInit {
+                seed,
+                subsequence,
+                offset,
+            } => Stmt::RngInit {
+                seed: self.value(*seed),
+                subsequence: self.value(*subsequence),
+                offset: self.value(*offset),
+            },
             Stmt::AsyncCopy {
                 dst,
                 dst_index,
@@ -385,7 +395,22 @@ impl<'p, L: Leaves> Rewriter<'p, L> {
                 mask,
                 dtype,
             },
-            leaf @ (Value::Float { .. } | Value::Int { .. }) => leaf,
+            Value::Shuffle {
+                kind,
+                value,
+                lane,
+                width,
+                mask,
+                dtype,
+            } => Value::Shuffle {
+                kind,
+                value: self.value(value),
+                lane: self.value(lane),
+                width: self.value(width),
+                mask: self.value(mask),
+                dtype,
+            },
+            leaf @ (Value::Float { .. } | Value::Int { .. } | Value::Random(_)) => leaf,
         };
         // An unchanged node keeps its id, so untouched values stay shared with the rest of the
         // program.

@@ -93,6 +93,11 @@ impl ThreadDependence {
                         || indices.iter().any(|&i| self.index(world, i))
                 }
                 DataExpr::ReadVar(var) => self.privates.contains(var),
+                // Another lane's value, a reduction every lane computes, and a draw from the
+                // thread's own generator differ between threads.
+                DataExpr::Shuffle { .. } | DataExpr::WarpReduce { .. } | DataExpr::Random(_) => {
+                    true
+                }
                 DataExpr::Float { .. }
                 | DataExpr::Int { .. }
                 | DataExpr::Neg(_)

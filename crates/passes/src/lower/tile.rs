@@ -131,6 +131,25 @@ impl Lowering<'_> {
             ControlOp::PdlSync => stmts.push(Stmt::GridDependencyWait),
             ControlOp::PdlTrigger => stmts.push(Stmt::LaunchDependents),
             ControlOp::ThreadReturn => stmts.push(Stmt::Return),
+            ControlOp::RngInit {
+                seed,
+                subsequence,
+                offset,
+            } => {
+                let seed = self.value_as(*seed, DType::UInt64)?;
+                let subsequence = self.value_as(*subsequence, DType::UInt64)?;
+                let offset = self.value_as(*offset, DType::UInt64)?;
+                stmts.push(Stmt::RngInit {
+                    seed,
+                    subsequence,
+                    offset,
+                });
+            }
+            // The grid barrier is a block barrier too: it orders shared memory as one does.
+            ControlOp::SyncGrid => {
+                stmts.push(Stmt::GridSync);
+                self.sync.barrier_placed();
+            }
             ControlOp::DeviceAssert { cond, message } => {
                 let cond = self.value_as(*cond, DType::Bool)?;
                 stmts.push(Stmt::Assert {

@@ -51,6 +51,10 @@ impl Lowering<'_> {
                 .iter()
                 .fold(None, |acc, &arg| promote(acc, self.natural_dtype(arg))),
             DataExpr::Cast { dtype, .. } | DataExpr::Reinterpret { dtype, .. } => Some(*dtype),
+            DataExpr::Shuffle { value, .. } | DataExpr::WarpReduce { value, .. } => {
+                self.natural_dtype(*value)
+            }
+            DataExpr::Random(kind) => Some(kind.dtype()),
             DataExpr::Select {
                 then, otherwise, ..
             } => promote(self.natural_dtype(*then), self.natural_dtype(*otherwise)),
@@ -181,6 +185,25 @@ impl Lowering<'_> {
                     dtype,
                 }
             }
+            DataExpr::Shuffle {
+                kind,
+                value,
+                lane,
+                width,
+                mask,
+            } => Value::Shuffle {
+                kind,
+                value: self.value_as(value, dtype)?,
+                lane: self.value_as(lane, DType::Int32)?,
+                width: self.value_as(width, DType::Int32)?,
+                mask: self.value_as(mask, DType::UInt32)?,
+                dtype,
+            },
+            DataExpr::WarpReduce { op, value } => {
+                let value = self.value_as(value, dtype)?;
+                return Ok(self.warp_reduce(op, value, dtype));
+            }
+            DataExpr::Random(kind) => Value::Random(kind),
             DataExpr::Select {
                 cond,
                 then,
@@ -198,6 +221,27 @@ impl Lowering<'_> {
             }
         };
         Ok(self.program.add_value(node))
+    }
+
+    /// `T.warp_reduce_*`: the butterfly TileLang's `tl::warp_reduce` runs, `value = op(value,
+    /// shfl_xor(value, offset))` for offsets 16, 8, 4, 2, 1, so that a float sum adds in the same
+    /// order and every lane ends with the same result.
+    fn warp_reduce(&mut self, op: BinaryOp, value: ValueId, dtype: DType) -> ValueId {
+        let mut acc = value;
+        for offset in [16, 8, 4, 2, 1] {
+            let theirs = self.program.add_value(Value::ShuffleXor {
+                value: acc,
+                mask: offset,
+                dtype,
+            });
+            acc = self.program.add_value(Value::Binary {
+                op,
+                lhs: acc,
+                rhs: theirs,
+                dtype,
+            });
+        }
+        acc
     }
 
     /// `T.max(a, b)` and `T.min(a, b)` as the two-operand [`BinaryOp::Max`] and

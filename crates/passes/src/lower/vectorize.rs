@@ -207,6 +207,11 @@ fn collect_value(program: &ThreadProgram, id: ValueId, unconditional: bool, out:
         Value::Cast { value, .. } | Value::ShuffleXor { value, .. } => {
             collect_value(program, *value, unconditional, out);
         }
+        Value::Shuffle { .. } => {
+            for operand in program.value(id).operands() {
+                collect_value(program, operand, unconditional, out);
+            }
+        }
         Value::Binary { lhs, rhs, .. } | Value::Compare { lhs, rhs, .. } => {
             collect_value(program, *lhs, unconditional, out);
             collect_value(program, *rhs, unconditional, out);
@@ -221,7 +226,7 @@ fn collect_value(program: &ThreadProgram, id: ValueId, unconditional: bool, out:
             collect_value(program, *then, false, out);
             collect_value(program, *otherwise, false, out);
         }
-        Value::Float { .. } | Value::Int { .. } | Value::Index(_) => {}
+        Value::Float { .. } | Value::Int { .. } | Value::Index(_) | Value::Random(_) => {}
     }
 }
 

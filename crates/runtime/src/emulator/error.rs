@@ -162,6 +162,28 @@ pub enum ErrorKind {
     DivergentBarrier { active: usize, threads: usize },
     /// A shuffle read the value of a thread that was not executing the statement.
     ShuffleInactiveLane { partner: i64, mask: u32 },
+    /// A shuffle the user wrote (`T.shfl_*`) whose lane `mask` names thread `missing`, which does
+    /// not execute it (divergent control): CUDA leaves the result undefined.
+    ShuffleDivergent {
+        intrinsic: &'static str,
+        mask: u32,
+        missing: i64,
+    },
+    /// A user shuffle that reads thread `source`, which is not executing it (or not in the mask).
+    ShuffleSource {
+        intrinsic: &'static str,
+        source: i64,
+    },
+    /// A shuffle executed by a thread that its own lane mask leaves out, or whose segment width
+    /// is not a power of two from 1 to 32.
+    ShuffleOperands {
+        intrinsic: &'static str,
+        message: String,
+    },
+    /// A random number drawn (`draw`) by a thread whose generator `T.rng_init` never started.
+    RandomUninitialised { draw: &'static str },
+    /// A grid-wide barrier (`T.sync_grid`) the emulator cannot complete: `message` says why.
+    GridSync(String),
     /// A loop extent depends on the thread index (the program would not run in lockstep).
     ThreadDependentExtent,
     /// `T.device_assert` found its condition false in a thread.
@@ -343,6 +365,28 @@ impl fmt::Display for ErrorKind {
                 f,
                 "shuffle (xor {mask}) reads thread {partner}, which is not executing the statement"
             ),
+            ErrorKind::ShuffleDivergent {
+                intrinsic,
+                mask,
+                missing,
+            } => write!(
+                f,
+                "{intrinsic} with mask {mask:#010x} in divergent code: thread {missing} is in the \
+                 mask but does not execute the shuffle, so the result is undefined"
+            ),
+            ErrorKind::ShuffleSource { intrinsic, source } => write!(
+                f,
+                "{intrinsic} reads thread {source}, which does not execute the shuffle or is not \
+                 in its mask, so the result is undefined"
+            ),
+            ErrorKind::ShuffleOperands { intrinsic, message } => {
+                write!(f, "{intrinsic}: {message}")
+            }
+            ErrorKind::RandomUninitialised { draw } => write!(
+                f,
+                "{draw} in a thread whose random generator no `T.rng_init` has started"
+            ),
+            ErrorKind::GridSync(message) => write!(f, "T.sync_grid: {message}"),
             ErrorKind::ThreadDependentExtent => {
                 f.write_str("a loop extent depends on the thread index")
             }

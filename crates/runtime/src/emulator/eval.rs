@@ -12,6 +12,7 @@
 
 use std::borrow::Cow;
 
+use tilec_ir::data::ShuffleKind;
 use tilec_ir::thread::{FusedMultiplyAdd, Value, ValueId};
 
 use super::Machine;
@@ -23,6 +24,14 @@ use crate::tensor::round_to;
 const NONE: u32 = u32::MAX;
 /// How deeply value nodes may nest; deeper programs are refused rather than overflowing the stack.
 const MAX_NESTING: u32 = 2048;
+
+/// A user shuffle's kind, the columns of its value, lane, width and mask operands, and the
+/// rounding to its dtype.
+struct UserShuffle<R> {
+    kind: ShuffleKind,
+    columns: [usize; 4],
+    round: R,
+}
 
 /// The per-statement evaluation state.
 #[derive(Debug, Default)]
@@ -212,6 +221,36 @@ impl Machine<'_, '_> {
             Value::ShuffleXor { value, mask, dtype } => {
                 let operand = self.eval(value, active, sel, nesting)?;
                 self.shuffle(operand, mask, active, sel, arith::rounder(dtype))?
+            }
+            Value::Shuffle {
+                kind,
+                value,
+                lane,
+                width,
+                mask,
+                dtype,
+            } => {
+                let mut columns = [0; 4];
+                for (slot, operand) in columns.iter_mut().zip([value, lane, width, mask]) {
+                    *slot = self.eval(operand, active, sel, nesting)?;
+                }
+                let operands = UserShuffle {
+                    kind,
+                    columns,
+                    round: arith::rounder(dtype),
+                };
+                self.user_shuffle(operands, active, sel)?
+            }
+            Value::Random(kind) => {
+                let threads = Self::threads_of(active, sel);
+                let drawn = self.draw_random(kind, &threads)?;
+                let column = self.frame.alloc();
+                let mut out = self.frame.take(column);
+                for (&lane, value) in sel.iter().zip(drawn) {
+                    out[lane as usize] = value;
+                }
+                self.frame.put(column, out);
+                column
             }
         };
         self.frame.remember(value, column);
@@ -458,6 +497,92 @@ impl Machine<'_, '_> {
         }
         self.frame.put(column, out);
         Ok(column)
+    }
+
+    /// A shuffle the user wrote: each lane of `sel` reads the value column of the lane that
+    /// [`ShuffleKind::source_lane`] picks. CUDA requires every thread of the lane mask to execute
+    /// the shuffle, the executing thread to be in its own mask, a power-of-two width up to 32 and
+    /// a source lane that executes it; anything else is undefined on the GPU and reported here.
+    /// Lanes of the mask past the block's last thread do not exist and count as exited.
+    fn user_shuffle(
+        &mut self,
+        shuffle: UserShuffle<impl Fn(f64) -> f64>,
+        active: &[u32],
+        sel: &[u32],
+    ) -> Result<usize, Fault> {
+        self.fill_lane_of(active);
+        let intrinsic = shuffle.kind.intrinsic();
+        let [values, lanes, widths, masks] = shuffle.columns;
+        let column = self.frame.alloc();
+        let mut out = self.frame.take(column);
+        for &lane in sel {
+            let thread = active.get(lane as usize).copied().unwrap_or(0);
+            let at = |c: usize| {
+                self.frame
+                    .column(c)
+                    .get(lane as usize)
+                    .copied()
+                    .unwrap_or(0.0)
+            };
+            let mask = at(masks) as i64 as u32;
+            let width = at(widths) as i64;
+            let operand = at(lanes) as i64;
+            let own = thread & 31;
+            let operand_fault = |message: String| ErrorKind::ShuffleOperands { intrinsic, message };
+            if !matches!(width, 1 | 2 | 4 | 8 | 16 | 32) {
+                let message = format!("width {width} is not a power of two from 1 to 32");
+                return Err(self.fault(operand_fault(message), Some(thread)));
+            }
+            if mask & (1 << own) == 0 {
+                let message = format!("the executing lane {own} is not in the mask {mask:#010x}");
+                return Err(self.fault(operand_fault(message), Some(thread)));
+            }
+            let warp = thread & !31;
+            for bit in (0..32).filter(|bit| mask & (1 << bit) != 0) {
+                let member = warp + bit;
+                if self.shuffle_lane(member).is_none() && self.is_live(member) {
+                    let kind = ErrorKind::ShuffleDivergent {
+                        intrinsic,
+                        mask,
+                        missing: i64::from(member),
+                    };
+                    return Err(self.fault(kind, Some(thread)));
+                }
+            }
+            let source = warp + shuffle.kind.source_lane(own, operand, width as u32);
+            let source_lane = self
+                .shuffle_lane(source)
+                .filter(|_| mask & (1 << (source & 31)) != 0);
+            let Some(source_lane) = source_lane else {
+                let kind = ErrorKind::ShuffleSource {
+                    intrinsic,
+                    source: i64::from(source),
+                };
+                return Err(self.fault(kind, Some(thread)));
+            };
+            let value = self.frame.column(values)[source_lane];
+            out[lane as usize] = (shuffle.round)(value);
+        }
+        self.frame.put(column, out);
+        Ok(column)
+    }
+
+    /// The lane of the running statement through which `thread` evaluates the current node, if
+    /// it does (it executes the statement and is in the innermost scope).
+    fn shuffle_lane(&self, thread: u32) -> Option<usize> {
+        let lane = *self.frame.lane_of.get(thread as usize)?;
+        let in_scope = self
+            .frame
+            .in_scope
+            .get(lane as usize)
+            .is_some_and(|&depth| depth == self.frame.depth);
+        in_scope.then_some(lane as usize)
+    }
+
+    /// Whether `thread` exists in the block and has not returned.
+    fn is_live(&self, thread: u32) -> bool {
+        (thread as usize) < self.threads
+            && !self.exited.get(thread as usize).copied().unwrap_or(true)
     }
 
     /// Fills the thread → lane map of the running statement.

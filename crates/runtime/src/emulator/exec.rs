@@ -42,6 +42,8 @@ pub(super) struct Machine<'p, 't> {
     pub block: [u32; 3],
     /// The blocks along x that the run launches (what `gridDim.x` reads).
     pub blocks: u32,
+    /// The blocks the run launches in all.
+    pub grid_blocks: u64,
     pub report: EmulatorReport,
     /// Bindings shadowed by `let`s, restored when their statement list ends.
     pub shadowed: Vec<(usize, Binding)>,
@@ -57,6 +59,8 @@ pub(super) struct Machine<'p, 't> {
     /// more and count as arrived at every later barrier.
     pub exited: Vec<bool>,
     pub exited_count: usize,
+    /// The running block's threads' random generators, `None` until `T.rng_init` starts one.
+    pub generators: Vec<Option<super::random::Philox>>,
     /// The TMA tensor maps, evaluated for this run.
     pub maps: Vec<MapInfo>,
     /// When the run must stop, and the budget that set it (see `run_program_within`).
@@ -82,12 +86,25 @@ impl<'p> Machine<'p, '_> {
 
     /// Runs one block of the grid.
     pub(super) fn run_block(&mut self, block: [u32; 3]) -> Result<(), Fault> {
+        self.begin_block(block);
+        let all: Vec<u32> = (0..self.threads as u32).collect();
+        let program = self.program;
+        self.exec_list(&program.body, &all)?;
+        self.finish_block()
+    }
+
+    /// Starts block `block`: fresh shared memory, barriers and thread states, and its indices
+    /// bound.
+    pub(super) fn begin_block(&mut self, block: [u32; 3]) {
         self.block = block;
         self.memory.begin_block();
         self.mbarriers.clear();
         self.turns.clear();
         self.exited.iter_mut().for_each(|exited| *exited = false);
         self.exited_count = 0;
+        self.generators
+            .iter_mut()
+            .for_each(|generator| *generator = None);
         let mut bound: Vec<(VarId, u32)> =
             self.program.block_index.into_iter().zip(block).collect();
         // A persistent program reads which block it is and how many run; its `let`s bind the
@@ -103,10 +120,11 @@ impl<'p> Machine<'p, '_> {
                 *binding = Binding::Uniform(i64::from(index));
             }
         }
-        let all: Vec<u32> = (0..self.threads as u32).collect();
         self.report.blocks += 1;
-        let program = self.program;
-        self.exec_list(&program.body, &all)?;
+    }
+
+    /// The checks at the end of a block: async copies, wgmmas, turns and mbarriers left open.
+    pub(super) fn finish_block(&mut self) -> Result<(), Fault> {
         self.finish_async()?;
         self.finish_wgmma()?;
         self.finish_turns()?;
@@ -137,7 +155,7 @@ impl<'p> Machine<'p, '_> {
     }
 
     /// The threads of `active` that have not returned.
-    fn still_running(&self, active: &[u32]) -> Vec<u32> {
+    pub(super) fn still_running(&self, active: &[u32]) -> Vec<u32> {
         active
             .iter()
             .copied()
@@ -288,6 +306,12 @@ impl<'p> Machine<'p, '_> {
             )),
             // Grids run one after another here: what a dependent launch waits for is done.
             Stmt::GridDependencyWait | Stmt::LaunchDependents => Ok(()),
+            Stmt::RngInit {
+                seed,
+                subsequence,
+                offset,
+            } => self.exec_rng_init([*seed, *subsequence, *offset], active),
+            Stmt::GridSync => self.exec_grid_sync(active),
             Stmt::AsyncCopy {
                 dst,
                 dst_index,
@@ -805,7 +829,22 @@ impl<'p> Machine<'p, '_> {
         Ok(())
     }
 
-    fn exec_barrier(&mut self, active: &[u32]) -> Result<(), Fault> {
+    /// `T.sync_grid()` where blocks do not run as tasks (`grid.rs`): in a grid of one block it
+    /// is a block barrier; in a larger grid it sits inside a statement that runs as a whole
+    /// (warp roles), where the emulator cannot hold the block.
+    fn exec_grid_sync(&mut self, active: &[u32]) -> Result<(), Fault> {
+        self.exec_barrier(active)?;
+        if self.grid_blocks > 1 {
+            let message = "the emulator cannot hold a block at a grid barrier inside warp roles";
+            return Err(self.fault(
+                ErrorKind::GridSync(message.to_owned()),
+                active.first().copied(),
+            ));
+        }
+        Ok(())
+    }
+
+    pub(super) fn exec_barrier(&mut self, active: &[u32]) -> Result<(), Fault> {
         // A thread that has returned counts as arrived, as on the GPU.
         if active.len() + self.exited_count != self.threads {
             let kind = ErrorKind::DivergentBarrier {

@@ -40,7 +40,7 @@ impl Binding {
 }
 
 /// The bindings of all variables of the program's arena, by variable index.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub(super) struct Env {
     pub vars: Vec<Binding>,
 }

@@ -195,6 +195,17 @@ pub(super) struct Counts {
     pub atomics: u64,
 }
 
+/// One block's shared memory and registers while another block runs (see
+/// [`Memory::swap_block`]).
+#[derive(Debug, Default)]
+pub(super) struct BlockStorage {
+    shared: Vec<SharedBuffer>,
+    owners: Vec<ByteOwner>,
+    local: Vec<Vec<f64>>,
+    local_stamps: Vec<Vec<u32>>,
+    block_serial: u32,
+}
+
 #[derive(Debug)]
 pub(super) struct Memory<'t> {
     pub tensors: &'t mut [HostTensor],
@@ -207,6 +218,9 @@ pub(super) struct Memory<'t> {
     local: Vec<Vec<f64>>,
     local_stamps: Vec<Vec<u32>>,
     block_serial: u32,
+    /// The last block serial handed out: blocks that run interleaved (around grid barriers)
+    /// each keep their own serial, so a new block takes the next one.
+    serials: u32,
     epoch: u32,
     /// Per warp, how many `__syncwarp`s it has executed: accesses of two threads of one warp in one
     /// epoch are ordered when the warp synced between them.
@@ -262,6 +276,7 @@ impl<'t> Memory<'t> {
             local,
             local_stamps,
             block_serial: 0,
+            serials: 0,
             epoch: 0,
             warp_syncs: vec![0; threads.div_ceil(32)],
             clock: None,
@@ -272,8 +287,31 @@ impl<'t> Memory<'t> {
 
     /// Starts a block: its shared memory and registers start out unwritten.
     pub fn begin_block(&mut self) {
-        self.block_serial = self.block_serial.wrapping_add(1);
+        self.serials = self.serials.wrapping_add(1);
+        self.block_serial = self.serials;
         self.epoch = self.epoch.wrapping_add(1);
+    }
+
+    /// The storage of the running block, for blocks that run interleaved around grid barriers
+    /// (`grid.rs`): a copy of the current one, which a new block starts from (its serial makes
+    /// everything in it read as unwritten once it has begun).
+    pub fn block_storage(&self) -> BlockStorage {
+        BlockStorage {
+            shared: self.shared.clone(),
+            owners: self.owners.clone(),
+            local: self.local.clone(),
+            local_stamps: self.local_stamps.clone(),
+            block_serial: self.block_serial,
+        }
+    }
+
+    /// Exchanges the running block's storage with `storage`.
+    pub fn swap_block(&mut self, storage: &mut BlockStorage) {
+        std::mem::swap(&mut self.shared, &mut storage.shared);
+        std::mem::swap(&mut self.owners, &mut storage.owners);
+        std::mem::swap(&mut self.local, &mut storage.local);
+        std::mem::swap(&mut self.local_stamps, &mut storage.local_stamps);
+        std::mem::swap(&mut self.block_serial, &mut storage.block_serial);
     }
 
     /// A barrier: accesses before it no longer race with accesses after it.

@@ -2,7 +2,8 @@
 //! every fault that would make the generated CUDA wrong or undefined.
 //!
 //! Execution follows the two rules of [`tilec_ir::thread`]. Blocks run one after another (x fastest,
-//! then y, then z). Within a block all threads run in lockstep: each statement executes for all
+//! then y, then z), except in a program with grid barriers (`T.sync_grid`), whose blocks run
+//! interleaved, each up to the next barrier, until all have reached it (see `grid.rs`). Within a block all threads run in lockstep: each statement executes for all
 //! threads that reach it before the next statement starts (see `exec.rs`), values are computed
 //! column-wise over those threads (see `eval.rs`), and an `if` splits the threads into the two
 //! branches, which run one after the other.
@@ -77,9 +78,11 @@ mod arith;
 mod error;
 mod eval;
 mod exec;
+mod grid;
 mod index;
 mod mbarrier;
 mod memory;
+mod random;
 mod roles;
 mod setup;
 #[cfg(test)]
@@ -185,6 +188,7 @@ pub fn run_program_within(
         sites: Vec::new(),
         block: [0; 3],
         blocks: setup.grid[0],
+        grid_blocks: setup.grid.iter().map(|&g| u64::from(g)).product(),
         report: EmulatorReport {
             threads_per_block: setup.threads as u64,
             ..EmulatorReport::default()
@@ -196,14 +200,23 @@ pub fn run_program_within(
         turns: turns::Turns::default(),
         exited: vec![false; setup.threads],
         exited_count: 0,
+        generators: vec![None; setup.threads],
         maps: setup.maps,
         deadline,
     };
     let [gx, gy, gz] = setup.grid;
-    for z in 0..gz {
-        for y in 0..gy {
-            for x in 0..gx {
-                machine.run_block([x, y, z]).map_err(|fault| *fault)?;
+    if tilec_ir::thread::uses_grid_sync(&program.body) && machine.grid_blocks > 1 {
+        // Blocks meet at grid barriers: they run interleaved, each up to the next one.
+        let blocks: Vec<[u32; 3]> = (0..gz)
+            .flat_map(|z| (0..gy).flat_map(move |y| (0..gx).map(move |x| [x, y, z])))
+            .collect();
+        machine.run_grid(&blocks).map_err(|fault| *fault)?;
+    } else {
+        for z in 0..gz {
+            for y in 0..gy {
+                for x in 0..gx {
+                    machine.run_block([x, y, z]).map_err(|fault| *fault)?;
+                }
             }
         }
     }

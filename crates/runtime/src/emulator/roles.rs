@@ -42,7 +42,7 @@ struct Context<'p> {
 
 /// What to do when a statement list of a task ends (after its `let`s are undone).
 #[derive(Debug)]
-enum Exit<'p> {
+pub(super) enum Exit<'p> {
     /// Nothing: the list is a role's body or the last branch of an `if` to run.
     Done,
     /// Leave a statement block.
@@ -64,16 +64,21 @@ enum Exit<'p> {
 /// A statement list being run by a task: the next statement, the threads running it, and the
 /// depth of the shadowing stack when it started.
 #[derive(Debug)]
-struct ListFrame<'p> {
-    stmts: &'p [Stmt],
-    next: usize,
-    active: Vec<u32>,
+pub(super) struct ListFrame<'p> {
+    pub(super) stmts: &'p [Stmt],
+    pub(super) next: usize,
+    pub(super) active: Vec<u32>,
     shadowed: usize,
     exit: Exit<'p>,
 }
 
 impl<'p> ListFrame<'p> {
-    fn new(stmts: &'p [Stmt], active: Vec<u32>, shadowed: usize, exit: Exit<'p>) -> Self {
+    pub(super) fn new(
+        stmts: &'p [Stmt],
+        active: Vec<u32>,
+        shadowed: usize,
+        exit: Exit<'p>,
+    ) -> Self {
         ListFrame {
             stmts,
             next: 0,
@@ -106,14 +111,14 @@ const BRANCHES: [&str; ROLES] = [
 
 /// A wait that blocks a task: the wait, the first thread it blocks and where it is.
 #[derive(Debug)]
-struct Blocked<'p> {
+pub(super) struct Blocked<'p> {
     wait: BlockedWait,
     thread: u32,
     site: Option<Site<'p>>,
 }
 
 /// What one step of a task did.
-enum Step<'p> {
+pub(super) enum Step<'p> {
     Ran,
     Blocked(Blocked<'p>),
     Finished,
@@ -331,7 +336,7 @@ impl<'p> Machine<'p, '_> {
 
     /// Counts the innermost frame's next statement as executed and moves past it; returns the
     /// threads executing it.
-    fn enter_statement(&mut self, frames: &mut [ListFrame<'p>]) -> Vec<u32> {
+    pub(super) fn enter_statement(&mut self, frames: &mut [ListFrame<'p>]) -> Vec<u32> {
         let Some(top) = frames.last_mut() else {
             return Vec::new();
         };
@@ -341,7 +346,7 @@ impl<'p> Machine<'p, '_> {
     }
 
     /// A loop whose body contains a wait: its body becomes a frame, iteration by iteration.
-    fn enter_for(
+    pub(super) fn enter_for(
         &mut self,
         (var, extent, body): (VarId, ExprId, &'p [Stmt]),
         frames: &mut Vec<ListFrame<'p>>,
@@ -366,7 +371,7 @@ impl<'p> Machine<'p, '_> {
 
     /// An `if` whose branches contain a wait: the threads split as in `exec_if`, and the `then`
     /// branch runs first, then `otherwise`.
-    fn enter_if(
+    pub(super) fn enter_if(
         &mut self,
         cond: ValueId,
         (then, otherwise): (&'p [Stmt], &'p [Stmt]),
@@ -389,7 +394,7 @@ impl<'p> Machine<'p, '_> {
 
     /// Ends a statement list: undoes its `let`s, then leaves its block, runs its loop's next
     /// iteration or its `if`'s other branch.
-    fn end_list(&mut self, frame: ListFrame<'p>, frames: &mut Vec<ListFrame<'p>>) {
+    pub(super) fn end_list(&mut self, frame: ListFrame<'p>, frames: &mut Vec<ListFrame<'p>>) {
         self.restore_shadowed(frame.shadowed);
         let shadowed = self.shadowed.len();
         match frame.exit {
