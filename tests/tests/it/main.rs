@@ -25,4 +25,5 @@ mod settings;
 mod thread_ops;
 mod tidy;
 mod tilelang_layouts;
+mod tilelang_reference;
 mod warp_specialized;
