@@ -18,6 +18,7 @@ mod layouts;
 mod layouts_order;
 mod lowering;
 mod realworld;
+mod realworld_layouts;
 mod realworld_ops;
 mod robustness;
 mod runtime_scalars;
