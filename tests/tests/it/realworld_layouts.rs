@@ -93,9 +93,11 @@ const REASONS: &[(&str, &str)] = &[
     ),
     (
         "free-variable",
-        "disagrees: tilec's layout refers to `jj`, a loop variable that is not an index of the \
-         fragment (written inside a `T.serial` loop over jj), so neither its threads nor its \
-         register count are a function of the element",
+        "disagrees: `sqrsum_part[i, j] += x_frag[i, jj * 4 + j] * ...` runs in a \
+         `T.Parallel(token_block, 4)` inside `for jj in T.serial(...)`; tilec derives the loop's \
+         layout from x_frag's through the index `jj * 4 + j` and keeps `jj` in it, so neither the \
+         threads nor the register count of `sqrsum_part` (and of `sqrsum_l`, reduced from it) are \
+         a function of the element (TileLang: thread `rep * 64 + i // 16 * 32 + i % 8 * 4 + j`)",
     ),
     (
         "uniform-read",
