@@ -124,7 +124,7 @@ fn expected_path() -> PathBuf {
 }
 
 /// Every `.py` file under `dir` whose text launches a kernel, as paths relative to `dir`, sorted.
-fn kernel_files(dir: &Path) -> Vec<String> {
+pub(crate) fn kernel_files(dir: &Path) -> Vec<String> {
     let mut found = Vec::new();
     let mut pending = vec![dir.to_path_buf()];
     while let Some(folder) = pending.pop() {
@@ -145,7 +145,8 @@ fn kernel_files(dir: &Path) -> Vec<String> {
     found
 }
 
-fn out_of_scope(relative: &str) -> Option<&'static str> {
+/// Why a file of the set is out of scope, or `None` when it is in scope.
+pub(crate) fn out_of_scope(relative: &str) -> Option<&'static str> {
     OUT_OF_SCOPE
         .iter()
         .find(|(prefix, _)| relative.starts_with(prefix))
