@@ -19,6 +19,11 @@ for kernel in packed_dequant tirx_unpack bitwise_functions compaction xor_layout
         "$tilec" run "$file" --device cuda --check || echo "FAILED $kernel"
     fi
 done
+for instance in 0 1 2; do
+    [ -f gpu-carry/rw/example_gemv.py ] || break
+    "$tilec" run gpu-carry/rw/example_gemv.py --instance "$instance" --device cuda --check \
+        || echo "FAILED gemv instance $instance"
+done
 if [ -f gpu-carry/rw/example_tilelang_gemm_streamk.py ]; then
     "$tilec" run gpu-carry/rw/example_tilelang_gemm_streamk.py --device cuda --check \
         --with M=256 --with N=1024 --with K=512 || echo "FAILED streamk"

@@ -852,7 +852,10 @@ impl<'w> Lowering<'w> {
             Some(EntityKind::Bind) => {
                 let accesses = self.entity_shared_accesses(entity);
                 self.sync.before(&accesses, out);
-                self.bind(entity, out)
+                self.bind(entity, out)?;
+                // A later write of what it read must not overtake the read in another thread.
+                self.sync.after(&accesses);
+                Ok(())
             }
             // Declarations: buffers were declared with the launch, and parameters and launches
             // are not statements of a body.
@@ -1064,6 +1067,9 @@ impl<'w> Lowering<'w> {
                 otherwise: Vec::new(),
             });
         }
+        // Other threads read what it wrote (thread 0's store of a value all read), or write
+        // what it read: the next operation that meets it waits at a barrier.
+        self.sync.after(&accesses);
         Ok(())
     }
 
