@@ -15,6 +15,9 @@ pub fn origin_words(world: &World, inferred: &Inferred) -> String {
         Origin::Gemm => "T.gemm (tensor-core accumulator)".to_owned(),
         Origin::GemmOperand => "T.gemm (tensor-core A operand)".to_owned(),
         Origin::Broadcast => "read at a constant index (replicated to every thread)".to_owned(),
+        Origin::ReadByEveryThread => {
+            "read outside parallel loops (replicated to every thread)".to_owned()
+        }
         Origin::Plan { vector } => format!("planned ({vector}-wide vectors)"),
         Origin::Propagated { from } => match world.kind(*from) {
             Some(EntityKind::Loop) => "the `T.Parallel` loop".to_owned(),

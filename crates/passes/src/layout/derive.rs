@@ -262,10 +262,16 @@ pub fn buffer_from_loop(
     let zero = arena.int(0);
     let mut map = to_buffer.clone();
     map.extend(free.iter().map(|&(v, _)| (v, zero)));
+    // The split variables come in with the loop variables' inverses, after the substitution
+    // that zeroes the free ones: each element's register is that of its first iteration.
+    let splits_zero: Vec<(VarId, ExprId)> = free.iter().map(|&(v, _)| (v, zero)).collect();
     let mut from_loop: Vec<ExprId> = loop_layout
         .index
         .iter()
-        .map(|&e| substitute_vars(arena, e, &map))
+        .map(|&e| {
+            let through = substitute_vars(arena, e, &map);
+            substitute_vars(arena, through, &splits_zero)
+        })
         .collect();
     if !serial_dims.is_empty() {
         let serial_vars: Vec<VarId> = serial_dims.iter().map(|&d| vars[d]).collect();
@@ -615,8 +621,24 @@ fn best_index(
     base: FragmentLayout,
     candidates: Vec<Vec<ExprId>>,
 ) -> FragmentLayout {
+    // Each candidate also in its dense form: the register index of a layout derived through a
+    // reduction or a sparser loop keeps strides of the one it came from (`i // 64 * 32 + i % 16
+    // // 8` for a row of a gemm accumulator), and every stride past the digits below it is a
+    // register the thread allocates and never uses.
+    let dense: Vec<Vec<ExprId>> = candidates
+        .iter()
+        .filter_map(|candidate| {
+            candidate
+                .iter()
+                .map(|&e| dense_digits(arena, e, &base))
+                .collect::<Option<Vec<ExprId>>>()
+        })
+        .collect();
+    let within = within_thread_index(arena, &base);
     let mut sized: Vec<(i64, FragmentLayout)> = candidates
         .into_iter()
+        .chain(dense)
+        .chain(within)
         .map(|candidate| {
             let index = candidate
                 .into_iter()
@@ -639,6 +661,168 @@ fn best_index(
     }
     let index = vec![flatten(arena, &base.vars, &base.shape)];
     FragmentLayout { index, ..base }
+}
+
+/// `expr` with its digits packed: when it is a sum of terms `c * g` whose `g` each take the
+/// values `0..r` (a digit), the same digits with strides that leave no gap, in the order of
+/// their coefficients. `None` when a term is not such a digit or nothing would change. Whether
+/// the packed index still tells a thread's elements apart is for the caller to check.
+fn dense_digits(arena: &mut ExprArena, expr: ExprId, layout: &FragmentLayout) -> Option<ExprId> {
+    let mut terms = Vec::new();
+    sum_terms(arena, expr, &mut terms)?;
+    let mut digits = Vec::with_capacity(terms.len());
+    for (coefficient, inner) in terms {
+        if coefficient <= 0 {
+            return None;
+        }
+        let range = digit_range(arena, inner, layout)?;
+        digits.push((coefficient, inner, range));
+    }
+    digits.sort_by_key(|&(coefficient, ..)| coefficient);
+    let mut stride = 1i64;
+    let mut packed = arena.int(0);
+    let mut changed = false;
+    for (coefficient, inner, range) in digits {
+        changed |= coefficient != stride;
+        let scale = arena.int(stride);
+        let term = arena.mul(inner, scale);
+        packed = arena.add(packed, term);
+        stride = stride.checked_mul(range)?;
+    }
+    changed.then_some(packed)
+}
+
+/// The index of an element among its thread's: the buffer's coordinates row-major, less what the
+/// thread formula already tells (a coordinate it reads whole drops out, one it reads as
+/// `v // d` leaves `v % d`). A layout whose thread is `i` (one row per thread) then indexes a
+/// row's `j`, not `i * n + j`, which would give every thread the whole tile's registers. `None`
+/// when the thread formula reads no coordinate that way.
+fn within_thread_index(arena: &mut ExprArena, layout: &FragmentLayout) -> Option<Vec<ExprId>> {
+    let mut parts = Vec::with_capacity(layout.vars.len());
+    let mut extents = Vec::with_capacity(layout.vars.len());
+    let mut changed = false;
+    for (&var, &extent) in layout.vars.iter().zip(&layout.shape) {
+        let mut uses = Vec::new();
+        thread_uses(arena, layout.thread, var, &mut uses);
+        let divisor = match uses.iter().copied().collect::<Option<Vec<i64>>>() {
+            Some(divisors) if !divisors.is_empty() => divisors.into_iter().min(),
+            _ => None,
+        };
+        let own = arena.var_expr(var);
+        match divisor {
+            Some(1) => changed = true,
+            Some(d) if d > 1 && d < extent && extent % d == 0 => {
+                let d_expr = arena.int(d);
+                parts.push(arena.floormod(own, d_expr));
+                extents.push(d);
+                changed = true;
+            }
+            _ => {
+                parts.push(own);
+                extents.push(extent);
+            }
+        }
+    }
+    if !changed {
+        return None;
+    }
+    let index = match parts.len() {
+        0 => arena.int(0),
+        _ => {
+            let extents: Vec<ExprId> = arena.ints(&extents);
+            arena.flatten_row_major(&parts, &extents)
+        }
+    };
+    Some(vec![index])
+}
+
+/// How `expr` reads `var`: `Some(d)` for each `var // d` (and `Some(1)` for `var` itself), `None`
+/// for any other use (`var % m`, a product of variables), which keeps the coordinate whole.
+fn thread_uses(arena: &ExprArena, expr: ExprId, var: VarId, out: &mut Vec<Option<i64>>) {
+    match *arena.get(expr) {
+        tilec_ir::Expr::Var(v) if v == var => out.push(Some(1)),
+        tilec_ir::Expr::FloorDiv(a, b) if *arena.get(a) == tilec_ir::Expr::Var(var) => {
+            out.push(arena.as_int(b).filter(|&d| d > 0));
+        }
+        tilec_ir::Expr::Int(_) | tilec_ir::Expr::Var(_) => {}
+        tilec_ir::Expr::Add(a, b) | tilec_ir::Expr::Sub(a, b) => {
+            thread_uses(arena, a, var, out);
+            thread_uses(arena, b, var, out);
+        }
+        tilec_ir::Expr::Mul(a, b) if arena.as_int(b).is_some() => thread_uses(arena, a, var, out),
+        tilec_ir::Expr::Mul(..)
+        | tilec_ir::Expr::FloorDiv(..)
+        | tilec_ir::Expr::FloorMod(..)
+        | tilec_ir::Expr::Min(..)
+        | tilec_ir::Expr::Max(..) => {
+            if arena.vars_of(expr).contains(&var) {
+                out.push(None);
+            }
+        }
+    }
+}
+
+/// The additive terms of `expr` as `(constant coefficient, expression)`; `None` for a
+/// subtraction or a constant offset, which a register index never has.
+fn sum_terms(arena: &ExprArena, expr: ExprId, out: &mut Vec<(i64, ExprId)>) -> Option<()> {
+    match *arena.get(expr) {
+        tilec_ir::Expr::Add(a, b) => {
+            sum_terms(arena, a, out)?;
+            sum_terms(arena, b, out)
+        }
+        tilec_ir::Expr::Mul(a, b) => match arena.as_int(b) {
+            Some(coefficient) => {
+                out.push((coefficient, a));
+                Some(())
+            }
+            None => {
+                out.push((1, expr));
+                Some(())
+            }
+        },
+        tilec_ir::Expr::Int(_) | tilec_ir::Expr::Sub(..) => None,
+        tilec_ir::Expr::Var(_)
+        | tilec_ir::Expr::FloorDiv(..)
+        | tilec_ir::Expr::FloorMod(..)
+        | tilec_ir::Expr::Min(..)
+        | tilec_ir::Expr::Max(..) => {
+            out.push((1, expr));
+            Some(())
+        }
+    }
+}
+
+/// `r` when `expr` takes exactly the values `0..r` over the layout's domain, by enumeration.
+fn digit_range(arena: &ExprArena, expr: ExprId, layout: &FragmentLayout) -> Option<i64> {
+    const MAX_DIGIT: usize = 1 << 16;
+    let mut seen = vec![false; 0];
+    let mut failed = false;
+    let mut program = ExprProgram::compile_zeroing(arena, &layout.vars, &[expr]);
+    for_each_chunk(&layout.shape, |_, columns, len| {
+        let Some(batch) = program.run_batch(columns, len) else {
+            failed = true;
+            return false;
+        };
+        for &value in batch.column(0) {
+            let Ok(value) = usize::try_from(value) else {
+                failed = true;
+                return false;
+            };
+            if value >= MAX_DIGIT {
+                failed = true;
+                return false;
+            }
+            if value >= seen.len() {
+                seen.resize(value + 1, false);
+            }
+            seen[value] = true;
+        }
+        true
+    });
+    if failed || seen.is_empty() || !seen.iter().all(|&hit| hit) {
+        return None;
+    }
+    i64::try_from(seen.len()).ok()
 }
 
 /// `e // g` where `g` is the gcd of every value `e` takes over the layout's domain.

@@ -24,6 +24,11 @@ fn origin_words(world: &World, inferred: &Inferred) -> String {
         }
         Origin::Annotation => "`T.annotate_layout` fixes it".to_owned(),
         Origin::Broadcast => "it is read at a constant index, so every thread holds it".to_owned(),
+        Origin::ReadByEveryThread => {
+            "it is read outside parallel loops, where every thread runs the read, so every thread \
+             holds all of it"
+                .to_owned()
+        }
         Origin::Plan { vector } => format!("a loop planned with {vector}-wide vectors lays it out"),
         Origin::Propagated { from } => match world.kind(*from) {
             Some(EntityKind::Loop) => {

@@ -36,6 +36,9 @@ pub enum Origin {
     GemmOperand,
     /// Read at a constant index inside a parallel loop: every thread needs the element.
     Broadcast,
+    /// Read outside every parallel loop (an `if` on `mask[k]` in a serial loop, a run-time
+    /// scalar, a store's value): every thread runs the statement and needs every element.
+    ReadByEveryThread,
     /// Planned freely: consecutive chunks of `vector` elements to consecutive threads.
     Plan { vector: i64 },
     /// Derived from another layout through an access of this op.
@@ -898,6 +901,7 @@ fn strict(
             _ => {}
         }
     }
+    serial_reads(world, threads, state);
     // A fragment read at a constant index inside a parallel loop must be on every thread.
     for op in ops {
         let Op::Loop {
@@ -931,6 +935,66 @@ fn strict(
             }
         }
     }
+}
+
+/// Fragments read by statements outside every parallel loop (a runtime `if` or `while`
+/// condition, a run-time scalar, a top-level store's value): every thread runs the statement, so
+/// each needs every element it may read, which TileLang gives by replicating the fragment on
+/// all threads. Layouts decided by a strict source (a gemm, an annotation) stand, and the reads
+/// are checked against them.
+fn serial_reads(world: &World, threads: &Threads, state: &mut State) {
+    for entity in world.entities() {
+        let Some(kind) = world.kind(entity) else {
+            continue;
+        };
+        let value = match kind {
+            EntityKind::If | EntityKind::Loop => world.conditions.get(entity).copied(),
+            EntityKind::Bind => world.bindings.get(entity).map(|binding| binding.value),
+            EntityKind::Store => world.stores.get(entity).map(|store| store.value),
+            _ => None,
+        };
+        let Some(value) = value else { continue };
+        if inside_parallel_loop(world, entity) {
+            continue;
+        }
+        let mut loads = Vec::new();
+        world.data.loads(value, &mut loads);
+        for (buffer, _) in loads {
+            if !is_fragment(world, buffer) || state.buffers.contains_key(&buffer) {
+                continue;
+            }
+            let Some(shape) = world.const_shape(buffer) else {
+                continue;
+            };
+            let layout =
+                FragmentLayout::fully_replicated(&mut state.exprs, &shape, threads.of(entity));
+            state.buffers.insert(
+                buffer,
+                Inferred {
+                    layout,
+                    origin: Origin::ReadByEveryThread,
+                    op: entity,
+                },
+            );
+        }
+    }
+}
+
+/// Whether a parallel loop encloses `entity` (its statements run once per iteration, each on the
+/// thread the loop's layout gives it).
+fn inside_parallel_loop(world: &World, entity: EntityId) -> bool {
+    let mut current = world.parents.get(entity).copied();
+    while let Some(parent) = current {
+        if world
+            .loops
+            .get(parent)
+            .is_some_and(|info| info.kind == LoopKind::Parallel)
+        {
+            return true;
+        }
+        current = world.parents.get(parent).copied();
+    }
+    false
 }
 
 /// Takes a `T.annotate_layout` fragment as the buffer's layout, unless it is invalid: then the
