@@ -214,7 +214,9 @@ pub fn buffer_from_loop(
     if identity {
         // `buf[i, j]` in a loop over `(i, j)`: the buffer's layout is the loop's, renamed.
         let own: Vec<ExprId> = vars.iter().map(|&v| arena.var_expr(v)).collect();
-        if let Some(renamed) = identity_rename(arena, loop_layout, &own, &vars, buffer_shape) {
+        if let Some(renamed) = identity_rename(arena, loop_layout, &own, &vars, buffer_shape)
+            && only_own_vars(arena, &renamed)
+        {
             return Some(renamed);
         }
     }
@@ -259,6 +261,17 @@ pub fn buffer_from_loop(
     free.extend(splits);
     free.push((loop_layout.rep, loop_layout.replicate));
     let (thread, rep, replicate) = condense(arena, thread_expr, &vars, buffer_shape, &free)?;
+    // A loop's layout may follow an enclosing serial loop's variable (`x[i, jj * 4 + j]` puts
+    // each `jj` on other threads); a buffer's cannot, so such a loop lays out no buffer.
+    let foreign = |arena: &ExprArena, e: ExprId| {
+        arena
+            .vars_of(e)
+            .iter()
+            .any(|v| !vars.contains(v) && *v != rep)
+    };
+    if foreign(arena, thread) {
+        return None;
+    }
     let zero = arena.int(0);
     let mut map = to_buffer.clone();
     map.extend(free.iter().map(|&(v, _)| (v, zero)));
@@ -286,7 +299,10 @@ pub fn buffer_from_loop(
             })
             .collect();
     }
-    let candidates = vec![from_loop, vec![flatten(arena, &vars, buffer_shape)]];
+    let mut candidates = vec![vec![flatten(arena, &vars, buffer_shape)]];
+    if !from_loop.iter().any(|&e| foreign(arena, e)) {
+        candidates.insert(0, from_loop);
+    }
     let base = FragmentLayout {
         shape: buffer_shape.to_vec(),
         vars,
@@ -692,64 +708,114 @@ fn dense_digits(arena: &mut ExprArena, expr: ExprId, layout: &FragmentLayout) ->
     changed.then_some(packed)
 }
 
-/// The index of an element among its thread's: the buffer's coordinates row-major, less what the
-/// thread formula already tells (a coordinate it reads whole drops out, one it reads as
-/// `v // d` leaves `v % d`). A layout whose thread is `i` (one row per thread) then indexes a
-/// row's `j`, not `i * n + j`, which would give every thread the whole tile's registers. `None`
-/// when the thread formula reads no coordinate that way.
+/// Whether `layout`'s thread and index formulas read only its own variables and replica.
+fn only_own_vars(arena: &ExprArena, layout: &FragmentLayout) -> bool {
+    std::iter::once(layout.thread)
+        .chain(layout.index.iter().copied())
+        .flat_map(|e| arena.vars_of(e))
+        .all(|v| layout.vars.contains(&v) || v == layout.rep)
+}
+
+/// The index of an element among its thread's: the buffer's coordinates row-major, less the
+/// digits of each coordinate that the thread formula already reads (`i // 16` and `i % 8` leave
+/// `i % 16 // 8`; a coordinate read whole drops out). A layout whose thread is `i` (one row per
+/// thread) then indexes a row's `j`, not `i * n + j`, which would give every thread the whole
+/// tile's registers. `None` when the thread formula reads no digit that way.
 fn within_thread_index(arena: &mut ExprArena, layout: &FragmentLayout) -> Option<Vec<ExprId>> {
-    let mut parts = Vec::with_capacity(layout.vars.len());
-    let mut extents = Vec::with_capacity(layout.vars.len());
+    let mut parts = Vec::new();
+    let mut extents = Vec::new();
     let mut changed = false;
     for (&var, &extent) in layout.vars.iter().zip(&layout.shape) {
         let mut uses = Vec::new();
-        thread_uses(arena, layout.thread, var, &mut uses);
-        let divisor = match uses.iter().copied().collect::<Option<Vec<i64>>>() {
-            Some(divisors) if !divisors.is_empty() => divisors.into_iter().min(),
-            _ => None,
-        };
+        thread_uses(arena, layout.thread, var, extent, &mut uses);
         let own = arena.var_expr(var);
-        match divisor {
-            Some(1) => changed = true,
-            Some(d) if d > 1 && d < extent && extent % d == 0 => {
-                let d_expr = arena.int(d);
-                parts.push(arena.floormod(own, d_expr));
-                extents.push(d);
-                changed = true;
-            }
-            _ => {
-                parts.push(own);
-                extents.push(extent);
-            }
+        let leftover = uses
+            .iter()
+            .copied()
+            .collect::<Option<Vec<(i64, i64)>>>()
+            .filter(|read| !read.is_empty())
+            .and_then(|read| unread_digits(&read, extent));
+        let Some(leftover) = leftover else {
+            parts.push(own);
+            extents.push(extent);
+            continue;
+        };
+        changed = true;
+        for (low, high) in leftover {
+            let high_expr = arena.int(high);
+            let low_expr = arena.int(low);
+            let below = arena.floormod(own, high_expr);
+            parts.push(arena.floordiv(below, low_expr));
+            extents.push(high / low);
         }
     }
     if !changed {
         return None;
     }
-    let index = match parts.len() {
-        0 => arena.int(0),
-        _ => {
-            let extents: Vec<ExprId> = arena.ints(&extents);
-            arena.flatten_row_major(&parts, &extents)
-        }
-    };
-    Some(vec![index])
+    let extents: Vec<ExprId> = arena.ints(&extents);
+    Some(vec![arena.flatten_row_major(&parts, &extents)])
 }
 
-/// How `expr` reads `var`: `Some(d)` for each `var // d` (and `Some(1)` for `var` itself), `None`
-/// for any other use (`var % m`, a product of variables), which keeps the coordinate whole.
-fn thread_uses(arena: &ExprArena, expr: ExprId, var: VarId, out: &mut Vec<Option<i64>>) {
+/// The digit ranges `[low, high)` of a coordinate of `extent` that no range in `read` covers,
+/// each the coordinate's `x % high // low`; `None` unless every bound divides the next.
+fn unread_digits(read: &[(i64, i64)], extent: i64) -> Option<Vec<(i64, i64)>> {
+    let mut bounds: Vec<i64> = read.iter().flat_map(|&(low, high)| [low, high]).collect();
+    bounds.extend([1, extent]);
+    bounds.sort_unstable();
+    bounds.dedup();
+    if bounds.windows(2).any(|pair| pair[1] % pair[0] != 0) {
+        return None;
+    }
+    let mut leftover = Vec::new();
+    for pair in bounds.windows(2) {
+        let (low, high) = (pair[0], pair[1]);
+        let covered = read.iter().any(|&(a, b)| a <= low && high <= b);
+        if !covered {
+            leftover.push((low, high));
+        }
+    }
+    Some(leftover)
+}
+
+/// How `expr` reads `var` (of `extent`): `Some((low, high))` for each read of its digits
+/// `var % high // low` (`var` itself is `(1, extent)`, `var // d` is `(d, extent)`, `var % m` is
+/// `(1, m)`), `None` for any other use (a product of variables), which keeps the coordinate whole.
+fn thread_uses(
+    arena: &ExprArena,
+    expr: ExprId,
+    var: VarId,
+    extent: i64,
+    out: &mut Vec<Option<(i64, i64)>>,
+) {
+    let is_var = |e: ExprId| *arena.get(e) == tilec_ir::Expr::Var(var);
+    let positive = |e: ExprId| arena.as_int(e).filter(|&c| c > 0);
     match *arena.get(expr) {
-        tilec_ir::Expr::Var(v) if v == var => out.push(Some(1)),
-        tilec_ir::Expr::FloorDiv(a, b) if *arena.get(a) == tilec_ir::Expr::Var(var) => {
-            out.push(arena.as_int(b).filter(|&d| d > 0));
+        tilec_ir::Expr::Var(v) if v == var => out.push(Some((1, extent))),
+        tilec_ir::Expr::FloorDiv(a, b) if is_var(a) => {
+            out.push(positive(b).map(|d| (d, extent)));
+        }
+        tilec_ir::Expr::FloorMod(a, b) if is_var(a) => {
+            out.push(positive(b).map(|m| (1, m.min(extent))));
+        }
+        tilec_ir::Expr::FloorDiv(a, b) if matches!(*arena.get(a), tilec_ir::Expr::FloorMod(x, _) if is_var(x)) =>
+        {
+            let tilec_ir::Expr::FloorMod(_, m) = *arena.get(a) else {
+                return;
+            };
+            out.push(
+                positive(b)
+                    .zip(positive(m))
+                    .map(|(d, m)| (d, m.min(extent))),
+            );
         }
         tilec_ir::Expr::Int(_) | tilec_ir::Expr::Var(_) => {}
         tilec_ir::Expr::Add(a, b) | tilec_ir::Expr::Sub(a, b) => {
-            thread_uses(arena, a, var, out);
-            thread_uses(arena, b, var, out);
+            thread_uses(arena, a, var, extent, out);
+            thread_uses(arena, b, var, extent, out);
         }
-        tilec_ir::Expr::Mul(a, b) if arena.as_int(b).is_some() => thread_uses(arena, a, var, out),
+        tilec_ir::Expr::Mul(a, b) if arena.as_int(b).is_some() => {
+            thread_uses(arena, a, var, extent, out);
+        }
         tilec_ir::Expr::Mul(..)
         | tilec_ir::Expr::FloorDiv(..)
         | tilec_ir::Expr::FloorMod(..)
