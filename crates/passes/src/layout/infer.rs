@@ -1369,19 +1369,7 @@ fn free(world: &World, ops: &[Op], threads: &Threads, state: &mut State) {
         // kept when every root does: past the first few roots, the search goes on until one
         // trial is free of conflicts (a free plan of `logsum` made before the loop that ties it
         // to a reduction's result would put the result's rows on the wrong threads).
-        // As in TileLang, a copy between memory and a fragment lays the fragment out only when
-        // nothing else of the group can: a `T.Parallel` loop that computes with the fragment
-        // decides its partition (its vector width counts every dtype it touches), and the copy
-        // follows it.
-        let members: Vec<&&Op> = pending
-            .iter()
-            .filter(|op| group.contains(&op.entity()))
-            .collect();
-        let computes = |op: &&&Op| !matches!(world.ops.get(op.entity()), Some(TileOp::Copy { .. }));
-        let any_computes = members.iter().any(computes);
-        let roots = members
-            .into_iter()
-            .filter(|op| !any_computes || computes(op));
+        let roots = pending.iter().filter(|op| group.contains(&op.entity()));
         let mut best: Option<(u64, State)> = None;
         for (tried, candidate) in roots.enumerate() {
             let clean = best.as_ref().is_some_and(|(cost, _)| *cost < CONFLICT_COST);

@@ -130,7 +130,7 @@ fn hover_on_a_fragment_shows_its_layout() {
         replicate = 1
         ```
 
-        32 registers per thread, layout from the `T.Parallel` loop at line 17
+        32 registers per thread, layout from the `T.copy` at line 15
 
         Thread of each element (top-left corner):
         ```text
@@ -157,7 +157,7 @@ fn hover_on_a_loop_and_on_the_kernel() {
         thread = j // 4 % 256
         ```
 
-        vector width 4, layout from planned (4-wide vectors)
+        vector width 1, layout from the layout of `x`
 
         dense: each of 256 threads runs 32 iteration(s)
 
@@ -199,7 +199,7 @@ fn inlay_hints_show_registers_bytes_vectors_and_the_launch() {
         11:59 32 regs/thread
         12:60 2 regs/thread
         13:61 2 regs/thread
-        16:47 vector 4"#]]
+        14:41 vector 4"#]]
     .assert_eq(&shown.join("\n"));
 }
 
