@@ -40,10 +40,10 @@ use crate::tilelang_reference::{
 /// bar of issue 31 (item 10). Not met yet; the test prints how far it is.
 const BAR: f64 = 0.95;
 
-/// The share that must be equal or better today: what layout inference reached when this test was
-/// written, so that a regression fails. Raise it as the disagreements of the table of differences
-/// are fixed, up to [`BAR`].
-const FLOOR: f64 = 0.84;
+/// The share that must be equal or better today: what layout inference reached at the last update
+/// of the table (93.4 % of 1,284 fragments), so that a regression fails. Raise it as the
+/// disagreements of the table of differences are fixed, up to [`BAR`].
+const FLOOR: f64 = 0.93;
 
 /// How a symbolic size is written in a record's header (the dump gives TileLang `T.dynamic`).
 const SYMBOLIC: &str = "<symbolic>";
