@@ -637,10 +637,16 @@ fn best_index(
     base: FragmentLayout,
     candidates: Vec<Vec<ExprId>>,
 ) -> FragmentLayout {
+    if let Some(layout) = smallest_without_collision(arena, &base, candidates.clone())
+        && !has_gaps(arena, &layout)
+    {
+        return layout;
+    }
     // Each candidate also in its dense form: the register index of a layout derived through a
     // reduction or a sparser loop keeps strides of the one it came from (`i // 64 * 32 + i % 16
     // // 8` for a row of a gemm accumulator), and every stride past the digits below it is a
-    // register the thread allocates and never uses.
+    // register the thread allocates and never uses. Tried only when no plain candidate is dense,
+    // as each costs enumerations of the tile.
     let dense: Vec<Vec<ExprId>> = candidates
         .iter()
         .filter_map(|candidate| {
@@ -651,14 +657,25 @@ fn best_index(
         })
         .collect();
     let within = within_thread_index(arena, &base);
+    let all = candidates.into_iter().chain(dense).chain(within).collect();
+    smallest_without_collision(arena, &base, all).unwrap_or_else(|| {
+        let index = vec![flatten(arena, &base.vars, &base.shape)];
+        FragmentLayout { index, ..base }
+    })
+}
+
+/// The candidate index with the fewest registers that tells each thread's elements apart.
+fn smallest_without_collision(
+    arena: &mut ExprArena,
+    base: &FragmentLayout,
+    candidates: Vec<Vec<ExprId>>,
+) -> Option<FragmentLayout> {
     let mut sized: Vec<(i64, FragmentLayout)> = candidates
         .into_iter()
-        .chain(dense)
-        .chain(within)
         .map(|candidate| {
             let index = candidate
                 .into_iter()
-                .map(|e| compact(arena, e, &base))
+                .map(|e| compact(arena, e, base))
                 .collect();
             let layout = FragmentLayout {
                 index,
@@ -670,13 +687,18 @@ fn best_index(
     // Smallest first: the first one without a collision is the answer, and the larger ones are
     // never enumerated.
     sized.sort_by_key(|(size, _)| *size);
-    for (_, layout) in sized {
-        if layout.collision(arena).is_none() {
-            return layout;
-        }
-    }
-    let index = vec![flatten(arena, &base.vars, &base.shape)];
-    FragmentLayout { index, ..base }
+    sized
+        .into_iter()
+        .map(|(_, layout)| layout)
+        .find(|layout| layout.collision(arena).is_none())
+}
+
+/// Whether a thread's registers outnumber its elements: the index leaves registers unused.
+fn has_gaps(arena: &ExprArena, layout: &FragmentLayout) -> bool {
+    let points: i64 = layout.shape.iter().product();
+    let threads = layout.thread_extent(arena).max(1);
+    let per_thread = points.saturating_mul(layout.replicate) / threads;
+    layout.local_size(arena) > per_thread.max(1)
 }
 
 /// `expr` with its digits packed: when it is a sum of terms `c * g` whose `g` each take the

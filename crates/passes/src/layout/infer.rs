@@ -1126,6 +1126,12 @@ fn sync_aliases(world: &World, state: &mut State) -> bool {
                 );
                 changed = true;
             }
+            // One made from the other (above, on an earlier step) agrees by construction, and
+            // a layout once given is never replaced: comparing them again point by point would
+            // cost a walk of the whole tile on every propagation step.
+            (Some(from), Some(own))
+                if own.origin == (Origin::Propagated { from: base })
+                    || from.origin == (Origin::Propagated { from: alias }) => {}
             (Some(from), Some(own)) => {
                 let seen = from.layout.reshape(&mut state.exprs, &alias_shape);
                 let agrees = super::algebra::equal_on_domain(&state.exprs, &seen, &own.layout);
