@@ -41,9 +41,9 @@ use crate::tilelang_reference::{
 const BAR: f64 = 0.95;
 
 /// The share that must be equal or better today: what layout inference reached at the last update
-/// of the table (93.4 % of 1,284 fragments), so that a regression fails. Raise it as the
+/// of the table (94.8 % of 1,284 fragments), so that a regression fails. Raise it as the
 /// disagreements of the table of differences are fixed, up to [`BAR`].
-const FLOOR: f64 = 0.93;
+const FLOOR: f64 = 0.94;
 
 /// How a symbolic size is written in a record's header (the dump gives TileLang `T.dynamic`).
 const SYMBOLIC: &str = "<symbolic>";

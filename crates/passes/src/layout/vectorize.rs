@@ -30,6 +30,7 @@ pub(crate) fn vector_width(
     }
     for access in accesses {
         width = width.min(access_width(&world.exprs, access, inner, width));
+        width = width.min(row_alignment(world, access, width));
     }
     let touches_fragment = accesses
         .iter()
@@ -83,6 +84,37 @@ fn access_width(arena: &ExprArena, access: &LoopAccess, inner: VarId, mut width:
             break;
         }
         width /= 2;
+    }
+    width
+}
+
+/// The widest vector (at most `width`) whose accesses stay aligned from one row of `access`'s
+/// buffer to the next. A row's stride is the product of the extents after it; a factor known only
+/// at run time is some integer, so the constant factors must carry the alignment (`O[b, h, s, d]`
+/// with a symbolic `dim` may start a row anywhere, and TileLang's vectorizer, which must prove
+/// every vector aligned, takes one element at a time there; with `dim = 128` and a symbolic
+/// `seq_len` every row starts aligned).
+fn row_alignment(world: &World, access: &LoopAccess, mut width: i64) -> i64 {
+    let Some(shape) = world.shapes.get(access.buffer) else {
+        return width;
+    };
+    let [leading @ .., _] = access.indices.as_slice() else {
+        return width;
+    };
+    for (dim, &index) in leading.iter().enumerate() {
+        if world.exprs.as_int(index) == Some(0) {
+            continue;
+        }
+        let known_factors = shape[dim + 1..]
+            .iter()
+            .filter_map(|&extent| world.exprs.as_int(extent))
+            .try_fold(1i64, |product, extent| product.checked_mul(extent));
+        let Some(known) = known_factors else {
+            return width;
+        };
+        while width > 1 && known % width != 0 {
+            width /= 2;
+        }
     }
     width
 }
