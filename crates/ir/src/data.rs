@@ -408,6 +408,19 @@ impl DataArena {
     }
 
     /// Every buffer element this expression reads, in evaluation order.
+    /// Every index expression `id` reads: those used as values and the indices of its loads.
+    pub fn index_exprs(&self, id: DataId, out: &mut Vec<ExprId>) {
+        let node = self.get(id);
+        match node {
+            DataExpr::Index(index) => out.push(*index),
+            DataExpr::Load { indices, .. } => out.extend(indices.iter().copied()),
+            _ => {}
+        }
+        for operand in node.operands() {
+            self.index_exprs(operand, out);
+        }
+    }
+
     pub fn loads(&self, id: DataId, out: &mut Vec<(EntityId, Vec<ExprId>)>) {
         let node = self.get(id);
         if let DataExpr::Load { buffer, indices } = node {

@@ -616,6 +616,13 @@ impl World {
         self.names.get(entity).map_or("?", String::as_str)
     }
 
+    /// The entities that enclose `entity`, innermost first, up to its launch.
+    pub fn ancestors(&self, entity: EntityId) -> impl Iterator<Item = EntityId> + '_ {
+        std::iter::successors(self.parents.get(entity).copied(), |&parent| {
+            self.parents.get(parent).copied()
+        })
+    }
+
     pub fn body(&self, entity: EntityId) -> &[EntityId] {
         self.bodies.get(entity).map_or(&[], Vec::as_slice)
     }

@@ -983,18 +983,12 @@ fn serial_reads(world: &World, threads: &Threads, state: &mut State) {
 /// Whether a parallel loop encloses `entity` (its statements run once per iteration, each on the
 /// thread the loop's layout gives it).
 fn inside_parallel_loop(world: &World, entity: EntityId) -> bool {
-    let mut current = world.parents.get(entity).copied();
-    while let Some(parent) = current {
-        if world
+    world.ancestors(entity).any(|parent| {
+        world
             .loops
             .get(parent)
             .is_some_and(|info| info.kind == LoopKind::Parallel)
-        {
-            return true;
-        }
-        current = world.parents.get(parent).copied();
-    }
-    false
+    })
 }
 
 /// Takes a `T.annotate_layout` fragment as the buffer's layout, unless it is invalid: then the

@@ -170,9 +170,8 @@ fn invariant_binds(world: &World, pipelined: EntityId, var: VarId) -> Vec<Entity
             let reads_written = loads
                 .iter()
                 .any(|(buffer, _)| written.contains(&world.storage_of(*buffer)));
-            let mut indices: Vec<ExprId> =
-                loads.into_iter().flat_map(|(_, indices)| indices).collect();
-            indices.extend(data_indices(&world.data, binding.value));
+            let mut indices = Vec::new();
+            world.data.index_exprs(binding.value, &mut indices);
             let uses_varying = indices.iter().any(|&index| {
                 world
                     .exprs
@@ -183,19 +182,6 @@ fn invariant_binds(world: &World, pipelined: EntityId, var: VarId) -> Vec<Entity
             !reads_written && !uses_varying
         })
         .collect()
-}
-
-/// The index expressions a data expression uses as values (`DataExpr::Index`).
-fn data_indices(data: &tilec_ir::DataArena, id: tilec_ir::DataId) -> Vec<ExprId> {
-    let node = data.get(id);
-    let mut found = match node {
-        tilec_ir::DataExpr::Index(index) => vec![*index],
-        _ => Vec::new(),
-    };
-    for operand in node.operands() {
-        found.extend(data_indices(data, operand));
-    }
-    found
 }
 
 /// The launch an entity belongs to.

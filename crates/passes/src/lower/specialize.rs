@@ -357,14 +357,9 @@ impl Lowering<'_> {
     /// Whether `entity` runs inside another loop of its launch (a serial loop over tiles, a
     /// `while` over a work range), so that it is entered more than once.
     fn inside_loop(&self, entity: EntityId) -> bool {
-        let mut current = self.world.parents.get(entity).copied();
-        while let Some(parent) = current {
-            if self.world.kind(parent) == Some(tilec_ir::EntityKind::Loop) {
-                return true;
-            }
-            current = self.world.parents.get(parent).copied();
-        }
-        false
+        self.world
+            .ancestors(entity)
+            .any(|parent| self.world.kind(parent) == Some(tilec_ir::EntityKind::Loop))
     }
 
     /// After a pipeline that is entered again: once every thread has passed its last wait (the
