@@ -19,8 +19,12 @@ use crate::options::CodegenOptions;
 use crate::regions::resolve_extents;
 use crate::thread_groups::ThreadGroups;
 
-/// The most candidate roots free mode tries per group of linked ops.
-const MAX_ROOTS: usize = 4;
+/// The most candidate roots free mode tries per group of linked ops. TileLang tries every member
+/// of a group, and so does tilec for any kernel a person writes: the root that wins is often the
+/// last op of a group (a copy of an 8-bit fragment out to memory, whose wide vectors give every
+/// row statistic fewer replicas). The cap only bounds the time on machine-generated kernels with
+/// hundreds of linked loops, where each trial is a full propagation.
+const MAX_ROOTS: usize = 64;
 
 /// What one conflict adds to a free-mode trial's cost: more than any plan's registers.
 const CONFLICT_COST: u64 = 1_000_000;
@@ -1363,11 +1367,9 @@ fn free(world: &World, ops: &[Op], threads: &Threads, state: &mut State) {
         let group = component(world, ops, first.entity());
         // Every loop of the group is tried as the root: the cheapest layout of a fragment can come
         // from a loop that only reads it (a row read by one thread in a serial loop).
-        // Trials cost a full propagation each; the first few roots in source order are where the
-        // data of a group enters, and trying more rarely changes the choice.
         // As TileLang discards an attempt that throws, a trial that misplaces an access is only
-        // kept when every root does: past the first few roots, the search goes on until one
-        // trial is free of conflicts (a free plan of `logsum` made before the loop that ties it
+        // kept when every root does: past [`MAX_ROOTS`], the search goes on until one trial is
+        // free of conflicts (a free plan of `logsum` made before the loop that ties it
         // to a reduction's result would put the result's rows on the wrong threads).
         let roots = pending.iter().filter(|op| group.contains(&op.entity()));
         let mut best: Option<(u64, State)> = None;
