@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use salsa::Setter;
 use tilec_db::{
-    RootDatabase, SourceFile, file_diagnostics, instance_checks, instances, kernel_positions,
-    layouts, outline, resources, target, thread_programs,
+    RootDatabase, SourceFile, cuda_source, file_diagnostics, instance_checks, instances,
+    kernel_positions, layouts, outline, resources, target,
 };
 
 use crate::workspace::collect_python_files;
@@ -93,15 +93,10 @@ fn time_file(path: &std::path::Path, text: &str, iterations: u32) -> Option<File
     })
 }
 
-/// Lowers `instance` and prints the CUDA of each launch; an instance that does not lower costs
-/// what finding that out costs.
+/// Lowers `instance` and prints the CUDA of each launch (the query that memoizes it, in a fresh
+/// database, so it runs); an instance that does not lower costs what finding that out costs.
 fn print_cuda(db: &RootDatabase, instance: tilec_db::Instance<'_>) {
-    if let Ok(programs) = thread_programs(db, instance).as_ref() {
-        let target = target(db);
-        for program in programs {
-            std::hint::black_box(tilec_passes::cuda::emit_cuda(program, &target));
-        }
-    }
+    std::hint::black_box(cuda_source(db, instance, target(db)));
 }
 
 pub fn run(paths: &[PathBuf], iterations: u32) -> Result<ExitCode> {

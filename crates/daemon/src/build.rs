@@ -16,7 +16,9 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
-use tilec_db::{Db, Instance, SourceFile, lowering_diagnostics, outline, thread_programs};
+use tilec_db::{
+    Db, Instance, SourceFile, cuda_source, lowering_diagnostics, outline, thread_programs_for,
+};
 use tilec_ir::thread::{Memory, ParamAccess};
 use tilec_ir::{Target, ThreadProgram};
 use tilec_runtime::cuda::{CompileSettings, compile_ptx, compute_cache_disabled};
@@ -197,9 +199,11 @@ fn plan_instance(
     (target, nvrtc): (Target, &Option<String>),
     plan: &mut Plan,
 ) {
-    let programs = match thread_programs(db, instance).as_ref() {
-        Ok(programs) => programs.clone(),
-        Err(_) => {
+    // The programs and their CUDA, both lowered for the build's target (the configured one).
+    let lowered = thread_programs_for(db, instance, target);
+    let programs = match (lowered.as_ref(), cuda_source(db, instance, target)) {
+        (Ok(programs), Some(sources)) => programs.iter().zip(sources.iter()),
+        _ => {
             record.diagnostics = failure_diagnostics(db, file, instance);
             if record.diagnostics.is_empty() {
                 // Every reason lacked a position; the instance still failed.
@@ -214,13 +218,14 @@ fn plan_instance(
             return;
         }
     };
-    for (launch, program) in programs.iter().enumerate() {
-        let stem = if programs.len() == 1 {
+    let launches = programs.len();
+    for (launch, (program, cuda)) in programs.enumerate() {
+        let stem = if launches == 1 {
             format!("{}-{}", record.kernel, record.index)
         } else {
             format!("{}-{}-{launch}", record.kernel, record.index)
         };
-        let cuda = tilec_passes::cuda::emit_cuda(program, &target);
+        let cuda = cuda.clone();
         let request = CacheRequest::new(target.name(), nvrtc.as_deref(), &cuda);
         record.units.push(plan.units.len());
         plan.units.push(Unit {

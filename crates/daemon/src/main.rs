@@ -383,9 +383,12 @@ fn run(cli: Cli) -> ExitCode {
             target,
             emulator_budget: std::time::Duration::from_secs_f64(emulator_budget),
         }),
-        Command::Lsp => tilec_lsp::run_stdio(tilec_lsp::LspOptions::for_current_exe())
-            .map(|()| ExitCode::SUCCESS)
-            .map_err(anyhow::Error::from),
+        Command::Lsp => tilec_lsp::run_stdio(tilec_lsp::LspOptions {
+            tuned: Some(std::sync::Arc::new(tuned::EditorTuning)),
+            ..tilec_lsp::LspOptions::for_current_exe()
+        })
+        .map(|()| ExitCode::SUCCESS)
+        .map_err(anyhow::Error::from),
         Command::Build {
             paths,
             out,

@@ -4,10 +4,11 @@
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use tilec_db::{Db, Instance, SourceFile, lowering_diagnostics, thread_programs};
+use tilec_db::{Db, Instance, SourceFile, cuda_source, lowering_diagnostics, thread_programs};
 use tilec_ir::thread::persistent_blocks;
 use tilec_ir::{ConstValue, Target, ThreadProgram};
 use tilec_runtime::cuda::{DeviceTensor, EncodedTensorMap, LaunchArg, Repetitions};
@@ -137,9 +138,11 @@ pub fn run(path: &Path, options: &RunOptions) -> Result<ExitCode> {
     let inputs_before = (options.check && device.is_some()).then(|| tensors.clone());
     match &device {
         Some(device) => {
+            let cuda = generated_cuda(db, instance, target)?;
             let (seconds, _) = run_on_gpu(
                 device,
                 &programs,
+                &cuda,
                 &scalars,
                 &mut tensors,
                 options.bench,
@@ -317,6 +320,21 @@ fn lowered(
     Ok(None)
 }
 
+/// The CUDA of each launch of `instance` lowered for `target`, from the `db` query that prints and
+/// memoizes it (the printer gets the target the programs were lowered for).
+pub(crate) fn generated_cuda(
+    db: &dyn Db,
+    instance: Instance<'_>,
+    target: Target,
+) -> Result<Arc<[String]>> {
+    cuda_source(db, instance, target).clone().with_context(|| {
+        format!(
+            "`{}` does not lower for {target}",
+            instance.kernel(db).name(db)
+        )
+    })
+}
+
 /// Values for the programs' symbolic dimensions, from the instance's arguments by name.
 pub(crate) fn scalar_values(
     db: &dyn Db,
@@ -376,11 +394,13 @@ fn open_device(choice: DeviceChoice) -> Result<Option<CudaDevice>> {
 
 /// Runs the launches on the GPU and returns (kernel seconds, compile seconds): the median launch
 /// time when benchmarking, one launch's otherwise, and what NVRTC took (nothing on a cache hit).
-/// The tensors are uploaded first and replaced by what the GPU left in them. `replacement` is CUDA
-/// text compiled in place of the (single) program's generated code.
+/// The tensors are uploaded first and replaced by what the GPU left in them. `cuda` is each
+/// program's generated code; `replacement` is CUDA text compiled in place of the (single)
+/// program's.
 pub(crate) fn run_on_gpu(
     device: &CudaDevice,
     programs: &[ThreadProgram],
+    cuda: &[String],
     scalars: &[i64],
     tensors: &mut [HostTensor],
     bench: bool,
@@ -390,7 +410,7 @@ pub(crate) fn run_on_gpu(
     let repetitions = if bench { BENCH } else { ONCE };
     let timing = launch_programs(
         device,
-        programs,
+        (programs, cuda),
         scalars,
         &uploaded,
         repetitions,
@@ -448,6 +468,7 @@ impl<'a> SharedInputs<'a> {
     pub(crate) fn check_then_time(
         &mut self,
         programs: &[ThreadProgram],
+        cuda: &[String],
         scalars: &[i64],
     ) -> Result<(Vec<HostTensor>, f64)> {
         for (k, written) in self.written.iter().enumerate() {
@@ -458,7 +479,8 @@ impl<'a> SharedInputs<'a> {
                     .map_err(|e| anyhow::anyhow!("{e}"))?;
             }
         }
-        launch_programs(self.device, programs, scalars, &self.buffers, ONCE, None)?;
+        let launches = (programs, cuda);
+        launch_programs(self.device, launches, scalars, &self.buffers, ONCE, None)?;
         // Read-only slots stay empty: copying 64 M-element inputs per candidate would cost more
         // than the launches.
         let mut outputs = Vec::with_capacity(self.buffers.len());
@@ -472,7 +494,7 @@ impl<'a> SharedInputs<'a> {
             });
         }
         let (seconds, _) =
-            launch_programs(self.device, programs, scalars, &self.buffers, BENCH, None)?;
+            launch_programs(self.device, launches, scalars, &self.buffers, BENCH, None)?;
         Ok((outputs, seconds))
     }
 }
@@ -498,28 +520,35 @@ fn download_all(
     Ok(())
 }
 
-/// Compiles (through the module cache) and launches every program on `uploaded`; `replacement`,
-/// when given, is compiled instead of the generated code.
+/// Compiles (through the module cache) and launches every program on `uploaded`, each with its
+/// generated CUDA (`launches` pairs them); `replacement`, when given, is compiled instead of the
+/// generated code.
 fn launch_programs(
     device: &CudaDevice,
-    programs: &[ThreadProgram],
+    (programs, cuda): (&[ThreadProgram], &[String]),
     scalars: &[i64],
     uploaded: &[DeviceTensor],
     repetitions: Repetitions,
     replacement: Option<&str>,
 ) -> Result<(f64, f64)> {
-    let target = device.target().unwrap_or(Target::Sm90);
+    if cuda.len() != programs.len() {
+        bail!(
+            "{} launches but CUDA for {}: the code and the programs come from different lowerings",
+            programs.len(),
+            cuda.len()
+        );
+    }
     let arch = device.default_arch();
     let (mut seconds, mut compile_seconds) = (0.0, 0.0);
-    for program in programs {
+    for (program, generated) in programs.iter().zip(cuda) {
         let source = match replacement {
-            Some(text) => text.to_owned(),
-            None => tilec_passes::cuda::emit_cuda(program, &target),
+            Some(text) => text,
+            None => generated.as_str(),
         };
         let compile_started = Instant::now();
         let kernel = device
             .compile(
-                &source,
+                source,
                 &tilec_passes::cuda::kernel_symbol(&program.name),
                 &arch,
             )

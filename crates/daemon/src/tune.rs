@@ -11,10 +11,11 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use tilec_db::{Db, Instance, thread_programs};
+use tilec_db::{Db, Instance, cuda_source, thread_programs_for};
 use tilec_ide::tune::{
     CandidateSource, Config, RankedCandidate, Recommendation, recommend, with_args,
 };
@@ -306,6 +307,8 @@ fn ms(seconds: f64) -> String {
 struct Lowered {
     config: Config,
     programs: Vec<ThreadProgram>,
+    /// Each program's CUDA, from the query that memoizes it.
+    cuda: Arc<[String]>,
 }
 
 /// The measured half: compile the top candidates, run, check and time each, store the winner.
@@ -330,14 +333,21 @@ fn measure(
             configs.push(candidate.config.clone());
         }
     }
+    // Candidates are lowered and printed for the configured target, the one they run on.
+    let target = tilec_db::target(db);
     let mut lowered = Vec::new();
     for config in configs {
-        match thread_programs(db, with_args(db, instance, &config)).as_ref() {
-            Ok(programs) => lowered.push(Lowered {
+        let candidate = with_args(db, instance, &config);
+        match (
+            thread_programs_for(db, candidate, target).as_ref(),
+            cuda_source(db, candidate, target),
+        ) {
+            (Ok(programs), Some(cuda)) => lowered.push(Lowered {
                 config,
                 programs: programs.clone(),
+                cuda: Arc::clone(cuda),
             }),
-            Err(_) => writeln!(
+            _ => writeln!(
                 out,
                 "skipped {}: it does not lower yet",
                 config_text(&config)
@@ -418,7 +428,6 @@ fn compile_all(
     lowered: Vec<Lowered>,
 ) -> Result<(Vec<Lowered>, f64)> {
     let started = Instant::now();
-    let target = device.target().unwrap_or(Target::Sm90);
     let arch = device.default_arch();
     let failures: Vec<Option<String>> = std::thread::scope(|scope| {
         let handles: Vec<_> = lowered
@@ -426,11 +435,11 @@ fn compile_all(
             .map(|candidate| {
                 let arch = &arch;
                 scope.spawn(move || {
-                    candidate.programs.iter().find_map(|program| {
-                        let source = tilec_passes::cuda::emit_cuda(program, &target);
+                    let mut launches = candidate.programs.iter().zip(candidate.cuda.iter());
+                    launches.find_map(|(program, source)| {
                         device
                             .compile(
-                                &source,
+                                source,
                                 &tilec_passes::cuda::kernel_symbol(&program.name),
                                 arch,
                             )
@@ -491,6 +500,7 @@ fn reference_output(
     run_on_gpu(
         device,
         &reference.programs,
+        &reference.cuda,
         scalars,
         &mut tensors,
         false,
@@ -532,7 +542,8 @@ fn check_and_time(
     scalars: &[i64],
     reference: &[HostTensor],
 ) -> Result<f64> {
-    let (outputs, seconds) = shared.check_then_time(&candidate.programs, scalars)?;
+    let (outputs, seconds) =
+        shared.check_then_time(&candidate.programs, &candidate.cuda, scalars)?;
     if let Some(why) = differs(&candidate.programs, &outputs, reference) {
         bail!("WRONG RESULT ({why})");
     }

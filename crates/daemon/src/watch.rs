@@ -2,24 +2,31 @@
 //! generated code changed, one status line: compile time, run time and bandwidth, and the check.
 //!
 //! The database lives for the whole session, so a save re-runs only the queries the edit reaches
-//! (salsa); an instance whose CUDA text is what it was is not compiled or launched again. Files are
-//! watched with notify through notify-debouncer-full, which folds a burst of saves (and an editor's
-//! write-to-temporary-then-rename) into one batch: the contents read after the batch win. A file
-//! that no longer exists is dropped; a file that appears is added. Nothing a user writes stops the
-//! loop: a syntax error is a diagnostic, a GPU fault a status line (and a fresh context next time).
+//! (salsa); an instance whose CUDA text is what it was is not compiled or launched again. That is
+//! decided on the memoized result of the CUDA query (`tilec_db::cuda_source`): when the edit did
+//! not reach an instance's thread programs the query is not re-run and returns the very `Arc` the
+//! session kept, so nothing is printed or compared; only a re-run query's text is compared.
+//!
+//! Files are watched with notify through notify-debouncer-full, which folds a burst of saves (and
+//! an editor's write-to-temporary-then-rename) into one batch: the contents read after the batch
+//! win. A file that no longer exists is dropped; a file that appears is added. Nothing a user
+//! writes stops the loop: a syntax error is a diagnostic, a GPU fault a status line (and a fresh
+//! context next time).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use notify::RecursiveMode;
 use notify_debouncer_full::{DebounceEventResult, new_debouncer};
 use serde_json::json;
-use tilec_db::{Instance, RootDatabase, Settings, SourceFile, outline, thread_programs};
+use tilec_db::{
+    Instance, RootDatabase, Settings, SourceFile, cuda_source, outline, thread_programs_for,
+};
 use tilec_ir::{Target, ThreadProgram};
 use tilec_runtime::emulator::ErrorKind;
 use tilec_runtime::tensor::RandomError;
@@ -59,8 +66,8 @@ struct Session {
     /// The identity of each file in `files`: an event for another path to the same file (through
     /// a linked folder) updates the file under the path it was first found by.
     identities: BTreeMap<FileId, PathBuf>,
-    /// (file, kernel, instance) → the CUDA text last built for it.
-    built: BTreeMap<(PathBuf, String, u32), String>,
+    /// (file, kernel, instance) → the CUDA last built for it, as the CUDA query returned it.
+    built: BTreeMap<(PathBuf, String, u32), Arc<[String]>>,
     target: Target,
     format: Format,
     runner: Runner,
@@ -369,17 +376,26 @@ impl Session {
                 instance.index(&self.db),
             );
             current.insert(key.clone());
-            let Ok(programs) = thread_programs(&self.db, instance).as_ref().clone() else {
+            // The session's target is the settings' too, so this shares the lowering behind the
+            // file's diagnostics.
+            let Some(cuda) = cuda_source(&self.db, instance, self.target).clone() else {
                 self.built.remove(&key);
                 continue;
             };
-            let cuda: String = programs
-                .iter()
-                .map(|p| tilec_passes::cuda::emit_cuda(p, &self.target))
-                .collect();
-            if self.built.get(&key) == Some(&cuda) {
+            // The same `Arc` means the query was not re-run: the instance's programs are what
+            // they were. Only a re-run query's text is compared.
+            let unchanged = self
+                .built
+                .get(&key)
+                .is_some_and(|built| Arc::ptr_eq(built, &cuda) || *built == cuda);
+            if unchanged {
                 continue;
             }
+            let lowered = thread_programs_for(&self.db, instance, self.target);
+            let Ok(programs) = lowered.as_ref().clone() else {
+                self.built.remove(&key);
+                continue;
+            };
             let fingerprint = fingerprint(&key, &cuda);
             if self.faulted_before.contains(&fingerprint) {
                 let status = json!({"result": "skipped", "reason": "this code failed on the GPU before the restart; save a change to run it again"});
@@ -387,7 +403,7 @@ impl Session {
                 self.built.insert(key, cuda);
                 continue;
             }
-            let status = match self.runner.status(&self.db, instance, &programs) {
+            let status = match self.runner.status(&self.db, instance, (&programs, &cuda)) {
                 Ok(fields) => fields,
                 Err(error) => json!({"result": "failed", "error": format!("{error:#}")}),
             };
@@ -445,7 +461,7 @@ impl Runner {
         &mut self,
         db: &RootDatabase,
         instance: Instance<'_>,
-        programs: &[ThreadProgram],
+        (programs, cuda): (&[ThreadProgram], &[String]),
     ) -> Result<serde_json::Value> {
         if !self.run {
             return Ok(json!({"result": "lowered", "launches": programs.len()}));
@@ -480,8 +496,15 @@ impl Runner {
             let inputs = tensors.clone();
             // After a failure the device is dropped: a fault leaves its context unusable, so the
             // next run opens a fresh one.
-            let run =
-                crate::run::run_on_gpu(&device, programs, &scalars, &mut tensors, false, None);
+            let run = crate::run::run_on_gpu(
+                &device,
+                programs,
+                cuda,
+                &scalars,
+                &mut tensors,
+                false,
+                None,
+            );
             let (seconds, compile) = match run {
                 Ok(times) => times,
                 Err(error) => {
@@ -590,7 +613,7 @@ fn check_phrase(fields: &serde_json::Value) -> String {
 
 /// Identifies an instance and its generated code (the hash is stable for one build of tilec, which
 /// is all a restart needs).
-fn fingerprint((file, kernel, index): &(PathBuf, String, u32), cuda: &str) -> String {
+fn fingerprint((file, kernel, index): &(PathBuf, String, u32), cuda: &[String]) -> String {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     cuda.hash(&mut hasher);

@@ -18,6 +18,8 @@
 mod diagnostics;
 mod imports;
 mod queries;
+#[cfg(test)]
+mod tests;
 
 use std::sync::{Arc, Mutex};
 
@@ -30,6 +32,9 @@ pub use imports::{
     resolved_imports, surroundings,
 };
 pub use queries::*;
+/// The roofline model's results, for callers that rank instances with [`roofline_estimate`]
+/// without reaching into the pass that computes them.
+pub use tilec_passes::roofline::{Estimate, Workload};
 
 /// The database trait every query takes.
 #[salsa::db]

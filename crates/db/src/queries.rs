@@ -265,7 +265,28 @@ pub fn thread_programs<'db>(
     db: &'db dyn Db,
     instance: Instance<'db>,
 ) -> Arc<Result<Vec<tilec_ir::ThreadProgram>, Vec<Diagnostic>>> {
-    let errors: Vec<Diagnostic> = instance_checks(db, instance)
+    lower_checked(
+        db,
+        instance,
+        instance_checks(db, instance),
+        layouts(db, instance),
+        *codegen_options(db, instance),
+    )
+}
+
+/// What lowering an instance gives: its thread programs, or the errors that stop it.
+pub type Lowered = Arc<Result<Vec<tilec_ir::ThreadProgram>, Vec<Diagnostic>>>;
+
+/// Lowers an instance's world with `layouts` and `options`, unless `checks` (for the same target)
+/// report an error: the one body of [`thread_programs`] and [`thread_programs_for`].
+fn lower_checked(
+    db: &dyn Db,
+    instance: Instance<'_>,
+    checks: &[Diagnostic],
+    layouts: &Layouts,
+    options: tilec_passes::CodegenOptions,
+) -> Lowered {
+    let errors: Vec<Diagnostic> = checks
         .iter()
         .filter(|d| d.severity.stops_analysis())
         .cloned()
@@ -275,10 +296,100 @@ pub fn thread_programs<'db>(
     }
     Arc::new(tilec_passes::lower::lower_world(
         kernel_world(db, instance),
-        layouts(db, instance),
-        *codegen_options(db, instance),
+        layouts,
+        options,
         tilec_ir::Cancellation::new(&|| db.unwind_if_revision_cancelled()),
     ))
+}
+
+/// The thread programs of an instance lowered for `target`: [`thread_programs`] itself when
+/// `target` is the configured one (so the memoized lowering is shared), otherwise the same steps
+/// (checks, options, layouts, lowering) for that target, memoized per instance and target.
+pub fn thread_programs_for<'db>(
+    db: &'db dyn Db,
+    instance: Instance<'db>,
+    target: Target,
+) -> &'db Lowered {
+    if target == self::target(db) {
+        thread_programs(db, instance)
+    } else {
+        thread_programs_for_target(db, instance, target)
+    }
+}
+
+/// The options an instance is compiled with for `target`: [`codegen_options`] for a target that
+/// need not be the configured one.
+#[salsa::tracked]
+pub fn codegen_options_for<'db>(
+    db: &'db dyn Db,
+    instance: Instance<'db>,
+    target: Target,
+) -> tilec_passes::CodegenOptions {
+    tilec_passes::CodegenOptions::new(target, effective_pass_configs(db, instance))
+}
+
+/// [`layouts`] for a target other than the configured one.
+#[salsa::tracked(returns(ref))]
+fn layouts_for_target<'db>(
+    db: &'db dyn Db,
+    instance: Instance<'db>,
+    target: Target,
+) -> Arc<Layouts> {
+    Arc::new(tilec_passes::layout::infer_layouts(
+        kernel_world(db, instance),
+        *codegen_options_for(db, instance, target),
+        tilec_ir::Cancellation::new(&|| db.unwind_if_revision_cancelled()),
+    ))
+}
+
+/// [`instance_checks`] for a target other than the configured one.
+#[salsa::tracked(returns(ref))]
+fn instance_checks_for_target<'db>(
+    db: &'db dyn Db,
+    instance: Instance<'db>,
+    target: Target,
+) -> Vec<Diagnostic> {
+    tilec_passes::check_world(kernel_world(db, instance), target)
+}
+
+/// [`thread_programs`] for a target other than the configured one; see [`thread_programs_for`].
+#[salsa::tracked(returns(ref))]
+fn thread_programs_for_target<'db>(
+    db: &'db dyn Db,
+    instance: Instance<'db>,
+    target: Target,
+) -> Lowered {
+    lower_checked(
+        db,
+        instance,
+        instance_checks_for_target(db, instance, target),
+        layouts_for_target(db, instance, target),
+        *codegen_options_for(db, instance, target),
+    )
+}
+
+/// The CUDA C of each launch of an instance, lowered and printed for `target`: the printer gets
+/// the target the thread programs were lowered for (with that target's options), never another.
+/// Keyed by instance and target, so two targets memoize side by side; `None` when the instance
+/// does not lower for `target` ([`thread_programs_for`] says why). A caller that keeps the result
+/// can tell an unchanged instance by the same `Arc` coming back: the query re-runs only when the
+/// instance's thread programs (or the configured target) changed.
+#[salsa::tracked(returns(ref))]
+pub fn cuda_source<'db>(
+    db: &'db dyn Db,
+    instance: Instance<'db>,
+    target: Target,
+) -> Option<Arc<[String]>> {
+    let programs = thread_programs_for(db, instance, target)
+        .as_ref()
+        .as_ref()
+        .ok()?;
+    Some(
+        programs
+            .iter()
+            .map(|program| tilec_passes::cuda::emit_cuda(program, &target))
+            .collect(),
+    )
 }
 
 /// What the instance asks of any GPU (blocks, bytes, FLOPs, registers), for the roofline estimate
@@ -292,6 +403,20 @@ pub fn workload<'db>(
         kernel_world(db, instance),
         resources(db, instance),
     ))
+}
+
+/// The roofline estimate of an instance on `gpu`, from its memoized [`workload`]. Not a query of
+/// its own: the estimate is arithmetic over the workload, and a hardware model (rates as floats)
+/// cannot key one.
+pub fn roofline_estimate(
+    db: &dyn Db,
+    instance: Instance<'_>,
+    gpu: &tilec_passes::hardware::GpuModel,
+) -> Result<tilec_passes::roofline::Estimate, String> {
+    match workload(db, instance).as_ref() {
+        Ok(work) => tilec_passes::roofline::estimate(work, gpu),
+        Err(why) => Err(why.clone()),
+    }
 }
 
 /// The configurations of the instance's kernel's `@autotune(configs=...)` decorator: `None`

@@ -9,6 +9,7 @@
 //! - Nothing here panics on what a user types: every lookup that can miss returns `None`.
 
 mod actions;
+mod cuda;
 mod cursor;
 pub mod describe;
 mod explain;
@@ -22,6 +23,7 @@ pub mod tune;
 mod tests;
 
 pub use actions::{CodeAction, TextEdit, code_actions, manifest_instance};
+pub use cuda::cuda_text;
 pub use cursor::{KernelAt, first_line, identifier_at, instance_label, kernel_at, kernels};
 pub use explain::explain_page;
 pub use hover::{Hover, hover};

@@ -9,18 +9,19 @@
 //! decides which values are tried.
 //!
 //! Every candidate goes through tilec's own analyses (evaluation, layout inference, checks,
-//! resources): one that fails them is rejected with the reason, the rest are ranked by
-//! [`tilec_passes::roofline::estimate`]. TileLang's recommender (Carver) works on a separate
+//! resources): one that fails them is rejected with the reason, the rest are ranked by the roofline
+//! estimate ([`tilec_db::roofline_estimate`]). TileLang's recommender (Carver) works on a separate
 //! template of the operator and cannot reject a configuration the real kernel fails on.
 
 use std::collections::BTreeSet;
+use std::path::Path;
 
 use tilec_db::{
-    Db, Instance, instance_checks, kernel_positions, kernel_world, layouts, resources, workload,
+    Db, Estimate, Instance, Workload, instance_checks, kernel_positions, kernel_world, layouts,
+    resources, roofline_estimate, workload,
 };
-use tilec_ir::{Code, ConstValue, LoopKind, Severity, World};
+use tilec_ir::{Code, ConstValue, LoopKind, Severity, Target, World};
 use tilec_passes::hardware::GpuModel;
-use tilec_passes::roofline::{Estimate, Workload, estimate};
 
 /// What a tunable parameter controls, which decides the values tried for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -462,9 +463,12 @@ fn evaluate(
     }
     let candidate = with_args(db, instance, &config);
     let verdict = rejection(db, candidate).map_or_else(
-        || match workload(db, candidate).as_ref() {
-            Ok(work) => estimate(work, gpu).map(|e| (e, work.clone())),
-            Err(why) => Err(why.clone()),
+        || {
+            let estimate = roofline_estimate(db, candidate, gpu)?;
+            match workload(db, candidate).as_ref() {
+                Ok(work) => Ok((estimate, work.clone())),
+                Err(why) => Err(why.clone()),
+            }
         },
         Err,
     );
@@ -511,6 +515,50 @@ pub struct MeasuredWinner {
     pub median_ms: f64,
     /// Every configuration measured, with its median in milliseconds.
     pub measured: Vec<(Config, f64)>,
+}
+
+/// Where the editor finds what `tilec tune` measured. The tuning store is files on disk, and this
+/// crate does no I/O, so the front door that reads them (the `tilec` binary, through
+/// `tilec_runtime::tuned`) implements this and hands it to the language server, which passes it
+/// to [`editor_tune_lenses`].
+pub trait TunedResults: Send + Sync + std::fmt::Debug {
+    /// The winner `tilec tune` stored for the instance of `kernel` with `args` (as written at its
+    /// call site) in `file`, measured on a GPU of `target`; `None` when it stored none.
+    fn winner(
+        &self,
+        file: &Path,
+        kernel: &str,
+        args: &[(String, ConstValue)],
+        target: Target,
+    ) -> Option<MeasuredWinner>;
+}
+
+/// The tuning lenses the editor shows for `file` when it compiles for `target`: the
+/// recommendation on the target's default hardware model and, where `tuned` has one, the winner
+/// `tilec tune` measured on a GPU of that target. None for a file without TileLang, or a target
+/// without a hardware model.
+pub fn editor_tune_lenses(
+    db: &dyn Db,
+    file: tilec_db::SourceFile,
+    target: Target,
+    tuned: Option<&dyn TunedResults>,
+) -> Vec<TuneLens> {
+    if !tilec_db::outline(db, file).uses_tilelang {
+        return Vec::new();
+    }
+    let Some(gpu) = GpuModel::default_for(target) else {
+        return Vec::new();
+    };
+    let path = file.path(db);
+    let measured = |instance: Instance<'_>| {
+        tuned?.winner(
+            path,
+            instance.kernel(db).name(db),
+            instance.args(db),
+            target,
+        )
+    };
+    tune_lenses(db, file, &gpu, &measured)
 }
 
 /// A code lens over a tunable instance's call site: what the model recommends, or what

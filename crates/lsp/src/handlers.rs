@@ -7,7 +7,7 @@ use std::str::FromStr;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tilec_db::{Db, FileDiagnostic, SourceFile, lowering_diagnostics, outline, thread_programs};
+use tilec_db::{Db, FileDiagnostic, SourceFile, outline};
 use tilec_ide::{KernelAt, identifier_at, instance_label, kernel_at, kernels};
 use tilec_ir::{Code, Severity};
 use tower_lsp_server::ls_types::{
@@ -445,35 +445,7 @@ pub(crate) fn cuda_source(
     let Some(instance) = kernel.shown else {
         return Err("no instance".to_owned());
     };
-    let programs = match thread_programs(db, instance).as_ref() {
-        Ok(programs) => programs,
-        Err(failures) => {
-            let mut reasons: Vec<String> = lowering_diagnostics(db, instance)
-                .iter()
-                .map(|d| format!("{}: {}", d.code.name(), d.message))
-                .chain(
-                    failures
-                        .iter()
-                        .map(|d| format!("{}: {}", d.code.name(), d.message)),
-                )
-                .collect();
-            reasons.dedup();
-            // A kernel that does not evaluate (a syntax error being typed, say) has no lowering
-            // diagnostic of its own: say where the reason is rather than an empty one.
-            let reasons = match reasons.is_empty() {
-                true => "its analysis stops on the errors in the Problems panel".to_owned(),
-                false => reasons.join("; "),
-            };
-            return Err(format!(
-                "`{}` cannot be lowered to CUDA yet: {reasons}",
-                kernel.def.name(db),
-            ));
-        }
-    };
-    let cuda: String = programs
-        .iter()
-        .map(|program| tilec_passes::cuda::emit_cuda(program, &snapshot.target))
-        .collect();
+    let cuda = tilec_ide::cuda_text(db, instance, snapshot.target)?;
     Ok(json!({
         "kernel": kernel.def.name(db),
         "instance": instance.index(db),
@@ -549,36 +521,17 @@ pub(crate) fn run_target(
 pub(crate) const APPLY_TUNING: &str = "tilec.applyTuning";
 
 /// The tuning lenses of a document: the hardware model's recommendation for the session's
-/// target and, when `tilec tune` measured this instance on a GPU of that target, the winner (from
-/// the `.tilec-cache` folder nearest the file).
-pub(crate) fn tune_lenses(snapshot: &Snapshot, uri: &Uri, document: &Document) -> Vec<CodeLens> {
+/// target and, when `tilec tune` measured this instance on a GPU of that target, the winner
+/// (which `tuned`, from the `tilec` binary, finds in the tuning store).
+pub(crate) fn tune_lenses(
+    snapshot: &Snapshot,
+    uri: &Uri,
+    document: &Document,
+    tuned: Option<&dyn tilec_ide::tune::TunedResults>,
+) -> Vec<CodeLens> {
     let db = &snapshot.db;
-    if !outline(db, document.file).uses_tilelang {
-        return Vec::new();
-    }
-    let Some(gpu) = tilec_passes::hardware::GpuModel::default_for(snapshot.target) else {
-        return Vec::new();
-    };
-    let path = document.file.path(db).clone();
-    let store = nearest_cache(&path).map(|dir| tilec_runtime::tuned::TunedStore::new(&dir));
-    let target = snapshot.target;
-    let measured = |instance: tilec_db::Instance<'_>| {
-        let store = store.as_ref()?;
-        let identity = tilec_runtime::tuned::TunedInstance {
-            file: &path,
-            kernel: instance.kernel(db).name(db),
-            args: instance.args(db),
-        };
-        let record = store.lookup(&identity, &tilec_runtime::tuned::TunedFor::Target(target))?;
-        Some(tilec_ide::tune::MeasuredWinner {
-            config: record.winner,
-            device: record.device,
-            median_ms: record.median_ms,
-            measured: record.measured,
-        })
-    };
     let lines = LineMap::new(document.file.text(db));
-    tilec_ide::tune::tune_lenses(db, document.file, &gpu, &measured)
+    tilec_ide::tune::editor_tune_lenses(db, document.file, snapshot.target, tuned)
         .into_iter()
         .map(|lens| {
             let range = lines.range(lens.span);
@@ -604,14 +557,6 @@ pub(crate) fn tune_lenses(snapshot: &Snapshot, uri: &Uri, document: &Document) -
             }
         })
         .collect()
-}
-
-/// The `.tilec-cache` folder in the file's folder or the nearest one above it.
-fn nearest_cache(file: &std::path::Path) -> Option<std::path::PathBuf> {
-    file.ancestors()
-        .skip(1)
-        .map(|dir| dir.join(".tilec-cache"))
-        .find(|dir| dir.is_dir())
 }
 
 /// The workspace edit a `tilec.applyTuning` command carries out.

@@ -17,7 +17,8 @@
 //!   `exit` and the end of the input end the session.
 //! - Its I/O is the protocol, the tilec.toml beside a document ([`workspace`]), the child
 //!   process of `tilec/runKernel`, and one look whether the source tree's `docs/codes/` is on this
-//!   machine (diagnostics link to those pages).
+//!   machine (diagnostics link to those pages). `tilec tune`'s store is read by the
+//!   [`LspOptions::tuned`] the binary hands in, not by this crate.
 
 mod framing;
 mod handlers;
@@ -29,6 +30,7 @@ mod transport;
 pub mod workspace;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tower_lsp_server::LspService;
@@ -45,6 +47,10 @@ pub struct LspOptions {
     /// Tests only: each read waits this long before it starts, so that an edit can arrive while
     /// it runs (`TILEC_LSP_READ_DELAY_MS`).
     pub read_delay: Option<Duration>,
+    /// What `tilec tune` measured, for the tuning lenses: the `tilec` binary reads its store (this
+    /// crate reaches it only through `tilec-ide`'s interface); without it the lenses show the
+    /// model's recommendations only.
+    pub tuned: Option<Arc<dyn tilec_ide::tune::TunedResults>>,
 }
 
 impl LspOptions {
@@ -59,6 +65,7 @@ impl LspOptions {
             tilec_exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("tilec")),
             workers: 2,
             read_delay,
+            tuned: None,
         }
     }
 }

@@ -410,8 +410,9 @@ impl LanguageServer for Backend {
 
     async fn code_lens(&self, params: CodeLensParams) -> Result<Option<Vec<CodeLens>>> {
         let uri = params.text_document.uri.clone();
+        let tuned = self.options.tuned.clone();
         self.read(&params.text_document.uri, move |snapshot, document| {
-            handlers::tune_lenses(snapshot, &uri, document)
+            handlers::tune_lenses(snapshot, &uri, document, tuned.as_deref())
         })
         .await
     }

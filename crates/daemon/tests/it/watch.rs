@@ -242,3 +242,70 @@ fn an_emulated_launch_past_its_budget_is_stopped_and_reported() {
     assert!(started.elapsed() < Duration::from_secs(15));
     watch.until("idle after the stopped launch", |e| e["kind"] == "idle");
 }
+
+/// `KERNEL` and a second kernel beside it, so that an edit can reach one and not the other.
+fn two_kernels() -> String {
+    let triple = KERNEL
+        .split("\n\ndef main():")
+        .next()
+        .unwrap_or(KERNEL)
+        .replace("def double(", "def triple(")
+        .replace("* 2.0", "* 3.0")
+        .replace("import tilelang\nimport tilelang.language as T\n", "");
+    KERNEL.replace(
+        "\n\ndef main():\n    double(1024)\n",
+        &format!("{triple}\n\ndef main():\n    double(1024)\n    triple(1024)\n"),
+    )
+}
+
+/// The kernels given a status line for `file` in the report of one save: up to the idle after
+/// the file is checked, and whatever follows within a moment (a save may arrive in two batches).
+fn reported_kernels(watch: &Watch, file: &str) -> Vec<String> {
+    let mut seen = watch.until("the file checked", is("checked", file));
+    seen.extend(watch.until("idle after the report", |e| e["kind"] == "idle"));
+    while let Ok(event) = watch.events.recv_timeout(Duration::from_millis(500)) {
+        seen.push(event);
+    }
+    let mut kernels: Vec<String> = seen
+        .iter()
+        .filter(|e| is("status", file)(e))
+        .map(|e| e["kernel"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    kernels.sort();
+    kernels
+}
+
+/// Each save reports exactly the instances whose CUDA changed: both at the start, then only the
+/// kernel an edit reached, and none for comments (inside a kernel or not), which change no code.
+#[test]
+fn a_save_reports_exactly_the_instances_whose_cuda_changed() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("two.py");
+    let text = two_kernels();
+    assert!(
+        text.contains("def triple(") && text.contains("triple(1024)"),
+        "{text}"
+    );
+    std::fs::write(&path, &text).expect("writes");
+    let watch = Watch::start(dir.path());
+    assert_eq!(reported_kernels(&watch, "two.py"), ["double", "triple"]);
+
+    let text = text.replacen("* 2.0", "* 4.0", 1);
+    std::fs::write(&path, &text).expect("edits double");
+    assert_eq!(reported_kernels(&watch, "two.py"), ["double"]);
+
+    let commented = format!(
+        "# scaling kernels\n{}",
+        text.replacen(
+            "            for i in T.Parallel(block):",
+            "            # one element per thread\n            for i in T.Parallel(block):",
+            1,
+        )
+    );
+    assert_ne!(commented, text);
+    std::fs::write(&path, &commented).expect("adds comments");
+    assert_eq!(reported_kernels(&watch, "two.py"), Vec::<String>::new());
+
+    std::fs::write(&path, commented.replacen("* 3.0", "* 5.0", 1)).expect("edits triple");
+    assert_eq!(reported_kernels(&watch, "two.py"), ["triple"]);
+}
