@@ -1226,17 +1226,91 @@ impl Builder<'_> {
                     "reduce_abssum" => ReduceKind::AbsSum,
                     _ => ReduceKind::AbsMax,
                 };
-                TileOp::Reduce {
-                    kind,
-                    src: self.region_arg(&args, 0, "buffer")?,
-                    dst: self.region_arg(&args, 1, "out")?,
-                    dim: self.int_arg(&args, 2, "dim", -1)?,
-                    clear: self.bool_arg(&args, 3, "clear", true)?,
-                }
+                return self.reduce(name, kind, &args);
             }
         };
         self.add_tile_op(op, &format!("`T.{name}`"), args.span)?;
         Ok(Value::None)
+    }
+
+    /// `T.reduce_*(src, dst, dim, clear)`. A reduction runs between fragments; as TileLang's
+    /// `reduce` macro does, a shared source is first copied into a fragment temporary named
+    /// `<src>_frag`, and a shared destination is reduced into a temporary `<dst>_frag` (loaded
+    /// from it first when `clear=False`) that is then copied back. The temporaries are ordinary
+    /// fragments, so layout inference lays them out like any other.
+    fn reduce<'a>(&mut self, name: &str, kind: ReduceKind, args: &Args<'a>) -> Eval<Value<'a>> {
+        let src = self.region_arg(args, 0, "buffer")?;
+        let dst = self.region_arg(args, 1, "out")?;
+        let dim = self.int_arg(args, 2, "dim", -1)?;
+        let clear = self.bool_arg(args, 3, "clear", true)?;
+        let what = format!("`T.{name}`");
+        let src_frag = match self.is_shared(src.buffer) {
+            true => {
+                let temporary = self.fragment_temporary(&src, args.span)?;
+                let load = TileOp::Copy {
+                    src,
+                    dst: temporary.clone(),
+                };
+                self.add_tile_op(load, &what, args.span)?;
+                temporary
+            }
+            false => src,
+        };
+        let dst_frag = match self.is_shared(dst.buffer) {
+            true => Some(self.fragment_temporary(&dst, args.span)?),
+            false => None,
+        };
+        if let (Some(temporary), false) = (&dst_frag, clear) {
+            let load = TileOp::Copy {
+                src: dst.clone(),
+                dst: temporary.clone(),
+            };
+            self.add_tile_op(load, &what, args.span)?;
+        }
+        let op = TileOp::Reduce {
+            kind,
+            src: src_frag,
+            dst: dst_frag.clone().unwrap_or_else(|| dst.clone()),
+            dim,
+            clear,
+        };
+        self.add_tile_op(op, &what, args.span)?;
+        if let Some(temporary) = dst_frag {
+            let store = TileOp::Copy {
+                src: temporary,
+                dst,
+            };
+            self.add_tile_op(store, &what, args.span)?;
+        }
+        Ok(Value::None)
+    }
+
+    fn is_shared(&self, buffer: EntityId) -> bool {
+        matches!(
+            self.world.scopes.get(buffer),
+            Some(Scope::Shared | Scope::SharedDyn)
+        )
+    }
+
+    /// A fragment with the extents of `region` (1 where it takes one index), named after the
+    /// region's buffer as TileLang names its reduction temporaries.
+    fn fragment_temporary(&mut self, region: &Region, span: Span) -> Eval<Region> {
+        let one = self.world.exprs.int(1);
+        let shape: Vec<ExprId> = region
+            .dims
+            .iter()
+            .map(|d| d.extent.unwrap_or(one))
+            .collect();
+        let temporary =
+            self.add_kernel_entity(EntityKind::Buffer, "a reduction's fragment", span)?;
+        let name = format!("{}_frag", self.world.name(region.buffer));
+        self.world.names.set(temporary, name);
+        self.world.shapes.set(temporary, shape);
+        if let Some(&dtype) = self.world.dtypes.get(region.buffer) {
+            self.world.dtypes.set(temporary, dtype);
+        }
+        self.world.scopes.set(temporary, Scope::Fragment);
+        Ok(self.world.full_region(temporary))
     }
 
     /// `T.atomic_add(dst[i], value, return_prev=True)`: an element's atomic addition whose value

@@ -736,3 +736,73 @@ fn assumed_values_are_ones_the_kernel_accepts() {
         "{args:#?}"
     );
 }
+
+/// `T.reduce_*` with shared buffers on either side, as TileLang's `reduce` macro lowers them:
+/// through fragment temporaries named `<buffer>_frag`. A row sum from shared into a fragment, a
+/// column max from a fragment into shared that keeps what is there (`clear=False`), and a
+/// shared-to-shared row max of a one-row tile (a copy whose loop skips the unit dimension).
+const SHARED_REDUCTIONS: &str = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def shared_reductions():
+    @T.prim_func
+    def main(
+        a: T.Tensor((32, 64), "float32"),
+        prior: T.Tensor((64,), "float32"),
+        one: T.Tensor((1, 128), "float32"),
+        rows: T.Tensor((32,), "float32"),
+        cols: T.Tensor((64,), "float32"),
+        top: T.Tensor((1,), "float32"),
+    ):
+        with T.Kernel(1, threads=128) as bx:
+            a_shared = T.alloc_shared((32, 64), "float32")
+            a_frag = T.alloc_fragment((32, 64), "float32")
+            row_sum = T.alloc_fragment((32,), "float32")
+            col_max = T.alloc_shared((64,), "float32")
+            one_shared = T.alloc_shared((1, 128), "float32")
+            one_max = T.alloc_shared((1,), "float32")
+            T.copy(a, a_shared)
+            T.copy(a, a_frag)
+            T.copy(prior, col_max)
+            T.copy(one, one_shared)
+            T.reduce_sum(a_shared, row_sum, dim=1)
+            T.reduce_max(a_frag, col_max, dim=0, clear=False)
+            T.reduce_max(one_shared, one_max, dim=-1)
+            T.copy(row_sum, rows)
+            T.copy(col_max, cols)
+            T.copy(one_max, top)
+
+    return main
+
+
+shared_reductions()
+"#;
+
+#[test]
+fn reductions_from_and_into_shared_go_through_fragments() {
+    let tensors = run(SHARED_REDUCTIONS);
+    let (a, prior, one) = (&tensors[0].values, &tensors[1].values, &tensors[2].values);
+    let rows = (0..32)
+        .map(|i| (0..64).map(|j| a[i * 64 + j]).sum())
+        .collect();
+    assert_matches("rows", &tensors[3], rows);
+    let cols = (0..64)
+        .map(|j| (0..32).map(|i| a[i * 64 + j]).fold(prior[j], f64::max))
+        .collect();
+    assert_matches("cols", &tensors[4], cols);
+    let top = one.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    assert_matches("top", &tensors[5], vec![top]);
+    let program = lower(SHARED_REDUCTIONS);
+    let names: Vec<&str> = program.buffers.iter().map(|b| b.name.as_str()).collect();
+    for temporary in [
+        "a_shared_frag",
+        "col_max_frag",
+        "one_shared_frag",
+        "one_max_frag",
+    ] {
+        assert!(names.contains(&temporary), "{temporary} in {names:?}");
+    }
+}

@@ -226,6 +226,11 @@ pub fn buffer_from_loop(
     // apart by a fresh variable, which becomes replication as the unused loop variables do.
     let mut splits: Vec<(VarId, i64)> = Vec::new();
     for (dim, &index) in indices.iter().enumerate() {
+        // A dimension of extent 1 takes index 0 in every iteration (a copy's loop runs over the
+        // non-unit extents only): the layout does not depend on it.
+        if buffer_shape[dim] == 1 && arena.as_int(index) == Some(0) {
+            continue;
+        }
         let [var] = arena.vars_of(index)[..] else {
             return None;
         };
