@@ -401,13 +401,21 @@ fn argument_names(db: &dyn tilec_db::Db, file: SourceFile, instance: Instance<'_
             .flat_map(|(_, extents)| extents.iter().flatten().cloned());
         names.extend(params.chain(extents));
     }
-    // The symbols the kernel declares itself (`M, N, K = T.const("M, N, K")`) size it too.
-    names.extend(
-        tilec_db::kernel_world(db, instance)
-            .symbolic_args
-            .iter()
-            .cloned(),
-    );
+    // The symbols the kernel declares itself (`M, N, K = T.const("M, N, K")`) size it too, and
+    // so do the dynamic sizes of its tensors and grid (`T.dynamic("seqlen")`, `T.symbolic`), which
+    // the launch takes by value: `tilec run` asks for them with `--with`.
+    let world = tilec_db::kernel_world(db, instance);
+    names.extend(world.symbolic_args.iter().cloned());
+    let shapes = world
+        .params
+        .iter()
+        .filter_map(|&param| world.shapes.get(param));
+    let grids = world.launches.iter().map(|(_, launch)| &launch.grid);
+    for extent in shapes.chain(grids).flatten() {
+        for var in world.exprs.vars_of(*extent) {
+            names.push(world.exprs.var_info(var).name.clone());
+        }
+    }
     let mut seen = std::collections::HashSet::new();
     names.retain(|name| seen.insert(name.clone()));
     names

@@ -806,3 +806,55 @@ fn reductions_from_and_into_shared_go_through_fragments() {
         assert!(names.contains(&temporary), "{temporary} in {names:?}");
     }
 }
+
+/// Reductions whose destination keeps the reduced dimension with extent 1 (`[4, 128] -> [4, 1]`,
+/// which TileLang accepts beside `[4]`), and a whole 1-D fragment reduced into a one-element
+/// fragment read outside any loop (DeepSeek's block-scale quantizers do both).
+const KEPT_DIMENSION_REDUCTIONS: &str = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def kept_dimension():
+    @T.prim_func
+    def main(
+        a: T.Tensor((4, 128), "float32"),
+        v: T.Tensor((256,), "float32"),
+        rows: T.Tensor((4, 1), "float32"),
+        top: T.Tensor((1,), "float32"),
+    ):
+        with T.Kernel(1, threads=128) as bx:
+            a_frag = T.alloc_fragment((4, 128), "float32")
+            row_max = T.alloc_fragment((4, 1), "float32")
+            v_frag = T.alloc_fragment((256,), "float32")
+            v_max = T.alloc_fragment((1,), "float32")
+            T.copy(a, a_frag)
+            T.copy(v, v_frag)
+            T.reduce_max(a_frag, row_max, dim=1)
+            T.reduce_absmax(v_frag, v_max, dim=0)
+            T.copy(row_max, rows)
+            top[0] = v_max[0]
+
+    return main
+
+
+kept_dimension()
+"#;
+
+#[test]
+fn reductions_keep_the_reduced_dimension_when_the_result_has_it() {
+    let tensors = run(KEPT_DIMENSION_REDUCTIONS);
+    let (a, v) = (&tensors[0].values, &tensors[1].values);
+    let rows = (0..4)
+        .map(|i| {
+            a[i * 128..(i + 1) * 128]
+                .iter()
+                .copied()
+                .fold(f64::NEG_INFINITY, f64::max)
+        })
+        .collect();
+    assert_matches("rows", &tensors[2], rows);
+    let top = v.iter().map(|x| x.abs()).fold(0.0, f64::max);
+    assert_matches("top", &tensors[3], vec![top]);
+}

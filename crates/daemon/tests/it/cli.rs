@@ -142,6 +142,54 @@ fn with_refuses_names_the_kernel_lacks_and_values_that_do_not_parse() {
     );
 }
 
+/// A dynamic size (`T.dynamic`, `T.symbolic`) is a name `--with` takes: `tilec run` asks for it
+/// by that name, and must accept the answer (it refused it as an unknown argument before).
+#[test]
+fn with_binds_the_dynamic_sizes_run_asks_for() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("dynamic_scale.py");
+    std::fs::write(
+        &file,
+        r#"import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def scale(block=64):
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def main(x: T.Tensor((n,), "float32"), y: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, block), threads=64) as bx:
+            for i in T.Parallel(block):
+                if bx * block + i < n:
+                    y[bx * block + i] = x[bx * block + i] * 2.0
+
+    return main
+
+
+scale()
+"#,
+    )
+    .expect("write the kernel");
+    let file = file.to_str().expect("a UTF-8 path");
+    let output = tilec(&["run", "--device", "cpu", file]);
+    assert!(!output.status.success());
+    assert!(
+        text(&output.stderr)
+            .contains("the dynamic dimension `n` needs a value: pass --with n=<int>"),
+        "{}",
+        text(&output.stderr)
+    );
+    let output = tilec(&["run", "--device", "cpu", file, "--with", "n=200"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stdout).contains("ran scale("),
+        "{}",
+        text(&output.stdout)
+    );
+}
+
 #[test]
 fn instance_past_the_last_says_how_many_there_are() {
     let file = example("tiled_gemm.py");

@@ -361,12 +361,19 @@ pub fn reduce_layout(
     arena: &mut ExprArena,
     src: &FragmentLayout,
     dim: usize,
+    keep_dim: bool,
 ) -> Option<FragmentLayout> {
     if dim >= src.shape.len() {
         return None;
     }
+    // The result drops the reduced dimension (`[X, d, Y] -> [X, Y]`) or, when the destination has
+    // the source's rank, keeps it with extent 1 (`[X, 1, Y]`), as TileLang accepts both.
     let mut shape = src.shape.clone();
-    shape.remove(dim);
+    if keep_dim {
+        shape[dim] = 1;
+    } else {
+        shape.remove(dim);
+    }
     if shape.is_empty() {
         shape.push(1);
     }
@@ -374,7 +381,11 @@ pub fn reduce_layout(
     let mut map: Vec<(VarId, ExprId)> = Vec::new();
     let mut next = vars.iter();
     for (d, &var) in src.vars.iter().enumerate() {
-        if d != dim
+        if keep_dim {
+            if d != dim {
+                map.push((var, arena.var_expr(vars[d])));
+            }
+        } else if d != dim
             && let Some(&dst_var) = next.next()
         {
             map.push((var, arena.var_expr(dst_var)));

@@ -165,8 +165,9 @@ struct State<'c> {
     /// (op, buffer) derivations that found no layout: their inputs are fixed once set, so they are
     /// not retried on every pass.
     dead_ends: Vec<(EntityId, EntityId)>,
-    /// Reduce layouts derived so far, by (source layout, reduced dimension).
-    reductions: Vec<((FragmentLayout, usize), Option<FragmentLayout>)>,
+    /// Reduce layouts derived so far, by (source layout, reduced dimension, whether the destination
+    /// keeps that dimension with extent 1).
+    reductions: Vec<((FragmentLayout, usize, bool), Option<FragmentLayout>)>,
     /// Asked between steps, so that an edit never waits for the inference of the text it
     /// replaced (a fragment of a million elements takes a good part of a second).
     cancellation: Cancellation<'c>,
@@ -1244,6 +1245,13 @@ fn step_loop(world: &World, op: &Op, state: &mut State) -> bool {
 /// A reduction into a fragment that already has a layout (an annotation, a loop, a view of it):
 /// the results land where the reduction's own layout puts them, so the two must be the same
 /// function, or the stored rows would sit on the wrong threads. Checked once per reduction.
+/// Whether a reduction's destination keeps the reduced dimension with extent 1 (`[X, 1, Y]` for
+/// a source `[X, d, Y]`), which TileLang accepts beside the shape without it.
+fn keeps_reduced_dim(world: &World, src: EntityId, dst: EntityId) -> bool {
+    let rank = |buffer| world.shapes.get(buffer).map(Vec::len);
+    rank(src).is_some() && rank(src) == rank(dst)
+}
+
 fn check_reduce_destination(
     world: &World,
     entity: EntityId,
@@ -1253,7 +1261,10 @@ fn check_reduce_destination(
     state: &mut State,
 ) -> bool {
     state.dead_ends.push((entity, dst));
-    let Some(derived) = super::derive::reduce_layout(&mut state.exprs, &source.layout, dim) else {
+    let keep_dim = keeps_reduced_dim(world, src, dst);
+    let Some(derived) =
+        super::derive::reduce_layout(&mut state.exprs, &source.layout, dim, keep_dim)
+    else {
         return false;
     };
     if super::algebra::equal_on_domain(&state.exprs, &derived, &existing.layout) != Ok(false) {
@@ -1325,11 +1336,13 @@ fn step_reduce(
     // Row statistics of one tile (`scores_max`, `scores_sum`) reduce the same layout over the same
     // dimension: derive it once. The result is a function of its inputs only, so sharing it (and
     // its variables) between buffers changes nothing.
-    let key = (source.layout.clone(), dim);
+    let keep_dim = keeps_reduced_dim(world, src, dst);
+    let key = (source.layout.clone(), dim, keep_dim);
     let derived = match state.reductions.iter().find(|(k, _)| *k == key) {
         Some((_, derived)) => derived.clone(),
         None => {
-            let derived = super::derive::reduce_layout(&mut state.exprs, &source.layout, dim);
+            let derived =
+                super::derive::reduce_layout(&mut state.exprs, &source.layout, dim, keep_dim);
             state.reductions.push((key, derived.clone()));
             derived
         }

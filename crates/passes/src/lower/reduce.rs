@@ -24,6 +24,25 @@ pub(crate) struct ReducePlan {
     pub block_masks: Vec<u32>,
 }
 
+/// The result element a source element at `point` folds into: `point` without the reduced
+/// dimension, or with it at 0 when the result keeps it (`[X, 1, Y]`); a whole reduction of a 1-D
+/// source lands in element 0 of its one-element result.
+fn result_line(arena: &mut ExprArena, point: &[ExprId], dim: usize, rank: usize) -> Vec<ExprId> {
+    let zero = arena.int(0);
+    if rank == point.len() {
+        let mut line = point.to_vec();
+        line[dim] = zero;
+        return line;
+    }
+    let line: Vec<ExprId> = point
+        .iter()
+        .enumerate()
+        .filter(|&(k, _)| k != dim)
+        .map(|(_, &e)| e)
+        .collect();
+    if line.is_empty() { vec![zero] } else { line }
+}
+
 pub(crate) fn plan(
     arena: &mut ExprArena,
     source: &FragmentLayout,
@@ -63,12 +82,7 @@ pub(crate) fn plan(
             arena.substitute(e, &|v| (v == step).then_some(value))
         };
         let point: Vec<ExprId> = coords.iter().map(|&c| at_step(arena, c)).collect();
-        let line: Vec<ExprId> = point
-            .iter()
-            .enumerate()
-            .filter(|&(k, _)| k != dim)
-            .map(|(_, &e)| e)
-            .collect();
+        let line = result_line(arena, &point, dim, result.layout.shape.len());
         src_index.push(source_storage.local_index(arena, &point));
         dst_index.push(result.local_index(arena, &line));
         let replica = at_step(arena, rep);
