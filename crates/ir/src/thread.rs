@@ -636,111 +636,6 @@ pub enum TurnStep {
     End,
 }
 
-impl Stmt {
-    /// The statement lists nested directly in this statement: a loop's or block's body, an `if`'s
-    /// two branches, the two roles of warp specialization (empty lists for a leaf). The one place
-    /// that knows which statements nest others, so that a new statement with a body is descended
-    /// into by every walk.
-    pub fn bodies(&self) -> [&[Stmt]; 2] {
-        match self {
-            Stmt::For { body, .. } | Stmt::Block { body, .. } | Stmt::While { body, .. } => {
-                [body, &[]]
-            }
-            Stmt::If {
-                then, otherwise, ..
-            } => [then, otherwise],
-            Stmt::WarpRoles {
-                consumer, producer, ..
-            } => [consumer, producer],
-            Stmt::Let { .. }
-            | Stmt::Bind { .. }
-            | Stmt::Store { .. }
-            | Stmt::VectorCopy { .. }
-            | Stmt::Atomic { .. }
-            | Stmt::Barrier
-            | Stmt::AsyncCopy { .. }
-            | Stmt::AsyncCommit
-            | Stmt::AsyncWait { .. }
-            | Stmt::LoadMatrix { .. }
-            | Stmt::Mma { .. }
-            | Stmt::Wgmma { .. }
-            | Stmt::WgmmaFence
-            | Stmt::WgmmaCommit
-            | Stmt::WgmmaWait { .. }
-            | Stmt::FenceProxyAsync
-            | Stmt::MbarrierInit { .. }
-            | Stmt::MbarrierInval { .. }
-            | Stmt::MbarrierArrive { .. }
-            | Stmt::MbarrierExpectTx { .. }
-            | Stmt::MbarrierWait { .. }
-            | Stmt::TmaLoad { .. }
-            | Stmt::TmaStore { .. }
-            | Stmt::TmaStoreWait
-            | Stmt::SetMaxRegisters { .. }
-            | Stmt::NamedBarrier { .. }
-            | Stmt::WarpgroupTurn { .. }
-            | Stmt::SyncWarp
-            | Stmt::Return
-            | Stmt::Assert { .. }
-            | Stmt::GridDependencyWait
-            | Stmt::LaunchDependents
-            | Stmt::CallExtern { .. }
-            | Stmt::RngInit { .. }
-            | Stmt::GridSync => [&[], &[]],
-        }
-    }
-
-    /// [`Stmt::bodies`], to rewrite them.
-    pub fn bodies_mut(&mut self) -> [Option<&mut Vec<Stmt>>; 2] {
-        match self {
-            Stmt::For { body, .. } | Stmt::Block { body, .. } | Stmt::While { body, .. } => {
-                [Some(body), None]
-            }
-            Stmt::If {
-                then, otherwise, ..
-            } => [Some(then), Some(otherwise)],
-            Stmt::WarpRoles {
-                consumer, producer, ..
-            } => [Some(consumer), Some(producer)],
-            Stmt::Let { .. }
-            | Stmt::Bind { .. }
-            | Stmt::Store { .. }
-            | Stmt::VectorCopy { .. }
-            | Stmt::Atomic { .. }
-            | Stmt::Barrier
-            | Stmt::AsyncCopy { .. }
-            | Stmt::AsyncCommit
-            | Stmt::AsyncWait { .. }
-            | Stmt::LoadMatrix { .. }
-            | Stmt::Mma { .. }
-            | Stmt::Wgmma { .. }
-            | Stmt::WgmmaFence
-            | Stmt::WgmmaCommit
-            | Stmt::WgmmaWait { .. }
-            | Stmt::FenceProxyAsync
-            | Stmt::MbarrierInit { .. }
-            | Stmt::MbarrierInval { .. }
-            | Stmt::MbarrierArrive { .. }
-            | Stmt::MbarrierExpectTx { .. }
-            | Stmt::MbarrierWait { .. }
-            | Stmt::TmaLoad { .. }
-            | Stmt::TmaStore { .. }
-            | Stmt::TmaStoreWait
-            | Stmt::SetMaxRegisters { .. }
-            | Stmt::NamedBarrier { .. }
-            | Stmt::WarpgroupTurn { .. }
-            | Stmt::SyncWarp
-            | Stmt::Return
-            | Stmt::Assert { .. }
-            | Stmt::GridDependencyWait
-            | Stmt::LaunchDependents
-            | Stmt::CallExtern { .. }
-            | Stmt::RngInit { .. }
-            | Stmt::GridSync => [None, None],
-        }
-    }
-}
-
 /// Calls `visit` on every statement of `stmts`, nested ones included, in program order. The walk
 /// keeps its own stack, so that a program nested deeper than the thread's stack allows is walked
 /// too (the printer reports such programs rather than crash on them).
@@ -752,7 +647,8 @@ pub fn for_each_stmt(stmts: &[Stmt], visit: &mut impl FnMut(&Stmt)) {
             continue;
         };
         visit(stmt);
-        // The second body is walked after the first: it goes on the stack first.
+        // The second body is walked after the first: it goes on the stack first. The bodies come
+        // from the one walker's list of nested bodies (`crate::visit`).
         for body in stmt.bodies().into_iter().rev() {
             if !body.is_empty() {
                 pending.push(body.iter());

@@ -15,6 +15,7 @@
 //! towards a fence too many.
 
 use tilec_ir::thread::{BufferId, Memory, Stmt, ThreadProgram, WgmmaA, for_each_stmt};
+use tilec_ir::visit::VisitorMut;
 
 /// The byte ranges of shared memory the async proxy reads: wgmma operands and TMA store boxes.
 struct AsyncReadSpace {
@@ -97,36 +98,33 @@ pub(super) fn fence_barriers(program: &ThreadProgram, stmts: &mut Vec<Stmt>) {
     if space.ranges.is_empty() {
         return;
     }
-    fence_list(program, &space, stmts);
+    Fencer {
+        program,
+        space: &space,
+    }
+    .visit_body(stmts);
 }
 
-fn fence_list(program: &ThreadProgram, space: &AsyncReadSpace, stmts: &mut Vec<Stmt>) {
-    let mut fenced: Vec<Stmt> = Vec::with_capacity(stmts.len());
-    for mut stmt in std::mem::take(stmts) {
-        match &mut stmt {
-            Stmt::Barrier | Stmt::NamedBarrier { .. }
-                if publishes_async_reads(program, space, &fenced) =>
+/// Fences the barriers of every statement list, nested ones included.
+struct Fencer<'a> {
+    program: &'a ThreadProgram,
+    space: &'a AsyncReadSpace,
+}
+
+impl VisitorMut for Fencer<'_> {
+    fn visit_body(&mut self, stmts: &mut Vec<Stmt>) {
+        let mut fenced: Vec<Stmt> = Vec::with_capacity(stmts.len());
+        for mut stmt in std::mem::take(stmts) {
+            if matches!(stmt, Stmt::Barrier | Stmt::NamedBarrier { .. })
+                && publishes_async_reads(self.program, self.space, &fenced)
             {
                 fenced.push(Stmt::FenceProxyAsync);
             }
-            Stmt::For { body, .. } | Stmt::Block { body, .. } => fence_list(program, space, body),
-            Stmt::If {
-                then, otherwise, ..
-            } => {
-                fence_list(program, space, then);
-                fence_list(program, space, otherwise);
-            }
-            Stmt::WarpRoles {
-                consumer, producer, ..
-            } => {
-                fence_list(program, space, consumer);
-                fence_list(program, space, producer);
-            }
-            _ => {}
+            self.visit_stmt(&mut stmt);
+            fenced.push(stmt);
         }
-        fenced.push(stmt);
+        *stmts = fenced;
     }
-    *stmts = fenced;
 }
 
 /// Whether a barrier after `before` (the statements ahead of it in its list) may publish a write

@@ -15,6 +15,7 @@
 //! copy has landed is reported.
 
 use tilec_ir::thread::{Stmt, ValueId};
+use tilec_ir::visit::{VisitorMut, walk_body_mut, walk_stmt_mut};
 use tilec_ir::{BarrierRef, ControlOp, EntityId, EntityKind, Scope, TileOp, World};
 
 use super::{Lowering, Unlowerable};
@@ -249,7 +250,7 @@ impl Lowering<'_> {
         // Nested groups narrowed their own barriers already: what is left is this group's.
         if tilec_ir::thread::any_stmt(&stmts, |stmt| matches!(stmt, Stmt::Barrier)) {
             let barrier_id = self.group_barrier(group)?;
-            narrow_barriers(&mut stmts, barrier_id, group.extent);
+            narrow_barriers(&mut stmts, barrier_id, group.extent as u32);
         }
         out.extend(stmts);
         Ok(())
@@ -308,11 +309,21 @@ impl Lowering<'_> {
 /// run side by side, not one group after the other — in a form the emulator runs so (it runs the
 /// branches of a divergent `if` chain that waits on mbarriers concurrently).
 pub(super) fn chain_group_ifs(stmts: &mut Vec<Stmt>, group_ifs: &[(ValueId, ThreadGroup)]) {
-    for stmt in stmts.iter_mut() {
-        for body in stmt.bodies_mut().into_iter().flatten() {
-            chain_group_ifs(body, group_ifs);
-        }
+    ChainGroupIfs(group_ifs).visit_body(stmts);
+}
+
+/// Chains the group `if`s of every statement list, nested lists first.
+struct ChainGroupIfs<'a>(&'a [(ValueId, ThreadGroup)]);
+
+impl VisitorMut for ChainGroupIfs<'_> {
+    fn visit_body(&mut self, stmts: &mut Vec<Stmt>) {
+        walk_body_mut(self, stmts);
+        chain_list(stmts, self.0);
     }
+}
+
+/// Chains the consecutive group `if`s of one statement list.
+fn chain_list(stmts: &mut Vec<Stmt>, group_ifs: &[(ValueId, ThreadGroup)]) {
     let group_of = |stmt: &Stmt| {
         let Stmt::If {
             cond, otherwise, ..
@@ -371,18 +382,26 @@ fn fold_chain(run: Vec<(Stmt, ThreadGroup)>) -> Option<Stmt> {
     folded
 }
 
-/// Replaces the block barriers of a group's statements by the group's named barrier (nested
-/// groups were narrowed already, to their own).
-fn narrow_barriers(stmts: &mut [Stmt], id: u32, threads: i64) {
-    for stmt in stmts {
+/// Replaces the block-wide barriers of `stmts`, nested ones included, by named barrier `id` among
+/// `threads` threads: those of a thread group, or of warp specialization's consumers. Named
+/// barriers already there (a nested group's own) stay as they are.
+pub(super) fn narrow_barriers(stmts: &mut [Stmt], id: u32, threads: u32) {
+    walk_body_mut(&mut NarrowBarriers { id, threads }, stmts);
+}
+
+struct NarrowBarriers {
+    id: u32,
+    threads: u32,
+}
+
+impl VisitorMut for NarrowBarriers {
+    fn visit_stmt(&mut self, stmt: &mut Stmt) {
         if let Stmt::Barrier = stmt {
             *stmt = Stmt::NamedBarrier {
-                id,
-                threads: threads as u32,
+                id: self.id,
+                threads: self.threads,
             };
         }
-        for body in stmt.bodies_mut().into_iter().flatten() {
-            narrow_barriers(body, id, threads);
-        }
+        walk_stmt_mut(self, stmt);
     }
 }

@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
 
 use tilec_ir::data::CompareOp;
 use tilec_ir::thread::{Memory, Stmt, Value};
+use tilec_ir::visit::{VisitorMut, walk_body_mut, walk_stmt_mut};
 use tilec_ir::{EntityId, ExprId, LoopKind, Scope, TileOp, VarId, World};
 
 use super::{Lowering, Unlowerable, rewrite};
@@ -333,55 +334,9 @@ impl Lowering<'_> {
     }
 
     /// `stmts` with every vector copy from global to shared memory made a `cp.async`.
-    fn asynchronous(&self, stmts: Vec<Stmt>) -> Vec<Stmt> {
-        self.fuse_register_staging(stmts)
-            .into_iter()
-            .map(|stmt| match stmt {
-                Stmt::VectorCopy {
-                    dst,
-                    dst_index,
-                    src,
-                    src_index,
-                    lanes,
-                } if self.async_capable(dst, src, lanes) => Stmt::AsyncCopy {
-                    dst,
-                    dst_index,
-                    src,
-                    src_index,
-                    lanes,
-                },
-                Stmt::For {
-                    var,
-                    extent,
-                    unroll,
-                    body,
-                } => Stmt::For {
-                    var,
-                    extent,
-                    unroll,
-                    body: self.asynchronous(body),
-                },
-                Stmt::If {
-                    cond,
-                    then,
-                    otherwise,
-                } => Stmt::If {
-                    cond,
-                    then: self.asynchronous(then),
-                    otherwise: self.asynchronous(otherwise),
-                },
-                Stmt::Block {
-                    origin,
-                    label,
-                    body,
-                } => Stmt::Block {
-                    origin,
-                    label,
-                    body: self.asynchronous(body),
-                },
-                other => other,
-            })
-            .collect()
+    fn asynchronous(&self, mut stmts: Vec<Stmt>) -> Vec<Stmt> {
+        Asynchronous(self).visit_body(&mut stmts);
+        stmts
     }
 
     /// Vectorization moves a tile through registers: a vector load into one register array, a
@@ -701,5 +656,37 @@ impl Lowering<'_> {
             unroll: false,
             body,
         }
+    }
+}
+
+/// Makes every vector copy from global to shared memory that can be one a `cp.async`, in every
+/// statement list, once the list's register staging is fused into plain copies.
+struct Asynchronous<'l, 'w>(&'l Lowering<'w>);
+
+impl VisitorMut for Asynchronous<'_, '_> {
+    fn visit_body(&mut self, stmts: &mut Vec<Stmt>) {
+        *stmts = self.0.fuse_register_staging(std::mem::take(stmts));
+        walk_body_mut(self, stmts);
+    }
+
+    fn visit_stmt(&mut self, stmt: &mut Stmt) {
+        if let Stmt::VectorCopy {
+            dst,
+            dst_index,
+            src,
+            src_index,
+            lanes,
+        } = *stmt
+            && self.0.async_capable(dst, src, lanes)
+        {
+            *stmt = Stmt::AsyncCopy {
+                dst,
+                dst_index,
+                src,
+                src_index,
+                lanes,
+            };
+        }
+        walk_stmt_mut(self, stmt);
     }
 }

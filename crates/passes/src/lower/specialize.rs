@@ -23,7 +23,7 @@ use tilec_ir::{DType, EntityId, ExprId, VarId};
 use super::overlap::{HalfBarriers, OverlapPlan};
 use super::pipeline::{Pipeline, SteadyParts};
 use super::tma::TmaCopy;
-use super::{Lowering, Unlowerable, rewrite};
+use super::{Lowering, Unlowerable, groups, rewrite};
 
 /// Threads of a warpgroup: the producer role is one.
 const WARPGROUP: i64 = 128;
@@ -565,7 +565,7 @@ impl Lowering<'_> {
             }
             None => consumer.extend(rest.iter().cloned()),
         }
-        narrow_barriers(&mut consumer, consumer_count);
+        groups::narrow_barriers(&mut consumer, CONSUMER_BARRIER, consumer_count);
         // The thread index's range (the consumers') lets the arena simplify `tx % 128` to `tx`,
         // which is wrong for the producer's threads: they read it through a variable of their
         // own with no range.
@@ -628,32 +628,4 @@ fn keep_last_gemm_in_flight(body: &mut [Stmt]) -> bool {
 fn consumer_registers(consumers: u32) -> u32 {
     let left = REGISTER_FILE - PRODUCER_REGISTERS * WARPGROUP as u32;
     (left / consumers.max(1) / 8 * 8).min(MAX_REGISTERS)
-}
-
-/// Replaces every block-wide barrier of `stmts` with the consumers' named barrier.
-fn narrow_barriers(stmts: &mut [Stmt], threads: u32) {
-    for stmt in stmts {
-        match stmt {
-            Stmt::Barrier => {
-                *stmt = Stmt::NamedBarrier {
-                    id: CONSUMER_BARRIER,
-                    threads,
-                }
-            }
-            Stmt::For { body, .. } | Stmt::Block { body, .. } => narrow_barriers(body, threads),
-            Stmt::If {
-                then, otherwise, ..
-            } => {
-                narrow_barriers(then, threads);
-                narrow_barriers(otherwise, threads);
-            }
-            Stmt::WarpRoles {
-                consumer, producer, ..
-            } => {
-                narrow_barriers(consumer, threads);
-                narrow_barriers(producer, threads);
-            }
-            _ => {}
-        }
-    }
 }
