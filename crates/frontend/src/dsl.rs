@@ -1178,10 +1178,11 @@ impl Builder<'_> {
                     None | Some(Value::None) => src.clone(),
                     Some(_) => self.region_arg(&args, 1, "dst")?,
                 };
+                let dim = axis(self.int_arg(&args, 2, "dim", 0)?, &src);
                 TileOp::Cumsum {
                     src,
                     dst,
-                    dim: self.int_arg(&args, 2, "dim", 0)?,
+                    dim,
                     reverse: self.bool_arg(&args, 3, "reverse", false)?,
                 }
             }
@@ -1226,11 +1227,14 @@ impl Builder<'_> {
                     "reduce_abssum" => ReduceKind::AbsSum,
                     _ => ReduceKind::AbsMax,
                 };
+                let src = self.region_arg(&args, 0, "buffer")?;
+                let dst = self.region_arg(&args, 1, "out")?;
+                let dim = axis(self.int_arg(&args, 2, "dim", -1)?, &src);
                 TileOp::Reduce {
                     kind,
-                    src: self.region_arg(&args, 0, "buffer")?,
-                    dst: self.region_arg(&args, 1, "out")?,
-                    dim: self.int_arg(&args, 2, "dim", -1)?,
+                    src,
+                    dst,
+                    dim,
                     clear: self.bool_arg(&args, 3, "clear", true)?,
                 }
             }
@@ -1602,6 +1606,19 @@ impl Builder<'_> {
         self.world.scopes.set(param, Scope::Global);
         self.world.params.push(param);
         param
+    }
+}
+
+/// The dimension `dim` of a reduction or scan over `src` names, counted from 0: a negative `dim`
+/// counts from the end, as in Python (`dim=-1` is the last). This is the one place it is
+/// normalised, so that the checks, layout inference and lowering read a plain index. A `dim` out
+/// of range either way is kept as written, for the shape check to report in the user's terms.
+fn axis(dim: i64, src: &Region) -> i64 {
+    let rank = i64::try_from(src.dims.len()).unwrap_or(i64::MAX);
+    if (-rank..0).contains(&dim) {
+        dim + rank
+    } else {
+        dim
     }
 }
 

@@ -573,8 +573,7 @@ impl Lowering<'_> {
             .world
             .const_shape(src.buffer)
             .ok_or_else(|| Unlowerable::new("`T.cumsum` needs a shape known at compile time"))?;
-        let rank = shape.len() as i64;
-        let dim = usize::try_from(if dim < 0 { dim + rank } else { dim }).map_err(|_| {
+        let dim = usize::try_from(dim).map_err(|_| {
             Unlowerable::new("`T.cumsum` over a dimension the buffer does not have")
         })?;
         let length = *shape.get(dim).ok_or_else(|| {
@@ -721,8 +720,8 @@ impl Lowering<'_> {
                 "`T.reduce_*` between buffers that are not both fragments",
             ));
         };
-        let rank = source.layout.shape.len() as i64;
-        let dim = usize::try_from(if dim < 0 { dim + rank } else { dim }).map_err(|_| {
+        // The front end made a negative `dim` count from the end already.
+        let dim = usize::try_from(dim).map_err(|_| {
             Unlowerable::new("a reduction over a dimension the buffer does not have")
         })?;
         let plan = super::reduce::plan(
