@@ -31,6 +31,17 @@ impl BufferId {
     }
 }
 
+/// One element of a buffer, `buffer[index]`: what a statement that names a single element reads
+/// or writes. Statements hold it as one field rather than a buffer and an index side by side, so
+/// that code about where a statement writes (fences, races, a test that moves a store) reads one
+/// value and cannot pair a buffer with another operand's index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Place {
+    pub buffer: BufferId,
+    /// The flat element index, an integer expression of the program.
+    pub index: ExprId,
+}
+
 /// The id of an element value (an index into [`ThreadProgram::values`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ValueId(pub u32);
@@ -378,12 +389,8 @@ pub enum Stmt {
     /// leaves when its condition is false; lowering emits it only where the condition is the same
     /// for the whole block, so barriers inside are reached by all.
     While { cond: ValueId, body: Vec<Stmt> },
-    /// `buffer[index] = value` (the value is converted to the buffer's dtype when they differ).
-    Store {
-        buffer: BufferId,
-        index: ExprId,
-        value: ValueId,
-    },
+    /// `place = value` (the value is converted to the buffer's dtype when they differ).
+    Store { place: Place, value: ValueId },
     /// `lanes` consecutive elements copied with one access of `lanes × element size` bytes: both
     /// buffers have the same dtype and both indices are multiples of `lanes`.
     VectorCopy {
@@ -397,10 +404,9 @@ pub enum Stmt {
     /// value before the operation is stored to that register (`T.atomic_add(..., return_prev=True)`).
     Atomic {
         op: AtomicOp,
-        buffer: BufferId,
-        index: ExprId,
+        place: Place,
         value: ValueId,
-        old: Option<(BufferId, ExprId)>,
+        old: Option<Place>,
     },
     /// `__syncthreads()`: every thread of the block waits for all others.
     Barrier,

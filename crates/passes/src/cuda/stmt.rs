@@ -1,6 +1,6 @@
 //! Statements: each [`Stmt`] of the program becomes the corresponding C statement.
 
-use tilec_ir::thread::{AtomicOp, BufferId, Memory, ParamAccess, Stmt, ValueId};
+use tilec_ir::thread::{AtomicOp, BufferId, Memory, ParamAccess, Place, Stmt, ValueId};
 use tilec_ir::{DType, ExprId, VarId};
 
 use super::index::IndexType;
@@ -42,8 +42,7 @@ impl Printer<'_> {
             } => self.if_else(*cond, then, otherwise),
             Stmt::While { cond, body } => self.while_loop(*cond, body),
             Stmt::Store {
-                buffer,
-                index,
+                place: Place { buffer, index },
                 value,
             } => self.store(*buffer, *index, *value),
             Stmt::VectorCopy {
@@ -55,11 +54,10 @@ impl Printer<'_> {
             } => self.vector_copy((*dst, *dst_index), (*src, *src_index), *lanes),
             Stmt::Atomic {
                 op,
-                buffer,
-                index,
+                place,
                 value,
                 old,
-            } => self.atomic(*op, (*buffer, *index), *value, *old),
+            } => self.atomic(*op, *place, *value, *old),
             Stmt::Barrier => self.line("__syncthreads();"),
             Stmt::SyncWarp => self.line("__syncwarp();"),
             Stmt::Return => self.line("return;"),
@@ -550,9 +548,9 @@ impl Printer<'_> {
     fn atomic(
         &mut self,
         op: AtomicOp,
-        (buffer, index): (BufferId, ExprId),
+        Place { buffer, index }: Place,
         value: ValueId,
-        old: Option<(BufferId, ExprId)>,
+        old: Option<Place>,
     ) {
         let dtype = match self.writable(buffer, "atomic") {
             Ok(dtype) => dtype,
@@ -570,7 +568,7 @@ impl Printer<'_> {
         // The operand takes the element's type first, as a store's value does.
         let x = self.convert(x, from, dtype);
         let call = atomic_call(op, dtype, &target, &x);
-        match old.and_then(|(register, at)| self.element(register, at)) {
+        match old.and_then(|old| self.element(old.buffer, old.index)) {
             Some(register) => self.line(&format!("{register} = {call};")),
             None => self.line(&format!("{call};")),
         }

@@ -4,8 +4,8 @@
 use expect_test::expect;
 use tilec_ir::data::{BinaryOp, CompareOp, Intrinsic};
 use tilec_ir::thread::{
-    AtomicOp, BufferDecl, BufferId, DescriptorSwizzle, Memory, ParamAccess, ScalarParam, Stmt,
-    TensorMap, TensorParam, TurnStep, UnaryOp, Value, ValueId,
+    AtomicOp, BufferDecl, BufferId, DescriptorSwizzle, Memory, ParamAccess, Place, ScalarParam,
+    Stmt, TensorMap, TensorParam, TurnStep, UnaryOp, Value, ValueId,
 };
 use tilec_ir::{DType, ExprArena, ExprId, Target, ThreadProgram, VarId};
 
@@ -126,8 +126,7 @@ impl Build {
 
     fn store(&self, buffer: BufferId, index: ExprId, value: ValueId) -> Stmt {
         Stmt::Store {
-            buffer,
-            index,
+            place: Place { buffer, index },
             value,
         }
     }
@@ -354,22 +353,28 @@ fn float_and_fp16_atomics() {
     b.p.body = vec![
         Stmt::Atomic {
             op: AtomicOp::Add,
-            buffer: total,
-            index: zero,
+            place: Place {
+                buffer: total,
+                index: zero,
+            },
             value,
             old: None,
         },
         Stmt::Atomic {
             op: AtomicOp::Add,
-            buffer: buckets,
-            index: bucket,
+            place: Place {
+                buffer: buckets,
+                index: bucket,
+            },
             value: half,
             old: None,
         },
         Stmt::Atomic {
             op: AtomicOp::Max,
-            buffer: peak,
-            index: zero,
+            place: Place {
+                buffer: peak,
+                index: zero,
+            },
             value: doubled,
             old: None,
         },
@@ -517,8 +522,10 @@ fn malformed_programs_print_errors() {
         },
         Stmt::Atomic {
             op: AtomicOp::Add,
-            buffer: regs,
-            index: zero,
+            place: Place {
+                buffer: regs,
+                index: zero,
+            },
             value: loaded,
             old: None,
         },
@@ -869,8 +876,7 @@ fn coverage_of(
             let index = b.p.exprs.floormod(tx, k4);
             stmts.push(Stmt::Atomic {
                 op,
-                buffer,
-                index,
+                place: Place { buffer, index },
                 value: x,
                 old: None,
             });

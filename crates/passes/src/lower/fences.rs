@@ -78,7 +78,7 @@ impl AsyncReadSpace {
         let mut writes = false;
         for_each_stmt(std::slice::from_ref(stmt), &mut |s| {
             let written = match s {
-                Stmt::Store { buffer, .. } | Stmt::Atomic { buffer, .. } => Some(*buffer),
+                Stmt::Store { place, .. } | Stmt::Atomic { place, .. } => Some(place.buffer),
                 Stmt::VectorCopy { dst, .. } | Stmt::AsyncCopy { dst, .. } => Some(*dst),
                 _ => None,
             };
@@ -144,7 +144,7 @@ fn publishes_async_reads(program: &ThreadProgram, space: &AsyncReadSpace, before
 
 #[cfg(test)]
 mod tests {
-    use tilec_ir::thread::{BufferDecl, BufferId, Memory, Stmt, Value};
+    use tilec_ir::thread::{BufferDecl, BufferId, Memory, Place, Stmt, Value};
     use tilec_ir::{DType, ExprArena, ThreadProgram};
 
     use super::fence_barriers;
@@ -208,8 +208,10 @@ mod tests {
                 dtype: DType::Float16,
             });
             Stmt::Store {
-                buffer,
-                index: self.program.exprs.int(0),
+                place: Place {
+                    buffer,
+                    index: self.program.exprs.int(0),
+                },
                 value,
             }
         }
@@ -233,8 +235,8 @@ mod tests {
             let words: Vec<String> = stmts
                 .iter()
                 .map(|stmt| match stmt {
-                    Stmt::Store { buffer, .. } => {
-                        format!("store({})", self.program.buffer(*buffer).name)
+                    Stmt::Store { place, .. } => {
+                        format!("store({})", self.program.buffer(place.buffer).name)
                     }
                     Stmt::Barrier => "barrier".to_owned(),
                     Stmt::FenceProxyAsync => "FENCE".to_owned(),

@@ -18,7 +18,7 @@
 //! layout must keep each 8-element row chunk contiguous and 16-byte aligned for `ldmatrix`; one that
 //! does not is read element by element.
 
-use tilec_ir::thread::{Memory, Stmt, Value, mma_a_element, mma_c_element};
+use tilec_ir::thread::{Memory, Place, Stmt, Value, mma_a_element, mma_c_element};
 use tilec_ir::{DType, EntityId, ExprId, ExprProgram, Region, TileOp, WarpPolicy};
 
 use super::{Lowering, Unlowerable};
@@ -668,8 +668,7 @@ impl Lowering<'_> {
             extent,
             unroll: true,
             body: vec![Stmt::Store {
-                buffer,
-                index,
+                place: Place { buffer, index },
                 value: zero,
             }],
         });
@@ -711,8 +710,10 @@ impl Lowering<'_> {
                         index: src,
                     });
                     out.push(Stmt::Store {
-                        buffer: a_regs,
-                        index: dst,
+                        place: Place {
+                            buffer: a_regs,
+                            index: dst,
+                        },
                         value,
                     });
                 }
@@ -860,8 +861,10 @@ impl Lowering<'_> {
         let value = self.program.add_value(Value::Load { buffer: src, index });
         let dst = self.program.exprs.int(slot);
         out.push(Stmt::Store {
-            buffer: registers,
-            index: dst,
+            place: Place {
+                buffer: registers,
+                index: dst,
+            },
             value,
         });
         Ok(())

@@ -21,7 +21,7 @@
 use std::collections::BTreeMap;
 
 use tilec_ir::data::CompareOp;
-use tilec_ir::thread::{Memory, Stmt, Value};
+use tilec_ir::thread::{Memory, Place, Stmt, Value};
 use tilec_ir::visit::{VisitorMut, walk_body_mut, walk_stmt_mut};
 use tilec_ir::{EntityId, ExprId, LoopKind, Scope, TileOp, VarId, World};
 
@@ -394,8 +394,7 @@ impl Lowering<'_> {
         }
         let [
             Stmt::Store {
-                buffer,
-                index,
+                place: Place { buffer, index },
                 value,
             },
         ] = body.as_slice()

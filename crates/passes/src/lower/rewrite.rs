@@ -8,7 +8,9 @@
 //! addresses become affine in the step, which is what vectorization needs to prove contiguity.
 
 use rustc_hash::FxHashMap;
-use tilec_ir::thread::{BufferId, ExternArg, MatrixDescriptor, Stmt, Value, ValueId, WgmmaA};
+use tilec_ir::thread::{
+    BufferId, ExternArg, MatrixDescriptor, Place, Stmt, Value, ValueId, WgmmaA,
+};
 use tilec_ir::{ExprArena, ExprId, ThreadProgram};
 
 /// What a rewrite changes at the leaves of statements and values.
@@ -97,16 +99,14 @@ impl<'p, L: Leaves> Rewriter<'p, L> {
                 body: self.stmts(body),
             },
             Stmt::Store {
-                buffer,
-                index,
+                place: Place { buffer, index },
                 value,
             } => {
                 let value = self.value(*value);
                 let index = self.expr(*index);
                 let (buffer, index) = self.leaves.store(&mut self.program.exprs, *buffer, index);
                 Stmt::Store {
-                    buffer,
-                    index,
+                    place: Place { buffer, index },
                     value,
                 }
             }
@@ -125,16 +125,20 @@ impl<'p, L: Leaves> Rewriter<'p, L> {
             },
             Stmt::Atomic {
                 op,
-                buffer,
-                index,
+                place: Place { buffer, index },
                 value,
                 old,
             } => Stmt::Atomic {
                 op: *op,
-                buffer: *buffer,
-                index: self.expr(*index),
+                place: Place {
+                    buffer: *buffer,
+                    index: self.expr(*index),
+                },
                 value: self.value(*value),
-                old: old.map(|(register, at)| (register, self.expr(at))),
+                old: old.map(|old| Place {
+                    buffer: old.buffer,
+                    index: self.expr(old.index),
+                }),
             },
             Stmt::Barrier => Stmt::Barrier,
             Stmt::SyncWarp => Stmt::SyncWarp,

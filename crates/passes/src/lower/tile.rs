@@ -2,7 +2,7 @@
 //! `T.cumsum` and `T.atomic_add`.
 
 use tilec_ir::data::{BinaryOp, CompareOp};
-use tilec_ir::thread::{AtomicOp, BufferDecl, Memory, Stmt, Value, ValueId};
+use tilec_ir::thread::{AtomicOp, BufferDecl, Memory, Place, Stmt, Value, ValueId};
 use tilec_ir::{
     AtomicSource, ControlOp, DType, DataId, EntityId, ExprId, ReduceKind, Region, TileOp, VarId,
     World,
@@ -342,8 +342,7 @@ impl Lowering<'_> {
         let mut guard = self.bounds_guard(buffer, indices, None);
         guard = self.replica_guard(buffer, guard);
         let stmt = Stmt::Store {
-            buffer: id,
-            index,
+            place: Place { buffer: id, index },
             value,
         };
         Ok(vec![guarded(guard, stmt)])
@@ -430,8 +429,7 @@ impl Lowering<'_> {
                 extent,
                 unroll: storage.local_size() <= 64,
                 body: vec![Stmt::Store {
-                    buffer: id,
-                    index,
+                    place: Place { buffer: id, index },
                     value,
                 }],
             });
@@ -481,15 +479,17 @@ impl Lowering<'_> {
     ) -> Result<(), Unlowerable> {
         let (id, index) = self.address(buffer, indices)?;
         let old = match prev {
-            Some(register) => Some(self.address(register, &[])?),
+            Some(register) => {
+                let (buffer, index) = self.address(register, &[])?;
+                Some(Place { buffer, index })
+            }
             None => None,
         };
         let guard = self.bounds_guard(buffer, indices, None);
         let guard = self.replica_guard(buffer, guard);
         let stmt = Stmt::Atomic {
             op: AtomicOp::Add,
-            buffer: id,
-            index,
+            place: Place { buffer: id, index },
             value,
             old,
         };
@@ -644,8 +644,10 @@ impl Lowering<'_> {
         let extent = self.program.exprs.int(length);
         let scan = vec![
             Stmt::Store {
-                buffer: accumulator,
-                index: zero_index,
+                place: Place {
+                    buffer: accumulator,
+                    index: zero_index,
+                },
                 value: zero,
             },
             Stmt::For {
@@ -654,13 +656,17 @@ impl Lowering<'_> {
                 unroll: false,
                 body: vec![
                     Stmt::Store {
-                        buffer: accumulator,
-                        index: zero_index,
+                        place: Place {
+                            buffer: accumulator,
+                            index: zero_index,
+                        },
                         value: sum,
                     },
                     Stmt::Store {
-                        buffer: dst_id,
-                        index: dst_index,
+                        place: Place {
+                            buffer: dst_id,
+                            index: dst_index,
+                        },
                         value: running,
                     },
                 ],
@@ -772,8 +778,10 @@ impl Lowering<'_> {
                 self.combine(kind, old, reduced, dtype)
             };
             out.push(Stmt::Store {
-                buffer: dst_id,
-                index: plan.dst_slots[slot],
+                place: Place {
+                    buffer: dst_id,
+                    index: plan.dst_slots[slot],
+                },
                 value,
             });
         }
@@ -814,8 +822,10 @@ impl Lowering<'_> {
             };
             let index = self.program.exprs.int(slot as i64);
             out.push(Stmt::Store {
-                buffer: partial,
-                index,
+                place: Place {
+                    buffer: partial,
+                    index,
+                },
                 value: folded,
             });
         }
@@ -841,8 +851,10 @@ impl Lowering<'_> {
                 };
                 let index = self.program.exprs.int(i as i64);
                 out.push(Stmt::Store {
-                    buffer: pairs,
-                    index,
+                    place: Place {
+                        buffer: pairs,
+                        index,
+                    },
                     value,
                 });
                 next.push(self.program.add_value(Value::Load {

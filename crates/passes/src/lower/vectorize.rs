@@ -15,7 +15,7 @@
 //! so each lane still reads its own element before writing it.
 
 use rustc_hash::FxHashMap;
-use tilec_ir::thread::{BufferDecl, BufferId, Memory, Stmt, Value, ValueId};
+use tilec_ir::thread::{BufferDecl, BufferId, Memory, Place, Stmt, Value, ValueId};
 use tilec_ir::{DType, ExprArena, ExprId, ThreadProgram, VarId};
 
 use super::rewrite::{Leaves, Rewriter, substitute_stmts};
@@ -175,8 +175,7 @@ fn collect_stmt(
 ) -> Option<()> {
     match stmt {
         Stmt::Store {
-            buffer,
-            index,
+            place: Place { buffer, index },
             value,
         } => {
             collect_value(program, *value, unconditional, out);

@@ -11,7 +11,7 @@
 
 use std::time::{Duration, Instant};
 
-use tilec_ir::thread::{AtomicOp, Stmt, ValueId};
+use tilec_ir::thread::{AtomicOp, Place, Stmt, ValueId};
 use tilec_ir::{EntityId, ExprId, ThreadProgram, VarId};
 
 use super::EmulatorReport;
@@ -267,8 +267,7 @@ impl<'p> Machine<'p, '_> {
             } => self.exec_if(*cond, then, otherwise, active),
             Stmt::While { cond, body } => self.exec_while(*cond, body, active),
             Stmt::Store {
-                buffer,
-                index,
+                place: Place { buffer, index },
                 value,
             } => self.exec_store(buffer.index(), *index, *value, active),
             Stmt::VectorCopy {
@@ -285,12 +284,11 @@ impl<'p> Machine<'p, '_> {
             ),
             Stmt::Atomic {
                 op,
-                buffer,
-                index,
+                place: Place { buffer, index },
                 value,
                 old,
             } => {
-                let old = old.map(|(register, at)| (register.index(), at));
+                let old = old.map(|old| (old.buffer.index(), old.index));
                 self.exec_atomic(*op, (buffer.index(), *index), *value, old, active)
             }
             Stmt::Barrier => self.exec_barrier(active),

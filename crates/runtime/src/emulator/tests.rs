@@ -2,7 +2,7 @@
 
 use tilec_ir::data::{BinaryOp, CompareOp};
 use tilec_ir::thread::{
-    BufferDecl, BufferId, Memory as MemoryKind, ParamAccess, ScalarParam, Stmt, TensorParam,
+    BufferDecl, BufferId, Memory as MemoryKind, ParamAccess, Place, ScalarParam, Stmt, TensorParam,
     TurnStep, Value, ValueId,
 };
 use tilec_ir::{DType, EntityId, ExprArena, ExprId, ThreadProgram, VarId};
@@ -182,8 +182,7 @@ impl Builder {
 
 fn store(buffer: BufferId, index: ExprId, value: ValueId) -> Stmt {
     Stmt::Store {
-        buffer,
-        index,
+        place: Place { buffer, index },
         value,
     }
 }
@@ -783,8 +782,10 @@ fn malformed_programs_are_errors_not_panics() {
 
     let mut program = elementwise(true, false);
     program.body.push(Stmt::Store {
-        buffer: BufferId(99),
-        index: program.grid[0],
+        place: Place {
+            buffer: BufferId(99),
+            index: program.grid[0],
+        },
         value: ValueId(0),
     });
     let error = err(run_program(&program, &mut elementwise_tensors(100), &[100]));
@@ -995,8 +996,7 @@ fn atomics_accumulate_in_global_and_shared_memory() {
     let total = b.load(s, zero);
     let atomic = |buffer, index| Stmt::Atomic {
         op: tilec_ir::thread::AtomicOp::Add,
-        buffer,
-        index,
+        place: Place { buffer, index },
         value: unit,
         old: None,
     };
