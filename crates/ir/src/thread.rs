@@ -393,13 +393,7 @@ pub enum Stmt {
     Store { place: Place, value: ValueId },
     /// `lanes` consecutive elements copied with one access of `lanes × element size` bytes: both
     /// buffers have the same dtype and both indices are multiples of `lanes`.
-    VectorCopy {
-        dst: BufferId,
-        dst_index: ExprId,
-        src: BufferId,
-        src_index: ExprId,
-        lanes: u32,
-    },
+    VectorCopy { dst: Place, src: Place, lanes: u32 },
     /// An atomic read-modify-write of one global or shared element; with `old`, the element's
     /// value before the operation is stored to that register (`T.atomic_add(..., return_prev=True)`).
     Atomic {
@@ -414,13 +408,7 @@ pub enum Stmt {
     /// one (`lanes × element size` is 4, 8 or 16 bytes, both indices multiples of `lanes`). The
     /// copy joins the thread's open group; its elements may be read only after an
     /// [`Stmt::AsyncWait`] has completed that group (and, for other threads, a barrier after it).
-    AsyncCopy {
-        dst: BufferId,
-        dst_index: ExprId,
-        src: BufferId,
-        src_index: ExprId,
-        lanes: u32,
-    },
+    AsyncCopy { dst: Place, src: Place, lanes: u32 },
     /// `cp.async.commit_group`: closes the thread's open group of async copies (possibly empty).
     AsyncCommit,
     /// `cp.async.wait_group pending`: waits until at most `pending` of the thread's committed

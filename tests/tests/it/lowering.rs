@@ -418,25 +418,17 @@ fn the_emulator_catches_an_out_of_bounds_index_in_a_lowered_kernel() {
     let mut program = lowered_in(&dir, "pointwise_family.py", "relu", &sizes);
     // Shift every store to Y (scalar or vector) by 8 elements: the last block then writes past
     // the end.
-    use tilec_ir::thread::{Place, Stmt};
+    use tilec_ir::thread::Stmt;
     use tilec_ir::visit::{VisitorMut, walk_stmt_mut};
     struct Shift<'a>(&'a mut tilec_ir::ThreadProgram);
     impl VisitorMut for Shift<'_> {
         fn visit_stmt(&mut self, stmt: &mut Stmt) {
             let program = &mut *self.0;
-            if let Stmt::Store {
-                place: Place { buffer, index },
-                ..
-            }
-            | Stmt::VectorCopy {
-                dst: buffer,
-                dst_index: index,
-                ..
-            } = stmt
-                && program.buffer(*buffer).name == "Y"
+            if let Stmt::Store { place, .. } | Stmt::VectorCopy { dst: place, .. } = stmt
+                && program.buffer(place.buffer).name == "Y"
             {
                 let eight = program.exprs.int(8);
-                *index = program.exprs.add(*index, eight);
+                place.index = program.exprs.add(place.index, eight);
             }
             walk_stmt_mut(self, stmt);
         }

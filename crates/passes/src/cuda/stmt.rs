@@ -45,13 +45,9 @@ impl Printer<'_> {
                 place: Place { buffer, index },
                 value,
             } => self.store(*buffer, *index, *value),
-            Stmt::VectorCopy {
-                dst,
-                dst_index,
-                src,
-                src_index,
-                lanes,
-            } => self.vector_copy((*dst, *dst_index), (*src, *src_index), *lanes),
+            Stmt::VectorCopy { dst, src, lanes } => {
+                self.vector_copy((dst.buffer, dst.index), (src.buffer, src.index), *lanes)
+            }
             Stmt::Atomic {
                 op,
                 place,
@@ -71,13 +67,9 @@ impl Printer<'_> {
                 subsequence,
                 offset,
             } => self.rng_init([*seed, *subsequence, *offset]),
-            Stmt::AsyncCopy {
-                dst,
-                dst_index,
-                src,
-                src_index,
-                lanes,
-            } => self.async_copy((*dst, *dst_index), (*src, *src_index), *lanes),
+            Stmt::AsyncCopy { dst, src, lanes } => {
+                self.async_copy((dst.buffer, dst.index), (src.buffer, src.index), *lanes)
+            }
             Stmt::AsyncCommit => self.line("tl_cp_async_commit();"),
             Stmt::AsyncWait { pending } => self.line(&format!("tl_cp_async_wait<{pending}>();")),
             Stmt::LoadMatrix {

@@ -179,10 +179,14 @@ fn fp16_elementwise_add() {
     let y = b.load(b_local, i_e);
     let sum = b.binary(BinaryOp::Add, x, y, DType::Float16);
     let copy = |dst, dst_index, src, src_index| Stmt::VectorCopy {
-        dst,
-        dst_index,
-        src,
-        src_index,
+        dst: Place {
+            buffer: dst,
+            index: dst_index,
+        },
+        src: Place {
+            buffer: src,
+            index: src_index,
+        },
         lanes: 8,
     };
     b.p.body = vec![block(
@@ -514,10 +518,14 @@ fn malformed_programs_print_errors() {
         b.store(regs, zero, max),
         b.store(BufferId(77), zero, loaded),
         Stmt::VectorCopy {
-            dst: regs,
-            dst_index: zero,
-            src: input,
-            src_index: zero,
+            dst: Place {
+                buffer: regs,
+                index: zero,
+            },
+            src: Place {
+                buffer: input,
+                index: zero,
+            },
             lanes: 8,
         },
         Stmt::Atomic {
@@ -889,10 +897,14 @@ fn coverage_of(
         let lanes_e = b.int(i64::from(lanes));
         let at = b.p.exprs.mul(tx, lanes_e);
         let copy = |dst, dst_index, src, src_index| Stmt::VectorCopy {
-            dst,
-            dst_index,
-            src,
-            src_index,
+            dst: Place {
+                buffer: dst,
+                index: dst_index,
+            },
+            src: Place {
+                buffer: src,
+                index: src_index,
+            },
             lanes,
         };
         stmts.push(copy(bufs.regs, zero, bufs.input, at));

@@ -78,8 +78,10 @@ impl AsyncReadSpace {
         let mut writes = false;
         for_each_stmt(std::slice::from_ref(stmt), &mut |s| {
             let written = match s {
-                Stmt::Store { place, .. } | Stmt::Atomic { place, .. } => Some(place.buffer),
-                Stmt::VectorCopy { dst, .. } | Stmt::AsyncCopy { dst, .. } => Some(*dst),
+                Stmt::Store { place: dst, .. }
+                | Stmt::Atomic { place: dst, .. }
+                | Stmt::VectorCopy { dst, .. }
+                | Stmt::AsyncCopy { dst, .. } => Some(dst.buffer),
                 _ => None,
             };
             let read_async = written

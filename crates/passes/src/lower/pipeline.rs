@@ -363,9 +363,7 @@ impl Lowering<'_> {
     fn staged_copy(&self, load: &Stmt, lanes: &Stmt, store: &Stmt) -> Option<Stmt> {
         let Stmt::VectorCopy {
             dst: loaded,
-            dst_index: loaded_at,
             src,
-            src_index,
             lanes: width,
         } = load
         else {
@@ -373,9 +371,7 @@ impl Lowering<'_> {
         };
         let Stmt::VectorCopy {
             dst,
-            dst_index,
             src: stored,
-            src_index: stored_at,
             lanes: store_width,
         } = store
         else {
@@ -388,7 +384,8 @@ impl Lowering<'_> {
             return None;
         };
         let exprs = &self.program.exprs;
-        let from_start = exprs.as_int(*loaded_at) == Some(0) && exprs.as_int(*stored_at) == Some(0);
+        let from_start =
+            exprs.as_int(loaded.index) == Some(0) && exprs.as_int(stored.index) == Some(0);
         if width != store_width || exprs.as_int(*extent) != Some(i64::from(*width)) || !from_start {
             return None;
         }
@@ -404,16 +401,17 @@ impl Lowering<'_> {
         let is_lane = |e: ExprId| matches!(exprs.get(e), tilec_ir::Expr::Var(v) if v == var);
         let plain = matches!(
             self.program.value(*value),
-            Value::Load { buffer: b, index: i } if b == loaded && is_lane(*i)
+            Value::Load { buffer: b, index: i } if *b == loaded.buffer && is_lane(*i)
         );
-        let same_type = self.program.buffer(*loaded).dtype == self.program.buffer(*stored).dtype;
-        (plain && same_type && buffer == stored && is_lane(*index)).then_some(Stmt::VectorCopy {
-            dst: *dst,
-            dst_index: *dst_index,
-            src: *src,
-            src_index: *src_index,
-            lanes: *width,
-        })
+        let same_type =
+            self.program.buffer(loaded.buffer).dtype == self.program.buffer(stored.buffer).dtype;
+        (plain && same_type && *buffer == stored.buffer && is_lane(*index)).then_some(
+            Stmt::VectorCopy {
+                dst: *dst,
+                src: *src,
+                lanes: *width,
+            },
+        )
     }
 
     fn async_capable(
@@ -669,22 +667,10 @@ impl VisitorMut for Asynchronous<'_, '_> {
     }
 
     fn visit_stmt(&mut self, stmt: &mut Stmt) {
-        if let Stmt::VectorCopy {
-            dst,
-            dst_index,
-            src,
-            src_index,
-            lanes,
-        } = *stmt
-            && self.0.async_capable(dst, src, lanes)
+        if let Stmt::VectorCopy { dst, src, lanes } = *stmt
+            && self.0.async_capable(dst.buffer, src.buffer, lanes)
         {
-            *stmt = Stmt::AsyncCopy {
-                dst,
-                dst_index,
-                src,
-                src_index,
-                lanes,
-            };
+            *stmt = Stmt::AsyncCopy { dst, src, lanes };
         }
         walk_stmt_mut(self, stmt);
     }

@@ -64,6 +64,14 @@ impl<'p, L: Leaves> Rewriter<'p, L> {
         self.leaves.expr(&mut self.program.exprs, e)
     }
 
+    /// `place` with its index rewritten (its buffer stays: a store's redirect is `Leaves::store`).
+    fn place(&mut self, place: Place) -> Place {
+        Place {
+            buffer: place.buffer,
+            index: self.expr(place.index),
+        }
+    }
+
     fn stmt(&mut self, stmt: &Stmt) -> Stmt {
         match stmt {
             Stmt::For {
@@ -110,17 +118,9 @@ impl<'p, L: Leaves> Rewriter<'p, L> {
                     value,
                 }
             }
-            Stmt::VectorCopy {
-                dst,
-                dst_index,
-                src,
-                src_index,
-                lanes,
-            } => Stmt::VectorCopy {
-                dst: *dst,
-                dst_index: self.expr(*dst_index),
-                src: *src,
-                src_index: self.expr(*src_index),
+            Stmt::VectorCopy { dst, src, lanes } => Stmt::VectorCopy {
+                dst: self.place(*dst),
+                src: self.place(*src),
                 lanes: *lanes,
             },
             Stmt::Atomic {
@@ -135,10 +135,7 @@ impl<'p, L: Leaves> Rewriter<'p, L> {
                     index: self.expr(*index),
                 },
                 value: self.value(*value),
-                old: old.map(|old| Place {
-                    buffer: old.buffer,
-                    index: self.expr(old.index),
-                }),
+                old: old.map(|old| self.place(old)),
             },
             Stmt::Barrier => Stmt::Barrier,
             Stmt::SyncWarp => Stmt::SyncWarp,
@@ -175,17 +172,9 @@ impl<'p, L: Leaves> Rewriter<'p, L> {
                 subsequence: self.value(*subsequence),
                 offset: self.value(*offset),
             },
-            Stmt::AsyncCopy {
-                dst,
-                dst_index,
-                src,
-                src_index,
-                lanes,
-            } => Stmt::AsyncCopy {
-                dst: *dst,
-                dst_index: self.expr(*dst_index),
-                src: *src,
-                src_index: self.expr(*src_index),
+            Stmt::AsyncCopy { dst, src, lanes } => Stmt::AsyncCopy {
+                dst: self.place(*dst),
+                src: self.place(*src),
                 lanes: *lanes,
             },
             Stmt::AsyncCommit => Stmt::AsyncCommit,

@@ -409,10 +409,14 @@ impl Plan {
         let mut offset = 0;
         while offset < self.lanes {
             out.push(Stmt::VectorCopy {
-                dst: dst.0,
-                dst_index: at(dst.1, offset),
-                src: src.0,
-                src_index: at(src.1, offset),
+                dst: Place {
+                    buffer: dst.0,
+                    index: at(dst.1, offset),
+                },
+                src: Place {
+                    buffer: src.0,
+                    index: at(src.1, offset),
+                },
                 lanes: u32::try_from(per_access).unwrap_or(1),
             });
             offset += per_access;

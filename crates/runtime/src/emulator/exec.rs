@@ -270,15 +270,9 @@ impl<'p> Machine<'p, '_> {
                 place: Place { buffer, index },
                 value,
             } => self.exec_store(buffer.index(), *index, *value, active),
-            Stmt::VectorCopy {
-                dst,
-                dst_index,
-                src,
-                src_index,
-                lanes,
-            } => self.exec_vector_copy(
-                [dst.index(), src.index()],
-                [*dst_index, *src_index],
+            Stmt::VectorCopy { dst, src, lanes } => self.exec_vector_copy(
+                [dst.buffer.index(), src.buffer.index()],
+                [dst.index, src.index],
                 *lanes,
                 active,
             ),
@@ -310,15 +304,9 @@ impl<'p> Machine<'p, '_> {
                 offset,
             } => self.exec_rng_init([*seed, *subsequence, *offset], active),
             Stmt::GridSync => self.exec_grid_sync(active),
-            Stmt::AsyncCopy {
-                dst,
-                dst_index,
-                src,
-                src_index,
-                lanes,
-            } => self.exec_async_copy(
-                [dst.index(), src.index()],
-                [*dst_index, *src_index],
+            Stmt::AsyncCopy { dst, src, lanes } => self.exec_async_copy(
+                [dst.buffer.index(), src.buffer.index()],
+                [dst.index, src.index],
                 *lanes,
                 active,
             ),

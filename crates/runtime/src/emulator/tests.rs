@@ -509,20 +509,28 @@ fn vector_copy(misalign: bool, barrier: bool) -> ThreadProgram {
     let next = b.p.exprs.floormod(next, sixty_four);
     let theirs = b.p.exprs.mul(next, four);
     let mut body = vec![Stmt::VectorCopy {
-        dst: s,
-        dst_index: mine,
-        src: a,
-        src_index: source,
+        dst: Place {
+            buffer: s,
+            index: mine,
+        },
+        src: Place {
+            buffer: a,
+            index: source,
+        },
         lanes: 4,
     }];
     if barrier {
         body.push(Stmt::Barrier);
     }
     body.push(Stmt::VectorCopy {
-        dst: c,
-        dst_index: mine,
-        src: s,
-        src_index: theirs,
+        dst: Place {
+            buffer: c,
+            index: mine,
+        },
+        src: Place {
+            buffer: s,
+            index: theirs,
+        },
         lanes: 4,
     });
     let stmt = b.block("copy", body);
@@ -1103,10 +1111,14 @@ fn async_copy(wait: bool, barrier: bool) -> ThreadProgram {
     let theirs = b.p.exprs.mul(next, four);
     let mut body = vec![
         Stmt::AsyncCopy {
-            dst: s,
-            dst_index: mine,
-            src: a,
-            src_index: mine,
+            dst: Place {
+                buffer: s,
+                index: mine,
+            },
+            src: Place {
+                buffer: a,
+                index: mine,
+            },
             lanes: 4,
         },
         Stmt::AsyncCommit,
@@ -1118,10 +1130,14 @@ fn async_copy(wait: bool, barrier: bool) -> ThreadProgram {
         body.push(Stmt::Barrier);
     }
     body.push(Stmt::VectorCopy {
-        dst: c,
-        dst_index: mine,
-        src: s,
-        src_index: theirs,
+        dst: Place {
+            buffer: c,
+            index: mine,
+        },
+        src: Place {
+            buffer: s,
+            index: theirs,
+        },
         lanes: 4,
     });
     let stmt = b.block("async copy", body);
