@@ -32,9 +32,10 @@ impl BufferId {
 }
 
 /// One element of a buffer, `buffer[index]`: what a statement that names a single element reads
-/// or writes. Statements hold it as one field rather than a buffer and an index side by side, so
-/// that code about where a statement writes (fences, races, a test that moves a store) reads one
-/// value and cannot pair a buffer with another operand's index.
+/// or writes (a store, an atomic, either end of a copy, an mbarrier). Statements hold it as one
+/// field rather than a buffer and an index side by side, so that code about where a statement
+/// writes (fences, races, a test that moves a store) reads one value and cannot pair a buffer
+/// with another operand's index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Place {
     pub buffer: BufferId,
@@ -467,43 +468,30 @@ pub enum Stmt {
     /// proxy) visible to the async proxy that `wgmma` reads its operands through, once a barrier
     /// has followed.
     FenceProxyAsync,
-    /// Initialises the mbarrier `barrier[index]` (a 64-bit shared element) to expect `count`
+    /// Initialises the mbarrier at `barrier` (a 64-bit shared element) to expect `count`
     /// arrivals per phase, and makes the initialisation visible to the async proxy (TMA). Executed
     /// by one thread, before a barrier that publishes it to the others.
-    MbarrierInit {
-        barrier: BufferId,
-        index: ExprId,
-        count: u32,
-    },
-    /// `mbarrier.inval` on `barrier[index]`: the mbarrier is no longer one, and may be
+    MbarrierInit { barrier: Place, count: u32 },
+    /// `mbarrier.inval` on `barrier`: the mbarrier is no longer one, and may be
     /// initialised again (a pipeline nested in another loop sets up its barriers on every entry).
     /// Every phase must be complete and no thread may still wait on it.
-    MbarrierInval { barrier: BufferId, index: ExprId },
-    /// `mbarrier.arrive` on `barrier[index]`, each executing thread one arrival; with
+    MbarrierInval { barrier: Place },
+    /// `mbarrier.arrive` on `barrier`, each executing thread one arrival; with
     /// `expect_bytes`, `mbarrier.arrive.expect_tx` first raises the phase's pending transaction
     /// count by that many bytes (which [`Stmt::TmaLoad`]s on the barrier then complete). A phase
     /// completes when all its arrivals have come and its pending transaction count is zero.
     MbarrierArrive {
-        barrier: BufferId,
-        index: ExprId,
+        barrier: Place,
         expect_bytes: Option<u32>,
     },
     /// `mbarrier.expect_tx`: raises the pending transaction count of the current phase of
-    /// `barrier[index]` by `bytes`, without arriving (a hand-written `T.tma_copy` announces its
+    /// `barrier` by `bytes`, without arriving (a hand-written `T.tma_copy` announces its
     /// bytes so; the user's own arrivals complete the phase once the bytes have landed).
-    MbarrierExpectTx {
-        barrier: BufferId,
-        index: ExprId,
-        bytes: u32,
-    },
-    /// `mbarrier.try_wait.parity` in a loop: waits until the phase of `barrier[index]` with parity
+    MbarrierExpectTx { barrier: Place, bytes: u32 },
+    /// `mbarrier.try_wait.parity` in a loop: waits until the phase of `barrier` with parity
     /// `parity` (0 or 1) has completed, that is until the barrier's current phase has the other
     /// parity. A [`Stmt::TmaLoad`] completing on that phase has landed for the waiting thread.
-    MbarrierWait {
-        barrier: BufferId,
-        index: ExprId,
-        parity: ExprId,
-    },
+    MbarrierWait { barrier: Place, parity: ExprId },
     /// `cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes`, issued
     /// by one thread: copies one box of tensor map `map` (an index into
     /// [`ThreadProgram::tensor_maps`]) whose first element has the global coordinates `coords`

@@ -103,27 +103,20 @@ impl Printer<'_> {
             Stmt::WgmmaCommit => self.line("tl_wgmma_commit();"),
             Stmt::WgmmaWait { pending } => self.wgmma_wait(*pending),
             Stmt::FenceProxyAsync => self.line("tl_fence_proxy_async();"),
-            Stmt::MbarrierInit {
-                barrier,
-                index,
-                count,
-            } => self.mbarrier_init(*barrier, *index, *count),
-            Stmt::MbarrierInval { barrier, index } => self.mbarrier_inval(*barrier, *index),
+            Stmt::MbarrierInit { barrier, count } => {
+                self.mbarrier_init(barrier.buffer, barrier.index, *count)
+            }
+            Stmt::MbarrierInval { barrier } => self.mbarrier_inval(barrier.buffer, barrier.index),
             Stmt::MbarrierArrive {
                 barrier,
-                index,
                 expect_bytes,
-            } => self.mbarrier_arrive(*barrier, *index, *expect_bytes),
-            Stmt::MbarrierExpectTx {
-                barrier,
-                index,
-                bytes,
-            } => self.mbarrier_expect_tx(*barrier, *index, *bytes),
-            Stmt::MbarrierWait {
-                barrier,
-                index,
-                parity,
-            } => self.mbarrier_wait(*barrier, *index, *parity),
+            } => self.mbarrier_arrive(barrier.buffer, barrier.index, *expect_bytes),
+            Stmt::MbarrierExpectTx { barrier, bytes } => {
+                self.mbarrier_expect_tx(barrier.buffer, barrier.index, *bytes)
+            }
+            Stmt::MbarrierWait { barrier, parity } => {
+                self.mbarrier_wait(barrier.buffer, barrier.index, *parity)
+            }
             Stmt::TmaLoad {
                 map,
                 dst,

@@ -1079,13 +1079,17 @@ fn tma_and_warp_specialization() {
             cond: is_first,
             then: vec![
                 Stmt::MbarrierInit {
-                    barrier: bars,
-                    index: zero,
+                    barrier: Place {
+                        buffer: bars,
+                        index: zero,
+                    },
                     count: 1,
                 },
                 Stmt::MbarrierInit {
-                    barrier: bars,
-                    index: one,
+                    barrier: Place {
+                        buffer: bars,
+                        index: one,
+                    },
                     count: 256,
                 },
             ],
@@ -1100,8 +1104,10 @@ fn tma_and_warp_specialization() {
                     increase: true,
                 },
                 Stmt::MbarrierWait {
-                    barrier: bars,
-                    index: zero,
+                    barrier: Place {
+                        buffer: bars,
+                        index: zero,
+                    },
                     parity: zero,
                 },
                 Stmt::NamedBarrier {
@@ -1114,8 +1120,10 @@ fn tma_and_warp_specialization() {
                 turn(TurnStep::Pass),
                 turn(TurnStep::End),
                 Stmt::MbarrierArrive {
-                    barrier: bars,
-                    index: one,
+                    barrier: Place {
+                        buffer: bars,
+                        index: one,
+                    },
                     expect_bytes: None,
                 },
             ],
@@ -1128,8 +1136,10 @@ fn tma_and_warp_specialization() {
                     cond: is_issuer,
                     then: vec![
                         Stmt::MbarrierArrive {
-                            barrier: bars,
-                            index: zero,
+                            barrier: Place {
+                                buffer: bars,
+                                index: zero,
+                            },
                             expect_bytes: Some(8192),
                         },
                         Stmt::TmaLoad {
@@ -1253,18 +1263,24 @@ fn malformed_tma_and_warp_roles_print_errors() {
         load(3, vec![zero; 2], tile),
         load(0, vec![zero; 2], a),
         Stmt::MbarrierInit {
-            barrier: wrong,
-            index: zero,
+            barrier: Place {
+                buffer: wrong,
+                index: zero,
+            },
             count: 1,
         },
         Stmt::MbarrierInit {
-            barrier: bar,
-            index: zero,
+            barrier: Place {
+                buffer: bar,
+                index: zero,
+            },
             count: 0,
         },
         Stmt::MbarrierArrive {
-            barrier: bar,
-            index: zero,
+            barrier: Place {
+                buffer: bar,
+                index: zero,
+            },
             expect_bytes: Some(1 << 20),
         },
         Stmt::SetMaxRegisters {

@@ -14,7 +14,7 @@
 //! that can never pass is a deadlock naming every blocked wait, and a read of a stage before its
 //! copy has landed is reported.
 
-use tilec_ir::thread::{Stmt, ValueId};
+use tilec_ir::thread::{Place, Stmt, ValueId};
 use tilec_ir::visit::{VisitorMut, walk_body_mut, walk_stmt_mut};
 use tilec_ir::{BarrierRef, ControlOp, EntityId, EntityKind, Scope, TileOp, World};
 
@@ -67,8 +67,7 @@ impl Lowering<'_> {
             for (index, &count) in counts.iter().enumerate() {
                 let index = self.program.exprs.int(index as i64);
                 inits.push(Stmt::MbarrierInit {
-                    barrier: id,
-                    index,
+                    barrier: Place { buffer: id, index },
                     count,
                 });
             }
@@ -98,8 +97,10 @@ impl Lowering<'_> {
             ControlOp::BarrierArrive { barrier } => {
                 let (barrier, index) = self.barrier(barrier)?;
                 stmts.push(Stmt::MbarrierArrive {
-                    barrier,
-                    index,
+                    barrier: Place {
+                        buffer: barrier,
+                        index,
+                    },
                     expect_bytes: None,
                 });
             }
@@ -109,8 +110,10 @@ impl Lowering<'_> {
                 let two = exprs.int(2);
                 let parity = exprs.floormod(*parity, two);
                 stmts.push(Stmt::MbarrierWait {
-                    barrier,
-                    index,
+                    barrier: Place {
+                        buffer: barrier,
+                        index,
+                    },
                     parity,
                 });
             }
@@ -127,8 +130,10 @@ impl Lowering<'_> {
                         )
                     })?;
                 stmts.push(Stmt::MbarrierExpectTx {
-                    barrier,
-                    index,
+                    barrier: Place {
+                        buffer: barrier,
+                        index,
+                    },
                     bytes,
                 });
             }
@@ -176,8 +181,10 @@ impl Lowering<'_> {
         let bytes = u32::try_from(plan.bytes)
             .map_err(|_| Unlowerable::new("a TMA copy of more than 4 GiB"))?;
         let mut issue = vec![Stmt::MbarrierExpectTx {
-            barrier: barrier_buffer,
-            index: barrier_index,
+            barrier: Place {
+                buffer: barrier_buffer,
+                index: barrier_index,
+            },
             bytes,
         }];
         for tma_box in &plan.boxes {

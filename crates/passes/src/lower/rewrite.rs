@@ -232,44 +232,26 @@ impl<'p, L: Leaves> Rewriter<'p, L> {
             Stmt::WgmmaCommit => Stmt::WgmmaCommit,
             Stmt::WgmmaWait { pending } => Stmt::WgmmaWait { pending: *pending },
             Stmt::FenceProxyAsync => Stmt::FenceProxyAsync,
-            Stmt::MbarrierInit {
-                barrier,
-                index,
-                count,
-            } => Stmt::MbarrierInit {
-                barrier: *barrier,
-                index: self.expr(*index),
+            Stmt::MbarrierInit { barrier, count } => Stmt::MbarrierInit {
+                barrier: self.place(*barrier),
                 count: *count,
             },
-            Stmt::MbarrierInval { barrier, index } => Stmt::MbarrierInval {
-                barrier: *barrier,
-                index: self.expr(*index),
+            Stmt::MbarrierInval { barrier } => Stmt::MbarrierInval {
+                barrier: self.place(*barrier),
             },
             Stmt::MbarrierArrive {
                 barrier,
-                index,
                 expect_bytes,
             } => Stmt::MbarrierArrive {
-                barrier: *barrier,
-                index: self.expr(*index),
+                barrier: self.place(*barrier),
                 expect_bytes: *expect_bytes,
             },
-            Stmt::MbarrierExpectTx {
-                barrier,
-                index,
-                bytes,
-            } => Stmt::MbarrierExpectTx {
-                barrier: *barrier,
-                index: self.expr(*index),
+            Stmt::MbarrierExpectTx { barrier, bytes } => Stmt::MbarrierExpectTx {
+                barrier: self.place(*barrier),
                 bytes: *bytes,
             },
-            Stmt::MbarrierWait {
-                barrier,
-                index,
-                parity,
-            } => Stmt::MbarrierWait {
-                barrier: *barrier,
-                index: self.expr(*index),
+            Stmt::MbarrierWait { barrier, parity } => Stmt::MbarrierWait {
+                barrier: self.place(*barrier),
                 parity: self.expr(*parity),
             },
             Stmt::TmaLoad {

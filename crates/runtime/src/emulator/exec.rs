@@ -351,31 +351,24 @@ impl<'p> Machine<'p, '_> {
             Stmt::WgmmaWait { pending } => self.exec_wgmma_wait(*pending, active),
             // Registers and shared memory have a single view here: the fences order nothing more.
             Stmt::WgmmaFence | Stmt::FenceProxyAsync => Ok(()),
-            Stmt::MbarrierInit {
-                barrier,
-                index,
-                count,
-            } => self.exec_mbarrier_init(*barrier, *index, *count, active),
-            Stmt::MbarrierInval { barrier, index } => {
-                self.exec_mbarrier_inval(*barrier, *index, active)
+            Stmt::MbarrierInit { barrier, count } => {
+                self.exec_mbarrier_init(barrier.buffer, barrier.index, *count, active)
+            }
+            Stmt::MbarrierInval { barrier } => {
+                self.exec_mbarrier_inval(barrier.buffer, barrier.index, active)
             }
             Stmt::MbarrierArrive {
                 barrier,
-                index,
                 expect_bytes,
-            } => self.exec_mbarrier_arrive(*barrier, *index, *expect_bytes, active),
-            Stmt::MbarrierExpectTx {
-                barrier,
-                index,
-                bytes,
-            } => self.exec_mbarrier_expect_tx(*barrier, *index, *bytes, active),
+            } => self.exec_mbarrier_arrive(barrier.buffer, barrier.index, *expect_bytes, active),
+            Stmt::MbarrierExpectTx { barrier, bytes } => {
+                self.exec_mbarrier_expect_tx(barrier.buffer, barrier.index, *bytes, active)
+            }
             // Inside warp roles a wait is run by the role's task (`roles.rs`); here it is a wait
             // of threads that run alone.
-            Stmt::MbarrierWait {
-                barrier,
-                index,
-                parity,
-            } => self.exec_mbarrier_wait((*barrier, *index, *parity), active),
+            Stmt::MbarrierWait { barrier, parity } => {
+                self.exec_mbarrier_wait((barrier.buffer, barrier.index, *parity), active)
+            }
             Stmt::TmaLoad {
                 map,
                 dst,

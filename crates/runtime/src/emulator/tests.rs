@@ -1418,13 +1418,17 @@ fn init_pipeline_barriers(b: &mut Builder, full: BufferId, empty: BufferId) -> V
     for s in 0..STAGES {
         let index = b.int(s);
         init.push(Stmt::MbarrierInit {
-            barrier: full,
-            index,
+            barrier: Place {
+                buffer: full,
+                index,
+            },
             count: 1,
         });
         init.push(Stmt::MbarrierInit {
-            barrier: empty,
-            index,
+            barrier: Place {
+                buffer: empty,
+                index,
+            },
             count: 128,
         });
     }
@@ -1471,14 +1475,18 @@ fn pipeline(iterations: i64, fault: PipelineFault) -> ThreadProgram {
             parity
         };
         consume.push(Stmt::MbarrierWait {
-            barrier: full,
-            index: stage,
+            barrier: Place {
+                buffer: full,
+                index: stage,
+            },
             parity,
         });
     }
     let release = Stmt::MbarrierArrive {
-        barrier: empty,
-        index: stage,
+        barrier: Place {
+            buffer: empty,
+            index: stage,
+        },
         expect_bytes: None,
     };
     if fault == PipelineFault::EarlyRelease {
@@ -1530,8 +1538,10 @@ fn pipeline(iterations: i64, fault: PipelineFault) -> ThreadProgram {
     let row = b.p.exprs.mul(ko_expr, eight);
     let issue = vec![
         Stmt::MbarrierArrive {
-            barrier: full,
-            index: stage,
+            barrier: Place {
+                buffer: full,
+                index: stage,
+            },
             expect_bytes: Some(1024),
         },
         Stmt::TmaLoad {
@@ -1546,8 +1556,10 @@ fn pipeline(iterations: i64, fault: PipelineFault) -> ThreadProgram {
     let mut produce = Vec::new();
     if fault != PipelineFault::NoEmptyWait {
         produce.push(Stmt::MbarrierWait {
-            barrier: empty,
-            index: stage,
+            barrier: Place {
+                buffer: empty,
+                index: stage,
+            },
             parity: flipped,
         });
     }
@@ -1683,14 +1695,18 @@ fn swizzled_tile(parity: i64, publish: bool) -> ThreadProgram {
     let (tx, zero, eight) = (b.tx(), b.int(0), b.int(8));
     let first = b.compare(CompareOp::Eq, tx, zero);
     let init = Stmt::MbarrierInit {
-        barrier: bar,
-        index: zero,
+        barrier: Place {
+            buffer: bar,
+            index: zero,
+        },
         count: 1,
     };
     let load = vec![
         Stmt::MbarrierArrive {
-            barrier: bar,
-            index: zero,
+            barrier: Place {
+                buffer: bar,
+                index: zero,
+            },
             expect_bytes: Some(1024),
         },
         Stmt::TmaLoad {
@@ -1710,8 +1726,10 @@ fn swizzled_tile(parity: i64, publish: bool) -> ThreadProgram {
     body.extend([
         when(first, load),
         Stmt::MbarrierWait {
-            barrier: bar,
-            index: zero,
+            barrier: Place {
+                buffer: bar,
+                index: zero,
+            },
             parity,
         },
     ]);
@@ -1823,8 +1841,10 @@ fn tma_fills_outside_the_tensor_with_zeros() {
         });
     }
     load.push(Stmt::MbarrierArrive {
-        barrier: bar,
-        index: zero,
+        barrier: Place {
+            buffer: bar,
+            index: zero,
+        },
         expect_bytes: Some(256),
     });
     let x = b.load(tiles, tx);
@@ -1832,16 +1852,20 @@ fn tma_fills_outside_the_tensor_with_zeros() {
         when(
             first,
             vec![Stmt::MbarrierInit {
-                barrier: bar,
-                index: zero,
+                barrier: Place {
+                    buffer: bar,
+                    index: zero,
+                },
                 count: 1,
             }],
         ),
         Stmt::Barrier,
         when(first, load),
         Stmt::MbarrierWait {
-            barrier: bar,
-            index: zero,
+            barrier: Place {
+                buffer: bar,
+                index: zero,
+            },
             parity: zero,
         },
         store(out, tx, x),
@@ -1919,8 +1943,10 @@ fn reused_stage(barrier: bool) -> ThreadProgram {
     let parity = b.p.exprs.floormod(it_expr, two);
     let load = vec![
         Stmt::MbarrierArrive {
-            barrier: bar,
-            index: zero,
+            barrier: Place {
+                buffer: bar,
+                index: zero,
+            },
             expect_bytes: Some(1024),
         },
         Stmt::TmaLoad {
@@ -1935,8 +1961,10 @@ fn reused_stage(barrier: bool) -> ThreadProgram {
     let mut step = vec![
         when(first, load),
         Stmt::MbarrierWait {
-            barrier: bar,
-            index: zero,
+            barrier: Place {
+                buffer: bar,
+                index: zero,
+            },
             parity,
         },
     ];
@@ -1954,8 +1982,10 @@ fn reused_stage(barrier: bool) -> ThreadProgram {
         step.push(Stmt::Barrier);
     }
     let init = Stmt::MbarrierInit {
-        barrier: bar,
-        index: zero,
+        barrier: Place {
+            buffer: bar,
+            index: zero,
+        },
         count: 1,
     };
     let body = vec![
