@@ -32,7 +32,7 @@ impl BufferId {
 }
 
 /// One element of a buffer, `buffer[index]`: what a statement that names a single element reads
-/// or writes (a store, an atomic, either end of a copy, an mbarrier). Statements hold it as one
+/// or writes (a store, an atomic, either end of a copy, an mbarrier, a TMA box). Statements hold it as one
 /// field rather than a buffer and an index side by side, so that code about where a statement
 /// writes (fences, races, a test that moves a store) reads one value and cannot pair a buffer
 /// with another operand's index.
@@ -417,17 +417,15 @@ pub enum Stmt {
     AsyncWait { pending: u32 },
     /// `ldmatrix.sync.aligned.m8n8.x{matrices}[.trans].shared.b16`, executed by whole warps.
     /// Lane `l` gives the start of row `l % 8` of matrix `l / 8` (eight consecutive 16-bit elements
-    /// at `src[src_index]`, 16-byte aligned); it receives, for each matrix `q`, two elements in
-    /// `dst[dst_index + 2q]` and `dst[dst_index + 2q + 1]`: row `l / 4`, columns `2 (l % 4)` and
+    /// from `src` on, 16-byte aligned); it receives, for each matrix `q`, two elements at
+    /// `dst.index + 2q` and `dst.index + 2q + 1` of `dst.buffer`: row `l / 4`, columns `2 (l % 4)` and
     /// `2 (l % 4) + 1` of the matrix, or with `transpose` rows `2 (l % 4)` and `2 (l % 4) + 1` of
     /// column `l / 4`. Only lanes below `8 × matrices` give addresses.
     LoadMatrix {
         matrices: u32,
         transpose: bool,
-        dst: BufferId,
-        dst_index: ExprId,
-        src: BufferId,
-        src_index: ExprId,
+        dst: Place,
+        src: Place,
     },
     /// `mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}`, executed by whole warps:
     /// `D = A × B + C` in place on `c`, with the instruction's register ownership. Lane `l`
@@ -496,20 +494,18 @@ pub enum Stmt {
     /// by one thread: copies one box of tensor map `map` (an index into
     /// [`ThreadProgram::tensor_maps`]) whose first element has the global coordinates `coords`
     /// (innermost dimension first; coordinates outside the tensor read zeros) into shared memory
-    /// at `dst[dst_index]`. The box is stored as a dense array, innermost dimension fastest, with
-    /// the map's swizzle applied to the absolute shared address. Its bytes complete on
-    /// `barrier[barrier_index]`.
+    /// at `dst`. The box is stored as a dense array, innermost dimension fastest, with
+    /// the map's swizzle applied to the absolute shared address. Its bytes complete on the mbarrier
+    /// at `barrier`.
     TmaLoad {
         map: usize,
-        dst: BufferId,
-        dst_index: ExprId,
+        dst: Place,
         coords: Vec<ExprId>,
-        barrier: BufferId,
-        barrier_index: ExprId,
+        barrier: Place,
     },
     /// `cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group`, then
     /// `cp.async.bulk.commit_group`, issued by one thread: copies the box of tensor map `map` stored
-    /// at `src[src_index]` (a dense array, innermost dimension fastest, the map's swizzle applied
+    /// at `src` (a dense array, innermost dimension fastest, the map's swizzle applied
     /// to the absolute shared address, as a [`Stmt::TmaLoad`] lands it) into the map's tensor at
     /// the global coordinates `coords` (innermost first); elements outside the tensor are not
     /// written. Generic writes of the box need a [`Stmt::FenceProxyAsync`] and a barrier before
@@ -517,8 +513,7 @@ pub enum Stmt {
     /// again.
     TmaStore {
         map: usize,
-        src: BufferId,
-        src_index: ExprId,
+        src: Place,
         coords: Vec<ExprId>,
     },
     /// `cp.async.bulk.wait_group.read 0`: waits until every TMA store the thread committed has

@@ -76,13 +76,11 @@ impl Printer<'_> {
                 matrices,
                 transpose,
                 dst,
-                dst_index,
                 src,
-                src_index,
             } => self.load_matrix(
                 (*matrices, *transpose),
-                (*dst, *dst_index),
-                (*src, *src_index),
+                (dst.buffer, dst.index),
+                (src.buffer, src.index),
             ),
             Stmt::Mma {
                 a,
@@ -120,17 +118,17 @@ impl Printer<'_> {
             Stmt::TmaLoad {
                 map,
                 dst,
-                dst_index,
                 coords,
                 barrier,
-                barrier_index,
-            } => self.tma_load(*map, (*dst, *dst_index), coords, (*barrier, *barrier_index)),
-            Stmt::TmaStore {
-                map,
-                src,
-                src_index,
+            } => self.tma_load(
+                *map,
+                (dst.buffer, dst.index),
                 coords,
-            } => self.tma_store(*map, (*src, *src_index), coords),
+                (barrier.buffer, barrier.index),
+            ),
+            Stmt::TmaStore { map, src, coords } => {
+                self.tma_store(*map, (src.buffer, src.index), coords)
+            }
             Stmt::TmaStoreWait => self.line("tl_tma_store_wait();"),
             Stmt::WarpRoles {
                 consumers,

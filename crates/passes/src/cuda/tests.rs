@@ -660,10 +660,14 @@ fn ldmatrix_addresses_the_shared_window() {
     b.p.body = vec![Stmt::LoadMatrix {
         matrices: 4,
         transpose: true,
-        dst: regs,
-        dst_index,
-        src: tile,
-        src_index,
+        dst: Place {
+            buffer: regs,
+            index: dst_index,
+        },
+        src: Place {
+            buffer: tile,
+            index: src_index,
+        },
     }];
     let text = b.emit();
     let kernel = &text[text.find("extern __shared__").unwrap_or(0)..];
@@ -1144,11 +1148,15 @@ fn tma_and_warp_specialization() {
                         },
                         Stmt::TmaLoad {
                             map: 0,
-                            dst: tile,
-                            dst_index: zero,
+                            dst: Place {
+                                buffer: tile,
+                                index: zero,
+                            },
                             coords: vec![zero, row],
-                            barrier: bars,
-                            barrier_index: zero,
+                            barrier: Place {
+                                buffer: bars,
+                                index: zero,
+                            },
                         },
                     ],
                     otherwise: vec![],
@@ -1251,11 +1259,15 @@ fn malformed_tma_and_warp_roles_print_errors() {
     let zero = b.int(0);
     let load = |map, coords: Vec<ExprId>, dst| Stmt::TmaLoad {
         map,
-        dst,
-        dst_index: zero,
+        dst: Place {
+            buffer: dst,
+            index: zero,
+        },
         coords,
-        barrier: bar,
-        barrier_index: zero,
+        barrier: Place {
+            buffer: bar,
+            index: zero,
+        },
     };
     b.p.body = vec![
         load(0, vec![zero; 6], tile),

@@ -62,7 +62,7 @@ impl AsyncReadSpace {
                     buffers.push(a.buffer);
                 }
             }
-            Stmt::TmaStore { src, .. } => buffers.push(*src),
+            Stmt::TmaStore { src, .. } => buffers.push(src.buffer),
             _ => {}
         });
         let ranges = buffers
@@ -221,8 +221,10 @@ mod tests {
         fn tma_store(&mut self) -> Stmt {
             Stmt::TmaStore {
                 map: 0,
-                src: self.tile,
-                src_index: self.program.exprs.int(0),
+                src: Place {
+                    buffer: self.tile,
+                    index: self.program.exprs.int(0),
+                },
                 coords: Vec::new(),
             }
         }

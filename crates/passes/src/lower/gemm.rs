@@ -746,10 +746,14 @@ impl Lowering<'_> {
                 out.push(Stmt::LoadMatrix {
                     matrices: 4,
                     transpose: plan.transpose_a,
-                    dst: a_regs,
-                    dst_index,
-                    src,
-                    src_index,
+                    dst: Place {
+                        buffer: a_regs,
+                        index: dst_index,
+                    },
+                    src: Place {
+                        buffer: src,
+                        index: src_index,
+                    },
                 });
                 Ok(())
             }
@@ -839,10 +843,14 @@ impl Lowering<'_> {
             out.push(Stmt::LoadMatrix {
                 matrices: if pair { 4 } else { 2 },
                 transpose: !plan.transpose_b,
-                dst: b_regs,
-                dst_index,
-                src,
-                src_index,
+                dst: Place {
+                    buffer: b_regs,
+                    index: dst_index,
+                },
+                src: Place {
+                    buffer: src,
+                    index: src_index,
+                },
             });
         }
         Ok(())

@@ -190,11 +190,15 @@ impl Lowering<'_> {
         for tma_box in &plan.boxes {
             issue.push(Stmt::TmaLoad {
                 map: tma_box.map,
-                dst,
-                dst_index: self.program.exprs.int(tma_box.shared_offset),
+                dst: Place {
+                    buffer: dst,
+                    index: self.program.exprs.int(tma_box.shared_offset),
+                },
                 coords: tma_box.coords.clone(),
-                barrier: barrier_buffer,
-                barrier_index,
+                barrier: Place {
+                    buffer: barrier_buffer,
+                    index: barrier_index,
+                },
             });
         }
         let first = self.thread_is(0);

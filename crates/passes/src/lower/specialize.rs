@@ -455,11 +455,15 @@ impl Lowering<'_> {
                 .collect();
             body.push(Stmt::TmaLoad {
                 map: tma_box.map,
-                dst,
-                dst_index,
+                dst: Place {
+                    buffer: dst,
+                    index: dst_index,
+                },
                 coords,
-                barrier: full,
-                barrier_index: stage,
+                barrier: Place {
+                    buffer: full,
+                    index: stage,
+                },
             });
         }
         Ok(Stmt::Block {

@@ -319,13 +319,11 @@ impl<'p> Machine<'p, '_> {
                 matrices,
                 transpose,
                 dst,
-                dst_index,
                 src,
-                src_index,
             } => self.exec_load_matrix(
                 (*matrices, *transpose),
-                [dst.index(), src.index()],
-                [*dst_index, *src_index],
+                [dst.buffer.index(), src.buffer.index()],
+                [dst.index, src.index],
                 active,
             ),
             Stmt::Mma {
@@ -372,27 +370,22 @@ impl<'p> Machine<'p, '_> {
             Stmt::TmaLoad {
                 map,
                 dst,
-                dst_index,
                 coords,
                 barrier,
-                barrier_index,
             } => {
                 let load = TmaOperands {
                     map: *map,
-                    dst: *dst,
-                    dst_index: *dst_index,
+                    dst: dst.buffer,
+                    dst_index: dst.index,
                     coords,
-                    barrier: *barrier,
-                    barrier_index: *barrier_index,
+                    barrier: barrier.buffer,
+                    barrier_index: barrier.index,
                 };
                 self.exec_tma_load(load, active)
             }
-            Stmt::TmaStore {
-                map,
-                src,
-                src_index,
-                coords,
-            } => self.exec_tma_store(*map, (*src, *src_index), coords, active),
+            Stmt::TmaStore { map, src, coords } => {
+                self.exec_tma_store(*map, (src.buffer, src.index), coords, active)
+            }
             // The box is read when the store is issued (see `tma.rs`), so the wait has nothing
             // left to wait for.
             Stmt::TmaStoreWait => Ok(()),

@@ -1232,10 +1232,14 @@ fn single_mma(via_ldmatrix: bool) -> ThreadProgram {
         body.push(Stmt::LoadMatrix {
             matrices: 4,
             transpose: false,
-            dst: a_regs,
-            dst_index: zero,
-            src: s,
-            src_index,
+            dst: Place {
+                buffer: a_regs,
+                index: zero,
+            },
+            src: Place {
+                buffer: s,
+                index: src_index,
+            },
         });
     }
     for r in 0..4i64 {
@@ -1546,11 +1550,15 @@ fn pipeline(iterations: i64, fault: PipelineFault) -> ThreadProgram {
         },
         Stmt::TmaLoad {
             map: 0,
-            dst: stages,
-            dst_index: stage_start,
+            dst: Place {
+                buffer: stages,
+                index: stage_start,
+            },
             coords: vec![zero, row],
-            barrier: full,
-            barrier_index: stage,
+            barrier: Place {
+                buffer: full,
+                index: stage,
+            },
         },
     ];
     let mut produce = Vec::new();
@@ -1711,11 +1719,15 @@ fn swizzled_tile(parity: i64, publish: bool) -> ThreadProgram {
         },
         Stmt::TmaLoad {
             map: 0,
-            dst: tile,
-            dst_index: zero,
+            dst: Place {
+                buffer: tile,
+                index: zero,
+            },
             coords: vec![zero, eight],
-            barrier: bar,
-            barrier_index: zero,
+            barrier: Place {
+                buffer: bar,
+                index: zero,
+            },
         },
     ];
     let mut body = vec![when(first, vec![init])];
@@ -1833,11 +1845,15 @@ fn tma_fills_outside_the_tensor_with_zeros() {
         let (col, row, dst_index) = (b.int(col), b.int(row), b.int(dst));
         load.push(Stmt::TmaLoad {
             map: 0,
-            dst: tiles,
-            dst_index,
+            dst: Place {
+                buffer: tiles,
+                index: dst_index,
+            },
             coords: vec![col, row],
-            barrier: bar,
-            barrier_index: zero,
+            barrier: Place {
+                buffer: bar,
+                index: zero,
+            },
         });
     }
     load.push(Stmt::MbarrierArrive {
@@ -1951,11 +1967,15 @@ fn reused_stage(barrier: bool) -> ThreadProgram {
         },
         Stmt::TmaLoad {
             map: 0,
-            dst: tile,
-            dst_index: zero,
+            dst: Place {
+                buffer: tile,
+                index: zero,
+            },
             coords: vec![zero, row],
-            barrier: bar,
-            barrier_index: zero,
+            barrier: Place {
+                buffer: bar,
+                index: zero,
+            },
         },
     ];
     let mut step = vec![
@@ -2150,8 +2170,10 @@ fn tma_store_tile(rows: i64, first_row: i64, barrier: bool) -> ThreadProgram {
     let issue = vec![
         Stmt::TmaStore {
             map: 0,
-            src: tile,
-            src_index: zero,
+            src: Place {
+                buffer: tile,
+                index: zero,
+            },
             coords: vec![zero, first_row],
         },
         Stmt::TmaStoreWait,
