@@ -31,11 +31,11 @@ impl BufferId {
     }
 }
 
-/// One element of a buffer, `buffer[index]`: what a statement that names a single element reads
-/// or writes (a store, an atomic, either end of a copy, an mbarrier, a TMA box). Statements hold it as one
-/// field rather than a buffer and an index side by side, so that code about where a statement
-/// writes (fences, races, a test that moves a store) reads one value and cannot pair a buffer
-/// with another operand's index.
+/// One element of a buffer, `buffer[index]`: where a statement reads or writes (a store, an
+/// atomic, either end of a copy, an mbarrier, a TMA box, the start of a tensor-core operand).
+/// Statements hold it as one field rather than a buffer and an index side by side, so that code
+/// about where a statement writes (fences, races, a test that moves a store) reads one value and
+/// cannot pair a buffer with another operand's index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Place {
     pub buffer: BufferId,
@@ -429,30 +429,22 @@ pub enum Stmt {
     },
     /// `mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}`, executed by whole warps:
     /// `D = A × B + C` in place on `c`, with the instruction's register ownership. Lane `l`
-    /// (`g = l / 4`, `t = l % 4`) holds, from `a_index` on, `A[g][2t..2t+2]`, `A[g+8][2t..2t+2]`,
-    /// `A[g][2t+8..2t+10]`, `A[g+8][2t+8..2t+10]` of the 16×16 A; from `b_index` on,
-    /// `B[2t..2t+2][g]` and `B[2t+8..2t+10][g]` of the 16×8 B; from `c_index` on, `C[g][2t..2t+2]`
+    /// (`g = l / 4`, `t = l % 4`) holds, from `a` on, `A[g][2t..2t+2]`, `A[g+8][2t..2t+2]`,
+    /// `A[g][2t+8..2t+10]`, `A[g+8][2t+8..2t+10]` of the 16×16 A; from `b` on,
+    /// `B[2t..2t+2][g]` and `B[2t+8..2t+10][g]` of the 16×8 B; from `c` on, `C[g][2t..2t+2]`
     /// and `C[g+8][2t..2t+2]` of the 16×8 fp32 C. All three are register arrays.
-    Mma {
-        a: BufferId,
-        a_index: ExprId,
-        b: BufferId,
-        b_index: ExprId,
-        c: BufferId,
-        c_index: ExprId,
-    },
+    Mma { a: Place, b: Place, c: Place },
     /// `wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{f16,bf16}`, executed by whole warpgroups
     /// (128 consecutive threads from a multiple of 128): `D = A × B + D` on the 64×`n` fp32
     /// accumulator held by the warpgroup as [`wgmma_c_element`] says, `n / 2` registers per thread
-    /// from `c_index` on. B is `k16 × n` in shared memory, A is `64 × k16` in shared memory or in
+    /// from `c` on. B is `k16 × n` in shared memory, A is `64 × k16` in shared memory or in
     /// registers. The instruction is asynchronous: its registers may be touched again only after
     /// a [`Stmt::WgmmaWait`], and registers written before it need a [`Stmt::WgmmaFence`].
     Wgmma {
         n: u32,
         a: WgmmaA,
         b: MatrixDescriptor,
-        c: BufferId,
-        c_index: ExprId,
+        c: Place,
     },
     /// `wgmma.fence.sync.aligned`: orders the warpgroup's earlier register and shared-memory
     /// accesses before the `wgmma`s that follow.

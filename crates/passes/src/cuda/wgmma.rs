@@ -77,7 +77,7 @@ impl Printer<'_> {
         let mut accumulators = Vec::new();
         tilec_ir::thread::for_each_stmt(&self.program.body, &mut |stmt| {
             if let tilec_ir::thread::Stmt::Wgmma { c, .. } = stmt {
-                accumulators.push(*c);
+                accumulators.push(c.buffer);
             }
         });
         accumulators.sort_unstable();

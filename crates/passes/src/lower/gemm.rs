@@ -242,12 +242,18 @@ impl Lowering<'_> {
                 let atom = (mi * (plan.tile_n / 8) + ni) as usize;
                 let exprs = &mut self.program.exprs;
                 out.push(Stmt::Mma {
-                    a: regs.a,
-                    a_index: exprs.int(set * regs.a_len + mi * 8),
-                    b: regs.b,
-                    b_index: exprs.int(set * regs.b_len + ni * 4),
-                    c,
-                    c_index: exprs.int(accumulator[atom]),
+                    a: Place {
+                        buffer: regs.a,
+                        index: exprs.int(set * regs.a_len + mi * 8),
+                    },
+                    b: Place {
+                        buffer: regs.b,
+                        index: exprs.int(set * regs.b_len + ni * 4),
+                    },
+                    c: Place {
+                        buffer: c,
+                        index: exprs.int(accumulator[atom]),
+                    },
                 });
             }
         }

@@ -190,28 +190,12 @@ impl<'p, L: Leaves> Rewriter<'p, L> {
                 dst: self.place(*dst),
                 src: self.place(*src),
             },
-            Stmt::Mma {
-                a,
-                a_index,
-                b,
-                b_index,
-                c,
-                c_index,
-            } => Stmt::Mma {
-                a: *a,
-                a_index: self.expr(*a_index),
-                b: *b,
-                b_index: self.expr(*b_index),
-                c: *c,
-                c_index: self.expr(*c_index),
+            Stmt::Mma { a, b, c } => Stmt::Mma {
+                a: self.place(*a),
+                b: self.place(*b),
+                c: self.place(*c),
             },
-            Stmt::Wgmma {
-                n,
-                a,
-                b,
-                c,
-                c_index,
-            } => Stmt::Wgmma {
+            Stmt::Wgmma { n, a, b, c } => Stmt::Wgmma {
                 n: *n,
                 a: match a {
                     WgmmaA::Shared(descriptor) => WgmmaA::Shared(self.descriptor(descriptor)),
@@ -221,8 +205,7 @@ impl<'p, L: Leaves> Rewriter<'p, L> {
                     },
                 },
                 b: self.descriptor(b),
-                c: *c,
-                c_index: self.expr(*c_index),
+                c: self.place(*c),
             },
             Stmt::WgmmaFence => Stmt::WgmmaFence,
             Stmt::WgmmaCommit => Stmt::WgmmaCommit,

@@ -326,25 +326,14 @@ impl<'p> Machine<'p, '_> {
                 [dst.index, src.index],
                 active,
             ),
-            Stmt::Mma {
-                a,
-                a_index,
-                b,
-                b_index,
-                c,
-                c_index,
-            } => self.exec_mma(
-                [a.index(), b.index(), c.index()],
-                [*a_index, *b_index, *c_index],
+            Stmt::Mma { a, b, c } => self.exec_mma(
+                [a.buffer.index(), b.buffer.index(), c.buffer.index()],
+                [a.index, b.index, c.index],
                 active,
             ),
-            Stmt::Wgmma {
-                n,
-                a,
-                b,
-                c,
-                c_index,
-            } => self.exec_wgmma(*n, (a, b), (c.index(), *c_index), active),
+            Stmt::Wgmma { n, a, b, c } => {
+                self.exec_wgmma(*n, (a, b), (c.buffer.index(), c.index), active)
+            }
             Stmt::WgmmaCommit => self.exec_wgmma_commit(active),
             Stmt::WgmmaWait { pending } => self.exec_wgmma_wait(*pending, active),
             // Registers and shared memory have a single view here: the fences order nothing more.

@@ -1252,12 +1252,18 @@ fn single_mma(via_ldmatrix: bool) -> ThreadProgram {
     }
     let zero = b.int(0);
     body.push(Stmt::Mma {
-        a: a_regs,
-        a_index: zero,
-        b: b_regs,
-        b_index: zero,
-        c: c_regs,
-        c_index: zero,
+        a: Place {
+            buffer: a_regs,
+            index: zero,
+        },
+        b: Place {
+            buffer: b_regs,
+            index: zero,
+        },
+        c: Place {
+            buffer: c_regs,
+            index: zero,
+        },
     });
     for r in 0..4i64 {
         let index = at(&mut b, g, 8 * (r / 2), t2, r % 2, 8);
@@ -1353,8 +1359,10 @@ fn ones_wgmma(wait: WgmmaWait) -> ThreadProgram {
             n: 8,
             a: WgmmaA::Shared(descriptor(a_shared)),
             b: descriptor(b_shared),
-            c,
-            c_index,
+            c: Place {
+                buffer: c,
+                index: c_index,
+            },
         },
         Stmt::WgmmaCommit,
     ]);
