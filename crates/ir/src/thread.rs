@@ -347,13 +347,10 @@ pub struct MatrixDescriptor {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum WgmmaA {
     Shared(MatrixDescriptor),
-    /// A register array: from `index` on, eight 16-bit registers per thread, the same fragment as
-    /// [`mma_a_element`] for the warp's 16 rows (warp `w % 4` of the warpgroup holds rows
+    /// A register array: from the place on, eight 16-bit registers per thread, the same fragment
+    /// as [`mma_a_element`] for the warp's 16 rows (warp `w % 4` of the warpgroup holds rows
     /// `16 (w % 4)..`).
-    Registers {
-        buffer: BufferId,
-        index: ExprId,
-    },
+    Registers(Place),
 }
 
 /// The row and column of the 64×n accumulator that register `r` of thread `t` (0..128 within the
@@ -581,11 +578,8 @@ pub enum Stmt {
 /// One argument of a [`Stmt::CallExtern`].
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum ExternArg {
-    /// The address of `buffer[index]`.
-    Pointer {
-        buffer: BufferId,
-        index: ExprId,
-    },
+    /// The address of the element.
+    Pointer(Place),
     Value(ValueId),
 }
 

@@ -279,7 +279,7 @@ impl Printer<'_> {
         let mut texts = Vec::new();
         for arg in args {
             match *arg {
-                tilec_ir::thread::ExternArg::Pointer { buffer, index } => {
+                tilec_ir::thread::ExternArg::Pointer(Place { buffer, index }) => {
                     let Some(element) = self.element(buffer, index) else {
                         return self.skip("an extern call on a buffer that could not be declared");
                     };

@@ -152,11 +152,11 @@ impl<'p, L: Leaves> Rewriter<'p, L> {
                 args: args
                     .iter()
                     .map(|arg| match *arg {
-                        ExternArg::Pointer { buffer, index } => {
+                        ExternArg::Pointer(Place { buffer, index }) => {
                             let index = self.expr(index);
                             let (buffer, index) =
                                 self.leaves.store(&mut self.program.exprs, buffer, index);
-                            ExternArg::Pointer { buffer, index }
+                            ExternArg::Pointer(Place { buffer, index })
                         }
                         ExternArg::Value(value) => ExternArg::Value(self.value(value)),
                     })
@@ -199,10 +199,7 @@ impl<'p, L: Leaves> Rewriter<'p, L> {
                 n: *n,
                 a: match a {
                     WgmmaA::Shared(descriptor) => WgmmaA::Shared(self.descriptor(descriptor)),
-                    WgmmaA::Registers { buffer, index } => WgmmaA::Registers {
-                        buffer: *buffer,
-                        index: self.expr(*index),
-                    },
+                    WgmmaA::Registers(registers) => WgmmaA::Registers(self.place(*registers)),
                 },
                 b: self.descriptor(b),
                 c: self.place(*c),

@@ -183,10 +183,10 @@ impl Lowering<'_> {
         for kk in 0..steps {
             for mi in 0..slabs {
                 let a = match (&operands.a, a_registers) {
-                    (ASource::Registers(bases), Some(buffer)) => WgmmaA::Registers {
+                    (ASource::Registers(bases), Some(buffer)) => WgmmaA::Registers(Place {
                         buffer,
                         index: self.program.exprs.int(bases[(mi * steps + kk) as usize]),
-                    },
+                    }),
                     (ASource::Shared(described), _) => {
                         WgmmaA::Shared(self.descriptor(described, (mi * steps + kk) as usize)?)
                     }
