@@ -253,18 +253,14 @@ pub fn record_input(text: &str) {
     }
 }
 
-/// The stack the analysis runs on, as in the `tilec` binary (`crates/daemon/src/main.rs`): the
-/// parser and the evaluator recurse over the syntax tree, so the compiler's contract is a large
-/// stack, of which only the pages used are committed.
-pub const ANALYSIS_STACK_BYTES: usize = 512 * 1024 * 1024;
-
-/// Runs `work` on a thread with the analysis stack and returns its result; a panic in `work` is
-/// resumed on the calling thread, so that it fails the test (or reaches `catch_unwind`) as usual.
+/// Runs `work` on a thread with the analysis stack ([`tilec_frontend::ANALYSIS_STACK_BYTES`], as in
+/// the `tilec` binary) and returns its result; a panic in `work` is resumed on the calling thread,
+/// so that it fails the test (or reaches `catch_unwind`) as usual.
 pub fn on_analysis_stack<T: Send>(work: impl FnOnce() -> T + Send) -> T {
     std::thread::scope(|scope| {
         let worker = std::thread::Builder::new()
             .name("analysis".to_owned())
-            .stack_size(ANALYSIS_STACK_BYTES)
+            .stack_size(tilec_frontend::ANALYSIS_STACK_BYTES)
             .spawn_scoped(scope, work)
             .expect("a thread with the analysis stack can be started");
         match worker.join() {

@@ -267,19 +267,17 @@ fn parse_input(text: &str) -> Result<(String, PathBuf), String> {
     }
 }
 
-/// The analysis runs on a thread with a large stack: the parser and the evaluator recurse over the
-/// syntax tree, and a machine-generated file can nest deeply. Only the pages used are committed.
-const ANALYSIS_STACK_BYTES: usize = 512 * 1024 * 1024;
-
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     quiet_broken_pipes();
     let cli = Cli::parse();
+    // The analysis recurses over the syntax tree, so it runs on a thread with the large stack the
+    // front end asks for.
     let worker = std::thread::Builder::new()
         .name("tilec".to_owned())
-        .stack_size(ANALYSIS_STACK_BYTES);
+        .stack_size(tilec_frontend::ANALYSIS_STACK_BYTES);
     match worker
         .spawn(move || run(cli))
         .map(std::thread::JoinHandle::join)

@@ -1178,10 +1178,11 @@ impl Builder<'_> {
                     None | Some(Value::None) => src.clone(),
                     Some(_) => self.region_arg(&args, 1, "dst")?,
                 };
+                let dim = axis(self.int_arg(&args, 2, "dim", 0)?, &src);
                 TileOp::Cumsum {
                     src,
                     dst,
-                    dim: self.int_arg(&args, 2, "dim", 0)?,
+                    dim,
                     reverse: self.bool_arg(&args, 3, "reverse", false)?,
                 }
             }
@@ -1241,7 +1242,7 @@ impl Builder<'_> {
     fn reduce<'a>(&mut self, name: &str, kind: ReduceKind, args: &Args<'a>) -> Eval<Value<'a>> {
         let src = self.region_arg(args, 0, "buffer")?;
         let dst = self.region_arg(args, 1, "out")?;
-        let dim = self.int_arg(args, 2, "dim", -1)?;
+        let dim = axis(self.int_arg(args, 2, "dim", -1)?, &src);
         let clear = self.bool_arg(args, 3, "clear", true)?;
         let what = format!("`T.{name}`");
         let src_frag = match self.is_shared(src.buffer) {
@@ -1676,6 +1677,19 @@ impl Builder<'_> {
         self.world.scopes.set(param, Scope::Global);
         self.world.params.push(param);
         param
+    }
+}
+
+/// The dimension `dim` of a reduction or scan over `src` names, counted from 0: a negative `dim`
+/// counts from the end, as in Python (`dim=-1` is the last). This is the one place it is
+/// normalised, so that the checks, layout inference and lowering read a plain index. A `dim` out
+/// of range either way is kept as written, for the shape check to report in the user's terms.
+fn axis(dim: i64, src: &Region) -> i64 {
+    let rank = i64::try_from(src.dims.len()).unwrap_or(i64::MAX);
+    if (-rank..0).contains(&dim) {
+        dim + rank
+    } else {
+        dim
     }
 }
 

@@ -51,5 +51,15 @@ pub use outline::{
 pub use rewrite::{ArgumentEdit, set_call_arguments};
 pub use syntax::{ParsedModule, SyntaxError};
 
+/// The stack, in bytes, of every thread that analyses a file: the CLI's analysis thread, the
+/// language server's workers and the tests that analyse files. The parser recurses as deep as
+/// the source nests, and the evaluator and lowering recurse over the syntax tree and the programs
+/// built from it; the evaluator bounds its own depth only so that deeper input is a diagnostic,
+/// and in an unoptimised build a frame of it runs to kilobytes, so a machine-generated file needs
+/// far more than a thread's default 2 MiB. 512 MiB leaves room for that. It costs address space,
+/// not memory: a stack's pages are committed only when first touched, so a shallow file uses no
+/// more memory on it than on a small stack, even in the language server's pool of workers.
+pub const ANALYSIS_STACK_BYTES: usize = 512 << 20;
+
 #[cfg(test)]
 mod eval_tests;

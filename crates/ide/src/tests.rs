@@ -86,7 +86,7 @@ fn with_cursor(text: &str, needle: &str, nth: usize) -> String {
 fn analyse<T: Send>(text: String, work: impl FnOnce(&RootDatabase, SourceFile) -> T + Send) -> T {
     std::thread::scope(|scope| {
         std::thread::Builder::new()
-            .stack_size(256 * 1024 * 1024)
+            .stack_size(tilec_frontend::ANALYSIS_STACK_BYTES)
             .spawn_scoped(scope, move || {
                 let db = RootDatabase::default();
                 let file = SourceFile::new(&db, "kernels.py".into(), text, Vec::new());

@@ -22,6 +22,7 @@ pub mod span;
 pub mod target;
 pub mod thread;
 pub mod value;
+pub mod visit;
 pub mod world;
 
 pub use cancel::Cancellation;

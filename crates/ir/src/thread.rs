@@ -31,6 +31,18 @@ impl BufferId {
     }
 }
 
+/// One element of a buffer, `buffer[index]`: where a statement reads or writes (a store, an
+/// atomic, either end of a copy, an mbarrier, a TMA box, the start of a tensor-core operand).
+/// Statements hold it as one field rather than a buffer and an index side by side, so that code
+/// about where a statement writes (fences, races, a test that moves a store) reads one value and
+/// cannot pair a buffer with another operand's index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Place {
+    pub buffer: BufferId,
+    /// The flat element index, an integer expression of the program.
+    pub index: ExprId,
+}
+
 /// The id of an element value (an index into [`ThreadProgram::values`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ValueId(pub u32);
@@ -335,13 +347,10 @@ pub struct MatrixDescriptor {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum WgmmaA {
     Shared(MatrixDescriptor),
-    /// A register array: from `index` on, eight 16-bit registers per thread, the same fragment as
-    /// [`mma_a_element`] for the warp's 16 rows (warp `w % 4` of the warpgroup holds rows
+    /// A register array: from the place on, eight 16-bit registers per thread, the same fragment
+    /// as [`mma_a_element`] for the warp's 16 rows (warp `w % 4` of the warpgroup holds rows
     /// `16 (w % 4)..`).
-    Registers {
-        buffer: BufferId,
-        index: ExprId,
-    },
+    Registers(Place),
 }
 
 /// The row and column of the 64×n accumulator that register `r` of thread `t` (0..128 within the
@@ -378,29 +387,18 @@ pub enum Stmt {
     /// leaves when its condition is false; lowering emits it only where the condition is the same
     /// for the whole block, so barriers inside are reached by all.
     While { cond: ValueId, body: Vec<Stmt> },
-    /// `buffer[index] = value` (the value is converted to the buffer's dtype when they differ).
-    Store {
-        buffer: BufferId,
-        index: ExprId,
-        value: ValueId,
-    },
+    /// `place = value` (the value is converted to the buffer's dtype when they differ).
+    Store { place: Place, value: ValueId },
     /// `lanes` consecutive elements copied with one access of `lanes × element size` bytes: both
     /// buffers have the same dtype and both indices are multiples of `lanes`.
-    VectorCopy {
-        dst: BufferId,
-        dst_index: ExprId,
-        src: BufferId,
-        src_index: ExprId,
-        lanes: u32,
-    },
+    VectorCopy { dst: Place, src: Place, lanes: u32 },
     /// An atomic read-modify-write of one global or shared element; with `old`, the element's
     /// value before the operation is stored to that register (`T.atomic_add(..., return_prev=True)`).
     Atomic {
         op: AtomicOp,
-        buffer: BufferId,
-        index: ExprId,
+        place: Place,
         value: ValueId,
-        old: Option<(BufferId, ExprId)>,
+        old: Option<Place>,
     },
     /// `__syncthreads()`: every thread of the block waits for all others.
     Barrier,
@@ -408,13 +406,7 @@ pub enum Stmt {
     /// one (`lanes × element size` is 4, 8 or 16 bytes, both indices multiples of `lanes`). The
     /// copy joins the thread's open group; its elements may be read only after an
     /// [`Stmt::AsyncWait`] has completed that group (and, for other threads, a barrier after it).
-    AsyncCopy {
-        dst: BufferId,
-        dst_index: ExprId,
-        src: BufferId,
-        src_index: ExprId,
-        lanes: u32,
-    },
+    AsyncCopy { dst: Place, src: Place, lanes: u32 },
     /// `cp.async.commit_group`: closes the thread's open group of async copies (possibly empty).
     AsyncCommit,
     /// `cp.async.wait_group pending`: waits until at most `pending` of the thread's committed
@@ -422,44 +414,34 @@ pub enum Stmt {
     AsyncWait { pending: u32 },
     /// `ldmatrix.sync.aligned.m8n8.x{matrices}[.trans].shared.b16`, executed by whole warps.
     /// Lane `l` gives the start of row `l % 8` of matrix `l / 8` (eight consecutive 16-bit elements
-    /// at `src[src_index]`, 16-byte aligned); it receives, for each matrix `q`, two elements in
-    /// `dst[dst_index + 2q]` and `dst[dst_index + 2q + 1]`: row `l / 4`, columns `2 (l % 4)` and
+    /// from `src` on, 16-byte aligned); it receives, for each matrix `q`, two elements at
+    /// `dst.index + 2q` and `dst.index + 2q + 1` of `dst.buffer`: row `l / 4`, columns `2 (l % 4)` and
     /// `2 (l % 4) + 1` of the matrix, or with `transpose` rows `2 (l % 4)` and `2 (l % 4) + 1` of
     /// column `l / 4`. Only lanes below `8 × matrices` give addresses.
     LoadMatrix {
         matrices: u32,
         transpose: bool,
-        dst: BufferId,
-        dst_index: ExprId,
-        src: BufferId,
-        src_index: ExprId,
+        dst: Place,
+        src: Place,
     },
     /// `mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}`, executed by whole warps:
     /// `D = A × B + C` in place on `c`, with the instruction's register ownership. Lane `l`
-    /// (`g = l / 4`, `t = l % 4`) holds, from `a_index` on, `A[g][2t..2t+2]`, `A[g+8][2t..2t+2]`,
-    /// `A[g][2t+8..2t+10]`, `A[g+8][2t+8..2t+10]` of the 16×16 A; from `b_index` on,
-    /// `B[2t..2t+2][g]` and `B[2t+8..2t+10][g]` of the 16×8 B; from `c_index` on, `C[g][2t..2t+2]`
+    /// (`g = l / 4`, `t = l % 4`) holds, from `a` on, `A[g][2t..2t+2]`, `A[g+8][2t..2t+2]`,
+    /// `A[g][2t+8..2t+10]`, `A[g+8][2t+8..2t+10]` of the 16×16 A; from `b` on,
+    /// `B[2t..2t+2][g]` and `B[2t+8..2t+10][g]` of the 16×8 B; from `c` on, `C[g][2t..2t+2]`
     /// and `C[g+8][2t..2t+2]` of the 16×8 fp32 C. All three are register arrays.
-    Mma {
-        a: BufferId,
-        a_index: ExprId,
-        b: BufferId,
-        b_index: ExprId,
-        c: BufferId,
-        c_index: ExprId,
-    },
+    Mma { a: Place, b: Place, c: Place },
     /// `wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{f16,bf16}`, executed by whole warpgroups
     /// (128 consecutive threads from a multiple of 128): `D = A × B + D` on the 64×`n` fp32
     /// accumulator held by the warpgroup as [`wgmma_c_element`] says, `n / 2` registers per thread
-    /// from `c_index` on. B is `k16 × n` in shared memory, A is `64 × k16` in shared memory or in
+    /// from `c` on. B is `k16 × n` in shared memory, A is `64 × k16` in shared memory or in
     /// registers. The instruction is asynchronous: its registers may be touched again only after
     /// a [`Stmt::WgmmaWait`], and registers written before it need a [`Stmt::WgmmaFence`].
     Wgmma {
         n: u32,
         a: WgmmaA,
         b: MatrixDescriptor,
-        c: BufferId,
-        c_index: ExprId,
+        c: Place,
     },
     /// `wgmma.fence.sync.aligned`: orders the warpgroup's earlier register and shared-memory
     /// accesses before the `wgmma`s that follow.
@@ -473,61 +455,46 @@ pub enum Stmt {
     /// proxy) visible to the async proxy that `wgmma` reads its operands through, once a barrier
     /// has followed.
     FenceProxyAsync,
-    /// Initialises the mbarrier `barrier[index]` (a 64-bit shared element) to expect `count`
+    /// Initialises the mbarrier at `barrier` (a 64-bit shared element) to expect `count`
     /// arrivals per phase, and makes the initialisation visible to the async proxy (TMA). Executed
     /// by one thread, before a barrier that publishes it to the others.
-    MbarrierInit {
-        barrier: BufferId,
-        index: ExprId,
-        count: u32,
-    },
-    /// `mbarrier.inval` on `barrier[index]`: the mbarrier is no longer one, and may be
+    MbarrierInit { barrier: Place, count: u32 },
+    /// `mbarrier.inval` on `barrier`: the mbarrier is no longer one, and may be
     /// initialised again (a pipeline nested in another loop sets up its barriers on every entry).
     /// Every phase must be complete and no thread may still wait on it.
-    MbarrierInval { barrier: BufferId, index: ExprId },
-    /// `mbarrier.arrive` on `barrier[index]`, each executing thread one arrival; with
+    MbarrierInval { barrier: Place },
+    /// `mbarrier.arrive` on `barrier`, each executing thread one arrival; with
     /// `expect_bytes`, `mbarrier.arrive.expect_tx` first raises the phase's pending transaction
     /// count by that many bytes (which [`Stmt::TmaLoad`]s on the barrier then complete). A phase
     /// completes when all its arrivals have come and its pending transaction count is zero.
     MbarrierArrive {
-        barrier: BufferId,
-        index: ExprId,
+        barrier: Place,
         expect_bytes: Option<u32>,
     },
     /// `mbarrier.expect_tx`: raises the pending transaction count of the current phase of
-    /// `barrier[index]` by `bytes`, without arriving (a hand-written `T.tma_copy` announces its
+    /// `barrier` by `bytes`, without arriving (a hand-written `T.tma_copy` announces its
     /// bytes so; the user's own arrivals complete the phase once the bytes have landed).
-    MbarrierExpectTx {
-        barrier: BufferId,
-        index: ExprId,
-        bytes: u32,
-    },
-    /// `mbarrier.try_wait.parity` in a loop: waits until the phase of `barrier[index]` with parity
+    MbarrierExpectTx { barrier: Place, bytes: u32 },
+    /// `mbarrier.try_wait.parity` in a loop: waits until the phase of `barrier` with parity
     /// `parity` (0 or 1) has completed, that is until the barrier's current phase has the other
     /// parity. A [`Stmt::TmaLoad`] completing on that phase has landed for the waiting thread.
-    MbarrierWait {
-        barrier: BufferId,
-        index: ExprId,
-        parity: ExprId,
-    },
+    MbarrierWait { barrier: Place, parity: ExprId },
     /// `cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes`, issued
     /// by one thread: copies one box of tensor map `map` (an index into
     /// [`ThreadProgram::tensor_maps`]) whose first element has the global coordinates `coords`
     /// (innermost dimension first; coordinates outside the tensor read zeros) into shared memory
-    /// at `dst[dst_index]`. The box is stored as a dense array, innermost dimension fastest, with
-    /// the map's swizzle applied to the absolute shared address. Its bytes complete on
-    /// `barrier[barrier_index]`.
+    /// at `dst`. The box is stored as a dense array, innermost dimension fastest, with
+    /// the map's swizzle applied to the absolute shared address. Its bytes complete on the mbarrier
+    /// at `barrier`.
     TmaLoad {
         map: usize,
-        dst: BufferId,
-        dst_index: ExprId,
+        dst: Place,
         coords: Vec<ExprId>,
-        barrier: BufferId,
-        barrier_index: ExprId,
+        barrier: Place,
     },
     /// `cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group`, then
     /// `cp.async.bulk.commit_group`, issued by one thread: copies the box of tensor map `map` stored
-    /// at `src[src_index]` (a dense array, innermost dimension fastest, the map's swizzle applied
+    /// at `src` (a dense array, innermost dimension fastest, the map's swizzle applied
     /// to the absolute shared address, as a [`Stmt::TmaLoad`] lands it) into the map's tensor at
     /// the global coordinates `coords` (innermost first); elements outside the tensor are not
     /// written. Generic writes of the box need a [`Stmt::FenceProxyAsync`] and a barrier before
@@ -535,8 +502,7 @@ pub enum Stmt {
     /// again.
     TmaStore {
         map: usize,
-        src: BufferId,
-        src_index: ExprId,
+        src: Place,
         coords: Vec<ExprId>,
     },
     /// `cp.async.bulk.wait_group.read 0`: waits until every TMA store the thread committed has
@@ -612,11 +578,8 @@ pub enum Stmt {
 /// One argument of a [`Stmt::CallExtern`].
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum ExternArg {
-    /// The address of `buffer[index]`.
-    Pointer {
-        buffer: BufferId,
-        index: ExprId,
-    },
+    /// The address of the element.
+    Pointer(Place),
     Value(ValueId),
 }
 
@@ -636,111 +599,6 @@ pub enum TurnStep {
     End,
 }
 
-impl Stmt {
-    /// The statement lists nested directly in this statement: a loop's or block's body, an `if`'s
-    /// two branches, the two roles of warp specialization (empty lists for a leaf). The one place
-    /// that knows which statements nest others, so that a new statement with a body is descended
-    /// into by every walk.
-    pub fn bodies(&self) -> [&[Stmt]; 2] {
-        match self {
-            Stmt::For { body, .. } | Stmt::Block { body, .. } | Stmt::While { body, .. } => {
-                [body, &[]]
-            }
-            Stmt::If {
-                then, otherwise, ..
-            } => [then, otherwise],
-            Stmt::WarpRoles {
-                consumer, producer, ..
-            } => [consumer, producer],
-            Stmt::Let { .. }
-            | Stmt::Bind { .. }
-            | Stmt::Store { .. }
-            | Stmt::VectorCopy { .. }
-            | Stmt::Atomic { .. }
-            | Stmt::Barrier
-            | Stmt::AsyncCopy { .. }
-            | Stmt::AsyncCommit
-            | Stmt::AsyncWait { .. }
-            | Stmt::LoadMatrix { .. }
-            | Stmt::Mma { .. }
-            | Stmt::Wgmma { .. }
-            | Stmt::WgmmaFence
-            | Stmt::WgmmaCommit
-            | Stmt::WgmmaWait { .. }
-            | Stmt::FenceProxyAsync
-            | Stmt::MbarrierInit { .. }
-            | Stmt::MbarrierInval { .. }
-            | Stmt::MbarrierArrive { .. }
-            | Stmt::MbarrierExpectTx { .. }
-            | Stmt::MbarrierWait { .. }
-            | Stmt::TmaLoad { .. }
-            | Stmt::TmaStore { .. }
-            | Stmt::TmaStoreWait
-            | Stmt::SetMaxRegisters { .. }
-            | Stmt::NamedBarrier { .. }
-            | Stmt::WarpgroupTurn { .. }
-            | Stmt::SyncWarp
-            | Stmt::Return
-            | Stmt::Assert { .. }
-            | Stmt::GridDependencyWait
-            | Stmt::LaunchDependents
-            | Stmt::CallExtern { .. }
-            | Stmt::RngInit { .. }
-            | Stmt::GridSync => [&[], &[]],
-        }
-    }
-
-    /// [`Stmt::bodies`], to rewrite them.
-    pub fn bodies_mut(&mut self) -> [Option<&mut Vec<Stmt>>; 2] {
-        match self {
-            Stmt::For { body, .. } | Stmt::Block { body, .. } | Stmt::While { body, .. } => {
-                [Some(body), None]
-            }
-            Stmt::If {
-                then, otherwise, ..
-            } => [Some(then), Some(otherwise)],
-            Stmt::WarpRoles {
-                consumer, producer, ..
-            } => [Some(consumer), Some(producer)],
-            Stmt::Let { .. }
-            | Stmt::Bind { .. }
-            | Stmt::Store { .. }
-            | Stmt::VectorCopy { .. }
-            | Stmt::Atomic { .. }
-            | Stmt::Barrier
-            | Stmt::AsyncCopy { .. }
-            | Stmt::AsyncCommit
-            | Stmt::AsyncWait { .. }
-            | Stmt::LoadMatrix { .. }
-            | Stmt::Mma { .. }
-            | Stmt::Wgmma { .. }
-            | Stmt::WgmmaFence
-            | Stmt::WgmmaCommit
-            | Stmt::WgmmaWait { .. }
-            | Stmt::FenceProxyAsync
-            | Stmt::MbarrierInit { .. }
-            | Stmt::MbarrierInval { .. }
-            | Stmt::MbarrierArrive { .. }
-            | Stmt::MbarrierExpectTx { .. }
-            | Stmt::MbarrierWait { .. }
-            | Stmt::TmaLoad { .. }
-            | Stmt::TmaStore { .. }
-            | Stmt::TmaStoreWait
-            | Stmt::SetMaxRegisters { .. }
-            | Stmt::NamedBarrier { .. }
-            | Stmt::WarpgroupTurn { .. }
-            | Stmt::SyncWarp
-            | Stmt::Return
-            | Stmt::Assert { .. }
-            | Stmt::GridDependencyWait
-            | Stmt::LaunchDependents
-            | Stmt::CallExtern { .. }
-            | Stmt::RngInit { .. }
-            | Stmt::GridSync => [None, None],
-        }
-    }
-}
-
 /// Calls `visit` on every statement of `stmts`, nested ones included, in program order. The walk
 /// keeps its own stack, so that a program nested deeper than the thread's stack allows is walked
 /// too (the printer reports such programs rather than crash on them).
@@ -752,7 +610,8 @@ pub fn for_each_stmt(stmts: &[Stmt], visit: &mut impl FnMut(&Stmt)) {
             continue;
         };
         visit(stmt);
-        // The second body is walked after the first: it goes on the stack first.
+        // The second body is walked after the first: it goes on the stack first. The bodies come
+        // from the one walker's list of nested bodies (`crate::visit`).
         for body in stmt.bodies().into_iter().rev() {
             if !body.is_empty() {
                 pending.push(body.iter());

@@ -229,12 +229,16 @@ pub enum TileOp {
         kind: ReduceKind,
         src: Region,
         dst: Region,
+        /// The reduced dimension of `src`, counted from 0: the front end normalises a negative
+        /// `dim` (counted from the end, as in Python) when it builds the op, so nothing after it
+        /// does. It is out of range only when the user's was, which the shape check reports.
         dim: i64,
         clear: bool,
     },
     Cumsum {
         src: Region,
         dst: Region,
+        /// The scanned dimension of `src`, counted from 0 (normalised as [`TileOp::Reduce`]'s).
         dim: i64,
         reverse: bool,
     },

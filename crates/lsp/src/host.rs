@@ -32,10 +32,6 @@ use tilec_db::{RootDatabase, Settings, SourceFile};
 use tilec_ir::Target;
 use tower_lsp_server::ls_types::Uri;
 
-/// Worker threads recurse over syntax trees (see `tilec-db`'s invariants): give them the stack the
-/// CLI's analysis thread has. Only the pages touched are committed.
-const WORKER_STACK_BYTES: usize = 256 << 20;
-
 /// The most worker threads the pool starts when every one is busy; past it, jobs queue.
 const MAX_WORKERS: usize = 16;
 
@@ -383,7 +379,9 @@ impl Pool {
         let idle = Arc::clone(&self.idle);
         let spawned = std::thread::Builder::new()
             .name(format!("tilec-worker-{}", self.started))
-            .stack_size(WORKER_STACK_BYTES)
+            // Workers recurse over syntax trees (see `tilec-db`'s invariants), as the CLI's
+            // analysis thread does, so they get its stack.
+            .stack_size(tilec_frontend::ANALYSIS_STACK_BYTES)
             .spawn(move || {
                 loop {
                     let job = lock(&queue).recv();

@@ -409,10 +409,10 @@ fn check_gemm_types(world: &World, entity: EntityId, [a, b, c]: [&Region; 3]) ->
     found
 }
 
-fn normalize_dim(dim: i64, rank: usize) -> Option<usize> {
-    let rank = i64::try_from(rank).ok()?;
-    let dim = if dim < 0 { dim + rank } else { dim };
-    usize::try_from(dim).ok().filter(|&d| (d as i64) < rank)
+/// `dim` as an index into `rank` dimensions, if it is one (the front end made a negative `dim`
+/// count from the end already).
+fn dimension(dim: i64, rank: usize) -> Option<usize> {
+    usize::try_from(dim).ok().filter(|&d| d < rank)
 }
 
 fn check_reduce(
@@ -430,7 +430,7 @@ fn check_reduce(
     ) else {
         return found;
     };
-    let Some(axis) = normalize_dim(dim, src_ext.len()) else {
+    let Some(axis) = dimension(dim, src_ext.len()) else {
         found.push(shape_mismatch(
             entity,
             format!(
@@ -480,7 +480,7 @@ fn check_cumsum(
     ) else {
         return found;
     };
-    if normalize_dim(dim, src_ext.len()).is_none() {
+    if dimension(dim, src_ext.len()).is_none() {
         found.push(shape_mismatch(
             entity,
             format!(

@@ -385,19 +385,15 @@ fn serial_inner_read() {
 
 fn strip_barriers(stmts: &mut Vec<tilec_ir::thread::Stmt>) {
     use tilec_ir::thread::Stmt;
-    stmts.retain(|s| !matches!(s, Stmt::Barrier));
-    for stmt in stmts {
-        match stmt {
-            Stmt::For { body, .. } | Stmt::Block { body, .. } => strip_barriers(body),
-            Stmt::If {
-                then, otherwise, ..
-            } => {
-                strip_barriers(then);
-                strip_barriers(otherwise);
-            }
-            _ => {}
+    use tilec_ir::visit::{VisitorMut, walk_body_mut};
+    struct Strip;
+    impl VisitorMut for Strip {
+        fn visit_body(&mut self, stmts: &mut Vec<Stmt>) {
+            stmts.retain(|s| !matches!(s, Stmt::Barrier));
+            walk_body_mut(self, stmts);
         }
     }
+    Strip.visit_body(stmts);
 }
 
 #[test]
@@ -422,32 +418,23 @@ fn the_emulator_catches_an_out_of_bounds_index_in_a_lowered_kernel() {
     let mut program = lowered_in(&dir, "pointwise_family.py", "relu", &sizes);
     // Shift every store to Y (scalar or vector) by 8 elements: the last block then writes past
     // the end.
-    fn shift(program: &mut tilec_ir::ThreadProgram, stmts: &mut [tilec_ir::thread::Stmt]) {
-        use tilec_ir::thread::Stmt;
-        for stmt in stmts {
-            match stmt {
-                Stmt::Store { buffer, index, .. }
-                | Stmt::VectorCopy {
-                    dst: buffer,
-                    dst_index: index,
-                    ..
-                } if program.buffer(*buffer).name == "Y" => {
-                    let eight = program.exprs.int(8);
-                    *index = program.exprs.add(*index, eight);
-                }
-                Stmt::For { body, .. } | Stmt::Block { body, .. } => shift(program, body),
-                Stmt::If {
-                    then, otherwise, ..
-                } => {
-                    shift(program, then);
-                    shift(program, otherwise);
-                }
-                _ => {}
+    use tilec_ir::thread::Stmt;
+    use tilec_ir::visit::{VisitorMut, walk_stmt_mut};
+    struct Shift<'a>(&'a mut tilec_ir::ThreadProgram);
+    impl VisitorMut for Shift<'_> {
+        fn visit_stmt(&mut self, stmt: &mut Stmt) {
+            let program = &mut *self.0;
+            if let Stmt::Store { place, .. } | Stmt::VectorCopy { dst: place, .. } = stmt
+                && program.buffer(place.buffer).name == "Y"
+            {
+                let eight = program.exprs.int(8);
+                place.index = program.exprs.add(place.index, eight);
             }
+            walk_stmt_mut(self, stmt);
         }
     }
     let mut body = std::mem::take(&mut program.body);
-    shift(&mut program, &mut body);
+    Shift(&mut program).visit_body(&mut body);
     program.body = body;
     let mut tensors = make_tensors(&program, &[], 1, false).expect("shapes");
     let error = run_program(&program, &mut tensors, &[]).expect_err("out of bounds");

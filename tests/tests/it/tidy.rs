@@ -521,11 +521,6 @@ const STMT_CATCH_ALL_ALLOWED: &[(&str, &str, &str)] = &[
     ),
     (
         "crates/passes/src/lower/fences.rs",
-        "fence_list",
-        "a recursion over nested bodies: a new statement with a body is not descended into; to be replaced by the one walker of the thread program (issue 29, deliverable 3)",
-    ),
-    (
-        "crates/passes/src/lower/fences.rs",
         "render",
         "a unit test's rendering: statements it does not abbreviate print as `Debug`",
     ),
@@ -535,19 +530,9 @@ const STMT_CATCH_ALL_ALLOWED: &[(&str, &str, &str)] = &[
         "collects the top-level `Let`s; no other statement binds a variable",
     ),
     (
-        "crates/passes/src/lower/pipeline.rs",
-        "asynchronous",
-        "a recursion over nested bodies: a new statement with a body is not descended into; to be replaced by the one walker of the thread program (issue 29, deliverable 3)",
-    ),
-    (
         "crates/passes/src/lower/specialize.rs",
         "keep_last_gemm_in_flight",
         "recognises one exact tail (`WgmmaCommit`, `WgmmaWait`); any other shape leaves the loop as it is",
-    ),
-    (
-        "crates/passes/src/lower/specialize.rs",
-        "narrow_barriers",
-        "a recursion over nested bodies: a new statement with a body is not descended into; to be replaced by the one walker of the thread program (issue 29, deliverable 3)",
     ),
     (
         "crates/passes/src/lower/vectorize.rs",
@@ -558,16 +543,6 @@ const STMT_CATCH_ALL_ALLOWED: &[(&str, &str, &str)] = &[
         "crates/runtime/src/emulator/roles.rs",
         "step",
         "loud: a wait under any other statement is reported as a malformed program, never skipped",
-    ),
-    (
-        "tests/tests/it/lowering.rs",
-        "strip_barriers",
-        "a test's a recursion over nested bodies: a new statement with a body is not descended into; to be replaced by the one walker of the thread program (issue 29, deliverable 3)",
-    ),
-    (
-        "tests/tests/it/lowering.rs",
-        "shift",
-        "a test's a recursion over nested bodies: a new statement with a body is not descended into; to be replaced by the one walker of the thread program (issue 29, deliverable 3)",
     ),
 ];
 

@@ -159,6 +159,47 @@ ops()
     );
 }
 
+/// A negative `dim` counts from the end, and the front end normalises it once: the world holds the
+/// plain index the passes read. One out of range is kept as written, for the shape check to report.
+#[test]
+fn negative_dims_count_from_the_end() {
+    check(
+        r#"
+import tilelang
+import tilelang.language as T
+
+@tilelang.jit
+def dims():
+    @T.prim_func
+    def main(S: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=128):
+            f = T.alloc_fragment((64, 32), "float32")
+            m = T.alloc_fragment((64,), "float32")
+            T.cumsum(f, dim=-1)
+            T.cumsum(f, dim=-2)
+            T.reduce_max(f, m)
+            T.reduce_sum(f, m, dim=-3)
+            T.copy(m, S)
+
+    return main
+
+dims()
+"#,
+        expect![[r#"
+            kernel dims()
+              #0 param S: float32[64] global
+              #1 launch grid (1) threads (128) as (bx)
+                #2 buffer f: float32[64, 32] local.fragment
+                #3 buffer m: float32[64] local.fragment
+                #4 cumsum f[:, :] -> f[:, :] (dim=1, reverse=false)
+                #5 cumsum f[:, :] -> f[:, :] (dim=0, reverse=false)
+                #6 reduce_max f[:, :] -> m[:] (dim=1, clear=true)
+                #7 reduce_sum f[:, :] -> m[:] (dim=-3, clear=true)
+                #8 copy m[:] -> S[:]
+        "#]],
+    );
+}
+
 #[test]
 fn problems_point_at_their_line_and_spare_other_kernels() {
     check(

@@ -1,6 +1,6 @@
 //! Statements: each [`Stmt`] of the program becomes the corresponding C statement.
 
-use tilec_ir::thread::{AtomicOp, BufferId, Memory, ParamAccess, Stmt, ValueId};
+use tilec_ir::thread::{AtomicOp, BufferId, Memory, ParamAccess, Place, Stmt, ValueId};
 use tilec_ir::{DType, ExprId, VarId};
 
 use super::index::IndexType;
@@ -42,24 +42,18 @@ impl Printer<'_> {
             } => self.if_else(*cond, then, otherwise),
             Stmt::While { cond, body } => self.while_loop(*cond, body),
             Stmt::Store {
-                buffer,
-                index,
+                place: Place { buffer, index },
                 value,
             } => self.store(*buffer, *index, *value),
-            Stmt::VectorCopy {
-                dst,
-                dst_index,
-                src,
-                src_index,
-                lanes,
-            } => self.vector_copy((*dst, *dst_index), (*src, *src_index), *lanes),
+            Stmt::VectorCopy { dst, src, lanes } => {
+                self.vector_copy((dst.buffer, dst.index), (src.buffer, src.index), *lanes)
+            }
             Stmt::Atomic {
                 op,
-                buffer,
-                index,
+                place,
                 value,
                 old,
-            } => self.atomic(*op, (*buffer, *index), *value, *old),
+            } => self.atomic(*op, *place, *value, *old),
             Stmt::Barrier => self.line("__syncthreads();"),
             Stmt::SyncWarp => self.line("__syncwarp();"),
             Stmt::Return => self.line("return;"),
@@ -73,81 +67,59 @@ impl Printer<'_> {
                 subsequence,
                 offset,
             } => self.rng_init([*seed, *subsequence, *offset]),
-            Stmt::AsyncCopy {
-                dst,
-                dst_index,
-                src,
-                src_index,
-                lanes,
-            } => self.async_copy((*dst, *dst_index), (*src, *src_index), *lanes),
+            Stmt::AsyncCopy { dst, src, lanes } => {
+                self.async_copy((dst.buffer, dst.index), (src.buffer, src.index), *lanes)
+            }
             Stmt::AsyncCommit => self.line("tl_cp_async_commit();"),
             Stmt::AsyncWait { pending } => self.line(&format!("tl_cp_async_wait<{pending}>();")),
             Stmt::LoadMatrix {
                 matrices,
                 transpose,
                 dst,
-                dst_index,
                 src,
-                src_index,
             } => self.load_matrix(
                 (*matrices, *transpose),
-                (*dst, *dst_index),
-                (*src, *src_index),
+                (dst.buffer, dst.index),
+                (src.buffer, src.index),
             ),
-            Stmt::Mma {
-                a,
-                a_index,
-                b,
-                b_index,
-                c,
-                c_index,
-            } => self.mma([(*a, *a_index), (*b, *b_index), (*c, *c_index)]),
-            Stmt::Wgmma {
-                n,
-                a,
-                b,
-                c,
-                c_index,
-            } => self.wgmma(*n, a, b, (*c, *c_index)),
+            Stmt::Mma { a, b, c } => self.mma([
+                (a.buffer, a.index),
+                (b.buffer, b.index),
+                (c.buffer, c.index),
+            ]),
+            Stmt::Wgmma { n, a, b, c } => self.wgmma(*n, a, b, (c.buffer, c.index)),
             Stmt::WgmmaFence => self.line("tl_wgmma_fence();"),
             Stmt::WgmmaCommit => self.line("tl_wgmma_commit();"),
             Stmt::WgmmaWait { pending } => self.wgmma_wait(*pending),
             Stmt::FenceProxyAsync => self.line("tl_fence_proxy_async();"),
-            Stmt::MbarrierInit {
-                barrier,
-                index,
-                count,
-            } => self.mbarrier_init(*barrier, *index, *count),
-            Stmt::MbarrierInval { barrier, index } => self.mbarrier_inval(*barrier, *index),
+            Stmt::MbarrierInit { barrier, count } => {
+                self.mbarrier_init(barrier.buffer, barrier.index, *count)
+            }
+            Stmt::MbarrierInval { barrier } => self.mbarrier_inval(barrier.buffer, barrier.index),
             Stmt::MbarrierArrive {
                 barrier,
-                index,
                 expect_bytes,
-            } => self.mbarrier_arrive(*barrier, *index, *expect_bytes),
-            Stmt::MbarrierExpectTx {
-                barrier,
-                index,
-                bytes,
-            } => self.mbarrier_expect_tx(*barrier, *index, *bytes),
-            Stmt::MbarrierWait {
-                barrier,
-                index,
-                parity,
-            } => self.mbarrier_wait(*barrier, *index, *parity),
+            } => self.mbarrier_arrive(barrier.buffer, barrier.index, *expect_bytes),
+            Stmt::MbarrierExpectTx { barrier, bytes } => {
+                self.mbarrier_expect_tx(barrier.buffer, barrier.index, *bytes)
+            }
+            Stmt::MbarrierWait { barrier, parity } => {
+                self.mbarrier_wait(barrier.buffer, barrier.index, *parity)
+            }
             Stmt::TmaLoad {
                 map,
                 dst,
-                dst_index,
                 coords,
                 barrier,
-                barrier_index,
-            } => self.tma_load(*map, (*dst, *dst_index), coords, (*barrier, *barrier_index)),
-            Stmt::TmaStore {
-                map,
-                src,
-                src_index,
+            } => self.tma_load(
+                *map,
+                (dst.buffer, dst.index),
                 coords,
-            } => self.tma_store(*map, (*src, *src_index), coords),
+                (barrier.buffer, barrier.index),
+            ),
+            Stmt::TmaStore { map, src, coords } => {
+                self.tma_store(*map, (src.buffer, src.index), coords)
+            }
             Stmt::TmaStoreWait => self.line("tl_tma_store_wait();"),
             Stmt::WarpRoles {
                 consumers,
@@ -307,7 +279,7 @@ impl Printer<'_> {
         let mut texts = Vec::new();
         for arg in args {
             match *arg {
-                tilec_ir::thread::ExternArg::Pointer { buffer, index } => {
+                tilec_ir::thread::ExternArg::Pointer(Place { buffer, index }) => {
                     let Some(element) = self.element(buffer, index) else {
                         return self.skip("an extern call on a buffer that could not be declared");
                     };
@@ -550,9 +522,9 @@ impl Printer<'_> {
     fn atomic(
         &mut self,
         op: AtomicOp,
-        (buffer, index): (BufferId, ExprId),
+        Place { buffer, index }: Place,
         value: ValueId,
-        old: Option<(BufferId, ExprId)>,
+        old: Option<Place>,
     ) {
         let dtype = match self.writable(buffer, "atomic") {
             Ok(dtype) => dtype,
@@ -570,7 +542,7 @@ impl Printer<'_> {
         // The operand takes the element's type first, as a store's value does.
         let x = self.convert(x, from, dtype);
         let call = atomic_call(op, dtype, &target, &x);
-        match old.and_then(|(register, at)| self.element(register, at)) {
+        match old.and_then(|old| self.element(old.buffer, old.index)) {
             Some(register) => self.line(&format!("{register} = {call};")),
             None => self.line(&format!("{call};")),
         }

@@ -4,8 +4,8 @@
 use expect_test::expect;
 use tilec_ir::data::{BinaryOp, CompareOp, Intrinsic};
 use tilec_ir::thread::{
-    AtomicOp, BufferDecl, BufferId, DescriptorSwizzle, Memory, ParamAccess, ScalarParam, Stmt,
-    TensorMap, TensorParam, TurnStep, UnaryOp, Value, ValueId,
+    AtomicOp, BufferDecl, BufferId, DescriptorSwizzle, Memory, ParamAccess, Place, ScalarParam,
+    Stmt, TensorMap, TensorParam, TurnStep, UnaryOp, Value, ValueId,
 };
 use tilec_ir::{DType, ExprArena, ExprId, Target, ThreadProgram, VarId};
 
@@ -126,8 +126,7 @@ impl Build {
 
     fn store(&self, buffer: BufferId, index: ExprId, value: ValueId) -> Stmt {
         Stmt::Store {
-            buffer,
-            index,
+            place: Place { buffer, index },
             value,
         }
     }
@@ -180,10 +179,14 @@ fn fp16_elementwise_add() {
     let y = b.load(b_local, i_e);
     let sum = b.binary(BinaryOp::Add, x, y, DType::Float16);
     let copy = |dst, dst_index, src, src_index| Stmt::VectorCopy {
-        dst,
-        dst_index,
-        src,
-        src_index,
+        dst: Place {
+            buffer: dst,
+            index: dst_index,
+        },
+        src: Place {
+            buffer: src,
+            index: src_index,
+        },
         lanes: 8,
     };
     b.p.body = vec![block(
@@ -354,22 +357,28 @@ fn float_and_fp16_atomics() {
     b.p.body = vec![
         Stmt::Atomic {
             op: AtomicOp::Add,
-            buffer: total,
-            index: zero,
+            place: Place {
+                buffer: total,
+                index: zero,
+            },
             value,
             old: None,
         },
         Stmt::Atomic {
             op: AtomicOp::Add,
-            buffer: buckets,
-            index: bucket,
+            place: Place {
+                buffer: buckets,
+                index: bucket,
+            },
             value: half,
             old: None,
         },
         Stmt::Atomic {
             op: AtomicOp::Max,
-            buffer: peak,
-            index: zero,
+            place: Place {
+                buffer: peak,
+                index: zero,
+            },
             value: doubled,
             old: None,
         },
@@ -509,16 +518,22 @@ fn malformed_programs_print_errors() {
         b.store(regs, zero, max),
         b.store(BufferId(77), zero, loaded),
         Stmt::VectorCopy {
-            dst: regs,
-            dst_index: zero,
-            src: input,
-            src_index: zero,
+            dst: Place {
+                buffer: regs,
+                index: zero,
+            },
+            src: Place {
+                buffer: input,
+                index: zero,
+            },
             lanes: 8,
         },
         Stmt::Atomic {
             op: AtomicOp::Add,
-            buffer: regs,
-            index: zero,
+            place: Place {
+                buffer: regs,
+                index: zero,
+            },
             value: loaded,
             old: None,
         },
@@ -645,10 +660,14 @@ fn ldmatrix_addresses_the_shared_window() {
     b.p.body = vec![Stmt::LoadMatrix {
         matrices: 4,
         transpose: true,
-        dst: regs,
-        dst_index,
-        src: tile,
-        src_index,
+        dst: Place {
+            buffer: regs,
+            index: dst_index,
+        },
+        src: Place {
+            buffer: tile,
+            index: src_index,
+        },
     }];
     let text = b.emit();
     let kernel = &text[text.find("extern __shared__").unwrap_or(0)..];
@@ -869,8 +888,7 @@ fn coverage_of(
             let index = b.p.exprs.floormod(tx, k4);
             stmts.push(Stmt::Atomic {
                 op,
-                buffer,
-                index,
+                place: Place { buffer, index },
                 value: x,
                 old: None,
             });
@@ -883,10 +901,14 @@ fn coverage_of(
         let lanes_e = b.int(i64::from(lanes));
         let at = b.p.exprs.mul(tx, lanes_e);
         let copy = |dst, dst_index, src, src_index| Stmt::VectorCopy {
-            dst,
-            dst_index,
-            src,
-            src_index,
+            dst: Place {
+                buffer: dst,
+                index: dst_index,
+            },
+            src: Place {
+                buffer: src,
+                index: src_index,
+            },
             lanes,
         };
         stmts.push(copy(bufs.regs, zero, bufs.input, at));
@@ -1061,13 +1083,17 @@ fn tma_and_warp_specialization() {
             cond: is_first,
             then: vec![
                 Stmt::MbarrierInit {
-                    barrier: bars,
-                    index: zero,
+                    barrier: Place {
+                        buffer: bars,
+                        index: zero,
+                    },
                     count: 1,
                 },
                 Stmt::MbarrierInit {
-                    barrier: bars,
-                    index: one,
+                    barrier: Place {
+                        buffer: bars,
+                        index: one,
+                    },
                     count: 256,
                 },
             ],
@@ -1082,8 +1108,10 @@ fn tma_and_warp_specialization() {
                     increase: true,
                 },
                 Stmt::MbarrierWait {
-                    barrier: bars,
-                    index: zero,
+                    barrier: Place {
+                        buffer: bars,
+                        index: zero,
+                    },
                     parity: zero,
                 },
                 Stmt::NamedBarrier {
@@ -1096,8 +1124,10 @@ fn tma_and_warp_specialization() {
                 turn(TurnStep::Pass),
                 turn(TurnStep::End),
                 Stmt::MbarrierArrive {
-                    barrier: bars,
-                    index: one,
+                    barrier: Place {
+                        buffer: bars,
+                        index: one,
+                    },
                     expect_bytes: None,
                 },
             ],
@@ -1110,17 +1140,23 @@ fn tma_and_warp_specialization() {
                     cond: is_issuer,
                     then: vec![
                         Stmt::MbarrierArrive {
-                            barrier: bars,
-                            index: zero,
+                            barrier: Place {
+                                buffer: bars,
+                                index: zero,
+                            },
                             expect_bytes: Some(8192),
                         },
                         Stmt::TmaLoad {
                             map: 0,
-                            dst: tile,
-                            dst_index: zero,
+                            dst: Place {
+                                buffer: tile,
+                                index: zero,
+                            },
                             coords: vec![zero, row],
-                            barrier: bars,
-                            barrier_index: zero,
+                            barrier: Place {
+                                buffer: bars,
+                                index: zero,
+                            },
                         },
                     ],
                     otherwise: vec![],
@@ -1223,11 +1259,15 @@ fn malformed_tma_and_warp_roles_print_errors() {
     let zero = b.int(0);
     let load = |map, coords: Vec<ExprId>, dst| Stmt::TmaLoad {
         map,
-        dst,
-        dst_index: zero,
+        dst: Place {
+            buffer: dst,
+            index: zero,
+        },
         coords,
-        barrier: bar,
-        barrier_index: zero,
+        barrier: Place {
+            buffer: bar,
+            index: zero,
+        },
     };
     b.p.body = vec![
         load(0, vec![zero; 6], tile),
@@ -1235,18 +1275,24 @@ fn malformed_tma_and_warp_roles_print_errors() {
         load(3, vec![zero; 2], tile),
         load(0, vec![zero; 2], a),
         Stmt::MbarrierInit {
-            barrier: wrong,
-            index: zero,
+            barrier: Place {
+                buffer: wrong,
+                index: zero,
+            },
             count: 1,
         },
         Stmt::MbarrierInit {
-            barrier: bar,
-            index: zero,
+            barrier: Place {
+                buffer: bar,
+                index: zero,
+            },
             count: 0,
         },
         Stmt::MbarrierArrive {
-            barrier: bar,
-            index: zero,
+            barrier: Place {
+                buffer: bar,
+                index: zero,
+            },
             expect_bytes: Some(1 << 20),
         },
         Stmt::SetMaxRegisters {

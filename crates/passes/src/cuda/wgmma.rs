@@ -9,7 +9,7 @@
 
 use std::fmt::Write as _;
 
-use tilec_ir::thread::{BufferId, Major, MatrixDescriptor, Memory, WgmmaA};
+use tilec_ir::thread::{BufferId, Major, MatrixDescriptor, Memory, Place, WgmmaA};
 use tilec_ir::{DType, ExprId};
 
 use super::Printer;
@@ -26,7 +26,7 @@ impl Printer<'_> {
         let dtype = |p: &Self, id: BufferId| p.program.buffers.get(id.index()).map(|b| b.dtype);
         let a_buffer = match a {
             WgmmaA::Shared(descriptor) => descriptor.buffer,
-            WgmmaA::Registers { buffer, .. } => *buffer,
+            WgmmaA::Registers(registers) => registers.buffer,
         };
         let suffix = match (
             dtype(self, a_buffer),
@@ -57,7 +57,7 @@ impl Printer<'_> {
                 Some(text) => (text, AForm::Shared(descriptor.layout.major)),
                 None => return self.skip("a wgmma whose A descriptor is not in shared memory"),
             },
-            WgmmaA::Registers { buffer, index } => {
+            WgmmaA::Registers(Place { buffer, index }) => {
                 if self.memory_of(*buffer) != Some(Memory::Local) {
                     return self.skip("a wgmma whose A registers are not a register array");
                 }
@@ -77,7 +77,7 @@ impl Printer<'_> {
         let mut accumulators = Vec::new();
         tilec_ir::thread::for_each_stmt(&self.program.body, &mut |stmt| {
             if let tilec_ir::thread::Stmt::Wgmma { c, .. } = stmt {
-                accumulators.push(*c);
+                accumulators.push(c.buffer);
             }
         });
         accumulators.sort_unstable();

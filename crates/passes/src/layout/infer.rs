@@ -708,8 +708,9 @@ fn tile_op(world: &mut World, entity: EntityId) -> Option<Op> {
             })
         }
         TileOp::Reduce { src, dst, dim, .. } => {
-            let rank = world.shapes.get(src.buffer)?.len() as i64;
-            let dim = if dim < 0 { dim + rank } else { dim };
+            // A source without a shape takes no part in inference. The front end made a negative
+            // `dim` count from the end already.
+            world.shapes.get(src.buffer)?;
             Some(Op::Reduce {
                 entity,
                 src: src.buffer,

@@ -5,7 +5,7 @@
 //! `T.tvm_thread_allreduce` for the threads of the dimensions it names.
 
 use tilec_ir::data::BinaryOp;
-use tilec_ir::thread::{BufferDecl, Memory, Stmt, Value, ValueId};
+use tilec_ir::thread::{BufferDecl, Memory, Place, Stmt, Value, ValueId};
 use tilec_ir::{AccessKind, DType, DataId, EntityId, Region};
 
 use crate::layout::fragment::{NO_THREAD, Owners};
@@ -31,8 +31,10 @@ impl Lowering<'_> {
         let partial = self.temporary("allreduce", dtype, 1);
         let zero = self.program.exprs.int(0);
         out.push(Stmt::Store {
-            buffer: partial,
-            index: zero,
+            place: Place {
+                buffer: partial,
+                index: zero,
+            },
             value,
         });
         let (warp, block): (Vec<u32>, Vec<u32>) = masks.into_iter().partition(|&m| m < 32);
@@ -47,8 +49,7 @@ impl Lowering<'_> {
         let indices: Vec<_> = result.dims.iter().map(|dim| dim.start).collect();
         let (buffer, index) = self.address(result.buffer, &indices)?;
         out.push(Stmt::Store {
-            buffer,
-            index,
+            place: Place { buffer, index },
             value: reduced,
         });
         Ok(())
@@ -87,8 +88,7 @@ impl Lowering<'_> {
                 let total = self.program.add_value(Value::Load { buffer: id, index });
                 let value = self.combine_op(combiner, start, total, dtype);
                 out.push(Stmt::Store {
-                    buffer: id,
-                    index,
+                    place: Place { buffer: id, index },
                     value,
                 });
             }
@@ -177,8 +177,10 @@ impl Lowering<'_> {
                 });
                 let combined = self.combine_op(combiner, mine, theirs, dtype);
                 out.push(Stmt::Store {
-                    buffer: partial,
-                    index,
+                    place: Place {
+                        buffer: partial,
+                        index,
+                    },
                     value: combined,
                 });
             }
@@ -211,8 +213,10 @@ impl Lowering<'_> {
                 index: slot_index,
             });
             out.push(Stmt::Store {
-                buffer: workspace,
-                index: at,
+                place: Place {
+                    buffer: workspace,
+                    index: at,
+                },
                 value: mine,
             });
         }
@@ -249,8 +253,10 @@ impl Lowering<'_> {
                 };
                 first = false;
                 out.push(Stmt::Store {
-                    buffer: partial,
-                    index: slot_index,
+                    place: Place {
+                        buffer: partial,
+                        index: slot_index,
+                    },
                     value,
                 });
             }

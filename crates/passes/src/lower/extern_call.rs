@@ -3,7 +3,7 @@
 //! printed CUDA. A name or source that tilec could not know when it read the kernel (a value
 //! built by another module) stops lowering with a `not-analysed` diagnostic at that call.
 
-use tilec_ir::thread::{ExternArg as ThreadArg, Stmt};
+use tilec_ir::thread::{ExternArg as ThreadArg, Place, Stmt};
 use tilec_ir::{EntityId, ExternArg, ExternCall};
 
 use super::{Lowering, Unlowerable};
@@ -28,7 +28,7 @@ impl Lowering<'_> {
                 ExternArg::Pointer { element, .. } => {
                     let indices: Vec<_> = element.dims.iter().map(|dim| dim.start).collect();
                     let (buffer, index) = self.address(element.buffer, &indices)?;
-                    ThreadArg::Pointer { buffer, index }
+                    ThreadArg::Pointer(Place { buffer, index })
                 }
                 ExternArg::Value(value) => ThreadArg::Value(self.value(*value, None)?),
             });

@@ -15,6 +15,7 @@
 //! towards a fence too many.
 
 use tilec_ir::thread::{BufferId, Memory, Stmt, ThreadProgram, WgmmaA, for_each_stmt};
+use tilec_ir::visit::VisitorMut;
 
 /// The byte ranges of shared memory the async proxy reads: wgmma operands and TMA store boxes.
 struct AsyncReadSpace {
@@ -61,7 +62,7 @@ impl AsyncReadSpace {
                     buffers.push(a.buffer);
                 }
             }
-            Stmt::TmaStore { src, .. } => buffers.push(*src),
+            Stmt::TmaStore { src, .. } => buffers.push(src.buffer),
             _ => {}
         });
         let ranges = buffers
@@ -77,8 +78,10 @@ impl AsyncReadSpace {
         let mut writes = false;
         for_each_stmt(std::slice::from_ref(stmt), &mut |s| {
             let written = match s {
-                Stmt::Store { buffer, .. } | Stmt::Atomic { buffer, .. } => Some(*buffer),
-                Stmt::VectorCopy { dst, .. } | Stmt::AsyncCopy { dst, .. } => Some(*dst),
+                Stmt::Store { place: dst, .. }
+                | Stmt::Atomic { place: dst, .. }
+                | Stmt::VectorCopy { dst, .. }
+                | Stmt::AsyncCopy { dst, .. } => Some(dst.buffer),
                 _ => None,
             };
             let read_async = written
@@ -97,36 +100,33 @@ pub(super) fn fence_barriers(program: &ThreadProgram, stmts: &mut Vec<Stmt>) {
     if space.ranges.is_empty() {
         return;
     }
-    fence_list(program, &space, stmts);
+    Fencer {
+        program,
+        space: &space,
+    }
+    .visit_body(stmts);
 }
 
-fn fence_list(program: &ThreadProgram, space: &AsyncReadSpace, stmts: &mut Vec<Stmt>) {
-    let mut fenced: Vec<Stmt> = Vec::with_capacity(stmts.len());
-    for mut stmt in std::mem::take(stmts) {
-        match &mut stmt {
-            Stmt::Barrier | Stmt::NamedBarrier { .. }
-                if publishes_async_reads(program, space, &fenced) =>
+/// Fences the barriers of every statement list, nested ones included.
+struct Fencer<'a> {
+    program: &'a ThreadProgram,
+    space: &'a AsyncReadSpace,
+}
+
+impl VisitorMut for Fencer<'_> {
+    fn visit_body(&mut self, stmts: &mut Vec<Stmt>) {
+        let mut fenced: Vec<Stmt> = Vec::with_capacity(stmts.len());
+        for mut stmt in std::mem::take(stmts) {
+            if matches!(stmt, Stmt::Barrier | Stmt::NamedBarrier { .. })
+                && publishes_async_reads(self.program, self.space, &fenced)
             {
                 fenced.push(Stmt::FenceProxyAsync);
             }
-            Stmt::For { body, .. } | Stmt::Block { body, .. } => fence_list(program, space, body),
-            Stmt::If {
-                then, otherwise, ..
-            } => {
-                fence_list(program, space, then);
-                fence_list(program, space, otherwise);
-            }
-            Stmt::WarpRoles {
-                consumer, producer, ..
-            } => {
-                fence_list(program, space, consumer);
-                fence_list(program, space, producer);
-            }
-            _ => {}
+            self.visit_stmt(&mut stmt);
+            fenced.push(stmt);
         }
-        fenced.push(stmt);
+        *stmts = fenced;
     }
-    *stmts = fenced;
 }
 
 /// Whether a barrier after `before` (the statements ahead of it in its list) may publish a write
@@ -146,7 +146,7 @@ fn publishes_async_reads(program: &ThreadProgram, space: &AsyncReadSpace, before
 
 #[cfg(test)]
 mod tests {
-    use tilec_ir::thread::{BufferDecl, BufferId, Memory, Stmt, Value};
+    use tilec_ir::thread::{BufferDecl, BufferId, Memory, Place, Stmt, Value};
     use tilec_ir::{DType, ExprArena, ThreadProgram};
 
     use super::fence_barriers;
@@ -210,8 +210,10 @@ mod tests {
                 dtype: DType::Float16,
             });
             Stmt::Store {
-                buffer,
-                index: self.program.exprs.int(0),
+                place: Place {
+                    buffer,
+                    index: self.program.exprs.int(0),
+                },
                 value,
             }
         }
@@ -219,8 +221,10 @@ mod tests {
         fn tma_store(&mut self) -> Stmt {
             Stmt::TmaStore {
                 map: 0,
-                src: self.tile,
-                src_index: self.program.exprs.int(0),
+                src: Place {
+                    buffer: self.tile,
+                    index: self.program.exprs.int(0),
+                },
                 coords: Vec::new(),
             }
         }
@@ -235,8 +239,8 @@ mod tests {
             let words: Vec<String> = stmts
                 .iter()
                 .map(|stmt| match stmt {
-                    Stmt::Store { buffer, .. } => {
-                        format!("store({})", self.program.buffer(*buffer).name)
+                    Stmt::Store { place, .. } => {
+                        format!("store({})", self.program.buffer(place.buffer).name)
                     }
                     Stmt::Barrier => "barrier".to_owned(),
                     Stmt::FenceProxyAsync => "FENCE".to_owned(),

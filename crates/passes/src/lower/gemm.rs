@@ -18,7 +18,7 @@
 //! layout must keep each 8-element row chunk contiguous and 16-byte aligned for `ldmatrix`; one that
 //! does not is read element by element.
 
-use tilec_ir::thread::{Memory, Stmt, Value, mma_a_element, mma_c_element};
+use tilec_ir::thread::{Memory, Place, Stmt, Value, mma_a_element, mma_c_element};
 use tilec_ir::{DType, EntityId, ExprId, ExprProgram, Region, TileOp, WarpPolicy};
 
 use super::{Lowering, Unlowerable};
@@ -242,12 +242,18 @@ impl Lowering<'_> {
                 let atom = (mi * (plan.tile_n / 8) + ni) as usize;
                 let exprs = &mut self.program.exprs;
                 out.push(Stmt::Mma {
-                    a: regs.a,
-                    a_index: exprs.int(set * regs.a_len + mi * 8),
-                    b: regs.b,
-                    b_index: exprs.int(set * regs.b_len + ni * 4),
-                    c,
-                    c_index: exprs.int(accumulator[atom]),
+                    a: Place {
+                        buffer: regs.a,
+                        index: exprs.int(set * regs.a_len + mi * 8),
+                    },
+                    b: Place {
+                        buffer: regs.b,
+                        index: exprs.int(set * regs.b_len + ni * 4),
+                    },
+                    c: Place {
+                        buffer: c,
+                        index: exprs.int(accumulator[atom]),
+                    },
                 });
             }
         }
@@ -668,8 +674,7 @@ impl Lowering<'_> {
             extent,
             unroll: true,
             body: vec![Stmt::Store {
-                buffer,
-                index,
+                place: Place { buffer, index },
                 value: zero,
             }],
         });
@@ -711,8 +716,10 @@ impl Lowering<'_> {
                         index: src,
                     });
                     out.push(Stmt::Store {
-                        buffer: a_regs,
-                        index: dst,
+                        place: Place {
+                            buffer: a_regs,
+                            index: dst,
+                        },
                         value,
                     });
                 }
@@ -745,10 +752,14 @@ impl Lowering<'_> {
                 out.push(Stmt::LoadMatrix {
                     matrices: 4,
                     transpose: plan.transpose_a,
-                    dst: a_regs,
-                    dst_index,
-                    src,
-                    src_index,
+                    dst: Place {
+                        buffer: a_regs,
+                        index: dst_index,
+                    },
+                    src: Place {
+                        buffer: src,
+                        index: src_index,
+                    },
                 });
                 Ok(())
             }
@@ -838,10 +849,14 @@ impl Lowering<'_> {
             out.push(Stmt::LoadMatrix {
                 matrices: if pair { 4 } else { 2 },
                 transpose: !plan.transpose_b,
-                dst: b_regs,
-                dst_index,
-                src,
-                src_index,
+                dst: Place {
+                    buffer: b_regs,
+                    index: dst_index,
+                },
+                src: Place {
+                    buffer: src,
+                    index: src_index,
+                },
             });
         }
         Ok(())
@@ -860,8 +875,10 @@ impl Lowering<'_> {
         let value = self.program.add_value(Value::Load { buffer: src, index });
         let dst = self.program.exprs.int(slot);
         out.push(Stmt::Store {
-            buffer: registers,
-            index: dst,
+            place: Place {
+                buffer: registers,
+                index: dst,
+            },
             value,
         });
         Ok(())

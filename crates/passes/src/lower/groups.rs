@@ -14,7 +14,8 @@
 //! that can never pass is a deadlock naming every blocked wait, and a read of a stage before its
 //! copy has landed is reported.
 
-use tilec_ir::thread::{Stmt, ValueId};
+use tilec_ir::thread::{Place, Stmt, ValueId};
+use tilec_ir::visit::{VisitorMut, walk_body_mut, walk_stmt_mut};
 use tilec_ir::{BarrierRef, ControlOp, EntityId, EntityKind, Scope, TileOp, World};
 
 use super::{Lowering, Unlowerable};
@@ -66,8 +67,7 @@ impl Lowering<'_> {
             for (index, &count) in counts.iter().enumerate() {
                 let index = self.program.exprs.int(index as i64);
                 inits.push(Stmt::MbarrierInit {
-                    barrier: id,
-                    index,
+                    barrier: Place { buffer: id, index },
                     count,
                 });
             }
@@ -97,8 +97,10 @@ impl Lowering<'_> {
             ControlOp::BarrierArrive { barrier } => {
                 let (barrier, index) = self.barrier(barrier)?;
                 stmts.push(Stmt::MbarrierArrive {
-                    barrier,
-                    index,
+                    barrier: Place {
+                        buffer: barrier,
+                        index,
+                    },
                     expect_bytes: None,
                 });
             }
@@ -108,8 +110,10 @@ impl Lowering<'_> {
                 let two = exprs.int(2);
                 let parity = exprs.floormod(*parity, two);
                 stmts.push(Stmt::MbarrierWait {
-                    barrier,
-                    index,
+                    barrier: Place {
+                        buffer: barrier,
+                        index,
+                    },
                     parity,
                 });
             }
@@ -126,8 +130,10 @@ impl Lowering<'_> {
                         )
                     })?;
                 stmts.push(Stmt::MbarrierExpectTx {
-                    barrier,
-                    index,
+                    barrier: Place {
+                        buffer: barrier,
+                        index,
+                    },
                     bytes,
                 });
             }
@@ -175,18 +181,24 @@ impl Lowering<'_> {
         let bytes = u32::try_from(plan.bytes)
             .map_err(|_| Unlowerable::new("a TMA copy of more than 4 GiB"))?;
         let mut issue = vec![Stmt::MbarrierExpectTx {
-            barrier: barrier_buffer,
-            index: barrier_index,
+            barrier: Place {
+                buffer: barrier_buffer,
+                index: barrier_index,
+            },
             bytes,
         }];
         for tma_box in &plan.boxes {
             issue.push(Stmt::TmaLoad {
                 map: tma_box.map,
-                dst,
-                dst_index: self.program.exprs.int(tma_box.shared_offset),
+                dst: Place {
+                    buffer: dst,
+                    index: self.program.exprs.int(tma_box.shared_offset),
+                },
                 coords: tma_box.coords.clone(),
-                barrier: barrier_buffer,
-                barrier_index,
+                barrier: Place {
+                    buffer: barrier_buffer,
+                    index: barrier_index,
+                },
             });
         }
         let first = self.thread_is(0);
@@ -249,7 +261,7 @@ impl Lowering<'_> {
         // Nested groups narrowed their own barriers already: what is left is this group's.
         if tilec_ir::thread::any_stmt(&stmts, |stmt| matches!(stmt, Stmt::Barrier)) {
             let barrier_id = self.group_barrier(group)?;
-            narrow_barriers(&mut stmts, barrier_id, group.extent);
+            narrow_barriers(&mut stmts, barrier_id, group.extent as u32);
         }
         out.extend(stmts);
         Ok(())
@@ -308,11 +320,21 @@ impl Lowering<'_> {
 /// run side by side, not one group after the other — in a form the emulator runs so (it runs the
 /// branches of a divergent `if` chain that waits on mbarriers concurrently).
 pub(super) fn chain_group_ifs(stmts: &mut Vec<Stmt>, group_ifs: &[(ValueId, ThreadGroup)]) {
-    for stmt in stmts.iter_mut() {
-        for body in stmt.bodies_mut().into_iter().flatten() {
-            chain_group_ifs(body, group_ifs);
-        }
+    ChainGroupIfs(group_ifs).visit_body(stmts);
+}
+
+/// Chains the group `if`s of every statement list, nested lists first.
+struct ChainGroupIfs<'a>(&'a [(ValueId, ThreadGroup)]);
+
+impl VisitorMut for ChainGroupIfs<'_> {
+    fn visit_body(&mut self, stmts: &mut Vec<Stmt>) {
+        walk_body_mut(self, stmts);
+        chain_list(stmts, self.0);
     }
+}
+
+/// Chains the consecutive group `if`s of one statement list.
+fn chain_list(stmts: &mut Vec<Stmt>, group_ifs: &[(ValueId, ThreadGroup)]) {
     let group_of = |stmt: &Stmt| {
         let Stmt::If {
             cond, otherwise, ..
@@ -371,18 +393,26 @@ fn fold_chain(run: Vec<(Stmt, ThreadGroup)>) -> Option<Stmt> {
     folded
 }
 
-/// Replaces the block barriers of a group's statements by the group's named barrier (nested
-/// groups were narrowed already, to their own).
-fn narrow_barriers(stmts: &mut [Stmt], id: u32, threads: i64) {
-    for stmt in stmts {
+/// Replaces the block-wide barriers of `stmts`, nested ones included, by named barrier `id` among
+/// `threads` threads: those of a thread group, or of warp specialization's consumers. Named
+/// barriers already there (a nested group's own) stay as they are.
+pub(super) fn narrow_barriers(stmts: &mut [Stmt], id: u32, threads: u32) {
+    walk_body_mut(&mut NarrowBarriers { id, threads }, stmts);
+}
+
+struct NarrowBarriers {
+    id: u32,
+    threads: u32,
+}
+
+impl VisitorMut for NarrowBarriers {
+    fn visit_stmt(&mut self, stmt: &mut Stmt) {
         if let Stmt::Barrier = stmt {
             *stmt = Stmt::NamedBarrier {
-                id,
-                threads: threads as u32,
+                id: self.id,
+                threads: self.threads,
             };
         }
-        for body in stmt.bodies_mut().into_iter().flatten() {
-            narrow_barriers(body, id, threads);
-        }
+        walk_stmt_mut(self, stmt);
     }
 }

@@ -33,7 +33,8 @@ use std::collections::BTreeMap;
 
 use tilec_ir::data::CompareOp;
 use tilec_ir::thread::{
-    BufferDecl, BufferId, Memory, ParamAccess, ScalarParam, Stmt, TensorParam, Value, ValueId,
+    BufferDecl, BufferId, Memory, ParamAccess, Place, ScalarParam, Stmt, TensorParam, Value,
+    ValueId,
 };
 use tilec_ir::{
     Anchor, Cancellation, Code, ControlOp, DType, Diagnostic, EntityId, EntityKind, ExprArena,
@@ -1352,8 +1353,7 @@ impl<'w> Lowering<'w> {
         out.push(guarded(
             guard,
             Stmt::Store {
-                buffer,
-                index,
+                place: Place { buffer, index },
                 value,
             },
         ));

@@ -33,7 +33,7 @@
 
 use std::collections::BTreeSet;
 
-use tilec_ir::thread::{BufferId, Stmt, TurnStep};
+use tilec_ir::thread::{BufferId, Place, Stmt, TurnStep};
 use tilec_ir::{EntityId, ExprId, VarId, World};
 
 use super::pipeline::Pipeline;
@@ -256,8 +256,10 @@ impl Lowering<'_> {
     ) -> Vec<Stmt> {
         let (index, parity) = self.stage_and_parity(ko, pipeline.stages, false);
         let mut stmts = vec![Stmt::MbarrierWait {
-            barrier: late_full,
-            index,
+            barrier: Place {
+                buffer: late_full,
+                index,
+            },
             parity,
         }];
         stmts.extend(self.at(pipeline.var, ko, std::slice::from_ref(&parts.second.issue)));
@@ -268,8 +270,10 @@ impl Lowering<'_> {
     fn release(&mut self, empty: BufferId, ko: ExprId, stages: i64) -> Stmt {
         let (index, _) = self.stage_and_parity(ko, stages, false);
         Stmt::MbarrierArrive {
-            barrier: empty,
-            index,
+            barrier: Place {
+                buffer: empty,
+                index,
+            },
             expect_bytes: None,
         }
     }

@@ -31,7 +31,9 @@
 //! 2026-11-25).
 
 use tilec_ir::data::CompareOp;
-use tilec_ir::thread::{BufferDecl, BufferId, Memory, ParamAccess, PersistentGrid, Stmt, any_stmt};
+use tilec_ir::thread::{
+    BufferDecl, BufferId, Memory, ParamAccess, PersistentGrid, Place, Stmt, any_stmt,
+};
 use tilec_ir::{ExprId, VarId};
 
 use super::{Lowering, Unlowerable};
@@ -264,19 +266,12 @@ impl Lowering<'_> {
         else {
             return None;
         };
-        let Some(&Stmt::VectorCopy {
-            dst,
-            dst_index,
-            src,
-            src_index,
-            lanes,
-        }) = chunk_body.first()
-        else {
+        let Some(&Stmt::VectorCopy { dst, src, lanes }) = chunk_body.first() else {
             return None;
         };
         let program = &self.program;
-        let read_only = program.param_access(src) == Some(ParamAccess::Read);
-        let local = program.buffer(dst).memory == Memory::Local;
+        let read_only = program.param_access(src.buffer) == Some(ParamAccess::Read);
+        let local = program.buffer(dst.buffer).memory == Memory::Local;
         let chunks = program.exprs.as_int(*extent)?;
         let allowed = |v: VarId| {
             v == *var
@@ -284,14 +279,14 @@ impl Lowering<'_> {
                 || program.block_index.contains(&v)
                 || program.scalars.iter().any(|s| s.var == v)
         };
-        let pure = program.exprs.vars_of(src_index).into_iter().all(allowed);
-        let first_vector = program.exprs.as_int(dst_index) == Some(0);
+        let pure = program.exprs.vars_of(src.index).into_iter().all(allowed);
+        let first_vector = program.exprs.as_int(dst.index) == Some(0);
         (read_only && local && pure && first_vector).then_some(StagedLoad {
             chunk: *var,
             chunks,
-            src,
-            src_index,
-            staging: dst,
+            src: src.buffer,
+            src_index: src.index,
+            staging: dst.buffer,
             lanes,
         })
     }
@@ -347,10 +342,14 @@ impl Lowering<'_> {
             let chunk = exprs.var_expr(load.chunk);
             let width = exprs.int(i64::from(load.lanes));
             chunk_body[0] = Stmt::VectorCopy {
-                dst: load.staging,
-                dst_index: exprs.int(0),
-                src: ahead,
-                src_index: exprs.mul(chunk, width),
+                dst: Place {
+                    buffer: load.staging,
+                    index: exprs.int(0),
+                },
+                src: Place {
+                    buffer: ahead,
+                    index: exprs.mul(chunk, width),
+                },
                 lanes: load.lanes,
             };
         }
@@ -377,10 +376,14 @@ impl Lowering<'_> {
             extent: exprs.int(load.chunks),
             unroll: true,
             body: vec![Stmt::VectorCopy {
-                dst: ahead,
-                dst_index: exprs.mul(chunk, width),
-                src: load.src,
-                src_index,
+                dst: Place {
+                    buffer: ahead,
+                    index: exprs.mul(chunk, width),
+                },
+                src: Place {
+                    buffer: load.src,
+                    index: src_index,
+                },
                 lanes: load.lanes,
             }],
         }

@@ -21,7 +21,8 @@
 use std::collections::BTreeMap;
 
 use tilec_ir::data::CompareOp;
-use tilec_ir::thread::{Memory, Stmt, Value};
+use tilec_ir::thread::{Memory, Place, Stmt, Value};
+use tilec_ir::visit::{VisitorMut, walk_body_mut, walk_stmt_mut};
 use tilec_ir::{EntityId, ExprId, LoopKind, Scope, TileOp, VarId, World};
 
 use super::{Lowering, Unlowerable, rewrite};
@@ -333,55 +334,9 @@ impl Lowering<'_> {
     }
 
     /// `stmts` with every vector copy from global to shared memory made a `cp.async`.
-    fn asynchronous(&self, stmts: Vec<Stmt>) -> Vec<Stmt> {
-        self.fuse_register_staging(stmts)
-            .into_iter()
-            .map(|stmt| match stmt {
-                Stmt::VectorCopy {
-                    dst,
-                    dst_index,
-                    src,
-                    src_index,
-                    lanes,
-                } if self.async_capable(dst, src, lanes) => Stmt::AsyncCopy {
-                    dst,
-                    dst_index,
-                    src,
-                    src_index,
-                    lanes,
-                },
-                Stmt::For {
-                    var,
-                    extent,
-                    unroll,
-                    body,
-                } => Stmt::For {
-                    var,
-                    extent,
-                    unroll,
-                    body: self.asynchronous(body),
-                },
-                Stmt::If {
-                    cond,
-                    then,
-                    otherwise,
-                } => Stmt::If {
-                    cond,
-                    then: self.asynchronous(then),
-                    otherwise: self.asynchronous(otherwise),
-                },
-                Stmt::Block {
-                    origin,
-                    label,
-                    body,
-                } => Stmt::Block {
-                    origin,
-                    label,
-                    body: self.asynchronous(body),
-                },
-                other => other,
-            })
-            .collect()
+    fn asynchronous(&self, mut stmts: Vec<Stmt>) -> Vec<Stmt> {
+        Asynchronous(self).visit_body(&mut stmts);
+        stmts
     }
 
     /// Vectorization moves a tile through registers: a vector load into one register array, a
@@ -408,9 +363,7 @@ impl Lowering<'_> {
     fn staged_copy(&self, load: &Stmt, lanes: &Stmt, store: &Stmt) -> Option<Stmt> {
         let Stmt::VectorCopy {
             dst: loaded,
-            dst_index: loaded_at,
             src,
-            src_index,
             lanes: width,
         } = load
         else {
@@ -418,9 +371,7 @@ impl Lowering<'_> {
         };
         let Stmt::VectorCopy {
             dst,
-            dst_index,
             src: stored,
-            src_index: stored_at,
             lanes: store_width,
         } = store
         else {
@@ -433,14 +384,14 @@ impl Lowering<'_> {
             return None;
         };
         let exprs = &self.program.exprs;
-        let from_start = exprs.as_int(*loaded_at) == Some(0) && exprs.as_int(*stored_at) == Some(0);
+        let from_start =
+            exprs.as_int(loaded.index) == Some(0) && exprs.as_int(stored.index) == Some(0);
         if width != store_width || exprs.as_int(*extent) != Some(i64::from(*width)) || !from_start {
             return None;
         }
         let [
             Stmt::Store {
-                buffer,
-                index,
+                place: Place { buffer, index },
                 value,
             },
         ] = body.as_slice()
@@ -450,16 +401,17 @@ impl Lowering<'_> {
         let is_lane = |e: ExprId| matches!(exprs.get(e), tilec_ir::Expr::Var(v) if v == var);
         let plain = matches!(
             self.program.value(*value),
-            Value::Load { buffer: b, index: i } if b == loaded && is_lane(*i)
+            Value::Load { buffer: b, index: i } if *b == loaded.buffer && is_lane(*i)
         );
-        let same_type = self.program.buffer(*loaded).dtype == self.program.buffer(*stored).dtype;
-        (plain && same_type && buffer == stored && is_lane(*index)).then_some(Stmt::VectorCopy {
-            dst: *dst,
-            dst_index: *dst_index,
-            src: *src,
-            src_index: *src_index,
-            lanes: *width,
-        })
+        let same_type =
+            self.program.buffer(loaded.buffer).dtype == self.program.buffer(stored.buffer).dtype;
+        (plain && same_type && *buffer == stored.buffer && is_lane(*index)).then_some(
+            Stmt::VectorCopy {
+                dst: *dst,
+                src: *src,
+                lanes: *width,
+            },
+        )
     }
 
     fn async_capable(
@@ -701,5 +653,25 @@ impl Lowering<'_> {
             unroll: false,
             body,
         }
+    }
+}
+
+/// Makes every vector copy from global to shared memory that can be one a `cp.async`, in every
+/// statement list, once the list's register staging is fused into plain copies.
+struct Asynchronous<'l, 'w>(&'l Lowering<'w>);
+
+impl VisitorMut for Asynchronous<'_, '_> {
+    fn visit_body(&mut self, stmts: &mut Vec<Stmt>) {
+        *stmts = self.0.fuse_register_staging(std::mem::take(stmts));
+        walk_body_mut(self, stmts);
+    }
+
+    fn visit_stmt(&mut self, stmt: &mut Stmt) {
+        if let Stmt::VectorCopy { dst, src, lanes } = *stmt
+            && self.0.async_capable(dst.buffer, src.buffer, lanes)
+        {
+            *stmt = Stmt::AsyncCopy { dst, src, lanes };
+        }
+        walk_stmt_mut(self, stmt);
     }
 }

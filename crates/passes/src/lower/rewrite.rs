@@ -8,7 +8,9 @@
 //! addresses become affine in the step, which is what vectorization needs to prove contiguity.
 
 use rustc_hash::FxHashMap;
-use tilec_ir::thread::{BufferId, ExternArg, MatrixDescriptor, Stmt, Value, ValueId, WgmmaA};
+use tilec_ir::thread::{
+    BufferId, ExternArg, MatrixDescriptor, Place, Stmt, Value, ValueId, WgmmaA,
+};
 use tilec_ir::{ExprArena, ExprId, ThreadProgram};
 
 /// What a rewrite changes at the leaves of statements and values.
@@ -62,6 +64,14 @@ impl<'p, L: Leaves> Rewriter<'p, L> {
         self.leaves.expr(&mut self.program.exprs, e)
     }
 
+    /// `place` with its index rewritten (its buffer stays: a store's redirect is `Leaves::store`).
+    fn place(&mut self, place: Place) -> Place {
+        Place {
+            buffer: place.buffer,
+            index: self.expr(place.index),
+        }
+    }
+
     fn stmt(&mut self, stmt: &Stmt) -> Stmt {
         match stmt {
             Stmt::For {
@@ -97,44 +107,35 @@ impl<'p, L: Leaves> Rewriter<'p, L> {
                 body: self.stmts(body),
             },
             Stmt::Store {
-                buffer,
-                index,
+                place: Place { buffer, index },
                 value,
             } => {
                 let value = self.value(*value);
                 let index = self.expr(*index);
                 let (buffer, index) = self.leaves.store(&mut self.program.exprs, *buffer, index);
                 Stmt::Store {
-                    buffer,
-                    index,
+                    place: Place { buffer, index },
                     value,
                 }
             }
-            Stmt::VectorCopy {
-                dst,
-                dst_index,
-                src,
-                src_index,
-                lanes,
-            } => Stmt::VectorCopy {
-                dst: *dst,
-                dst_index: self.expr(*dst_index),
-                src: *src,
-                src_index: self.expr(*src_index),
+            Stmt::VectorCopy { dst, src, lanes } => Stmt::VectorCopy {
+                dst: self.place(*dst),
+                src: self.place(*src),
                 lanes: *lanes,
             },
             Stmt::Atomic {
                 op,
-                buffer,
-                index,
+                place: Place { buffer, index },
                 value,
                 old,
             } => Stmt::Atomic {
                 op: *op,
-                buffer: *buffer,
-                index: self.expr(*index),
+                place: Place {
+                    buffer: *buffer,
+                    index: self.expr(*index),
+                },
                 value: self.value(*value),
-                old: old.map(|(register, at)| (register, self.expr(at))),
+                old: old.map(|old| self.place(old)),
             },
             Stmt::Barrier => Stmt::Barrier,
             Stmt::SyncWarp => Stmt::SyncWarp,
@@ -151,11 +152,11 @@ impl<'p, L: Leaves> Rewriter<'p, L> {
                 args: args
                     .iter()
                     .map(|arg| match *arg {
-                        ExternArg::Pointer { buffer, index } => {
+                        ExternArg::Pointer(Place { buffer, index }) => {
                             let index = self.expr(index);
                             let (buffer, index) =
                                 self.leaves.store(&mut self.program.exprs, buffer, index);
-                            ExternArg::Pointer { buffer, index }
+                            ExternArg::Pointer(Place { buffer, index })
                         }
                         ExternArg::Value(value) => ExternArg::Value(self.value(value)),
                     })
@@ -171,17 +172,9 @@ impl<'p, L: Leaves> Rewriter<'p, L> {
                 subsequence: self.value(*subsequence),
                 offset: self.value(*offset),
             },
-            Stmt::AsyncCopy {
-                dst,
-                dst_index,
-                src,
-                src_index,
-                lanes,
-            } => Stmt::AsyncCopy {
-                dst: *dst,
-                dst_index: self.expr(*dst_index),
-                src: *src,
-                src_index: self.expr(*src_index),
+            Stmt::AsyncCopy { dst, src, lanes } => Stmt::AsyncCopy {
+                dst: self.place(*dst),
+                src: self.place(*src),
                 lanes: *lanes,
             },
             Stmt::AsyncCommit => Stmt::AsyncCommit,
@@ -190,119 +183,67 @@ impl<'p, L: Leaves> Rewriter<'p, L> {
                 matrices,
                 transpose,
                 dst,
-                dst_index,
                 src,
-                src_index,
             } => Stmt::LoadMatrix {
                 matrices: *matrices,
                 transpose: *transpose,
-                dst: *dst,
-                dst_index: self.expr(*dst_index),
-                src: *src,
-                src_index: self.expr(*src_index),
+                dst: self.place(*dst),
+                src: self.place(*src),
             },
-            Stmt::Mma {
-                a,
-                a_index,
-                b,
-                b_index,
-                c,
-                c_index,
-            } => Stmt::Mma {
-                a: *a,
-                a_index: self.expr(*a_index),
-                b: *b,
-                b_index: self.expr(*b_index),
-                c: *c,
-                c_index: self.expr(*c_index),
+            Stmt::Mma { a, b, c } => Stmt::Mma {
+                a: self.place(*a),
+                b: self.place(*b),
+                c: self.place(*c),
             },
-            Stmt::Wgmma {
-                n,
-                a,
-                b,
-                c,
-                c_index,
-            } => Stmt::Wgmma {
+            Stmt::Wgmma { n, a, b, c } => Stmt::Wgmma {
                 n: *n,
                 a: match a {
                     WgmmaA::Shared(descriptor) => WgmmaA::Shared(self.descriptor(descriptor)),
-                    WgmmaA::Registers { buffer, index } => WgmmaA::Registers {
-                        buffer: *buffer,
-                        index: self.expr(*index),
-                    },
+                    WgmmaA::Registers(registers) => WgmmaA::Registers(self.place(*registers)),
                 },
                 b: self.descriptor(b),
-                c: *c,
-                c_index: self.expr(*c_index),
+                c: self.place(*c),
             },
             Stmt::WgmmaFence => Stmt::WgmmaFence,
             Stmt::WgmmaCommit => Stmt::WgmmaCommit,
             Stmt::WgmmaWait { pending } => Stmt::WgmmaWait { pending: *pending },
             Stmt::FenceProxyAsync => Stmt::FenceProxyAsync,
-            Stmt::MbarrierInit {
-                barrier,
-                index,
-                count,
-            } => Stmt::MbarrierInit {
-                barrier: *barrier,
-                index: self.expr(*index),
+            Stmt::MbarrierInit { barrier, count } => Stmt::MbarrierInit {
+                barrier: self.place(*barrier),
                 count: *count,
             },
-            Stmt::MbarrierInval { barrier, index } => Stmt::MbarrierInval {
-                barrier: *barrier,
-                index: self.expr(*index),
+            Stmt::MbarrierInval { barrier } => Stmt::MbarrierInval {
+                barrier: self.place(*barrier),
             },
             Stmt::MbarrierArrive {
                 barrier,
-                index,
                 expect_bytes,
             } => Stmt::MbarrierArrive {
-                barrier: *barrier,
-                index: self.expr(*index),
+                barrier: self.place(*barrier),
                 expect_bytes: *expect_bytes,
             },
-            Stmt::MbarrierExpectTx {
-                barrier,
-                index,
-                bytes,
-            } => Stmt::MbarrierExpectTx {
-                barrier: *barrier,
-                index: self.expr(*index),
+            Stmt::MbarrierExpectTx { barrier, bytes } => Stmt::MbarrierExpectTx {
+                barrier: self.place(*barrier),
                 bytes: *bytes,
             },
-            Stmt::MbarrierWait {
-                barrier,
-                index,
-                parity,
-            } => Stmt::MbarrierWait {
-                barrier: *barrier,
-                index: self.expr(*index),
+            Stmt::MbarrierWait { barrier, parity } => Stmt::MbarrierWait {
+                barrier: self.place(*barrier),
                 parity: self.expr(*parity),
             },
             Stmt::TmaLoad {
                 map,
                 dst,
-                dst_index,
                 coords,
                 barrier,
-                barrier_index,
             } => Stmt::TmaLoad {
                 map: *map,
-                dst: *dst,
-                dst_index: self.expr(*dst_index),
+                dst: self.place(*dst),
                 coords: coords.iter().map(|&c| self.expr(c)).collect(),
-                barrier: *barrier,
-                barrier_index: self.expr(*barrier_index),
+                barrier: self.place(*barrier),
             },
-            Stmt::TmaStore {
-                map,
-                src,
-                src_index,
-                coords,
-            } => Stmt::TmaStore {
+            Stmt::TmaStore { map, src, coords } => Stmt::TmaStore {
                 map: *map,
-                src: *src,
-                src_index: self.expr(*src_index),
+                src: self.place(*src),
                 coords: coords.iter().map(|&c| self.expr(c)).collect(),
             },
             Stmt::TmaStoreWait => Stmt::TmaStoreWait,

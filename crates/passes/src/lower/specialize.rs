@@ -17,13 +17,13 @@
 //!   be refilled has been read by everyone.
 
 use tilec_ir::data::CompareOp;
-use tilec_ir::thread::{BufferDecl, BufferId, Memory, Stmt};
+use tilec_ir::thread::{BufferDecl, BufferId, Memory, Place, Stmt};
 use tilec_ir::{DType, EntityId, ExprId, VarId};
 
 use super::overlap::{HalfBarriers, OverlapPlan};
 use super::pipeline::{Pipeline, SteadyParts};
 use super::tma::TmaCopy;
-use super::{Lowering, Unlowerable, rewrite};
+use super::{Lowering, Unlowerable, groups, rewrite};
 
 /// Threads of a warpgroup: the producer role is one.
 const WARPGROUP: i64 = 128;
@@ -118,8 +118,10 @@ impl Lowering<'_> {
         let ko = self.program.exprs.var_expr(pipeline.var);
         let (stage, parity) = self.stage_and_parity(ko, stages, false);
         let mut body = vec![Stmt::MbarrierWait {
-            barrier: full,
-            index: stage,
+            barrier: Place {
+                buffer: full,
+                index: stage,
+            },
             parity,
         }];
         self.sync.begin_loop();
@@ -147,8 +149,10 @@ impl Lowering<'_> {
             body.push(Stmt::If {
                 cond: not_first,
                 then: vec![Stmt::MbarrierArrive {
-                    barrier: empty,
-                    index: previous_stage,
+                    barrier: Place {
+                        buffer: empty,
+                        index: previous_stage,
+                    },
                     expect_bytes: None,
                 }],
                 otherwise: Vec::new(),
@@ -159,8 +163,10 @@ impl Lowering<'_> {
                 let last = self.last_iteration(pipeline.extent);
                 let (last_stage, _) = self.stage_and_parity(last, stages, false);
                 after.push(Stmt::MbarrierArrive {
-                    barrier: empty,
-                    index: last_stage,
+                    barrier: Place {
+                        buffer: empty,
+                        index: last_stage,
+                    },
                     expect_bytes: None,
                 });
             }
@@ -171,8 +177,10 @@ impl Lowering<'_> {
             )
         } else {
             body.push(Stmt::MbarrierArrive {
-                barrier: empty,
-                index: stage,
+                barrier: Place {
+                    buffer: empty,
+                    index: stage,
+                },
                 expect_bytes: None,
             });
             (
@@ -273,8 +281,10 @@ impl Lowering<'_> {
         let mut body = Vec::new();
         for &(copies, full, empty) in groups {
             body.push(Stmt::MbarrierWait {
-                barrier: empty,
-                index: stage,
+                barrier: Place {
+                    buffer: empty,
+                    index: stage,
+                },
                 parity,
             });
             body.extend(self.tma_issue(pipeline, copies, full, ko)?);
@@ -334,8 +344,10 @@ impl Lowering<'_> {
         let (stage, parity) = self.stage_and_parity(ko, stages, false);
         let parts = SteadyParts {
             wait: vec![Stmt::MbarrierWait {
-                barrier: full,
-                index: stage,
+                barrier: Place {
+                    buffer: full,
+                    index: stage,
+                },
                 parity,
             }],
             ahead: shifted,
@@ -368,8 +380,10 @@ impl Lowering<'_> {
     fn mbarrier_teardown(&mut self, pipeline: &Pipeline, full: BufferId) -> Stmt {
         let invals = (0..pipeline.stages)
             .map(|s| Stmt::MbarrierInval {
-                barrier: full,
-                index: self.program.exprs.int(s),
+                barrier: Place {
+                    buffer: full,
+                    index: self.program.exprs.int(s),
+                },
             })
             .collect();
         let elected = self.thread_is(0);
@@ -405,8 +419,10 @@ impl Lowering<'_> {
                 Unlowerable::new("a stage's TMA boxes exceed an mbarrier's byte count")
             })?;
         let mut stmts = vec![Stmt::MbarrierArrive {
-            barrier: full,
-            index: stage,
+            barrier: Place {
+                buffer: full,
+                index: stage,
+            },
             expect_bytes: Some(bytes),
         }];
         for copy in copies {
@@ -439,11 +455,15 @@ impl Lowering<'_> {
                 .collect();
             body.push(Stmt::TmaLoad {
                 map: tma_box.map,
-                dst,
-                dst_index,
+                dst: Place {
+                    buffer: dst,
+                    index: dst_index,
+                },
                 coords,
-                barrier: full,
-                barrier_index: stage,
+                barrier: Place {
+                    buffer: full,
+                    index: stage,
+                },
             });
         }
         Ok(Stmt::Block {
@@ -510,8 +530,10 @@ impl Lowering<'_> {
             for s in 0..stages {
                 let index = self.program.exprs.int(s);
                 inits.push(Stmt::MbarrierInit {
-                    barrier,
-                    index,
+                    barrier: Place {
+                        buffer: barrier,
+                        index,
+                    },
                     count,
                 });
             }
@@ -565,7 +587,7 @@ impl Lowering<'_> {
             }
             None => consumer.extend(rest.iter().cloned()),
         }
-        narrow_barriers(&mut consumer, consumer_count);
+        groups::narrow_barriers(&mut consumer, CONSUMER_BARRIER, consumer_count);
         // The thread index's range (the consumers') lets the arena simplify `tx % 128` to `tx`,
         // which is wrong for the producer's threads: they read it through a variable of their
         // own with no range.
@@ -628,32 +650,4 @@ fn keep_last_gemm_in_flight(body: &mut [Stmt]) -> bool {
 fn consumer_registers(consumers: u32) -> u32 {
     let left = REGISTER_FILE - PRODUCER_REGISTERS * WARPGROUP as u32;
     (left / consumers.max(1) / 8 * 8).min(MAX_REGISTERS)
-}
-
-/// Replaces every block-wide barrier of `stmts` with the consumers' named barrier.
-fn narrow_barriers(stmts: &mut [Stmt], threads: u32) {
-    for stmt in stmts {
-        match stmt {
-            Stmt::Barrier => {
-                *stmt = Stmt::NamedBarrier {
-                    id: CONSUMER_BARRIER,
-                    threads,
-                }
-            }
-            Stmt::For { body, .. } | Stmt::Block { body, .. } => narrow_barriers(body, threads),
-            Stmt::If {
-                then, otherwise, ..
-            } => {
-                narrow_barriers(then, threads);
-                narrow_barriers(otherwise, threads);
-            }
-            Stmt::WarpRoles {
-                consumer, producer, ..
-            } => {
-                narrow_barriers(consumer, threads);
-                narrow_barriers(producer, threads);
-            }
-            _ => {}
-        }
-    }
 }

@@ -2,7 +2,7 @@
 //! `T.cumsum` and `T.atomic_add`.
 
 use tilec_ir::data::{BinaryOp, CompareOp};
-use tilec_ir::thread::{AtomicOp, BufferDecl, Memory, Stmt, Value, ValueId};
+use tilec_ir::thread::{AtomicOp, BufferDecl, Memory, Place, Stmt, Value, ValueId};
 use tilec_ir::{
     AtomicSource, ControlOp, DType, DataId, EntityId, ExprId, ReduceKind, Region, TileOp, VarId,
     World,
@@ -342,8 +342,7 @@ impl Lowering<'_> {
         let mut guard = self.bounds_guard(buffer, indices, None);
         guard = self.replica_guard(buffer, guard);
         let stmt = Stmt::Store {
-            buffer: id,
-            index,
+            place: Place { buffer: id, index },
             value,
         };
         Ok(vec![guarded(guard, stmt)])
@@ -430,8 +429,7 @@ impl Lowering<'_> {
                 extent,
                 unroll: storage.local_size() <= 64,
                 body: vec![Stmt::Store {
-                    buffer: id,
-                    index,
+                    place: Place { buffer: id, index },
                     value,
                 }],
             });
@@ -481,15 +479,17 @@ impl Lowering<'_> {
     ) -> Result<(), Unlowerable> {
         let (id, index) = self.address(buffer, indices)?;
         let old = match prev {
-            Some(register) => Some(self.address(register, &[])?),
+            Some(register) => {
+                let (buffer, index) = self.address(register, &[])?;
+                Some(Place { buffer, index })
+            }
             None => None,
         };
         let guard = self.bounds_guard(buffer, indices, None);
         let guard = self.replica_guard(buffer, guard);
         let stmt = Stmt::Atomic {
             op: AtomicOp::Add,
-            buffer: id,
-            index,
+            place: Place { buffer: id, index },
             value,
             old,
         };
@@ -573,8 +573,7 @@ impl Lowering<'_> {
             .world
             .const_shape(src.buffer)
             .ok_or_else(|| Unlowerable::new("`T.cumsum` needs a shape known at compile time"))?;
-        let rank = shape.len() as i64;
-        let dim = usize::try_from(if dim < 0 { dim + rank } else { dim }).map_err(|_| {
+        let dim = usize::try_from(dim).map_err(|_| {
             Unlowerable::new("`T.cumsum` over a dimension the buffer does not have")
         })?;
         let length = *shape.get(dim).ok_or_else(|| {
@@ -645,8 +644,10 @@ impl Lowering<'_> {
         let extent = self.program.exprs.int(length);
         let scan = vec![
             Stmt::Store {
-                buffer: accumulator,
-                index: zero_index,
+                place: Place {
+                    buffer: accumulator,
+                    index: zero_index,
+                },
                 value: zero,
             },
             Stmt::For {
@@ -655,13 +656,17 @@ impl Lowering<'_> {
                 unroll: false,
                 body: vec![
                     Stmt::Store {
-                        buffer: accumulator,
-                        index: zero_index,
+                        place: Place {
+                            buffer: accumulator,
+                            index: zero_index,
+                        },
                         value: sum,
                     },
                     Stmt::Store {
-                        buffer: dst_id,
-                        index: dst_index,
+                        place: Place {
+                            buffer: dst_id,
+                            index: dst_index,
+                        },
                         value: running,
                     },
                 ],
@@ -721,8 +726,8 @@ impl Lowering<'_> {
                 "`T.reduce_*` between buffers that are not both fragments",
             ));
         };
-        let rank = source.layout.shape.len() as i64;
-        let dim = usize::try_from(if dim < 0 { dim + rank } else { dim }).map_err(|_| {
+        // The front end made a negative `dim` count from the end already.
+        let dim = usize::try_from(dim).map_err(|_| {
             Unlowerable::new("a reduction over a dimension the buffer does not have")
         })?;
         let plan = super::reduce::plan(
@@ -773,8 +778,10 @@ impl Lowering<'_> {
                 self.combine(kind, old, reduced, dtype)
             };
             out.push(Stmt::Store {
-                buffer: dst_id,
-                index: plan.dst_slots[slot],
+                place: Place {
+                    buffer: dst_id,
+                    index: plan.dst_slots[slot],
+                },
                 value,
             });
         }
@@ -815,8 +822,10 @@ impl Lowering<'_> {
             };
             let index = self.program.exprs.int(slot as i64);
             out.push(Stmt::Store {
-                buffer: partial,
-                index,
+                place: Place {
+                    buffer: partial,
+                    index,
+                },
                 value: folded,
             });
         }
@@ -842,8 +851,10 @@ impl Lowering<'_> {
                 };
                 let index = self.program.exprs.int(i as i64);
                 out.push(Stmt::Store {
-                    buffer: pairs,
-                    index,
+                    place: Place {
+                        buffer: pairs,
+                        index,
+                    },
                     value,
                 });
                 next.push(self.program.add_value(Value::Load {

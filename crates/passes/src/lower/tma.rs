@@ -11,7 +11,7 @@
 //! stores that element. Copies with no such form stay on `cp.async`, and the loop's label says
 //! why.
 
-use tilec_ir::thread::{BufferId, DescriptorSwizzle, Memory, Stmt, TensorMap};
+use tilec_ir::thread::{BufferId, DescriptorSwizzle, Memory, Place, Stmt, TensorMap};
 use tilec_ir::{EntityId, ExprId, ExprProgram, Region, Scope, TileOp, VarId};
 
 use super::Lowering;
@@ -118,8 +118,10 @@ impl Lowering<'_> {
             .iter()
             .map(|tma_box| Stmt::TmaStore {
                 map: tma_box.map,
-                src: shared,
-                src_index: self.program.exprs.int(tma_box.shared_offset),
+                src: Place {
+                    buffer: shared,
+                    index: self.program.exprs.int(tma_box.shared_offset),
+                },
                 coords: tma_box.coords.clone(),
             })
             .collect();

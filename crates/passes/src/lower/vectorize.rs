@@ -15,7 +15,7 @@
 //! so each lane still reads its own element before writing it.
 
 use rustc_hash::FxHashMap;
-use tilec_ir::thread::{BufferDecl, BufferId, Memory, Stmt, Value, ValueId};
+use tilec_ir::thread::{BufferDecl, BufferId, Memory, Place, Stmt, Value, ValueId};
 use tilec_ir::{DType, ExprArena, ExprId, ThreadProgram, VarId};
 
 use super::rewrite::{Leaves, Rewriter, substitute_stmts};
@@ -175,8 +175,7 @@ fn collect_stmt(
 ) -> Option<()> {
     match stmt {
         Stmt::Store {
-            buffer,
-            index,
+            place: Place { buffer, index },
             value,
         } => {
             collect_value(program, *value, unconditional, out);
@@ -410,10 +409,14 @@ impl Plan {
         let mut offset = 0;
         while offset < self.lanes {
             out.push(Stmt::VectorCopy {
-                dst: dst.0,
-                dst_index: at(dst.1, offset),
-                src: src.0,
-                src_index: at(src.1, offset),
+                dst: Place {
+                    buffer: dst.0,
+                    index: at(dst.1, offset),
+                },
+                src: Place {
+                    buffer: src.0,
+                    index: at(src.1, offset),
+                },
                 lanes: u32::try_from(per_access).unwrap_or(1),
             });
             offset += per_access;

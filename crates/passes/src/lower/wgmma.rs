@@ -11,8 +11,8 @@
 //! accumulator layout, and its label says why.
 
 use tilec_ir::thread::{
-    DescriptorLayout, DescriptorSwizzle, Major, MatrixDescriptor, Stmt, WgmmaA, mma_a_element,
-    wgmma_c_element,
+    DescriptorLayout, DescriptorSwizzle, Major, MatrixDescriptor, Place, Stmt, WgmmaA,
+    mma_a_element, wgmma_c_element,
 };
 use tilec_ir::{EntityId, ExprId, ExprProgram, TileOp};
 
@@ -183,10 +183,10 @@ impl Lowering<'_> {
         for kk in 0..steps {
             for mi in 0..slabs {
                 let a = match (&operands.a, a_registers) {
-                    (ASource::Registers(bases), Some(buffer)) => WgmmaA::Registers {
+                    (ASource::Registers(bases), Some(buffer)) => WgmmaA::Registers(Place {
                         buffer,
                         index: self.program.exprs.int(bases[(mi * steps + kk) as usize]),
-                    },
+                    }),
                     (ASource::Shared(described), _) => {
                         WgmmaA::Shared(self.descriptor(described, (mi * steps + kk) as usize)?)
                     }
@@ -201,8 +201,10 @@ impl Lowering<'_> {
                         n: operands.chunk_n as u32,
                         a: a.clone(),
                         b,
-                        c,
-                        c_index: self.program.exprs.int(base),
+                        c: Place {
+                            buffer: c,
+                            index: self.program.exprs.int(base),
+                        },
                     });
                 }
             }

@@ -11,7 +11,7 @@
 
 use std::time::{Duration, Instant};
 
-use tilec_ir::thread::{AtomicOp, Stmt, ValueId};
+use tilec_ir::thread::{AtomicOp, Place, Stmt, ValueId};
 use tilec_ir::{EntityId, ExprId, ThreadProgram, VarId};
 
 use super::EmulatorReport;
@@ -267,30 +267,22 @@ impl<'p> Machine<'p, '_> {
             } => self.exec_if(*cond, then, otherwise, active),
             Stmt::While { cond, body } => self.exec_while(*cond, body, active),
             Stmt::Store {
-                buffer,
-                index,
+                place: Place { buffer, index },
                 value,
             } => self.exec_store(buffer.index(), *index, *value, active),
-            Stmt::VectorCopy {
-                dst,
-                dst_index,
-                src,
-                src_index,
-                lanes,
-            } => self.exec_vector_copy(
-                [dst.index(), src.index()],
-                [*dst_index, *src_index],
+            Stmt::VectorCopy { dst, src, lanes } => self.exec_vector_copy(
+                [dst.buffer.index(), src.buffer.index()],
+                [dst.index, src.index],
                 *lanes,
                 active,
             ),
             Stmt::Atomic {
                 op,
-                buffer,
-                index,
+                place: Place { buffer, index },
                 value,
                 old,
             } => {
-                let old = old.map(|(register, at)| (register.index(), at));
+                let old = old.map(|old| (old.buffer.index(), old.index));
                 self.exec_atomic(*op, (buffer.index(), *index), *value, old, active)
             }
             Stmt::Barrier => self.exec_barrier(active),
@@ -312,15 +304,9 @@ impl<'p> Machine<'p, '_> {
                 offset,
             } => self.exec_rng_init([*seed, *subsequence, *offset], active),
             Stmt::GridSync => self.exec_grid_sync(active),
-            Stmt::AsyncCopy {
-                dst,
-                dst_index,
-                src,
-                src_index,
-                lanes,
-            } => self.exec_async_copy(
-                [dst.index(), src.index()],
-                [*dst_index, *src_index],
+            Stmt::AsyncCopy { dst, src, lanes } => self.exec_async_copy(
+                [dst.buffer.index(), src.buffer.index()],
+                [dst.index, src.index],
                 *lanes,
                 active,
             ),
@@ -333,87 +319,62 @@ impl<'p> Machine<'p, '_> {
                 matrices,
                 transpose,
                 dst,
-                dst_index,
                 src,
-                src_index,
             } => self.exec_load_matrix(
                 (*matrices, *transpose),
-                [dst.index(), src.index()],
-                [*dst_index, *src_index],
+                [dst.buffer.index(), src.buffer.index()],
+                [dst.index, src.index],
                 active,
             ),
-            Stmt::Mma {
-                a,
-                a_index,
-                b,
-                b_index,
-                c,
-                c_index,
-            } => self.exec_mma(
-                [a.index(), b.index(), c.index()],
-                [*a_index, *b_index, *c_index],
+            Stmt::Mma { a, b, c } => self.exec_mma(
+                [a.buffer.index(), b.buffer.index(), c.buffer.index()],
+                [a.index, b.index, c.index],
                 active,
             ),
-            Stmt::Wgmma {
-                n,
-                a,
-                b,
-                c,
-                c_index,
-            } => self.exec_wgmma(*n, (a, b), (c.index(), *c_index), active),
+            Stmt::Wgmma { n, a, b, c } => {
+                self.exec_wgmma(*n, (a, b), (c.buffer.index(), c.index), active)
+            }
             Stmt::WgmmaCommit => self.exec_wgmma_commit(active),
             Stmt::WgmmaWait { pending } => self.exec_wgmma_wait(*pending, active),
             // Registers and shared memory have a single view here: the fences order nothing more.
             Stmt::WgmmaFence | Stmt::FenceProxyAsync => Ok(()),
-            Stmt::MbarrierInit {
-                barrier,
-                index,
-                count,
-            } => self.exec_mbarrier_init(*barrier, *index, *count, active),
-            Stmt::MbarrierInval { barrier, index } => {
-                self.exec_mbarrier_inval(*barrier, *index, active)
+            Stmt::MbarrierInit { barrier, count } => {
+                self.exec_mbarrier_init(barrier.buffer, barrier.index, *count, active)
+            }
+            Stmt::MbarrierInval { barrier } => {
+                self.exec_mbarrier_inval(barrier.buffer, barrier.index, active)
             }
             Stmt::MbarrierArrive {
                 barrier,
-                index,
                 expect_bytes,
-            } => self.exec_mbarrier_arrive(*barrier, *index, *expect_bytes, active),
-            Stmt::MbarrierExpectTx {
-                barrier,
-                index,
-                bytes,
-            } => self.exec_mbarrier_expect_tx(*barrier, *index, *bytes, active),
+            } => self.exec_mbarrier_arrive(barrier.buffer, barrier.index, *expect_bytes, active),
+            Stmt::MbarrierExpectTx { barrier, bytes } => {
+                self.exec_mbarrier_expect_tx(barrier.buffer, barrier.index, *bytes, active)
+            }
             // Inside warp roles a wait is run by the role's task (`roles.rs`); here it is a wait
             // of threads that run alone.
-            Stmt::MbarrierWait {
-                barrier,
-                index,
-                parity,
-            } => self.exec_mbarrier_wait((*barrier, *index, *parity), active),
+            Stmt::MbarrierWait { barrier, parity } => {
+                self.exec_mbarrier_wait((barrier.buffer, barrier.index, *parity), active)
+            }
             Stmt::TmaLoad {
                 map,
                 dst,
-                dst_index,
                 coords,
                 barrier,
-                barrier_index,
             } => {
                 let load = TmaOperands {
                     map: *map,
-                    dst: *dst,
-                    dst_index: *dst_index,
+                    dst: dst.buffer,
+                    dst_index: dst.index,
                     coords,
-                    barrier: *barrier,
-                    barrier_index: *barrier_index,
+                    barrier: barrier.buffer,
+                    barrier_index: barrier.index,
                 };
                 self.exec_tma_load(load, active)
             }
-            Stmt::TmaStore {
-                map,
-                src,
-                src_index,
-                coords,
-            } => self.exec_tma_store(*map, (*src, *src_index), coords, active),
+            Stmt::TmaStore { map, src, coords } => {
+                self.exec_tma_store(*map, (src.buffer, src.index), coords, active)
+            }
             // The box is read when the store is issued (see `tma.rs`), so the wait has nothing
             // left to wait for.
             Stmt::TmaStoreWait => Ok(()),

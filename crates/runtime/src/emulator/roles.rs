@@ -288,12 +288,8 @@ impl<'p> Machine<'p, '_> {
             return Ok(Step::Ran);
         }
         match stmt {
-            Stmt::MbarrierWait {
-                barrier,
-                index,
-                parity,
-            } => {
-                let wait = (*barrier, *index, *parity);
+            Stmt::MbarrierWait { barrier, parity } => {
+                let wait = (barrier.buffer, barrier.index, *parity);
                 match self.try_mbarrier_wait(wait, role, &top.active)? {
                     None => {
                         if epoch_at_waits {

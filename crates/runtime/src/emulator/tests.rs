@@ -2,7 +2,7 @@
 
 use tilec_ir::data::{BinaryOp, CompareOp};
 use tilec_ir::thread::{
-    BufferDecl, BufferId, Memory as MemoryKind, ParamAccess, ScalarParam, Stmt, TensorParam,
+    BufferDecl, BufferId, Memory as MemoryKind, ParamAccess, Place, ScalarParam, Stmt, TensorParam,
     TurnStep, Value, ValueId,
 };
 use tilec_ir::{DType, EntityId, ExprArena, ExprId, ThreadProgram, VarId};
@@ -182,8 +182,7 @@ impl Builder {
 
 fn store(buffer: BufferId, index: ExprId, value: ValueId) -> Stmt {
     Stmt::Store {
-        buffer,
-        index,
+        place: Place { buffer, index },
         value,
     }
 }
@@ -510,20 +509,28 @@ fn vector_copy(misalign: bool, barrier: bool) -> ThreadProgram {
     let next = b.p.exprs.floormod(next, sixty_four);
     let theirs = b.p.exprs.mul(next, four);
     let mut body = vec![Stmt::VectorCopy {
-        dst: s,
-        dst_index: mine,
-        src: a,
-        src_index: source,
+        dst: Place {
+            buffer: s,
+            index: mine,
+        },
+        src: Place {
+            buffer: a,
+            index: source,
+        },
         lanes: 4,
     }];
     if barrier {
         body.push(Stmt::Barrier);
     }
     body.push(Stmt::VectorCopy {
-        dst: c,
-        dst_index: mine,
-        src: s,
-        src_index: theirs,
+        dst: Place {
+            buffer: c,
+            index: mine,
+        },
+        src: Place {
+            buffer: s,
+            index: theirs,
+        },
         lanes: 4,
     });
     let stmt = b.block("copy", body);
@@ -783,8 +790,10 @@ fn malformed_programs_are_errors_not_panics() {
 
     let mut program = elementwise(true, false);
     program.body.push(Stmt::Store {
-        buffer: BufferId(99),
-        index: program.grid[0],
+        place: Place {
+            buffer: BufferId(99),
+            index: program.grid[0],
+        },
         value: ValueId(0),
     });
     let error = err(run_program(&program, &mut elementwise_tensors(100), &[100]));
@@ -995,8 +1004,7 @@ fn atomics_accumulate_in_global_and_shared_memory() {
     let total = b.load(s, zero);
     let atomic = |buffer, index| Stmt::Atomic {
         op: tilec_ir::thread::AtomicOp::Add,
-        buffer,
-        index,
+        place: Place { buffer, index },
         value: unit,
         old: None,
     };
@@ -1103,10 +1111,14 @@ fn async_copy(wait: bool, barrier: bool) -> ThreadProgram {
     let theirs = b.p.exprs.mul(next, four);
     let mut body = vec![
         Stmt::AsyncCopy {
-            dst: s,
-            dst_index: mine,
-            src: a,
-            src_index: mine,
+            dst: Place {
+                buffer: s,
+                index: mine,
+            },
+            src: Place {
+                buffer: a,
+                index: mine,
+            },
             lanes: 4,
         },
         Stmt::AsyncCommit,
@@ -1118,10 +1130,14 @@ fn async_copy(wait: bool, barrier: bool) -> ThreadProgram {
         body.push(Stmt::Barrier);
     }
     body.push(Stmt::VectorCopy {
-        dst: c,
-        dst_index: mine,
-        src: s,
-        src_index: theirs,
+        dst: Place {
+            buffer: c,
+            index: mine,
+        },
+        src: Place {
+            buffer: s,
+            index: theirs,
+        },
         lanes: 4,
     });
     let stmt = b.block("async copy", body);
@@ -1216,10 +1232,14 @@ fn single_mma(via_ldmatrix: bool) -> ThreadProgram {
         body.push(Stmt::LoadMatrix {
             matrices: 4,
             transpose: false,
-            dst: a_regs,
-            dst_index: zero,
-            src: s,
-            src_index,
+            dst: Place {
+                buffer: a_regs,
+                index: zero,
+            },
+            src: Place {
+                buffer: s,
+                index: src_index,
+            },
         });
     }
     for r in 0..4i64 {
@@ -1232,12 +1252,18 @@ fn single_mma(via_ldmatrix: bool) -> ThreadProgram {
     }
     let zero = b.int(0);
     body.push(Stmt::Mma {
-        a: a_regs,
-        a_index: zero,
-        b: b_regs,
-        b_index: zero,
-        c: c_regs,
-        c_index: zero,
+        a: Place {
+            buffer: a_regs,
+            index: zero,
+        },
+        b: Place {
+            buffer: b_regs,
+            index: zero,
+        },
+        c: Place {
+            buffer: c_regs,
+            index: zero,
+        },
     });
     for r in 0..4i64 {
         let index = at(&mut b, g, 8 * (r / 2), t2, r % 2, 8);
@@ -1333,8 +1359,10 @@ fn ones_wgmma(wait: WgmmaWait) -> ThreadProgram {
             n: 8,
             a: WgmmaA::Shared(descriptor(a_shared)),
             b: descriptor(b_shared),
-            c,
-            c_index,
+            c: Place {
+                buffer: c,
+                index: c_index,
+            },
         },
         Stmt::WgmmaCommit,
     ]);
@@ -1402,13 +1430,17 @@ fn init_pipeline_barriers(b: &mut Builder, full: BufferId, empty: BufferId) -> V
     for s in 0..STAGES {
         let index = b.int(s);
         init.push(Stmt::MbarrierInit {
-            barrier: full,
-            index,
+            barrier: Place {
+                buffer: full,
+                index,
+            },
             count: 1,
         });
         init.push(Stmt::MbarrierInit {
-            barrier: empty,
-            index,
+            barrier: Place {
+                buffer: empty,
+                index,
+            },
             count: 128,
         });
     }
@@ -1455,14 +1487,18 @@ fn pipeline(iterations: i64, fault: PipelineFault) -> ThreadProgram {
             parity
         };
         consume.push(Stmt::MbarrierWait {
-            barrier: full,
-            index: stage,
+            barrier: Place {
+                buffer: full,
+                index: stage,
+            },
             parity,
         });
     }
     let release = Stmt::MbarrierArrive {
-        barrier: empty,
-        index: stage,
+        barrier: Place {
+            buffer: empty,
+            index: stage,
+        },
         expect_bytes: None,
     };
     if fault == PipelineFault::EarlyRelease {
@@ -1514,24 +1550,32 @@ fn pipeline(iterations: i64, fault: PipelineFault) -> ThreadProgram {
     let row = b.p.exprs.mul(ko_expr, eight);
     let issue = vec![
         Stmt::MbarrierArrive {
-            barrier: full,
-            index: stage,
+            barrier: Place {
+                buffer: full,
+                index: stage,
+            },
             expect_bytes: Some(1024),
         },
         Stmt::TmaLoad {
             map: 0,
-            dst: stages,
-            dst_index: stage_start,
+            dst: Place {
+                buffer: stages,
+                index: stage_start,
+            },
             coords: vec![zero, row],
-            barrier: full,
-            barrier_index: stage,
+            barrier: Place {
+                buffer: full,
+                index: stage,
+            },
         },
     ];
     let mut produce = Vec::new();
     if fault != PipelineFault::NoEmptyWait {
         produce.push(Stmt::MbarrierWait {
-            barrier: empty,
-            index: stage,
+            barrier: Place {
+                buffer: empty,
+                index: stage,
+            },
             parity: flipped,
         });
     }
@@ -1667,23 +1711,31 @@ fn swizzled_tile(parity: i64, publish: bool) -> ThreadProgram {
     let (tx, zero, eight) = (b.tx(), b.int(0), b.int(8));
     let first = b.compare(CompareOp::Eq, tx, zero);
     let init = Stmt::MbarrierInit {
-        barrier: bar,
-        index: zero,
+        barrier: Place {
+            buffer: bar,
+            index: zero,
+        },
         count: 1,
     };
     let load = vec![
         Stmt::MbarrierArrive {
-            barrier: bar,
-            index: zero,
+            barrier: Place {
+                buffer: bar,
+                index: zero,
+            },
             expect_bytes: Some(1024),
         },
         Stmt::TmaLoad {
             map: 0,
-            dst: tile,
-            dst_index: zero,
+            dst: Place {
+                buffer: tile,
+                index: zero,
+            },
             coords: vec![zero, eight],
-            barrier: bar,
-            barrier_index: zero,
+            barrier: Place {
+                buffer: bar,
+                index: zero,
+            },
         },
     ];
     let mut body = vec![when(first, vec![init])];
@@ -1694,8 +1746,10 @@ fn swizzled_tile(parity: i64, publish: bool) -> ThreadProgram {
     body.extend([
         when(first, load),
         Stmt::MbarrierWait {
-            barrier: bar,
-            index: zero,
+            barrier: Place {
+                buffer: bar,
+                index: zero,
+            },
             parity,
         },
     ]);
@@ -1799,16 +1853,22 @@ fn tma_fills_outside_the_tensor_with_zeros() {
         let (col, row, dst_index) = (b.int(col), b.int(row), b.int(dst));
         load.push(Stmt::TmaLoad {
             map: 0,
-            dst: tiles,
-            dst_index,
+            dst: Place {
+                buffer: tiles,
+                index: dst_index,
+            },
             coords: vec![col, row],
-            barrier: bar,
-            barrier_index: zero,
+            barrier: Place {
+                buffer: bar,
+                index: zero,
+            },
         });
     }
     load.push(Stmt::MbarrierArrive {
-        barrier: bar,
-        index: zero,
+        barrier: Place {
+            buffer: bar,
+            index: zero,
+        },
         expect_bytes: Some(256),
     });
     let x = b.load(tiles, tx);
@@ -1816,16 +1876,20 @@ fn tma_fills_outside_the_tensor_with_zeros() {
         when(
             first,
             vec![Stmt::MbarrierInit {
-                barrier: bar,
-                index: zero,
+                barrier: Place {
+                    buffer: bar,
+                    index: zero,
+                },
                 count: 1,
             }],
         ),
         Stmt::Barrier,
         when(first, load),
         Stmt::MbarrierWait {
-            barrier: bar,
-            index: zero,
+            barrier: Place {
+                buffer: bar,
+                index: zero,
+            },
             parity: zero,
         },
         store(out, tx, x),
@@ -1903,24 +1967,32 @@ fn reused_stage(barrier: bool) -> ThreadProgram {
     let parity = b.p.exprs.floormod(it_expr, two);
     let load = vec![
         Stmt::MbarrierArrive {
-            barrier: bar,
-            index: zero,
+            barrier: Place {
+                buffer: bar,
+                index: zero,
+            },
             expect_bytes: Some(1024),
         },
         Stmt::TmaLoad {
             map: 0,
-            dst: tile,
-            dst_index: zero,
+            dst: Place {
+                buffer: tile,
+                index: zero,
+            },
             coords: vec![zero, row],
-            barrier: bar,
-            barrier_index: zero,
+            barrier: Place {
+                buffer: bar,
+                index: zero,
+            },
         },
     ];
     let mut step = vec![
         when(first, load),
         Stmt::MbarrierWait {
-            barrier: bar,
-            index: zero,
+            barrier: Place {
+                buffer: bar,
+                index: zero,
+            },
             parity,
         },
     ];
@@ -1938,8 +2010,10 @@ fn reused_stage(barrier: bool) -> ThreadProgram {
         step.push(Stmt::Barrier);
     }
     let init = Stmt::MbarrierInit {
-        barrier: bar,
-        index: zero,
+        barrier: Place {
+            buffer: bar,
+            index: zero,
+        },
         count: 1,
     };
     let body = vec![
@@ -2104,8 +2178,10 @@ fn tma_store_tile(rows: i64, first_row: i64, barrier: bool) -> ThreadProgram {
     let issue = vec![
         Stmt::TmaStore {
             map: 0,
-            src: tile,
-            src_index: zero,
+            src: Place {
+                buffer: tile,
+                index: zero,
+            },
             coords: vec![zero, first_row],
         },
         Stmt::TmaStoreWait,

@@ -90,12 +90,12 @@ impl<'p> Machine<'p, '_> {
         let b_at = self.issued_shared(b, active)?;
         let a_at = match a {
             WgmmaA::Shared(descriptor) => Some(self.issued_shared(descriptor, active)?),
-            WgmmaA::Registers { .. } => None,
+            WgmmaA::Registers(_) => None,
         };
         let a_registers = match a {
-            WgmmaA::Registers { buffer, index } => Some((
-                buffer.index(),
-                self.per_thread(*index, active, buffer.index())?,
+            WgmmaA::Registers(registers) => Some((
+                registers.buffer.index(),
+                self.per_thread(registers.index, active, registers.buffer.index())?,
             )),
             WgmmaA::Shared(_) => None,
         };
