@@ -24,6 +24,7 @@ mod reducers;
 mod robustness;
 mod runtime_scalars;
 mod settings;
+mod shared_plan;
 mod thread_ops;
 mod tidy;
 mod tilelang_layouts;

@@ -77,6 +77,15 @@ pub struct Layouts {
 }
 
 impl Layouts {
+    /// These layouts with the shared buffers padded for a fragment exchange stored row-major
+    /// instead, or `None` when there is none (see `shared_infer::without_exchange_padding`).
+    pub fn without_exchange_padding(&self, world: &World) -> Option<Layouts> {
+        let mut layouts = self.clone();
+        layouts.shared =
+            super::shared_infer::without_exchange_padding(world, &mut layouts.exprs, &self.shared)?;
+        Some(layouts)
+    }
+
     /// The bytes of one stage of `buffer`'s shared storage as its layout addresses it (a padded
     /// layout stores more than the tile's elements), if it has a layout.
     pub fn shared_storage_bytes(&self, world: &World, buffer: EntityId) -> Option<u64> {

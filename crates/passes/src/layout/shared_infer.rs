@@ -141,19 +141,58 @@ pub(super) fn infer_shared(
         if assigned.contains_key(&buffer) {
             continue;
         }
-        let Some(shape) = world.const_shape(buffer) else {
-            continue;
-        };
-        let map = IndexMap::from_fn(arena, &shape, |arena, indices| {
-            vec![super::fragment::flatten_exprs(arena, indices, &shape)]
-        });
-        let elements = shape.iter().product();
-        assigned.insert(
-            buffer,
-            finish(map, elements, "row-major", SharedOrigin::RowMajor, buffer),
-        );
+        if let Some(layout) = row_major(world, arena, buffer) {
+            assigned.insert(buffer, layout);
+        }
     }
     (assigned, diagnostics)
+}
+
+fn row_major(world: &World, arena: &mut ExprArena, buffer: EntityId) -> Option<SharedAssigned> {
+    let shape = world.const_shape(buffer)?;
+    let map = IndexMap::from_fn(arena, &shape, |arena, indices| {
+        vec![super::fragment::flatten_exprs(arena, indices, &shape)]
+    });
+    let elements = shape.iter().product();
+    Some(finish(
+        map,
+        elements,
+        "row-major",
+        SharedOrigin::RowMajor,
+        buffer,
+    ))
+}
+
+/// `assigned` with every buffer whose rows are padded only because a `T.copy` exchanges it with a
+/// fragment stored row-major instead, or `None` when no buffer is. Padding saves bank conflicts
+/// and costs bytes: a launch it pushes past a block's shared memory is lowered with this.
+pub(crate) fn without_exchange_padding(
+    world: &World,
+    arena: &mut ExprArena,
+    assigned: &BTreeMap<EntityId, SharedAssigned>,
+) -> Option<BTreeMap<EntityId, SharedAssigned>> {
+    let padded: Vec<EntityId> = assigned
+        .iter()
+        .filter(|&(&buffer, layout)| {
+            layout.origin == SharedOrigin::FragmentCopy
+                && world
+                    .const_shape(buffer)
+                    .is_some_and(|shape| layout.storage_elements > shape.iter().product())
+        })
+        .map(|(&buffer, _)| buffer)
+        .collect();
+    if padded.is_empty() {
+        return None;
+    }
+    let mut unpadded = assigned.clone();
+    for buffer in padded {
+        let mut layout = row_major(world, arena, buffer)?;
+        layout.description =
+            "row-major (unpadded so that the launch fits shared memory)".to_owned();
+        layout.origin = SharedOrigin::FragmentCopy;
+        unpadded.insert(buffer, layout);
+    }
+    Some(unpadded)
 }
 
 /// Records `layout` for `buffer` unless an annotation or a gemm already fixed one.

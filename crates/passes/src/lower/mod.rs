@@ -214,8 +214,23 @@ pub fn lower_launch(
         layouts,
         (options, cancellation),
         (launch, TileOrder::PerBlock),
-        name,
+        name.clone(),
     )?;
+    // Rows padded against bank conflicts are an optimization: a launch they push past a block's
+    // shared memory runs with those buffers unpadded rather than not at all.
+    if program.shared_bytes > limit
+        && let Some(unpadded) = layouts.without_exchange_padding(world)
+        && let Ok(fitting) = lower_launch_as_written(
+            world,
+            &unpadded,
+            (options, cancellation),
+            (launch, TileOrder::PerBlock),
+            name,
+        )
+        && fitting.shared_bytes <= limit
+    {
+        return Ok(fitting);
+    }
     within_shared_limit(program, options, launch)
 }
 

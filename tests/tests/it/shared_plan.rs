@@ -1,0 +1,90 @@
+//! How lowering fits a launch into a block's shared memory: rows padded against bank conflicts
+//! (a buffer a `T.copy` exchanges with a fragment) are an optimization, and a launch they push
+//! past the limit runs with those rows unpadded, with the same results.
+
+use tilec_db::{RootDatabase, file_diagnostics, instances, thread_programs};
+use tilec_ir::{Severity, Target, ThreadProgram};
+use tilec_runtime::inputs::make_tensors;
+use tilec_runtime::run_program;
+use tilec_tests::{assert_matches, on_analysis_stack, source_file};
+
+/// 224,000 bytes of row-major staging and a 64×64 half tile exchanged with fragments: 232,192
+/// bytes unpadded, 233,216 with the exchange tile's rows padded to 72 halfs, against the 232,448
+/// a block may use on sm_90.
+const PADDING_PAST_THE_LIMIT: &str = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def exchange():
+    @T.prim_func
+    def main(
+        big: T.Tensor((875, 128), "float16"),
+        x: T.Tensor((64, 64), "float32"),
+        y: T.Tensor((64, 64), "float16"),
+        out: T.Tensor((875, 128), "float16"),
+    ):
+        with T.Kernel(1, threads=128) as bx:
+            big_shared = T.alloc_shared((875, 128), "float16")
+            s_shared = T.alloc_shared((64, 64), "float16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            back = T.alloc_fragment((64, 64), "float16")
+            T.copy(big, big_shared)
+            T.copy(x, acc)
+            T.copy(acc, s_shared)
+            T.copy(s_shared, back)
+            T.copy(back, y)
+            T.copy(big_shared, out)
+
+    return main
+
+
+exchange()
+"#;
+
+fn lower(source: &str) -> ThreadProgram {
+    on_analysis_stack(|| {
+        let db = RootDatabase::default();
+        let file = source_file(&db, "/kernels/shared_plan.py", source);
+        let errors: Vec<String> = file_diagnostics(&db, file)
+            .iter()
+            .filter(|d| d.severity != Severity::Info)
+            .map(|d| d.message.clone())
+            .collect();
+        assert!(errors.is_empty(), "{errors:#?}");
+        let instance = instances(&db, file)[0];
+        match thread_programs(&db, instance).as_ref() {
+            Ok(programs) => programs[0].clone(),
+            Err(diagnostics) => panic!("cannot lower: {diagnostics:#?}"),
+        }
+    })
+}
+
+#[test]
+fn padding_that_would_not_fit_is_dropped() {
+    let program = lower(PADDING_PAST_THE_LIMIT);
+    let limit = i64::try_from(Target::Sm90.shared_memory_per_block()).expect("a small limit");
+    assert!(
+        program.shared_bytes <= limit,
+        "{} bytes of shared memory, more than {limit}",
+        program.shared_bytes
+    );
+    assert!(
+        program.shared_bytes >= 224_000 + 8_192,
+        "{}",
+        program.shared_bytes
+    );
+    let mut tensors = make_tensors(&program, &[], 3, false).expect("shapes evaluate");
+    run_program(&program, &mut tensors, &[]).expect("the emulator runs it");
+    let halves = |values: &[f64]| -> Vec<f64> {
+        values
+            .iter()
+            .map(|&v| f64::from(half::f16::from_f64(v)))
+            .collect()
+    };
+    let expected_y = halves(&tensors[1].values);
+    assert_matches("y", &tensors[2], expected_y);
+    let expected_out = tensors[0].values.clone();
+    assert_matches("out", &tensors[3], expected_out);
+}
