@@ -1,6 +1,7 @@
-//! `T.gemm` on Hopper's `wgmma.mma_async.m64nNk16`: each warpgroup multiplies 64-row slabs of A
-//! by its columns of B, reading the operands from shared memory through matrix descriptors (or A
-//! from registers) into the accumulator layout `layout::tensor_core` inferred for wgmma.
+//! `T.gemm` on Hopper's `wgmma.mma_async.m64nNk16` (and `k8` for tf32, `k32` for fp8 and 8-bit
+//! integers: 32 bytes of K each): each warpgroup multiplies 64-row slabs of A by its columns of
+//! B, reading the operands from shared memory through matrix descriptors (or 16-bit A from
+//! registers) into the accumulator layout `layout::tensor_core` inferred for wgmma.
 //!
 //! As for mma.sync, nothing here trusts a formula. A descriptor's swizzle mode and byte offsets
 //! are derived from the operand's inferred shared layout and then checked element by element:
@@ -12,7 +13,7 @@
 
 use tilec_ir::thread::{
     DescriptorLayout, DescriptorSwizzle, Major, MatrixDescriptor, Stmt, WgmmaA, mma_a_element,
-    wgmma_c_element,
+    mma_k, wgmma_c_element,
 };
 use tilec_ir::{EntityId, ExprId, ExprProgram, TileOp};
 
@@ -177,7 +178,7 @@ impl Lowering<'_> {
             ASource::Shared(_) => None,
         };
         let slabs = plan.tile_m / 16;
-        let steps = plan.k / 16;
+        let steps = plan.k / mma_k(plan.bytes);
         let chunks = plan.tile_n / operands.chunk_n;
         out.push(Stmt::WgmmaFence);
         for kk in 0..steps {
@@ -214,11 +215,12 @@ impl Lowering<'_> {
             ASource::Registers(_) => "registers".to_owned(),
         };
         Ok(format!(
-            "T.gemm {}x{}x{} on wgmma m64n{}k16, warpgroups {}x{}, A from {a_from}, B from {}",
+            "T.gemm {}x{}x{} on wgmma m64n{}k{}, warpgroups {}x{}, A from {a_from}, B from {}",
             plan.m,
             plan.n,
             plan.k,
             operands.chunk_n,
+            mma_k(plan.bytes),
             plan.warps_m / 4,
             plan.n / plan.tile_n,
             describe_operand(&operands.b)
@@ -275,9 +277,9 @@ impl Lowering<'_> {
             .map_or(0, |assigned| assigned.storage_elements * element)
     }
 
-    /// A's tiles (slab-major, then k step): 64 rows of the warpgroup's slab by 16 of K.
+    /// A's tiles (slab-major, then k step): 64 rows of the warpgroup's slab by one step of K.
     fn describe_a(&mut self, plan: &GemmPlan) -> Result<Described, &'static str> {
-        let (slabs, steps) = (plan.tile_m / 16, plan.k / 16);
+        let (slabs, steps) = (plan.tile_m / 16, plan.k / mma_k(plan.bytes));
         let major = if plan.transpose_a {
             Major::MN
         } else {
@@ -287,7 +289,7 @@ impl Lowering<'_> {
             let (mi, kk) = (tile as i64 / steps, tile as i64 % steps);
             let (wm0, _) = warpgroup_position(plan, g);
             let row = mi * plan.micro_rows + wm0 * 16 + mn;
-            let col = kk * 16 + k;
+            let col = kk * mma_k(plan.bytes) + k;
             if plan.transpose_a {
                 [col, row]
             } else {
@@ -298,9 +300,9 @@ impl Lowering<'_> {
         self.describe(plan, (plan.a, &plan.a_view), major, (64, tiles), &stored)
     }
 
-    /// B's tiles (chunk-major, then k step): 16 of K by the chunk's columns.
+    /// B's tiles (chunk-major, then k step): one step of K by the chunk's columns.
     fn describe_b(&mut self, plan: &GemmPlan, chunk_n: i64) -> Result<Described, &'static str> {
-        let steps = plan.k / 16;
+        let steps = plan.k / mma_k(plan.bytes);
         let major = if plan.transpose_b {
             Major::K
         } else {
@@ -310,7 +312,7 @@ impl Lowering<'_> {
             let (chunk, kk) = (tile as i64 / steps, tile as i64 % steps);
             let (_, wn) = warpgroup_position(plan, g);
             let col = wn * plan.tile_n + chunk * chunk_n + mn;
-            let row = kk * 16 + k;
+            let row = kk * mma_k(plan.bytes) + k;
             if plan.transpose_b {
                 [col, row]
             } else {
@@ -338,8 +340,11 @@ impl Lowering<'_> {
         stored: &dyn Fn(i64, usize, i64, i64) -> [i64; 2],
     ) -> Result<Described, &'static str> {
         let element = self.element_dtype(buffer).bytes() as i64;
-        if element != 2 {
-            return Err("wgmma descriptors here cover 16-bit operands only");
+        // Each instruction reads 32 bytes of K. Only 16-bit operands may be M/N-major (the
+        // instruction's transpose immediates exist for them alone).
+        let depth = mma_k(element);
+        if element != 2 && major != Major::K {
+            return Err("wgmma reads tf32, fp8 and 8-bit integer operands K-major only");
         }
         if self.current_stage.contains_key(&buffer)
             && self.stage_bytes(buffer) % WGMMA_ALIGNMENT != 0
@@ -423,7 +428,7 @@ impl Lowering<'_> {
                 (0..groups).all(|g| {
                     let origin = origins[tile][g as usize];
                     (0..extent_mn).all(|mn| {
-                        (0..16).all(|k| {
+                        (0..depth).all(|k| {
                             let address =
                                 swizzle.apply(origin + layout.element_offset(mn, k, element));
                             bytes_at(stored(g, tile, mn, k)) == Some(address)
@@ -453,7 +458,7 @@ impl Lowering<'_> {
                     (0..tiles).all(|tile| {
                         (0..groups).all(|g| {
                             (0..extent_mn).all(|mn| {
-                                (0..16).all(|k| {
+                                (0..depth).all(|k| {
                                     let here = stored(g, tile, mn, k);
                                     bytes_in(at, here) == bytes_in(0, here).map(|b| b + at * stride)
                                 })
@@ -509,13 +514,16 @@ impl Lowering<'_> {
         if plan.transpose_a {
             return Ok(Err("A in registers is read transposed"));
         }
+        if plan.bytes != 2 {
+            return Ok(Err("wgmma with A in registers takes 16-bit operands here"));
+        }
         let steps = plan.k / 16;
         let slots = ((plan.tile_m / 16) * steps * 8) as usize;
         let element = |t: i64, slot: usize| {
             let (tile, r) = (slot as i64 / 8, slot as i64 % 8);
             let (mi, kk) = (tile / steps, tile % steps);
             let wm = (t / WARP) % plan.warps_m;
-            let (row, col) = mma_a_element(t % WARP, r);
+            let (row, col) = mma_a_element(2, t % WARP, r);
             vec![mi * plan.micro_rows + wm * 16 + row, kk * 16 + col]
         };
         let Ok(table) = self.register_table(plan.a, slots, element) else {
