@@ -32,9 +32,9 @@ if [ -f gpu-carry/rw/example_tilelang_gemm_streamk.py ]; then
 fi
 # tests/fixtures/kernels/gemm_dtypes.py: instances 0-4 (float32 as tf32, e4m3, e5m2, int8, uint8)
 # with B stored K x N (mma.sync on both targets), 5-9 the same with B transposed (wgmma on sm_90
-# for fp8 and the integers). fp8 has no mma.sync before sm_89, so sm_80 code runs the others only.
+# for fp8 and the integers), 10-11 tfloat32 both ways (wgmma k8 for 11 on sm_90). fp8 has no mma.sync before sm_89, so sm_80 code runs the others only.
 for target in sm_90 sm_80; do
-    for instance in 0 1 2 3 4 5 6 7 8 9; do
+    for instance in 0 1 2 3 4 5 6 7 8 9 10 11; do
         if [ "$target" = sm_80 ] && { [ "$instance" = 1 ] || [ "$instance" = 2 ] \
             || [ "$instance" = 6 ] || [ "$instance" = 7 ]; }; then
             continue

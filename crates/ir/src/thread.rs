@@ -363,8 +363,9 @@ pub struct MatrixDescriptor {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum WgmmaA {
     Shared(MatrixDescriptor),
-    /// A register array: from `index` on, eight 16-bit registers per thread, the same fragment as
-    /// [`mma_a_element`] for the warp's 16 rows (warp `w % 4` of the warpgroup holds rows
+    /// A register array: from `index` on, four 32-bit words' worth of registers per thread (eight
+    /// 16-bit elements, four tf32 or sixteen 8-bit ones), the same fragment as [`mma_a_element`]
+    /// for the warp's 16 rows (warp `w % 4` of the warpgroup holds rows
     /// `16 (w % 4)..`).
     Registers {
         buffer: BufferId,

@@ -16,7 +16,7 @@ use tilec_tests::{instance, on_analysis_stack, source_file};
 const GEMM_DTYPES: &str = include_str!("../../fixtures/kernels/gemm_dtypes.py");
 
 /// The fixture's instances: operand dtype and whether B is stored N×K, by instance index.
-const INSTANCES: [(DType, bool); 10] = [
+const INSTANCES: [(DType, bool); 12] = [
     (DType::Float32, false),
     (DType::Float8E4M3, false),
     (DType::Float8E5M2, false),
@@ -27,6 +27,8 @@ const INSTANCES: [(DType, bool); 10] = [
     (DType::Float8E5M2, true),
     (DType::Int8, true),
     (DType::UInt8, true),
+    (DType::TFloat32, false),
+    (DType::TFloat32, true),
 ];
 
 /// The tensors after a run in the emulator and the kernel's CUDA, or the lowering's diagnostics.
@@ -62,6 +64,7 @@ fn check(tensors: &[HostTensor], dtype: DType, transposed: bool, what: &str) {
             b.values[l * n + j]
         }
     };
+    // float32 inputs are rounded by the gemm; tfloat32 ones are tf32 values already.
     let tf32 = dtype == DType::Float32;
     let input = |x: f64| if tf32 { round_to_tf32(x) } else { x };
     let mut rounding_seen = 0.0f64;
@@ -115,16 +118,20 @@ fn every_instance(target: Target) {
             DType::Float8E4M3 => "e4m3",
             DType::Float8E5M2 => "e5m2",
             DType::Int8 => "s8",
-            _ => "u8",
+            DType::UInt8 => "u8",
+            _ => "tf32",
         };
-        // wgmma where CheckWgmma allows it: K-major fp8 and 8-bit integers on sm_90.
+        // wgmma where CheckWgmma allows it: K-major tfloat32, fp8 and 8-bit integers on sm_90.
         let wgmma = target == Target::Sm90 && transposed && dtype != DType::Float32;
+        let depth = if suffix == "tf32" { 8 } else { 32 };
         let instruction = match dtype {
             _ if wgmma => {
                 let accumulator = if dtype.is_int() { "s32" } else { "f32" };
-                format!("wgmma.mma_async.sync.aligned.m64n64k32.{accumulator}.{suffix}.{suffix}")
+                format!(
+                    "wgmma.mma_async.sync.aligned.m64n64k{depth}.{accumulator}.{suffix}.{suffix}"
+                )
             }
-            DType::Float32 => "tl_mma_m16n8k8_tf32(".to_owned(),
+            DType::Float32 | DType::TFloat32 => "tl_mma_m16n8k8_tf32(".to_owned(),
             _ => format!("tl_mma_m16n8k32_{suffix}_{suffix}("),
         };
         assert!(cuda.contains(&instruction), "{what}: no {instruction}");
@@ -159,4 +166,52 @@ fn tf32_fp8_and_int8_gemms_run_on_mma_sync_for_sm80() {
 #[test]
 fn tf32_fp8_and_int8_gemms_run_on_wgmma_or_mma_sync_for_sm90() {
     every_instance(Target::Sm90);
+}
+
+/// A tf32 gemm whose A operand is a register fragment (the shape of TileLang's
+/// `gdn/example_chunk_delta_bwd.py`) beside a 16-bit one: on sm_90 both run on wgmma, the tf32
+/// one with A from registers (four tf32 registers per thread and k8 step). Checked against
+/// `O = tf32(Q) · tf32(D)ᵀ − Wᵀ · W`.
+const TF32_REGISTER_OPERAND: &str = include_str!("../../fixtures/kernels/tf32_register_operand.py");
+
+#[test]
+fn a_tf32_register_operand_runs_on_wgmma_from_registers() {
+    let (tensors, cuda) = on_analysis_stack(|| {
+        let db = RootDatabase::default();
+        let _settings = Settings::builder(Target::Sm90, Vec::new()).new(&db);
+        let file = source_file(
+            &db,
+            "/kernels/tf32_register_operand.py",
+            TF32_REGISTER_OPERAND,
+        );
+        let instance = instance(&db, file, "combined", 0);
+        let programs = match thread_programs(&db, instance).as_ref() {
+            Ok(programs) => programs.clone(),
+            Err(diagnostics) => panic!("cannot lower: {diagnostics:?}"),
+        };
+        let mut tensors = make_tensors(&programs[0], &[], 5, false).expect("the shapes evaluate");
+        run_program(&programs[0], &mut tensors, &[]).expect("the emulator runs it");
+        let cuda = tilec_passes::cuda::emit_cuda(&programs[0], &Target::Sm90);
+        (tensors, cuda)
+    });
+    assert!(
+        cuda.contains("wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32")
+            && cuda.contains("_tf32_rs_t0("),
+        "the tf32 gemm is not a wgmma with A from registers"
+    );
+    let (q, d, w, o) = (&tensors[0], &tensors[1], &tensors[2], &tensors[3]);
+    for i in 0..64 {
+        for j in 0..64 {
+            let first = (0..64)
+                .map(|k| round_to_tf32(q.values[i * 64 + k]) * round_to_tf32(d.values[j * 64 + k]));
+            let second = (0..64).map(|k| w.values[k * 64 + i] * w.values[k * 64 + j]);
+            let exact: f64 = first.clone().sum::<f64>() - second.clone().sum::<f64>();
+            let magnitude: f64 = first.chain(second).map(f64::abs).sum();
+            let got = o.values[i * 64 + j];
+            assert!(
+                (got - exact).abs() <= 1e-6 * magnitude + 1e-30,
+                "O[{i}, {j}] is {got}, the reference {exact}"
+            );
+        }
+    }
 }

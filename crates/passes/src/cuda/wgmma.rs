@@ -46,7 +46,8 @@ impl Printer<'_> {
         let k_major = |major: Major| major == Major::K;
         let a_k_major = match a {
             WgmmaA::Shared(descriptor) => k_major(descriptor.layout.major),
-            WgmmaA::Registers { .. } => kind.depth == 16,
+            // Registers have no major: every form takes A from them.
+            WgmmaA::Registers { .. } => true,
         };
         if kind.depth != 16 && !(a_k_major && k_major(b.layout.major)) {
             return self

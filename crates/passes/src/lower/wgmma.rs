@@ -13,7 +13,7 @@
 
 use tilec_ir::thread::{
     DescriptorLayout, DescriptorSwizzle, Major, MatrixDescriptor, Stmt, WgmmaA, mma_a_element,
-    mma_k, wgmma_c_element,
+    mma_a_registers, mma_k, wgmma_c_element,
 };
 use tilec_ir::{EntityId, ExprId, ExprProgram, TileOp};
 
@@ -508,30 +508,31 @@ impl Lowering<'_> {
             .ok_or("the accumulator does not keep a wgmma's registers together"))
     }
 
-    /// The first register of A for every (slab, k step), checked to hold the instruction's eight
-    /// A registers consecutively in every thread.
+    /// The first register of A for every (slab, k step), checked to hold the instruction's A
+    /// registers (four 32-bit words' worth) consecutively in every thread.
     fn a_registers(&self, plan: &GemmPlan) -> Result<Result<Vec<i64>, &'static str>, Unlowerable> {
         if plan.transpose_a {
             return Ok(Err("A in registers is read transposed"));
         }
-        if plan.bytes != 2 {
-            return Ok(Err("wgmma with A in registers takes 16-bit operands here"));
-        }
-        let steps = plan.k / 16;
-        let slots = ((plan.tile_m / 16) * steps * 8) as usize;
+        // Four 32-bit registers per thread and instruction, whatever the width: eight 16-bit
+        // elements, four tf32 ones or sixteen 8-bit ones.
+        let (depth, count) = (mma_k(plan.bytes), mma_a_registers(plan.bytes));
+        let steps = plan.k / depth;
+        let slots = ((plan.tile_m / 16) * steps * count) as usize;
         let element = |t: i64, slot: usize| {
-            let (tile, r) = (slot as i64 / 8, slot as i64 % 8);
+            let (tile, r) = (slot as i64 / count, slot as i64 % count);
             let (mi, kk) = (tile / steps, tile % steps);
             let wm = (t / WARP) % plan.warps_m;
-            let (row, col) = mma_a_element(2, t % WARP, r);
-            vec![mi * plan.micro_rows + wm * 16 + row, kk * 16 + col]
+            let (row, col) = mma_a_element(plan.bytes, t % WARP, r);
+            vec![mi * plan.micro_rows + wm * 16 + row, kk * depth + col]
         };
         let Ok(table) = self.register_table(plan.a, slots, element) else {
             return Ok(Err("A's fragment is not laid out as wgmma's A operand"));
         };
-        Ok(consecutive_runs(&table, 8)
-            .filter(|bases| bases.iter().all(|base| base % 2 == 0))
-            .ok_or("A's fragment does not keep a wgmma's eight registers together"))
+        // The registers are passed as 32-bit words, so each run starts at a word.
+        Ok(consecutive_runs(&table, count as usize)
+            .filter(|bases| bases.iter().all(|base| (base * plan.bytes) % 4 == 0))
+            .ok_or("A's fragment does not keep a wgmma's four words of registers together"))
     }
 }
 

@@ -23,7 +23,8 @@ use std::collections::VecDeque;
 use tilec_ir::ExprId;
 use tilec_ir::dtype::{DType, round_to_tf32};
 use tilec_ir::thread::{
-    DescriptorLayout, MatrixDescriptor, WgmmaA, mma_a_element, mma_k, wgmma_c_element,
+    DescriptorLayout, MatrixDescriptor, WgmmaA, mma_a_element, mma_a_registers, mma_k,
+    wgmma_c_element,
 };
 
 use super::error::{ErrorKind, Fault};
@@ -263,11 +264,7 @@ impl<'p> Machine<'p, '_> {
                 self.descriptor_tile(shared, (64, depth), issued.first, false)?
             }
             IssuedA::Registers { buffer, at } => {
-                if a_size != 2 {
-                    let message = "wgmma with A in registers on operands that are not 16-bit";
-                    return Err(self.malformed_fault(message));
-                }
-                self.register_a_tile(*buffer, at, issued.first)?
+                self.register_a_tile(*buffer, at, (issued.first, a_size as i64))?
             }
         };
         // tf32 inputs are rounded as `cvt.rna` does; the others are exact in f64.
@@ -347,29 +344,31 @@ impl<'p> Machine<'p, '_> {
         self.gather(shared.buffer, &readers, &indices)
     }
 
-    /// The 64 × 16 A tile from the warpgroup's registers: warp `w` holds rows `16 w..16 w + 16`
-    /// as mma.sync's A fragment, from each thread's register `at[thread]` on.
+    /// The 64 × k A tile from the warpgroup's registers (`bytes`-byte elements, k being 32 bytes
+    /// of them): warp `w` holds rows `16 w..16 w + 16` as mma.sync's A fragment, from each
+    /// thread's register `at[thread]` on.
     fn register_a_tile(
         &mut self,
         buffer: usize,
         at: &[i64],
-        first: u32,
+        (first, bytes): (u32, i64),
     ) -> Result<Vec<f64>, Fault> {
-        let mut readers = Vec::with_capacity(WARPGROUP * 8);
-        let mut indices = Vec::with_capacity(WARPGROUP * 8);
+        let (depth, count) = (mma_k(bytes) as usize, mma_a_registers(bytes) as usize);
+        let mut readers = Vec::with_capacity(WARPGROUP * count);
+        let mut indices = Vec::with_capacity(WARPGROUP * count);
         for (local, &start) in at.iter().enumerate() {
-            for r in 0..8 {
+            for r in 0..count {
                 readers.push(first + local as u32);
-                indices.push(start + r);
+                indices.push(start + r as i64);
             }
         }
         let values = self.gather(buffer, &readers, &indices)?;
-        let mut tile = vec![0.0; 64 * 16];
+        let mut tile = vec![0.0; 64 * depth];
         for (slot, value) in values.into_iter().enumerate() {
-            let (local, r) = (slot / 8, slot % 8);
-            let (row, col) = mma_a_element(2, local as i64 % 32, r as i64);
+            let (local, r) = (slot / count, slot % count);
+            let (row, col) = mma_a_element(bytes, local as i64 % 32, r as i64);
             let row = row as usize + 16 * (local / 32);
-            tile[row * 16 + col as usize] = value;
+            tile[row * depth + col as usize] = value;
         }
         Ok(tile)
     }
