@@ -19,7 +19,7 @@
 //! inferred layouts by enumeration, and a layout that does not give every lane exactly the registers
 //! the instruction expects (at indices that are the same in every thread, so they stay constants
 //! after unrolling) is refused with a message instead of producing a wrong program. Likewise a shared
-//! layout must keep each 8-element row chunk contiguous and 16-byte aligned for `ldmatrix`; one that
+//! layout must keep each 16-byte row chunk contiguous and 16-byte aligned for `ldmatrix`; one that
 //! does not is read element by element.
 
 use tilec_ir::thread::{
