@@ -3,8 +3,10 @@
 # the same inputs (`tilec run --check`): packed 4-bit dequantization into a gemm operand, TVM IR
 # helpers, bitwise functions, atomic_add returning the old value, XOR and mma swizzles, a run-time
 # `while` around a TMA pipeline, and the real-world files they come from (Stream-K, DeepSeek-V3.2's
-# top-k selector). Run on the device from the repository root with a stripped tilec in
-# gpu-carry/tilec and the real-world files in gpu-carry/rw/.
+# top-k selector), and T.gemm on tf32, fp8 and 8-bit integer operands (mma.sync m16n8k8 and
+# m16n8k32 on sm_80 code, wgmma k8/k32 for the K-major ones on sm_90). Run on the device from the
+# repository root with a stripped tilec in gpu-carry/tilec and the real-world files in
+# gpu-carry/rw/.
 set -u
 tilec=${TILEC:-gpu-carry/tilec}
 for kernel in packed_dequant tirx_unpack bitwise_functions compaction xor_layout mma_swizzle \
@@ -28,3 +30,17 @@ if [ -f gpu-carry/rw/example_tilelang_gemm_streamk.py ]; then
     "$tilec" run gpu-carry/rw/example_tilelang_gemm_streamk.py --device cuda --check \
         --with M=256 --with N=1024 --with K=512 || echo "FAILED streamk"
 fi
+# tests/fixtures/kernels/gemm_dtypes.py: instances 0-4 (float32 as tf32, e4m3, e5m2, int8, uint8)
+# with B stored K x N (mma.sync on both targets), 5-9 the same with B transposed (wgmma on sm_90
+# for fp8 and the integers), 10-11 tfloat32 both ways (wgmma k8 for 11 on sm_90). fp8 has no mma.sync before sm_89, so sm_80 code runs the others only.
+for target in sm_90 sm_80; do
+    for instance in 0 1 2 3 4 5 6 7 8 9 10 11; do
+        if [ "$target" = sm_80 ] && { [ "$instance" = 1 ] || [ "$instance" = 2 ] \
+            || [ "$instance" = 6 ] || [ "$instance" = 7 ]; }; then
+            continue
+        fi
+        "$tilec" run tests/fixtures/kernels/gemm_dtypes.py --instance "$instance" \
+            --target "$target" --device cuda --check \
+            || echo "FAILED gemm_dtypes instance $instance on $target"
+    done
+done

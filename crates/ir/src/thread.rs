@@ -230,18 +230,46 @@ pub enum AtomicOp {
     Min,
 }
 
-/// The row and column of the 16×16 A tile that register `r` (of eight) of lane `lane` holds for
-/// [`Stmt::Mma`]: PTX's m16n8k16 fragment, shared by the lowering and the emulator.
-pub fn mma_a_element(lane: i64, r: i64) -> (i64, i64) {
-    let (g, t) = (lane / 4, lane % 4);
-    let pair = r / 2;
-    (g + 8 * (pair % 2), 2 * t + r % 2 + 8 * (pair / 2))
+/// The K extent of one `mma.sync` or `wgmma` for A and B elements of `bytes` bytes: every form
+/// reduces over 32 bytes of K (m16n8k16 for 16-bit, m16n8k8 for tf32, m16n8k32 for 8-bit).
+pub fn mma_k(bytes: i64) -> i64 {
+    32 / bytes.clamp(1, 4)
 }
 
-/// The k row and n column of the 16×8 B tile that register `r` (of four) of lane `lane` holds.
-pub fn mma_b_element(lane: i64, r: i64) -> (i64, i64) {
+/// How many A elements (of `bytes` bytes) a lane holds for one [`Stmt::Mma`]: four 32-bit
+/// registers' worth.
+pub fn mma_a_registers(bytes: i64) -> i64 {
+    16 / bytes.clamp(1, 4)
+}
+
+/// How many B elements (of `bytes` bytes) a lane holds for one [`Stmt::Mma`]: two 32-bit
+/// registers' worth.
+pub fn mma_b_registers(bytes: i64) -> i64 {
+    8 / bytes.clamp(1, 4)
+}
+
+/// The row and column of the 16×`mma_k` A tile that element `r` of lane `lane` holds for
+/// [`Stmt::Mma`] with `bytes`-byte operands: PTX's fragments for m16n8k16 (16-bit), m16n8k8
+/// (tf32) and m16n8k32 (8-bit), shared by the lowering and the emulator. Element `r` sits in
+/// 32-bit register `j = r / p` (`p = 4 / bytes` elements per register) at position `r % p`;
+/// register `j` covers row `g + 8 (j % 2)` and columns `p t + r % p + mma_k / 2 * (j / 2)`.
+pub fn mma_a_element(bytes: i64, lane: i64, r: i64) -> (i64, i64) {
     let (g, t) = (lane / 4, lane % 4);
-    (2 * t + r % 2 + 8 * (r / 2), g)
+    let per = 4 / bytes.clamp(1, 4);
+    let j = r / per;
+    (
+        g + 8 * (j % 2),
+        per * t + r % per + mma_k(bytes) / 2 * (j / 2),
+    )
+}
+
+/// The k row and n column of the `mma_k`×8 B tile that element `r` of lane `lane` holds: 32-bit
+/// register `j = r / p` covers column `g` and rows `p t + r % p + mma_k / 2 * j`.
+pub fn mma_b_element(bytes: i64, lane: i64, r: i64) -> (i64, i64) {
+    let (g, t) = (lane / 4, lane % 4);
+    let per = 4 / bytes.clamp(1, 4);
+    let j = r / per;
+    (per * t + r % per + mma_k(bytes) / 2 * j, g)
 }
 
 /// The row and column of the 16×8 C tile that register `r` (of four) of lane `lane` holds.
@@ -347,8 +375,9 @@ pub struct MatrixDescriptor {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum WgmmaA {
     Shared(MatrixDescriptor),
-    /// A register array: from the place on, eight 16-bit registers per thread, the same fragment
-    /// as [`mma_a_element`] for the warp's 16 rows (warp `w % 4` of the warpgroup holds rows
+    /// A register array: from the place on, four 32-bit words' worth of registers per thread (eight
+    /// 16-bit elements, four tf32 or sixteen 8-bit ones), the same fragment as [`mma_a_element`]
+    /// for the warp's 16 rows (warp `w % 4` of the warpgroup holds rows
     /// `16 (w % 4)..`).
     Registers(Place),
 }
@@ -413,11 +442,14 @@ pub enum Stmt {
     /// groups are still in flight; the copies of the others have landed.
     AsyncWait { pending: u32 },
     /// `ldmatrix.sync.aligned.m8n8.x{matrices}[.trans].shared.b16`, executed by whole warps.
-    /// Lane `l` gives the start of row `l % 8` of matrix `l / 8` (eight consecutive 16-bit elements
-    /// from `src` on, 16-byte aligned); it receives, for each matrix `q`, two elements at
-    /// `dst.index + 2q` and `dst.index + 2q + 1` of `dst.buffer`: row `l / 4`, columns `2 (l % 4)` and
-    /// `2 (l % 4) + 1` of the matrix, or with `transpose` rows `2 (l % 4)` and `2 (l % 4) + 1` of
-    /// column `l / 4`. Only lanes below `8 × matrices` give addresses.
+    /// Lane `l` gives the start of row `l % 8` of matrix `l / 8` (16 consecutive bytes from `src`
+    /// on, 16-byte aligned); it receives, for each matrix `q`, the 32-bit word at bytes
+    /// `4 (l % 4)..` of row `l / 4`: for 16-bit elements two elements at `dst.index + 2q` and
+    /// `dst.index + 2q + 1` of `dst.buffer` (columns `2 (l % 4)` and `2 (l % 4) + 1`), or with
+    /// `transpose` rows `2 (l % 4)` and `2 (l % 4) + 1` of column `l / 4`. The instruction moves
+    /// bits, so 8-bit and 32-bit elements go the same way untransposed: `p = 4 / bytes` of them
+    /// per word, at `dst.index + p q..`. `transpose` takes 16-bit elements only. Only lanes
+    /// below `8 × matrices` give addresses.
     LoadMatrix {
         matrices: u32,
         transpose: bool,
@@ -430,12 +462,21 @@ pub enum Stmt {
     /// `A[g][2t+8..2t+10]`, `A[g+8][2t+8..2t+10]` of the 16×16 A; from `b` on,
     /// `B[2t..2t+2][g]` and `B[2t+8..2t+10][g]` of the 16×8 B; from `c` on, `C[g][2t..2t+2]`
     /// and `C[g+8][2t..2t+2]` of the 16×8 fp32 C. All three are register arrays.
+    ///
+    /// The operands' dtypes choose the form: float32 or tf32 A and B make it
+    /// `m16n8k8.row.col.f32.tf32.tf32.f32` (each input rounded to tf32 first, as `cvt.rna` does),
+    /// fp8 ones `m16n8k32.row.col.f32.{e4m3,e5m2}.{e4m3,e5m2}.f32`, and 8-bit integers with an
+    /// int32 C `m16n8k32.row.col.s32.{s8,u8}.{s8,u8}.s32` (wrapping); [`mma_a_element`] and
+    /// [`mma_b_element`] say which lane holds what.
     Mma { a: Place, b: Place, c: Place },
     /// `wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{f16,bf16}`, executed by whole warpgroups
     /// (128 consecutive threads from a multiple of 128): `D = A × B + D` on the 64×`n` fp32
     /// accumulator held by the warpgroup as [`wgmma_c_element`] says, `n / 2` registers per thread
     /// from `c` on. B is `k16 × n` in shared memory, A is `64 × k16` in shared memory or in
-    /// registers. The instruction is asynchronous: its registers may be touched again only after
+    /// registers. As for [`Stmt::Mma`] the dtypes choose the form: `k8.f32.tf32.tf32`,
+    /// `k32.f32.{e4m3,e5m2}.{e4m3,e5m2}` and `k32.s32.{s8,u8}.{s8,u8}` (int32 accumulator), K
+    /// being 32 bytes of the operands; those read both operands K-major from shared memory. The
+    /// instruction is asynchronous: its registers may be touched again only after
     /// a [`Stmt::WgmmaWait`], and registers written before it need a [`Stmt::WgmmaFence`].
     Wgmma {
         n: u32,

@@ -7,6 +7,7 @@
 
 mod corpus;
 mod fixtures;
+mod gemm_dtypes;
 mod gemm_operands;
 mod gemm_slices;
 mod imports;

@@ -275,8 +275,8 @@ def main():
     )
 }
 
-/// A kernel `tilec check` accepts but tilec cannot lower: a float32 `T.gemm` (tensor cores take
-/// float16 or bfloat16 operands).
+/// A kernel `tilec check` accepts but tilec cannot lower: a float64 `T.gemm` (no tensor-core form
+/// takes fp64 operands).
 const UNLOWERABLE: &str = include_str!("fixtures/unlowerable.py");
 
 /// Writes `files` (path, text) under `dir`, creating folders as needed.

@@ -147,7 +147,8 @@ fn a_session_follows_creates_edits_errors_renames_and_deletes() {
     watch.until("the delete", is("removed", "renamed.py"));
 }
 
-/// A kernel that tilec checks but cannot lower (a float32 `T.gemm`).
+/// A kernel that tilec checks but cannot lower (a float64 `T.gemm`: no tensor-core form takes
+/// fp64 operands).
 const UNLOWERABLE: &str = include_str!("fixtures/unlowerable.py");
 
 /// A FIFO named `*.py` (which blocks whoever opens it), a file that only imports TileLang and a

@@ -437,6 +437,43 @@ __device__ __forceinline__ void tl_mma_m16n8k16_bf16(float* c, const void* a, co
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3]), "r"(y[0]), "r"(y[1]));
 }
+// tf32 (m16n8k8): each float32 is rounded to tf32 first (cvt.rna, to nearest, ties away from
+// zero), as the emulator does, rather than leaving the instruction to drop its low bits.
+__device__ __forceinline__ unsigned int tl_tf32_bits(unsigned int word) {
+    unsigned int rounded;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(rounded) : "f"(__uint_as_float(word)));
+    return rounded;
+}
+__device__ __forceinline__ void tl_mma_m16n8k8_tf32(float* c, const void* a, const void* b) {
+    const unsigned int* x = (const unsigned int*)a;
+    const unsigned int* y = (const unsigned int*)b;
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(tl_tf32_bits(x[0])), "r"(tl_tf32_bits(x[1])), "r"(tl_tf32_bits(x[2])),
+          "r"(tl_tf32_bits(x[3])), "r"(tl_tf32_bits(y[0])), "r"(tl_tf32_bits(y[1])));
+}
+// m16n8k32 on 8-bit operands: four A words and two B words of four elements each; fp8 (sm_89 and
+// newer) accumulates in float32, s8/u8 in int32 (wrapping).
+#define TL_MMA_M16N8K32(NAME, C_TYPE, C_OUT, TYPES)                                              \
+    __device__ __forceinline__ void NAME(C_TYPE* c, const void* a, const void* b) {              \
+        const unsigned int* x = (const unsigned int*)a;                                          \
+        const unsigned int* y = (const unsigned int*)b;                                          \
+        asm volatile("mma.sync.aligned.m16n8k32.row.col." TYPES                                  \
+                     " {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"          \
+                     : C_OUT(c[0]), C_OUT(c[1]), C_OUT(c[2]), C_OUT(c[3])                        \
+                     : "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3]), "r"(y[0]), "r"(y[1]));        \
+    }
+TL_MMA_M16N8K32(tl_mma_m16n8k32_e4m3_e4m3, float, "+f", "f32.e4m3.e4m3.f32")
+TL_MMA_M16N8K32(tl_mma_m16n8k32_e4m3_e5m2, float, "+f", "f32.e4m3.e5m2.f32")
+TL_MMA_M16N8K32(tl_mma_m16n8k32_e5m2_e4m3, float, "+f", "f32.e5m2.e4m3.f32")
+TL_MMA_M16N8K32(tl_mma_m16n8k32_e5m2_e5m2, float, "+f", "f32.e5m2.e5m2.f32")
+TL_MMA_M16N8K32(tl_mma_m16n8k32_s8_s8, int, "+r", "s32.s8.s8.s32")
+TL_MMA_M16N8K32(tl_mma_m16n8k32_s8_u8, int, "+r", "s32.s8.u8.s32")
+TL_MMA_M16N8K32(tl_mma_m16n8k32_u8_s8, int, "+r", "s32.u8.s8.s32")
+TL_MMA_M16N8K32(tl_mma_m16n8k32_u8_u8, int, "+r", "s32.u8.u8.s32")
+#undef TL_MMA_M16N8K32
 // ---- warpgroup matrix multiply (sm_90a) -------------------------------------------------------
 // The thread program's wgmma fences and groups; the wgmma instructions themselves are generated
 // per shape in front of the kernel. A descriptor packs a shared address with the byte offsets of
@@ -472,6 +509,13 @@ __device__ __forceinline__ void tl_fence_registers(float* r) {
 #pragma unroll
     for (int i = 0; i < Count; ++i) {
         asm volatile("" : "+f"(r[i])::"memory");
+    }
+}
+template <int Count>
+__device__ __forceinline__ void tl_fence_registers(int* r) {
+#pragma unroll
+    for (int i = 0; i < Count; ++i) {
+        asm volatile("" : "+r"(r[i])::"memory");
     }
 }
 __device__ __forceinline__ void tl_fence_proxy_async() {

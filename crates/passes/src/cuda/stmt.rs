@@ -466,17 +466,17 @@ impl Printer<'_> {
         ))
     }
 
-    /// `mma.sync.m16n8k16` on register arrays: fp16 or bf16 operands, fp32 accumulator.
+    /// `mma.sync` on register arrays, through the prelude's helper for its form: m16n8k16 on fp16
+    /// or bf16, m16n8k8 on float32 or tf32 (rounded to tf32 in the helper) with an fp32
+    /// accumulator, m16n8k32 on fp8 with an fp32 one or on 8-bit integers with an int32 one.
     fn mma(&mut self, [a, b, c]: [(BufferId, ExprId); 3]) {
         let dtype = |p: &Self, id: BufferId| p.program.buffers.get(id.index()).map(|b| b.dtype);
         let operands = (dtype(self, a.0), dtype(self, b.0), dtype(self, c.0));
-        let suffix = match operands {
-            (Some(DType::Float16), Some(DType::Float16), Some(DType::Float32)) => "f16",
-            (Some(DType::BFloat16), Some(DType::BFloat16), Some(DType::Float32)) => "bf16",
-            _ => {
-                return self
-                    .skip("an mma whose operands are not fp16 or bf16 with an fp32 accumulator");
-            }
+        let Some(helper) = mma_helper(operands) else {
+            return self.skip(
+                "an mma whose operands are not fp16, bf16, tf32 or fp8 with an fp32 accumulator \
+                 nor 8-bit integers with an int32 one",
+            );
         };
         let local = [a.0, b.0, c.0]
             .iter()
@@ -488,7 +488,7 @@ impl Printer<'_> {
         let [Some(a), Some(b), Some(c)] = pointers else {
             return self.skip("an mma on buffers that could not be declared");
         };
-        self.line(&format!("tl_mma_m16n8k16_{suffix}({c}, {a}, {b});"));
+        self.line(&format!("{helper}({c}, {a}, {b});"));
     }
 
     pub(super) fn memory_of(&self, buffer: BufferId) -> Option<Memory> {
@@ -591,6 +591,33 @@ fn atomic_call(op: AtomicOp, dtype: DType, target: &str, x: &CExpr) -> String {
                 value.clone()
             };
             format!("tl_atomic_cas_small(&{target}, {operand}, {functor}())")
+        }
+    }
+}
+
+/// The prelude's `mma.sync` helper for A, B and C of these dtypes (`tl_mma_m16n8k32_e4m3_e5m2`
+/// and the like), if the instruction has that form.
+fn mma_helper(operands: (Option<DType>, Option<DType>, Option<DType>)) -> Option<String> {
+    let narrow = |d: DType| match d {
+        DType::Float8E4M3 => Some("e4m3"),
+        DType::Float8E5M2 => Some("e5m2"),
+        DType::Int8 => Some("s8"),
+        DType::UInt8 => Some("u8"),
+        _ => None,
+    };
+    let tf32 = |d: DType| matches!(d, DType::Float32 | DType::TFloat32);
+    let (Some(a), Some(b), Some(c)) = operands else {
+        return None;
+    };
+    match (a, b, c) {
+        (DType::Float16, DType::Float16, DType::Float32) => Some("tl_mma_m16n8k16_f16".into()),
+        (DType::BFloat16, DType::BFloat16, DType::Float32) => Some("tl_mma_m16n8k16_bf16".into()),
+        (a, b, DType::Float32) if tf32(a) && tf32(b) => Some("tl_mma_m16n8k8_tf32".into()),
+        (a, b, c) => {
+            let (x, y) = (narrow(a)?, narrow(b)?);
+            let floats = a.is_float() && b.is_float() && c == DType::Float32;
+            let ints = !a.is_float() && !b.is_float() && c == DType::Int32;
+            (floats || ints).then(|| format!("tl_mma_m16n8k32_{x}_{y}"))
         }
     }
 }

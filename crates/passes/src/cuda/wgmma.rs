@@ -6,6 +6,11 @@
 //! every accumulator register as an operand (`n / 2` of them), so the text depends on the shape.
 //! Accumulators are passed by pointer to their first register; after unrolling every index is a
 //! constant, so they stay in registers, as with `mma.sync`.
+//!
+//! The operands' dtypes choose the form: `k16` on fp16 or bf16, `k8` on tf32, `k32` on fp8 into
+//! an fp32 accumulator or on 8-bit integers into an int32 one. The transpose immediates exist for
+//! 16-bit operands only (the others are read K-major), and the integer form has no scale
+//! immediates either.
 
 use std::fmt::Write as _;
 
@@ -28,18 +33,26 @@ impl Printer<'_> {
             WgmmaA::Shared(descriptor) => descriptor.buffer,
             WgmmaA::Registers(registers) => registers.buffer,
         };
-        let suffix = match (
+        let Some(kind) = WgmmaKind::of(
             dtype(self, a_buffer),
             dtype(self, b.buffer),
             dtype(self, c.0),
-        ) {
-            (Some(DType::Float16), Some(DType::Float16), Some(DType::Float32)) => "f16",
-            (Some(DType::BFloat16), Some(DType::BFloat16), Some(DType::Float32)) => "bf16",
-            _ => {
-                return self
-                    .skip("a wgmma whose operands are not fp16 or bf16 with an fp32 accumulator");
-            }
+        ) else {
+            return self.skip(
+                "a wgmma whose operands are not fp16, bf16, tf32 or fp8 with an fp32 accumulator \
+                 nor 8-bit integers with an int32 one",
+            );
         };
+        let k_major = |major: Major| major == Major::K;
+        let a_k_major = match a {
+            WgmmaA::Shared(descriptor) => k_major(descriptor.layout.major),
+            // Registers have no major: every form takes A from them.
+            WgmmaA::Registers { .. } => true,
+        };
+        if kind.depth != 16 && !(a_k_major && k_major(b.layout.major)) {
+            return self
+                .skip("a wgmma on tf32, fp8 or 8-bit integers whose operands are not K-major");
+        }
         if !(8..=256).contains(&n) || !n.is_multiple_of(8) {
             return self.skip(&format!("a wgmma with n = {n} (8 to 256 in steps of 8)"));
         }
@@ -67,7 +80,7 @@ impl Printer<'_> {
                 }
             }
         };
-        let name = self.wgmma_helper(n, suffix, a_form, b.layout.major);
+        let name = self.wgmma_helper(n, &kind, a_form, b.layout.major);
         self.line(&format!("{name}({accumulator}, {a_text}, {b_desc});"));
     }
 
@@ -129,18 +142,75 @@ impl Printer<'_> {
     }
 
     /// The name of the helper for this form, defining it on first use.
-    fn wgmma_helper(&mut self, n: u32, suffix: &str, a: AForm, b: Major) -> String {
+    fn wgmma_helper(&mut self, n: u32, kind: &WgmmaKind, a: AForm, b: Major) -> String {
         let trans = |major: Major| u8::from(major == Major::MN);
         let form = match a {
             AForm::Shared(major) => format!("ss_t{}{}", trans(major), trans(b)),
             AForm::Registers => format!("rs_t{}", trans(b)),
         };
-        let name = format!("tl_wgmma_m64n{n}k16_{suffix}_{form}");
+        let name = format!("tl_wgmma_m64n{n}k{}_{}_{form}", kind.depth, kind.suffix());
         if !self.helpers.contains_key(&name) {
-            let text = helper_text(&name, n, suffix, a, trans(b));
+            let text = helper_text(&name, n, kind, a, trans(b));
             self.helpers.insert(name.clone(), text);
         }
         name
+    }
+}
+
+/// The form of a wgmma by its operand and accumulator types.
+struct WgmmaKind {
+    /// K per instruction: 16, 8 or 32.
+    depth: u32,
+    /// PTX's type names of A and B (`f16`, `tf32`, `e4m3`, `s8`, ...).
+    a: &'static str,
+    b: &'static str,
+    /// Whether the accumulator is int32 (no scale immediates) rather than fp32.
+    integer: bool,
+}
+
+impl WgmmaKind {
+    fn of(a: Option<DType>, b: Option<DType>, c: Option<DType>) -> Option<WgmmaKind> {
+        let name = |d: DType| match d {
+            DType::Float16 => Some("f16"),
+            DType::BFloat16 => Some("bf16"),
+            DType::Float32 | DType::TFloat32 => Some("tf32"),
+            DType::Float8E4M3 => Some("e4m3"),
+            DType::Float8E5M2 => Some("e5m2"),
+            DType::Int8 => Some("s8"),
+            DType::UInt8 => Some("u8"),
+            _ => None,
+        };
+        let (a, b, c) = (a?, b?, c?);
+        let (x, y) = (name(a)?, name(b)?);
+        let depth = match a.bytes() {
+            2 => 16,
+            4 => 8,
+            _ => 32,
+        };
+        let integer = !a.is_float();
+        let same_family = a.bytes() == b.bytes() && a.is_float() == b.is_float();
+        // 16-bit and tf32 forms take one type for both operands; fp8 and integers may mix.
+        let mixed_ok = depth == 32 || x == y;
+        let accumulator = if integer {
+            DType::Int32
+        } else {
+            DType::Float32
+        };
+        (same_family && mixed_ok && c == accumulator).then_some(WgmmaKind {
+            depth,
+            a: x,
+            b: y,
+            integer,
+        })
+    }
+
+    /// The helper name's type part: `f16`, or `e4m3_e5m2` where A and B differ.
+    fn suffix(&self) -> String {
+        if self.a == self.b {
+            self.a.to_owned()
+        } else {
+            format!("{}_{}", self.a, self.b)
+        }
     }
 }
 
@@ -152,7 +222,7 @@ enum AForm {
 }
 
 /// The definition of one wgmma helper.
-fn helper_text(name: &str, n: u32, suffix: &str, a: AForm, trans_b: u8) -> String {
+fn helper_text(name: &str, n: u32, kind: &WgmmaKind, a: AForm, trans_b: u8) -> String {
     let registers = n / 2;
     let d_list = (0..registers)
         .map(|r| format!("%{r}"))
@@ -178,9 +248,17 @@ fn helper_text(name: &str, n: u32, suffix: &str, a: AForm, trans_b: u8) -> Strin
         ),
     };
     let (b_operand, scale) = (next, next + 1);
-    let immediates = match trans_a {
-        Some(trans_a) => format!("1, 1, {trans_a}, {trans_b}"),
-        None => format!("1, 1, {trans_b}"),
+    // Scale immediates (1: no negation) for float forms; transpose immediates for 16-bit ones.
+    let immediates = match (kind.integer, kind.depth, trans_a) {
+        (true, _, _) => String::new(),
+        (false, 16, Some(trans_a)) => format!(", 1, 1, {trans_a}, {trans_b}"),
+        (false, 16, None) => format!(", 1, 1, {trans_b}"),
+        (false, _, _) => ", 1, 1".to_owned(),
+    };
+    let (accumulator, constraint, d_type) = if kind.integer {
+        ("int", "+r", "s32")
+    } else {
+        ("float", "+f", "f32")
     };
     let a_braced = match a {
         AForm::Shared(_) => a_operands,
@@ -189,7 +267,7 @@ fn helper_text(name: &str, n: u32, suffix: &str, a: AForm, trans_b: u8) -> Strin
     let mut text = String::new();
     let _ = writeln!(
         text,
-        "__device__ __forceinline__ void {name}(float* d, {a_param}, unsigned long long b) {{"
+        "__device__ __forceinline__ void {name}({accumulator}* d, {a_param}, unsigned long long b) {{"
     );
     if matches!(a, AForm::Registers) {
         let _ = writeln!(
@@ -204,14 +282,15 @@ fn helper_text(name: &str, n: u32, suffix: &str, a: AForm, trans_b: u8) -> Strin
     );
     let _ = writeln!(
         text,
-        "        \"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{suffix}.{suffix} \""
+        "        \"wgmma.mma_async.sync.aligned.m64n{n}k{}.{d_type}.{}.{} \"",
+        kind.depth, kind.a, kind.b
     );
     let _ = writeln!(
         text,
-        "        \"{{{d_list}}}, {a_braced}, %{b_operand}, p, {immediates}; }}\""
+        "        \"{{{d_list}}}, {a_braced}, %{b_operand}, p{immediates}; }}\""
     );
     let outputs = (0..registers)
-        .map(|r| format!("\"+f\"(d[{r}])"))
+        .map(|r| format!("\"{constraint}\"(d[{r}])"))
         .collect::<Vec<_>>()
         .join(", ");
     let _ = writeln!(text, "        : {outputs}");

@@ -1,10 +1,14 @@
-//! `T.gemm` on tensor cores: `mma.sync.m16n8k16` fed by `ldmatrix` from shared memory.
+//! `T.gemm` on tensor cores: `mma.sync` fed by `ldmatrix` from shared memory.
 //!
 //! The block's warps form the `warps_m × warps_n` grid the accumulator layout was inferred with
 //! (`layout::tensor_core`); each warp computes its `tile_m × tile_n` part of C as 16×8 atoms, one
-//! `mma.sync` per atom and 16-deep step of K. Operands in shared memory are loaded with `ldmatrix`
-//! (four 8×8 matrices at a time, `.trans` where the stored orientation needs it); an A operand in
-//! registers is copied register by register into the instruction's operand array.
+//! `mma.sync` per atom and step of K. A step is 32 bytes of K whatever the operands are:
+//! m16n8k16 for fp16 and bf16, m16n8k8 for float32 (as tf32), m16n8k32 for fp8 and 8-bit
+//! integers (`mma_k`). Operands in shared memory are loaded with `ldmatrix` (four 8×8 matrices
+//! of 16-byte rows at a time, `.trans` where the stored orientation of a 16-bit operand needs
+//! it; 8-bit and 32-bit operands only where their 16-byte rows run along K, since `.trans` moves
+//! 16-bit elements); an A operand in registers is copied register by register into the
+//! instruction's operand array.
 //!
 //! Each warp keeps two sets of fragment registers and issues step `kk + 1`'s loads before step
 //! `kk`'s mma, so their latency hides behind it. A `cp.async` pipeline whose only consumer is the
@@ -15,11 +19,14 @@
 //! inferred layouts by enumeration, and a layout that does not give every lane exactly the registers
 //! the instruction expects (at indices that are the same in every thread, so they stay constants
 //! after unrolling) is refused with a message instead of producing a wrong program. Likewise a shared
-//! layout must keep each 8-element row chunk contiguous and 16-byte aligned for `ldmatrix`; one that
+//! layout must keep each 16-byte row chunk contiguous and 16-byte aligned for `ldmatrix`; one that
 //! does not is read element by element.
 
-use tilec_ir::thread::{Memory, Place, Stmt, Value, mma_a_element, mma_c_element};
-use tilec_ir::{DType, EntityId, ExprId, ExprProgram, Region, TileOp, WarpPolicy};
+use tilec_ir::thread::{
+    Memory, Place, Stmt, Value, mma_a_element, mma_a_registers, mma_b_registers, mma_c_element,
+    mma_k,
+};
+use tilec_ir::{DType, EntityId, ExprId, ExprProgram, Region, Target, TileOp, WarpPolicy};
 
 use super::{Lowering, Unlowerable};
 use crate::layout::GemmInstruction;
@@ -46,6 +53,8 @@ pub(super) struct GemmPlan {
     pub(super) warp_rows: i64,
     pub(super) micro_rows: i64,
     pub(super) dtype: DType,
+    /// Bytes of one A (and B) element: 2, 4 (tf32) or 1 (fp8, 8-bit integers).
+    pub(super) bytes: i64,
     pub(super) instruction: GemmInstruction,
     /// The windows of their buffers that A and B are.
     pub(super) a_view: OperandView,
@@ -145,9 +154,16 @@ impl Lowering<'_> {
         }
         let accumulator = self.accumulator_registers(&plan)?;
         let a_source = self.a_source(&plan)?;
+        // Without `.trans` for 8-bit and 32-bit elements, `ldmatrix` reads B only where its
+        // 16-byte rows run along K: stored N×K.
         let b_source = match self.is_private(plan.b) {
             true => return Err(Unlowerable::new("`T.gemm` with B in registers")),
-            false if self.matrix_readable(plan.b, &plan.b_view)? => OperandSource::Matrix,
+            false
+                if (plan.bytes == 2 || plan.transpose_b)
+                    && self.matrix_readable(plan.b, &plan.b_view, plan.bytes)? =>
+            {
+                OperandSource::Matrix
+            }
             false => OperandSource::SharedElements,
         };
         if *clear_accum {
@@ -160,10 +176,11 @@ impl Lowering<'_> {
             format!(" (not wgmma: {fallback})")
         };
         Ok(format!(
-            "T.gemm {}x{}x{} on mma.sync m16n8k16, warps {}x{} of {}x{}{note}",
+            "T.gemm {}x{}x{} on mma.sync m16n8k{}, warps {}x{} of {}x{}{note}",
             plan.m,
             plan.n,
             plan.k,
+            mma_k(plan.bytes),
             plan.warps_m,
             plan.n / plan.tile_n,
             plan.tile_m,
@@ -179,14 +196,18 @@ impl Lowering<'_> {
         accumulator: &[i64],
         out: &mut Vec<Stmt>,
     ) -> Result<(), Unlowerable> {
-        let steps = plan.k / 16;
-        let (a_len, b_len) = (plan.tile_m / 16 * 8, plan.tile_n / 8 * 4);
+        let steps = plan.k / mma_k(plan.bytes);
+        let (a_len, b_len) = (
+            plan.tile_m / 16 * mma_a_registers(plan.bytes),
+            plan.tile_n / 8 * mma_b_registers(plan.bytes),
+        );
         // Two sets of fragment registers, so that step kk + 1's loads can be issued before step
         // kk's mma (which reads the other set) and their latency hides behind it.
         let sets = if steps > 1 { 2 } else { 1 };
         let regs = Fragments {
             a: self.scratch_registers("a_frag", plan.dtype, sets * a_len),
-            b: self.scratch_registers("b_frag", plan.dtype, sets * b_len),
+            // B's own dtype: fp8 and 8-bit integer forms may mix e4m3 with e5m2, s8 with u8.
+            b: self.scratch_registers("b_frag", self.element_dtype(plan.b), sets * b_len),
             a_len,
             b_len,
         };
@@ -237,6 +258,7 @@ impl Lowering<'_> {
         (c, accumulator): (tilec_ir::thread::BufferId, &[i64]),
         out: &mut Vec<Stmt>,
     ) {
+        let (a_count, b_count) = (mma_a_registers(plan.bytes), mma_b_registers(plan.bytes));
         for mi in 0..plan.tile_m / 16 {
             for ni in 0..plan.tile_n / 8 {
                 let atom = (mi * (plan.tile_n / 8) + ni) as usize;
@@ -244,11 +266,11 @@ impl Lowering<'_> {
                 out.push(Stmt::Mma {
                     a: Place {
                         buffer: regs.a,
-                        index: exprs.int(set * regs.a_len + mi * 8),
+                        index: exprs.int(set * regs.a_len + mi * a_count),
                     },
                     b: Place {
                         buffer: regs.b,
-                        index: exprs.int(set * regs.b_len + ni * 4),
+                        index: exprs.int(set * regs.b_len + ni * b_count),
                     },
                     c: Place {
                         buffer: c,
@@ -288,21 +310,20 @@ impl Lowering<'_> {
             )));
         }
         let dtype = self.element_dtype(a.buffer);
-        let operands_ok = matches!(dtype, DType::Float16 | DType::BFloat16)
-            && self.element_dtype(b.buffer) == dtype
-            && self.element_dtype(c.buffer) == DType::Float32;
-        if !operands_ok {
-            return Err(Unlowerable::new(format!(
-                "`T.gemm` on tensor cores (mma.sync m16n8k16) takes float16 or bfloat16 A and B \
-                 and a float32 accumulator; here A is {}, B is {}, C is {}",
+        let bytes = mma_operand_bytes(
+            [
                 dtype,
                 self.element_dtype(b.buffer),
-                self.element_dtype(c.buffer)
-            )));
-        }
-        if k % 16 != 0 {
+                self.element_dtype(c.buffer),
+            ],
+            self.options.target,
+        )
+        .map_err(Unlowerable::new)?;
+        let depth = mma_k(bytes);
+        if k % depth != 0 {
             return Err(Unlowerable::new(format!(
-                "`T.gemm` reduces over {k}, which is not a multiple of the instruction's 16"
+                "`T.gemm` reduces over {k}, which is not a multiple of the instruction's {depth} \
+                 (32 bytes of {dtype})"
             )));
         }
         if !self.is_private(c.buffer) {
@@ -335,6 +356,7 @@ impl Lowering<'_> {
             warp_rows,
             micro_rows,
             dtype,
+            bytes,
             instruction,
             a_view,
             b_view,
@@ -478,22 +500,27 @@ impl Lowering<'_> {
     /// How the A operand reaches the instruction.
     fn a_source(&self, plan: &GemmPlan) -> Result<OperandSource, Unlowerable> {
         if !self.is_private(plan.a) {
-            return Ok(if self.matrix_readable(plan.a, &plan.a_view)? {
-                OperandSource::Matrix
-            } else {
-                OperandSource::SharedElements
-            });
+            // As for B: 8-bit and 32-bit A through `ldmatrix` only with its rows along K.
+            let rows_along_k = plan.bytes == 2 || !plan.transpose_a;
+            return Ok(
+                if rows_along_k && self.matrix_readable(plan.a, &plan.a_view, plan.bytes)? {
+                    OperandSource::Matrix
+                } else {
+                    OperandSource::SharedElements
+                },
+            );
         }
-        let per_tile = (plan.k / 16 * 8) as usize;
+        let (depth, count) = (mma_k(plan.bytes), mma_a_registers(plan.bytes) as usize);
+        let per_tile = (plan.k / depth) as usize * count;
         let slots = (plan.tile_m / 16) as usize * per_tile;
         let element = |t: i64, slot: usize| {
             let (wm, _) = Self::warp_position(plan, t);
             let (mi, rest) = ((slot / per_tile) as i64, slot % per_tile);
-            let (kk, r) = ((rest / 8) as i64, rest % 8);
-            let (row, col) = mma_a_element(t % WARP, r as i64);
+            let (kk, r) = ((rest / count) as i64, rest % count);
+            let (row, col) = mma_a_element(plan.bytes, t % WARP, r as i64);
             let (m, k) = (
                 wm * plan.warp_rows + mi * plan.micro_rows + row,
-                kk * 16 + col,
+                kk * depth + col,
             );
             if plan.transpose_a {
                 vec![k, m]
@@ -580,10 +607,17 @@ impl Lowering<'_> {
         Ok(table)
     }
 
-    /// Whether `ldmatrix` can read an operand's window of a shared buffer: every aligned
-    /// 8-element chunk of a row is stored contiguously at a 16-byte boundary (also in every
-    /// pipeline stage, and at every value of a run-time point index such as a stage).
-    fn matrix_readable(&self, buffer: EntityId, view: &OperandView) -> Result<bool, Unlowerable> {
+    /// Whether `ldmatrix` can read an operand's window of a shared buffer of `bytes`-byte
+    /// elements: every aligned 16-byte chunk of a row is stored contiguously at a 16-byte
+    /// boundary (also in every pipeline stage, and at every value of a run-time point index such
+    /// as a stage).
+    fn matrix_readable(
+        &self,
+        buffer: EntityId,
+        view: &OperandView,
+        bytes: i64,
+    ) -> Result<bool, Unlowerable> {
+        let chunk = 16 / bytes.clamp(1, 4);
         let Some(assigned) = self.layouts.shared.get(&buffer) else {
             return Ok(false);
         };
@@ -592,8 +626,8 @@ impl Lowering<'_> {
             return Ok(false);
         };
         let [rows, cols] = view.shape;
-        if cols % 8 != 0
-            || assigned.storage_elements % 8 != 0
+        if cols % chunk != 0
+            || assigned.storage_elements % chunk != 0
             || map.shape.len() != view.starts.len()
         {
             return Ok(false);
@@ -626,11 +660,13 @@ impl Lowering<'_> {
                 offsets.run_one(&point)
             };
             for row in 0..rows {
-                for start in (0..cols).step_by(8) {
+                for start in (0..cols).step_by(chunk as usize) {
                     let Some(first) = at(row, start) else {
                         return Ok(false);
                     };
-                    if first % 8 != 0 || (1..8).any(|j| at(row, start + j) != Some(first + j)) {
+                    if first % chunk != 0
+                        || (1..chunk).any(|j| at(row, start + j) != Some(first + j))
+                    {
                         return Ok(false);
                     }
                 }
@@ -694,7 +730,8 @@ impl Lowering<'_> {
         [lane, wm, wn]
     }
 
-    /// The A registers of micro tile `mi` at k step `kk`, into `a_regs[base + mi * 8..]`.
+    /// The A registers of micro tile `mi` at k step `kk`, into `a_regs[base + mi * count..]`
+    /// (`count` = [`mma_a_registers`]).
     fn load_a(
         &mut self,
         plan: &GemmPlan,
@@ -703,14 +740,15 @@ impl Lowering<'_> {
         (a_regs, base): (tilec_ir::thread::BufferId, i64),
         out: &mut Vec<Stmt>,
     ) -> Result<(), Unlowerable> {
+        let (depth, count) = (mma_k(plan.bytes), mma_a_registers(plan.bytes));
         match source {
             OperandSource::Registers(table) => {
                 let fragment = self.buffer_of(plan.a)?;
-                let per_tile = (plan.k / 16 * 8) as usize;
-                for r in 0..8 {
-                    let local = table[mi as usize * per_tile + kk as usize * 8 + r];
+                let per_tile = (plan.k / depth * count) as usize;
+                for r in 0..count as usize {
+                    let local = table[mi as usize * per_tile + (kk * count) as usize + r];
                     let exprs = &mut self.program.exprs;
-                    let (src, dst) = (exprs.int(local), exprs.int(base + mi * 8 + r as i64));
+                    let (src, dst) = (exprs.int(local), exprs.int(base + mi * count + r as i64));
                     let value = self.program.add_value(Value::Load {
                         buffer: fragment,
                         index: src,
@@ -727,8 +765,9 @@ impl Lowering<'_> {
             }
             OperandSource::Matrix => {
                 let [lane, wm, _] = self.lane_exprs(plan);
-                // Matrix q = lane / 8 covers rows (q % 2) * 8 and columns (q / 2) * 8 of the 16×16
-                // tile, which puts its registers at a0a1, a2a3, a4a5, a6a7 in order.
+                // Matrix q = lane / 8 covers rows (q % 2) * 8 and the 16 bytes of K from
+                // (q / 2) * 16 bytes of the 16×32-byte tile, which puts its 32-bit registers in
+                // the instruction's order (a0a1, a2a3, a4a5, a6a7 for 16-bit elements).
                 let e = &mut self.program.exprs;
                 let (eight, two) = (e.int(8), e.int(2));
                 let q = e.floordiv(lane, eight);
@@ -736,11 +775,14 @@ impl Lowering<'_> {
                 let row_half = e.floormod(q, two);
                 let col_half = e.floordiv(q, two);
                 let m = warp_offset(e, wm, plan.warp_rows, mi * plan.micro_rows, row_half, r);
+                let half_depth = e.int(depth / 2);
+                let k_chunk = e.mul(col_half, half_depth);
+                let k_base = e.int(kk * depth);
+                let k = e.add(k_base, k_chunk);
                 let zero = e.int(0);
-                let k = warp_offset(e, zero, 0, kk * 16, col_half, zero);
                 let indices = if plan.transpose_a {
                     // Stored K×M: row k of the stored tile, read transposed.
-                    let k_row = warp_offset(e, zero, 0, kk * 16, col_half, r);
+                    let k_row = warp_offset(e, zero, 0, kk * depth, col_half, r);
                     let m_col =
                         warp_offset(e, wm, plan.warp_rows, mi * plan.micro_rows, row_half, zero);
                     vec![k_row, m_col]
@@ -748,7 +790,7 @@ impl Lowering<'_> {
                     vec![m, k]
                 };
                 let (src, src_index) = self.view_address(plan.a, &plan.a_view, &indices)?;
-                let dst_index = self.program.exprs.int(base + mi * 8);
+                let dst_index = self.program.exprs.int(base + mi * count);
                 out.push(Stmt::LoadMatrix {
                     matrices: 4,
                     transpose: plan.transpose_a,
@@ -765,22 +807,22 @@ impl Lowering<'_> {
             }
             OperandSource::SharedElements => {
                 let [lane, wm, _] = self.lane_exprs(plan);
-                for r in 0..8 {
-                    let (row, col) = a_element_exprs(&mut self.program.exprs, lane, r);
+                for r in 0..count {
+                    let (row, col) = a_element_exprs(&mut self.program.exprs, plan.bytes, lane, r);
                     let e = &mut self.program.exprs;
                     let base_m = e.int(mi * plan.micro_rows);
                     let tile = e.int(plan.warp_rows);
                     let warp_rows = e.mul(wm, tile);
                     let m = e.add(warp_rows, base_m);
                     let m = e.add(m, row);
-                    let base_k = e.int(kk * 16);
+                    let base_k = e.int(kk * depth);
                     let k = e.add(base_k, col);
                     let indices = if plan.transpose_a { [k, m] } else { [m, k] };
                     self.element_to_register(
                         (plan.a, &plan.a_view),
                         &indices,
                         a_regs,
-                        base + mi * 8 + r as i64,
+                        base + mi * count + r,
                         out,
                     )?;
                 }
@@ -800,12 +842,13 @@ impl Lowering<'_> {
     ) -> Result<(), Unlowerable> {
         let [lane, _, wn] = self.lane_exprs(plan);
         let atoms = plan.tile_n / 8;
+        let (depth, count) = (mma_k(plan.bytes), mma_b_registers(plan.bytes));
         if let OperandSource::SharedElements = source {
             for atom in 0..atoms {
-                for r in 0..4 {
-                    let (k, n) = b_element_exprs(&mut self.program.exprs, lane, r);
+                for r in 0..count {
+                    let (k, n) = b_element_exprs(&mut self.program.exprs, plan.bytes, lane, r);
                     let e = &mut self.program.exprs;
-                    let base_k = e.int(kk * 16);
+                    let base_k = e.int(kk * depth);
                     let k = e.add(base_k, k);
                     let zero = e.int(0);
                     let n = warp_offset(e, wn, plan.tile_n, atom * 8, zero, n);
@@ -814,15 +857,16 @@ impl Lowering<'_> {
                         (plan.b, &plan.b_view),
                         &indices,
                         b_regs,
-                        base + atom * 4 + r,
+                        base + atom * count + r,
                         out,
                     )?;
                 }
             }
             return Ok(());
         }
-        // Two atoms per ldmatrix.x4 where the tile allows: matrix q covers k rows (q % 2) * 8 of
-        // atom 2p + q / 2, which puts its registers at b0b1, b2b3 of one atom, then the next.
+        // Two atoms per ldmatrix.x4 where the tile allows: matrix q covers the 16 bytes of K from
+        // (q % 2) * 16 bytes of atom 2p + q / 2, which puts its registers at b0b1, b2b3 of one
+        // atom, then the next (for 16-bit elements; one register per matrix whatever the width).
         let pair = atoms % 2 == 0;
         let step = if pair { 2 } else { 1 };
         for first in (0..atoms).step_by(step as usize) {
@@ -835,17 +879,21 @@ impl Lowering<'_> {
             let atom_step = if pair { e.floordiv(q, two) } else { e.int(0) };
             let zero = e.int(0);
             let indices = if plan.transpose_b {
-                // Stored N×K: row n of the stored tile, read as is.
+                // Stored N×K: row n of the stored tile, read as is, 16 bytes of K per row.
                 let n = warp_offset(e, wn, plan.tile_n, first * 8, atom_step, r);
-                let k = warp_offset(e, zero, 0, kk * 16, k_half, zero);
+                let half_depth = e.int(depth / 2);
+                let k_chunk = e.mul(k_half, half_depth);
+                let k_base = e.int(kk * depth);
+                let k = e.add(k_base, k_chunk);
                 vec![n, k]
             } else {
-                let k = warp_offset(e, zero, 0, kk * 16, k_half, r);
+                // Stored K×N (16-bit only): eight k rows per matrix, read transposed.
+                let k = warp_offset(e, zero, 0, kk * depth, k_half, r);
                 let n = warp_offset(e, wn, plan.tile_n, first * 8, atom_step, zero);
                 vec![k, n]
             };
             let (src, src_index) = self.view_address(plan.b, &plan.b_view, &indices)?;
-            let dst_index = self.program.exprs.int(base + first * 4);
+            let dst_index = self.program.exprs.int(base + first * count);
             out.push(Stmt::LoadMatrix {
                 matrices: if pair { 4 } else { 2 },
                 transpose: !plan.transpose_b,
@@ -919,30 +967,71 @@ fn warp_offset(
     e.add(sum, within)
 }
 
-/// [`mma_a_element`] over the lane expression.
-fn a_element_exprs(e: &mut tilec_ir::ExprArena, lane: ExprId, r: usize) -> (ExprId, ExprId) {
+/// [`mma_a_element`] over the lane expression: the element's row and column are `g` and
+/// `per * t` (`g = lane / 4`, `t = lane % 4`, `per` elements per 32-bit register) plus what
+/// lane 0 adds for the same element.
+fn a_element_exprs(
+    e: &mut tilec_ir::ExprArena,
+    bytes: i64,
+    lane: ExprId,
+    r: i64,
+) -> (ExprId, ExprId) {
     let four = e.int(4);
     let g = e.floordiv(lane, four);
     let t = e.floormod(lane, four);
-    let (pair, bit) = (r as i64 / 2, r as i64 % 2);
-    let row_add = e.int(8 * (pair % 2));
+    let (row_add, col_add) = mma_a_element(bytes, 0, r);
+    let row_add = e.int(row_add);
     let row = e.add(g, row_add);
-    let two = e.int(2);
-    let t2 = e.mul(t, two);
-    let col_add = e.int(bit + 8 * (pair / 2));
-    let col = e.add(t2, col_add);
+    let per = e.int(4 / bytes);
+    let t_cols = e.mul(t, per);
+    let col_add = e.int(col_add);
+    let col = e.add(t_cols, col_add);
     (row, col)
 }
 
-/// [`tilec_ir::thread::mma_b_element`] over the lane expression.
-fn b_element_exprs(e: &mut tilec_ir::ExprArena, lane: ExprId, r: i64) -> (ExprId, ExprId) {
+/// [`tilec_ir::thread::mma_b_element`] over the lane expression, as [`a_element_exprs`].
+fn b_element_exprs(
+    e: &mut tilec_ir::ExprArena,
+    bytes: i64,
+    lane: ExprId,
+    r: i64,
+) -> (ExprId, ExprId) {
     let four = e.int(4);
     let g = e.floordiv(lane, four);
     let t = e.floormod(lane, four);
-    let two = e.int(2);
-    let t2 = e.mul(t, two);
-    let k_add = e.int(r % 2 + 8 * (r / 2));
-    (e.add(t2, k_add), g)
+    let (k_add, _) = tilec_ir::thread::mma_b_element(bytes, 0, r);
+    let per = e.int(4 / bytes);
+    let t_rows = e.mul(t, per);
+    let k_add = e.int(k_add);
+    (e.add(t_rows, k_add), g)
+}
+
+/// Bytes of one A and B element of a gemm on `mma.sync`, or why its operands have no form there:
+/// fp16 or bf16 (m16n8k16), float32 or tf32 (m16n8k8, as tf32) and fp8 (m16n8k32, sm_89 and
+/// newer) with a float32 accumulator, 8-bit integers (m16n8k32) with an int32 one.
+pub(super) fn mma_operand_bytes([a, b, c]: [DType; 3], target: Target) -> Result<i64, String> {
+    let fp8 = |d: DType| matches!(d, DType::Float8E4M3 | DType::Float8E5M2);
+    let byte_int = |d: DType| matches!(d, DType::Int8 | DType::UInt8);
+    let tf32 = |d: DType| matches!(d, DType::Float32 | DType::TFloat32);
+    match c {
+        DType::Float32 if a == b && matches!(a, DType::Float16 | DType::BFloat16) => Ok(2),
+        DType::Float32 if tf32(a) && tf32(b) => Ok(4),
+        DType::Float32 if fp8(a) && fp8(b) => match target {
+            Target::Sm80 => Err(format!(
+                "`T.gemm` on {a} and {b} needs fp8 tensor cores (mma.sync m16n8k32 with e4m3 \
+                 or e5m2 operands, sm_89 and newer); the target is {}",
+                target.name()
+            )),
+            Target::Sm90 => Ok(1),
+        },
+        DType::Int32 if byte_int(a) && byte_int(b) => Ok(1),
+        _ => Err(format!(
+            "`T.gemm` on tensor cores takes float16 or bfloat16 (m16n8k16), float32 or tfloat32 \
+             (m16n8k8, as tf32) or float8 (m16n8k32) A and B with a float32 accumulator, or int8 \
+             or uint8 A and B with an int32 accumulator (m16n8k32); here A is {a}, B is {b}, C \
+             is {c}"
+        )),
+    }
 }
 
 /// The local index at which thread `t` holds `point` of a fragment, trying each replica; `formulas`

@@ -1,6 +1,7 @@
-//! `T.gemm` on Hopper's `wgmma.mma_async.m64nNk16`: each warpgroup multiplies 64-row slabs of A
-//! by its columns of B, reading the operands from shared memory through matrix descriptors (or A
-//! from registers) into the accumulator layout `layout::tensor_core` inferred for wgmma.
+//! `T.gemm` on Hopper's `wgmma.mma_async.m64nNk16` (and `k8` for tf32, `k32` for fp8 and 8-bit
+//! integers: 32 bytes of K each): each warpgroup multiplies 64-row slabs of A by its columns of
+//! B, reading the operands from shared memory through matrix descriptors (or 16-bit A from
+//! registers) into the accumulator layout `layout::tensor_core` inferred for wgmma.
 //!
 //! As for mma.sync, nothing here trusts a formula. A descriptor's swizzle mode and byte offsets
 //! are derived from the operand's inferred shared layout and then checked element by element:
@@ -12,7 +13,7 @@
 
 use tilec_ir::thread::{
     DescriptorLayout, DescriptorSwizzle, Major, MatrixDescriptor, Place, Stmt, WgmmaA,
-    mma_a_element, wgmma_c_element,
+    mma_a_element, mma_a_registers, mma_k, wgmma_c_element,
 };
 use tilec_ir::{EntityId, ExprId, ExprProgram, TileOp};
 
@@ -177,7 +178,7 @@ impl Lowering<'_> {
             ASource::Shared(_) => None,
         };
         let slabs = plan.tile_m / 16;
-        let steps = plan.k / 16;
+        let steps = plan.k / mma_k(plan.bytes);
         let chunks = plan.tile_n / operands.chunk_n;
         out.push(Stmt::WgmmaFence);
         for kk in 0..steps {
@@ -216,11 +217,12 @@ impl Lowering<'_> {
             ASource::Registers(_) => "registers".to_owned(),
         };
         Ok(format!(
-            "T.gemm {}x{}x{} on wgmma m64n{}k16, warpgroups {}x{}, A from {a_from}, B from {}",
+            "T.gemm {}x{}x{} on wgmma m64n{}k{}, warpgroups {}x{}, A from {a_from}, B from {}",
             plan.m,
             plan.n,
             plan.k,
             operands.chunk_n,
+            mma_k(plan.bytes),
             plan.warps_m / 4,
             plan.n / plan.tile_n,
             describe_operand(&operands.b)
@@ -277,9 +279,9 @@ impl Lowering<'_> {
             .map_or(0, |assigned| assigned.storage_elements * element)
     }
 
-    /// A's tiles (slab-major, then k step): 64 rows of the warpgroup's slab by 16 of K.
+    /// A's tiles (slab-major, then k step): 64 rows of the warpgroup's slab by one step of K.
     fn describe_a(&mut self, plan: &GemmPlan) -> Result<Described, &'static str> {
-        let (slabs, steps) = (plan.tile_m / 16, plan.k / 16);
+        let (slabs, steps) = (plan.tile_m / 16, plan.k / mma_k(plan.bytes));
         let major = if plan.transpose_a {
             Major::MN
         } else {
@@ -289,7 +291,7 @@ impl Lowering<'_> {
             let (mi, kk) = (tile as i64 / steps, tile as i64 % steps);
             let (wm0, _) = warpgroup_position(plan, g);
             let row = mi * plan.micro_rows + wm0 * 16 + mn;
-            let col = kk * 16 + k;
+            let col = kk * mma_k(plan.bytes) + k;
             if plan.transpose_a {
                 [col, row]
             } else {
@@ -300,9 +302,9 @@ impl Lowering<'_> {
         self.describe(plan, (plan.a, &plan.a_view), major, (64, tiles), &stored)
     }
 
-    /// B's tiles (chunk-major, then k step): 16 of K by the chunk's columns.
+    /// B's tiles (chunk-major, then k step): one step of K by the chunk's columns.
     fn describe_b(&mut self, plan: &GemmPlan, chunk_n: i64) -> Result<Described, &'static str> {
-        let steps = plan.k / 16;
+        let steps = plan.k / mma_k(plan.bytes);
         let major = if plan.transpose_b {
             Major::K
         } else {
@@ -312,7 +314,7 @@ impl Lowering<'_> {
             let (chunk, kk) = (tile as i64 / steps, tile as i64 % steps);
             let (_, wn) = warpgroup_position(plan, g);
             let col = wn * plan.tile_n + chunk * chunk_n + mn;
-            let row = kk * 16 + k;
+            let row = kk * mma_k(plan.bytes) + k;
             if plan.transpose_b {
                 [col, row]
             } else {
@@ -340,8 +342,11 @@ impl Lowering<'_> {
         stored: &dyn Fn(i64, usize, i64, i64) -> [i64; 2],
     ) -> Result<Described, &'static str> {
         let element = self.element_dtype(buffer).bytes() as i64;
-        if element != 2 {
-            return Err("wgmma descriptors here cover 16-bit operands only");
+        // Each instruction reads 32 bytes of K. Only 16-bit operands may be M/N-major (the
+        // instruction's transpose immediates exist for them alone).
+        let depth = mma_k(element);
+        if element != 2 && major != Major::K {
+            return Err("wgmma reads tf32, fp8 and 8-bit integer operands K-major only");
         }
         if self.current_stage.contains_key(&buffer)
             && self.stage_bytes(buffer) % WGMMA_ALIGNMENT != 0
@@ -425,7 +430,7 @@ impl Lowering<'_> {
                 (0..groups).all(|g| {
                     let origin = origins[tile][g as usize];
                     (0..extent_mn).all(|mn| {
-                        (0..16).all(|k| {
+                        (0..depth).all(|k| {
                             let address =
                                 swizzle.apply(origin + layout.element_offset(mn, k, element));
                             bytes_at(stored(g, tile, mn, k)) == Some(address)
@@ -455,7 +460,7 @@ impl Lowering<'_> {
                     (0..tiles).all(|tile| {
                         (0..groups).all(|g| {
                             (0..extent_mn).all(|mn| {
-                                (0..16).all(|k| {
+                                (0..depth).all(|k| {
                                     let here = stored(g, tile, mn, k);
                                     bytes_in(at, here) == bytes_in(0, here).map(|b| b + at * stride)
                                 })
@@ -505,27 +510,31 @@ impl Lowering<'_> {
             .ok_or("the accumulator does not keep a wgmma's registers together"))
     }
 
-    /// The first register of A for every (slab, k step), checked to hold the instruction's eight
-    /// A registers consecutively in every thread.
+    /// The first register of A for every (slab, k step), checked to hold the instruction's A
+    /// registers (four 32-bit words' worth) consecutively in every thread.
     fn a_registers(&self, plan: &GemmPlan) -> Result<Result<Vec<i64>, &'static str>, Unlowerable> {
         if plan.transpose_a {
             return Ok(Err("A in registers is read transposed"));
         }
-        let steps = plan.k / 16;
-        let slots = ((plan.tile_m / 16) * steps * 8) as usize;
+        // Four 32-bit registers per thread and instruction, whatever the width: eight 16-bit
+        // elements, four tf32 ones or sixteen 8-bit ones.
+        let (depth, count) = (mma_k(plan.bytes), mma_a_registers(plan.bytes));
+        let steps = plan.k / depth;
+        let slots = ((plan.tile_m / 16) * steps * count) as usize;
         let element = |t: i64, slot: usize| {
-            let (tile, r) = (slot as i64 / 8, slot as i64 % 8);
+            let (tile, r) = (slot as i64 / count, slot as i64 % count);
             let (mi, kk) = (tile / steps, tile % steps);
             let wm = (t / WARP) % plan.warps_m;
-            let (row, col) = mma_a_element(t % WARP, r);
-            vec![mi * plan.micro_rows + wm * 16 + row, kk * 16 + col]
+            let (row, col) = mma_a_element(plan.bytes, t % WARP, r);
+            vec![mi * plan.micro_rows + wm * 16 + row, kk * depth + col]
         };
         let Ok(table) = self.register_table(plan.a, slots, element) else {
             return Ok(Err("A's fragment is not laid out as wgmma's A operand"));
         };
-        Ok(consecutive_runs(&table, 8)
-            .filter(|bases| bases.iter().all(|base| base % 2 == 0))
-            .ok_or("A's fragment does not keep a wgmma's eight registers together"))
+        // The registers are passed as 32-bit words, so each run starts at a word.
+        Ok(consecutive_runs(&table, count as usize)
+            .filter(|bases| bases.iter().all(|base| (base * plan.bytes) % 4 == 0))
+            .ok_or("A's fragment does not keep a wgmma's four words of registers together"))
     }
 }
 

@@ -13,13 +13,18 @@
 //! accumulator keeps its old values, and an operand overwritten in between is read in its new
 //! state, so a missing or late wait computes a wrong answer instead of a lucky right one. A
 //! warpgroup that ends the block with wgmmas never waited for is an error.
+//!
+//! The instruction's K is 32 bytes of its operands (k16 for 16-bit, k8 for tf32, k32 for fp8
+//! and 8-bit integers), and it rounds as `mma.sync` does: tf32 inputs to tf32 first, integer sums
+//! exactly with 32-bit wrapping.
 
 use std::collections::VecDeque;
 
 use tilec_ir::ExprId;
-use tilec_ir::dtype::DType;
+use tilec_ir::dtype::{DType, round_to_tf32};
 use tilec_ir::thread::{
-    DescriptorLayout, MatrixDescriptor, WgmmaA, mma_a_element, wgmma_c_element,
+    DescriptorLayout, MatrixDescriptor, WgmmaA, mma_a_element, mma_a_registers, mma_k,
+    wgmma_c_element,
 };
 
 use super::error::{ErrorKind, Fault};
@@ -76,7 +81,7 @@ impl WgmmaQueue {
 }
 
 impl<'p> Machine<'p, '_> {
-    /// `wgmma.mma_async.m64n{n}k16`: see [`tilec_ir::thread::Stmt::Wgmma`]. Records the operands;
+    /// `wgmma.mma_async.m64n{n}k{16,8,32}`: see [`tilec_ir::thread::Stmt::Wgmma`]. Records the operands;
     /// [`Machine::exec_wgmma_wait`] executes it.
     pub(super) fn exec_wgmma(
         &mut self,
@@ -191,15 +196,30 @@ impl<'p> Machine<'p, '_> {
         let Some(info) = self.buffers.get(buffer) else {
             return Err(self.malformed_fault("wgmma: buffer id out of range"));
         };
-        let (Place::Shared { offset, .. }, 2) = (info.place, info.size) else {
+        let Place::Shared { offset, .. } = info.place else {
             let message = format!(
-                "wgmma reads `{}` through a descriptor, which needs a 16-bit shared buffer",
+                "wgmma reads `{}` through a descriptor, which needs a shared buffer",
                 info.name
             );
             return Err(self.malformed_fault(&message));
         };
-        if !matches!(info.dtype, DType::Float16 | DType::BFloat16) {
-            return Err(self.malformed_fault("wgmma on an operand that is not fp16 or bf16"));
+        let operand = matches!(
+            info.dtype,
+            DType::Float16
+                | DType::BFloat16
+                | DType::Float32
+                | DType::TFloat32
+                | DType::Float8E4M3
+                | DType::Float8E5M2
+                | DType::Int8
+                | DType::UInt8
+        );
+        if !operand {
+            let message = format!(
+                "wgmma on `{}`, which is not fp16, bf16, tf32, fp8 or an 8-bit integer",
+                info.name
+            );
+            return Err(self.malformed_fault(&message));
         }
         let starts = self.per_thread(descriptor.start, active, buffer)?;
         let issued = IssuedShared {
@@ -214,13 +234,42 @@ impl<'p> Machine<'p, '_> {
     /// `D = A × B + D` for one issued wgmma, reading its operands now.
     fn execute_wgmma(&mut self, issued: &IssuedWgmma) -> Result<(), Fault> {
         let n = issued.n;
-        let b_tile = self.descriptor_tile(&issued.b, (16, n), issued.first, true)?;
+        let info = |buffer: usize| self.buffers.get(buffer).map(|info| (info.dtype, info.size));
+        let a_buffer = match &issued.a {
+            IssuedA::Shared(shared) => shared.buffer,
+            IssuedA::Registers { buffer, .. } => *buffer,
+        };
+        let (Some((a_dtype, a_size)), Some((b_dtype, b_size)), Some((c_dtype, _))) =
+            (info(a_buffer), info(issued.b.buffer), info(issued.c))
+        else {
+            return Err(self.malformed_fault("wgmma: buffer id out of range"));
+        };
+        let integer = !a_dtype.is_float();
+        let accumulator = if integer {
+            DType::Int32
+        } else {
+            DType::Float32
+        };
+        if a_size != b_size || a_dtype.is_float() != b_dtype.is_float() || c_dtype != accumulator {
+            let message = format!(
+                "wgmma on {a_dtype} and {b_dtype} into {c_dtype}: A and B must have one width \
+                 and kind, with an fp32 accumulator for floats and int32 for integers"
+            );
+            return Err(self.malformed_fault(&message));
+        }
+        let depth = mma_k(a_size as i64) as usize;
+        let b_tile = self.descriptor_tile(&issued.b, (depth, n), issued.first, true)?;
         let a_tile = match &issued.a {
             IssuedA::Shared(shared) => {
-                self.descriptor_tile(shared, (64, 16), issued.first, false)?
+                self.descriptor_tile(shared, (64, depth), issued.first, false)?
             }
-            IssuedA::Registers { buffer, at } => self.register_a_tile(*buffer, at, issued.first)?,
+            IssuedA::Registers { buffer, at } => {
+                self.register_a_tile(*buffer, at, (issued.first, a_size as i64))?
+            }
         };
+        // tf32 inputs are rounded as `cvt.rna` does; the others are exact in f64.
+        let tf32 = matches!(a_dtype, DType::Float32 | DType::TFloat32);
+        let input = |x: f64| if tf32 { round_to_tf32(x) } else { x };
         let mut c_threads = Vec::with_capacity(WARPGROUP * n / 2);
         let mut c_indices = Vec::with_capacity(WARPGROUP * n / 2);
         for (local, &first_register) in issued.c_at.iter().enumerate() {
@@ -234,10 +283,14 @@ impl<'p> Machine<'p, '_> {
             let (thread, r) = (slot / (n / 2), slot % (n / 2));
             let (row, col) = wgmma_c_element(thread as i64, r as i64);
             let (row, col) = (row as usize, col as usize);
-            let products: f64 = (0..16)
-                .map(|k| a_tile[row * 16 + k] * b_tile[k * n + col])
+            let products: f64 = (0..depth)
+                .map(|k| input(a_tile[row * depth + k]) * input(b_tile[k * n + col]))
                 .sum();
-            *value += products;
+            *value = if integer {
+                f64::from((*value as i64).wrapping_add(products as i64) as i32)
+            } else {
+                *value + products
+            };
         }
         self.scatter(issued.c, &c_threads, &c_indices, &d_values)
     }
@@ -277,42 +330,45 @@ impl<'p> Machine<'p, '_> {
         first: u32,
         k_rows: bool,
     ) -> Result<Vec<f64>, Fault> {
+        let size = self.buffers.get(shared.buffer).map_or(2, |info| info.size) as i64;
         let mut indices = Vec::with_capacity(rows * cols);
         for row in 0..rows {
             for col in 0..cols {
                 let (mn, k) = if k_rows { (col, row) } else { (row, col) };
-                let relative = shared.layout.element_offset(mn as i64, k as i64, 2);
+                let relative = shared.layout.element_offset(mn as i64, k as i64, size);
                 let address = shared.layout.swizzle.apply(shared.start + relative);
-                indices.push((address - shared.base).div_euclid(2));
+                indices.push((address - shared.base).div_euclid(size));
             }
         }
         let readers = vec![first; indices.len()];
         self.gather(shared.buffer, &readers, &indices)
     }
 
-    /// The 64 × 16 A tile from the warpgroup's registers: warp `w` holds rows `16 w..16 w + 16`
-    /// as mma.sync's A fragment, from each thread's register `at[thread]` on.
+    /// The 64 × k A tile from the warpgroup's registers (`bytes`-byte elements, k being 32 bytes
+    /// of them): warp `w` holds rows `16 w..16 w + 16` as mma.sync's A fragment, from each
+    /// thread's register `at[thread]` on.
     fn register_a_tile(
         &mut self,
         buffer: usize,
         at: &[i64],
-        first: u32,
+        (first, bytes): (u32, i64),
     ) -> Result<Vec<f64>, Fault> {
-        let mut readers = Vec::with_capacity(WARPGROUP * 8);
-        let mut indices = Vec::with_capacity(WARPGROUP * 8);
+        let (depth, count) = (mma_k(bytes) as usize, mma_a_registers(bytes) as usize);
+        let mut readers = Vec::with_capacity(WARPGROUP * count);
+        let mut indices = Vec::with_capacity(WARPGROUP * count);
         for (local, &start) in at.iter().enumerate() {
-            for r in 0..8 {
+            for r in 0..count {
                 readers.push(first + local as u32);
-                indices.push(start + r);
+                indices.push(start + r as i64);
             }
         }
         let values = self.gather(buffer, &readers, &indices)?;
-        let mut tile = vec![0.0; 64 * 16];
+        let mut tile = vec![0.0; 64 * depth];
         for (slot, value) in values.into_iter().enumerate() {
-            let (local, r) = (slot / 8, slot % 8);
-            let (row, col) = mma_a_element(local as i64 % 32, r as i64);
+            let (local, r) = (slot / count, slot % count);
+            let (row, col) = mma_a_element(bytes, local as i64 % 32, r as i64);
             let row = row as usize + 16 * (local / 32);
-            tile[row * 16 + col as usize] = value;
+            tile[row * depth + col as usize] = value;
         }
         Ok(tile)
     }
