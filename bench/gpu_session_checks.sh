@@ -4,13 +4,14 @@
 # helpers, bitwise functions, atomic_add returning the old value, XOR and mma swizzles, a run-time
 # `while` around a TMA pipeline, and the real-world files they come from (Stream-K, DeepSeek-V3.2's
 # top-k selector), and T.gemm on tf32, fp8 and 8-bit integer operands (mma.sync m16n8k8 and
-# m16n8k32 on sm_80 code, wgmma k8/k32 for the K-major ones on sm_90). Run on the device from the
-# repository root with a stripped tilec in gpu-carry/tilec and the real-world files in
-# gpu-carry/rw/.
+# m16n8k32 on sm_80 code, wgmma k8/k32 for the K-major ones on sm_90), reductions from and into
+# shared memory and with a kept dimension, and a launch whose padding is dropped to fit. Run on
+# the device from the repository root with a stripped tilec in gpu-carry/tilec and the real-world
+# files in gpu-carry/rw/.
 set -u
 tilec=${TILEC:-gpu-carry/tilec}
 for kernel in packed_dequant tirx_unpack bitwise_functions compaction xor_layout mma_swizzle \
-    work_ranges; do
+    work_ranges shared_reductions kept_dimension_reductions padding_past_the_limit; do
     file=tests/fixtures/kernels/$kernel.py
     if [ "$kernel" = work_ranges ]; then
         # Ranges: block 0 takes row tiles 0..3, block 1 tile 3.

@@ -15,7 +15,7 @@ use tilec_runtime::cuda::{DeviceTensor, EncodedTensorMap, LaunchArg, Repetitions
 use tilec_runtime::emulator::ErrorKind;
 use tilec_runtime::tensor::RandomError;
 use tilec_runtime::{
-    CudaDevice, HostTensor, compare, inputs, npy, run_program_within, tolerance_for,
+    CudaDevice, HostTensor, compare, inputs, npy, run_program_within, tolerance_in,
 };
 
 use crate::estimate::{REFUSE_SECONDS, emulator_seconds, smaller_sizes};
@@ -791,7 +791,7 @@ pub(crate) fn check_within(
             continue;
         }
         let comparison = compare(actual, emulated);
-        let matches = comparison.passes(tolerance_for(actual.dtype));
+        let matches = comparison.passes(tolerance_in(program, actual.dtype));
         let verdict = if matches { "matches" } else { "DIFFERS FROM" };
         lines.push(format!(
             "GPU `{}` {verdict} the emulator: {comparison}",

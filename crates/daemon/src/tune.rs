@@ -22,7 +22,7 @@ use tilec_ide::tune::{
 use tilec_ir::{Target, ThreadProgram};
 use tilec_passes::hardware::GpuModel;
 use tilec_passes::roofline::Estimate;
-use tilec_runtime::{CudaDevice, HostTensor, compare, inputs, tolerance_for};
+use tilec_runtime::{CudaDevice, HostTensor, compare, inputs, tolerance_in};
 
 use crate::run::{
     CheckVerdict, SharedInputs, check_against_emulator, run_on_gpu, run_target, scalar_values,
@@ -562,7 +562,7 @@ fn differs(
             continue;
         }
         let comparison = compare(got, want);
-        if !comparison.passes(tolerance_for(got.dtype)) {
+        if !comparison.passes(tolerance_in(program, got.dtype)) {
             return Some(format!("`{}`: {comparison}", param.name));
         }
     }

@@ -14,7 +14,7 @@ pub mod npy;
 pub mod tensor;
 pub mod tuned;
 
-pub use compare::{Comparison, compare, tolerance_for};
+pub use compare::{Comparison, FP8_WGMMA_TOLERANCE, compare, tolerance_for, tolerance_in};
 pub use cuda::{CudaDevice, Unavailable};
 pub use emulator::{EmulatorError, EmulatorReport, run_program, run_program_within};
 pub use tensor::HostTensor;

@@ -215,3 +215,30 @@ fn a_tf32_register_operand_runs_on_wgmma_from_registers() {
         }
     }
 }
+
+/// `tilec run --check` judges an fp8 gemm on wgmma with Hopper's fp8 accumulation in mind (its
+/// sums keep fewer bits than the emulator's, measured on an H200), and every other gemm, fp8 on
+/// mma.sync included, by its output dtype alone.
+#[test]
+fn fp8_wgmma_results_are_checked_with_the_hardwares_precision() {
+    let tolerance = |target: Target, index: u32| {
+        on_analysis_stack(|| {
+            let db = RootDatabase::default();
+            let _settings = Settings::builder(target, Vec::new()).new(&db);
+            let file = source_file(&db, "/kernels/gemm_dtypes.py", GEMM_DTYPES);
+            let instance = instance(&db, file, "gemm", index);
+            let programs = thread_programs(&db, instance);
+            let program = &programs.as_ref().as_ref().expect("it lowers")[0];
+            (
+                tilec_runtime::tolerance_in(program, DType::Float32),
+                tilec_runtime::tolerance_in(program, DType::Int32),
+            )
+        })
+    };
+    let wgmma = tilec_runtime::FP8_WGMMA_TOLERANCE;
+    assert_eq!(tolerance(Target::Sm90, 6), (wgmma, 0.0));
+    assert_eq!(tolerance(Target::Sm90, 7), (wgmma, 0.0));
+    assert_eq!(tolerance(Target::Sm90, 1), (1e-4, 0.0));
+    assert_eq!(tolerance(Target::Sm90, 10), (1e-4, 0.0));
+    assert_eq!(tolerance(Target::Sm90, 8), (1e-4, 0.0));
+}

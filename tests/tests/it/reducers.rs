@@ -741,45 +741,7 @@ fn assumed_values_are_ones_the_kernel_accepts() {
 /// through fragment temporaries named `<buffer>_frag`. A row sum from shared into a fragment, a
 /// column max from a fragment into shared that keeps what is there (`clear=False`), and a
 /// shared-to-shared row max of a one-row tile (a copy whose loop skips the unit dimension).
-const SHARED_REDUCTIONS: &str = r#"
-import tilelang
-import tilelang.language as T
-
-
-@tilelang.jit
-def shared_reductions():
-    @T.prim_func
-    def main(
-        a: T.Tensor((32, 64), "float32"),
-        prior: T.Tensor((64,), "float32"),
-        one: T.Tensor((1, 128), "float32"),
-        rows: T.Tensor((32,), "float32"),
-        cols: T.Tensor((64,), "float32"),
-        top: T.Tensor((1,), "float32"),
-    ):
-        with T.Kernel(1, threads=128) as bx:
-            a_shared = T.alloc_shared((32, 64), "float32")
-            a_frag = T.alloc_fragment((32, 64), "float32")
-            row_sum = T.alloc_fragment((32,), "float32")
-            col_max = T.alloc_shared((64,), "float32")
-            one_shared = T.alloc_shared((1, 128), "float32")
-            one_max = T.alloc_shared((1,), "float32")
-            T.copy(a, a_shared)
-            T.copy(a, a_frag)
-            T.copy(prior, col_max)
-            T.copy(one, one_shared)
-            T.reduce_sum(a_shared, row_sum, dim=1)
-            T.reduce_max(a_frag, col_max, dim=0, clear=False)
-            T.reduce_max(one_shared, one_max, dim=-1)
-            T.copy(row_sum, rows)
-            T.copy(col_max, cols)
-            T.copy(one_max, top)
-
-    return main
-
-
-shared_reductions()
-"#;
+const SHARED_REDUCTIONS: &str = include_str!("../../fixtures/kernels/shared_reductions.py");
 
 #[test]
 fn reductions_from_and_into_shared_go_through_fragments() {
@@ -810,37 +772,8 @@ fn reductions_from_and_into_shared_go_through_fragments() {
 /// Reductions whose destination keeps the reduced dimension with extent 1 (`[4, 128] -> [4, 1]`,
 /// which TileLang accepts beside `[4]`), and a whole 1-D fragment reduced into a one-element
 /// fragment read outside any loop (DeepSeek's block-scale quantizers do both).
-const KEPT_DIMENSION_REDUCTIONS: &str = r#"
-import tilelang
-import tilelang.language as T
-
-
-@tilelang.jit
-def kept_dimension():
-    @T.prim_func
-    def main(
-        a: T.Tensor((4, 128), "float32"),
-        v: T.Tensor((256,), "float32"),
-        rows: T.Tensor((4, 1), "float32"),
-        top: T.Tensor((1,), "float32"),
-    ):
-        with T.Kernel(1, threads=128) as bx:
-            a_frag = T.alloc_fragment((4, 128), "float32")
-            row_max = T.alloc_fragment((4, 1), "float32")
-            v_frag = T.alloc_fragment((256,), "float32")
-            v_max = T.alloc_fragment((1,), "float32")
-            T.copy(a, a_frag)
-            T.copy(v, v_frag)
-            T.reduce_max(a_frag, row_max, dim=1)
-            T.reduce_absmax(v_frag, v_max, dim=0)
-            T.copy(row_max, rows)
-            top[0] = v_max[0]
-
-    return main
-
-
-kept_dimension()
-"#;
+const KEPT_DIMENSION_REDUCTIONS: &str =
+    include_str!("../../fixtures/kernels/kept_dimension_reductions.py");
 
 #[test]
 fn reductions_keep_the_reduced_dimension_when_the_result_has_it() {

@@ -11,37 +11,8 @@ use tilec_tests::{assert_matches, on_analysis_stack, source_file};
 /// 224,000 bytes of row-major staging and a 64×64 half tile exchanged with fragments: 232,192
 /// bytes unpadded, 233,216 with the exchange tile's rows padded to 72 halfs, against the 232,448
 /// a block may use on sm_90.
-const PADDING_PAST_THE_LIMIT: &str = r#"
-import tilelang
-import tilelang.language as T
-
-
-@tilelang.jit
-def exchange():
-    @T.prim_func
-    def main(
-        big: T.Tensor((875, 128), "float16"),
-        x: T.Tensor((64, 64), "float32"),
-        y: T.Tensor((64, 64), "float16"),
-        out: T.Tensor((875, 128), "float16"),
-    ):
-        with T.Kernel(1, threads=128) as bx:
-            big_shared = T.alloc_shared((875, 128), "float16")
-            s_shared = T.alloc_shared((64, 64), "float16")
-            acc = T.alloc_fragment((64, 64), "float32")
-            back = T.alloc_fragment((64, 64), "float16")
-            T.copy(big, big_shared)
-            T.copy(x, acc)
-            T.copy(acc, s_shared)
-            T.copy(s_shared, back)
-            T.copy(back, y)
-            T.copy(big_shared, out)
-
-    return main
-
-
-exchange()
-"#;
+const PADDING_PAST_THE_LIMIT: &str =
+    include_str!("../../fixtures/kernels/padding_past_the_limit.py");
 
 fn lower(source: &str) -> ThreadProgram {
     on_analysis_stack(|| {
