@@ -437,8 +437,8 @@ fn cuda_text_is_printed_for_the_target_asked_for_or_says_why_there_is_none() {
         "{ampere}"
     );
 
-    // `T.gemm` on float32 operands has no tensor-core instruction to lower to.
-    let float_gemm = KERNELS.replace("\"float16\"", "\"float32\"");
+    // `T.gemm` on float64 operands has no tensor-core instruction to lower to.
+    let float_gemm = KERNELS.replace("\"float16\"", "\"float64\"");
     let why = analyse(float_gemm, |db, file| {
         let gemm = kernels(db, file)
             .iter()
@@ -447,7 +447,7 @@ fn cuda_text_is_printed_for_the_target_asked_for_or_says_why_there_is_none() {
             .expect("gemm has an instance");
         crate::cuda_text(db, gemm, tilec_ir::Target::Sm90)
     });
-    let why = why.expect_err("a float32 gemm does not lower");
+    let why = why.expect_err("a float64 gemm does not lower");
     assert!(
         why.starts_with("`gemm` cannot be lowered to CUDA yet: "),
         "{why}"

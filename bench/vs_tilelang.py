@@ -1,0 +1,226 @@
+"""tilec against TileLang 0.1.15 on TileLang's own example kernels, on the same inputs in one device
+call (issue 32): outputs compared (bit-identical, or the relative error of the whole tensor) and
+times of tilec, TileLang and torch where torch has the operation (CUDA events, median of 50 after
+at least 100 ms of warm-up, as `tilec run --bench` measures).
+
+Run on the device from the repository root, with copies of the example files in FOLDER
+(git-ignored `gpu-carry/`), a stripped tilec, and TileLang installed from wheels
+(`../shared/reference/tilelang-on-device.md`):
+
+    PYTHONPATH=$PWD/gpu-carry/site python3 bench/vs_tilelang.py FOLDER gpu-carry/tilec
+
+tilec reads each file as written, with the sizes of the case (`--with`) and the inputs saved here
+(`--input`); TileLang runs the file's own `@tilelang.jit` function on the same tensors. One JSON
+line per case, then a Markdown table for BENCHMARKS.md.
+"""
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+
+def median_ms(fn):
+    fn()
+    torch.cuda.synchronize()
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    warm, runs = 0.0, 0
+    while warm < 100.0 or runs < 5:
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        warm += start.elapsed_time(end)
+        runs += 1
+    times = []
+    for _ in range(50):
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return sorted(times)[len(times) // 2]
+
+
+def fp8(shape, seed):
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    values = torch.randn(*shape, device="cuda", dtype=torch.float16, generator=generator)
+    return values.to(torch.float8_e4m3fn)
+
+
+def randn(shape, seed, dtype):
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    return torch.randn(*shape, device="cuda", dtype=dtype, generator=generator)
+
+
+def scaled_mm(inputs):
+    """torch's fp8 gemm (cuBLASLt), C = A · Bᵀ in bfloat16, unit scales."""
+    one = torch.ones((), device="cuda", dtype=torch.float32)
+    return torch._scaled_mm(
+        inputs["A"], inputs["B"].t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16
+    )
+
+
+def per_token_reference(module):
+    return lambda inputs: module.ref_program(inputs["X"])
+
+
+# Each case: the example file, its kernel, the sizes tilec is given, the inputs (by parameter
+# name), how TileLang's function is called on them, the outputs compared (tilec's parameter names,
+# in the order TileLang returns them), and torch's version of the operation where it has one.
+CASES = [
+    dict(
+        family="gemm",
+        file="example_tilelang_gemm_fp8.py",
+        kernel="matmul",
+        sizes=dict(M=4096, N=4096, K=4096),
+        inputs=lambda: dict(A=fp8((4096, 4096), 1), B=fp8((4096, 4096), 2)),
+        tilelang=lambda fn, inputs, T: fn(inputs["A"], inputs["B"], 128, 128, 64, T.float8_e4m3fn),
+        outputs=["C"],
+        torch=lambda module: scaled_mm,
+    ),
+    dict(
+        family="quantize",
+        file="example_per_token_cast_to_fp8.py",
+        kernel="per_token_cast_to_fp8",
+        sizes=dict(M=8192, N=8192),
+        inputs=lambda: dict(X=randn((8192, 8192), 3, torch.float32)),
+        tilelang=lambda fn, inputs, T: fn(inputs["X"], 8),
+        outputs=["X_fp8", "X_amax"],
+        torch=per_token_reference,
+    ),
+    dict(
+        family="softmax",
+        file="online_softmax.py",
+        kernel="softmax_kernel",
+        sizes=dict(),
+        inputs=lambda: dict(X=randn((8192, 8192), 4, torch.float16)),
+        tilelang=lambda fn, inputs, T: fn(inputs["X"]),
+        outputs=["Y"],
+        torch=lambda module: lambda inputs: inputs["X"].softmax(dim=1),
+    ),
+]
+
+
+def load_module(path):
+    spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, os.path.dirname(path))
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_tilec(tilec, path, case, inputs, folder):
+    args = [tilec, "run", path, "--kernel", case["kernel"], "--device", "cuda", "--bench"]
+    for name, value in case["sizes"].items():
+        args += ["--with", f"{name}={value}"]
+    for name, tensor in inputs.items():
+        file = os.path.join(folder, f"{name}.npy")
+        np.save(file, tensor.float().cpu().numpy())
+        args += ["--input", f"{name}={file}"]
+    saved = os.path.join(folder, "saved")
+    args += ["--save", saved]
+    result = subprocess.run(args, capture_output=True, text=True)
+    if result.returncode != 0:
+        return None, None, result.stderr.strip()[-1500:]
+    match = re.search(r": ([0-9.]+) (ms|µs|s) ", result.stdout)
+    time_ms = None
+    if match:
+        time_ms = float(match.group(1)) * {"ms": 1.0, "µs": 1e-3, "s": 1e3}[match.group(2)]
+    outputs = [
+        torch.from_numpy(np.load(os.path.join(saved, "out", f"{name}.npy")).astype(np.float32)).cuda()
+        for name in case["outputs"]
+    ]
+    return outputs, time_ms, None
+
+
+def compare(ours, theirs):
+    """Bit-identical, or the relative error of the whole tensor and the largest difference."""
+    theirs = theirs.float()
+    if ours.shape != theirs.shape:
+        return dict(shapes=[list(ours.shape), list(theirs.shape)])
+    difference = ours - theirs
+    norm = float(theirs.norm())
+    return dict(
+        identical=bool(torch.equal(ours, theirs)),
+        relative_error=float(difference.norm()) / norm if norm else float(difference.norm()),
+        max_abs_difference=float(difference.abs().max()),
+        elements_differing=int((difference != 0).sum()),
+    )
+
+
+def run_case(case, folder, tilec):
+    import tilelang.language as T
+
+    path = os.path.join(folder, case["file"])
+    row = dict(family=case["family"], file=case["file"], kernel=case["kernel"], sizes=case["sizes"])
+    inputs = case["inputs"]()
+    with tempfile.TemporaryDirectory() as scratch:
+        ours, ours_ms, error = run_tilec(tilec, path, case, inputs, scratch)
+    if error:
+        row["tilec_error"] = error
+    row["tilec_ms"] = ours_ms
+    module = load_module(path)
+    function = getattr(module, case["kernel"])
+    try:
+        result = case["tilelang"](function, inputs, T)
+        theirs = list(result) if isinstance(result, (tuple, list)) else [result]
+        row["tilelang_ms"] = median_ms(lambda: case["tilelang"](function, inputs, T))
+        if ours is not None:
+            row["outputs"] = {
+                name: compare(mine, other) for name, mine, other in zip(case["outputs"], ours, theirs)
+            }
+    except Exception as error:  # TileLang's own failure is a result, not a crash
+        row["tilelang_error"] = str(error)[-800:]
+    if case["torch"] is not None:
+        try:
+            reference = case["torch"](module)
+            row["torch_ms"] = median_ms(lambda: reference(inputs))
+        except Exception as error:
+            row["torch_error"] = str(error)[-400:]
+    if row.get("tilelang_ms") and ours_ms:
+        row["tilec_over_tilelang"] = row["tilelang_ms"] / ours_ms
+    if row.get("torch_ms") and ours_ms:
+        row["tilec_over_torch"] = row["torch_ms"] / ours_ms
+    return row
+
+
+def table(rows):
+    lines = [
+        "| family | kernel | sizes | tilec ms | TileLang ms | torch ms | tilec / TileLang speed | outputs |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        outputs = "; ".join(
+            f"{name}: " + ("identical" if c.get("identical") else f"rel {c.get('relative_error', 0):.1e}")
+            for name, c in row.get("outputs", {}).items()
+        ) or row.get("tilec_error", row.get("tilelang_error", ""))[:80]
+        fmt = lambda v: f"{v:.4f}" if isinstance(v, float) else "–"  # noqa: E731
+        ratio = row.get("tilec_over_tilelang")
+        lines.append(
+            f"| {row['family']} | {row['kernel']} | {row['sizes']} | {fmt(row.get('tilec_ms'))} | "
+            f"{fmt(row.get('tilelang_ms'))} | {fmt(row.get('torch_ms'))} | "
+            f"{f'{ratio:.2f}×' if ratio else '–'} | {outputs} |"
+        )
+    return "\n".join(lines)
+
+
+def main():
+    folder, tilec = sys.argv[1], sys.argv[2]
+    rows = []
+    for case in CASES:
+        row = run_case(case, folder, tilec)
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()
