@@ -99,7 +99,7 @@ fn print_cuda(db: &RootDatabase, instance: tilec_db::Instance<'_>) {
     std::hint::black_box(cuda_source(db, instance, target(db)));
 }
 
-pub fn run(paths: &[PathBuf], iterations: u32) -> Result<ExitCode> {
+pub(crate) fn run(paths: &[PathBuf], iterations: u32) -> Result<ExitCode> {
     if cfg!(debug_assertions) {
         eprintln!(
             "warning: this is a debug build; build with `cargo build --release` for meaningful numbers"

@@ -32,7 +32,7 @@ use tilec_runtime::tuned::TunedFor;
 
 /// What `tilec build` was asked to do.
 #[derive(Debug)]
-pub struct BuildOptions {
+pub(crate) struct BuildOptions {
     pub paths: Vec<PathBuf>,
     pub out: PathBuf,
     pub cache: PathBuf,
@@ -73,7 +73,7 @@ enum Outcome {
 /// instance or a file failed (the outputs of the others are written all the same), and 2 when a
 /// file could not be read (again after building the rest) or the build could not start (a bad
 /// option, two files whose outputs would share a folder).
-pub fn build(options: &BuildOptions) -> Result<ExitCode> {
+pub(crate) fn build(options: &BuildOptions) -> Result<ExitCode> {
     let started = Instant::now();
     let workspace = Workspace::load(&options.paths)?;
     let target = parse_target(options.target.as_deref())?

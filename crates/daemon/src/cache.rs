@@ -31,7 +31,7 @@ const FORMAT: u32 = 2;
 
 /// What one kernel compiled to.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CacheEntry {
+pub(crate) struct CacheEntry {
     pub cuda: String,
     /// Absent when NVRTC was not available or not asked for.
     pub ptx: Option<String>,
@@ -42,7 +42,7 @@ pub struct CacheEntry {
 /// What a build asks the cache for: the parts of the key, kept so that an entry can be checked
 /// against each of them.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CacheRequest {
+pub(crate) struct CacheRequest {
     pub key: String,
     tilec: String,
     target: String,
@@ -53,7 +53,7 @@ pub struct CacheRequest {
 
 /// The result of looking a key up.
 #[derive(Debug)]
-pub enum Lookup {
+pub(crate) enum Lookup {
     Hit(CacheEntry),
     Miss,
     /// The entry exists but is damaged (unreadable, truncated, edited); the string says why.
@@ -64,12 +64,12 @@ pub enum Lookup {
 
 /// A cache folder.
 #[derive(Clone, Debug)]
-pub struct Cache {
+pub(crate) struct Cache {
     dir: PathBuf,
 }
 
 /// The hex SHA-256 of `parts`, each length-prefixed so that no two part lists collide.
-pub fn content_key(parts: &[&str]) -> String {
+pub(crate) fn content_key(parts: &[&str]) -> String {
     let mut hasher = Sha256::new();
     for part in parts {
         hasher.update((part.len() as u64).to_le_bytes());
@@ -89,7 +89,7 @@ fn sha256(text: &str) -> String {
 impl CacheRequest {
     /// The request for `cuda` built by this tilec for `target`, compiled by `compiler` (`None`:
     /// the source alone, no PTX).
-    pub fn new(target: &str, compiler: Option<&str>, cuda: &str) -> CacheRequest {
+    pub(crate) fn new(target: &str, compiler: Option<&str>, cuda: &str) -> CacheRequest {
         let tilec = env!("CARGO_PKG_VERSION");
         let key = content_key(&[tilec, target, compiler.unwrap_or("no nvrtc"), cuda]);
         CacheRequest {
@@ -134,7 +134,7 @@ impl CacheRequest {
 
 impl Cache {
     /// Opens (and creates) the cache folder `dir`.
-    pub fn open(dir: &Path) -> Result<Cache> {
+    pub(crate) fn open(dir: &Path) -> Result<Cache> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create the cache folder {}", dir.display()))?;
         Ok(Cache {
@@ -142,7 +142,7 @@ impl Cache {
         })
     }
 
-    pub fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
 
@@ -151,7 +151,7 @@ impl Cache {
     }
 
     /// The entry answering `request`, checked as the module's documentation describes.
-    pub fn get(&self, request: &CacheRequest) -> Lookup {
+    pub(crate) fn get(&self, request: &CacheRequest) -> Lookup {
         let path = self.path_of(&request.key);
         let bytes = match std::fs::read(&path) {
             Ok(bytes) => bytes,
@@ -172,7 +172,7 @@ impl Cache {
 
     /// Stores `entry` as the answer to `request`, atomically, readable by whoever may read the
     /// cache folder.
-    pub fn put(&self, request: &CacheRequest, entry: &CacheEntry) -> Result<()> {
+    pub(crate) fn put(&self, request: &CacheRequest, entry: &CacheEntry) -> Result<()> {
         let path = self.path_of(&request.key);
         let folder = path.parent().unwrap_or(&self.dir);
         create_shared_folder(folder, &self.dir)

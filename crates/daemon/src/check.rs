@@ -19,7 +19,7 @@ fn styled() -> bool {
 
 /// Checks the files under `paths`. `strict` makes what tilec cannot analyse (`not-analysed`) fail
 /// the check like an error; without it only the kernels' own errors do.
-pub fn run(
+pub(crate) fn run(
     paths: &[PathBuf],
     format: Format,
     target: Option<&str>,
@@ -165,7 +165,11 @@ pub(crate) fn report_unreadable(workspace: &Workspace) {
     }
 }
 
-pub fn print_ir(path: &Path, kernel: Option<&str>, instance: Option<u32>) -> Result<ExitCode> {
+pub(crate) fn print_ir(
+    path: &Path,
+    kernel: Option<&str>,
+    instance: Option<u32>,
+) -> Result<ExitCode> {
     let (workspace, file) = load_one(path)?;
     let db = &workspace.db;
     let mut out = std::io::stdout().lock();

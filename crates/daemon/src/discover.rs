@@ -24,7 +24,7 @@ const SKIPPED_FOLDERS: [&str; 4] = ["target", "node_modules", "__pycache__", "ve
 
 /// What identifies a file or folder whatever path reaches it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct FileId {
+pub(crate) struct FileId {
     device: u64,
     inode: u64,
 }
@@ -53,12 +53,12 @@ fn id_of(path: &Path, _metadata: &Metadata) -> Option<FileId> {
 
 /// Whether `path` is a regular file (after following links): the only kind of file tilec reads.
 /// Checked without opening it, since opening a FIFO blocks.
-pub fn is_regular_file(path: &Path) -> bool {
+pub(crate) fn is_regular_file(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|metadata| metadata.is_file())
 }
 
 /// The identity of the file or folder at `path` (after following links), if it exists.
-pub fn file_id(path: &Path) -> Option<FileId> {
+pub(crate) fn file_id(path: &Path) -> Option<FileId> {
     let metadata = std::fs::metadata(path).ok()?;
     id_of(path, &metadata)
 }
@@ -76,7 +76,7 @@ struct Walk {
 /// once, skipping hidden folders, virtual environments and anything that is not a regular file.
 /// With no paths, the current folder. A path that does not exist, or names neither a regular file
 /// nor a folder, is an error; a folder that cannot be read inside the tree is skipped.
-pub fn collect_python_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+pub(crate) fn collect_python_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let defaults = [PathBuf::from(".")];
     let paths = if paths.is_empty() {
         &defaults[..]

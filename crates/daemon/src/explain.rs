@@ -16,7 +16,7 @@ fn summary(code: Code) -> &'static str {
         .unwrap_or("")
 }
 
-pub fn run(code: Option<&str>) -> Result<ExitCode> {
+pub(crate) fn run(code: Option<&str>) -> Result<ExitCode> {
     match code {
         None => {
             println!("diagnostic codes (run `tilec explain CODE` for one):\n");

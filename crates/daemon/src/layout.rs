@@ -29,7 +29,7 @@ use tilec_ide::svg::Picture;
 const GRID_ROWS: i64 = 16;
 const GRID_COLUMNS: i64 = 16;
 
-pub fn run(
+pub(crate) fn run(
     path: &Path,
     selection: &InstanceSelection,
     buffer: Option<&str>,

@@ -42,7 +42,7 @@ fn clamp(text: &str, span: Span) -> std::ops::Range<usize> {
 
 /// A diagnostic as rustc prints them: the message, the code, the snippet with the primary range and
 /// every related location labelled, and the help.
-pub fn human(path: &Path, text: &str, diagnostic: &FileDiagnostic, styled: bool) -> String {
+pub(crate) fn human(path: &Path, text: &str, diagnostic: &FileDiagnostic, styled: bool) -> String {
     let origin = path.display().to_string();
     let mut snippet = Snippet::source(text)
         .origin(&origin)
@@ -86,7 +86,7 @@ pub fn human(path: &Path, text: &str, diagnostic: &FileDiagnostic, styled: bool)
 }
 
 /// A problem in a file that is not Python (tilec.toml), rendered the same way.
-pub fn human_plain(
+pub(crate) fn human_plain(
     path: &Path,
     text: &str,
     code: &str,
@@ -118,7 +118,7 @@ pub fn human_plain(
 }
 
 /// A compile-time constant as JSON (dtypes as their names, tuples as arrays).
-pub fn const_json(value: &ConstValue) -> Value {
+pub(crate) fn const_json(value: &ConstValue) -> Value {
     match value {
         ConstValue::None => Value::Null,
         ConstValue::Bool(value) => json!(value),
@@ -144,7 +144,7 @@ pub fn const_json(value: &ConstValue) -> Value {
     }
 }
 
-pub fn instance_json(path: &Path, report: &InstanceReport) -> Value {
+pub(crate) fn instance_json(path: &Path, report: &InstanceReport) -> Value {
     let mut args = Map::new();
     for (name, value) in &report.args {
         args.insert(name.clone(), const_json(value));
@@ -166,7 +166,7 @@ pub fn instance_json(path: &Path, report: &InstanceReport) -> Value {
     })
 }
 
-pub fn diagnostic_json(db: &dyn Db, file: SourceFile, diagnostic: &FileDiagnostic) -> Value {
+pub(crate) fn diagnostic_json(db: &dyn Db, file: SourceFile, diagnostic: &FileDiagnostic) -> Value {
     let path = file.path(db).display().to_string();
     let (line, column) = line_column(db, file, diagnostic.span.start);
     let (end_line, end_column) = line_column(db, file, diagnostic.span.end);

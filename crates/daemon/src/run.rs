@@ -26,7 +26,7 @@ use tilec_runtime::tuned::TunedFor;
 
 /// Where `tilec run` executes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum DeviceChoice {
+pub(crate) enum DeviceChoice {
     /// The GPU when there is one, the CPU emulator otherwise.
     Auto,
     Cpu,
@@ -35,7 +35,7 @@ pub enum DeviceChoice {
 
 /// What `tilec run` was asked to do.
 #[derive(Debug)]
-pub struct RunOptions {
+pub(crate) struct RunOptions {
     /// `--kernel`, `--instance` and `--with`.
     pub selection: InstanceSelection,
     pub device: DeviceChoice,
@@ -87,7 +87,7 @@ pub(crate) fn run_target(
     Ok(target)
 }
 
-pub fn run(path: &Path, options: &RunOptions) -> Result<ExitCode> {
+pub(crate) fn run(path: &Path, options: &RunOptions) -> Result<ExitCode> {
     let (workspace, file) = load_one(path)?;
     let db = &workspace.db;
     let device = open_device(options.device)?;

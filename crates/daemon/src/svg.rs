@@ -9,7 +9,7 @@ use tilec_ide::svg::{Picture, fragment_svg};
 /// Writes the pictures: one picture goes to `out` itself, or into it when `out` is an existing
 /// folder; several go into the folder `out` (created if missing), one file each, named by
 /// [`Picture::file_name`]. Returns the paths written, in the order of `pictures`.
-pub fn write_pictures(out: &Path, pictures: &[Picture<'_>]) -> Result<Vec<PathBuf>> {
+pub(crate) fn write_pictures(out: &Path, pictures: &[Picture<'_>]) -> Result<Vec<PathBuf>> {
     match pictures {
         [] => bail!("there is no fragment to draw"),
         [only] => {

@@ -33,7 +33,7 @@ use tilec_runtime::tuned::{TunedRecord, TunedStore};
 
 /// What `tilec tune` was asked to do.
 #[derive(Debug)]
-pub struct TuneOptions {
+pub(crate) struct TuneOptions {
     /// `--kernel`, `--instance` and `--with`.
     pub selection: InstanceSelection,
     /// Rank by the hardware model only; run nothing.
@@ -48,7 +48,7 @@ pub struct TuneOptions {
     pub seed: u64,
 }
 
-pub fn run(path: &Path, options: &TuneOptions) -> Result<ExitCode> {
+pub(crate) fn run(path: &Path, options: &TuneOptions) -> Result<ExitCode> {
     let (workspace, file) = load_one(path)?;
     let db = &workspace.db;
     let device = if options.recommend {

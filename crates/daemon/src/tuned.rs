@@ -10,7 +10,7 @@ use tilec_ir::{ConstValue, Target};
 use tilec_runtime::tuned::{TunedFor, TunedInstance, TunedStore};
 
 /// The tuning cache's identity of `instance` of the file at `path`.
-pub fn tuned_instance<'a>(
+pub(crate) fn tuned_instance<'a>(
     db: &'a dyn Db,
     path: &'a Path,
     instance: Instance<'a>,
@@ -24,7 +24,7 @@ pub fn tuned_instance<'a>(
 
 /// `instance` with its tuned configuration applied, when the tuning cache in `cache` has one for
 /// `wanted`; prints a note saying so (to stderr, so outputs stay clean).
-pub fn apply_tuned<'db>(
+pub(crate) fn apply_tuned<'db>(
     db: &'db dyn Db,
     cache: &Path,
     path: &Path,
@@ -51,7 +51,7 @@ pub fn apply_tuned<'db>(
 /// document (in its folder or above), looked up by the document's target. The server itself does
 /// not read the store (it reaches it only through `tilec-ide`), so `tilec lsp` hands it this.
 #[derive(Debug)]
-pub struct EditorTuning;
+pub(crate) struct EditorTuning;
 
 impl TunedResults for EditorTuning {
     fn winner(

@@ -48,7 +48,7 @@ const DEBOUNCE: Duration = Duration::from_millis(50);
 const ROOT_POLL: Duration = Duration::from_millis(250);
 
 #[derive(Debug)]
-pub struct WatchOptions {
+pub(crate) struct WatchOptions {
     pub paths: Vec<PathBuf>,
     pub run: bool,
     pub format: Format,
@@ -89,7 +89,7 @@ struct Runner {
     faulted: bool,
 }
 
-pub fn watch(options: &WatchOptions) -> Result<ExitCode> {
+pub(crate) fn watch(options: &WatchOptions) -> Result<ExitCode> {
     let target = match options.target.as_deref() {
         Some(name) => Target::from_name(name)
             .with_context(|| format!("unknown target `{name}` (expected sm_80 or sm_90)"))?,

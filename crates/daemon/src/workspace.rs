@@ -4,16 +4,16 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-pub use crate::discover::collect_python_files;
+pub(crate) use crate::discover::collect_python_files;
 use anyhow::{Context, Result, bail};
 use tilec_db::{Instance, RootDatabase, Settings, SourceFile};
 use tilec_frontend::manifest::{Manifest, parse_manifest};
 use tilec_ir::{ConstValue, Target};
-pub use tilec_lsp::workspace::{instances_for, manifest_instances_within, manifest_within};
+pub(crate) use tilec_lsp::workspace::{instances_for, manifest_instances_within, manifest_within};
 
 /// A problem with a tilec.toml, reported as a `config-error` diagnostic.
 #[derive(Debug)]
-pub struct ManifestProblem {
+pub(crate) struct ManifestProblem {
     pub path: PathBuf,
     pub text: String,
     pub message: String,
@@ -22,7 +22,7 @@ pub struct ManifestProblem {
 
 /// The files of a run, loaded into a database.
 #[derive(Debug)]
-pub struct Workspace {
+pub(crate) struct Workspace {
     pub db: RootDatabase,
     pub files: Vec<SourceFile>,
     /// Files of the workspace that `files` import, loaded so that the imports resolve; they are
@@ -39,7 +39,7 @@ pub struct Workspace {
 }
 
 /// `--target NAME`, parsed; an unknown name is an error that lists the known ones.
-pub fn parse_target(name: Option<&str>) -> Result<Option<Target>> {
+pub(crate) fn parse_target(name: Option<&str>) -> Result<Option<Target>> {
     match name {
         None => Ok(None),
         Some(name) => match Target::from_name(name) {
@@ -52,7 +52,7 @@ pub fn parse_target(name: Option<&str>) -> Result<Option<Target>> {
 impl Workspace {
     /// Sets the database's settings for a command: `target` and the tilec.toml pass configs. The
     /// target rarely changes: high durability lets salsa skip re-validating what depends on it.
-    pub fn apply_settings(&self, target: Target) -> Settings {
+    pub(crate) fn apply_settings(&self, target: Target) -> Settings {
         Settings::builder(target, self.manifest_pass_configs.clone())
             .durability(salsa::Durability::HIGH)
             .new(&self.db)
@@ -63,7 +63,7 @@ impl Workspace {
     /// Loads the `.py` files under `paths` and the tilec.toml files that apply to them (searched
     /// up to the workspace root of `paths`, see [`manifest_within`]). A file that cannot be read
     /// is listed in `unreadable` and the rest are loaded.
-    pub fn load(paths: &[PathBuf]) -> Result<Workspace> {
+    pub(crate) fn load(paths: &[PathBuf]) -> Result<Workspace> {
         let files = collect_python_files(paths)?;
         let db = RootDatabase::default();
         let mut workspace = Workspace {
@@ -150,7 +150,7 @@ impl Workspace {
 /// TileLang, a kernel, instance or fragment that is not there): `tilec` says what is wrong and exits
 /// with 1, as for a kernel with errors, where a file it cannot read exits with 2.
 #[derive(Debug)]
-pub struct Refusal(pub String);
+pub(crate) struct Refusal(pub String);
 
 impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -171,7 +171,7 @@ pub(crate) use refuse;
 /// Loads one file for a command that inspects it (`tilec ir`, `tilec layout`, `run`, `tune`): a
 /// folder, a file that is not Python and a Python file without TileLang are refused, since whatever
 /// the command printed for them would mean nothing.
-pub fn load_one(path: &Path) -> Result<(Workspace, SourceFile)> {
+pub(crate) fn load_one(path: &Path) -> Result<(Workspace, SourceFile)> {
     if path.is_dir() {
         refuse!(
             "{} is a folder; this command takes one `.py` file (`tilec check` and `tilec build` take folders)",
@@ -197,7 +197,7 @@ pub fn load_one(path: &Path) -> Result<(Workspace, SourceFile)> {
 
 /// The instances of `file` a command's `--kernel` and `--instance` select; a refusal names the
 /// kernels when none matches, and how many instances the kernel has when `--instance` is past them.
-pub fn selected_instances<'db>(
+pub(crate) fn selected_instances<'db>(
     db: &'db dyn tilec_db::Db,
     file: SourceFile,
     kernel: Option<&str>,
@@ -260,7 +260,7 @@ fn instance_counts(db: &dyn tilec_db::Db, instances: &[Instance<'_>]) -> String 
 /// Which kernel instance `tilec run`, `tune`, `build` and `layout` work on: `--kernel`,
 /// `--instance` and `--with`, one set of flags for the four commands.
 #[derive(clap::Args, Clone, Debug, Default)]
-pub struct InstanceSelection {
+pub(crate) struct InstanceSelection {
     /// The kernel (the factory or jit function name); default: the first (`build`, `layout`:
     /// every one).
     #[arg(long)]
@@ -275,7 +275,7 @@ pub struct InstanceSelection {
 
 impl InstanceSelection {
     /// The instances of `file` that `--kernel` and `--instance` select (`--with` aside).
-    pub fn selected<'db>(
+    pub(crate) fn selected<'db>(
         &self,
         db: &'db dyn tilec_db::Db,
         file: SourceFile,
@@ -285,7 +285,11 @@ impl InstanceSelection {
 
     /// The first selected instance (with a note when several match), its arguments overridden
     /// by `--with`.
-    pub fn pick<'db>(&self, db: &'db dyn tilec_db::Db, file: SourceFile) -> Result<Instance<'db>> {
+    pub(crate) fn pick<'db>(
+        &self,
+        db: &'db dyn tilec_db::Db,
+        file: SourceFile,
+    ) -> Result<Instance<'db>> {
         let selected = self.selected(db, file)?;
         let base = *selected.first().context("no instance selected")?;
         if selected.len() > 1 {
@@ -305,7 +309,7 @@ impl InstanceSelection {
     }
 
     /// Every selected instance, each with its arguments overridden by `--with` (`tilec layout`).
-    pub fn selected_with<'db>(
+    pub(crate) fn selected_with<'db>(
         &self,
         db: &'db dyn tilec_db::Db,
         file: SourceFile,

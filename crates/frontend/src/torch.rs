@@ -17,7 +17,7 @@ use crate::value::{Module, Value};
 
 /// What tilec knows of a torch tensor: its shape (each extent, if known) and its dtype.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct TensorValue {
+pub(crate) struct TensorValue {
     /// `None` when not even the rank is known.
     pub shape: Option<Vec<Option<i64>>>,
     pub dtype: Option<DType>,

@@ -96,7 +96,7 @@ pub fn identifier_at(text: &str, offset: u32) -> Option<(Span, &str)> {
 
 /// The parameter or buffer of the world named `name` (the innermost definition wins when a name is
 /// reused, as Python's last assignment would).
-pub fn buffer_named(world: &World, name: &str) -> Option<EntityId> {
+pub(crate) fn buffer_named(world: &World, name: &str) -> Option<EntityId> {
     world
         .entities()
         .filter(|&entity| {

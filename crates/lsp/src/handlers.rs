@@ -397,7 +397,7 @@ fn manifest_edit(
 /// The parameters of `tilec/cudaSource`, `tilec/layoutSvg` and `tilec/runKernel`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct KernelParams {
+pub(crate) struct KernelParams {
     pub text_document: DocumentRef,
     /// The cursor: it picks the kernel (and, for `layoutSvg`, the fragment); without it, the
     /// file's first kernel.
@@ -408,7 +408,7 @@ pub struct KernelParams {
 }
 
 #[derive(Debug, Deserialize)]
-pub struct DocumentRef {
+pub(crate) struct DocumentRef {
     pub uri: Uri,
 }
 

@@ -157,7 +157,7 @@ impl Backend {
 }
 
 #[derive(Debug, Deserialize)]
-pub struct ExplainParams {
+pub(crate) struct ExplainParams {
     pub code: String,
 }
 

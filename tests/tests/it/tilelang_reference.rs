@@ -19,7 +19,7 @@ pub(crate) mod formula {
 
     /// A parsed formula.
     #[derive(Clone, Debug)]
-    pub enum Formula {
+    pub(crate) enum Formula {
         Int(i64),
         /// The logical index of this dimension.
         Dim(usize),
@@ -31,7 +31,7 @@ pub(crate) mod formula {
     impl Formula {
         /// The value at `point`, replica `rep`; `None` on division by zero, overflow or a
         /// dimension the point does not have.
-        pub fn eval(&self, point: &[i64], rep: i64) -> Option<i64> {
+        pub(crate) fn eval(&self, point: &[i64], rep: i64) -> Option<i64> {
             match self {
                 Formula::Int(value) => Some(*value),
                 Formula::Dim(dim) => point.get(*dim).copied(),
@@ -94,12 +94,12 @@ pub(crate) mod formula {
     }
 
     /// Parses one formula, such as `_i // 16 * 32 + _rep`.
-    pub fn parse(text: &str) -> Result<Formula, String> {
+    pub(crate) fn parse(text: &str) -> Result<Formula, String> {
         convert(&parse_expression(text)?)
     }
 
     /// Parses a Python tuple of formulas, such as `(_i % 8, 0,)` or `(128, 64)`.
-    pub fn parse_tuple(text: &str) -> Result<Vec<Formula>, String> {
+    pub(crate) fn parse_tuple(text: &str) -> Result<Vec<Formula>, String> {
         match parse_expression(text)? {
             Expr::Tuple(tuple) => tuple.elts.iter().map(convert).collect(),
             _ => Err(format!("not a tuple: {text:?}")),

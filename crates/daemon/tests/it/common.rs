@@ -8,20 +8,20 @@ use std::sync::Mutex;
 
 /// A file of the repository's `tests/fixtures/` (TileLang written for tilec's tests), by its path
 /// relative to that folder.
-pub fn fixture(relative: &str) -> PathBuf {
+pub(crate) fn fixture(relative: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/fixtures")
         .join(relative)
 }
 
 /// The corpus folder beside the clone, where it would be.
-pub fn corpus_dir() -> PathBuf {
+pub(crate) fn corpus_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus")
 }
 
 /// In CI (`CI` set), shared data that is missing fails the test that needs it: a test must never
 /// pass there by skipping.
-pub fn missing_in_ci(path: &Path) {
+pub(crate) fn missing_in_ci(path: &Path) {
     if std::env::var_os("CI").is_some() {
         panic!(
             "{} is missing, and CI must run every test: keep `shared/` beside the clone",
@@ -33,7 +33,7 @@ pub fn missing_in_ci(path: &Path) {
 /// Records that a test of the `shared/corpus` conformance suite did not run because `missing` is
 /// absent: in CI the test fails; elsewhere the first skip in this binary prints one line (past the
 /// harness's output capture, which would hide it), and later skips print nothing.
-pub fn skip_suite(missing: &Path) {
+pub(crate) fn skip_suite(missing: &Path) {
     static SKIPPED: Mutex<bool> = Mutex::new(false);
     missing_in_ci(missing);
     let mut said = SKIPPED
@@ -52,7 +52,7 @@ pub fn skip_suite(missing: &Path) {
 }
 
 /// A corpus file, or `None` when `shared/` is not beside the checkout ([`skip_suite`]).
-pub fn corpus_file(name: &str) -> Option<PathBuf> {
+pub(crate) fn corpus_file(name: &str) -> Option<PathBuf> {
     let path = corpus_dir().join(name);
     if path.is_file() {
         Some(path)

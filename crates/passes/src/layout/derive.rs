@@ -10,7 +10,7 @@ use super::fragment::{CHUNK_POINTS, FragmentLayout, flatten, for_each_chunk, fre
 /// Why a loop cannot run where a fragment's layout puts its data: one loop iteration would need
 /// the elements of two different threads (a serial iterator the layout spreads over threads).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Witness {
+pub(super) struct Witness {
     pub loop_point: Vec<i64>,
     pub serial_var: Option<VarId>,
     pub first: (Vec<i64>, i64),
@@ -29,7 +29,7 @@ pub(super) fn substitute_vars(
 }
 
 /// The loop layout that runs each iteration on the thread holding the element it accesses.
-pub fn loop_from_buffer(
+pub(super) fn loop_from_buffer(
     arena: &mut ExprArena,
     buffer: &FragmentLayout,
     indices: &[ExprId],
@@ -195,7 +195,7 @@ fn check_serial_independence(
 /// The layout of a fragment accessed by a laid-out loop, when each of its indices is one loop or
 /// serial variable: loop-indexed dimensions follow the loop's threads, serial-indexed ones stay in
 /// registers, and loop variables the access does not use become replication.
-pub fn buffer_from_loop(
+pub(super) fn buffer_from_loop(
     arena: &mut ExprArena,
     loop_layout: &FragmentLayout,
     indices: &[ExprId],
@@ -357,7 +357,7 @@ fn invert_quotient(
 
 /// The destination layout of a reduction over `dim`: the source's, with the reduced dimension
 /// folded into replication (every thread that held part of a row holds the row's result).
-pub fn reduce_layout(
+pub(super) fn reduce_layout(
     arena: &mut ExprArena,
     src: &FragmentLayout,
     dim: usize,

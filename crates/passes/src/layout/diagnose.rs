@@ -83,7 +83,7 @@ pub(super) struct MisplacedAccess<'a> {
 }
 
 impl MisplacedAccess<'_> {
-    pub fn diagnostic(&self, world: &World, arena: &ExprArena) -> Diagnostic {
+    pub(super) fn diagnostic(&self, world: &World, arena: &ExprArena) -> Diagnostic {
         let name = world.name(self.buffer);
         let at = element(world, self.buffer, &self.misplaced.element);
         let owners: Vec<String> = self.misplaced.owners.iter().map(i64::to_string).collect();
@@ -289,7 +289,7 @@ impl AnnotationCheck {
     /// Why the annotated `layout` cannot be the buffer's layout, if it cannot: a thread outside
     /// the block, or two elements in one register of one thread. (An annotation of another shape
     /// is a `shape-mismatch` the checks report.)
-    pub fn problem(
+    pub(super) fn problem(
         &self,
         world: &World,
         arena: &ExprArena,

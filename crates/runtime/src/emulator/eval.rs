@@ -54,7 +54,7 @@ pub(super) struct Frame {
 }
 
 impl Frame {
-    pub fn new(values: usize) -> Frame {
+    pub(super) fn new(values: usize) -> Frame {
         Frame {
             memo: vec![NONE; values],
             ..Frame::default()
@@ -62,7 +62,7 @@ impl Frame {
     }
 
     /// Starts a statement executed by `lanes` threads.
-    pub fn begin(&mut self, lanes: usize) {
+    pub(super) fn begin(&mut self, lanes: usize) {
         for (value, _) in self.touched.drain(..) {
             if let Some(slot) = self.memo.get_mut(value as usize) {
                 *slot = NONE;
@@ -123,7 +123,7 @@ impl Frame {
     }
 
     /// The values of `column`, one per lane.
-    pub fn column(&self, column: usize) -> &[f64] {
+    pub(super) fn column(&self, column: usize) -> &[f64] {
         self.columns.get(column).map_or(&[], Vec::as_slice)
     }
 

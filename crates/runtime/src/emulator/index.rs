@@ -46,7 +46,7 @@ pub(super) struct Env {
 }
 
 impl Env {
-    pub fn new(vars: usize) -> Env {
+    pub(super) fn new(vars: usize) -> Env {
         Env {
             vars: vec![Binding::Unbound; vars],
         }
@@ -88,7 +88,7 @@ pub(super) struct Indexer<'p> {
 }
 
 impl<'p> Indexer<'p> {
-    pub fn new(arena: &'p ExprArena) -> Indexer<'p> {
+    pub(super) fn new(arena: &'p ExprArena) -> Indexer<'p> {
         let mut compiled = Vec::new();
         compiled.resize_with(arena.len(), || None);
         Indexer { arena, compiled }
@@ -108,7 +108,7 @@ impl<'p> Indexer<'p> {
     }
 
     /// Whether `e` reads the thread index, directly or through a thread-dependent `let`.
-    pub fn depends_on_thread(&mut self, env: &Env, e: ExprId) -> bool {
+    pub(super) fn depends_on_thread(&mut self, env: &Env, e: ExprId) -> bool {
         match self.compiled(e) {
             Some(compiled) => compiled.vars.iter().any(|&var| !env.get(var).is_uniform()),
             None => false,
@@ -116,7 +116,7 @@ impl<'p> Indexer<'p> {
     }
 
     /// The value of `e`, which must not depend on the thread.
-    pub fn eval_uniform(&mut self, env: &Env, e: ExprId) -> Result<i64, UniformFault> {
+    pub(super) fn eval_uniform(&mut self, env: &Env, e: ExprId) -> Result<i64, UniformFault> {
         let arena = self.arena;
         let compiled = self.compiled(e).ok_or(UniformFault::BadId)?;
         let mut inputs = Vec::with_capacity(compiled.vars.len());
@@ -144,7 +144,12 @@ impl<'p> Indexer<'p> {
     }
 
     /// The value of `e` in each of `threads`, in order.
-    pub fn eval(&mut self, env: &Env, e: ExprId, threads: &[u32]) -> Result<Vec<i64>, BatchFault> {
+    pub(super) fn eval(
+        &mut self,
+        env: &Env,
+        e: ExprId,
+        threads: &[u32],
+    ) -> Result<Vec<i64>, BatchFault> {
         let arena = self.arena;
         let compiled = self.compiled(e).ok_or(BatchFault::BadId)?;
         if let Some(&var) = compiled

@@ -94,7 +94,7 @@ pub(super) struct Mbarriers {
 
 impl Mbarriers {
     /// Forgets every mbarrier, at the start of a block.
-    pub fn clear(&mut self) {
+    pub(super) fn clear(&mut self) {
         self.barriers.clear();
     }
 }

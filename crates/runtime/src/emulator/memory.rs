@@ -234,7 +234,7 @@ pub(super) struct Memory<'t> {
 
 impl<'t> Memory<'t> {
     /// Memory for `buffers`, poisoning the write-only parameters' tensors.
-    pub fn new(
+    pub(super) fn new(
         tensors: &'t mut [HostTensor],
         access: Vec<ParamAccess>,
         buffers: &[BufferInfo<'_>],
@@ -286,7 +286,7 @@ impl<'t> Memory<'t> {
     }
 
     /// Starts a block: its shared memory and registers start out unwritten.
-    pub fn begin_block(&mut self) {
+    pub(super) fn begin_block(&mut self) {
         self.serials = self.serials.wrapping_add(1);
         self.block_serial = self.serials;
         self.epoch = self.epoch.wrapping_add(1);
@@ -295,7 +295,7 @@ impl<'t> Memory<'t> {
     /// The storage of the running block, for blocks that run interleaved around grid barriers
     /// (`grid.rs`): a copy of the current one, which a new block starts from (its serial makes
     /// everything in it read as unwritten once it has begun).
-    pub fn block_storage(&self) -> BlockStorage {
+    pub(super) fn block_storage(&self) -> BlockStorage {
         BlockStorage {
             shared: self.shared.clone(),
             owners: self.owners.clone(),
@@ -306,7 +306,7 @@ impl<'t> Memory<'t> {
     }
 
     /// Exchanges the running block's storage with `storage`.
-    pub fn swap_block(&mut self, storage: &mut BlockStorage) {
+    pub(super) fn swap_block(&mut self, storage: &mut BlockStorage) {
         std::mem::swap(&mut self.shared, &mut storage.shared);
         std::mem::swap(&mut self.owners, &mut storage.owners);
         std::mem::swap(&mut self.local, &mut storage.local);
@@ -315,13 +315,13 @@ impl<'t> Memory<'t> {
     }
 
     /// A barrier: accesses before it no longer race with accesses after it.
-    pub fn barrier(&mut self) {
+    pub(super) fn barrier(&mut self) {
         self.epoch = self.epoch.wrapping_add(1);
     }
 
     /// A `__syncwarp` of warp `warp`: its threads' accesses before it no longer race with its
     /// threads' accesses after it.
-    pub fn warp_sync(&mut self, warp: u32) {
+    pub(super) fn warp_sync(&mut self, warp: u32) {
         if let Some(count) = self.warp_syncs.get_mut(warp as usize) {
             *count = count.wrapping_add(1);
         }
@@ -336,7 +336,7 @@ impl<'t> Memory<'t> {
     }
 
     /// Loads `buffer[indices[k]]` for `threads[k]` into `out[lanes[k]]`.
-    pub fn load_lanes(
+    pub(super) fn load_lanes(
         &mut self,
         info: &BufferInfo<'_>,
         threads: &[u32],
@@ -402,7 +402,7 @@ impl<'t> Memory<'t> {
     }
 
     /// Stores `values[k]`, converted to the buffer's dtype, at `buffer[indices[k]]` for `threads[k]`.
-    pub fn store_lanes(
+    pub(super) fn store_lanes(
         &mut self,
         info: &BufferInfo<'_>,
         threads: &[u32],
@@ -450,7 +450,7 @@ impl<'t> Memory<'t> {
     /// Starts `cp.async` copies to shared elements: each element must be free of accesses by other
     /// threads in this epoch (the copy may land at any moment until its wait) and of another copy
     /// in flight, and is marked in flight until [`Memory::land_async`].
-    pub fn issue_async(
+    pub(super) fn issue_async(
         &mut self,
         info: &BufferInfo<'_>,
         threads: &[u32],
@@ -491,7 +491,7 @@ impl<'t> Memory<'t> {
 
     /// Lands async copies: the elements stop being in flight and take their values, written by the
     /// issuing thread in the current epoch.
-    pub fn land_async(
+    pub(super) fn land_async(
         &mut self,
         info: &BufferInfo<'_>,
         threads: &[u32],
@@ -515,14 +515,14 @@ impl<'t> Memory<'t> {
 
     /// The current barrier epoch, which the mbarriers compare with the epoch of their
     /// initialisation.
-    pub fn epoch(&self) -> u32 {
+    pub(super) fn epoch(&self) -> u32 {
         self.epoch
     }
 
     /// The clocks of a producer and a consumer role starting now: each has acquired everything
     /// before (the roles start together) and stamps its accesses with a time later than any stamp
     /// so far.
-    pub fn start_roles(&mut self) -> [RoleClock; ROLES] {
+    pub(super) fn start_roles(&mut self) -> [RoleClock; ROLES] {
         self.now += 1;
         let start = self.now;
         let seen = [start - 1; ROLES];
@@ -536,7 +536,7 @@ impl<'t> Memory<'t> {
     /// An arrival of the running role: returns what it publishes (its view of every role's time,
     /// its own current time included) and moves its own time on, so that its later accesses are not
     /// covered by this arrival. `None` outside warp roles.
-    pub fn release(&mut self) -> Option<[u64; ROLES]> {
+    pub(super) fn release(&mut self) -> Option<[u64; ROLES]> {
         let clock = self.clock.as_mut()?;
         let mut view = clock.seen;
         if let Some(own) = view.get_mut(clock.role) {
@@ -548,7 +548,7 @@ impl<'t> Memory<'t> {
     }
 
     /// A wait of the running role that passed: it acquires what the phase published.
-    pub fn acquire(&mut self, view: [u64; ROLES]) {
+    pub(super) fn acquire(&mut self, view: [u64; ROLES]) {
         if let Some(clock) = self.clock.as_mut() {
             for (seen, time) in clock.seen.iter_mut().zip(view) {
                 *seen = (*seen).max(time);
@@ -560,7 +560,7 @@ impl<'t> Memory<'t> {
     /// [`Memory::land_tma`], and one already in flight is an error. The copy must be ordered after
     /// earlier accesses of the elements: by a barrier outside warp roles, by an mbarrier inside
     /// them (see the module documentation).
-    pub fn issue_tma(
+    pub(super) fn issue_tma(
         &mut self,
         info: &BufferInfo<'_>,
         thread: u32,
@@ -610,7 +610,7 @@ impl<'t> Memory<'t> {
     /// Lands a TMA copy: the elements stop being in flight and take their values (already of the
     /// buffer's dtype), written by the async proxy in the current epoch. Overlapped bytes change
     /// owner without a race check, as the landing is ordered by the mbarrier, not by epochs.
-    pub fn land_tma(
+    pub(super) fn land_tma(
         &mut self,
         info: &BufferInfo<'_>,
         indices: &[i64],
@@ -653,7 +653,7 @@ impl<'t> Memory<'t> {
 
     /// An atomic read-modify-write of a global or shared element (the old value is discarded, as
     /// the statement form has no result).
-    pub fn atomic(
+    pub(super) fn atomic(
         &mut self,
         info: &BufferInfo<'_>,
         index: i64,

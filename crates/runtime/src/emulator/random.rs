@@ -47,7 +47,7 @@ pub(super) struct Philox {
 
 impl Philox {
     /// `curand_init(seed, subsequence, offset, &state)`.
-    pub fn new(seed: u64, subsequence: u64, offset: u64) -> Philox {
+    pub(super) fn new(seed: u64, subsequence: u64, offset: u64) -> Philox {
         let mut state = Philox {
             counter: [0, 0, subsequence as u32, (subsequence >> 32) as u32],
             key: [seed as u32, (seed >> 32) as u32],
@@ -80,7 +80,7 @@ impl Philox {
     }
 
     /// `curand(&state)`: the next 32-bit word.
-    pub fn next_u32(&mut self) -> u32 {
+    pub(super) fn next_u32(&mut self) -> u32 {
         let value = self.output[self.next];
         self.next += 1;
         if self.next == 4 {
@@ -92,13 +92,13 @@ impl Philox {
     }
 
     /// `curand_uniform(&state)`: one word scaled into (0, 1] in single precision.
-    pub fn next_uniform(&mut self) -> f32 {
+    pub(super) fn next_uniform(&mut self) -> f32 {
         let word = self.next_u32() as f32;
         word * 2.328_306_4e-10_f32 + 1.164_153_2e-10_f32
     }
 
     /// The next number of `kind`, as the `f64` the emulator carries values in.
-    pub fn draw(&mut self, kind: RandomKind) -> f64 {
+    pub(super) fn draw(&mut self, kind: RandomKind) -> f64 {
         match kind {
             RandomKind::Bits => f64::from(self.next_u32()),
             RandomKind::Uniform => f64::from(self.next_uniform()),

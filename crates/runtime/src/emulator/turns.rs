@@ -28,7 +28,7 @@ pub(super) struct Turns {
 }
 
 impl Turns {
-    pub fn clear(&mut self) {
+    pub(super) fn clear(&mut self) {
         *self = Turns::default();
     }
 }

@@ -15,13 +15,13 @@ use serde_json::{Value, json};
 /// Long enough for a debug build on a loaded 2-core machine; a hang fails instead of blocking CI.
 const WAIT: Duration = Duration::from_secs(60);
 
-pub fn corpus(name: &str) -> PathBuf {
+pub(super) fn corpus(name: &str) -> PathBuf {
     crate::common::corpus_dir().join(name)
 }
 
 /// A corpus file's text, or `None` when the corpus is not beside the checkout (the suite is then
 /// reported skipped once, or fails in CI: `crate::common::skip_suite`).
-pub fn corpus_text(name: &str) -> Option<String> {
+pub(super) fn corpus_text(name: &str) -> Option<String> {
     let path = corpus(name);
     match std::fs::read_to_string(&path) {
         Ok(text) => Some(text),
@@ -33,7 +33,7 @@ pub fn corpus_text(name: &str) -> Option<String> {
 }
 
 /// A fixture's path and text (`tests/fixtures/`, in the repository).
-pub fn fixture_text(name: &str) -> (PathBuf, String) {
+pub(super) fn fixture_text(name: &str) -> (PathBuf, String) {
     let path = crate::common::fixture(name);
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|error| panic!("cannot read {}: {error}", path.display()));
@@ -41,7 +41,7 @@ pub fn fixture_text(name: &str) -> (PathBuf, String) {
 }
 
 /// A server with a fixture open: the client, the file's URI and its text.
-pub fn open_fixture(name: &str) -> (Client, String, String) {
+pub(super) fn open_fixture(name: &str) -> (Client, String, String) {
     let (path, text) = fixture_text(name);
     let uri = uri_of(&path);
     let mut client = Client::start();
@@ -49,11 +49,11 @@ pub fn open_fixture(name: &str) -> (Client, String, String) {
     (client, uri, text)
 }
 
-pub fn uri_of(path: &Path) -> String {
+pub(super) fn uri_of(path: &Path) -> String {
     format!("file://{}", path.display())
 }
 
-pub struct Client {
+pub(super) struct Client {
     child: Child,
     stdin: ChildStdin,
     messages: Receiver<Value>,
@@ -64,17 +64,17 @@ pub struct Client {
 }
 
 impl Client {
-    pub fn start() -> Client {
+    pub(super) fn start() -> Client {
         Client::start_with(&[])
     }
 
-    pub fn start_with(env: &[(&str, &str)]) -> Client {
+    pub(super) fn start_with(env: &[(&str, &str)]) -> Client {
         Client::spawn(env, Stdio::inherit())
     }
 
     /// A server whose log (stderr) is collected: the client and the lines logged so far, which
     /// grow as the server goes on.
-    pub fn start_logging(env: &[(&str, &str)]) -> (Client, Arc<Mutex<Vec<String>>>) {
+    pub(super) fn start_logging(env: &[(&str, &str)]) -> (Client, Arc<Mutex<Vec<String>>>) {
         let mut client = Client::spawn(env, Stdio::piped());
         let stderr = client.child.stderr.take().expect("stderr");
         let log = Arc::new(Mutex::new(Vec::new()));
@@ -134,22 +134,22 @@ impl Client {
     }
 
     /// Writes bytes as they are, framing and all: for messages a well-behaved client never sends.
-    pub fn write_raw(&mut self, bytes: &[u8]) {
+    pub(super) fn write_raw(&mut self, bytes: &[u8]) {
         self.stdin.write_all(bytes).expect("write");
         self.stdin.flush().expect("flush");
     }
 
     /// The messages read while waiting for others and not yet asked for.
-    pub fn unclaimed(&self) -> impl Iterator<Item = &Value> {
+    pub(super) fn unclaimed(&self) -> impl Iterator<Item = &Value> {
         self.pending.iter()
     }
 
-    pub fn notify(&mut self, method: &str, params: Value) {
+    pub(super) fn notify(&mut self, method: &str, params: Value) {
         self.write(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
     }
 
     /// Sends a request and returns its id without waiting.
-    pub fn send_request(&mut self, method: &str, params: Value) -> i64 {
+    pub(super) fn send_request(&mut self, method: &str, params: Value) -> i64 {
         let id = self.next_id;
         self.next_id += 1;
         self.write(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
@@ -157,17 +157,17 @@ impl Client {
     }
 
     /// The whole response (`result` or `error`) to request `id`.
-    pub fn response(&mut self, id: i64) -> Value {
+    pub(super) fn response(&mut self, id: i64) -> Value {
         self.wait_for(|message| message["id"] == id && message.get("method").is_none())
     }
 
-    pub fn request(&mut self, method: &str, params: Value) -> Value {
+    pub(super) fn request(&mut self, method: &str, params: Value) -> Value {
         let id = self.send_request(method, params);
         self.response(id)
     }
 
     /// The result of a request that must succeed.
-    pub fn result(&mut self, method: &str, params: Value) -> Value {
+    pub(super) fn result(&mut self, method: &str, params: Value) -> Value {
         let response = self.request(method, params);
         assert!(
             response.get("error").is_none(),
@@ -177,7 +177,7 @@ impl Client {
     }
 
     /// The hover at `position` (an LSP position object) of the document `uri`.
-    pub fn hover(&mut self, uri: &str, position: Value) -> Value {
+    pub(super) fn hover(&mut self, uri: &str, position: Value) -> Value {
         self.result(
             "textDocument/hover",
             json!({"textDocument": {"uri": uri}, "position": position}),
@@ -185,7 +185,7 @@ impl Client {
     }
 
     /// The diagnostics published for `uri` at `version`.
-    pub fn diagnostics(&mut self, uri: &str, version: i64) -> Vec<Value> {
+    pub(super) fn diagnostics(&mut self, uri: &str, version: i64) -> Vec<Value> {
         let message = self.wait_for(|message| {
             message["method"] == "textDocument/publishDiagnostics"
                 && message["params"]["uri"] == uri
@@ -197,14 +197,14 @@ impl Client {
             .unwrap_or_default()
     }
 
-    pub fn open(&mut self, uri: &str, text: &str) {
+    pub(super) fn open(&mut self, uri: &str, text: &str) {
         self.notify(
             "textDocument/didOpen",
             json!({"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}}),
         );
     }
 
-    pub fn change(&mut self, uri: &str, version: i64, text: &str) {
+    pub(super) fn change(&mut self, uri: &str, version: i64, text: &str) {
         self.notify(
             "textDocument/didChange",
             json!({"textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": text}]}),
@@ -212,7 +212,7 @@ impl Client {
     }
 
     /// The first message (already read, or read within a minute) for which `wanted` holds.
-    pub fn wait_for(&mut self, wanted: impl Fn(&Value) -> bool) -> Value {
+    pub(super) fn wait_for(&mut self, wanted: impl Fn(&Value) -> bool) -> Value {
         if let Some(at) = self.pending.iter().position(&wanted) {
             return self.pending.remove(at).expect("present");
         }
@@ -238,12 +238,12 @@ impl Client {
     }
 
     /// True while the server process runs.
-    pub fn alive(&mut self) -> bool {
+    pub(super) fn alive(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }
 
     /// Shutdown, exit, and the exit status.
-    pub fn shutdown(&mut self) {
+    pub(super) fn shutdown(&mut self) {
         let response = self.request("shutdown", Value::Null);
         assert!(response.get("error").is_none(), "{response}");
         self.notify("exit", Value::Null);
@@ -284,7 +284,7 @@ fn read_message(reader: &mut impl BufRead) -> Option<Value> {
 
 /// The 0-based (line, character) of the first occurrence of `needle` in `text`, plus `shift`
 /// characters.
-pub fn position_of(text: &str, needle: &str, shift: usize) -> Value {
+pub(super) fn position_of(text: &str, needle: &str, shift: usize) -> Value {
     let at = text
         .find(needle)
         .unwrap_or_else(|| panic!("`{needle}` is in the text"));
@@ -292,7 +292,7 @@ pub fn position_of(text: &str, needle: &str, shift: usize) -> Value {
 }
 
 /// The 0-based (line, character) of a byte offset of an ASCII text.
-pub fn position_at(text: &str, at: usize) -> Value {
+pub(super) fn position_at(text: &str, at: usize) -> Value {
     let line = text[..at].matches('\n').count();
     let column = at - text[..at].rfind('\n').map_or(0, |n| n + 1);
     json!({"line": line, "character": column})
