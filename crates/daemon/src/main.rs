@@ -8,6 +8,7 @@ mod discover;
 mod estimate;
 mod explain;
 mod layout;
+mod progress;
 mod render;
 mod run;
 mod svg;

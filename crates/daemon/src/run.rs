@@ -15,10 +15,12 @@ use tilec_runtime::cuda::{DeviceTensor, EncodedTensorMap, LaunchArg, Repetitions
 use tilec_runtime::emulator::ErrorKind;
 use tilec_runtime::tensor::RandomError;
 use tilec_runtime::{
-    CudaDevice, HostTensor, compare, inputs, npy, run_program_within, tolerance_in,
+    CudaDevice, HostTensor, compare, inputs, npy, run_program_observed, run_program_within,
+    tolerance_in,
 };
 
 use crate::estimate::{REFUSE_SECONDS, emulator_seconds, smaller_sizes};
+use crate::progress::EmulatorProgress;
 use crate::render;
 use crate::tuned::apply_tuned;
 use crate::workspace::{InstanceSelection, Workspace, load_one, parse_target, refuse};
@@ -164,11 +166,18 @@ pub(crate) fn run(path: &Path, options: &RunOptions) -> Result<ExitCode> {
         }
         None => {
             let started = Instant::now();
-            for program in &programs {
+            let launches = programs.len();
+            for (index, program) in programs.iter().enumerate() {
                 let left =
                     emulator_budget.map(|budget| budget.saturating_sub(budget_started.elapsed()));
-                run_program_within(program, &mut tensors, &scalars, left)
-                    .map_err(|error| anyhow::anyhow!("emulator: {error}"))?;
+                let mut progress =
+                    EmulatorProgress::new((launches > 1).then_some((index + 1, launches)));
+                let result =
+                    run_program_observed(program, &mut tensors, &scalars, left, &mut |d, t| {
+                        progress.update(d, t)
+                    });
+                progress.finish();
+                result.map_err(|error| anyhow::anyhow!("emulator: {error}"))?;
             }
             let seconds = started.elapsed().as_secs_f64();
             report(

@@ -399,12 +399,10 @@ fn argument_names(db: &dyn tilec_db::Db, file: SourceFile, instance: Instance<'_
             .iter()
             .filter(|param| !tensors.contains(&param.name.as_str()))
             .map(|param| param.name.clone());
-        let extents = outline
-            .tensors
-            .iter()
-            .flat_map(|(_, extents)| extents.iter().flatten().cloned());
-        names.extend(params.chain(extents));
+        names.extend(params);
     }
+    // A tensor extent is a name to override only where it is a symbol (below): a module-level
+    // `M = 8192` in `T.Tensor([M, N])` is a constant, and an override of it would do nothing.
     // The symbols the kernel declares itself (`M, N, K = T.const("M, N, K")`) size it too, and
     // so do the dynamic sizes of its tensors and grid (`T.dynamic("seqlen")`, `T.symbolic`), which
     // the launch takes by value: `tilec run` asks for them with `--with`.

@@ -432,8 +432,9 @@ impl<'c> Builder<'c> {
     }
 }
 
-/// `n` with thousands separators, as the diagnostics write limits.
-pub(crate) fn thousands(n: u64) -> String {
+/// `n` with thousands separators (`1,048,576`), as the diagnostics write limits and `tilec run` its
+/// progress.
+pub fn thousands(n: u64) -> String {
     thousands_u128(u128::from(n))
 }
 

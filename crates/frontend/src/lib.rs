@@ -36,6 +36,7 @@ mod torch;
 mod value;
 
 pub use build::{KernelPositions, build_positions, build_world};
+pub use builder::thousands;
 pub use instances::{
     AutotuneConfig, InstanceOrigin, InstanceSpec, ManifestInstance, autotune_configs,
     find_instances,

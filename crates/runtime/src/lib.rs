@@ -16,5 +16,7 @@ pub mod tuned;
 
 pub use compare::{Comparison, FP8_WGMMA_TOLERANCE, compare, tolerance_for, tolerance_in};
 pub use cuda::{CudaDevice, Unavailable};
-pub use emulator::{EmulatorError, EmulatorReport, run_program, run_program_within};
+pub use emulator::{
+    EmulatorError, EmulatorReport, run_program, run_program_observed, run_program_within,
+};
 pub use tensor::HostTensor;

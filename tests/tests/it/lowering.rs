@@ -109,6 +109,30 @@ fn elementwise_add_fixture() {
     assert_matches("C", &t[2], expected);
 }
 
+/// The emulator reports its progress after every block, in order, ending at the grid's size:
+/// what `tilec run` draws its progress line from.
+#[test]
+fn the_emulator_reports_each_block_done() {
+    let overrides = [
+        ("M", 256),
+        ("N", 512),
+        ("block_M", 32),
+        ("block_N", 64),
+        ("threads", 128),
+    ];
+    let dir = tilec_tests::fixture_path("kernels");
+    let program = lowered_in(&dir, "elementwise_add.py", "add", &overrides);
+    let mut tensors = make_tensors(&program, &[], 42, false).expect("shapes evaluate");
+    let mut seen = Vec::new();
+    tilec_runtime::run_program_observed(&program, &mut tensors, &[], None, &mut |done, total| {
+        seen.push((done, total));
+    })
+    .expect("the emulator runs it");
+    let blocks = (256 / 32) * (512 / 64);
+    let expected: Vec<(u64, u64)> = (1..=blocks).map(|done| (done, blocks)).collect();
+    assert_eq!(seen, expected);
+}
+
 #[test]
 fn vector_add_eager() {
     let Some(t) = emulate(

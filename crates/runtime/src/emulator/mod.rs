@@ -166,6 +166,19 @@ pub fn run_program_within(
     scalars: &[i64],
     budget: Option<Duration>,
 ) -> Result<EmulatorReport, EmulatorError> {
+    run_program_observed(program, tensors, scalars, budget, &mut |_, _| {})
+}
+
+/// [`run_program_within`], calling `progress(blocks done, blocks in all)` after each block, so that
+/// a run of minutes can show how far it is (`tilec run` on a terminal). Blocks that meet at grid
+/// barriers run interleaved and report once, when all are done.
+pub fn run_program_observed(
+    program: &ThreadProgram,
+    tensors: &mut [HostTensor],
+    scalars: &[i64],
+    budget: Option<Duration>,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<EmulatorReport, EmulatorError> {
     let deadline = budget.map(|budget| (Instant::now() + budget, budget));
     let mut indexer = index::Indexer::new(&program.exprs);
     let setup = setup::prepare(program, tensors, scalars, &mut indexer).map_err(|fault| *fault)?;
@@ -211,11 +224,15 @@ pub fn run_program_within(
             .flat_map(|z| (0..gy).flat_map(move |y| (0..gx).map(move |x| [x, y, z])))
             .collect();
         machine.run_grid(&blocks).map_err(|fault| *fault)?;
+        progress(machine.grid_blocks, machine.grid_blocks);
     } else {
+        let mut done = 0;
         for z in 0..gz {
             for y in 0..gy {
                 for x in 0..gx {
                     machine.run_block([x, y, z]).map_err(|fault| *fault)?;
+                    done += 1;
+                    progress(done, machine.grid_blocks);
                 }
             }
         }
