@@ -45,3 +45,10 @@ for target in sm_90 sm_80; do
             || echo "FAILED gemm_dtypes instance $instance on $target"
     done
 done
+# float32 to fp8 on special values (tests/fixtures/kernels/fp8_conversions.py): sm_90 code converts
+# with cvt.rn.satfinite, sm_80 code in software; both must equal the emulator bit for bit.
+python3 bench/fp8_specials.py /tmp/fp8_specials.npy
+for target in sm_90 sm_80; do
+    "$tilec" run tests/fixtures/kernels/fp8_conversions.py --target "$target" --device cuda --check \
+        --input x=/tmp/fp8_specials.npy || echo "FAILED fp8_conversions on $target"
+done

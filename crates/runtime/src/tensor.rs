@@ -248,6 +248,14 @@ fn encode_fp8(dtype: DType, value: f64) -> u8 {
         return 0x7f;
     }
     let sign = if value.is_sign_negative() { 0x80 } else { 0 };
+    // Saturate, as `cvt.rn.satfinite` does: at and past the largest finite value (infinities
+    // included) the nearest-value search below would see equal distances to every code once the
+    // value dwarfs them, and pick the wrong one.
+    // The largest finite codes: e4m3 (the `fn` variant) 448 = 0x7e, e5m2 57344 = 0x7b.
+    let largest = if dtype == DType::Float8E5M2 { 0x7b } else { 0x7e };
+    if value.abs() >= decode_fp8(dtype, largest) {
+        return sign | largest;
+    }
     let mut best = 0u8;
     let mut best_error = f64::INFINITY;
     for code in 0..0x80u8 {
@@ -340,5 +348,23 @@ mod tests {
             HostTensor::random(DType::Float32, &[4], 1),
             HostTensor::random(DType::Float32, &[4], 1)
         );
+    }
+
+    /// fp8 narrowing saturates at the largest finite value, as `cvt.rn.satfinite` does, however
+    /// large the value: a value that dwarfs every code (1e38, infinity) gave e5m2 49152 before.
+    #[test]
+    fn fp8_saturates_at_the_largest_finite_value() {
+        for (dtype, largest) in [(DType::Float8E4M3, 448.0), (DType::Float8E5M2, 57344.0)] {
+            for value in [largest, largest * 1.1, 1e6, 1e38, f64::INFINITY] {
+                assert_eq!(round_to(dtype, value), largest, "{dtype:?} {value}");
+                assert_eq!(round_to(dtype, -value), -largest, "{dtype:?} -{value}");
+            }
+            assert!(round_to(dtype, f64::NAN).is_nan());
+        }
+        assert_eq!(round_to(DType::Float8E4M3, 464.0), 448.0);
+        assert_eq!(round_to(DType::Float8E5M2, 61440.0), 57344.0);
+        assert_eq!(round_to(DType::Float8E5M2, 1.125), 1.0);
+        assert_eq!(round_to(DType::Float8E4M3, 1.0625), 1.0);
+        assert_eq!(round_to(DType::Float8E4M3, 1.1875), 1.25);
     }
 }
