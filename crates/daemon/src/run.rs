@@ -595,7 +595,14 @@ fn launch_programs(
         let maps = encode_tensor_maps(device, program, uploaded)?;
         // The order of the printed kernel's parameters: tensors, scalars, tensor maps.
         let mut args: Vec<LaunchArg<'_>> = uploaded.iter().map(LaunchArg::Tensor).collect();
-        args.extend(scalars.iter().map(|&s| LaunchArg::I32(s as i32)));
+        // The printed kernel takes its scalars as `int`: one past 32 bits is an error, not a
+        // truncated value the GPU would compute with while the emulator uses the real one.
+        for &scalar in scalars {
+            let value = i32::try_from(scalar).with_context(|| {
+                format!("the scalar argument {scalar} does not fit the kernel's 32-bit `int`")
+            })?;
+            args.push(LaunchArg::I32(value));
+        }
         args.extend(maps.iter().map(LaunchArg::TensorMap));
         let timing = device
             .time_launches(&kernel, grid, block, shared, &args, repetitions)

@@ -78,7 +78,7 @@ impl Builder<'_> {
             ));
         }
         let buffer = self.add_kernel_entity(EntityKind::Buffer, "T.alloc_barrier", args.span)?;
-        let extent = self.world.exprs.int(counts.len() as i64);
+        let extent = self.world.exprs.int(crate::value::int_of_len(counts.len()));
         self.world.shapes.set(buffer, vec![extent]);
         self.world.dtypes.set(buffer, DType::UInt64);
         self.world.scopes.set(buffer, Scope::Barrier);
@@ -91,6 +91,8 @@ impl Builder<'_> {
     fn arrive_count(&mut self, value: &Value<'_>, span: Span) -> Eval<u32> {
         match value {
             Value::Int(count) if (1..=i64::from(u32::MAX >> 12)).contains(count) => {
+                // Just checked to lie in 1..=2^20 - 1.
+                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
                 Ok(*count as u32)
             }
             Value::Poison => Err(Stop),

@@ -49,7 +49,7 @@ fn bits_of(arena: &ExprArena, e: ExprId) -> Option<u32> {
     if low < 0 || high >= 1 << MAX_BITS {
         return None;
     }
-    Some(64 - (high as u64).leading_zeros())
+    Some(64 - u64::try_from(high).ok()?.leading_zeros())
 }
 
 fn bit_by_bit(arena: &mut ExprArena, op: Operator, (a, b): (ExprId, ExprId), bits: u32) -> ExprId {

@@ -697,7 +697,7 @@ impl Builder<'_> {
 
     fn resolve_out_idx(&mut self, mut outputs: Vec<tilec_ir::EntityId>) -> Vec<tilec_ir::EntityId> {
         // `out_idx` counts the function's own parameters, which workspaces are not.
-        let count = (self.world.params.len() - self.world.workspaces.len()) as i64;
+        let count = crate::value::int_of_len(self.world.params.len() - self.world.workspaces.len());
         for &index in &self.pending_out_idx {
             let position = if index < 0 { index + count } else { index };
             if let Some(param) = usize::try_from(position)

@@ -438,7 +438,7 @@ pub fn thousands(n: u64) -> String {
     thousands_u128(u128::from(n))
 }
 
-fn thousands_u128(n: u128) -> String {
+pub(crate) fn thousands_u128(n: u128) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (index, digit) in digits.chars().enumerate() {

@@ -11,7 +11,8 @@ use crate::eval::{Args, expr_span, python_floordiv, python_mod};
 use crate::exec::Flow;
 use crate::outline::range_span;
 use crate::value::{
-    Builtin, Env, Function, FunctionBody, Module, Value, bind, new_env, record_call_frame,
+    Builtin, Env, Function, FunctionBody, Module, Value, bind, int_of_float, int_of_len, new_env,
+    record_call_frame,
 };
 use tilec_ir::Span;
 
@@ -308,8 +309,8 @@ impl Builder<'_> {
                 Value::Method(Box::new(base.clone()), Rc::from(name))
             }
             // TileLang's dtypes are `str` subclasses with TVM's `DataType` fields.
-            (Value::DType(dtype), "bits") => Value::Int(dtype.bytes() as i64 * 8),
-            (Value::DType(dtype), "itemsize") => Value::Int(dtype.bytes() as i64),
+            (Value::DType(dtype), "bits") => Value::Int(crate::value::dtype_bytes(*dtype) * 8),
+            (Value::DType(dtype), "itemsize") => Value::Int(crate::value::dtype_bytes(*dtype)),
             (Value::Namespace(fields), _) => match fields.iter().find(|(field, _)| field == name) {
                 Some((_, value)) => value.clone(),
                 None => {
@@ -482,7 +483,7 @@ impl Builder<'_> {
             Value::Str(text) => text.chars().map(|c| Value::str(&c.to_string())).collect(),
             _ => return Err(Stop),
         };
-        let len = items.len() as i64;
+        let len = int_of_len(items.len());
         let clamp = |index: Option<i64>, default: i64, low: i64, high: i64| {
             index.map_or(default, |i| {
                 if i < 0 { i + len } else { i }.clamp(low, high)
@@ -491,8 +492,8 @@ impl Builder<'_> {
         let picked: Vec<Value<'a>> = if step > 0 {
             let (start, stop) = (clamp(lower, 0, 0, len), clamp(upper, len, 0, len));
             (start..stop)
-                .step_by(step as usize)
-                .map(|i| items[i as usize].clone())
+                .step_by(usize::try_from(step).unwrap_or(usize::MAX))
+                .filter_map(|i| usize::try_from(i).ok().and_then(|i| items.get(i)).cloned())
                 .collect()
         } else {
             let (start, stop) = (
@@ -502,7 +503,7 @@ impl Builder<'_> {
             let mut out = Vec::new();
             let mut i = start;
             while i > stop {
-                out.push(items[i as usize].clone());
+                out.extend(usize::try_from(i).ok().and_then(|i| items.get(i)).cloned());
                 i += step;
             }
             out
@@ -916,7 +917,7 @@ impl Builder<'_> {
             .iter()
             .find(|(key, ..)| key == "repeat")
             .map_or(Some(1), |(_, value, _)| match value {
-                Value::Int(n) if *n >= 0 => Some(*n as usize),
+                Value::Int(n) => usize::try_from(*n).ok(),
                 _ => None,
             })
             .ok_or_else(|| {
@@ -949,7 +950,7 @@ impl Builder<'_> {
                 format!(
                     "this product would have more than {} rows; tilec evaluates products of up \
                      to that many at compile time",
-                    crate::builder::thousands(MAX_PRODUCT_ROWS as u64)
+                    crate::builder::thousands_u128(MAX_PRODUCT_ROWS)
                 ),
             ));
         };
@@ -1026,6 +1027,34 @@ impl Builder<'_> {
             }
             return Err(self.report(diagnostic));
         };
+        // The arguments again, where they are ints (or bools), for the functions that must be
+        // exact on them.
+        let ints: Vec<i64> = args
+            .positional
+            .iter()
+            .map_while(|(value, _)| match value {
+                Value::Int(v) => Some(*v),
+                Value::Bool(v) => Some(i64::from(*v)),
+                _ => None,
+            })
+            .collect();
+        let ints = if ints.len() == numbers.len() {
+            ints
+        } else {
+            Vec::new()
+        };
+        if let ("ceil" | "floor" | "trunc", [x]) = (name, numbers.as_slice())
+            && ints.is_empty()
+        {
+            let integral = match name {
+                "ceil" => x.ceil(),
+                "floor" => x.floor(),
+                _ => x.trunc(),
+            };
+            return int_of_float(integral)
+                .map(Value::Int)
+                .ok_or_else(|| float_out_of_range(self, &format!("math.{name}"), *x, span));
+        }
         let unary = |f: fn(f64) -> f64| numbers.first().map(|&x| Value::Float(f(x)));
         let result = match name {
             "sqrt" => unary(f64::sqrt),
@@ -1038,16 +1067,19 @@ impl Builder<'_> {
             "cos" => unary(f64::cos),
             "tanh" => unary(f64::tanh),
             "fabs" => unary(f64::abs),
-            "ceil" => numbers.first().map(|&x| Value::Int(x.ceil() as i64)),
-            "floor" => numbers.first().map(|&x| Value::Int(x.floor() as i64)),
-            "trunc" => numbers.first().map(|&x| Value::Int(x.trunc() as i64)),
+            // An int is its own ceiling, floor and truncation, exactly (through `f64` it would
+            // lose its low bits past 2^53).
+            "ceil" | "floor" | "trunc" if ints.len() == 1 => Some(Value::Int(ints[0])),
             "pow" if numbers.len() == 2 => Some(Value::Float(numbers[0].powf(numbers[1]))),
-            "isqrt" => numbers
-                .first()
-                .map(|&x| Value::Int(x.sqrt().floor() as i64)),
-            "gcd" => Some(Value::Int(
-                numbers.iter().fold(0i64, |a, &b| gcd(a, b as i64)),
-            )),
+            // Python's `isqrt` and `gcd` take ints only, and are computed on them exactly.
+            "isqrt" if ints.len() == 1 => u64::try_from(ints[0])
+                .ok()
+                .and_then(|x| i64::try_from(x.isqrt()).ok())
+                .map(Value::Int),
+            "gcd" if ints.len() == numbers.len() => ints
+                .iter()
+                .try_fold(0i64, |a, &b| gcd(a, b))
+                .map(Value::Int),
             "prod" => None,
             _ => None,
         };
@@ -1074,16 +1106,16 @@ impl Builder<'_> {
             Builtin::Print => Ok(Value::None),
             Builtin::Len => match values.first() {
                 Some(Value::Tuple(items) | Value::List(items)) => {
-                    Ok(Value::Int(items.len() as i64))
+                    Ok(Value::Int(int_of_len(items.len())))
                 }
-                Some(Value::Dict(entries)) => Ok(Value::Int(entries.len() as i64)),
-                Some(Value::Str(text)) => Ok(Value::Int(text.chars().count() as i64)),
+                Some(Value::Dict(entries)) => Ok(Value::Int(int_of_len(entries.len()))),
+                Some(Value::Str(text)) => Ok(Value::Int(int_of_len(text.chars().count()))),
                 Some(Value::Range { start, stop, step }) => {
                     Ok(Value::Int(crate::value::range_len(*start, *stop, *step)))
                 }
-                Some(Value::Buffer(buffer)) => Ok(Value::Int(
-                    self.world.shapes.get(*buffer).map_or(0, Vec::len) as i64,
-                )),
+                Some(Value::Buffer(buffer)) => Ok(Value::Int(int_of_len(
+                    self.world.shapes.get(*buffer).map_or(0, Vec::len),
+                ))),
                 Some(Value::Tensor(x)) => match x.shape.as_deref() {
                     Some([Some(first), ..]) => Ok(Value::Int(*first)),
                     _ => Err(self.error(
@@ -1154,7 +1186,9 @@ impl Builder<'_> {
             Builtin::Int => match values.first() {
                 Some(Value::Int(v)) => Ok(Value::Int(*v)),
                 Some(Value::Bool(v)) => Ok(Value::Int(i64::from(*v))),
-                Some(Value::Float(v)) if v.is_finite() => Ok(Value::Int(v.trunc() as i64)),
+                Some(Value::Float(v)) if v.is_finite() => int_of_float(v.trunc())
+                    .map(Value::Int)
+                    .ok_or_else(|| float_out_of_range(self, "int", *v, span)),
                 Some(Value::Str(text)) => text.trim().parse().map(Value::Int).map_err(|_| {
                     self.error(
                         Code::MetaError,
@@ -1224,7 +1258,9 @@ impl Builder<'_> {
                 Ok(total)
             }
             Builtin::Round => match values.first() {
-                Some(Value::Float(v)) => Ok(Value::Int(v.round_ties_even() as i64)),
+                Some(Value::Float(v)) => int_of_float(v.round_ties_even())
+                    .map(Value::Int)
+                    .ok_or_else(|| float_out_of_range(self, "round", *v, span)),
                 Some(Value::Int(v)) => Ok(Value::Int(*v)),
                 _ => Err(self.error(
                     Code::MetaError,
@@ -1265,7 +1301,7 @@ impl Builder<'_> {
                     items
                         .into_iter()
                         .enumerate()
-                        .map(|(k, v)| Value::tuple(vec![Value::Int(k as i64), v]))
+                        .map(|(k, v)| Value::tuple(vec![Value::Int(int_of_len(k)), v]))
                         .collect(),
                 )))
             }
@@ -1422,8 +1458,25 @@ fn dict_method<'a>(entries: &[(Value<'a>, Value<'a>)], name: &str, args: &Args<'
     }
 }
 
-fn gcd(a: i64, b: i64) -> i64 {
-    if b == 0 { a.abs() } else { gcd(b, a % b) }
+/// The error of `int(value)`, `round(value)` or `math.floor(value)` (`ceil`, `trunc`) where the float has no 64-bit int: Python raises
+/// for NaN and the infinities, and past 64 bits has ints that tilec does not.
+fn float_out_of_range(builder: &mut Builder<'_>, function: &str, value: f64, span: Span) -> Stop {
+    builder.error(
+        Code::MetaError,
+        span,
+        format!("`{function}({value})` is not an int tilec can hold (its ints are 64-bit)"),
+    )
+}
+
+/// The greatest common divisor, never negative as in Python; `None` only for `gcd(-2^63, 0)`
+/// and `gcd(-2^63, -2^63)`, whose `2^63` is past tilec's 64-bit ints (`abs` and `%` overflowed
+/// there).
+fn gcd(a: i64, b: i64) -> Option<i64> {
+    let (mut a, mut b) = (a.unsigned_abs(), b.unsigned_abs());
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    i64::try_from(a).ok()
 }
 
 fn sequence_index<'a>(
@@ -1434,7 +1487,7 @@ fn sequence_index<'a>(
 ) -> Eval<Value<'a>> {
     match key {
         Value::Int(index) => {
-            let len = items.len() as i64;
+            let len = int_of_len(items.len());
             let position = if index < 0 { index + len } else { index };
             usize::try_from(position)
                 .ok()

@@ -145,6 +145,43 @@ result = (helper(5), helper(1, 1, 9, 9, z=1), make_adder(10)(5), (lambda a, b=1:
 
 /// Each failure is a diagnostic with its code; an operation tilec does not implement yet is its
 /// limit (`not-analysed`), not the kernel's error.
+/// Conversions to int are exact or fail: ints do not go through `f64` (which would drop their low
+/// bits past 2^53), and a float with no 64-bit int is an error, not the saturated value of an
+/// `as` cast.
+#[test]
+fn conversions_to_int_are_exact_or_reported() {
+    let cases = [
+        ("math.floor(2 ** 60 + 1)", "1152921504606846977"),
+        ("math.ceil(-(2 ** 60) - 1)", "-1152921504606846977"),
+        ("math.trunc(True)", "1"),
+        ("math.floor(-2.5)", "-3"),
+        ("math.isqrt(2 ** 62 - 1)", "2147483647"),
+        ("math.isqrt(10)", "3"),
+        ("math.gcd(2 ** 60 + 2, 2 ** 59 + 1)", "576460752303423489"),
+        ("math.gcd(-12, 18)", "6"),
+        ("math.gcd()", "0"),
+        ("int(-7.9)", "-7"),
+        ("round(2.5)", "2"),
+        ("(1, 2, 3)[::2]", "(1, 3)"),
+        ("'abcd'[::-2]", "db"),
+        (
+            "int(1e30)",
+            "meta-error: `int(1000000000000000000000000000000)` is not an int tilec can hold (its ints are 64-bit)",
+        ),
+        (
+            "math.ceil(1e19)",
+            "meta-error: `math.ceil(10000000000000000000)` is not an int tilec can hold (its ints are 64-bit)",
+        ),
+        (
+            "math.gcd(-(2 ** 62) * 2, 0)",
+            "not-analysed: `math.gcd` with these arguments is not supported by tilec",
+        ),
+    ];
+    for (source, expected) in cases {
+        assert_eq!(expr(source), expected, "{source}");
+    }
+}
+
 #[test]
 fn errors_are_diagnostics_not_panics() {
     let cases = [

@@ -54,7 +54,13 @@ pub fn parse_manifest(text: &str) -> Result<Manifest, ManifestError> {
         message: error.message().to_owned(),
         span: error
             .span()
-            .map(|range| Span::new(range.start as u32, range.end as u32)),
+            // A manifest past 4 GiB has offsets a `Span` cannot hold: it gets none, not a wrong one.
+            .and_then(|range| {
+                Some(Span::new(
+                    u32::try_from(range.start).ok()?,
+                    u32::try_from(range.end).ok()?,
+                ))
+            }),
     })?;
     let mut manifest = Manifest::default();
     for (key, value) in &table {

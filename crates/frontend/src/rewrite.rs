@@ -100,8 +100,8 @@ mod tests {
     #[test]
     fn positional_keyword_and_missing_arguments_are_set_in_place() {
         let text = "x = 1\nsmall = matmul(1024, 1024, 1024, 128, 128, 32, num_stages=3)\n";
-        let start = text.find("matmul").unwrap_or(0) as u32;
-        let end = text.rfind(')').unwrap_or(0) as u32 + 1;
+        let start = u32::try_from(text.find("matmul").unwrap_or(0)).expect("a short text");
+        let end = u32::try_from(text.rfind(')').unwrap_or(0)).expect("a short text") + 1;
         let params: Vec<String> = [
             "M",
             "N",

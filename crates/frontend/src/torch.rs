@@ -179,7 +179,7 @@ impl Builder<'_> {
                 None => Value::Opaque(Rc::from("the dtype of a tensor tilec cannot follow")),
             },
             "ndim" => match &x.shape {
-                Some(shape) => Value::Int(shape.len() as i64),
+                Some(shape) => Value::Int(crate::value::int_of_len(shape.len())),
                 None => Value::Opaque(Rc::from("the rank of a tensor tilec cannot follow")),
             },
             "T" | "mT" => tensor(x.with_shape(x.shape.as_ref().map(|shape| {
@@ -237,7 +237,7 @@ impl Builder<'_> {
                 _ => Ok(Value::Opaque(Rc::from("a tensor size tilec cannot follow"))),
             },
             "dim" | "ndimension" => Ok(match &x.shape {
-                Some(shape) => Value::Int(shape.len() as i64),
+                Some(shape) => Value::Int(crate::value::int_of_len(shape.len())),
                 None => Value::Opaque(Rc::from("the rank of a tensor tilec cannot follow")),
             }),
             "numel" => Ok(x
@@ -254,7 +254,7 @@ impl Builder<'_> {
                 )),
             "element_size" => Ok(x.dtype.map_or_else(
                 || Value::Opaque(Rc::from("the dtype of a tensor tilec cannot follow")),
-                |dtype| Value::Int(dtype.bytes() as i64),
+                |dtype| Value::Int(crate::value::dtype_bytes(dtype)),
             )),
             "t" => Ok(self.tensor_attribute(&Rc::new(x.clone()), "T")),
             "transpose" | "swapaxes" => Ok(tensor(x.with_shape(transposed(x, &positional)))),
@@ -320,7 +320,7 @@ fn flattened<'a>(values: &[&Value<'a>]) -> Vec<Value<'a>> {
 fn axis(rank: usize, dim: i64) -> Option<usize> {
     let rank = i64::try_from(rank).ok()?;
     let dim = if dim < 0 { dim + rank } else { dim };
-    usize::try_from(dim).ok().filter(|&d| (d as i64) < rank)
+    usize::try_from(dim).ok().filter(|_| dim < rank)
 }
 
 /// `torch.arange(end)`, `arange(start, end[, step])`: one dimension, int64 for integer bounds.
@@ -355,7 +355,7 @@ fn arange(positional: &[&Value<'_>], explicit: Option<DType>) -> TensorValue {
 fn nested_shape(value: &Value<'_>) -> Option<Vec<Option<i64>>> {
     match value {
         Value::List(items) | Value::Tuple(items) => {
-            let mut shape = vec![Some(items.len() as i64)];
+            let mut shape = vec![Some(crate::value::int_of_len(items.len()))];
             if let Some(first) = items.first()
                 && let Some(inner) = nested_shape(first)
             {

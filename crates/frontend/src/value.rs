@@ -378,6 +378,28 @@ impl<'a> Value<'a> {
     }
 }
 
+/// A length, count or position as a Python `int`. An allocation holds at most `isize::MAX` bytes,
+/// so every length fits in `i64` and the saturation is never reached; it stands where an `as` cast
+/// would wrap silently.
+pub(crate) fn int_of_len(len: usize) -> i64 {
+    i64::try_from(len).unwrap_or(i64::MAX)
+}
+
+/// The size in bytes of an element of `dtype` as a Python `int` (at most 8).
+pub(crate) fn dtype_bytes(dtype: DType) -> i64 {
+    i64::try_from(dtype.bytes()).unwrap_or(i64::MAX)
+}
+
+/// The `int` that an integral float (a result of `ceil`, `floor`, `trunc` or `round`) converts
+/// to: `None` for NaN, the infinities and values outside tilec's 64-bit ints, where Python raises
+/// (or, past 64 bits, has an int tilec does not) and an `as` cast would saturate silently.
+#[allow(clippy::cast_possible_truncation)] // the cast is reached only for values just checked in range
+pub(crate) fn int_of_float(x: f64) -> Option<i64> {
+    // -2^63 is exact in f64, and 2^63 is the first float past `i64::MAX`.
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0;
+    (-LIMIT..LIMIT).contains(&x).then_some(x as i64)
+}
+
 /// How many values `range(start, stop, step)` yields. Computed in 128 bits, since `stop - start`
 /// overflows 64 for the widest ranges; a length past `i64::MAX` is clamped to it.
 pub(crate) fn range_len(start: i64, stop: i64, step: i64) -> i64 {

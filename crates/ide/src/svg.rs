@@ -39,6 +39,9 @@ const WRAP: i64 = 16;
 /// Thick grid lines every this many rows and columns: tensor-core and vectorised layouts repeat
 /// with periods that are multiples of 8, so the lines make the pattern's tiles countable.
 const GRID_PERIOD: i64 = 8;
+/// [`GRID_PERIOD`] as a step of a range; the constant is small and positive.
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+const GRID_STEP: usize = GRID_PERIOD as usize;
 
 /// Geometry, in SVG user units (pixels at 100%). Text is monospace, whose advance is about 0.6 em,
 /// so widths are estimated from character counts without a font engine.
@@ -318,6 +321,8 @@ fn thread_colour(thread: i64) -> String {
     const GOLDEN: f64 = 0.618_033_988_749_895;
     const WARP_LIGHTNESS: [u32; 4] = [79, 67, 87, 73];
     let hue = ((thread.rem_euclid(1 << 20)) as f64 * GOLDEN).fract() * 360.0;
+    // `rem_euclid(4)` is in 0..4.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let warp = thread.div_euclid(32).rem_euclid(4) as usize;
     format!("hsl({hue:.0},70%,{}%)", WARP_LIGHTNESS[warp])
 }
@@ -486,11 +491,11 @@ pub fn fragment_svg(picture: &Picture<'_>) -> String {
 
     // Period lines, then the outline, drawn last so that they sit on top of the cells.
     let mut lines = String::new();
-    for column in (GRID_PERIOD..columns).step_by(GRID_PERIOD as usize) {
+    for column in (GRID_PERIOD..columns).step_by(GRID_STEP) {
         let x = grid_left + column as f64 * cell_width;
         let _ = write!(lines, "M{x},{grid_top}V{} ", grid_top + grid_height);
     }
-    for row in (GRID_PERIOD..rows).step_by(GRID_PERIOD as usize) {
+    for row in (GRID_PERIOD..rows).step_by(GRID_STEP) {
         let y = grid_top + row as f64 * CELL_HEIGHT;
         let _ = write!(lines, "M{grid_left},{y}H{} ", grid_left + grid_width);
     }

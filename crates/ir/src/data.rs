@@ -271,6 +271,7 @@ impl ShuffleKind {
     pub fn source_lane(self, own: u32, lane: i64, width: u32) -> u32 {
         let own = own & 31;
         let segment_mask = 32u32.saturating_sub(width) & 31;
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // masked to 0..=31
         let operand = (lane & 31) as u32;
         let clamp = if self == ShuffleKind::Up { 0 } else { 31 };
         let last = (own & segment_mask) | (clamp & !segment_mask);

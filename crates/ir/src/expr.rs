@@ -1415,6 +1415,8 @@ mod tests {
         for a in -40..=40_i64 {
             for b in (-9..=9_i64).filter(|&b| b != 0) {
                 let (q, r) = (floor_div(a, b), floor_mod(a, b));
+                // Operands within ±40 are exact in f64, and so is their floored quotient.
+                #[allow(clippy::cast_possible_truncation)]
                 let expected_q = (a as f64 / b as f64).floor() as i64;
                 assert_eq!(q, Some(expected_q), "{a} // {b}");
                 assert_eq!(r, Some(a - b * expected_q), "{a} % {b}");
@@ -1717,7 +1719,7 @@ mod tests {
         }
 
         fn below(&mut self, n: usize) -> usize {
-            (self.next() % n as u64) as usize
+            usize::try_from(self.next() % n as u64).expect("a remainder below n fits in usize")
         }
 
         fn pick<V: Copy>(&mut self, values: &[V]) -> V {
@@ -1813,8 +1815,9 @@ mod tests {
         let mut checked_points = 0_usize;
         for case in 0..3000 {
             let nvars = 2 + rng.below(2);
-            let mut extents: Vec<Option<i64>> =
-                (0..nvars).map(|_| Some(1 + rng.below(6) as i64)).collect();
+            let mut extents: Vec<Option<i64>> = (0..nvars)
+                .map(|_| Some(1 + i64::try_from(rng.below(6)).expect("below 6")))
+                .collect();
             // Some cases leave the last variable unbounded, so that rules relying on ranges are
             // also tested where they must not fire.
             if nvars == 3 && rng.below(2) == 0 {

@@ -96,6 +96,15 @@ enum Slot {
     Unbound,
 }
 
+impl Slot {
+    /// The register at `index`. A program with more than `u32::MAX` registers cannot be
+    /// addressed; its node gets no value (the program then evaluates to `None`) rather than a
+    /// truncated register number that would alias another node.
+    fn register(index: usize) -> Slot {
+        u32::try_from(index).map_or(Slot::Unbound, Slot::Register)
+    }
+}
+
 /// Formulas over a fixed list of input variables, compiled to register code.
 ///
 /// Registers `0..inputs` hold the inputs, then come the constants, then one register per distinct
@@ -343,7 +352,7 @@ impl Compiler<'_> {
         let slot = match *self.arena.get(e) {
             Expr::Int(value) => self.constant(value),
             Expr::Var(var) => match self.inputs.iter().position(|&input| input == var) {
-                Some(k) => Slot::Register(k as u32),
+                Some(k) => Slot::register(k),
                 None if self.unbound_as_zero => self.constant(0),
                 None => Slot::Unbound,
             },
@@ -361,7 +370,7 @@ impl Compiler<'_> {
 
     fn constant(&mut self, value: i64) -> Slot {
         self.registers.push(value);
-        Slot::Register((self.registers.len() - 1) as u32)
+        Slot::register(self.registers.len() - 1)
     }
 
     fn binary(&mut self, op: Op, a: ExprId, b: ExprId) -> Slot {
@@ -369,7 +378,9 @@ impl Compiler<'_> {
             return Slot::Unbound;
         };
         self.registers.push(0);
-        let target = (self.registers.len() - 1) as u32;
+        let Slot::Register(target) = Slot::register(self.registers.len() - 1) else {
+            return Slot::Unbound;
+        };
         let constant = match *self.arena.get(b) {
             Expr::Int(value) => Some(value),
             _ => None,

@@ -932,9 +932,11 @@ mod tests {
         let n = 64;
         let mut seen = vec![0u32; 64 * n];
         for thread in 0..128 {
-            for r in 0..n as i64 / 2 {
+            for r in 0..i64::try_from(n / 2).expect("32 fits") {
                 let (row, col) = wgmma_c_element(thread, r);
-                seen[row as usize * n + col as usize] += 1;
+                let row = usize::try_from(row).expect("a row is not negative");
+                let col = usize::try_from(col).expect("a column is not negative");
+                seen[row * n + col] += 1;
             }
         }
         assert!(seen.iter().all(|&count| count == 1));

@@ -114,15 +114,15 @@ fn keep_missing_kernels(last: &LastGood, now: &Now<'_>) -> Vec<Shown> {
 }
 
 /// One edit that turns an old text into a new one: the bytes both share at the start and at the
-/// end, and the difference in length. A series of keystrokes in one place is one such edit.
+/// end. A series of keystrokes in one place is one such edit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Edit {
     /// Bytes shared at the start.
     prefix: usize,
     /// Where the shared end starts in the old text.
     old_suffix_start: usize,
-    /// New length minus old length.
-    growth: isize,
+    /// Where the shared end starts in the new text.
+    new_suffix_start: usize,
 }
 
 impl Edit {
@@ -143,18 +143,19 @@ impl Edit {
         Edit {
             prefix,
             old_suffix_start: old.len() - suffix,
-            growth: new.len() as isize - old.len() as isize,
+            new_suffix_start: new.len() - suffix,
         }
     }
 
     /// Where an offset of the old text is in the new one: the same before the edit, shifted by
-    /// its growth after it, nowhere inside the text it replaced.
+    /// the growth of the text after it, nowhere inside the text it replaced.
     fn moved(&self, offset: u32) -> Option<u32> {
         let at = offset as usize;
         if at < self.prefix {
             Some(offset)
         } else if at >= self.old_suffix_start {
-            u32::try_from(at as isize + self.growth).ok()
+            // In the shared end, so at the same distance from its start in both texts.
+            u32::try_from(at - self.old_suffix_start + self.new_suffix_start).ok()
         } else {
             None
         }

@@ -89,7 +89,8 @@ mod tests {
         let text = "ab\n# é𝄞x\nlast";
         let map = LineMap::new(text);
         // `x` is after `# `, `é` (1 unit, 2 bytes) and `𝄞` (2 units, 4 bytes).
-        let x = text.find('x').expect("x") as u32;
+        let x = text.find('x').expect("x");
+        let x = u32::try_from(x).expect("a short text");
         assert_eq!(map.position(x), Position::new(1, 5));
         assert_eq!(map.offset(Position::new(1, 5)), x);
         assert_eq!(
@@ -97,8 +98,9 @@ mod tests {
             2,
             "clamped to the line's end"
         );
-        assert_eq!(map.offset(Position::new(9, 0)), text.len() as u32);
-        assert_eq!(map.position(text.len() as u32), Position::new(2, 4));
+        let len = u32::try_from(text.len()).expect("a short text");
+        assert_eq!(map.offset(Position::new(9, 0)), len);
+        assert_eq!(map.position(len), Position::new(2, 4));
     }
 
     #[test]
@@ -106,10 +108,10 @@ mod tests {
         for newline in ["\n", "\r", "\r\n"] {
             let text = ["a = 1", "bc = 2", "", "d"].join(newline);
             let map = LineMap::new(&text);
-            let d = text.find('d').expect("d") as u32;
+            let d = u32::try_from(text.find('d').expect("d")).expect("a short text");
             assert_eq!(map.position(d), Position::new(3, 0), "{newline:?}");
             assert_eq!(map.offset(Position::new(3, 0)), d, "{newline:?}");
-            let two = text.find('2').expect("2") as u32;
+            let two = u32::try_from(text.find('2').expect("2")).expect("a short text");
             assert_eq!(map.position(two), Position::new(1, 5), "{newline:?}");
             assert_eq!(
                 map.offset(Position::new(1, 99)),

@@ -150,14 +150,16 @@ impl Walk<'_> {
             return (threads.clone(), threads.clone());
         }
         let mask = match threads {
-            Threads::All(block) => vec![true; *block as usize],
+            Threads::All(block) => match usize::try_from(*block) {
+                Ok(block) => vec![true; block],
+                Err(_) => return (Threads::Unknown, Threads::Unknown),
+            },
             Threads::Some(mask) => mask.clone(),
             Threads::Unknown => return (Threads::Unknown, Threads::Unknown),
         };
         let mut then = mask.clone();
         let mut otherwise = mask;
-        for t in 0..self.block {
-            let slot = t as usize;
+        for (slot, t) in (0..self.block).enumerate() {
             match self.eval(cond, t) {
                 Some(taken) => {
                     then[slot] &= taken != 0;
@@ -259,11 +261,13 @@ fn contiguous_warps(mask: &[bool], block: i64) -> Group {
         return Group::Unknown;
     };
     let count = mask[first..].iter().take_while(|&&taken| taken).count();
-    if count as i64 == block {
+    let (Ok(start), Ok(extent)) = (i64::try_from(first), i64::try_from(count)) else {
+        return Group::Unknown;
+    };
+    if extent == block {
         return Group::Known(whole(block));
     }
     let rest_empty = mask[first + count..].iter().all(|&taken| !taken);
-    let (start, extent) = (first as i64, count as i64);
     if rest_empty && start % WARP == 0 && extent % WARP == 0 {
         Group::Known(ThreadGroup {
             start,

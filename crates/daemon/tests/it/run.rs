@@ -126,6 +126,8 @@ fn input_reads_a_tensor_parameter_from_a_npy_file() {
     assert!(output.status.success(), "{stderr}");
     let x = read_npy(&saved.join("in/X.npy")).expect("saved X");
     let y = read_npy(&saved.join("out/Y.npy")).expect("saved Y");
+    // The row indices are the small whole floats written above.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let expected: Vec<f64> = rows
         .values
         .iter()

@@ -30,7 +30,7 @@ impl Builder<'_> {
             None | Some(Value::None) => None,
             Some(_) => Some(self.int_arg(&args, 4, "swizzle_bytes", 128)?),
         };
-        let bits = dtype.bytes() as i64 * 8;
+        let bits = crate::value::dtype_bytes(dtype) * 8;
         let row_bytes = bits * row_size / 8;
         if row_bytes <= 0 || row_bytes % 32 != 0 {
             return Err(self.error(
@@ -103,7 +103,7 @@ impl Builder<'_> {
             .collect();
         let mut outputs: Vec<_> = vars.iter().map(|&v| self.world.exprs.var_expr(v)).collect();
         let last = shape.last().copied().unwrap_or(0);
-        let swizzles = shape.len() >= 2 && (last * dtype.bytes() as i64 * 8) % 512 == 0;
+        let swizzles = shape.len() >= 2 && (last * crate::value::dtype_bytes(dtype) * 8) % 512 == 0;
         if swizzles && !smooth {
             let j = outputs.pop().map(Value::Index);
             let i = outputs.pop().map(Value::Index);

@@ -252,9 +252,11 @@ impl Printer<'_> {
 
 /// An integer constant: an `int` literal when it fits, a `long long` one otherwise.
 fn constant(value: i64, ty: IndexType) -> Printed {
-    let text = match ty {
-        IndexType::Int => int32_literal(value as i32),
-        IndexType::Long => long_literal(value),
+    // `ty` is `Int` only where the value was found to fit; a constant that does not is still
+    // printed whole, as a `long long`, never truncated.
+    let text = match (ty, i32::try_from(value)) {
+        (IndexType::Int, Ok(value)) => int32_literal(value),
+        _ => long_literal(value),
     };
     let prec = if text.starts_with('-') {
         PREC_UNARY

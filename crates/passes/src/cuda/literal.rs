@@ -53,6 +53,8 @@ const E5M2: Format = Format {
 /// Integer and bool types, and `float64`, return the value unchanged.
 pub(super) fn round_to_dtype(value: f64, dtype: DType) -> f64 {
     match dtype {
+        // Rounding to `f32` is the point (past its range to an infinity, as the GPU converts).
+        #[allow(clippy::cast_possible_truncation)]
         DType::Float32 => f64::from(value as f32),
         DType::Float16 => round_to_format(value, F16),
         DType::BFloat16 => round_to_format(value, BF16),
@@ -100,6 +102,8 @@ fn short_decimal(value: f64) -> Option<String> {
     if !(scaled.fract() == 0.0 && scaled < 2f64.powi(53)) {
         return None;
     }
+    // Just checked: a whole number in 0..2^53, so exact in `u64`.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let n = scaled as u64;
     let whole = n >> 10;
     // 10^10 / 1024 = 9765625 exactly, so the fraction's ten digits are an integer.
@@ -112,8 +116,10 @@ fn short_decimal(value: f64) -> Option<String> {
 }
 
 /// `significand * 2^exponent` as a normalized hexadecimal float body (`0x1.8p+1`).
+/// `significand` is not zero, so its top bit `top` is in 0..=63.
+#[allow(clippy::cast_sign_loss, clippy::cast_possible_truncation)] // `top + pad` is in 0..=64
 fn hex_float(negative: bool, significand: u64, exponent: i32) -> String {
-    let top = 63 - significand.leading_zeros() as i32;
+    let top = 63 - significand.leading_zeros().cast_signed();
     let fraction = significand - (1u64 << top);
     let pad = (4 - top % 4) % 4;
     let width = ((top + pad) / 4) as usize;
@@ -139,7 +145,7 @@ pub(super) fn float_literal(value: f32) -> Option<String> {
         return Some(format!("{decimal}f"));
     }
     let bits = value.to_bits();
-    let biased = ((bits >> 23) & 0xff) as i32;
+    let biased = i32::from(((bits >> 23) & 0xff) as u8);
     let mantissa = u64::from(bits & 0x7f_ffff);
     let (significand, exponent) = if biased == 0 {
         (mantissa, -149)
@@ -173,6 +179,12 @@ pub(super) fn double_literal(value: f64) -> Option<String> {
 
 /// An integer literal of the C type of `dtype` for `value`, wrapped into the type's range as a C
 /// conversion would. Negative values and `INT_MIN`-like values are returned unparenthesized.
+// The wrapping casts are that C conversion, on purpose.
+#[allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
 pub(super) fn int_literal(value: i64, dtype: DType) -> String {
     match dtype {
         DType::Int8 => (value as i8).to_string(),
@@ -266,7 +278,8 @@ mod tests {
         let mut value = u64::from_str_radix(whole, 16).unwrap_or(0) as f64;
         for (i, digit) in fraction.chars().enumerate() {
             let d = digit.to_digit(16).unwrap_or(0);
-            value += f64::from(d) * 16f64.powi(-(i as i32) - 1);
+            let i = i32::try_from(i).expect("a short literal");
+            value += f64::from(d) * 16f64.powi(-i - 1);
         }
         let value = value * 2f64.powi(exponent.parse().unwrap_or(0));
         if negative { -value } else { value }

@@ -486,7 +486,7 @@ impl Printer<'_> {
     /// A shared buffer is a typed pointer `offset` bytes into the dynamic shared memory.
     fn declare_shared(&mut self, index: usize, offset: i64) {
         let buffer = &self.program.buffers[index];
-        let size = buffer.dtype.bytes() as i64;
+        let size = i64::try_from(buffer.dtype.bytes()).unwrap_or(i64::MAX);
         let elements = self.program.exprs.as_int_checked(buffer.elements);
         let end = elements
             .and_then(|n| n.checked_mul(size))
@@ -514,7 +514,7 @@ impl Printer<'_> {
     /// widest vector copy its indices allow is an aligned access.
     fn declare_local(&mut self, index: usize) {
         let buffer = &self.program.buffers[index];
-        let size = buffer.dtype.bytes() as i64;
+        let size = i64::try_from(buffer.dtype.bytes()).unwrap_or(i64::MAX);
         let elements = self.program.exprs.as_int_checked(buffer.elements);
         let Some(elements) = elements.filter(|&n| n >= 1 && n <= i64::from(i32::MAX) / 16) else {
             let comment = self.invalid(&format!(

@@ -94,7 +94,7 @@ impl Build {
     }
 
     fn shared(&mut self, name: &str, dtype: DType, offset: i64, elements: i64) -> BufferId {
-        let end = offset + elements * dtype.bytes() as i64;
+        let end = offset + elements * i64::try_from(dtype.bytes()).expect("at most 8");
         self.p.shared_bytes = self.p.shared_bytes.max(end);
         self.buffer(name, dtype, Memory::Shared { offset }, elements)
     }
@@ -502,7 +502,7 @@ fn malformed_programs_print_errors() {
     let zero = b.int(0);
     let loaded = b.load(input, zero);
     let dangling = ValueId(999);
-    let later = ValueId(b.p.values.len() as u32 + 1);
+    let later = ValueId(u32::try_from(b.p.values.len()).expect("a few values") + 1);
     let forward = b.binary(BinaryOp::Add, later, loaded, DType::Float32);
     let bitwise = b.binary(BinaryOp::BitAnd, loaded, loaded, DType::Float32);
     let max = b.value(Value::Unary {

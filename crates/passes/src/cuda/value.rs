@@ -191,6 +191,8 @@ impl Printer<'_> {
             return special_or_literal(value, double_literal(value), "tl_double");
         }
         if computes_as_float(dtype) {
+            // Already rounded to a type no wider than `f32`, so exact (or an infinity).
+            #[allow(clippy::cast_possible_truncation)]
             let rounded = round_to_dtype(value, dtype) as f32;
             return special_or_literal(f64::from(rounded), float_literal(rounded), "tl_float");
         }

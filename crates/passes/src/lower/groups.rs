@@ -62,10 +62,14 @@ impl Lowering<'_> {
             else {
                 continue;
             };
-            let id = self.mbarriers(world.name(entity), counts.len() as i64);
+            // The front end allows a few barriers per buffer; a length always fits `i64`.
+            let id = self.mbarriers(
+                world.name(entity),
+                i64::try_from(counts.len()).unwrap_or(i64::MAX),
+            );
             self.buffers.insert(entity, id);
-            for (index, &count) in counts.iter().enumerate() {
-                let index = self.program.exprs.int(index as i64);
+            for (index, &count) in (0_i64..).zip(counts) {
+                let index = self.program.exprs.int(index);
                 inits.push(Stmt::MbarrierInit {
                     barrier: Place { buffer: id, index },
                     count,
@@ -261,7 +265,13 @@ impl Lowering<'_> {
         // Nested groups narrowed their own barriers already: what is left is this group's.
         if tilec_ir::thread::any_stmt(&stmts, |stmt| matches!(stmt, Stmt::Barrier)) {
             let barrier_id = self.group_barrier(group)?;
-            narrow_barriers(&mut stmts, barrier_id, group.extent as u32);
+            let threads = u32::try_from(group.extent).map_err(|_| {
+                Unlowerable::new(format!(
+                    "a thread group of {} threads cannot synchronise on a named barrier",
+                    group.extent
+                ))
+            })?;
+            narrow_barriers(&mut stmts, barrier_id, threads);
         }
         out.extend(stmts);
         Ok(())
@@ -297,7 +307,10 @@ impl Lowering<'_> {
                 self.group_barriers.len() - 1
             }
         };
-        let id = FIRST_GROUP_BARRIER + position as u32;
+        // A position past `u32` is past the named barriers too.
+        let id = u32::try_from(position).map_or(NAMED_BARRIERS, |position| {
+            FIRST_GROUP_BARRIER.saturating_add(position)
+        });
         if id >= NAMED_BARRIERS {
             return Err(Unlowerable::new(format!(
                 "more than {} distinct thread groups synchronise separately (a block has {NAMED_BARRIERS} named barriers)",

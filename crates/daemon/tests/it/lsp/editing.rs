@@ -78,7 +78,7 @@ fn a_syntax_error_mid_kernel_keeps_the_other_kernels() {
         codes(&diagnostics).contains(&"parse-error".to_owned()),
         "{diagnostics:?}"
     );
-    let line = edited[..at].matches('\n').count() as i64;
+    let line = i64::try_from(edited[..at].matches('\n').count()).expect("a short file");
     assert!(
         diagnostics.iter().any(|d| d["range"]["start"]["line"]
             .as_i64()

@@ -37,7 +37,7 @@ fn typing_an_unclosed_call_gives_few_parse_errors_and_keeps_the_other_kernels() 
         .count();
     assert!(untouched_hints > 0, "the kernels after relu have hints");
     for (version, end) in (1..=typed.len()).enumerate() {
-        let version = version as i64 + 2;
+        let version = i64::try_from(version).expect("a few versions") + 2;
         let mut edited = text.clone();
         edited.insert_str(at, &format!("                {}\n", &typed[..end]));
         client.change(&uri, version, &edited);
@@ -171,7 +171,7 @@ fn the_kernel_being_typed_into_keeps_its_last_good_hints() {
     let at = text.find(anchor).expect("the second loop's body") + anchor.len();
     let typed_line = text[..at].matches('\n').count() as u64;
     for (version, end) in (1..=typed.len()).enumerate() {
-        let version = version as i64 + 2;
+        let version = i64::try_from(version).expect("a few versions") + 2;
         let mut edited = text.clone();
         edited.insert_str(at, &format!("                {}\n", &typed[..end]));
         client.change(&uri, version, &edited);

@@ -92,8 +92,9 @@ fn the_code_action_removes_the_conflict() {
 /// Applies LSP text edits (non-overlapping) to a text.
 fn apply(text: &str, edits: &[Value]) -> String {
     let offset = |position: &Value| -> usize {
-        let line = position["line"].as_u64().expect("line") as usize;
-        let character = position["character"].as_u64().expect("character") as usize;
+        let line = usize::try_from(position["line"].as_u64().expect("line")).expect("a line");
+        let character =
+            usize::try_from(position["character"].as_u64().expect("character")).expect("a column");
         let start: usize = text.split_inclusive('\n').take(line).map(str::len).sum();
         start + character
     };
