@@ -252,7 +252,11 @@ fn encode_fp8(dtype: DType, value: f64) -> u8 {
     // included) the nearest-value search below would see equal distances to every code once the
     // value dwarfs them, and pick the wrong one.
     // The largest finite codes: e4m3 (the `fn` variant) 448 = 0x7e, e5m2 57344 = 0x7b.
-    let largest = if dtype == DType::Float8E5M2 { 0x7b } else { 0x7e };
+    let largest = if dtype == DType::Float8E5M2 {
+        0x7b
+    } else {
+        0x7e
+    };
     if value.abs() >= decode_fp8(dtype, largest) {
         return sign | largest;
     }
