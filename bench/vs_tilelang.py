@@ -1,7 +1,7 @@
 """tilec against TileLang 0.1.15 on TileLang's own example kernels, on the same inputs in one device
 call (issue 32): outputs compared (bit-identical, or the relative error of the whole tensor) and
 times of tilec, TileLang and torch where torch has the operation (CUDA events, median of 50 after
-at least 100 ms of warm-up, as `tilec run --bench` measures).
+at least 100 ms of warm-up, as `tilec run --bench` measures: `gpu_check.median_ms`).
 
 Run on the device from the repository root, with copies of the example files in FOLDER
 (git-ignored `gpu-carry/`), a stripped tilec, and TileLang installed from wheels
@@ -25,28 +25,8 @@ import tempfile
 import numpy as np
 import torch
 
-
-def median_ms(fn):
-    fn()
-    torch.cuda.synchronize()
-    start = torch.cuda.Event(enable_timing=True)
-    end = torch.cuda.Event(enable_timing=True)
-    warm, runs = 0.0, 0
-    while warm < 100.0 or runs < 5:
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        warm += start.elapsed_time(end)
-        runs += 1
-    times = []
-    for _ in range(50):
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return sorted(times)[len(times) // 2]
+# The same warm-up and median `tilec run --bench` uses (the script's own folder is on sys.path).
+from gpu_check import median_ms
 
 
 def fp8(shape, seed):

@@ -100,6 +100,26 @@ pub fn source_file(
     SourceFile::new(db, path.into(), text.into(), Vec::new())
 }
 
+/// Checks `source` as the file `path`, with no diagnostic above info allowed, and lowers the first
+/// launch of its first instance; panics, failing the test, where either step fails.
+pub fn lower_first(path: &str, source: &str) -> tilec_ir::ThreadProgram {
+    on_analysis_stack(|| {
+        let db = RootDatabase::default();
+        let file = source_file(&db, path, source);
+        let errors: Vec<String> = tilec_db::file_diagnostics(&db, file)
+            .iter()
+            .filter(|d| d.severity != tilec_ir::Severity::Info)
+            .map(|d| d.message.clone())
+            .collect();
+        assert!(errors.is_empty(), "{errors:#?}");
+        let instance = instances(&db, file)[0];
+        match tilec_db::thread_programs(&db, instance).as_ref() {
+            Ok(programs) => programs[0].clone(),
+            Err(diagnostics) => panic!("cannot lower: {diagnostics:#?}"),
+        }
+    })
+}
+
 /// The instance `index` of `kernel` in `file`; panics (failing the test) when there is none.
 pub fn instance<'db>(
     db: &'db RootDatabase,

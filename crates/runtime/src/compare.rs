@@ -9,7 +9,7 @@
 use std::fmt;
 
 use tilec_ir::DType;
-use tilec_ir::thread::{Stmt, ThreadProgram, for_each_stmt};
+use tilec_ir::thread::{Stmt, ThreadProgram, any_stmt};
 
 use crate::tensor::HostTensor;
 
@@ -53,14 +53,16 @@ pub fn tolerance_in(program: &ThreadProgram, dtype: DType) -> f64 {
 }
 
 fn sums_fp8_on_wgmma(program: &ThreadProgram) -> bool {
-    let mut found = false;
-    for_each_stmt(&program.body, &mut |stmt| {
-        if let Stmt::Wgmma { b, .. } = stmt {
-            let dtype = program.buffers.get(b.buffer.index()).map(|decl| decl.dtype);
-            found |= matches!(dtype, Some(DType::Float8E4M3 | DType::Float8E5M2));
-        }
-    });
-    found
+    let fp8 = |buffer: tilec_ir::thread::BufferId| {
+        program
+            .buffers
+            .get(buffer.index())
+            .is_some_and(|decl| matches!(decl.dtype, DType::Float8E4M3 | DType::Float8E5M2))
+    };
+    any_stmt(
+        &program.body,
+        |stmt| matches!(stmt, Stmt::Wgmma { b, .. } if fp8(b.buffer)),
+    )
 }
 
 /// One element that differs by more than the expected dtype's tolerance.

@@ -5,13 +5,11 @@
 //! `T.finalize_reducer`), `T.dp4a`, and `T.call_extern` / `T.import_source`, whose CUDA is passed
 //! through and which the emulator says it cannot run.
 
-use tilec_db::{
-    RootDatabase, file_diagnostics, instances, layouts, lowering_diagnostics, thread_programs,
-};
-use tilec_ir::{Code, Severity, Target, ThreadProgram};
+use tilec_db::{RootDatabase, file_diagnostics, instances, lowering_diagnostics};
+use tilec_ir::{Code, Target, ThreadProgram};
 use tilec_runtime::inputs::make_tensors;
 use tilec_runtime::{HostTensor, run_program};
-use tilec_tests::{assert_matches, line_of, on_analysis_stack, source_file};
+use tilec_tests::{assert_matches, line_of, lower_first, on_analysis_stack, source_file};
 
 /// The diagnostics of `source` that stop its analysis, as `code: message`.
 fn errors(source: &str) -> Vec<String> {
@@ -28,22 +26,7 @@ fn errors(source: &str) -> Vec<String> {
 
 /// Checks `source` (no error allowed) and lowers its first instance.
 fn lower(source: &str) -> ThreadProgram {
-    on_analysis_stack(|| {
-        let db = RootDatabase::default();
-        let file = source_file(&db, "/kernels/reducers.py", source);
-        let errors: Vec<String> = file_diagnostics(&db, file)
-            .iter()
-            .filter(|d| d.severity != Severity::Info)
-            .map(|d| d.message.clone())
-            .collect();
-        assert!(errors.is_empty(), "{errors:#?}");
-        let instance = instances(&db, file)[0];
-        let _ = layouts(&db, instance);
-        match thread_programs(&db, instance).as_ref() {
-            Ok(programs) => programs[0].clone(),
-            Err(diagnostics) => panic!("cannot lower: {diagnostics:#?}"),
-        }
-    })
+    lower_first("/kernels/reducers.py", source)
 }
 
 /// Lowers `source`, runs it on seeded inputs and returns the tensors after the run.

@@ -2,11 +2,10 @@
 //! (a buffer a `T.copy` exchanges with a fragment) are an optimization, and a launch they push
 //! past the limit runs with those rows unpadded, with the same results.
 
-use tilec_db::{RootDatabase, file_diagnostics, instances, thread_programs};
-use tilec_ir::{Severity, Target, ThreadProgram};
+use tilec_ir::Target;
 use tilec_runtime::inputs::make_tensors;
 use tilec_runtime::run_program;
-use tilec_tests::{assert_matches, on_analysis_stack, source_file};
+use tilec_tests::{assert_matches, lower_first};
 
 /// 224,000 bytes of row-major staging and a 64×64 half tile exchanged with fragments: 232,192
 /// bytes unpadded, 233,216 with the exchange tile's rows padded to 72 halfs, against the 232,448
@@ -14,27 +13,9 @@ use tilec_tests::{assert_matches, on_analysis_stack, source_file};
 const PADDING_PAST_THE_LIMIT: &str =
     include_str!("../../fixtures/kernels/padding_past_the_limit.py");
 
-fn lower(source: &str) -> ThreadProgram {
-    on_analysis_stack(|| {
-        let db = RootDatabase::default();
-        let file = source_file(&db, "/kernels/shared_plan.py", source);
-        let errors: Vec<String> = file_diagnostics(&db, file)
-            .iter()
-            .filter(|d| d.severity != Severity::Info)
-            .map(|d| d.message.clone())
-            .collect();
-        assert!(errors.is_empty(), "{errors:#?}");
-        let instance = instances(&db, file)[0];
-        match thread_programs(&db, instance).as_ref() {
-            Ok(programs) => programs[0].clone(),
-            Err(diagnostics) => panic!("cannot lower: {diagnostics:#?}"),
-        }
-    })
-}
-
 #[test]
 fn padding_that_would_not_fit_is_dropped() {
-    let program = lower(PADDING_PAST_THE_LIMIT);
+    let program = lower_first("/kernels/shared_plan.py", PADDING_PAST_THE_LIMIT);
     let limit = i64::try_from(Target::Sm90.shared_memory_per_block()).expect("a small limit");
     assert!(
         program.shared_bytes <= limit,

@@ -7,7 +7,7 @@
 //! What the hardware would reject (a rank TMA lacks, a register count `setmaxnreg` refuses, a barrier
 //! that is not a 64-bit shared word) is reported like any other malformed program.
 
-use tilec_ir::thread::{BufferId, Memory, Stmt, TurnStep, for_each_stmt};
+use tilec_ir::thread::{BufferId, Memory, Stmt, TurnStep, any_stmt};
 use tilec_ir::{DType, ExprId, ThreadProgram};
 
 use super::Printer;
@@ -23,7 +23,7 @@ const NAMED_BARRIERS: u32 = 16;
 /// helper lives there.
 pub(super) fn uses_sm90_prelude(program: &ThreadProgram) -> bool {
     !program.tensor_maps.is_empty()
-        || any_stmt(program, |stmt| {
+        || any_stmt(&program.body, |stmt| {
             matches!(
                 stmt,
                 Stmt::MbarrierInit { .. }
@@ -46,22 +46,17 @@ pub(super) fn uses_sm90_prelude(program: &ThreadProgram) -> bool {
 
 /// Whether any statement is a `setmaxnreg`.
 pub(super) fn uses_set_max_registers(program: &ThreadProgram) -> bool {
-    any_stmt(program, |stmt| matches!(stmt, Stmt::SetMaxRegisters { .. }))
+    any_stmt(&program.body, |stmt| {
+        matches!(stmt, Stmt::SetMaxRegisters { .. })
+    })
 }
 
 /// Whether any statement is a TMA load or store, whose swizzle, like wgmma's, applies to the
 /// absolute shared address and so needs the shared array aligned to the 1024-byte swizzle pattern.
 pub(super) fn uses_tma(program: &ThreadProgram) -> bool {
-    any_stmt(program, |stmt| {
+    any_stmt(&program.body, |stmt| {
         matches!(stmt, Stmt::TmaLoad { .. } | Stmt::TmaStore { .. })
     })
-}
-
-/// Whether `test` holds for any statement of the program, nested ones included.
-fn any_stmt(program: &ThreadProgram, test: impl Fn(&Stmt) -> bool) -> bool {
-    let mut found = false;
-    for_each_stmt(&program.body, &mut |stmt| found |= test(stmt));
-    found
 }
 
 impl Printer<'_> {
