@@ -57,7 +57,15 @@ pub fn register_files(db: &mut RootDatabase, files: &[SourceFile]) {
 /// beside the importer or its parent package; for `a.b`, in the importer's folder and each folder
 /// above it (a script's folder comes first on Python's path, a package's root further up), as
 /// `a/b.py` or the package `a/b/__init__.py`.
-pub fn import_candidates(importer: &Path, written: &str) -> Vec<PathBuf> {
+///
+/// A folder that is itself a package (`is_package`: it has an `__init__.py`) is never a root of an
+/// absolute import, as it is on no Python path: `import torch` in `pkg/quant/cast.py` must not
+/// find a subpackage `pkg/torch/` of the project, which Python reaches only as `pkg.torch`.
+pub fn import_candidates(
+    importer: &Path,
+    written: &str,
+    is_package: &dyn Fn(&Path) -> bool,
+) -> Vec<PathBuf> {
     let level = written.len() - written.trim_start_matches('.').len();
     let parts: Vec<&str> = written[level..]
         .split('.')
@@ -86,7 +94,11 @@ pub fn import_candidates(importer: &Path, written: &str) -> Vec<PathBuf> {
         }
         return as_files(base);
     }
-    folder.ancestors().flat_map(as_files).collect()
+    folder
+        .ancestors()
+        .filter(|base| !is_package(base))
+        .flat_map(as_files)
+        .collect()
 }
 
 /// The statements of `file` that a module importing it sees.
@@ -109,10 +121,16 @@ pub fn resolved_imports(db: &dyn Db, file: SourceFile) -> Vec<(String, SourceFil
     };
     let known = workspace.files(db);
     let importer = file.path(db);
+    let is_known = |path: &Path| {
+        known
+            .binary_search_by(|(known, _)| known.as_path().cmp(path))
+            .is_ok()
+    };
+    let is_package = |folder: &Path| is_known(&folder.join("__init__.py"));
     tilec_frontend::imported_names(parse(db, file))
         .into_iter()
         .filter_map(|written| {
-            let found = import_candidates(importer, &written)
+            let found = import_candidates(importer, &written, &is_package)
                 .into_iter()
                 .find_map(|path| {
                     let at = known.binary_search_by(|(known, _)| known.cmp(&path)).ok()?;

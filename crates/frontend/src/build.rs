@@ -199,9 +199,76 @@ fn names_in_statements(body: &[Stmt], spans: &[Span]) -> Vec<String> {
     for stmt in body {
         names.visit_stmt(stmt);
     }
-    names.found.sort();
-    names.found.dedup();
-    names.found
+    let mut found = names.found;
+    found.sort();
+    found.dedup();
+    names_flowing_into(body, found)
+}
+
+/// `names` and every name they are computed from through the assignments of `body` (at any
+/// depth), to a fixed point: a failing `T.Kernel(T.ceildiv(total, block_m))` rejects the
+/// parameters `total = n * c_in * out_l` and `out_l = pool_output_dim(l_in, kernel_w, ...)` use,
+/// not only the locals it names.
+fn names_flowing_into(body: &[Stmt], mut names: Vec<String>) -> Vec<String> {
+    use ruff_python_ast::visitor::{Visitor, walk_expr, walk_stmt};
+    /// Each assignment's target names and the names its value reads.
+    #[derive(Default)]
+    struct Assignments {
+        flows: Vec<(Vec<String>, Vec<String>)>,
+    }
+    fn names_in(expr: &Expr) -> Vec<String> {
+        struct Collect(Vec<String>);
+        impl<'a> Visitor<'a> for Collect {
+            fn visit_expr(&mut self, expr: &'a Expr) {
+                if let Expr::Name(name) = expr {
+                    self.0.push(name.id.to_string());
+                }
+                walk_expr(self, expr);
+            }
+        }
+        let mut collect = Collect(Vec::new());
+        collect.visit_expr(expr);
+        collect.0
+    }
+    impl<'a> Visitor<'a> for Assignments {
+        fn visit_stmt(&mut self, stmt: &'a Stmt) {
+            let flow = match stmt {
+                Stmt::Assign(assign) => Some((
+                    assign.targets.iter().flat_map(names_in).collect(),
+                    names_in(&assign.value),
+                )),
+                Stmt::AnnAssign(assign) => assign
+                    .value
+                    .as_deref()
+                    .map(|value| (names_in(&assign.target), names_in(value))),
+                Stmt::AugAssign(assign) => {
+                    Some((names_in(&assign.target), names_in(&assign.value)))
+                }
+                _ => None,
+            };
+            self.flows.extend(flow);
+            walk_stmt(self, stmt);
+        }
+    }
+    let mut assignments = Assignments::default();
+    for stmt in body {
+        assignments.visit_stmt(stmt);
+    }
+    loop {
+        let before = names.len();
+        for (targets, sources) in &assignments.flows {
+            if targets.iter().any(|target| names.contains(target)) {
+                for source in sources {
+                    if !names.contains(source) {
+                        names.push(source.clone());
+                    }
+                }
+            }
+        }
+        if names.len() == before {
+            return names;
+        }
+    }
 }
 
 /// Builds an instance from the parsed file itself, for its spans and diagnostics.
@@ -410,7 +477,9 @@ impl Builder<'_> {
                 (_, _) if style == KernelStyle::Eager && tensors.contains(&name) => {
                     Value::PendingTensor
                 }
-                (Some(ConstValue::RunTime), _) => self.generic_value(name, param.annotation()),
+                (Some(ConstValue::RunTime), _) => {
+                    self.generic_param(globals, name, param.annotation())
+                }
                 (Some(value), _) => Value::from_const(value),
                 // `BLOCK_N=None` in an autotuned kernel: the autotuner gives every config key a
                 // value before the kernel is built, so the default is never what it sees.
@@ -419,11 +488,11 @@ impl Builder<'_> {
                         if self.autotuned
                             && self.config_values.iter().any(|(key, ..)| key == name) =>
                     {
-                        self.generic_value(name, param.annotation())
+                        self.generic_param(globals, name, param.annotation())
                     }
                     value => value,
                 },
-                (None, None) => self.generic_value(name, param.annotation()),
+                (None, None) => self.generic_param(globals, name, param.annotation()),
             };
             if let Some(value) = value.to_const()
                 && !self.world.args.iter().any(|(existing, _)| existing == name)
@@ -633,9 +702,20 @@ impl Builder<'_> {
         span: Span,
     ) -> Eval<Value<'a>> {
         match annotation {
-            Value::TensorType { shape, dtype } => {
+            Value::TensorType {
+                shape,
+                dtype,
+                strides,
+            } => {
                 let shape = self.tensor_shape(&shape, span)?;
+                let strides = match strides {
+                    Some(strides) => self.tensor_strides(&strides, &shape, span)?,
+                    None => None,
+                };
                 let param = self.add_param(shape, dtype);
+                if let Some(strides) = strides {
+                    self.world.strides.set(param, strides);
+                }
                 self.world.names.set(param, name.to_owned());
                 Ok(Value::Buffer(param))
             }

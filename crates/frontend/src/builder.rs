@@ -181,6 +181,8 @@ pub(crate) struct Builder<'c> {
     pub opaque_leniency: OpaqueLeniency,
     /// The starting value each reducer's `T.reducer_init(acc, init)` gave, for its finalize.
     pub reducer_inits: Vec<(EntityId, Option<tilec_ir::DataId>)>,
+    /// How many `assert`s on the symbols of generic parameters were taken as preconditions.
+    pub generic_preconditions: usize,
     /// How many representative values each generic parameter has been through.
     pub representative_rounds: Vec<(String, usize)>,
     /// The run-time scalars bound so far (`Offsets[bx]` used as a slice bound), so that the same
@@ -236,6 +238,7 @@ impl<'c> Builder<'c> {
             opaque_arguments: false,
             opaque_leniency: OpaqueLeniency::None,
             reducer_inits: Vec::new(),
+            generic_preconditions: 0,
             representative_rounds: Vec::new(),
             bound_scalars: Vec::new(),
         }

@@ -399,12 +399,14 @@ impl Builder<'_> {
             Value::Buffer(buffer) => self
                 .buffer_subscript(env, buffer, slice, span)
                 .map(Value::Region),
-            Value::ModuleFn(Module::Language, name) if matches!(&*name, "Tensor" | "Buffer") => {
+            Value::ModuleFn(Module::Language, name)
+                if matches!(&*name, "Tensor" | "Buffer" | "StridedTensor") =>
+            {
                 let Expr::Tuple(parts) = slice else {
                     return Err(self.error(
                         Code::InvalidCall,
                         span,
-                        "write `T.Tensor[shape, dtype]`",
+                        format!("write `T.{name}[shape, dtype]`"),
                     ));
                 };
                 let values = self.eval_list(env, &parts.elts)?;
@@ -1232,9 +1234,15 @@ impl Builder<'_> {
                     "`bool` of a runtime value is not known at compile time",
                 )),
             },
-            Builtin::Str => Ok(Value::str(
-                &values.first().map(Value::python_str).unwrap_or_default(),
-            )),
+            // `str()` of a value tilec cannot evaluate is unknown too: a made-up text such as
+            // "<a value tilec cannot evaluate>" would flow on as if it were the program's own
+            // string (a dtype name, say) and be reported as the user's error where it lands.
+            Builtin::Str => match values.first() {
+                Some(unknown @ Value::Opaque(_)) => Ok(unknown.clone()),
+                value => Ok(Value::str(
+                    &value.map(Value::python_str).unwrap_or_default(),
+                )),
+            },
             Builtin::Tuple | Builtin::List => {
                 let items = match values.into_iter().next() {
                     Some(value) => self.iterate(value, span)?,

@@ -63,6 +63,33 @@ impl<'a> ClassValue<'a> {
     }
 }
 
+impl<'a> ClassValue<'a> {
+    /// The constructor's parameters that have no default, with their annotations where the
+    /// constructor is an `__init__` that writes them: the fields of a dataclass or `NamedTuple`
+    /// without a default, else the parameters of `__init__` after `self`.
+    pub(crate) fn required_parameters(&self) -> Vec<(String, Option<&'a Expr>)> {
+        if let Some(fields) = &self.fields {
+            return fields
+                .iter()
+                .filter(|(_, default)| default.is_none())
+                .map(|(name, _)| (name.clone(), None))
+                .collect();
+        }
+        let Some(Value::Function(init)) = self.find("__init__") else {
+            return Vec::new();
+        };
+        let FunctionBody::Def(def) = init.body else {
+            return Vec::new();
+        };
+        def.parameters
+            .iter_non_variadic_params()
+            .skip(1)
+            .filter(|param| param.default.is_none())
+            .map(|param| (param.name().to_string(), param.annotation()))
+            .collect()
+    }
+}
+
 impl Builder<'_> {
     /// `class Name(bases): body`: runs the body in a namespace of its own and binds the class.
     pub(crate) fn exec_class<'a>(&mut self, env: &Env<'a>, class: &'a StmtClassDef) -> Eval<()> {

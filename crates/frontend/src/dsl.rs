@@ -63,7 +63,8 @@ impl Builder<'_> {
 
     pub(crate) fn dsl_call<'a>(&mut self, name: &str, args: Args<'a>) -> Eval<Value<'a>> {
         match name {
-            "Tensor" | "Buffer" | "StridedTensor" => self.tensor_type(args),
+            "Tensor" | "Buffer" => self.tensor_type(args),
+            "StridedTensor" => self.strided_tensor_type(args),
             "Kernel" => self.kernel_frame(args),
             "Parallel" | "Pipelined" | "serial" | "Serial" | "unroll" | "Unroll" | "vectorized"
             | "Vectorized" | "parallel" => self.loop_frame(name, args),
@@ -695,11 +696,27 @@ impl Builder<'_> {
             None => DType::Float32,
             Some(_) => self.dtype_arg(&args, 1, "dtype")?,
         };
-        let shape = match shape {
-            Value::Tuple(items) | Value::List(items) => items,
-            single => Rc::new(vec![single]),
+        Ok(Value::TensorType {
+            shape: items_of(shape),
+            dtype,
+            strides: None,
+        })
+    }
+
+    /// `T.StridedTensor(shape, strides, dtype)`: a tensor whose rows lie `strides` elements apart
+    /// (a slice of a larger tensor, a padded leading dimension).
+    fn strided_tensor_type<'a>(&mut self, args: Args<'a>) -> Eval<Value<'a>> {
+        let shape = self.required(&args, 0, "shape")?;
+        let strides = self.required(&args, 1, "strides")?;
+        let dtype = match args.get(2, "dtype") {
+            None => DType::Float32,
+            Some(_) => self.dtype_arg(&args, 2, "dtype")?,
         };
-        Ok(Value::TensorType { shape, dtype })
+        Ok(Value::TensorType {
+            shape: items_of(shape),
+            dtype,
+            strides: Some(items_of(strides)),
+        })
     }
 
     fn kernel_frame<'a>(&mut self, args: Args<'a>) -> Eval<Value<'a>> {
@@ -758,12 +775,9 @@ impl Builder<'_> {
             }
         };
         if threads.iter().any(|&count| count <= 0) || threads.iter().product::<i64>() > 1024 {
-            // Like a failed `assert`: a representative value tilec assumed (`BLOCK_N=128` with
-            // `threads=(BLOCK_N, reduce_threads)`) may be what makes the block too large, and the
-            // build is then retried with the next candidate.
-            if self.strict && self.rejected_statements.is_empty() {
-                self.rejected_statements = self.stmt_stack.clone();
-            }
+            // A representative value tilec assumed (`BLOCK_N=128` with
+            // `threads=(BLOCK_N, reduce_threads)`) may be what makes the block too large.
+            self.reject_assumptions();
             return Err(self.error(
                 Code::InvalidCall,
                 args.span_of(usize::MAX, "threads"),
@@ -800,7 +814,13 @@ impl Builder<'_> {
         span: Span,
         what: &str,
     ) -> Eval<()> {
-        match self.world.exprs.as_int(extent) {
+        let value = self.world.exprs.as_int(extent);
+        if value.is_some_and(|value| value < least || value > most) {
+            // An empty grid or tile is what representative values make of a pooling window's
+            // output size (`(l_in + 2 * pad - kernel) // stride + 1` with every size 128).
+            self.reject_assumptions();
+        }
+        match value {
             Some(value) if value < least => Err(self.error(
                 Code::InvalidCall,
                 span,
@@ -812,6 +832,44 @@ impl Builder<'_> {
                 format!("{what} can be at most {most}, found {value}"),
             )),
             _ => Ok(()),
+        }
+    }
+
+    /// Marks the statements being executed as rejecting the representative values they use, as
+    /// a failed `assert` does: the build is repeated with the next candidate for one of them
+    /// (see `build_instance`). A failure that does not depend on assumed values recurs with every
+    /// candidate and is reported as it is.
+    pub(crate) fn reject_assumptions(&mut self) {
+        if self.strict && self.rejected_statements.is_empty() {
+            self.rejected_statements = self.stmt_stack.clone();
+        }
+    }
+
+    /// A register buffer that no GPU holds (more than 2^20 elements, the checks' limit) is, in a
+    /// generic instance, most often the doing of the values tilec assumed (`hidden_size` = 128
+    /// where the kernel is called with 4): the build is then retried with other candidates, and
+    /// the checks report the buffer if it stays too large. (Shared memory past a block's limit
+    /// is left to the checks, which count only buffers live at once and say when the sizes were
+    /// assumed.)
+    fn reject_oversized_buffer(&mut self, buffer: EntityId) {
+        const LARGEST_REGISTER_BUFFER: u64 = 1 << 20;
+        if self.world.assumed_args.is_empty()
+            || !matches!(
+                self.world.scopes.get(buffer),
+                Some(Scope::Fragment | Scope::Local)
+            )
+        {
+            return;
+        }
+        let elements = self.world.shapes.get(buffer).map_or(0, |shape| {
+            shape
+                .iter()
+                .map(|&extent| self.world.exprs.as_int(extent).unwrap_or(1))
+                .map(|extent| u64::try_from(extent).unwrap_or(0))
+                .fold(1u64, u64::saturating_mul)
+        });
+        if elements > LARGEST_REGISTER_BUFFER {
+            self.reject_assumptions();
         }
     }
 
@@ -993,6 +1051,7 @@ impl Builder<'_> {
         self.world.shapes.set(buffer, shape);
         self.world.dtypes.set(buffer, dtype);
         self.world.scopes.set(buffer, scope);
+        self.reject_oversized_buffer(buffer);
         Ok(Value::Buffer(buffer))
     }
 
@@ -1805,4 +1864,12 @@ pub(crate) fn load_accesses(data: &tilec_ir::DataArena, value: tilec_ir::DataId)
             },
         })
         .collect()
+}
+
+/// The items of a shape or strides argument: a tuple or list, or one value for a 1-D tensor.
+fn items_of(value: Value<'_>) -> Rc<Vec<Value<'_>>> {
+    match value {
+        Value::Tuple(items) | Value::List(items) => items,
+        single => Rc::new(vec![single]),
+    }
 }

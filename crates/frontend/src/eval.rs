@@ -120,6 +120,10 @@ impl Builder<'_> {
                         }
                         InterpolatedStringElement::Interpolation(interpolation) => {
                             let value = self.eval(env, &interpolation.expression)?;
+                            // An unknown part makes the whole string unknown, as `str()` does.
+                            if let Value::Opaque(what) = value {
+                                return Ok(Value::Opaque(what));
+                            }
                             text.push_str(&value.python_str());
                         }
                     }
@@ -791,6 +795,7 @@ impl Builder<'_> {
         if symbolic && let (Some(a), Some(b)) = (self.index_expr(&lhs), self.index_expr(&rhs)) {
             let divides = matches!(op, Operator::FloorDiv | Operator::Div | Operator::Mod);
             if divides && self.world.exprs.as_int(b) == Some(0) {
+                self.reject_assumptions();
                 return Err(self.error(
                     Code::MetaError,
                     span,
@@ -925,6 +930,8 @@ impl Builder<'_> {
                 return Ok(Value::Float(a as f64 / b as f64));
             }
             Operator::FloorDiv | Operator::Mod if b == 0 => {
+                // A zero made of assumed values (`block // 256` with `block` = 128) is theirs.
+                self.reject_assumptions();
                 return Err(self.error(
                     Code::MetaError,
                     span,

@@ -168,14 +168,18 @@ impl Builder<'_> {
                             Some(message) => format!("assertion failed: {message}"),
                             None => "assertion failed".to_owned(),
                         };
-                        if self.strict && self.rejected_statements.is_empty() {
-                            self.rejected_statements = self.stmt_stack.clone();
-                        }
+                        self.reject_assumptions();
                         return Err(self.error(Code::AssertionFailed, span, text));
                     }
                     // Driver code asserts on tensors (`assert torch.allclose(...)`): nothing to
                     // learn there at compile time, unless it pins an unknown name to a value.
                     None if !self.strict => self.narrow_by_assert(env, &assert.test),
+                    // A condition on the symbols of a generic instance (`hidden % 512 == 0` with
+                    // `hidden` symbolic) is a precondition its callers meet, as TileLang only
+                    // ever runs it with their values: the analysis assumes it, and says so.
+                    None if self.over_generic_symbols(&test) => {
+                        self.generic_preconditions += 1;
+                    }
                     None => {
                         return Err(self.unsupported(
                             span,
@@ -441,7 +445,12 @@ impl Builder<'_> {
             return Err(self.unsupported(span, "this annotated statement"));
         };
         let annotation = self.eval(env, annotation)?;
-        let Value::TensorType { shape, dtype } = annotation else {
+        let Value::TensorType {
+            shape,
+            dtype,
+            strides,
+        } = annotation
+        else {
             return Ok(());
         };
         match lookup(env, name.id.as_str()) {
@@ -459,7 +468,14 @@ impl Builder<'_> {
             None => return Err(self.undefined_name(name.id.as_str(), span)),
         }
         let shape = self.tensor_shape(&shape, span)?;
+        let strides = match strides {
+            Some(strides) => self.tensor_strides(&strides, &shape, span)?,
+            None => None,
+        };
         let param = self.add_param(shape, dtype);
+        if let Some(strides) = strides {
+            self.world.strides.set(param, strides);
+        }
         self.world.names.set(param, name.id.to_string());
         bind(env, name.id.as_str(), Value::Buffer(param));
         Ok(())
@@ -485,6 +501,35 @@ impl Builder<'_> {
             }
         }
         Ok(extents)
+    }
+
+    /// The strides of a `T.StridedTensor`, one per dimension, as index expressions; `None` when
+    /// they are the row-major strides of `shape` (the tensor is contiguous after all).
+    pub(crate) fn tensor_strides(
+        &mut self,
+        strides: &[Value<'_>],
+        shape: &[tilec_ir::ExprId],
+        span: Span,
+    ) -> Eval<Option<Vec<tilec_ir::ExprId>>> {
+        if strides.len() != shape.len() {
+            return Err(self.error(
+                Code::ShapeMismatch,
+                span,
+                format!(
+                    "a strided tensor needs one stride per dimension: {} for a shape of {}",
+                    strides.len(),
+                    shape.len()
+                ),
+            ));
+        }
+        let strides = self.tensor_shape(strides, span)?;
+        let mut row_major = self.world.exprs.int(1);
+        let mut contiguous = true;
+        for (stride, extent) in strides.iter().zip(shape).rev() {
+            contiguous &= *stride == row_major;
+            row_major = self.world.exprs.mul(row_major, *extent);
+        }
+        Ok((!contiguous).then_some(strides))
     }
 
     fn exec_for<'a>(&mut self, env: &Env<'a>, for_stmt: &'a StmtFor) -> Eval<Flow<'a>> {

@@ -11,7 +11,9 @@
 
 use ruff_python_ast::{Expr, Stmt, StmtFunctionDef};
 use rustc_hash::FxHashSet;
-use tilec_ir::{Anchor, AssumedArg, Code, ConstValue, DType, Diagnostic, LoopKind, Scope, Span};
+use tilec_ir::{
+    Anchor, AssumedArg, Code, ConstValue, DType, DataExpr, Diagnostic, LoopKind, Scope, Span,
+};
 
 use crate::builder::Builder;
 use crate::outline::{dotted_name, range_span};
@@ -47,6 +49,14 @@ fn representatives(name: &str, kind: GenericKind) -> Vec<ConstValue> {
         GenericKind::Bool => vec![ConstValue::Bool(false), ConstValue::Bool(true)],
         GenericKind::Int if lower.contains("stage") => ints(&[2, 1, 3, 4]),
         GenericKind::Int if lower.contains("split") => ints(&[1, 2, 4, 8]),
+        // The hyperparameters of convolutions and pooling, by PyTorch's names (`stride_w`,
+        // `dilation`, `pad_h`, `padding`, `kernel_size`, `kernel_w`): 128 for each makes a window
+        // larger than its input and an empty output.
+        GenericKind::Int if lower.contains("stride") || lower.contains("dilation") => ints(&[1, 2]),
+        GenericKind::Int if lower.starts_with("pad") || lower.contains("_pad") => ints(&[0, 1]),
+        GenericKind::Int if lower.starts_with("kernel") || lower.starts_with("ksize") => {
+            ints(&[3, 1, 2, 4, 5, 7])
+        }
         GenericKind::Int => ints(&[REPRESENTATIVE_INT, 64, 32, 16, 8, 4, 2, 1, 256]),
     }
 }
@@ -70,11 +80,23 @@ fn generic_kind(name: &str, annotation: Option<&Expr>) -> GenericKind {
         _ => {}
     }
     let lower = name.to_ascii_lowercase();
+    // PyTorch's flags of pooling, interpolation and attention are bools by name.
+    let torch_flag = [
+        "ceil_mode",
+        "count_include_pad",
+        "return_indices",
+        "align_corners",
+        "inplace",
+        "causal",
+    ]
+    .iter()
+    .any(|flag| lower == *flag || lower.ends_with(&format!("_{flag}")));
     if lower.contains("dtype") {
         GenericKind::DType
-    } else if ["is_", "use_", "enable_", "has_", "with_", "do_"]
-        .iter()
-        .any(|prefix| lower.starts_with(prefix))
+    } else if torch_flag
+        || ["is_", "use_", "enable_", "has_", "with_", "do_"]
+            .iter()
+            .any(|prefix| lower.starts_with(prefix))
     {
         GenericKind::Bool
     } else {
@@ -175,6 +197,60 @@ impl Builder<'_> {
         Value::from_const(&value)
     }
 
+    /// The value of a factory parameter no call site gives: an object of its annotated class when
+    /// the annotation names a class of the evaluated code (`in_config: CastInputConfig`), else
+    /// [`Self::generic_value`].
+    pub(crate) fn generic_param<'a>(
+        &mut self,
+        globals: &Env<'a>,
+        name: &str,
+        annotation: Option<&'a Expr>,
+    ) -> Value<'a> {
+        if let Some(annotation) = annotation {
+            let strict = std::mem::replace(&mut self.strict, false);
+            let class = self.eval(globals, annotation);
+            self.strict = strict;
+            if let Ok(Value::Class(class)) = class
+                && let Some(object) = self.generic_object(name, &class)
+            {
+                return object;
+            }
+        }
+        self.generic_value(name, annotation)
+    }
+
+    /// A representative object of a configuration class: what its constructor makes from the
+    /// defaults of its fields (or `__init__` parameters), with generic values, named
+    /// `param.field`, for those without one. `None` when the constructor fails on them: the
+    /// parameter is then generic as a whole.
+    fn generic_object<'a>(
+        &mut self,
+        name: &str,
+        class: &std::rc::Rc<crate::classes::ClassValue<'a>>,
+    ) -> Option<Value<'a>> {
+        let span = Span::default();
+        let mut keywords = Vec::new();
+        for (field, annotation) in class.required_parameters() {
+            let value = self.generic_value(&format!("{name}.{field}"), annotation);
+            keywords.push((field, value, span));
+        }
+        let args = crate::eval::Args {
+            positional: Vec::new(),
+            keywords,
+            span,
+        };
+        let strict = std::mem::replace(&mut self.strict, false);
+        let object = self.instantiate_class(class, args, span);
+        self.strict = strict;
+        let object = object.ok()?;
+        self.world.assumed_args.push(AssumedArg {
+            name: name.to_owned(),
+            value: ConstValue::Str(format!("{}(...)", class.name)),
+            source: "an object made with the defaults of its class".to_owned(),
+        });
+        Some(object)
+    }
+
     /// An eager `T.const` symbol no call site binds: symbolic, unless the previous build showed
     /// that it must be known at compile time.
     pub(crate) fn generic_const<'a>(&mut self, name: &str) -> Value<'a> {
@@ -203,7 +279,7 @@ impl Builder<'_> {
         let value = candidates[round.min(candidates.len() - 1)].clone();
         let source = match round {
             0 => "a representative choice",
-            _ => "a representative choice the kernel's `assert`s accept",
+            _ => "a representative choice the kernel accepts",
         };
         (value, source.to_owned())
     }
@@ -303,6 +379,43 @@ impl Builder<'_> {
             .collect()
     }
 
+    /// Whether `value` is an integer expression over generic symbols alone (at least one), such as
+    /// the test of `assert hidden % 512 == 0` with `hidden` symbolic.
+    pub(crate) fn over_generic_symbols(&self, value: &Value<'_>) -> bool {
+        let mut indices = Vec::new();
+        match value {
+            Value::Index(expr) => indices.push(*expr),
+            // A comparison of symbols is a data expression: its leaves must be constants and
+            // index expressions, with no buffer read among them.
+            Value::Data { id, .. } => {
+                let mut stack = vec![*id];
+                while let Some(next) = stack.pop() {
+                    let node = self.world.data.get(next);
+                    match node {
+                        DataExpr::Index(expr) => indices.push(*expr),
+                        DataExpr::Int { .. } | DataExpr::Float { .. } => {}
+                        DataExpr::Binary { .. }
+                        | DataExpr::Compare { .. }
+                        | DataExpr::Not(_)
+                        | DataExpr::Neg(_)
+                        | DataExpr::Cast { .. }
+                        | DataExpr::Select { .. } => stack.extend(node.operands()),
+                        _ => return false,
+                    }
+                }
+            }
+            _ => return false,
+        }
+        let vars: Vec<_> = indices
+            .iter()
+            .flat_map(|expr| self.world.exprs.vars_of(*expr))
+            .collect();
+        !vars.is_empty()
+            && vars
+                .iter()
+                .all(|var| self.generic_vars.iter().any(|(v, _)| v == var))
+    }
+
     /// The generic parameters whose symbols occur in `extents`.
     fn generic_names(&self, extents: impl Iterator<Item = tilec_ir::ExprId>) -> FxHashSet<&str> {
         let mut names = FxHashSet::default();
@@ -327,6 +440,12 @@ impl Builder<'_> {
         if !symbolic.is_empty() {
             let names: Vec<String> = symbolic.iter().map(|name| format!("`{name}`")).collect();
             parts.push(format!("{} symbolic", names.join(", ")));
+        }
+        if self.generic_preconditions > 0 {
+            parts.push(format!(
+                "{} `assert`(s) on the symbols taken as preconditions the callers meet",
+                self.generic_preconditions
+            ));
         }
         if !assumed.is_empty() {
             let values: Vec<String> = assumed

@@ -159,10 +159,12 @@ pub(crate) enum Value<'a> {
     Policy(WarpPolicy),
     /// `tilelang.PassConfigKey`.
     PassConfigKeys,
-    /// `T.Tensor(shape, dtype)`: the annotation of a tensor parameter.
+    /// `T.Tensor(shape, dtype)`: the annotation of a tensor parameter; `strides` of a
+    /// `T.StridedTensor(shape, strides, dtype)`.
     TensorType {
         shape: Rc<Vec<Value<'a>>>,
         dtype: DType,
+        strides: Option<Rc<Vec<Value<'a>>>>,
     },
     /// `T.Kernel(...)`, waiting for its `with`.
     KernelFrame {

@@ -533,6 +533,10 @@ pub struct World {
     /// an alias (chains are resolved when the alias is made). An alias has its own shape and
     /// entity, so tile operations see it with its own shape, but no storage of its own.
     pub aliases: Column<EntityId>,
+    /// The strides of global tensors declared with `T.StridedTensor` whose strides are not the
+    /// row-major ones of their shape, one index expression per dimension. The checks and layout
+    /// inference see such a tensor by its shape alone; lowering does not address it yet.
+    pub strides: Column<Vec<ExprId>>,
     /// The arrival count of each mbarrier of a [`Scope::Barrier`] buffer, in index order.
     pub barrier_counts: Column<Vec<u32>>,
     /// The mbarrier a `T.tma_copy(src, dst, barrier=b)` completes its bytes on: such a copy is

@@ -130,22 +130,36 @@ pub fn load_imported_files(
         let root = workspace_root(&importer);
         let names = tilec_frontend::imported_names(tilec_db::parse(db, file));
         for written in names {
-            let found = tilec_db::import_candidates(&importer, &written)
+            // The `__init__.py` files that make a folder a package are loaded too (below), so
+            // that the database, which sees only loaded files, resolves as this loader does.
+            let packages = std::cell::RefCell::new(Vec::new());
+            let is_package = |folder: &Path| {
+                let init = folder.join("__init__.py");
+                let package = seen.contains(&init) || is_loaded(&init) || init.is_file();
+                let inside = std::path::absolute(&init).is_ok_and(|init| init.starts_with(&root));
+                if package && inside {
+                    packages.borrow_mut().push(init);
+                }
+                package
+            };
+            let found = tilec_db::import_candidates(&importer, &written, &is_package)
                 .into_iter()
                 .filter(|path| {
                     std::path::absolute(path).is_ok_and(|absolute| absolute.starts_with(&root))
                 })
                 .find(|path| seen.contains(path) || is_loaded(path) || path.is_file());
-            let Some(path) = found else { continue };
-            if !seen.insert(path.clone()) || is_loaded(&path) {
-                continue;
+            let packages = packages.into_inner();
+            for path in found.into_iter().chain(packages) {
+                if !seen.insert(path.clone()) || is_loaded(&path) {
+                    continue;
+                }
+                let Ok(text) = std::fs::read_to_string(&path) else {
+                    continue;
+                };
+                let module = tilec_db::SourceFile::new(db, path, text, Vec::new());
+                loaded.push(module);
+                queue.push(module);
             }
-            let Ok(text) = std::fs::read_to_string(&path) else {
-                continue;
-            };
-            let module = tilec_db::SourceFile::new(db, path, text, Vec::new());
-            loaded.push(module);
-            queue.push(module);
         }
     }
     let all: Vec<tilec_db::SourceFile> = files.iter().chain(&loaded).copied().collect();

@@ -571,19 +571,33 @@ fn check_shared_memory(world: &World, target: Target) -> Vec<Diagnostic> {
         let Some(&(first, first_bytes)) = live.first() else {
             continue;
         };
-        let mut diagnostic = Diagnostic::error(
-            Code::SharedMemoryCapacity,
-            Anchor::Entity(first),
-            format!(
-                "this kernel needs at least {} of shared memory: {} buffer(s) are live at the same time, and one block can use at most {} on {target} (`{}` alone is {})",
-                format_bytes(total),
-                live.len(),
-                format_bytes(limit),
-                world.name(first),
-                format_bytes(first_bytes),
-            ),
-        )
-        .with_help("use smaller tiles, fewer or narrower shared buffers, or keep data in fragments");
+        let message = format!(
+            "this kernel needs at least {} of shared memory: {} buffer(s) are live at the same time, and one block can use at most {} on {target} (`{}` alone is {})",
+            format_bytes(total),
+            live.len(),
+            format_bytes(limit),
+            world.name(first),
+            format_bytes(first_bytes),
+        );
+        // With sizes tilec assumed for a generic instance (128 for every tile of a kernel that
+        // is called with 64), the excess is the assumption's, not the kernel's: a warning that
+        // says so, which the sizes of a call site or `tilec.toml` settle.
+        let mut diagnostic = if world.assumed_args.is_empty() {
+            Diagnostic::error(Code::SharedMemoryCapacity, Anchor::Entity(first), message).with_help(
+                "use smaller tiles, fewer or narrower shared buffers, or keep data in \
+                     fragments",
+            )
+        } else {
+            Diagnostic::warning(
+                Code::SharedMemoryCapacity,
+                Anchor::Entity(first),
+                format!("{message}, with the values tilec assumed for this generic instance"),
+            )
+            .with_help(
+                "the kernel may fit with the sizes it is called with: pass them at a call site, \
+                 or list the instance in tilec.toml",
+            )
+        };
         for &(buffer, bytes) in &live[1..] {
             diagnostic = diagnostic.with_related(
                 Anchor::Entity(buffer),

@@ -235,3 +235,62 @@ fn a_relative_import_of_no_workspace_file_is_an_info() {
         ]
     );
 }
+
+/// A subpackage of the project named like a third-party module (`pkg/torch/`) is reached only as
+/// `pkg.torch`: `import torch` inside the package is PyTorch, as in Python, where a package's own
+/// folders are on no path. Resolving it to the subpackage made `torch.int8` unknown and every dtype
+/// comparison of the importer an error.
+#[test]
+fn an_absolute_import_never_resolves_into_a_package_folder() {
+    let mut db = RootDatabase::default();
+    let file = |db: &RootDatabase, path: &str, text: &str| {
+        SourceFile::new(db, PathBuf::from(path), text.to_owned(), Vec::new())
+    };
+    let kernel = r#"
+import torch
+import tilelang
+import tilelang.language as T
+from pkg.quant.common import BLOCK
+
+DTYPE = T.float16 if torch.int8 != torch.float16 else T.float32
+
+
+@tilelang.jit
+def copy(N):
+    @T.prim_func
+    def main(A: T.Tensor((N,), DTYPE), B: T.Tensor((N,), DTYPE)):
+        with T.Kernel(N // BLOCK, threads=128) as bx:
+            T.copy(A[bx * BLOCK : (bx + 1) * BLOCK], B[bx * BLOCK : (bx + 1) * BLOCK])
+
+    return main
+
+
+copy(1024)
+"#;
+    let files = [
+        file(&db, "/ws/pkg/__init__.py", ""),
+        file(
+            &db,
+            "/ws/pkg/torch/__init__.py",
+            "from pkg.quant.cast import copy\n",
+        ),
+        file(&db, "/ws/pkg/quant/__init__.py", ""),
+        file(&db, "/ws/pkg/quant/common.py", "BLOCK = 128\n"),
+        file(&db, "/ws/pkg/quant/cast.py", kernel),
+    ];
+    register_files(&mut db, &files);
+    let cast = files[4];
+    let resolved: Vec<String> = tilec_db::resolved_imports(&db, cast)
+        .iter()
+        .map(|(written, module)| format!("{written} -> {}", module.path(&db).display()))
+        .collect();
+    assert_eq!(
+        resolved,
+        vec!["pkg.quant.common -> /ws/pkg/quant/common.py"]
+    );
+    let messages: Vec<String> = file_diagnostics(&db, cast)
+        .iter()
+        .map(|diagnostic| format!("{} {}", diagnostic.code, diagnostic.message))
+        .collect();
+    assert_eq!(messages, Vec::<String>::new());
+}

@@ -10,6 +10,7 @@ mod fixtures;
 mod gemm_dtypes;
 mod gemm_operands;
 mod gemm_slices;
+mod generic_instances;
 mod imports;
 mod incremental;
 mod language_ops;

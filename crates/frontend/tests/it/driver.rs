@@ -635,3 +635,234 @@ class ScaleOp(torch.nn.Module):
         "#]],
     );
 }
+
+/// Library code passes values it computes at run time: a kernel factory called from an operator
+/// class with `self.dtype_str`, a property that formats a torch dtype tilec cannot know. `str()`
+/// of an unknown value stays unknown, so the parameter is generic, not a made-up dtype name.
+#[test]
+fn the_string_of_an_unknown_value_stays_unknown() {
+    let source = format!(
+        "{SCALE}{}",
+        r#"
+
+class ScaleOp:
+    def __init__(self, M, N, dtype):
+        self.dtype = dtype
+        self.kernel = scale(M, N, 64, self.dtype_str)
+
+    @property
+    def dtype_str(self):
+        return str(self.dtype).split(".")[-1]
+
+    def label(self):
+        return f"scale-{self.dtype}"
+"#
+    );
+    check(
+        &source,
+        expect![[r#"
+            scale (line 21): M=<run time>, N=<run time>, block_M=64, dtype=<run time>
+              symbolic: M
+              assumed: N = 128 (a representative choice)
+              assumed: dtype = T.float16 (a representative choice)
+              line 21: info generic-instance
+        "#]],
+    );
+}
+
+/// A parameter annotated with a configuration class of the file is an object of that class, made
+/// from the defaults of its fields, so `cfg.block` and `cfg.dtype` (a property) have values.
+#[test]
+fn a_parameter_annotated_with_a_dataclass_is_an_object_of_its_defaults() {
+    let source = r#"
+from dataclasses import dataclass
+import torch
+import tilelang
+import tilelang.language as T
+
+
+@dataclass(frozen=True)
+class Config:
+    torch_dtype: torch.dtype = torch.bfloat16
+    block: tuple[int, int] = (64, 128)
+    rows: int
+
+    @property
+    def dtype(self):
+        return T.dtype(self.torch_dtype) if self.torch_dtype != torch.int8 else T.float16
+
+
+@tilelang.jit
+def kernel_for(hidden: int, config: Config):
+    block_m, block_n = config.block
+
+    @T.prim_func
+    def main(A: T.Tensor((config.rows, hidden), config.dtype)):
+        with T.Kernel(T.ceildiv(hidden, block_n), threads=128) as bx:
+            tile = T.alloc_fragment((block_m, block_n), config.dtype)
+            T.copy(A[0, bx * block_n], tile)
+            T.copy(tile, A[0, bx * block_n])
+
+    return main
+"#;
+    check(
+        source,
+        expect![[r#"
+            kernel_for (no call site): 
+              symbolic: hidden, config.rows
+              assumed: config = 'Config(...)' (an object made with the defaults of its class)
+              line 20: info generic-instance
+        "#]],
+    );
+}
+
+/// An `assert` of a factory on parameters kept symbolic is a precondition its callers meet: it is
+/// taken as true (and said so) rather than forcing the parameters to assumed values it rejects.
+#[test]
+fn an_assert_on_symbolic_parameters_is_a_precondition() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def reduce_rows(hidden_size: int, rows: int):
+    block = 512
+    assert hidden_size % block == 0 and hidden_size >= block
+    tiles = hidden_size // block
+
+    @T.prim_func
+    def main(A: T.Tensor((rows, hidden_size), "float32"), B: T.Tensor((hidden_size,), "float32")):
+        with T.Kernel(tiles, threads=128) as bx:
+            acc = T.alloc_fragment((block,), "float32")
+            T.copy(B[bx * block], acc)
+            T.copy(acc, B[bx * block])
+
+    return main
+"#;
+    check(
+        source,
+        expect![[r#"
+            reduce_rows (no call site): 
+              symbolic: hidden_size, rows
+              line 7: info generic-instance
+        "#]],
+    );
+}
+
+/// PyTorch's names for the hyperparameters of pooling and convolution get their conventional
+/// values (stride and dilation 1, padding 0, a window of 3): 128 for each would make a window
+/// larger than its input and an empty grid.
+#[test]
+fn pooling_hyperparameters_get_conventional_representatives() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+
+
+def output_size(size, kernel_size, stride, padding, dilation, ceil_mode):
+    out = (size + 2 * padding - dilation * (kernel_size - 1) - 1) // stride + 1
+    if ceil_mode and out > 0 and (out - 1) * stride >= size + padding:
+        out -= 1
+    return max(out, 0)
+
+
+def max_pool1d(n, l_in, kernel_w, stride_w, pad_w, dilation_w, ceil_mode, dtype="float16"):
+    out_l = output_size(l_in, kernel_w, stride_w, pad_w, dilation_w, ceil_mode)
+    total = n * out_l
+
+    @T.prim_func
+    def main(x: T.Tensor((n, l_in), dtype), y: T.Tensor((n, out_l), dtype)):
+        with T.Kernel(T.ceildiv(total, 128), threads=128) as bx:
+            for i in T.Parallel(128):
+                y[(bx * 128 + i) // out_l, (bx * 128 + i) % out_l] = x[(bx * 128 + i) // out_l, 0]
+
+    return main
+
+
+def pool(x, kernel_w, stride_w, pad_w, dilation_w):
+    return max_pool1d(x.shape[0], x.shape[1], kernel_w, stride_w, pad_w, dilation_w, True)
+"#;
+    check(
+        source,
+        expect![[r#"
+            max_pool1d (line 27): n=<run time>, l_in=<run time>, kernel_w=<run time>, stride_w=<run time>, pad_w=<run time>, dilation_w=<run time>, ceil_mode=True
+              assumed: n = 128 (a representative choice)
+              assumed: l_in = 128 (a representative choice)
+              assumed: kernel_w = 3 (a representative choice)
+              assumed: stride_w = 1 (a representative choice)
+              assumed: pad_w = 0 (a representative choice)
+              assumed: dilation_w = 1 (a representative choice)
+              line 27: info generic-instance
+        "#]],
+    );
+}
+
+/// A fragment that no GPU holds with the values tilec assumed (a 128×128×128 tile where the
+/// kernel is called with a hidden size of 4) sends the build back for smaller candidates.
+#[test]
+fn a_fragment_too_large_for_any_gpu_retries_the_assumed_values() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def sinkhorn(hidden_size: int, token_block_size: int):
+    num_tokens = T.dynamic("num_tokens")
+
+    @T.prim_func
+    def main(x: T.Tensor((num_tokens, hidden_size, hidden_size), "float32")):
+        with T.Kernel(T.ceildiv(num_tokens, token_block_size)) as bx:
+            tile = T.alloc_fragment((token_block_size, hidden_size, hidden_size), "float32")
+            T.copy(x[bx * token_block_size, 0, 0], tile)
+            T.copy(tile, x[bx * token_block_size, 0, 0])
+
+    return main
+"#;
+    check(
+        source,
+        expect![[r#"
+            sinkhorn (no call site): 
+              assumed: hidden_size = 64 (a representative choice the kernel accepts)
+              assumed: token_block_size = 128 (a representative choice)
+              line 7: info generic-instance
+        "#]],
+    );
+}
+
+/// `T.StridedTensor[shape, strides, dtype]`, subscripted as TileLang's own kernels write it: the
+/// strides are the second item and the dtype the third.
+#[test]
+fn strided_tensors_take_their_dtype_after_the_strides() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def gate(hidden: int, k_stride: int):
+    num_tokens = T.dynamic("num_tokens")
+
+    @T.prim_func
+    def main(
+        k: T.StridedTensor[(num_tokens, hidden), (k_stride, 1), T.bfloat16],
+        out: T.StridedTensor((num_tokens, hidden), (hidden, 1), T.float32),
+    ):
+        with T.Kernel(num_tokens, threads=128) as bx:
+            row = T.alloc_fragment((hidden,), T.float32)
+            T.copy(k[bx, 0], row)
+            T.copy(row, out[bx, 0])
+
+    return main
+"#;
+    check(
+        source,
+        expect![[r#"
+            gate (no call site): 
+              symbolic: k_stride
+              assumed: hidden = 128 (a representative choice)
+              line 7: info generic-instance
+        "#]],
+    );
+}

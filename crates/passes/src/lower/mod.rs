@@ -95,6 +95,23 @@ pub fn lower_world(
     if !layout_errors.is_empty() {
         return Err(layout_errors);
     }
+    if let Some(strided) = world
+        .params
+        .iter()
+        .find(|&&p| world.strides.get(p).is_some())
+    {
+        return Err(vec![Diagnostic::not_analysed(
+            Anchor::Entity(*strided),
+            format!(
+                "`{}` is a `T.StridedTensor` whose strides are not row-major: tilec checks such \
+                 a kernel and infers its layouts, but does not lower it to CUDA yet",
+                world
+                    .names
+                    .get(*strided)
+                    .map_or("this tensor", String::as_str)
+            ),
+        )]);
+    }
     let launches: Vec<EntityId> = world
         .roots
         .iter()
