@@ -539,7 +539,6 @@ mod tests {
         let mut complex = b"\x93NUMPY\x01\x00".to_vec();
         let header_len = u16::try_from(header.len()).expect("a short header");
         complex.extend_from_slice(&header_len.to_le_bytes());
-
         complex.extend_from_slice(header.as_bytes());
         complex.extend_from_slice(&[0; 8]);
         assert!(

@@ -502,7 +502,6 @@ fn fill_inverse(
             // `rep` counts up from 0 over the replicas.
             #[allow(clippy::cast_sign_loss)]
             let packed = ordinal * replicate + rep as u64;
-
             match table.slots.get_mut(slot) {
                 Some(free) if *free == EMPTY_SLOT => *free = packed,
                 Some(taken) => return Ok(Some((*taken, point.to_vec(), rep, thread))),

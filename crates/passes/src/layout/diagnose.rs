@@ -233,7 +233,6 @@ fn most_written(written: &[Vec<i64>]) -> Option<(Vec<i64>, u32)> {
         .enumerate()
         .max_by_key(|&(ordinal, &count)| (count, std::cmp::Reverse(ordinal)))?;
     let mut rest = i64::try_from(best).ok()?;
-
     let mut element = vec![0i64; extents.len()];
     for ((slot, &extent), &(low, _)) in element.iter_mut().zip(&extents).zip(&bounds).rev() {
         *slot = low + rest % extent;

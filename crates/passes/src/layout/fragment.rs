@@ -734,7 +734,6 @@ impl FragmentLayout {
                         found = Some(Collision {
                             first: (unflatten(earlier, &self.shape), earlier_rep),
                             second: (unflatten(ordinal, &self.shape), rep),
-
                             thread,
                             local: locals.iter().map(|column| column[p]).collect(),
                         });

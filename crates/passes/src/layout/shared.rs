@@ -27,7 +27,6 @@ const CHUNK_BITS: u32 = 128;
 // `MAX_POINTS` is 2^22, far inside i64.
 #[allow(clippy::cast_possible_wrap)]
 const MAX_STORAGE: i64 = 4 * MAX_POINTS as i64;
-
 /// Rows of one swizzle atom: the XOR pattern repeats every eight rows.
 const ATOM_ROWS: i64 = 8;
 

@@ -329,7 +329,6 @@ fn visits_exactly_once(
     // Chunked by hand rather than with `for_each_chunk`, whose domain limit is lower than the
     // 2^24 points this check accepts.
     let chunk = super::table_int(CHUNK_POINTS);
-
     let mut first = 0;
     while first < points {
         let (thread_column, step_column): (Vec<i64>, Vec<i64>) = (first..points.min(first + chunk))

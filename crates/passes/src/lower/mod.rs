@@ -725,7 +725,6 @@ impl<'w> Lowering<'w> {
             self.program.buffers[id.index()].elements = self.program.exprs.int(storage * stages);
             let element = i64::try_from(self.element_dtype(entity).bytes()).unwrap_or(i64::MAX);
             let bytes = storage * stages * element;
-
             placement.push((id, offset, bytes));
         }
         self.sync.set_placement(&placement);

@@ -203,7 +203,6 @@ fn line_masks(
                 continue;
             }
             let (mine, theirs) = (&keys_at[table_index(t)?], &keys_at[table_index(partner)?]);
-
             for (slot, lines) in mine {
                 let Some(other_lines) = theirs.get(slot) else {
                     continue;

@@ -651,6 +651,5 @@ fn consumer_registers(consumers: u32) -> u32 {
     // `WARPGROUP` is 128 threads.
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let left = REGISTER_FILE - PRODUCER_REGISTERS * WARPGROUP as u32;
-
     (left / consumers.max(1) / 8 * 8).min(MAX_REGISTERS)
 }

@@ -466,7 +466,6 @@ impl Lowering<'_> {
                             (0..extent_mn).all(|mn| {
                                 (0..depth).all(|k| {
                                     let here = stored(table_int(g), tile, mn, k);
-
                                     bytes_in(at, here) == bytes_in(0, here).map(|b| b + at * stride)
                                 })
                             })
@@ -565,7 +564,6 @@ fn fit_groups(origins: &[Vec<i64>], groups_m: i64) -> Option<[i64; 2]> {
     let first = origins.first()?;
     let groups = table_int(first.len());
     let at = |row: &[i64], g: i64| usize::try_from(g).ok().and_then(|g| row.get(g)).copied();
-
     let per_m = if groups_m > 1 {
         at(first, 1)? - first[0]
     } else {

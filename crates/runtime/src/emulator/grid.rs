@@ -121,7 +121,6 @@ impl<'p> Machine<'p, '_> {
         self.swap_block(&mut state);
         self.begin_block(block);
         let all: Vec<u32> = (0..thread_u32(self.threads)).collect();
-
         let program = self.program;
         let frames = vec![ListFrame::new(&program.body, all, 0, Exit::Done)];
         self.swap_block(&mut state);

@@ -288,7 +288,6 @@ fn check_unwritten(
         let kind = ErrorKind::Unwritten {
             param: param.name.clone(),
             first: unravel(index_i64(first), shape),
-
             count,
         };
         return Err(EmulatorError::new(kind));

@@ -349,7 +349,6 @@ fn map_info(
         .get(map.buffer.index())
         .ok_or_else(|| malformed("its buffer is missing"))?;
     let size = index_i64(info.size);
-
     let box_dims = check_box(map, decl.shape.len(), size, program.shared_bytes)
         .map_err(|what| malformed(&what))?;
     let mut dims = Vec::with_capacity(decl.shape.len());
