@@ -290,6 +290,23 @@ pub fn on_analysis_stack<T: Send>(work: impl FnOnce() -> T + Send) -> T {
     })
 }
 
+/// A test's small non-negative integer as an index; a negative one fails the test.
+pub fn index(value: i64) -> usize {
+    usize::try_from(value).expect("a non-negative index")
+}
+
+/// A test's size or count as an integer of the IR.
+pub fn int(value: usize) -> i64 {
+    i64::try_from(value).expect("a size that fits i64")
+}
+
+/// `value` rounded to float32, as a reference computes what a kernel's float32 arithmetic gives
+/// (exact for the float32 inputs of a test).
+#[allow(clippy::cast_possible_truncation)]
+pub fn f32_of(value: f64) -> f32 {
+    value as f32
+}
+
 /// Asserts that an emulated output matches `expected` (f64 values, rounded to the output's dtype)
 /// within the dtype's tolerance.
 pub fn assert_matches(name: &str, actual: &tilec_runtime::HostTensor, expected: Vec<f64>) {

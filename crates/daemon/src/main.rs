@@ -1,12 +1,5 @@
 //! `tilec`: check, inspect and benchmark TileLang kernels from the command line.
 
-// The casts group (issue 29): workspace-wide in [workspace.lints] once every crate is clean.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_possible_wrap
-)]
-
 mod bench;
 mod build;
 mod cache;

@@ -16,13 +16,6 @@
 //!   module context ([`ContextSource`]); spans and diagnostics come from the same evaluation of the
 //!   real file ([`build_positions`]), so both agree on entity ids.
 
-// The casts group (issue 29): workspace-wide in [workspace.lints] once every crate is clean.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_possible_wrap
-)]
-
 mod barriers;
 mod bitwise;
 mod build;

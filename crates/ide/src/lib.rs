@@ -8,13 +8,6 @@
 //!   runs no compiler pass itself, so what the editor shows is exactly what `tilec check` computed.
 //! - Nothing here panics on what a user types: every lookup that can miss returns `None`.
 
-// The casts group (issue 29): workspace-wide in [workspace.lints] once every crate is clean.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_possible_wrap
-)]
-
 mod actions;
 mod cuda;
 mod cursor;

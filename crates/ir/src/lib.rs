@@ -11,13 +11,6 @@
 //!   [`World`]. Source positions are kept beside it, in a [`SpanTable`] keyed by the same entity ids.
 //! - Nothing here panics on any input; evaluation returns `None` where Python would raise.
 
-// The casts group (issue 29): workspace-wide in [workspace.lints] once every crate is clean.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_possible_wrap
-)]
-
 pub mod cancel;
 pub mod data;
 pub mod diagnostic;

@@ -20,13 +20,6 @@
 //!   machine (diagnostics link to those pages). `tilec tune`'s store is read by the
 //!   [`LspOptions::tuned`] the binary hands in, not by this crate.
 
-// The casts group (issue 29): workspace-wide in [workspace.lints] once every crate is clean.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_possible_wrap
-)]
-
 mod framing;
 mod handlers;
 mod host;

@@ -608,6 +608,8 @@ fn encode_tiled(layout: &TensorMapLayout, address: u64) -> Result<CUtensorMap, D
     let mut map = CUtensorMap { opaque: [0; 16] };
     let rank = u32::try_from(layout.global_dims.len()).unwrap_or(u32::MAX);
     // The address is only stored in the map for the device; the host never dereferences it.
+    // Device addresses are 64 bits wide, and the CUDA backend runs on 64-bit hosts only.
+    #[allow(clippy::cast_possible_truncation)]
     let address = std::ptr::without_provenance_mut::<c_void>(address as usize);
     // SAFETY: the driver writes 128 bytes into `map`, which has them, and reads `rank` entries of
     // `global_dims`, `box_dims` and `element_strides` and `rank - 1` of `global_strides`, which
@@ -1345,7 +1347,7 @@ unsafe fn get_cubin(program: cudarc::nvrtc::sys::nvrtcProgram) -> Option<Vec<u8>
 fn c_chars_to_string(chars: &[c_char]) -> String {
     let bytes: Vec<u8> = chars
         .iter()
-        .map(|&c| c as u8)
+        .map(|&c| u8::from_ne_bytes(c.to_ne_bytes()))
         .take_while(|&b| b != 0)
         .collect();
     String::from_utf8_lossy(&bytes).into_owned()
@@ -1459,7 +1461,7 @@ extern "C" __global__ void vector_add(float* out, const float* a, const float* b
             LaunchArg::Tensor(&out_dev),
             LaunchArg::Tensor(&a_dev),
             LaunchArg::Tensor(&b_dev),
-            LaunchArg::I32(n as i32),
+            LaunchArg::I32(i32::try_from(n).expect("a small length")),
         ];
         device
             .launch(&kernel, [4, 1, 1], [256, 1, 1], 0, &args)
@@ -1467,6 +1469,8 @@ extern "C" __global__ void vector_add(float* out, const float* a, const float* b
         let out = device.download(&out_dev).expect("download the output");
         assert_eq!(out.shape, vec![n]);
         for i in 0..n {
+            // The inputs are f32 values, which `as f32` keeps exactly.
+            #[allow(clippy::cast_possible_truncation)]
             let expected = f64::from((a.values[i] as f32) + (b.values[i] as f32));
             assert_eq!(out.values[i], expected, "element {i}");
         }
@@ -1603,14 +1607,17 @@ extern "C" __global__ void fault(float* out) {
         let out = device
             .zeros(DType::Float32, &[n])
             .expect("allocate the output");
-        let bytes = (n * 4) as u32;
+        let bytes = u32::try_from(n * 4).expect("64 KiB");
         device
             .launch(
                 &kernel,
                 [1, 1, 1],
                 [256, 1, 1],
                 bytes,
-                &[LaunchArg::Tensor(&out), LaunchArg::I32(n as i32)],
+                &[
+                    LaunchArg::Tensor(&out),
+                    LaunchArg::I32(i32::try_from(n).expect("a small length")),
+                ],
             )
             .expect("64 KiB of dynamic shared memory can be used");
         let host = device.download(&out).expect("download the output");

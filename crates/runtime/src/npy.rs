@@ -508,7 +508,8 @@ mod tests {
         // np.save(f, np.arange(6, dtype='>i2').reshape(2, 3).T) with the header rewritten as 2.0.
         let header = "{'descr': '>i2', 'fortran_order': True, 'shape': (3, 2), }\n";
         let mut bytes = b"\x93NUMPY\x02\x00".to_vec();
-        bytes.extend_from_slice(&(header.len() as u32).to_le_bytes());
+        let header_len = u32::try_from(header.len()).expect("a short header");
+        bytes.extend_from_slice(&header_len.to_le_bytes());
         bytes.extend_from_slice(header.as_bytes());
         // The transpose of [[0, 1, 2], [3, 4, 5]] is F-contiguous: memory order 0..6.
         for value in 0i16..6 {
@@ -536,7 +537,8 @@ mod tests {
         );
         let header = "{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }\n";
         let mut complex = b"\x93NUMPY\x01\x00".to_vec();
-        complex.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        let header_len = u16::try_from(header.len()).expect("a short header");
+        complex.extend_from_slice(&header_len.to_le_bytes());
         complex.extend_from_slice(header.as_bytes());
         complex.extend_from_slice(&[0; 8]);
         assert!(

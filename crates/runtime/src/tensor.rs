@@ -192,6 +192,13 @@ pub fn element_bytes(dtype: DType) -> usize {
 }
 
 /// `value` as the nearest value of `dtype` (round to nearest even for floats; integers wrap as in C).
+// The casts are the conversions modelled: `as f32` rounds to nearest even, and an integer is
+// wrapped to its type's width through i64.
+#[allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
 pub fn round_to(dtype: DType, value: f64) -> f64 {
     match dtype {
         DType::Float64 => value,
@@ -284,6 +291,13 @@ pub fn reinterpret_bits(from: DType, to: DType, value: f64) -> f64 {
     read_element(to, &bytes)
 }
 
+// The casts are the stores modelled: a value already of `dtype` keeps its bits (an integer is
+// wrapped to its width through i64, as the store of a wider register would).
+#[allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
 fn push_element(bytes: &mut Vec<u8>, dtype: DType, value: f64) {
     match dtype {
         DType::Float64 => bytes.extend_from_slice(&value.to_le_bytes()),

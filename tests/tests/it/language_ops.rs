@@ -263,3 +263,55 @@ fn a_launch_that_lowering_pushes_past_the_shared_memory_limit_says_so() {
         "{message}"
     );
 }
+
+const INT_EXTREMES: &str = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[1, 2])
+def int_extremes(M=64, N=64):
+    @T.prim_func
+    def main(
+        A: T.Tensor((M, N), "int32"),
+        Hi: T.Tensor((M,), "int32"),
+        Lo: T.Tensor((M,), "int32"),
+    ):
+        with T.Kernel(1, threads=128) as bx:
+            below = T.alloc_fragment((M, N), "int32")
+            above = T.alloc_fragment((M, N), "int32")
+            hi = T.alloc_fragment((M,), "int32")
+            lo = T.alloc_fragment((M,), "int32")
+            for i, j in T.Parallel(M, N):
+                below[i, j] = A[i, j] - 100
+                above[i, j] = A[i, j] + 100
+            T.reduce_max(below, hi, dim=1)
+            T.reduce_min(above, lo, dim=1)
+            T.copy(hi, Hi)
+            T.copy(lo, Lo)
+
+    return main
+
+
+int_extremes()
+"#;
+
+#[test]
+fn integer_max_and_min_reductions_start_at_the_types_extremes() {
+    // The starting value of a max (min) reduction is minus (plus) infinity, which an integer type
+    // holds as its smallest (largest) value. Converted by a saturating cast to i64 and then
+    // wrapped to int32, it became 0 (-1): the maximum of all-negative rows was 0, the minimum of
+    // all-positive rows -1.
+    let (tensors, _) = run(INT_EXTREMES, "hi");
+    let (m, n) = (64, 64);
+    let a = &tensors[0].values;
+    let row = |i: usize| a[i * n..(i + 1) * n].iter().copied();
+    let maxima: Vec<f64> = (0..m)
+        .map(|i| row(i).fold(f64::MIN, f64::max) - 100.0)
+        .collect();
+    let minima: Vec<f64> = (0..m)
+        .map(|i| row(i).fold(f64::MAX, f64::min) + 100.0)
+        .collect();
+    assert_matches("Hi", &tensors[1], maxima);
+    assert_matches("Lo", &tensors[2], minima);
+}

@@ -14,7 +14,7 @@ use tilec_db::{Instance, RootDatabase, kernel_world, layouts, resources};
 use tilec_ide::svg::{MAX_COLUMNS, MAX_ROWS, Picture, fragment_svg};
 use tilec_ir::ExprArena;
 use tilec_passes::layout::{FragmentLayout, flatten, fresh_vars};
-use tilec_tests::{corpus_dir, instance, load_corpus, on_analysis_stack};
+use tilec_tests::{corpus_dir, index, instance, load_corpus, on_analysis_stack};
 use writer::write_pictures;
 
 /// The picture of fragment `buffer` of `inst`, built as `tilec layout --svg` builds it.
@@ -170,7 +170,7 @@ fn softmax_rows_are_cropped_and_labelled_by_owner() {
         assert_eq!(picture.layout.shape, [2, 4096]);
         let svg = fragment_svg(&picture);
         assert_is_svg(&svg);
-        assert_eq!(cell_rects(&svg), 2 * MAX_COLUMNS as usize);
+        assert_eq!(cell_rects(&svg), index(2 * MAX_COLUMNS));
         assert!(
             svg.contains("cropped: showing rows 0..2 of 2, columns 0..64 of 4096"),
             "the header says the picture is cropped"
@@ -290,7 +290,7 @@ fn gemm_accumulator_shows_the_tensor_core_pattern() {
         let picture = picture(&db, inst, "C_local");
         let svg = fragment_svg(&picture);
         assert_is_svg(&svg);
-        assert_eq!(cell_rects(&svg), (MAX_ROWS * MAX_COLUMNS) as usize);
+        assert_eq!(cell_rects(&svg), index(MAX_ROWS * MAX_COLUMNS));
         assert!(svg.contains("cropped: showing rows 0..64 of 128, columns 0..64 of 128"));
         assert_cells_match_layout(&svg, picture.layout, picture.arena);
         // The m16n8k16 accumulator: each thread holds two adjacent columns, four threads span a

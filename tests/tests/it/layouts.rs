@@ -9,7 +9,7 @@ use salsa::Setter;
 use tilec_db::{Instance, RootDatabase, instances, kernel_world, layouts, loop_plans, resources};
 use tilec_ir::ExprArena;
 use tilec_passes::layout::{FragmentLayout, Layouts, LoopPlan, Origin, points};
-use tilec_tests::{corpus_dir, instance, load_corpus, on_analysis_stack};
+use tilec_tests::{corpus_dir, instance, int, load_corpus, on_analysis_stack};
 
 /// The layout of the fragment named `buffer`.
 fn fragment<'a>(
@@ -301,7 +301,7 @@ proptest! {
         prop_assert!(layout.collision(&arena).is_none());
         for point in points(&dims) {
             let owners = layout.threads_of(&arena, &point);
-            prop_assert_eq!(owners.len() as i64, layout.replicate);
+            prop_assert_eq!(int(owners.len()), layout.replicate);
             prop_assert!(owners.iter().all(|&t| (0..threads).contains(&t)), "{owners:?}");
         }
     }

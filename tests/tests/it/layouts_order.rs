@@ -222,6 +222,8 @@ fn a_packed_byte_fragment_unpacks_into_the_gemm() {
     let tensors = run(PACKED_BYTES);
     let (a, b) = (&tensors[0].values, &tensors[1].values);
     let nibble = |n: usize, k: usize| {
+        // B holds uint8 values, whole numbers that `as u8` keeps.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
         let byte = b[n * 32 + k / 2] as u8;
         f64::from((byte >> (k % 2 * 4)) & 15)
     };

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use tilec_db::{InstanceReport, RootDatabase, file_diagnostics, instance_reports, outline};
 use tilec_frontend::InstanceOrigin;
 use tilec_ir::Code;
-use tilec_tests::{line_of, on_analysis_stack, realworld_dir, source_file};
+use tilec_tests::{int, line_of, on_analysis_stack, realworld_dir, source_file};
 
 /// Files of the set that are out of scope for an NVIDIA sm_80/sm_90 compiler, as
 /// `shared/realworld/README.md` lists them: other hardware, or wrong on purpose.
@@ -265,9 +265,9 @@ fn real_world_examples_match_the_expectations_table() {
         .collect();
     let clean = in_scope.iter().filter(|(_, result)| result.clean).count();
     let mut summary = toml::Table::new();
-    summary.insert("files".to_owned(), (results.len() as i64).into());
-    summary.insert("in_scope".to_owned(), (in_scope.len() as i64).into());
-    summary.insert("in_scope_without_error".to_owned(), (clean as i64).into());
+    summary.insert("files".to_owned(), int(results.len()).into());
+    summary.insert("in_scope".to_owned(), int(in_scope.len()).into());
+    summary.insert("in_scope_without_error".to_owned(), int(clean).into());
     let mut table = toml::Table::new();
     table.insert("summary".to_owned(), summary.into());
     for (relative, result) in &results {

@@ -6,7 +6,7 @@ use tilec_db::{RootDatabase, file_diagnostics, instances, thread_programs};
 use tilec_ir::thread::ThreadProgram;
 use tilec_runtime::inputs::make_tensors;
 use tilec_runtime::{HostTensor, run_program};
-use tilec_tests::{assert_matches, on_analysis_stack, source_file};
+use tilec_tests::{assert_matches, f32_of, int, on_analysis_stack, source_file};
 
 /// Checks `source` (no error allowed), lowers its first instance, prints its launches as CUDA and
 /// runs them one after the other on the same seeded tensors, as the launches of one TileLang
@@ -49,7 +49,7 @@ fn run_from(source: &str) -> (Vec<HostTensor>, Vec<HostTensor>, Vec<String>) {
 /// tilec's: add half of the 13 dropped bits' weight to the magnitude and clear them (ties away
 /// from zero, carrying into the exponent).
 fn tf32(value: f64) -> f64 {
-    let bits = (value as f32).to_bits();
+    let bits = f32_of(value).to_bits();
     f64::from(f32::from_bits((bits + 0x1000) & !0x1fff))
 }
 
@@ -97,7 +97,7 @@ fn tfloat32_values_round_ties_away_at_every_store_and_product() {
         .values
         .iter()
         .zip(&b.values)
-        .map(|(&x, &y)| f64::from((tf32(tf32(x) * y) + x) as f32))
+        .map(|(&x, &y)| f64::from(f32_of(tf32(tf32(x) * y) + x)))
         .collect::<Vec<f64>>();
     // Exact: every rounding is reproduced, so the comparison allows no difference at all.
     assert_eq!(tensors[2].values, expected);
@@ -229,7 +229,7 @@ fn reinterpret_reads_a_floats_bits_as_an_unsigned_key_and_back() {
         .values
         .iter()
         .map(|&x| {
-            let bits = (x as f32).to_bits();
+            let bits = f32_of(x).to_bits();
             f64::from(if x < 0.0 { !bits } else { bits | 0x8000_0000 })
         })
         .collect::<Vec<f64>>();
@@ -248,7 +248,7 @@ fn reinterpret_reads_a_floats_bits_as_an_unsigned_key_and_back() {
     assert_eq!(tensors[3].values, negated);
     // Radix order is float order: sorting by key sorts the values.
     let mut order: Vec<usize> = (0..a.values.len()).collect();
-    order.sort_by_key(|&i| keys[i] as u64);
+    order.sort_by(|&i, &j| keys[i].total_cmp(&keys[j]));
     assert!(order.windows(2).all(|w| a.values[w[0]] <= a.values[w[1]]));
     assert!(cuda[0].contains("__float_as_uint") && cuda[0].contains("__uint_as_float"));
     assert!(cuda[0].contains("tl_bits(tl_float_to_half("), "{}", cuda[0]);
@@ -288,6 +288,8 @@ fn vector_atomic_adds_add_each_of_their_consecutive_elements() {
     let (a, rows) = (&before[0], &before[1]);
     let mut expected = before[2].values.clone();
     for i in 0..m {
+        // The row numbers are index inputs, whole numbers in 0..8.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
         let row = (rows.values[i] as usize) % m;
         for j in 0..n {
             expected[row * n + j] += blocks * a.values[i * n + j];
@@ -388,9 +390,12 @@ fn im2col_feeds_a_gemm_that_computes_a_strided_dilated_padded_convolution() {
     {
         let mut sum = 0.0;
         for (kh, kw, ci) in (0..k * k * c).map(|q| (q / (k * c), q / c % k, q % c)) {
-            let (iy, ix) = ((y * s + kh * d) as i64 - p, (x * s + kw * d) as i64 - p);
-            if (0..h as i64).contains(&iy) && (0..w as i64).contains(&ix) {
-                let pixel = ((b * h + iy as usize) * w + ix as usize) * c + ci;
+            let (iy, ix) = (int(y * s + kh * d) - p, int(x * s + kw * d) - p);
+            if let (Ok(iy), Ok(ix)) = (usize::try_from(iy), usize::try_from(ix))
+                && iy < h
+                && ix < w
+            {
+                let pixel = ((b * h + iy) * w + ix) * c + ci;
                 sum += data.values[pixel] * kernel.values[((kh * k + kw) * c + ci) * f + o];
             }
         }
@@ -463,6 +468,11 @@ fn dtypes_iterate_as_their_names_and_tell_their_bits() {
     let (tensors, _) = run(DTYPE_META);
     assert_eq!(tensors[1].dtype, tilec_ir::DType::UInt32);
     // int8 times 8 in int8 wraps before the store converts it to uint32 (as C and TVM do).
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_possible_wrap
+    )]
     let expected = tensors[0]
         .values
         .iter()
@@ -520,6 +530,8 @@ fn tvm_ir_constants_and_constructors_unpack_fp4_values() {
     let (tensors, cuda) = run(TIRX_UNPACK);
     let expected = (0..256)
         .map(|j| {
+            // The input holds uint8 values, whole numbers that `as u8` keeps.
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
             let byte = tensors[0].values[j / 2] as u8;
             e2m1((byte >> (j % 2 * 4)) & 15)
         })
@@ -543,6 +555,8 @@ fn bitwise_functions_are_the_operators() {
         .values
         .iter()
         .map(|&value| {
+            // The input holds int32 values, whole numbers that `as i32` keeps.
+            #[allow(clippy::cast_possible_truncation)]
             let x = value as i32;
             let mixed = (x << 3) ^ !x;
             f64::from((mixed & 0xFF0) | ((x >> 2) & 15))
@@ -562,7 +576,7 @@ const COMPACTION: &str = include_str!("../../fixtures/kernels/compaction.py");
 fn an_atomic_add_returning_the_old_count_gives_each_thread_its_own_slot() {
     let (tensors, cuda) = run(COMPACTION);
     let a = &tensors[0].values;
-    let kept: Vec<f64> = a.iter().copied().filter(|&x| x as f32 > 0.5).collect();
+    let kept: Vec<f64> = a.iter().copied().filter(|&x| f32_of(x) > 0.5).collect();
     let count = kept.len();
     assert_eq!(tensors[2].values, vec![count as f64]);
     // Each passing thread marked the slot it claimed: distinct slots fill 0..count exactly.
@@ -573,7 +587,11 @@ fn an_atomic_add_returning_the_old_count_gives_each_thread_its_own_slot() {
     );
     let mut bins = vec![0.0; 4];
     for &x in &kept {
-        bins[((x as f32 * 4.0) as i64 % 4) as usize] += 1.0;
+        // The kernel's bin: the float32 value times 4, truncated, modulo 4 (the values are
+        // positive, so the bin is in 0..4).
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let bin = ((f32_of(x) * 4.0) as i64 % 4) as usize;
+        bins[bin] += 1.0;
     }
     assert_eq!(tensors[3].values, bins);
     assert!(cuda[0].contains("= atomicAdd(&"), "{}", cuda[0]);

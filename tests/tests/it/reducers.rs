@@ -144,6 +144,8 @@ fn thread_allreduce_takes_max_and_xor_combiners() {
         .map(|row| a[row * 64..][..64].iter().copied().fold(f64::MIN, f64::max))
         .collect();
     assert_matches("M", &tensors[2], maxima);
+    // X holds int32 values, whole numbers that `as i32` keeps.
+    #[allow(clippy::cast_possible_truncation)]
     let xors = (0..64)
         .map(|col| f64::from((x[col] as i32) ^ (x[64 + col] as i32)))
         .collect();
@@ -344,7 +346,7 @@ fn reducer_init_update_and_finalize_into_a_fragment() {
     let lows = (0..32)
         .map(|j| {
             (0..16)
-                .map(|r| (a[r * 32 + j] as f32 * 100.0) as i32)
+                .map(|r| float32_times_100_truncated(a[r * 32 + j]))
                 .min()
                 .map_or(f64::NAN, f64::from)
         })
@@ -635,6 +637,8 @@ fn tir_bit_operators_are_pythons() {
         .values
         .iter()
         .map(|&x| {
+            // The input holds int32 values, whole numbers that `as i32` keeps.
+            #[allow(clippy::cast_possible_truncation)]
             let x = x as i32;
             f64::from((1 << (x & 15)) ^ ((x >> 2) | (x & 3)))
         })
@@ -773,4 +777,11 @@ fn reductions_keep_the_reduced_dimension_when_the_result_has_it() {
     assert_matches("rows", &tensors[2], rows);
     let top = v.iter().map(|x| x.abs()).fold(0.0, f64::max);
     assert_matches("top", &tensors[3], vec![top]);
+}
+
+/// The kernel's `T.Cast("int32", a * 100)` of a float32 input: the product in float32, truncated
+/// toward zero (the inputs lie in -1..1, so the product is far inside int32).
+#[allow(clippy::cast_possible_truncation)]
+fn float32_times_100_truncated(a: f64) -> i32 {
+    (a as f32 * 100.0) as i32
 }

@@ -9,7 +9,9 @@ use tilec_db::RootDatabase;
 use tilec_ir::ThreadProgram;
 use tilec_runtime::inputs::make_tensors;
 use tilec_runtime::{HostTensor, run_program};
-use tilec_tests::{assert_matches, describe_all, on_analysis_stack, run_pipeline, source_file};
+use tilec_tests::{
+    assert_matches, describe_all, index, int, on_analysis_stack, run_pipeline, source_file,
+};
 
 /// `Rows[bx]` as the row index of a gather, `Offsets[bx]` as the start of a copied slice, a
 /// count read from a tensor as a serial loop's extent and through `T.ceildiv`, and a
@@ -70,7 +72,7 @@ fn a_value_read_from_a_tensor_indexes_a_gather() {
         let t = emulate(&program, 1, &rows);
         let expected: Vec<f64> = rows
             .iter()
-            .flat_map(|&r| row(&t[0], r as usize).to_vec())
+            .flat_map(|&r| row(&t[0], index(r)).to_vec())
             .collect();
         assert_matches("Y", &t[2], expected);
     });
@@ -94,7 +96,7 @@ fn a_read_offset_bounds_a_copied_slice_of_constant_extent() {
         let rows = t[0].shape[0];
         let expected: Vec<f64> = offsets
             .iter()
-            .flat_map(|&o| (0..16).map(move |r| o as usize + r))
+            .flat_map(|&o| (0..16).map(move |r| index(o) + r))
             .flat_map(|r| match r < rows {
                 true => row(&t[0], r).to_vec(),
                 false => vec![0.0; t[0].shape[1]],
@@ -130,11 +132,11 @@ fn a_count_read_from_a_tensor_is_a_loop_extent_and_a_ceildiv_argument() {
         };
         let prefix: Vec<f64> = counts
             .iter()
-            .flat_map(|&c| sum_rows(&mut (0..c as usize)))
+            .flat_map(|&c| sum_rows(&mut (0..index(c))))
             .collect();
         let even: Vec<f64> = counts
             .iter()
-            .flat_map(|&c| sum_rows(&mut (0..(c as usize).div_ceil(2)).map(|k| 2 * k)))
+            .flat_map(|&c| sum_rows(&mut (0..index(c).div_ceil(2)).map(|k| 2 * k)))
             .collect();
         assert_matches("Y", &t[2], prefix);
         assert_matches("Z", &t[3], even);
@@ -153,7 +155,7 @@ fn an_alloc_var_indexes_and_a_write_to_it_rebinds() {
         let expected: Vec<f64> = rows
             .iter()
             .flat_map(|&r| {
-                let (a, b) = (row(&t[0], r as usize), row(&t[0], r as usize + 1));
+                let (a, b) = (row(&t[0], index(r)), row(&t[0], index(r) + 1));
                 a.iter().zip(b).map(|(x, y)| x + y).collect::<Vec<_>>()
             })
             .collect();
@@ -253,10 +255,10 @@ fn varlen_attention_from_the_real_world_file_matches_a_reference() {
         let file = source_file(&db, &path, text);
         let overrides = [
             ("batch_size", 2),
-            ("UQ", uq as i64),
-            ("UKV", ukv as i64),
+            ("UQ", int(uq)),
+            ("UKV", int(ukv)),
             ("heads", 1),
-            ("dim", dim as i64),
+            ("dim", int(dim)),
             ("max_seqlen_q", 60),
         ]
         .map(|(name, value)| (name, tilec_ir::ConstValue::Int(value)));
@@ -270,8 +272,8 @@ fn varlen_attention_from_the_real_world_file_matches_a_reference() {
         let scalars: Vec<i64> = names
             .iter()
             .map(|name| match *name {
-                "UQ" => uq as i64,
-                "UKV" => ukv as i64,
+                "UQ" => int(uq),
+                "UKV" => int(ukv),
                 "max_seqlen_q" => 60,
                 other => panic!("unexpected scalar parameter {other}"),
             })
@@ -294,8 +296,8 @@ fn varlen_attention_from_the_real_world_file_matches_a_reference() {
         let scale = 1.0 / (dim as f64).sqrt();
         let mut expected = vec![0.0; uq * dim];
         for b in 0..2 {
-            let (q0, q1) = (cu_q[b] as usize, cu_q[b + 1] as usize);
-            let (k0, k1) = (cu_k[b] as usize, cu_k[b + 1] as usize);
+            let (q0, q1) = (index(cu_q[b]), index(cu_q[b + 1]));
+            let (k0, k1) = (index(cu_k[b]), index(cu_k[b + 1]));
             for i in q0..q1 {
                 let scores: Vec<f64> = (k0..k1)
                     .map(|j| {

@@ -10,7 +10,7 @@ use tilec_db::{RootDatabase, file_diagnostics, instances, layouts, thread_progra
 use tilec_ir::{Severity, Target, ThreadProgram};
 use tilec_runtime::inputs::make_tensors;
 use tilec_runtime::{HostTensor, run_program};
-use tilec_tests::{assert_matches, instance_with, on_analysis_stack, source_file};
+use tilec_tests::{assert_matches, f32_of, instance_with, on_analysis_stack, source_file};
 
 /// The error messages of `source`.
 fn errors(source: &str) -> Vec<String> {
@@ -152,7 +152,7 @@ fn thread_binding_vectorized_loads_and_sync_threads_reverse_a_row() {
     let a = &tensors[0];
     // `L[0] + L[1] + L[2] + L[3]` in float32, left to right.
     let sum = |b: usize, t: usize| {
-        (0..4).fold(0.0f32, |acc, v| acc + a.values[b * 256 + t * 4 + v] as f32) as f64
+        f64::from((0..4).fold(0.0f32, |acc, v| acc + f32_of(a.values[b * 256 + t * 4 + v])))
     };
     let mut b_expected = Vec::new();
     let mut c_expected = Vec::new();
@@ -518,7 +518,7 @@ fn the_real_world_traced_kernel_enters_both_items_of_its_with() {
         .values
         .iter()
         .zip(&tensors[1].values)
-        .map(|(a, b)| (*a as f32 + *b as f32) as f64)
+        .map(|(a, b)| f64::from(f32_of(*a) + f32_of(*b)))
         .collect();
     assert_matches("C", &tensors[2], sums);
 }
@@ -636,7 +636,7 @@ k()
     // 2 blocks of 64 threads, 8 threads per element.
     let expected = before
         .iter()
-        .map(|&x| (0..16).fold(x as f32, |acc, _| acc + 1.0) as f64)
+        .map(|&x| f64::from((0..16).fold(f32_of(x), |acc, _| acc + 1.0)))
         .collect();
     assert_matches("Out", &tensors[0], expected);
 }

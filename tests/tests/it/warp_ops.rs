@@ -9,7 +9,7 @@ use tilec_db::{RootDatabase, file_diagnostics, instances, thread_programs};
 use tilec_ir::{ConstValue, Severity, Target, ThreadProgram};
 use tilec_runtime::inputs::make_tensors;
 use tilec_runtime::{HostTensor, run_program};
-use tilec_tests::{assert_matches, instance_with, on_analysis_stack, source_file};
+use tilec_tests::{assert_matches, index, instance_with, int, on_analysis_stack, source_file};
 
 /// Checks `source` (no error allowed) and lowers its first instance.
 fn lower(source: &str) -> ThreadProgram {
@@ -229,7 +229,7 @@ fn warp_reductions_combine_the_32_lanes_of_each_warp() {
         for offset in [16usize, 8, 4, 2, 1] {
             values = (0..32).map(|l| values[l] + values[l ^ offset]).collect();
         }
-        floats[0].push(f64::from(values[(t % 32) as usize]));
+        floats[0].push(f64::from(values[index(t % 32)]));
         floats[1].push(f64::from(lanes().map(x).fold(f32::MIN, f32::max)));
         floats[2].push(f64::from(lanes().map(x).fold(f32::MAX, f32::min)));
         ints[0].push(lanes().map(|l| l * 5 + 3).fold(-1, |a, b| a & b) as f64);
@@ -244,6 +244,8 @@ fn warp_reductions_combine_the_32_lanes_of_each_warp() {
 
 /// Philox4x32-10, written here from the algorithm for the references (independently of the
 /// emulator's), and checked against Random123's known answers before use.
+// Splitting 64-bit products into their 32-bit halves truncates, on purpose.
+#[allow(clippy::cast_possible_truncation)]
 fn philox(counter: [u32; 4], key: [u32; 2]) -> [u32; 4] {
     let mut c = counter;
     let mut k = key;
@@ -267,6 +269,8 @@ fn philox(counter: [u32; 4], key: [u32; 2]) -> [u32; 4] {
 /// The first `count` numbers curand's Philox stream gives after `curand_init(seed, subsequence,
 /// offset)`: word `offset + n` of the stream is word `(offset + n) % 4` of the block at counter
 /// `(offset + n) / 4 + subsequence · 2^64` (small offsets: no carry across the low 64 bits).
+// Splitting 64-bit words into their 32-bit halves truncates, on purpose.
+#[allow(clippy::cast_possible_truncation)]
 fn curand_stream(seed: u64, subsequence: u64, offset: u64, count: u64) -> Vec<u32> {
     (offset..offset + count)
         .map(|position| {
@@ -544,7 +548,7 @@ fn the_real_world_hadamard_transform_shuffles_within_a_warp() {
         let mut tensors = make_tensors(&program, &[], 5, false).expect("shapes evaluate");
         let a = tensors[0].values.clone();
         run_program(&program, &mut tensors, &[]).expect("the emulator runs it");
-        let n = n as usize;
+        let n = index(n);
         let sign = |i: usize, j: usize| {
             if (i & j).count_ones().is_multiple_of(2) {
                 1.0
@@ -585,11 +589,11 @@ fn the_real_world_persistent_mla_decode_combines_splits_after_the_grid_barrier()
         let db = RootDatabase::default();
         let file = source_file(&db, &path, text);
         let overrides = [
-            ("batch", ConstValue::Int(batch as i64)),
-            ("heads", ConstValue::Int(heads as i64)),
-            ("seqlen_kv", ConstValue::Int(seqlen as i64)),
-            ("dim", ConstValue::Int(dim as i64)),
-            ("pe_dim", ConstValue::Int(pe_dim as i64)),
+            ("batch", ConstValue::Int(int(batch))),
+            ("heads", ConstValue::Int(int(heads))),
+            ("seqlen_kv", ConstValue::Int(int(seqlen))),
+            ("dim", ConstValue::Int(int(dim))),
+            ("pe_dim", ConstValue::Int(int(pe_dim))),
             ("block_N", ConstValue::Int(32)),
         ];
         let instance = instance_with(&db, file, "flashattn", &overrides);

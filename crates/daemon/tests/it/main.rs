@@ -2,13 +2,6 @@
 //! each module was its own binary before, and each binary linked the whole workspace again. The
 //! modules drive the real `tilec` binary (`CARGO_BIN_EXE_tilec`) end to end.
 
-// The casts group (issue 29): workspace-wide in [workspace.lints] once every crate is clean.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_possible_wrap
-)]
-
 mod build;
 mod cli;
 mod common;

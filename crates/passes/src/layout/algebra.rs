@@ -440,7 +440,10 @@ impl FragmentInverse {
         let slot = usize::try_from(thread * registers + flat_local).ok()?;
         let packed = *self.slots.get(slot)?;
         let replicate = u64::try_from(self.replicate).ok()?;
-        (packed != EMPTY_SLOT).then(|| (packed / replicate, (packed % replicate) as i64))
+        if packed == EMPTY_SLOT {
+            return None;
+        }
+        Some((packed / replicate, i64::try_from(packed % replicate).ok()?))
     }
 
     /// Slots no element occupies. A fragment with holes is injective but sparse in thread space
@@ -496,6 +499,8 @@ fn fill_inverse(
                 ));
             }
             let slot = usize::try_from(thread * registers + local).unwrap_or(usize::MAX);
+            // `rep` counts up from 0 over the replicas.
+            #[allow(clippy::cast_sign_loss)]
             let packed = ordinal * replicate + rep as u64;
             match table.slots.get_mut(slot) {
                 Some(free) if *free == EMPTY_SLOT => *free = packed,

@@ -331,7 +331,8 @@ fn quotient_access(
 ) -> Option<(i64, i64)> {
     let at = |point: i64| arena.eval(index, &|v| (v == var).then_some(point));
     let offset = at(0)?;
-    let per_element = (0..extent).take_while(|&p| at(p) == Some(offset)).count() as i64;
+    let per_element =
+        i64::try_from((0..extent).take_while(|&p| at(p) == Some(offset)).count()).ok()?;
     if per_element == 0 || extent % per_element != 0 {
         return None;
     }
@@ -492,7 +493,7 @@ fn condense_strided(
             .map(|(other, &sample)| if other == position { sample } else { (1, 1) })
             .collect();
         let reached = reach_counts(&mut program, &elements, &alone, None)?;
-        let needed = reached.iter().copied().max().unwrap_or(1) as i64;
+        let needed = i64::try_from(reached.iter().copied().max().unwrap_or(1)).ok()?;
         let choice = divisors_descending(extent)
             .into_iter()
             .filter(|&stride| stride.saturating_mul(needed) <= extent)
@@ -594,15 +595,19 @@ fn for_each_group(
 fn distinct_count(values: &[i64], scratch: &mut Vec<u64>) -> usize {
     const BITMAP_VALUES: i64 = 1 << 12;
     if values.iter().all(|&v| (0..BITMAP_VALUES).contains(&v)) {
-        scratch.resize((BITMAP_VALUES / 64) as usize, 0);
+        // Every value was just checked to lie in `0..BITMAP_VALUES`, so each word number is in
+        // `0..BITMAP_VALUES / 64` and fits usize.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let word_of = |v: i64| (v / 64) as usize;
+        scratch.resize(word_of(BITMAP_VALUES), 0);
         let mut count = 0;
         for &v in values {
-            let (word, bit) = ((v / 64) as usize, 1u64 << (v % 64));
+            let (word, bit) = (word_of(v), 1u64 << (v % 64));
             count += usize::from(scratch[word] & bit == 0);
             scratch[word] |= bit;
         }
         for &v in values {
-            scratch[(v / 64) as usize] = 0;
+            scratch[word_of(v)] = 0;
         }
         return count;
     }

@@ -224,15 +224,15 @@ fn most_written(written: &[Vec<i64>]) -> Option<(Vec<i64>, u32)> {
             *ordinal = *ordinal * extent + (index - low);
         }
     }
-    let mut counts = vec![0u32; volume as usize];
+    let mut counts = vec![0u32; usize::try_from(volume).ok()?];
     for &ordinal in &ordinals {
-        counts[ordinal as usize] += 1;
+        counts[usize::try_from(ordinal).ok()?] += 1;
     }
     let (best, &count) = counts
         .iter()
         .enumerate()
         .max_by_key(|&(ordinal, &count)| (count, std::cmp::Reverse(ordinal)))?;
-    let mut rest = best as i64;
+    let mut rest = i64::try_from(best).ok()?;
     let mut element = vec![0i64; extents.len()];
     for ((slot, &extent), &(low, _)) in element.iter_mut().zip(&extents).zip(&bounds).rev() {
         *slot = low + rest % extent;

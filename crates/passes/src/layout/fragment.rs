@@ -67,7 +67,7 @@ impl Owners {
             if !(0..extent).contains(&index) {
                 return None;
             }
-            ordinal = ordinal * extent as usize + index as usize;
+            ordinal = ordinal * usize::try_from(extent).ok()? + usize::try_from(index).ok()?;
         }
         Some(ordinal)
     }
@@ -156,20 +156,24 @@ pub fn for_each_chunk(shape: &[i64], mut visit: impl FnMut(u64, &[&[i64]], usize
     // strides[d]: how many consecutive points share coordinate d (row-major).
     let mut strides = vec![1u64; shape.len()];
     for d in (0..shape.len().saturating_sub(1)).rev() {
-        strides[d] = strides[d + 1] * shape[d + 1] as u64;
+        let Ok(extent) = u64::try_from(shape[d + 1]) else {
+            return;
+        };
+        strides[d] = strides[d + 1] * extent;
     }
     let mut columns: Vec<Vec<i64>> = vec![Vec::with_capacity(CHUNK_POINTS); shape.len()];
     let mut first = 0u64;
     while first < total {
-        let len = (total - first).min(CHUNK_POINTS as u64);
+        let len =
+            usize::try_from(total - first).map_or(CHUNK_POINTS, |rest| rest.min(CHUNK_POINTS));
         for ((column, &stride), &extent) in columns.iter_mut().zip(&strides).zip(shape) {
             fill_coordinate(column, first, len, stride, extent);
         }
         let refs: Vec<&[i64]> = columns.iter().map(Vec::as_slice).collect();
-        if !visit(first, &refs, len as usize) {
+        if !visit(first, &refs, len) {
             return;
         }
-        first += len;
+        first += len as u64;
     }
 }
 
@@ -198,14 +202,17 @@ pub fn values_over(program: &mut ExprProgram, shape: &[i64]) -> Option<Vec<i64>>
 
 /// Writes coordinate values of points `first..first + len` for a dimension whose value changes
 /// every `stride` points and wraps at `extent`, as runs of equal values.
-fn fill_coordinate(column: &mut Vec<i64>, first: u64, len: u64, stride: u64, extent: i64) {
+fn fill_coordinate(column: &mut Vec<i64>, first: u64, len: usize, stride: u64, extent: i64) {
     column.clear();
+    // The caller has checked that every extent is positive, so the remainder lies in
+    // `0..extent` and fits an i64.
+    #[allow(clippy::cast_possible_wrap, clippy::cast_sign_loss)]
     let mut value = ((first / stride) % extent as u64) as i64;
     let mut run = stride - first % stride;
     let mut left = len;
     while left > 0 {
-        let take = run.min(left);
-        column.extend(std::iter::repeat_n(value, take as usize));
+        let take = usize::try_from(run).map_or(left, |run| run.min(left));
+        column.extend(std::iter::repeat_n(value, take));
         left -= take;
         value = (value + 1) % extent;
         run = stride;
@@ -337,7 +344,10 @@ pub(super) fn unflatten(mut ordinal: u64, shape: &[i64]) -> Vec<i64> {
     let mut point = vec![0i64; shape.len()];
     for (slot, &extent) in point.iter_mut().zip(shape).rev() {
         let extent = u64::try_from(extent).unwrap_or(1).max(1);
-        *slot = (ordinal % extent) as i64;
+        // `extent` came from an i64, so the remainder below it fits an i64.
+        #[allow(clippy::cast_possible_wrap)]
+        let coordinate = (ordinal % extent) as i64;
+        *slot = coordinate;
         ordinal /= extent;
     }
     point
@@ -606,6 +616,8 @@ impl FragmentLayout {
         domain.push(self.replicate);
         match max_over_domain(arena, self.thread, &vars, &domain) {
             Some(largest) if (0..MAX_THREAD).contains(&largest) => largest + 1,
+            // The histogram counts only threads below `MAX_THREAD`, so its length fits an i64.
+            #[allow(clippy::cast_possible_wrap)]
             _ => self.thread_histogram(arena).len() as i64,
         }
     }
@@ -630,6 +642,8 @@ impl FragmentLayout {
         let mut histogram: Vec<u64> = Vec::new();
         let mut count = |thread: i64| {
             if (0..MAX_THREAD).contains(&thread) {
+                // Checked to lie in `0..MAX_THREAD` just above.
+                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
                 let slot = thread as usize;
                 if slot >= histogram.len() {
                     histogram.resize(slot + 1, 0);
@@ -666,6 +680,8 @@ impl FragmentLayout {
         self.for_each_chunk_mapped(arena, |first, len, per_replica, _| {
             for (rep, column) in per_replica.iter().enumerate() {
                 for (p, thread) in column.iter().enumerate().take(len) {
+                    // `first` is below the domain's size, at most `MAX_POINTS`, which fits usize.
+                    #[allow(clippy::cast_possible_truncation)]
                     let slot = (first as usize + p) * replicate + rep;
                     if let (Some(thread), Some(entry)) = (thread, threads.get_mut(slot)) {
                         *entry = *thread;
@@ -705,16 +721,19 @@ impl FragmentLayout {
                         flat * extent.max(1) + column[p]
                     });
                 for (rep, column) in threads.iter().enumerate() {
+                    // A replica's number is below the fragment's i64 replica count.
+                    #[allow(clippy::cast_possible_wrap)]
+                    let rep = rep as i64;
                     let Some(thread) = column[p] else {
                         continue;
                     };
                     let ordinal = first + p as u64;
                     if let Some((earlier, earlier_rep)) =
-                        seen.insert((thread, flat), (ordinal, rep as i64))
+                        seen.insert((thread, flat), (ordinal, rep))
                     {
                         found = Some(Collision {
                             first: (unflatten(earlier, &self.shape), earlier_rep),
-                            second: (unflatten(ordinal, &self.shape), rep as i64),
+                            second: (unflatten(ordinal, &self.shape), rep),
                             thread,
                             local: locals.iter().map(|column| column[p]).collect(),
                         });

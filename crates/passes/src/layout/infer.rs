@@ -456,9 +456,13 @@ pub fn plan_loops(layouts: &Layouts) -> BTreeMap<EntityId, LoopPlan> {
 /// is the number of local indices; guarded otherwise.
 fn loop_plan(arena: &ExprArena, layout: &FragmentLayout, local_size: i64) -> LoopPlan {
     let loads = layout.thread_histogram(arena);
-    let threads = loads.len() as i64;
-    let per_thread = loads.iter().copied().max().unwrap_or(0) as i64;
-    if loads.iter().all(|&load| load as i64 == per_thread) && per_thread == local_size {
+    let threads = i64::try_from(loads.len()).unwrap_or(i64::MAX);
+    let per_thread = i64::try_from(loads.iter().copied().max().unwrap_or(0)).unwrap_or(i64::MAX);
+    if loads
+        .iter()
+        .all(|&load| i64::try_from(load) == Ok(per_thread))
+        && per_thread == local_size
+    {
         return LoopPlan::Dense {
             threads,
             per_thread,
@@ -1674,7 +1678,9 @@ fn registers(world: &World, state: &State) -> u64 {
     total += unresolved * 100_000;
     for (buffer, inferred) in state.buffers.iter().filter(|(b, _)| !world.is_alias(**b)) {
         let bytes = world.dtypes.get(*buffer).map_or(4, |d| d.bytes());
-        total += (inferred.layout.local_size(&state.exprs) as u64 * bytes).div_ceil(4);
+        // A local size is a product of extents, never negative.
+        let local_size = u64::try_from(inferred.layout.local_size(&state.exprs)).unwrap_or(0);
+        total += (local_size * bytes).div_ceil(4);
     }
     total
 }

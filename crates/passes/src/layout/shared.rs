@@ -24,6 +24,8 @@ use super::fragment::{MAX_POINTS, for_each_point};
 const CHUNK_BITS: u32 = 128;
 /// The largest storage span [`SharedLayout::inverse`] tabulates: a few times the largest tile,
 /// which leaves room for padding but not for a stride typed wrong.
+// `MAX_POINTS` is 2^22, far inside i64.
+#[allow(clippy::cast_possible_wrap)]
 const MAX_STORAGE: i64 = 4 * MAX_POINTS as i64;
 /// Rows of one swizzle atom: the XOR pattern repeats every eight rows.
 const ATOM_ROWS: i64 = 8;

@@ -315,6 +315,8 @@ impl OperandAtom {
 
     fn for_bits(bits: u64) -> Result<OperandAtom, String> {
         match bits {
+            // The arm's widths are small, so the cast is exact.
+            #[allow(clippy::cast_possible_wrap)]
             8 | 16 | 32 => Ok(OperandAtom {
                 per_lane: 32 / bits as i64,
             }),
@@ -1040,7 +1042,11 @@ mod tests {
             let mut threads = layout.threads_of(arena, &point);
             threads.sort_unstable();
             threads.dedup();
-            assert_eq!(threads.len() as i64, copies, "copies of {point:?}");
+            assert_eq!(
+                i64::try_from(threads.len()),
+                Ok(copies),
+                "copies of {point:?}"
+            );
         }
     }
 
@@ -1104,7 +1110,10 @@ mod tests {
         for (lane, registers) in expected.iter().enumerate() {
             for (register, element) in registers.iter().enumerate() {
                 assert_eq!(
-                    table.element_at(lane as i64, &[register as i64]),
+                    table.element_at(
+                        i64::try_from(lane).expect("a lane fits i64"),
+                        &[i64::try_from(register).expect("a register fits i64")]
+                    ),
                     Some((element.to_vec(), 0)),
                     "lane {lane}, b{register}"
                 );

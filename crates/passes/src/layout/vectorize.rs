@@ -21,7 +21,7 @@ pub(crate) fn vector_width(
     let mut width = accesses
         .iter()
         .filter_map(|a| world.dtypes.get(a.buffer))
-        .map(|dtype| VECTOR_BYTES / dtype.bytes() as i64)
+        .map(|dtype| VECTOR_BYTES / i64::try_from(dtype.bytes()).unwrap_or(i64::MAX))
         .min()
         .unwrap_or(1)
         .max(1);

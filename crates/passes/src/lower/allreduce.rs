@@ -74,7 +74,7 @@ impl Lowering<'_> {
         let masks = replica_masks(&owners)?;
         let id = self.buffer_of(buffer)?;
         let dtype = self.element_dtype(buffer);
-        let slots = usize::try_from(storage.local_size()).unwrap_or(0);
+        let slots = storage.local_size().max(0);
         let (warp, block): (Vec<u32>, Vec<u32>) = masks.into_iter().partition(|&m| m < 32);
         self.all_reduce_shuffles(combiner, id, slots, &warp, dtype, out);
         if !block.is_empty() {
@@ -84,7 +84,7 @@ impl Lowering<'_> {
         if let Some(init) = init {
             let start = self.value_as(init, dtype)?;
             for slot in 0..slots {
-                let index = self.program.exprs.int(slot as i64);
+                let index = self.program.exprs.int(slot);
                 let total = self.program.add_value(Value::Load { buffer: id, index });
                 let value = self.combine_op(combiner, start, total, dtype);
                 out.push(Stmt::Store {
@@ -158,14 +158,14 @@ impl Lowering<'_> {
         &mut self,
         combiner: BinaryOp,
         partial: tilec_ir::thread::BufferId,
-        slots: usize,
+        slots: i64,
         masks: &[u32],
         dtype: DType,
         out: &mut Vec<Stmt>,
     ) {
         for &mask in masks {
             for slot in 0..slots {
-                let index = self.program.exprs.int(slot as i64);
+                let index = self.program.exprs.int(slot);
                 let mine = self.program.add_value(Value::Load {
                     buffer: partial,
                     index,
@@ -194,19 +194,19 @@ impl Lowering<'_> {
         &mut self,
         combiner: BinaryOp,
         partial: tilec_ir::thread::BufferId,
-        slots: usize,
+        slots: i64,
         masks: &[u32],
         dtype: DType,
         out: &mut Vec<Stmt>,
     ) {
-        let workspace = self.workspace(dtype, slots as i64 * self.threads);
+        let workspace = self.workspace(dtype, slots * self.threads);
         let mut accesses = sync::Accesses::default();
         accesses.add(workspace, AccessKind::ReadWrite);
         self.sync.before(&accesses, out);
         let t = self.program.exprs.var_expr(self.program.thread);
         for slot in 0..slots {
-            let slot_index = self.program.exprs.int(slot as i64);
-            let base = self.program.exprs.int(slot as i64 * self.threads);
+            let slot_index = self.program.exprs.int(slot);
+            let base = self.program.exprs.int(slot * self.threads);
             let at = self.program.exprs.add(base, t);
             let mine = self.program.add_value(Value::Load {
                 buffer: partial,
@@ -233,10 +233,10 @@ impl Lowering<'_> {
         }
         let members = subset_sums(masks);
         for slot in 0..slots {
-            let slot_index = self.program.exprs.int(slot as i64);
+            let slot_index = self.program.exprs.int(slot);
             let mut first = true;
             for &member in &members {
-                let offset = self.program.exprs.int(slot as i64 * self.threads + member);
+                let offset = self.program.exprs.int(slot * self.threads + member);
                 let at = self.program.exprs.add(low, offset);
                 let entry = self.program.add_value(Value::Load {
                     buffer: workspace,
@@ -275,7 +275,7 @@ impl Lowering<'_> {
         {
             return reused;
         }
-        let bytes = elements * dtype.bytes() as i64;
+        let bytes = elements * i64::try_from(dtype.bytes()).unwrap_or(i64::MAX);
         let offset = (self.program.shared_bytes + 15) / 16 * 16;
         self.program.shared_bytes = offset + (bytes + 15) / 16 * 16;
         let name = self.unique_name("reduce_workspace");

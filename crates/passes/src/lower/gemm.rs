@@ -28,7 +28,7 @@ use tilec_ir::thread::{
 };
 use tilec_ir::{DType, EntityId, ExprId, ExprProgram, Region, Target, TileOp, WarpPolicy};
 
-use super::{Lowering, Unlowerable};
+use super::{Lowering, Unlowerable, table_index, table_int};
 use crate::layout::GemmInstruction;
 use crate::layout::tensor_core::{warp_partition, wgmma_partition};
 
@@ -261,6 +261,9 @@ impl Lowering<'_> {
         let (a_count, b_count) = (mma_a_registers(plan.bytes), mma_b_registers(plan.bytes));
         for mi in 0..plan.tile_m / 16 {
             for ni in 0..plan.tile_n / 8 {
+                // `mi` and `ni` count up from 0 within the plan's tile, so the atom's number is
+                // not negative and below the accumulator's length.
+                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
                 let atom = (mi * (plan.tile_n / 8) + ni) as usize;
                 let exprs = &mut self.program.exprs;
                 out.push(Stmt::Mma {
@@ -467,10 +470,10 @@ impl Lowering<'_> {
     /// of the accumulator fragment that hold the atom's `c0..c3` in every thread.
     fn accumulator_registers(&self, plan: &GemmPlan) -> Result<Vec<i64>, Unlowerable> {
         let atoms_n = plan.tile_n / 8;
-        let slots = (plan.tile_m / 16 * atoms_n * 4) as usize;
+        let slots = table_index(plan.tile_m / 16 * atoms_n * 4)?;
         let element = |t: i64, slot: usize| {
             let (wm, wn) = Self::warp_position(plan, t);
-            let (atom, r) = (slot as i64 / 4, slot as i64 % 4);
+            let (atom, r) = (table_int(slot) / 4, table_int(slot) % 4);
             let (mi, ni) = (atom / atoms_n, atom % atoms_n);
             let (row, col) = mma_c_element(t % WARP, r);
             vec![
@@ -510,14 +513,14 @@ impl Lowering<'_> {
                 },
             );
         }
-        let (depth, count) = (mma_k(plan.bytes), mma_a_registers(plan.bytes) as usize);
-        let per_tile = (plan.k / depth) as usize * count;
-        let slots = (plan.tile_m / 16) as usize * per_tile;
+        let (depth, count) = (mma_k(plan.bytes), table_index(mma_a_registers(plan.bytes))?);
+        let per_tile = table_index(plan.k / depth)? * count;
+        let slots = table_index(plan.tile_m / 16)? * per_tile;
         let element = |t: i64, slot: usize| {
             let (wm, _) = Self::warp_position(plan, t);
-            let (mi, rest) = ((slot / per_tile) as i64, slot % per_tile);
-            let (kk, r) = ((rest / count) as i64, rest % count);
-            let (row, col) = mma_a_element(plan.bytes, t % WARP, r as i64);
+            let (mi, rest) = (table_int(slot / per_tile), slot % per_tile);
+            let (kk, r) = (table_int(rest / count), rest % count);
+            let (row, col) = mma_a_element(plan.bytes, t % WARP, table_int(r));
             let (m, k) = (
                 wm * plan.warp_rows + mi * plan.micro_rows + row,
                 kk * depth + col,
@@ -660,7 +663,7 @@ impl Lowering<'_> {
                 offsets.run_one(&point)
             };
             for row in 0..rows {
-                for start in (0..cols).step_by(chunk as usize) {
+                for start in (0..cols).step_by(table_index(chunk)?) {
                     let Some(first) = at(row, start) else {
                         return Ok(false);
                     };
@@ -744,11 +747,14 @@ impl Lowering<'_> {
         match source {
             OperandSource::Registers(table) => {
                 let fragment = self.buffer_of(plan.a)?;
-                let per_tile = (plan.k / depth * count) as usize;
-                for r in 0..count as usize {
-                    let local = table[mi as usize * per_tile + (kk * count) as usize + r];
+                let per_tile = table_index(plan.k / depth * count)?;
+                for r in 0..table_index(count)? {
+                    let local = table[table_index(mi)? * per_tile + table_index(kk * count)? + r];
                     let exprs = &mut self.program.exprs;
-                    let (src, dst) = (exprs.int(local), exprs.int(base + mi * count + r as i64));
+                    let (src, dst) = (
+                        exprs.int(local),
+                        exprs.int(base + mi * count + table_int(r)),
+                    );
                     let value = self.program.add_value(Value::Load {
                         buffer: fragment,
                         index: src,
@@ -868,8 +874,8 @@ impl Lowering<'_> {
         // (q % 2) * 16 bytes of atom 2p + q / 2, which puts its registers at b0b1, b2b3 of one
         // atom, then the next (for 16-bit elements; one register per matrix whatever the width).
         let pair = atoms % 2 == 0;
-        let step = if pair { 2 } else { 1 };
-        for first in (0..atoms).step_by(step as usize) {
+        let step: usize = if pair { 2 } else { 1 };
+        for first in (0..atoms).step_by(step) {
             let e = &mut self.program.exprs;
             let (eight, two) = (e.int(8), e.int(2));
             let q = e.floordiv(lane, eight);

@@ -121,6 +121,8 @@ fn bit_permutation(
 
 /// The coordinates and replica of input word `input` (the row-major point number in the low bits,
 /// the replica above it).
+// The caller enumerates words of at most 40 bits, so every field fits an i64.
+#[allow(clippy::cast_possible_wrap)]
 fn split_input(input: u64, dim_bits: &[u32], point_bits: u32) -> (Vec<i64>, i64) {
     let mut point = vec![0i64; dim_bits.len()];
     let mut rest = input & ((1u64 << point_bits) - 1);
@@ -148,7 +150,10 @@ fn closed_form(
         fields.push((low, bits));
         low += bits;
     }
-    fields.push((point_bits, target.len() as u32 - point_bits));
+    // `target` has one entry per input bit, at most 40.
+    #[allow(clippy::cast_possible_truncation)]
+    let target_bits = target.len() as u32;
+    fields.push((point_bits, target_bits - point_bits));
     let mut values: Vec<ExprId> = fields
         .iter()
         .map(|&(low, bits)| field_expr(arena, target, low, bits, local_bits, [thread, step]))
@@ -316,12 +321,14 @@ fn visits_exactly_once(
         shape: &layout.shape,
         replicate: layout.replicate,
         limit: bound.map_or(i64::MAX, |(_, limit)| limit),
+        // `slots` was checked to lie in `0..=2^24` above.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
         seen: vec![false; slots as usize],
         visited: 0,
     };
     // Chunked by hand rather than with `for_each_chunk`, whose domain limit is lower than the
     // 2^24 points this check accepts.
-    let chunk = CHUNK_POINTS as i64;
+    let chunk = super::table_int(CHUNK_POINTS);
     let mut first = 0;
     while first < points {
         let (thread_column, step_column): (Vec<i64>, Vec<i64>) = (first..points.min(first + chunk))

@@ -56,6 +56,21 @@ pub(crate) struct Unlowerable {
     not_analysed: Option<EntityId>,
 }
 
+/// `value`, a size or index of a lowering plan, as an index into the plan's tables. Plans are
+/// built from checked, positive shapes; a negative value is refused as unlowerable rather than
+/// wrapped around into a huge index.
+pub(super) fn table_index(value: i64) -> Result<usize, Unlowerable> {
+    usize::try_from(value)
+        .map_err(|_| Unlowerable::new(format!("a negative size or index ({value}) in the plan")))
+}
+
+/// `index`, a position in or the length of an in-memory table, as an integer of the IR. Memory
+/// holds at most `isize::MAX` bytes, so every such number fits an i64; the conversion saturates
+/// rather than panics.
+pub(super) fn table_int(index: usize) -> i64 {
+    i64::try_from(index).unwrap_or(i64::MAX)
+}
+
 impl Unlowerable {
     pub(crate) fn new(message: impl Into<String>) -> Unlowerable {
         Unlowerable {
@@ -725,7 +740,8 @@ impl<'w> Lowering<'w> {
                 .map_or(logical, |assigned| assigned.storage_elements.max(logical));
             let stages = self.staged.get(&entity).copied().unwrap_or(1);
             self.program.buffers[id.index()].elements = self.program.exprs.int(storage * stages);
-            let bytes = storage * stages * self.element_dtype(entity).bytes() as i64;
+            let element = i64::try_from(self.element_dtype(entity).bytes()).unwrap_or(i64::MAX);
+            let bytes = storage * stages * element;
             placement.push((id, offset, bytes));
         }
         self.sync.set_placement(&placement);

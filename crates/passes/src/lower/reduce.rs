@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use tilec_ir::{ExprArena, ExprId, ExprProgram, VarId};
 
 use super::iteration::{Iteration, schedule};
-use super::{FragmentStorage, Unlowerable};
+use super::{FragmentStorage, Unlowerable, table_index, table_int};
 use crate::layout::FragmentLayout;
 
 #[derive(Clone, Debug)]
@@ -183,7 +183,7 @@ fn line_masks(
     }
     for members in holders.values() {
         let base = members[0] & !union;
-        let expected: Vec<i64> = (0..members.len() as i64)
+        let expected: Vec<i64> = (0..table_int(members.len()))
             .map(|k| base | spread(k, &masks))
             .collect();
         let mut sorted = members.clone();
@@ -202,7 +202,7 @@ fn line_masks(
             if partner >= threads {
                 continue;
             }
-            let (mine, theirs) = (&keys_at[t as usize], &keys_at[partner as usize]);
+            let (mine, theirs) = (&keys_at[table_index(t)?], &keys_at[table_index(partner)?]);
             for (slot, lines) in mine {
                 let Some(other_lines) = theirs.get(slot) else {
                     continue;

@@ -648,6 +648,8 @@ fn keep_last_gemm_in_flight(body: &mut [Stmt]) -> bool {
 
 /// Registers per consumer thread: what the producer gives up, shared out, in multiples of 8.
 fn consumer_registers(consumers: u32) -> u32 {
+    // `WARPGROUP` is 128 threads.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let left = REGISTER_FILE - PRODUCER_REGISTERS * WARPGROUP as u32;
     (left / consumers.max(1) / 8 * 8).min(MAX_REGISTERS)
 }

@@ -8,7 +8,7 @@ use tilec_ir::{
     World,
 };
 
-use super::{Lowering, Unlowerable, guarded, rename_vars};
+use super::{Lowering, Unlowerable, guarded, rename_vars, table_int};
 
 /// A tile region seen as a loop: variables over its non-unit extents and the indices they give.
 struct RegionLoop {
@@ -325,7 +325,7 @@ impl Lowering<'_> {
             }
         } else {
             Value::Int {
-                value: value as i64,
+                value: int_constant(value, dtype),
                 dtype,
             }
         })
@@ -741,13 +741,13 @@ impl Lowering<'_> {
         let dtype = self.element_dtype(dst.buffer);
         let src_id = self.buffer_of(src.buffer)?;
         let dst_id = self.buffer_of(dst.buffer)?;
-        let partial = self.temporary("partial", dtype, plan.slots.len() as i64);
+        let partial = self.temporary("partial", dtype, table_int(plan.slots.len()));
         self.fold_own_elements(kind, (src_id, &plan.slots), (partial, dtype), out);
         let combiner = reduce_combiner(kind);
         self.all_reduce_shuffles(
             combiner,
             partial,
-            plan.slots.len(),
+            table_int(plan.slots.len()),
             &plan.warp_masks,
             dtype,
             out,
@@ -756,14 +756,14 @@ impl Lowering<'_> {
             self.all_reduce_shared(
                 combiner,
                 partial,
-                plan.slots.len(),
+                table_int(plan.slots.len()),
                 &plan.block_masks,
                 dtype,
                 out,
             );
         }
         for slot in 0..plan.slots.len() {
-            let slot_index = self.program.exprs.int(slot as i64);
+            let slot_index = self.program.exprs.int(table_int(slot));
             let reduced = self.program.add_value(Value::Load {
                 buffer: partial,
                 index: slot_index,
@@ -801,7 +801,8 @@ impl Lowering<'_> {
         out: &mut Vec<Stmt>,
     ) {
         let widest = slots.iter().map(Vec::len).max().unwrap_or(0);
-        let pairs = (widest > 1).then(|| self.temporary("pairs", dtype, widest.div_ceil(2) as i64));
+        let pairs =
+            (widest > 1).then(|| self.temporary("pairs", dtype, table_int(widest.div_ceil(2))));
         for (slot, sources) in slots.iter().enumerate() {
             let elements: Vec<ValueId> = sources
                 .iter()
@@ -820,7 +821,7 @@ impl Lowering<'_> {
                 Some(root) => self.combine(kind, init, root, dtype),
                 None => init,
             };
-            let index = self.program.exprs.int(slot as i64);
+            let index = self.program.exprs.int(table_int(slot));
             out.push(Stmt::Store {
                 place: Place {
                     buffer: partial,
@@ -849,7 +850,7 @@ impl Lowering<'_> {
                     // this level's stores do not reach.
                     _ => pair[0],
                 };
-                let index = self.program.exprs.int(i as i64);
+                let index = self.program.exprs.int(table_int(i));
                 out.push(Stmt::Store {
                     place: Place {
                         buffer: pairs,
@@ -892,6 +893,32 @@ fn reduce_combiner(kind: ReduceKind) -> BinaryOp {
         ReduceKind::Max | ReduceKind::AbsMax => BinaryOp::Max,
         ReduceKind::Min => BinaryOp::Min,
     }
+}
+
+/// `value`, a constant of lowering (zero, or the starting value of a reduction), as an integer of
+/// `dtype`. An infinite starting value of a max or min reduction is the type's smallest or largest
+/// value: a saturating cast to i64 gave `i64::MIN`, which wraps to 0 in an int32, so the maximum
+/// of negative values came out 0.
+fn int_constant(value: f64, dtype: DType) -> i64 {
+    if value.is_infinite() {
+        let (smallest, largest) = match dtype {
+            DType::Bool => (0, 1),
+            DType::Int8 => (i64::from(i8::MIN), i64::from(i8::MAX)),
+            DType::Int16 => (i64::from(i16::MIN), i64::from(i16::MAX)),
+            DType::Int32 => (i64::from(i32::MIN), i64::from(i32::MAX)),
+            DType::UInt8 => (0, i64::from(u8::MAX)),
+            DType::UInt16 => (0, i64::from(u16::MAX)),
+            DType::UInt32 => (0, i64::from(u32::MAX)),
+            // uint64's largest value is beyond the i64 a constant holds; i64's largest stands in.
+            DType::UInt64 => (0, i64::MAX),
+            _ => (i64::MIN, i64::MAX),
+        };
+        return if value < 0.0 { smallest } else { largest };
+    }
+    // The finite constants of lowering are small whole numbers, exact in an i64.
+    #[allow(clippy::cast_possible_truncation)]
+    let whole = value as i64;
+    whole
 }
 
 fn reduce_init(kind: ReduceKind) -> f64 {

@@ -14,7 +14,7 @@
 use tilec_ir::thread::{BufferId, DescriptorSwizzle, Memory, Place, Stmt, TensorMap};
 use tilec_ir::{EntityId, ExprId, ExprProgram, Region, Scope, TileOp, VarId};
 
-use super::Lowering;
+use super::{Lowering, table_int};
 
 /// The most dimensions a tensor map has.
 const MAX_RANK: usize = 5;
@@ -209,7 +209,7 @@ impl Lowering<'_> {
             shape: copy.shape,
             stored,
             global,
-            element_bytes: element.bytes() as i64,
+            element_bytes: i64::try_from(element.bytes()).unwrap_or(i64::MAX),
         };
         Ok((geometry, shared))
     }
@@ -285,7 +285,7 @@ impl Lowering<'_> {
         let Memory::Shared { offset } = self.program.buffer(buffer).memory else {
             return Err("the copy's other side is not in shared memory".to_owned());
         };
-        let element = self.element_dtype(dst).bytes() as i64;
+        let element = i64::try_from(self.element_dtype(dst).bytes()).unwrap_or(i64::MAX);
         let stage_bytes = self
             .layouts
             .shared
@@ -415,7 +415,7 @@ fn matches_layout(geometry: &CopyGeometry, candidate: Candidate) -> bool {
     let swizzle = |address: i64| candidate.swizzle.map_or(address, |s| s.apply(address));
     let mut point = vec![0; geometry.shape.len()];
     geometry.stored.iter().enumerate().all(|(flat, &stored)| {
-        unravel_into(flat as i64, &geometry.shape, &mut point);
+        unravel_into(table_int(flat), &geometry.shape, &mut point);
         let (chunk, linear) = box_position(geometry, candidate.width, &point);
         swizzle(bases[chunk] + linear * eb) == stored * eb
     })
@@ -431,7 +431,11 @@ fn box_position(geometry: &CopyGeometry, width: i64, point: &[i64]) -> (usize, i
         linear = linear * dim.0 + coordinate(dim);
     }
     linear = linear * width + inner % width;
-    ((inner / width) as usize, linear)
+    // `point` lies in the copy's box, whose coordinates are not negative, and the box number is
+    // below the count of boxes the caller tabulated.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let chunk = (inner / width) as usize;
+    (chunk, linear)
 }
 
 /// The flat copy element whose innermost coordinate is `inner` and whose others are 0.

@@ -19,7 +19,7 @@ use tilec_ir::{EntityId, ExprId, ExprProgram, TileOp};
 
 use super::gemm::{GemmPlan, OperandView};
 use super::shared_plan::WGMMA_ALIGNMENT;
-use super::{Lowering, Unlowerable};
+use super::{Lowering, Unlowerable, table_index, table_int};
 use crate::layout::GemmInstruction;
 
 const WARP: i64 = 32;
@@ -186,20 +186,22 @@ impl Lowering<'_> {
                 let a = match (&operands.a, a_registers) {
                     (ASource::Registers(bases), Some(buffer)) => WgmmaA::Registers(Place {
                         buffer,
-                        index: self.program.exprs.int(bases[(mi * steps + kk) as usize]),
+                        index: self.program.exprs.int(bases[table_index(mi * steps + kk)?]),
                     }),
                     (ASource::Shared(described), _) => {
-                        WgmmaA::Shared(self.descriptor(described, (mi * steps + kk) as usize)?)
+                        WgmmaA::Shared(self.descriptor(described, table_index(mi * steps + kk)?)?)
                     }
                     (ASource::Registers(_), None) => {
                         return Err(Unlowerable::new("wgmma: A registers without a buffer"));
                     }
                 };
                 for chunk in 0..chunks {
-                    let b = self.descriptor(&operands.b, (chunk * steps + kk) as usize)?;
-                    let base = operands.accumulator[(mi * chunks + chunk) as usize];
+                    let b = self.descriptor(&operands.b, table_index(chunk * steps + kk)?)?;
+                    let base = operands.accumulator[table_index(mi * chunks + chunk)?];
                     out.push(Stmt::Wgmma {
-                        n: operands.chunk_n as u32,
+                        n: u32::try_from(operands.chunk_n).map_err(|_| {
+                            Unlowerable::new(format!("wgmma: an N of {}", operands.chunk_n))
+                        })?,
                         a: a.clone(),
                         b,
                         c: Place {
@@ -272,7 +274,7 @@ impl Lowering<'_> {
 
     /// Bytes of one pipeline stage of a shared buffer.
     fn stage_bytes(&self, buffer: EntityId) -> i64 {
-        let element = self.element_dtype(buffer).bytes() as i64;
+        let element = i64::try_from(self.element_dtype(buffer).bytes()).unwrap_or(i64::MAX);
         self.layouts
             .shared
             .get(&buffer)
@@ -288,7 +290,7 @@ impl Lowering<'_> {
             Major::K
         };
         let stored = |g: i64, tile: usize, mn: i64, k: i64| {
-            let (mi, kk) = (tile as i64 / steps, tile as i64 % steps);
+            let (mi, kk) = (table_int(tile) / steps, table_int(tile) % steps);
             let (wm0, _) = warpgroup_position(plan, g);
             let row = mi * plan.micro_rows + wm0 * 16 + mn;
             let col = kk * mma_k(plan.bytes) + k;
@@ -298,7 +300,7 @@ impl Lowering<'_> {
                 [row, col]
             }
         };
-        let tiles = (slabs * steps) as usize;
+        let tiles = usize::try_from(slabs * steps).map_err(|_| "a negative number of A tiles")?;
         self.describe(plan, (plan.a, &plan.a_view), major, (64, tiles), &stored)
     }
 
@@ -311,7 +313,7 @@ impl Lowering<'_> {
             Major::MN
         };
         let stored = |g: i64, tile: usize, mn: i64, k: i64| {
-            let (chunk, kk) = (tile as i64 / steps, tile as i64 % steps);
+            let (chunk, kk) = (table_int(tile) / steps, table_int(tile) % steps);
             let (_, wn) = warpgroup_position(plan, g);
             let col = wn * plan.tile_n + chunk * chunk_n + mn;
             let row = kk * mma_k(plan.bytes) + k;
@@ -321,7 +323,8 @@ impl Lowering<'_> {
                 [row, col]
             }
         };
-        let tiles = ((plan.tile_n / chunk_n) * steps) as usize;
+        let tiles = usize::try_from((plan.tile_n / chunk_n) * steps)
+            .map_err(|_| "a negative number of B tiles")?;
         self.describe(
             plan,
             (plan.b, &plan.b_view),
@@ -341,7 +344,7 @@ impl Lowering<'_> {
         (extent_mn, tiles): (i64, usize),
         stored: &dyn Fn(i64, usize, i64, i64) -> [i64; 2],
     ) -> Result<Described, &'static str> {
-        let element = self.element_dtype(buffer).bytes() as i64;
+        let element = i64::try_from(self.element_dtype(buffer).bytes()).unwrap_or(i64::MAX);
         // Each instruction reads 32 bytes of K. Only 16-bit operands may be M/N-major (the
         // instruction's transpose immediates exist for them alone).
         let depth = mma_k(element);
@@ -392,11 +395,12 @@ impl Lowering<'_> {
                 .or_else(|| inside.then(|| formula.run_one(&index)).flatten())
                 .map(|o| o * element)
         };
-        let groups = self.threads / WARPGROUP_THREADS;
-        let mut origins = vec![vec![0; groups as usize]; tiles];
+        let groups = usize::try_from(self.threads / WARPGROUP_THREADS)
+            .map_err(|_| "a negative number of warpgroups")?;
+        let mut origins = vec![vec![0; groups]; tiles];
         for (tile, row) in origins.iter_mut().enumerate() {
             for (g, slot) in row.iter_mut().enumerate() {
-                *slot = bytes_in(0, stored(g as i64, tile, 0, 0))
+                *slot = bytes_in(0, stored(table_int(g), tile, 0, 0))
                     .ok_or("an operand element has no storage")?;
             }
         }
@@ -428,12 +432,12 @@ impl Lowering<'_> {
             };
             let matches = (0..tiles).all(|tile| {
                 (0..groups).all(|g| {
-                    let origin = origins[tile][g as usize];
+                    let origin = origins[tile][g];
                     (0..extent_mn).all(|mn| {
                         (0..depth).all(|k| {
                             let address =
                                 swizzle.apply(origin + layout.element_offset(mn, k, element));
-                            bytes_at(stored(g, tile, mn, k)) == Some(address)
+                            bytes_at(stored(table_int(g), tile, mn, k)) == Some(address)
                         })
                     })
                 })
@@ -461,7 +465,7 @@ impl Lowering<'_> {
                         (0..groups).all(|g| {
                             (0..extent_mn).all(|mn| {
                                 (0..depth).all(|k| {
-                                    let here = stored(g, tile, mn, k);
+                                    let here = stored(table_int(g), tile, mn, k);
                                     bytes_in(at, here) == bytes_in(0, here).map(|b| b + at * stride)
                                 })
                             })
@@ -492,9 +496,9 @@ impl Lowering<'_> {
         chunk_n: i64,
     ) -> Result<Result<Vec<i64>, &'static str>, Unlowerable> {
         let per_slab = plan.tile_n / 2;
-        let slots = ((plan.tile_m / 16) * per_slab) as usize;
+        let slots = table_index((plan.tile_m / 16) * per_slab)?;
         let element = |t: i64, slot: usize| {
-            let (mi, r) = (slot as i64 / per_slab, slot as i64 % per_slab);
+            let (mi, r) = (table_int(slot) / per_slab, table_int(slot) % per_slab);
             let (chunk, rr) = (r / (chunk_n / 2), r % (chunk_n / 2));
             let (wm0, wn) = warpgroup_position(plan, t / WARPGROUP_THREADS);
             let (row, col) = wgmma_c_element(t % WARPGROUP_THREADS, rr);
@@ -506,7 +510,7 @@ impl Lowering<'_> {
         let Ok(table) = self.register_table(plan.c, slots, element) else {
             return Ok(Err("the accumulator is not laid out as wgmma's"));
         };
-        Ok(consecutive_runs(&table, (chunk_n / 2) as usize)
+        Ok(consecutive_runs(&table, table_index(chunk_n / 2)?)
             .ok_or("the accumulator does not keep a wgmma's registers together"))
     }
 
@@ -520,9 +524,9 @@ impl Lowering<'_> {
         // elements, four tf32 ones or sixteen 8-bit ones.
         let (depth, count) = (mma_k(plan.bytes), mma_a_registers(plan.bytes));
         let steps = plan.k / depth;
-        let slots = ((plan.tile_m / 16) * steps * count) as usize;
+        let slots = table_index((plan.tile_m / 16) * steps * count)?;
         let element = |t: i64, slot: usize| {
-            let (tile, r) = (slot as i64 / count, slot as i64 % count);
+            let (tile, r) = (table_int(slot) / count, table_int(slot) % count);
             let (mi, kk) = (tile / steps, tile % steps);
             let wm = (t / WARP) % plan.warps_m;
             let (row, col) = mma_a_element(plan.bytes, t % WARP, r);
@@ -532,7 +536,7 @@ impl Lowering<'_> {
             return Ok(Err("A's fragment is not laid out as wgmma's A operand"));
         };
         // The registers are passed as 32-bit words, so each run starts at a word.
-        Ok(consecutive_runs(&table, count as usize)
+        Ok(consecutive_runs(&table, table_index(count)?)
             .filter(|bases| bases.iter().all(|base| (base * plan.bytes) % 4 == 0))
             .ok_or("A's fragment does not keep a wgmma's four words of registers together"))
     }
@@ -558,8 +562,8 @@ fn consecutive_runs(table: &[i64], run: usize) -> Option<Vec<i64>> {
 /// tiles and groups.
 fn fit_groups(origins: &[Vec<i64>], groups_m: i64) -> Option<[i64; 2]> {
     let first = origins.first()?;
-    let groups = first.len() as i64;
-    let at = |row: &[i64], g: i64| row.get(g as usize).copied();
+    let groups = table_int(first.len());
+    let at = |row: &[i64], g: i64| usize::try_from(g).ok().and_then(|g| row.get(g)).copied();
     let per_m = if groups_m > 1 {
         at(first, 1)? - first[0]
     } else {

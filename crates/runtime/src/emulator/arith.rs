@@ -21,6 +21,12 @@ use tilec_ir::thread::UnaryOp;
 use crate::tensor::round_to;
 
 /// `value` wrapped to the width and signedness of the integer dtype (`Bool` to 0 or 1).
+// The truncating casts are that wrapping, on purpose.
+#[allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
 pub(super) fn wrap_int(dtype: DType, value: i64) -> i64 {
     match dtype {
         DType::Bool => i64::from(value != 0),
@@ -44,6 +50,8 @@ pub(super) fn int_constant(dtype: DType, value: i64) -> f64 {
 }
 
 /// The rounding to `dtype` as a plain function, chosen once for a batch of values.
+// `as f32` is the rounding to single precision being modelled.
+#[allow(clippy::cast_possible_truncation)]
 pub(super) fn rounder(dtype: DType) -> fn(f64) -> f64 {
     match dtype {
         DType::Float64 => |x| x,
@@ -67,6 +75,9 @@ pub(super) fn rounder(dtype: DType) -> fn(f64) -> f64 {
 
 /// The common float operations that cannot fail, as plain functions of their operands, for the
 /// widths kernels compute in; `None` for everything else (see [`binary`]).
+// `as f32` is the rounding to single precision being modelled (exact for the narrower types'
+// operands, which f32 holds).
+#[allow(clippy::cast_possible_truncation)]
 pub(super) fn fast_binary(op: BinaryOp, dtype: DType) -> Option<fn(f64, f64) -> f64> {
     let f: fn(f64, f64) -> f64 = match (op, dtype) {
         (BinaryOp::Add, DType::Float32) => |a, b| f64::from((a + b) as f32),
@@ -117,6 +128,8 @@ fn is_integral(dtype: DType) -> bool {
     !dtype.is_float()
 }
 
+// A value of an integer type is a whole number in the type's range, so `as i64` is exact.
+#[allow(clippy::cast_possible_truncation)]
 pub(super) fn unary(op: UnaryOp, dtype: DType, x: f64) -> Result<f64, String> {
     match op {
         UnaryOp::Neg if is_integral(dtype) => Ok(wrap_int(dtype, (x as i64).wrapping_neg()) as f64),
@@ -129,6 +142,8 @@ pub(super) fn unary(op: UnaryOp, dtype: DType, x: f64) -> Result<f64, String> {
     }
 }
 
+// A value of an integer type is a whole number in the type's range, so `as i64` is exact.
+#[allow(clippy::cast_possible_truncation)]
 fn intrinsic_value(intrinsic: Intrinsic, dtype: DType, x: f64) -> Result<f64, String> {
     let value = match intrinsic {
         Intrinsic::Abs if is_integral(dtype) => {
@@ -167,6 +182,8 @@ fn exp2(dtype: DType, x: f64) -> f64 {
     if y < smallest_normal { 0.0 } else { y }
 }
 
+// A value of an integer type is a whole number in the type's range, so `as i64` is exact.
+#[allow(clippy::cast_possible_truncation)]
 pub(super) fn binary(op: BinaryOp, dtype: DType, a: f64, b: f64) -> Result<f64, String> {
     match op {
         BinaryOp::And => return Ok(round_to(dtype, f64::from(u8::from(a != 0.0 && b != 0.0)))),
@@ -180,6 +197,8 @@ pub(super) fn binary(op: BinaryOp, dtype: DType, a: f64, b: f64) -> Result<f64, 
     }
 }
 
+// Operands of the types narrower than f64 are held exactly in f32, so `as f32` is exact.
+#[allow(clippy::cast_possible_truncation)]
 fn float_binary(op: BinaryOp, dtype: DType, a: f64, b: f64) -> Result<f64, String> {
     let value = match op {
         BinaryOp::Add => a + b,
@@ -280,7 +299,11 @@ pub(super) fn compare(op: CompareOp, a: f64, b: f64) -> f64 {
 /// truncates toward zero, integers wrap.
 pub(super) fn cast(dtype: DType, value: f64) -> f64 {
     if dtype.is_int() && value.is_finite() {
-        wrap_int(dtype, value.trunc() as i64) as f64
+        // The truncation toward zero is the conversion modelled; values past i64 saturate before
+        // they wrap.
+        #[allow(clippy::cast_possible_truncation)]
+        let whole = value.trunc() as i64;
+        wrap_int(dtype, whole) as f64
     } else {
         round_to(dtype, value)
     }
@@ -358,6 +381,7 @@ mod tests {
 
     /// IEEE division of `f32`s, computed independently of the formula: in `f64`, exact enough that
     /// rounding to `f32` once more is innocuous.
+    #[allow(clippy::cast_possible_truncation)] // the final rounding to f32 is the point
     fn ieee_quotient(a: f32, b: f32) -> f32 {
         (f64::from(a) / f64::from(b)) as f32
     }

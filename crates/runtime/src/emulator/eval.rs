@@ -18,6 +18,7 @@ use tilec_ir::thread::{FusedMultiplyAdd, Value, ValueId};
 use super::Machine;
 use super::arith;
 use super::error::{ErrorKind, Fault};
+use super::thread_u32;
 use crate::tensor::round_to;
 
 /// No column, no lane.
@@ -96,7 +97,8 @@ impl Frame {
 
     fn remember(&mut self, value: ValueId, column: usize) {
         if let Some(slot) = self.memo.get_mut(value.index()) {
-            *slot = column as u32;
+            // A column past `u32::MAX` is not remembered (it reads as `NONE`), never aliased.
+            *slot = u32::try_from(column).unwrap_or(NONE);
             self.touched.push((value.0, self.depth));
         }
     }
@@ -140,7 +142,7 @@ impl Frame {
 impl Machine<'_, '_> {
     /// Evaluates `value` for every lane of a statement executed by `active`.
     pub(super) fn eval_all(&mut self, value: ValueId, active: &[u32]) -> Result<usize, Fault> {
-        let lanes: Vec<u32> = (0..active.len() as u32).collect();
+        let lanes: Vec<u32> = (0..thread_u32(active.len())).collect();
         self.eval(value, active, &lanes, MAX_NESTING)
     }
 
@@ -381,6 +383,8 @@ impl Machine<'_, '_> {
         );
         for &lane in sel {
             let lane = lane as usize;
+            // The operands are f32 values, which `as f32` keeps exactly.
+            #[allow(clippy::cast_possible_truncation)]
             let (x, y, z) = (a[lane] as f32, b[lane] as f32, c[lane] as f32);
             out[lane] = f64::from((product_sign * x).mul_add(y, addend_sign * z));
         }
@@ -524,9 +528,15 @@ impl Machine<'_, '_> {
                     .copied()
                     .unwrap_or(0.0)
             };
-            let mask = at(masks) as i64 as u32;
-            let width = at(widths) as i64;
-            let operand = at(lanes) as i64;
+            // The operands are whole numbers of integer types, exact in i64. A mask is 32 bits
+            // whatever its type, so a negative int32 mask keeps its bits, as on the GPU.
+            #[allow(
+                clippy::cast_possible_truncation,
+                clippy::cast_sign_loss,
+                clippy::cast_possible_wrap
+            )]
+            let (mask, width, operand) =
+                (at(masks) as i64 as u32, at(widths) as i64, at(lanes) as i64);
             let own = thread & 31;
             let operand_fault = |message: String| ErrorKind::ShuffleOperands { intrinsic, message };
             if !matches!(width, 1 | 2 | 4 | 8 | 16 | 32) {
@@ -549,6 +559,8 @@ impl Machine<'_, '_> {
                     return Err(self.fault(kind, Some(thread)));
                 }
             }
+            // The width was checked to be a power of two from 1 to 32 above.
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
             let source = warp + shuffle.kind.source_lane(own, operand, width as u32);
             let source_lane = self
                 .shuffle_lane(source)
@@ -594,7 +606,7 @@ impl Machine<'_, '_> {
         self.frame.lane_of.resize(self.threads, NONE);
         for (lane, &thread) in active.iter().enumerate() {
             if let Some(slot) = self.frame.lane_of.get_mut(thread as usize) {
-                *slot = lane as u32;
+                *slot = thread_u32(lane);
             }
         }
         self.frame.lane_of_ready = true;

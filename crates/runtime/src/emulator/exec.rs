@@ -14,13 +14,13 @@ use std::time::{Duration, Instant};
 use tilec_ir::thread::{AtomicOp, Place, Stmt, ValueId};
 use tilec_ir::{EntityId, ExprId, ThreadProgram, VarId};
 
-use super::EmulatorReport;
 use super::error::{EmulatorError, ErrorKind, Fault};
 use super::eval::Frame;
 use super::index::{BatchFault, Binding, Env, Indexer, UniformFault};
 use super::mbarrier::Mbarriers;
 use super::memory::{BufferInfo, Memory};
 use super::tma::{MapInfo, TmaOperands};
+use super::{EmulatorReport, index_i64, thread_u32};
 
 /// What the read half of a vector copy produced, one entry per element: the thread, the
 /// destination index and the value read.
@@ -87,7 +87,7 @@ impl<'p> Machine<'p, '_> {
     /// Runs one block of the grid.
     pub(super) fn run_block(&mut self, block: [u32; 3]) -> Result<(), Fault> {
         self.begin_block(block);
-        let all: Vec<u32> = (0..self.threads as u32).collect();
+        let all: Vec<u32> = (0..thread_u32(self.threads)).collect();
         let program = self.program;
         self.exec_list(&program.body, &all)?;
         self.finish_block()
@@ -513,6 +513,7 @@ impl<'p> Machine<'p, '_> {
         // Integer values are exact in the emulator's f64 columns; the conversion truncates as C's
         // cast to `long long` does, and a value out of range becomes an index the bounds check
         // reports.
+        #[allow(clippy::cast_possible_truncation)]
         let values: Vec<i64> = self
             .frame
             .column(column)
@@ -728,7 +729,7 @@ impl<'p> Machine<'p, '_> {
                 .collect()
         };
         let (sources, targets) = (spread(&sources), spread(&targets));
-        let positions: Vec<u32> = (0..threads.len() as u32).collect();
+        let positions: Vec<u32> = (0..thread_u32(threads.len())).collect();
         let mut values = vec![0.0; threads.len()];
         let Some(src_info) = self.buffers.get(src) else {
             return Err(self.malformed("vector copy: buffer id out of range".to_owned()));
@@ -772,10 +773,10 @@ impl<'p> Machine<'p, '_> {
             return Err(self.malformed("vector copy: buffer id out of range".to_owned()));
         };
         let width = i64::from(lanes);
-        let vector_bytes = (info.size as i64) * width;
+        let vector_bytes = index_i64(info.size) * width;
         let address = match info.place {
             super::memory::Place::Shared { offset, .. } => {
-                offset as i64 + index.wrapping_mul(info.size as i64)
+                index_i64(offset) + index.wrapping_mul(index_i64(info.size))
             }
             _ => 0,
         };

@@ -23,6 +23,7 @@ use super::mbarrier::Mbarriers;
 use super::memory::BlockStorage;
 use super::random::Philox;
 use super::roles::{Exit, ListFrame};
+use super::thread_u32;
 use super::turns::Turns;
 use super::warp::AsyncQueue;
 use super::wgmma::WgmmaQueue;
@@ -119,7 +120,7 @@ impl<'p> Machine<'p, '_> {
         };
         self.swap_block(&mut state);
         self.begin_block(block);
-        let all: Vec<u32> = (0..self.threads as u32).collect();
+        let all: Vec<u32> = (0..thread_u32(self.threads)).collect();
         let program = self.program;
         let frames = vec![ListFrame::new(&program.body, all, 0, Exit::Done)];
         self.swap_block(&mut state);

@@ -82,7 +82,7 @@ impl Mbarrier {
     /// Whether the phase of parity `parity` has completed, that is whether the current phase has
     /// the other parity.
     fn passed(&self, parity: i64) -> bool {
-        (self.completed & 1) as i64 != parity
+        i64::from(self.completed & 1 == 1) != parity
     }
 }
 

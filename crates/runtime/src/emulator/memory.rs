@@ -47,6 +47,7 @@ use tilec_ir::thread::{AtomicOp, ParamAccess};
 
 use super::arith::rounder;
 use super::error::{ErrorKind, RaceKind};
+use super::index_i64;
 use crate::tensor::HostTensor;
 
 /// No thread.
@@ -621,7 +622,11 @@ impl<'t> Memory<'t> {
         };
         let (serial, epoch) = (self.block_serial, self.epoch);
         let shared = self.shared.get_mut(slot).ok_or_else(|| missing(info))?;
-        let (buffer, offset, size) = (shared.buffer as u32, shared.offset, shared.size);
+        let (buffer, offset, size) = (
+            u32::try_from(shared.buffer).unwrap_or(u32::MAX),
+            shared.offset,
+            shared.size,
+        );
         let overlapped = !shared.overlaps.is_empty();
         for (&index, &value) in indices.iter().zip(values) {
             let element = check_bounds(info, index)?;
@@ -707,7 +712,7 @@ impl<'t> Memory<'t> {
         {
             return Err(ErrorKind::PoisonedRead {
                 buffer: info.name.to_owned(),
-                index: element as i64,
+                index: index_i64(element),
             });
         }
         self.counts.global_loads += 1;
@@ -729,7 +734,7 @@ impl<'t> Memory<'t> {
         if self.access.get(param) == Some(&ParamAccess::Read) {
             return Err(ErrorKind::WriteToReadOnly {
                 buffer: info.name.to_owned(),
-                index: element as i64,
+                index: index_i64(element),
             });
         }
         if let Some(Some(written)) = self.written.get_mut(param)
@@ -757,7 +762,7 @@ impl<'t> Memory<'t> {
         let shared = self.shared.get(slot).ok_or_else(|| missing(info))?;
         let uninitialised = || ErrorKind::UninitializedShared {
             buffer: info.name.to_owned(),
-            index: element as i64,
+            index: index_i64(element),
         };
         if !shared.overlaps.is_empty() {
             let start = shared.offset + element * shared.size;
@@ -769,7 +774,7 @@ impl<'t> Memory<'t> {
                     let other = self.shared_name(owner.buffer as usize);
                     return Err(ErrorKind::SharedAlias {
                         buffer: info.name.to_owned(),
-                        index: element as i64,
+                        index: index_i64(element),
                         other,
                     });
                 }
@@ -805,7 +810,7 @@ impl<'t> Memory<'t> {
         else {
             return Err(missing(info));
         };
-        if let Some(kind) = in_flight_fault(state.in_flight, info, element as i64) {
+        if let Some(kind) = in_flight_fault(state.in_flight, info, index_i64(element)) {
             return Err(kind);
         }
         if let Some(writer) = note_read(state, order, thread) {
@@ -836,7 +841,7 @@ impl<'t> Memory<'t> {
         ) else {
             return Err(missing(info));
         };
-        if let Some(kind) = in_flight_fault(state.in_flight, info, element as i64) {
+        if let Some(kind) = in_flight_fault(state.in_flight, info, index_i64(element)) {
             return Err(kind);
         }
         if let Some((kind, first)) = conflict_with_write(state, order, thread) {
@@ -864,7 +869,10 @@ impl<'t> Memory<'t> {
         let Some(shared) = self.shared.get(slot) else {
             return Err(missing(info));
         };
-        let (buffer, start) = (shared.buffer as u32, shared.offset + element * shared.size);
+        let (buffer, start) = (
+            u32::try_from(shared.buffer).unwrap_or(u32::MAX),
+            shared.offset + element * shared.size,
+        );
         let end = start + shared.size;
         let overlaps = shared.overlaps.clone();
         for other in overlaps {
@@ -918,15 +926,14 @@ fn shared_load_plain(
     let mut k = 0;
     while k < n {
         let (thread, index) = (access.threads[k], access.indices[k]);
-        if index < 0 || index as usize >= values.len() {
+        let Some(element) = usize::try_from(index).ok().filter(|&e| e < values.len()) else {
             return Err((
                 check_bounds(info, index)
                     .err()
                     .unwrap_or_else(|| missing(info)),
                 thread,
             ));
-        }
-        let element = index as usize;
+        };
         let state = &mut states[element];
         if let Some(kind) = in_flight_fault(state.in_flight, info, index) {
             return Err((kind, thread));
@@ -1100,7 +1107,7 @@ fn race(
 ) -> ErrorKind {
     ErrorKind::Race {
         buffer: info.name.to_owned(),
-        index: element as i64,
+        index: index_i64(element),
         kind,
         first: i64::from(first),
         second: i64::from(second),
@@ -1114,7 +1121,7 @@ pub(super) fn check_bounds(info: &BufferInfo<'_>, index: i64) -> Result<usize, E
         _ => Err(ErrorKind::OutOfBounds {
             buffer: info.name.to_owned(),
             index,
-            elements: info.elements as i64,
+            elements: index_i64(info.elements),
         }),
     }
 }

@@ -103,6 +103,30 @@ pub use error::{BlockedWait, EmulatorError, ErrorKind, IndexFault, MbarrierFault
 use crate::tensor::HostTensor;
 use exec::Machine;
 
+/// A thread's number within its block, or a position among one statement's accesses (a few per
+/// thread, or one per element of a TMA box), as the `u32` the emulator numbers them by. Blocks
+/// have at most 1024 threads (`setup::MAX_THREADS`, checked before a launch runs) and a box fits
+/// in shared memory, so every such number is far below `u32::MAX`; the conversion saturates
+/// rather than panics.
+fn thread_u32(index: usize) -> u32 {
+    u32::try_from(index).unwrap_or(u32::MAX)
+}
+
+/// A position in an in-memory table (an element, a register, a lane) as an index of the IR.
+/// Memory holds at most `isize::MAX` bytes, so every such position fits an i64; the conversion
+/// saturates rather than panics.
+fn index_i64(index: usize) -> i64 {
+    i64::try_from(index).unwrap_or(i64::MAX)
+}
+
+/// A small non-negative number of the instruction tables of `tilec_ir::thread` (a row or column
+/// of one tile, a register count, an instruction's K) as a `usize`: the tables give values in
+/// `0..256`.
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+fn small_usize(value: i64) -> usize {
+    value as usize
+}
+
 /// What a run executed, for a "what ran" line.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EmulatorReport {
@@ -263,7 +287,7 @@ fn check_unwritten(
         };
         let kind = ErrorKind::Unwritten {
             param: param.name.clone(),
-            first: unravel(first as i64, shape),
+            first: unravel(index_i64(first), shape),
             count,
         };
         return Err(EmulatorError::new(kind));

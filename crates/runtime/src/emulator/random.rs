@@ -19,6 +19,8 @@ const MULTIPLIERS: [u32; 2] = [0xD251_1F53, 0xCD9E_8D57];
 const KEY_STEPS: [u32; 2] = [0x9E37_79B9, 0xBB67_AE85];
 
 /// Philox4x32-10 of one counter value under one key.
+// Splitting a 64-bit product into its 32-bit halves truncates, on purpose.
+#[allow(clippy::cast_possible_truncation)]
 pub(super) fn philox4x32_10(counter: [u32; 4], key: [u32; 2]) -> [u32; 4] {
     let [mut c0, mut c1, mut c2, mut c3] = counter;
     let [mut k0, mut k1] = key;
@@ -47,6 +49,8 @@ pub(super) struct Philox {
 
 impl Philox {
     /// `curand_init(seed, subsequence, offset, &state)`.
+    // Splitting 64-bit words into their 32-bit halves truncates, on purpose.
+    #[allow(clippy::cast_possible_truncation)]
     pub(super) fn new(seed: u64, subsequence: u64, offset: u64) -> Philox {
         let mut state = Philox {
             counter: [0, 0, subsequence as u32, (subsequence >> 32) as u32],
@@ -61,6 +65,8 @@ impl Philox {
 
     /// Adds `n` to the counter's lower 64 bits, carrying upward exactly as curand's
     /// `Philox_State_Incr` does (including its treatment of a carry out of the high word).
+    // Splitting `n` into its 32-bit halves truncates, on purpose.
+    #[allow(clippy::cast_possible_truncation)]
     fn skip(&mut self, n: u64) {
         let lo = n as u32;
         let mut hi = (n >> 32) as u32;
@@ -116,6 +122,9 @@ impl Machine<'_, '_> {
         let mut columns = Vec::new();
         for operand in [seed, subsequence, offset] {
             let column = self.eval_all(operand, active)?;
+            // An operand is a whole number; a negative one becomes its two's complement, as
+            // curand's C interface converts a `long long` to `unsigned long long`.
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
             let values: Vec<u64> = self
                 .frame
                 .column(column)

@@ -11,6 +11,7 @@ use tilec_ir::{ExprId, ThreadProgram, VarId};
 
 use super::error::{EmulatorError, ErrorKind, Fault, IndexFault};
 use super::index::{Binding, Env, Indexer, UniformFault};
+use super::index_i64;
 use super::memory::{BufferInfo, Place};
 use super::tma::MapInfo;
 use crate::tensor::{HostTensor, element_bytes};
@@ -72,7 +73,7 @@ pub(super) fn prepare<'p>(
     let grid = program.launch_blocks(grid, EMULATED_MULTIPROCESSORS);
     let shared_bytes = usize::try_from(program.shared_bytes)
         .ok()
-        .filter(|&bytes| bytes as i64 <= MAX_SHARED_BYTES)
+        .filter(|&bytes| index_i64(bytes) <= MAX_SHARED_BYTES)
         .ok_or_else(|| {
             EmulatorError::malformed(format!(
                 "shared_bytes {} out of range",
@@ -172,6 +173,8 @@ fn check_block(program: &ThreadProgram) -> Result<usize, Fault> {
     let [x, y, z] = program.block;
     let threads = x.checked_mul(y).and_then(|xy| xy.checked_mul(z));
     match threads {
+        // The count was just checked to lie in `1..=MAX_THREADS`.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
         Some(threads) if x >= 1 && y >= 1 && z >= 1 && threads <= MAX_THREADS => {
             Ok(threads as usize)
         }
@@ -223,22 +226,25 @@ fn buffer_info<'p>(
             Place::Global { param }
         }
         MemoryKind::Shared { offset } => {
-            let end = elements
-                .checked_mul(size)
-                .and_then(|bytes| bytes.checked_add(offset as usize));
-            let inside = offset >= 0
-                && (offset as usize).is_multiple_of(size)
-                && end.is_some_and(|end| end <= shared_bytes);
-            if !inside {
+            let start = usize::try_from(offset).ok();
+            let end = start.and_then(|start| {
+                elements
+                    .checked_mul(size)
+                    .and_then(|bytes| bytes.checked_add(start))
+            });
+            let start = start.filter(|start| {
+                start.is_multiple_of(size) && end.is_some_and(|end| end <= shared_bytes)
+            });
+            let Some(start) = start else {
                 return Err(EmulatorError::malformed(format!(
                     "shared buffer `{}` ({elements} × {size} bytes at offset {offset}) is misaligned or outside \
                      the {shared_bytes}-byte shared arena",
                     decl.name
                 )));
-            }
+            };
             slots.shared += 1;
             Place::Shared {
-                offset: offset as usize,
+                offset: start,
                 slot: slots.shared - 1,
             }
         }
@@ -314,11 +320,11 @@ fn declared_shape(
         .map(|&e| indexer.eval_uniform(env, e).ok())
         .collect();
     let matches = |shape: &Vec<i64>| {
-        shape.iter().try_fold(1i64, |n, &d| n.checked_mul(d)) == Some(tensor.len() as i64)
+        shape.iter().try_fold(1i64, |n, &d| n.checked_mul(d)) == Some(index_i64(tensor.len()))
     };
     match declared {
         Some(shape) if matches(&shape) => shape,
-        _ => tensor.shape.iter().map(|&d| d as i64).collect(),
+        _ => tensor.shape.iter().map(|&d| index_i64(d)).collect(),
     }
 }
 
@@ -342,7 +348,7 @@ fn map_info(
     let info = buffers
         .get(map.buffer.index())
         .ok_or_else(|| malformed("its buffer is missing"))?;
-    let size = info.size as i64;
+    let size = index_i64(info.size);
     let box_dims = check_box(map, decl.shape.len(), size, program.shared_bytes)
         .map_err(|what| malformed(&what))?;
     let mut dims = Vec::with_capacity(decl.shape.len());

@@ -12,6 +12,22 @@ use super::{
 };
 use crate::tensor::{HostTensor, round_to};
 
+/// A test's small non-negative number as an index.
+fn ix(value: i64) -> usize {
+    usize::try_from(value).expect("a small non-negative number")
+}
+
+/// A test's small size as an integer of the IR.
+fn int(value: usize) -> i64 {
+    i64::try_from(value).expect("a small size")
+}
+
+/// A test input drawn as an f32 value, which `as f32` keeps exactly.
+#[allow(clippy::cast_possible_truncation)]
+fn f32_of(value: f64) -> f32 {
+    value as f32
+}
+
 /// Builds thread programs with one-dimensional blocks.
 struct Builder {
     p: ThreadProgram,
@@ -105,7 +121,8 @@ impl Builder {
     /// A shared buffer placed after the ones declared so far, at a 16-byte boundary.
     fn shared(&mut self, name: &str, dtype: DType, elements: i64) -> BufferId {
         let offset = (self.p.shared_bytes + 15) / 16 * 16;
-        self.p.shared_bytes = offset + elements * dtype.bytes() as i64;
+        self.p.shared_bytes =
+            offset + elements * i64::try_from(dtype.bytes()).expect("a few bytes");
         self.shared_at(name, dtype, elements, offset)
     }
 
@@ -780,7 +797,7 @@ fn shared_bytes_reused_by_another_buffer_after_a_barrier() {
 #[test]
 fn malformed_programs_are_errors_not_panics() {
     let mut program = elementwise(true, false);
-    let forward = ValueId(program.values.len() as u32 + 5);
+    let forward = ValueId(u32::try_from(program.values.len()).expect("a small program") + 5);
     program.values.push(Value::Cast {
         dtype: DType::Float32,
         value: forward,
@@ -806,7 +823,7 @@ fn a_large_elementwise_grid_runs() {
     let n = 256 * 256;
     let mut tensors = elementwise_tensors(n);
     let start = std::time::Instant::now();
-    let report = run_program(&program, &mut tensors, &[n as i64]).unwrap_or_else(|e| panic!("{e}"));
+    let report = run_program(&program, &mut tensors, &[int(n)]).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(report.blocks, 1024);
     eprintln!("{report} in {:?}", start.elapsed());
 }
@@ -919,7 +936,7 @@ fn gemm(size: i64) -> ThreadProgram {
 #[test]
 fn tiled_gemm_matches_sequential_float32_multiply_adds() {
     let size = 128;
-    let program = gemm(size as i64);
+    let program = gemm(int(size));
     let mut tensors = vec![
         HostTensor::random(DType::Float32, &[size, size], 1),
         HostTensor::random(DType::Float32, &[size, size], 2),
@@ -931,7 +948,7 @@ fn tiled_gemm_matches_sequential_float32_multiply_adds() {
         for j in 0..size {
             let (a, b) = (&tensors[0].values, &tensors[1].values);
             let sum = (0..size).fold(0.0f32, |s, k| {
-                (a[i * size + k] as f32).mul_add(b[k * size + j] as f32, s)
+                f32_of(a[i * size + k]).mul_add(f32_of(b[k * size + j]), s)
             });
             let sum = f64::from(sum);
             assert_eq!(tensors[2].values[i * size + j], sum, "C[{i}, {j}]");
@@ -944,7 +961,7 @@ fn tiled_gemm_matches_sequential_float32_multiply_adds() {
 #[test]
 fn a_run_past_its_budget_stops_and_one_within_it_finishes() {
     let size = 128;
-    let program = gemm(size as i64);
+    let program = gemm(int(size));
     let tensors = || {
         vec![
             HostTensor::random(DType::Float32, &[size, size], 1),
@@ -1088,9 +1105,9 @@ fn integer_values_follow_c_and_python_semantics() {
     ];
     run_program(&program, &mut tensors, &[]).unwrap_or_else(|e| panic!("{e}"));
     for t in 0..16i32 {
-        assert_eq!(tensors[0].values[t as usize], f64::from((t - 8) / 3));
+        assert_eq!(tensors[0].values[ix(i64::from(t))], f64::from((t - 8) / 3));
         assert_eq!(
-            tensors[1].values[t as usize],
+            tensors[1].values[ix(i64::from(t))],
             f64::from((t - 8).div_euclid(3))
         );
     }
@@ -1604,7 +1621,7 @@ fn pipeline(iterations: i64, fault: PipelineFault) -> ThreadProgram {
 
 fn pipeline_tensors(iterations: i64) -> Vec<HostTensor> {
     vec![
-        HostTensor::random(DType::Float16, &[iterations as usize * 8, 64], 11),
+        HostTensor::random(DType::Float16, &[ix(iterations) * 8, 64], 11),
         HostTensor::zeros(DType::Float32, &[128]),
     ]
 }
@@ -1618,16 +1635,22 @@ fn a_warp_specialized_tma_pipeline_computes_exact_sums() {
     let a = &tensors[0].values;
     for t in 0..128 {
         let mut sum = 0.0;
-        for ko in 0..iterations as usize {
+        for ko in 0..ix(iterations) {
             for j in 0..4 {
-                sum = round_to(DType::Float32, sum + a[ko * BOX as usize + 4 * t + j]);
+                sum = round_to(DType::Float32, sum + a[ko * ix(BOX) + 4 * t + j]);
             }
         }
         assert_eq!(tensors[1].values[t], sum, "out[{t}]");
     }
     // One block barrier and one named barrier per consumer iteration.
-    assert_eq!(report.barriers, 1 + iterations as u64);
-    assert_eq!(report.shared_stores, (iterations * BOX) as u64);
+    assert_eq!(
+        report.barriers,
+        1 + u64::try_from(iterations).expect("positive")
+    );
+    assert_eq!(
+        report.shared_stores,
+        u64::try_from(iterations * BOX).expect("positive")
+    );
 }
 
 #[test]
@@ -1769,7 +1792,7 @@ fn tma_boxes_land_at_swizzled_addresses() {
     use tilec_ir::thread::DescriptorSwizzle;
     let mut tensors = vec![
         HostTensor::random(DType::Float16, &[16, 64], 12),
-        HostTensor::zeros(DType::Float16, &[BOX as usize]),
+        HostTensor::zeros(DType::Float16, &[ix(BOX)]),
     ];
     run_program(&swizzled_tile(0, true), &mut tensors, &[]).unwrap_or_else(|e| panic!("{e}"));
     let mut moved = 0;
@@ -1777,8 +1800,8 @@ fn tma_boxes_land_at_swizzled_addresses() {
         let element = DescriptorSwizzle::Bytes128.apply(position * 2) / 2;
         moved += usize::from(element != position);
         let (row, col) = (8 + position / 64, position % 64);
-        let want = tensors[0].values[(row * 64 + col) as usize];
-        assert_eq!(tensors[1].values[element as usize], want, "box {position}");
+        let want = tensors[0].values[ix(row * 64 + col)];
+        assert_eq!(tensors[1].values[ix(element)], want, "box {position}");
     }
     assert!(moved > 0, "the swizzle moves elements");
 }
@@ -1788,7 +1811,7 @@ fn mbarrier_misuse_is_reported() {
     let tensors = || {
         vec![
             HostTensor::random(DType::Float16, &[16, 64], 12),
-            HostTensor::zeros(DType::Float16, &[BOX as usize]),
+            HostTensor::zeros(DType::Float16, &[ix(BOX)]),
         ]
     };
     // Waiting for the phase after the one the copy completes: nothing else can complete it.
@@ -1905,11 +1928,11 @@ fn tma_fills_outside_the_tensor_with_zeros() {
             let (row, col) = (row0 + position / 8, col0 + position % 8);
             let inside = (0..6).contains(&row) && (0..12).contains(&col);
             let want = if inside {
-                tensors[0].values[(row * 12 + col) as usize]
+                tensors[0].values[ix(row * 12 + col)]
             } else {
                 0.0
             };
-            let got = tensors[1].values[(dst + position) as usize];
+            let got = tensors[1].values[ix(dst + position)];
             assert_eq!(got, want, "box {k} element {position}");
         }
     }
@@ -2034,7 +2057,7 @@ fn reusing_a_tma_stage_outside_roles_needs_a_barrier() {
     let tensors = || {
         vec![
             HostTensor::random(DType::Float16, &[16, 64], 14),
-            HostTensor::zeros(DType::Float16, &[2 * BOX as usize]),
+            HostTensor::zeros(DType::Float16, &[2 * ix(BOX)]),
         ]
     };
     let mut ok = tensors();

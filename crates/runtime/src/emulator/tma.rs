@@ -18,6 +18,7 @@ use super::error::{ErrorKind, Fault};
 use super::exec::Machine;
 use super::mbarrier::TmaCopy;
 use super::memory::{Place, check_bounds};
+use super::{index_i64, thread_u32};
 
 /// The alignment PTX requires of a tensor copy's shared destination.
 const DESTINATION_ALIGNMENT: i64 = 128;
@@ -201,7 +202,7 @@ impl Machine<'_, '_> {
             advance(&mut position, &map.box_dims);
         }
         let threads = vec![thread; reads.len()];
-        let lanes: Vec<u32> = (0..reads.len() as u32).collect();
+        let lanes: Vec<u32> = (0..thread_u32(reads.len())).collect();
         let mut values = vec![0.0; reads.len()];
         let (Some(shared), Some(global)) = (self.buffers.get(src), self.buffers.get(map.buffer))
         else {
@@ -224,7 +225,7 @@ impl Machine<'_, '_> {
         };
         match info.place {
             Place::Shared { offset, .. } if info.dtype == global.dtype => {
-                Ok((offset as i64, info.size as i64))
+                Ok((index_i64(offset), index_i64(info.size)))
             }
             _ => {
                 let message = format!(
@@ -245,7 +246,7 @@ impl Machine<'_, '_> {
         for lane in 0..total {
             if let Some(flat) = map.global_index(origin, &position) {
                 flats.push(flat);
-                lanes.push(lane as u32);
+                lanes.push(thread_u32(lane));
             }
             advance(&mut position, &map.box_dims);
         }

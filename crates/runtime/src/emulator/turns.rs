@@ -15,6 +15,7 @@ use tilec_ir::thread::TurnStep;
 
 use super::error::{ErrorKind, Fault};
 use super::exec::Machine;
+use super::thread_u32;
 
 const WARPGROUP: u32 = 128;
 
@@ -84,18 +85,18 @@ impl Machine<'_, '_> {
         let wrong = self.turns.holding.iter().position(|&held| held == taking);
         if let Some(group) = wrong {
             let (barrier, why) = if taking {
-                let barrier = ring.1 + group as u32;
+                let barrier = ring.1 + thread_u32(group);
                 let why = "it already holds the turn, and the turn it waits for is handed on only \
                            after its own: a deadlock";
                 (barrier, why)
             } else {
-                let barrier = ring.1 + (group as u32 + 1) % ring.0;
+                let barrier = ring.1 + (thread_u32(group) + 1) % ring.0;
                 let why = "it does not hold the turn, so the next warpgroup would run out of turn";
                 (barrier, why)
             };
             let message =
                 format!("{step:?} by warpgroup {group} on named barrier {barrier}: {why}");
-            return Err(self.turn_fault(message, Some(group as u32 * WARPGROUP)));
+            return Err(self.turn_fault(message, Some(thread_u32(group) * WARPGROUP)));
         }
         for held in &mut self.turns.holding {
             *held = taking;
@@ -111,7 +112,7 @@ impl Machine<'_, '_> {
                 "End while warpgroup {group} holds the turn: the warpgroup after it waits for a \
                  turn nobody hands on"
             );
-            return Err(self.turn_fault(message, Some(group as u32 * WARPGROUP)));
+            return Err(self.turn_fault(message, Some(thread_u32(group) * WARPGROUP)));
         }
         self.turns.clear();
         Ok(())

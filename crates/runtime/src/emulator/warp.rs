@@ -23,6 +23,7 @@ use tilec_ir::thread::{
 
 use super::error::{ErrorKind, Fault};
 use super::exec::Machine;
+use super::{index_i64, small_usize, thread_u32};
 
 const WARP: usize = 32;
 
@@ -119,7 +120,7 @@ impl<'p> Machine<'p, '_> {
             *queue = AsyncQueue::default();
             if count > 0 {
                 let kind = ErrorKind::AsyncNeverWaited { count };
-                return Err(self.fault(kind, Some(thread as u32)));
+                return Err(self.fault(kind, Some(thread_u32(thread))));
             }
         }
         Ok(())
@@ -128,13 +129,14 @@ impl<'p> Machine<'p, '_> {
     /// The warps `active` consists of, each as its 32 threads in lane order; an error when a warp
     /// is only partly active.
     fn whole_warps(&self, active: &[u32], instruction: &'static str) -> Result<Vec<u32>, Fault> {
-        let mut warps: Vec<u32> = active.iter().map(|&t| t / WARP as u32).collect();
+        let warp_u32 = thread_u32(WARP);
+        let mut warps: Vec<u32> = active.iter().map(|&t| t / warp_u32).collect();
         warps.dedup();
         for &warp in &warps {
-            let lanes = active.iter().filter(|&&t| t / WARP as u32 == warp).count();
+            let lanes = active.iter().filter(|&&t| t / warp_u32 == warp).count();
             if lanes != WARP {
                 let kind = ErrorKind::PartialWarp { instruction, warp };
-                return Err(self.fault(kind, Some(warp * WARP as u32)));
+                return Err(self.fault(kind, Some(warp * warp_u32)));
             }
         }
         Ok(warps)
@@ -176,7 +178,8 @@ impl<'p> Machine<'p, '_> {
             let base = warp as usize * WARP;
             for provider in 0..(8 * matrices as usize) {
                 let row = rows[base + provider];
-                self.check_vector_index(src, row, 16 / bytes as u32, (base + provider) as u32)?;
+                let vector = thread_u32(16 / bytes);
+                self.check_vector_index(src, row, vector, thread_u32(base + provider))?;
             }
             for lane in 0..WARP {
                 for q in 0..matrices as usize {
@@ -186,9 +189,9 @@ impl<'p> Machine<'p, '_> {
                         } else {
                             (lane / 4, per * (lane % 4) + e)
                         };
-                        readers.push((base + lane) as u32);
-                        sources.push(rows[base + 8 * q + row] + col as i64);
-                        stores.push(targets[base + lane] + (per * q + e) as i64);
+                        readers.push(thread_u32(base + lane));
+                        sources.push(rows[base + 8 * q + row] + index_i64(col));
+                        stores.push(targets[base + lane] + index_i64(per * q + e));
                     }
                 }
             }
@@ -233,20 +236,21 @@ impl<'p> Machine<'p, '_> {
         let b_at = self.per_thread(b_index, active, b)?;
         let c_at = self.per_thread(c_index, active, c)?;
         for warp in warps {
-            let lanes: Vec<u32> = (0..WARP as u32).map(|l| warp * WARP as u32 + l).collect();
+            let warp_u32 = thread_u32(WARP);
+            let lanes: Vec<u32> = (0..warp_u32).map(|l| warp * warp_u32 + l).collect();
             let registers = |at: &[i64], count: usize| -> (Vec<u32>, Vec<i64>) {
                 let mut threads = Vec::with_capacity(WARP * count);
                 let mut indices = Vec::with_capacity(WARP * count);
                 for &thread in &lanes {
                     for r in 0..count {
                         threads.push(thread);
-                        indices.push(at[thread as usize] + r as i64);
+                        indices.push(at[thread as usize] + index_i64(r));
                     }
                 }
                 (threads, indices)
             };
-            let (a_threads, a_indices) = registers(&a_at, mma_a_registers(bytes) as usize);
-            let (b_threads, b_indices) = registers(&b_at, mma_b_registers(bytes) as usize);
+            let (a_threads, a_indices) = registers(&a_at, small_usize(mma_a_registers(bytes)));
+            let (b_threads, b_indices) = registers(&b_at, small_usize(mma_b_registers(bytes)));
             let (c_threads, c_indices) = registers(&c_at, 4);
             let a_values = self.gather(a, &a_threads, &a_indices)?;
             let b_values = self.gather(b, &b_threads, &b_indices)?;
@@ -300,7 +304,7 @@ impl<'p> Machine<'p, '_> {
         let Some(info) = self.buffers.get(buffer) else {
             return Err(self.malformed_fault("buffer id out of range"));
         };
-        let positions: Vec<u32> = (0..threads.len() as u32).collect();
+        let positions: Vec<u32> = (0..thread_u32(threads.len())).collect();
         let mut values = vec![0.0; threads.len()];
         let loaded = self
             .memory
@@ -351,18 +355,18 @@ impl MmaForm {
 
 /// The tables of [`tilec_ir::thread::Stmt::Mma`] over `usize` lanes and registers.
 fn a_element(bytes: i64, lane: usize, r: usize) -> (usize, usize) {
-    let (i, j) = mma_a_element(bytes, lane as i64, r as i64);
-    (i as usize, j as usize)
+    let (i, j) = mma_a_element(bytes, index_i64(lane), index_i64(r));
+    (small_usize(i), small_usize(j))
 }
 
 fn b_element(bytes: i64, lane: usize, r: usize) -> (usize, usize) {
-    let (k, n) = mma_b_element(bytes, lane as i64, r as i64);
-    (k as usize, n as usize)
+    let (k, n) = mma_b_element(bytes, index_i64(lane), index_i64(r));
+    (small_usize(k), small_usize(n))
 }
 
 fn c_element(lane: usize, r: usize) -> (usize, usize) {
-    let (i, j) = mma_c_element(lane as i64, r as i64);
-    (i as usize, j as usize)
+    let (i, j) = mma_c_element(index_i64(lane), index_i64(r));
+    (small_usize(i), small_usize(j))
 }
 
 /// One warp's `D = A × B + C` on registers in lane order. Products of 16-bit, tf32 and fp8 values
@@ -372,9 +376,9 @@ fn c_element(lane: usize, r: usize) -> (usize, usize) {
 fn mma_m16n8(form: MmaForm, a: &[f64], b: &[f64], c: &[f64]) -> Vec<f64> {
     let bytes = form.bytes();
     let (depth, a_count, b_count) = (
-        mma_k(bytes) as usize,
-        mma_a_registers(bytes) as usize,
-        mma_b_registers(bytes) as usize,
+        small_usize(mma_k(bytes)),
+        small_usize(mma_a_registers(bytes)),
+        small_usize(mma_b_registers(bytes)),
     );
     let input = |value: f64| match form {
         MmaForm::Tf32 => round_to_tf32(value),
@@ -399,14 +403,20 @@ fn mma_m16n8(form: MmaForm, a: &[f64], b: &[f64], c: &[f64]) -> Vec<f64> {
             let products: f64 = (0..depth).map(|k| a_tile[row][k] * b_tile[k][col]).sum();
             let accumulated = c[lane * 4 + r];
             d[lane * 4 + r] = match form {
-                MmaForm::Int8 => {
-                    f64::from((accumulated as i64).wrapping_add(products as i64) as i32)
-                }
+                MmaForm::Int8 => wrapping_s32_sum(accumulated, products),
                 MmaForm::Half | MmaForm::Tf32 | MmaForm::Fp8 => accumulated + products,
             };
         }
     }
     d
+}
+
+/// `accumulated + products` as the hardware's s32 accumulation computes it, wrapping. Both are
+/// whole numbers (an s32 register and a sum of at most 32 products of 8-bit integers), exact in
+/// i64; the sum wraps to 32 bits, on purpose.
+#[allow(clippy::cast_possible_truncation)]
+pub(super) fn wrapping_s32_sum(accumulated: f64, products: f64) -> f64 {
+    f64::from((accumulated as i64).wrapping_add(products as i64) as i32)
 }
 
 #[cfg(test)]
@@ -417,16 +427,16 @@ mod tests {
     #[test]
     fn fragment_tables_cover_their_tiles_once() {
         for bytes in [1, 2, 4] {
-            let depth = mma_k(bytes) as usize;
+            let depth = small_usize(mma_k(bytes));
             let mut a = vec![[0u32; 32]; 16];
             let mut b = vec![[0u32; 8]; 32];
             let mut c = [[0u32; 8]; 16];
             for lane in 0..WARP {
-                for r in 0..mma_a_registers(bytes) as usize {
+                for r in 0..small_usize(mma_a_registers(bytes)) {
                     let (i, j) = a_element(bytes, lane, r);
                     a[i][j] += 1;
                 }
-                for r in 0..mma_b_registers(bytes) as usize {
+                for r in 0..small_usize(mma_b_registers(bytes)) {
                     let (k, n) = b_element(bytes, lane, r);
                     b[k][n] += 1;
                 }

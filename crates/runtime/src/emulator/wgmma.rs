@@ -30,6 +30,10 @@ use tilec_ir::thread::{
 use super::error::{ErrorKind, Fault};
 use super::exec::Machine;
 use super::memory::Place;
+use super::{index_i64, small_usize, thread_u32};
+
+/// [`WARPGROUP`] as the `u32` thread numbers are.
+const WARPGROUP_U32: u32 = 128;
 
 const WARPGROUP: usize = 128;
 /// How a partial warpgroup names the instruction.
@@ -180,7 +184,7 @@ impl<'p> Machine<'p, '_> {
             *queue = WgmmaQueue::default();
             if count > 0 {
                 let kind = ErrorKind::WgmmaNeverWaited { count };
-                return Err(self.fault(kind, Some((slot * WARPGROUP) as u32)));
+                return Err(self.fault(kind, Some(thread_u32(slot * WARPGROUP))));
             }
         }
         Ok(())
@@ -224,8 +228,8 @@ impl<'p> Machine<'p, '_> {
         let starts = self.per_thread(descriptor.start, active, buffer)?;
         let issued = IssuedShared {
             buffer,
-            base: offset as i64,
-            start: offset as i64,
+            base: index_i64(offset),
+            start: index_i64(offset),
             layout: descriptor.layout,
         };
         Ok((issued, starts))
@@ -257,14 +261,14 @@ impl<'p> Machine<'p, '_> {
             );
             return Err(self.malformed_fault(&message));
         }
-        let depth = mma_k(a_size as i64) as usize;
+        let depth = small_usize(mma_k(index_i64(a_size)));
         let b_tile = self.descriptor_tile(&issued.b, (depth, n), issued.first, true)?;
         let a_tile = match &issued.a {
             IssuedA::Shared(shared) => {
                 self.descriptor_tile(shared, (64, depth), issued.first, false)?
             }
             IssuedA::Registers { buffer, at } => {
-                self.register_a_tile(*buffer, at, (issued.first, a_size as i64))?
+                self.register_a_tile(*buffer, at, (issued.first, index_i64(a_size)))?
             }
         };
         // tf32 inputs are rounded as `cvt.rna` does; the others are exact in f64.
@@ -274,20 +278,20 @@ impl<'p> Machine<'p, '_> {
         let mut c_indices = Vec::with_capacity(WARPGROUP * n / 2);
         for (local, &first_register) in issued.c_at.iter().enumerate() {
             for r in 0..n / 2 {
-                c_threads.push(issued.first + local as u32);
-                c_indices.push(first_register + r as i64);
+                c_threads.push(issued.first + thread_u32(local));
+                c_indices.push(first_register + index_i64(r));
             }
         }
         let mut d_values = self.gather(issued.c, &c_threads, &c_indices)?;
         for (slot, value) in d_values.iter_mut().enumerate() {
             let (thread, r) = (slot / (n / 2), slot % (n / 2));
-            let (row, col) = wgmma_c_element(thread as i64, r as i64);
-            let (row, col) = (row as usize, col as usize);
+            let (row, col) = wgmma_c_element(index_i64(thread), index_i64(r));
+            let (row, col) = (small_usize(row), small_usize(col));
             let products: f64 = (0..depth)
                 .map(|k| input(a_tile[row * depth + k]) * input(b_tile[k * n + col]))
                 .sum();
             *value = if integer {
-                f64::from((*value as i64).wrapping_add(products as i64) as i32)
+                super::warp::wrapping_s32_sum(*value, products)
             } else {
                 *value + products
             };
@@ -302,22 +306,22 @@ impl<'p> Machine<'p, '_> {
         active: &[u32],
         instruction: &'static str,
     ) -> Result<Vec<u32>, Fault> {
-        let mut groups: Vec<u32> = active.iter().map(|&t| t / WARPGROUP as u32).collect();
+        let mut groups: Vec<u32> = active.iter().map(|&t| t / WARPGROUP_U32).collect();
         groups.dedup();
         for &group in &groups {
             let members = active
                 .iter()
-                .filter(|&&t| t / WARPGROUP as u32 == group)
+                .filter(|&&t| t / WARPGROUP_U32 == group)
                 .count();
             if members != WARPGROUP {
                 let kind = ErrorKind::PartialWarp {
                     instruction,
                     warp: group * 4,
                 };
-                return Err(self.fault(kind, Some(group * WARPGROUP as u32)));
+                return Err(self.fault(kind, Some(group * WARPGROUP_U32)));
             }
         }
-        Ok(groups.iter().map(|g| g * WARPGROUP as u32).collect())
+        Ok(groups.iter().map(|g| g * WARPGROUP_U32).collect())
     }
 
     /// A `rows × cols` operand tile read through a descriptor, row-major, as warpgroup `first`
@@ -330,12 +334,14 @@ impl<'p> Machine<'p, '_> {
         first: u32,
         k_rows: bool,
     ) -> Result<Vec<f64>, Fault> {
-        let size = self.buffers.get(shared.buffer).map_or(2, |info| info.size) as i64;
+        let size = index_i64(self.buffers.get(shared.buffer).map_or(2, |info| info.size));
         let mut indices = Vec::with_capacity(rows * cols);
         for row in 0..rows {
             for col in 0..cols {
                 let (mn, k) = if k_rows { (col, row) } else { (row, col) };
-                let relative = shared.layout.element_offset(mn as i64, k as i64, size);
+                let relative = shared
+                    .layout
+                    .element_offset(index_i64(mn), index_i64(k), size);
                 let address = shared.layout.swizzle.apply(shared.start + relative);
                 indices.push((address - shared.base).div_euclid(size));
             }
@@ -353,22 +359,25 @@ impl<'p> Machine<'p, '_> {
         at: &[i64],
         (first, bytes): (u32, i64),
     ) -> Result<Vec<f64>, Fault> {
-        let (depth, count) = (mma_k(bytes) as usize, mma_a_registers(bytes) as usize);
+        let (depth, count) = (
+            small_usize(mma_k(bytes)),
+            small_usize(mma_a_registers(bytes)),
+        );
         let mut readers = Vec::with_capacity(WARPGROUP * count);
         let mut indices = Vec::with_capacity(WARPGROUP * count);
         for (local, &start) in at.iter().enumerate() {
             for r in 0..count {
-                readers.push(first + local as u32);
-                indices.push(start + r as i64);
+                readers.push(first + thread_u32(local));
+                indices.push(start + index_i64(r));
             }
         }
         let values = self.gather(buffer, &readers, &indices)?;
         let mut tile = vec![0.0; 64 * depth];
         for (slot, value) in values.into_iter().enumerate() {
             let (local, r) = (slot / count, slot % count);
-            let (row, col) = mma_a_element(bytes, local as i64 % 32, r as i64);
-            let row = row as usize + 16 * (local / 32);
-            tile[row * depth + col as usize] = value;
+            let (row, col) = mma_a_element(bytes, index_i64(local % 32), index_i64(r));
+            let row = small_usize(row) + 16 * (local / 32);
+            tile[row * depth + small_usize(col)] = value;
         }
         Ok(tile)
     }
