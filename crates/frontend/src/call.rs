@@ -429,10 +429,11 @@ impl Builder<'_> {
             }
             Value::Dict(entries) => {
                 let key = self.eval(env, slice)?;
-                let needle = key.to_const();
+                // Equality as `==` has it: a TileLang dtype is a `str` subclass, so `T.float16`
+                // finds the key "float16" (`str2dtype[dtype]`).
                 entries
                     .iter()
-                    .find(|(k, _)| needle.is_some() && k.to_const() == needle)
+                    .find(|(k, _)| crate::eval::values_equal(&key, k) == Some(true))
                     .map(|(_, v)| v.clone())
                     .ok_or_else(|| {
                         self.error(
@@ -1442,10 +1443,11 @@ fn is_instance<'a>(value: &Value<'a>, ty: &Value<'a>) -> Option<bool> {
 fn dict_method<'a>(entries: &[(Value<'a>, Value<'a>)], name: &str, args: &Args<'a>) -> Value<'a> {
     match name {
         "get" => {
-            let needle = args.get(0, "key").and_then(Value::to_const);
-            let found = entries
-                .iter()
-                .find(|(key, _)| needle.is_some() && key.to_const() == needle);
+            let found = args.get(0, "key").and_then(|needle| {
+                entries
+                    .iter()
+                    .find(|(key, _)| crate::eval::values_equal(needle, key) == Some(true))
+            });
             match found {
                 Some((_, value)) => value.clone(),
                 None => args.get(1, "default").cloned().unwrap_or(Value::None),

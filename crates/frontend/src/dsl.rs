@@ -29,7 +29,7 @@ mod warp;
 mod workspace;
 
 /// `T.*` names tilec knows but does not implement yet, with what to say about them.
-const NOT_YET: &[&str] = &["async_copy", "grid", "print", "gemm_sp", "transpose"];
+const NOT_YET: &[&str] = &["async_copy", "print", "gemm_sp", "transpose"];
 
 /// Operations of Blackwell (sm_100 and later) only: tensor memory, `tcgen05` and thread-block
 /// clusters as TileLang exposes them there.
@@ -64,6 +64,7 @@ impl Builder<'_> {
     pub(crate) fn dsl_call<'a>(&mut self, name: &str, args: Args<'a>) -> Eval<Value<'a>> {
         match name {
             "Tensor" | "Buffer" => self.tensor_type(args),
+            "grid" => self.grid_frame(args),
             "StridedTensor" => self.strided_tensor_type(args),
             "Kernel" => self.kernel_frame(args),
             "Parallel" | "Pipelined" | "serial" | "Serial" | "unroll" | "Unroll" | "vectorized"
@@ -932,16 +933,21 @@ impl Builder<'_> {
                 }
             }
         }
+        let mut step = None;
         if matches!(name, "serial" | "Serial" | "unroll" | "Unroll") {
             match args.get(2, "step") {
                 None | Some(Value::None) | Some(Value::Int(1)) => {}
                 Some(Value::Poison) => return Err(Stop),
+                Some(&Value::Int(value)) if value != 0 && bounds.len() >= 2 => {
+                    step = Some(value);
+                }
                 Some(_) => {
                     return Err(self.error(
                         Code::NotAnalysed,
                         args.span_of(2, "step"),
                         format!(
-                            "a `T.{name}` loop with a step other than 1 is not supported by tilec"
+                            "a `T.{name}` loop whose step is not a non-zero integer known at \
+                             compile time is not supported by tilec"
                         ),
                     ));
                 }
@@ -969,16 +975,34 @@ impl Builder<'_> {
                     "loop bounds must be integers",
                 ));
             };
-            let count = self.world.exprs.sub(stop, start);
+            let span = self.world.exprs.sub(stop, start);
+            // `T.serial(start, stop, step)` runs `ceil((stop - start) / step)` times (none when
+            // that is negative), as Python's `range`.
+            let count = match step {
+                Some(step) => {
+                    let exprs = &mut self.world.exprs;
+                    let (span, by) = if step > 0 {
+                        (span, exprs.int(step))
+                    } else {
+                        (exprs.neg(span), exprs.int(step.saturating_neg()))
+                    };
+                    let count = exprs.ceildiv(span, by);
+                    let zero = exprs.int(0);
+                    exprs.max(count, zero)
+                }
+                None => span,
+            };
             if kind == LoopKind::Parallel {
                 // The lower-case TIR `parallel` is TileLang's parallel loop (`ForKind::kParallel`),
                 // which must run at least once to have a layout.
                 self.check_extent(count, 1, i64::MAX, bounds[1].1, "a loop extent")?;
             }
+            let step = step.map(|step| self.world.exprs.int(step));
             return Ok(Value::LoopFrame {
                 kind,
                 extents: vec![count],
                 start: Some(start),
+                step,
             });
         }
         if extents.is_empty() {
@@ -992,6 +1016,37 @@ impl Builder<'_> {
             kind,
             extents,
             start: None,
+            step: None,
+        })
+    }
+
+    /// `T.grid(*extents)`: TIR's nest of serial loops, one per extent, outermost first.
+    fn grid_frame<'a>(&mut self, args: Args<'a>) -> Eval<Value<'a>> {
+        let mut extents = Vec::new();
+        for (value, span) in &args.positional {
+            match self.runtime_index(value, *span) {
+                Some(extent) => {
+                    self.check_extent(extent, 0, i64::MAX, *span, "a loop extent")?;
+                    extents.push(extent);
+                }
+                None => {
+                    let what = value.describe();
+                    return Err(self.error(
+                        Code::InvalidCall,
+                        *span,
+                        format!("loop extents must be integers, found {what}"),
+                    ));
+                }
+            }
+        }
+        if extents.is_empty() {
+            return Err(self.error(Code::InvalidCall, args.span, "`T.grid` needs a loop extent"));
+        }
+        Ok(Value::LoopFrame {
+            kind: LoopKind::Serial,
+            extents,
+            start: None,
+            step: None,
         })
     }
 
@@ -1535,6 +1590,12 @@ impl Builder<'_> {
                 "a layout's shape must be known at compile time",
             ));
         };
+        if kind == LayoutKind::Fragment
+            && args.get(1, "forward_fn").is_none()
+            && args.keyword("forward_thread_fn").is_some()
+        {
+            return self.fragment_of_thread_fn(shape, &args);
+        }
         let function = match kind {
             LayoutKind::Fragment => args.get(1, "forward_fn"),
             LayoutKind::Layout => args
@@ -1595,6 +1656,149 @@ impl Builder<'_> {
             vars,
             outputs,
         })))
+    }
+
+    /// `T.Fragment(shape, forward_thread_fn=t, forward_index_fn=f)`: the thread of each element
+    /// from `t`, its register from `f` or, without one, as TileLang infers it: the dimensions the
+    /// thread does not use, flattened row-major (`forward_thread_fn=lambda i, j: i` keeps row `i`
+    /// on thread `i`, its elements in registers `j`). TileLang also splits dimensions the thread
+    /// uses only in part; tilec checks that the pairs (thread, register) tell every element apart
+    /// and says plainly when they do not.
+    fn fragment_of_thread_fn<'a>(&mut self, shape: Vec<i64>, args: &Args<'a>) -> Eval<Value<'a>> {
+        if !matches!(args.keyword("replicate"), None | Some(Value::Int(1))) {
+            return Err(self.error(
+                Code::NotAnalysed,
+                args.span,
+                "a `T.Fragment` with `forward_thread_fn=` and `replicate=` is not supported by \
+                 tilec yet",
+            ));
+        }
+        let names = ["i", "j", "k", "l", "m", "n"];
+        let vars: Vec<_> = shape
+            .iter()
+            .enumerate()
+            .map(|(dim, &extent)| {
+                self.world
+                    .exprs
+                    .var(names.get(dim).unwrap_or(&"x"), Some(extent))
+            })
+            .collect();
+        let call = |builder: &mut Self, key: &str| -> Eval<Option<Vec<ExprId>>> {
+            let Some(Value::Function(function)) = args.keyword(key).cloned() else {
+                return Ok(None);
+            };
+            let positional = vars
+                .iter()
+                .map(|&var| (Value::Index(builder.world.exprs.var_expr(var)), args.span))
+                .collect();
+            let result = builder.call_function(
+                &function,
+                Args {
+                    positional,
+                    keywords: Vec::new(),
+                    span: args.span,
+                },
+                args.span,
+            )?;
+            let items = match result {
+                Value::Tuple(items) | Value::List(items) => items.to_vec(),
+                single => vec![single],
+            };
+            items
+                .iter()
+                .map(|item| builder.index_expr(item))
+                .collect::<Option<Vec<_>>>()
+                .map(Some)
+                .ok_or_else(|| {
+                    builder.error(
+                        Code::InvalidCall,
+                        args.span,
+                        "a layout function must return integer expressions",
+                    )
+                })
+        };
+        let Some(thread) = call(self, "forward_thread_fn")? else {
+            return Err(self.error(
+                Code::InvalidCall,
+                args.span,
+                "`forward_thread_fn=` must be a function of the fragment's indices",
+            ));
+        };
+        let [thread] = thread[..] else {
+            return Err(self.error(
+                Code::InvalidCall,
+                args.span,
+                "`forward_thread_fn=` returns one thread index",
+            ));
+        };
+        let index = match call(self, "forward_index_fn")? {
+            Some(index) => index,
+            None => {
+                let used = self.world.exprs.vars_of(thread);
+                let (unused, extents): (Vec<ExprId>, Vec<ExprId>) = vars
+                    .iter()
+                    .zip(&shape)
+                    .filter(|(var, _)| !used.contains(var))
+                    .map(|(&var, &extent)| {
+                        (self.world.exprs.var_expr(var), self.world.exprs.int(extent))
+                    })
+                    .unzip();
+                vec![self.world.exprs.flatten_row_major(&unused, &extents)]
+            }
+        };
+        if !self.tells_elements_apart(&shape, &vars, thread, &index) {
+            return Err(self.error(
+                Code::NotAnalysed,
+                args.span,
+                "this `T.Fragment`'s thread uses only part of a dimension, so tilec cannot infer \
+                 which register holds each element: give `forward_index_fn=` as well",
+            ));
+        }
+        let mut outputs = vec![thread];
+        outputs.extend(index);
+        Ok(Value::Layout(Rc::new(LayoutAnnotation {
+            kind: LayoutKind::Fragment,
+            shape,
+            vars,
+            outputs,
+        })))
+    }
+
+    /// Whether no two elements of `shape` share a (thread, register) pair, tried point by point
+    /// (fragments that tilec compiles have at most 2^20 elements).
+    fn tells_elements_apart(
+        &self,
+        shape: &[i64],
+        vars: &[tilec_ir::VarId],
+        thread: ExprId,
+        index: &[ExprId],
+    ) -> bool {
+        let total: i64 = shape.iter().product();
+        if total > 1 << 20 {
+            return false;
+        }
+        let mut seen = rustc_hash::FxHashSet::default();
+        let mut point = vec![0i64; shape.len()];
+        for _ in 0..total {
+            let value_of =
+                |var: tilec_ir::VarId| vars.iter().position(|&v| v == var).map(|dim| point[dim]);
+            let pair: Option<Vec<i64>> = std::iter::once(thread)
+                .chain(index.iter().copied())
+                .map(|e| self.world.exprs.eval(e, &value_of))
+                .collect();
+            let Some(pair) = pair else { return false };
+            if !seen.insert(pair) {
+                return false;
+            }
+            for dim in (0..shape.len()).rev() {
+                point[dim] += 1;
+                if point[dim] < shape[dim] {
+                    break;
+                }
+                point[dim] = 0;
+            }
+        }
+        true
     }
 
     pub(crate) fn intrinsic<'a>(&mut self, name: &str, args: Args<'a>) -> Eval<Value<'a>> {

@@ -1295,7 +1295,7 @@ fn meta_compare(op: CmpOp, lhs: &Value<'_>, rhs: &Value<'_>) -> Option<bool> {
 
 /// Python `==` of compile-time values; TileLang's dtypes are `str` subclasses, so a dtype equals
 /// its name (`"float16" in [T.float16, T.bfloat16]` is true). `None` when either is symbolic.
-fn values_equal(lhs: &Value<'_>, rhs: &Value<'_>) -> Option<bool> {
+pub(crate) fn values_equal(lhs: &Value<'_>, rhs: &Value<'_>) -> Option<bool> {
     Some(match (lhs, rhs) {
         (Value::DType(a), Value::DType(b)) => a == b,
         (Value::DType(a), Value::Str(b)) | (Value::Str(b), Value::DType(a)) => {

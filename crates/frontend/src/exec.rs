@@ -238,6 +238,9 @@ impl Builder<'_> {
             Stmt::Break(_) => return Ok(Flow::Break),
             Stmt::Continue(_) => return Ok(Flow::Continue),
             Stmt::Raise(_) => {
+                // As a failed `assert`: the branch that raises may be taken only for the values
+                // tilec assumed (`if n_i % 2: raise ...` with `n_i` a representative).
+                self.reject_assumptions();
                 return Err(self.error(
                     Code::MetaError,
                     span,
@@ -535,17 +538,26 @@ impl Builder<'_> {
     fn exec_for<'a>(&mut self, env: &Env<'a>, for_stmt: &'a StmtFor) -> Eval<Flow<'a>> {
         let span = range_span(for_stmt);
         let iterable = self.eval(env, &for_stmt.iter)?;
-        let (kind, extents, start) = match iterable {
+        let (kind, extents, start, step) = match iterable {
+            Value::LoopFrame {
+                kind: LoopKind::Serial,
+                extents,
+                start: None,
+                step: None,
+            } if extents.len() > 1 => {
+                return self.serial_nest(env, for_stmt, &extents);
+            }
             Value::LoopFrame {
                 kind,
                 extents,
                 start,
-            } => (kind, extents, start),
+                step,
+            } => (kind, extents, start, step),
             Value::Range { start, stop, step } if self.block.is_some() && step == 1 => {
                 // Inside a kernel, `range` is `T.serial`, as in TileLang.
                 let count = self.world.exprs.int((stop - start).max(0));
                 let offset = (start != 0).then(|| self.world.exprs.int(start));
-                (LoopKind::Serial, vec![count], offset)
+                (LoopKind::Serial, vec![count], offset, None)
             }
             Value::PersistentFrame(tiles) => return self.persistent_loop(env, for_stmt, &tiles),
             Value::ThreadBinding(index) => {
@@ -576,6 +588,9 @@ impl Builder<'_> {
             let var = self.world.exprs.var(name, bound);
             vars.push(var);
             let mut value = self.world.exprs.var_expr(var);
+            if let Some(step) = step {
+                value = self.world.exprs.mul(value, step);
+            }
             if let Some(start) = start {
                 value = self.world.exprs.add(value, start);
             }
@@ -595,6 +610,7 @@ impl Builder<'_> {
                 kind: LoopKind::Parallel,
                 extents: inner_extents,
                 start: None,
+                step: None,
             } = self.eval(env, &inner.iter)?
             else {
                 break;
@@ -631,6 +647,51 @@ impl Builder<'_> {
         );
         self.in_block(Block::Body(entity), |builder| builder.exec_body(env, body))?;
         Ok(Flow::Normal)
+    }
+
+    /// `for i, j in T.grid(m, n):` — a serial loop per extent, each nested in the one before, as
+    /// TIR builds it: the body runs in the innermost.
+    fn serial_nest<'a>(
+        &mut self,
+        env: &Env<'a>,
+        for_stmt: &'a StmtFor,
+        extents: &[tilec_ir::ExprId],
+    ) -> Eval<Flow<'a>> {
+        let span = range_span(for_stmt);
+        let names = loop_targets(&for_stmt.target);
+        if names.len() != extents.len() {
+            return Err(self.error(
+                Code::InvalidCall,
+                expr_span(&for_stmt.target),
+                format!(
+                    "this loop has {} dimension(s) but binds {} name(s)",
+                    extents.len(),
+                    names.len()
+                ),
+            ));
+        }
+        let mut entered = Vec::new();
+        for (name, &extent) in names.iter().zip(extents) {
+            let entity = self.add_kernel_entity(EntityKind::Loop, "a TileLang loop", span)?;
+            let var = self.world.exprs.var(name, self.world.exprs.as_int(extent));
+            let value = self.world.exprs.var_expr(var);
+            bind(env, name, Value::Index(value));
+            self.world.names.set(entity, name.clone());
+            self.world.loops.set(
+                entity,
+                LoopInfo {
+                    kind: LoopKind::Serial,
+                    vars: vec![var],
+                    extents: vec![extent],
+                },
+            );
+            entered.push(self.block.replace(Block::Body(entity)));
+        }
+        let result = self.exec_body(env, &for_stmt.body);
+        if let Some(outer) = entered.into_iter().next() {
+            self.block = outer;
+        }
+        result.map(|_| Flow::Normal)
     }
 
     /// `for c0, ..., cn in T.Persistent(domain, wave_size, index, group_size):` as TileLang builds

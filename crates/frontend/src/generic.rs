@@ -47,6 +47,8 @@ fn representatives(name: &str, kind: GenericKind) -> Vec<ConstValue> {
             ConstValue::DType(DType::Int32),
         ],
         GenericKind::Bool => vec![ConstValue::Bool(false), ConstValue::Bool(true)],
+        // Never assumed (see `generic_value`); `None` keeps the list non-empty all the same.
+        GenericKind::Function => vec![ConstValue::None],
         GenericKind::Int if lower.contains("stage") => ints(&[2, 1, 3, 4]),
         GenericKind::Int if lower.contains("split") => ints(&[1, 2, 4, 8]),
         // The hyperparameters of convolutions and pooling, by PyTorch's names (`stride_w`,
@@ -67,6 +69,8 @@ enum GenericKind {
     Int,
     DType,
     Bool,
+    /// A function the caller passes (`op_func`, `score_fn`, annotated `Callable`).
+    Function,
 }
 
 fn generic_kind(name: &str, annotation: Option<&Expr>) -> GenericKind {
@@ -77,6 +81,7 @@ fn generic_kind(name: &str, annotation: Option<&Expr>) -> GenericKind {
         Some(other) if other.ends_with("dtype") || other.ends_with("DataType") => {
             return GenericKind::DType;
         }
+        Some(other) if other.ends_with("Callable") => return GenericKind::Function,
         _ => {}
     }
     let lower = name.to_ascii_lowercase();
@@ -91,8 +96,11 @@ fn generic_kind(name: &str, annotation: Option<&Expr>) -> GenericKind {
     ]
     .iter()
     .any(|flag| lower == *flag || lower.ends_with(&format!("_{flag}")));
+    let function = lower.ends_with("func") || lower.ends_with("_fn") || lower == "fn";
     if lower.contains("dtype") {
         GenericKind::DType
+    } else if function {
+        GenericKind::Function
     } else if torch_flag
         || ["is_", "use_", "enable_", "has_", "with_", "do_"]
             .iter()
@@ -182,6 +190,13 @@ impl Builder<'_> {
     /// int the kernel allows to be symbolic, an assumed value otherwise.
     pub(crate) fn generic_value<'a>(&mut self, name: &str, annotation: Option<&Expr>) -> Value<'a> {
         let kind = generic_kind(name, annotation);
+        if kind == GenericKind::Function {
+            // An elementwise kernel's `op_func` is whatever its caller passes: nothing tilec could
+            // assume for it means anything, and calling it says so (`not-analysed`).
+            return Value::Opaque(std::rc::Rc::from(format!(
+                "`{name}`, a function its callers pass"
+            )));
+        }
         let configured = self.config_values.iter().any(|(n, ..)| n == name);
         let concrete = self.concrete_generics.iter().any(|n| n == name);
         if kind == GenericKind::Int && !configured && !concrete {

@@ -179,6 +179,9 @@ pub(crate) enum Value<'a> {
         kind: LoopKind,
         extents: Vec<ExprId>,
         start: Option<ExprId>,
+        /// The distance between consecutive values of a one-variable loop (`T.serial(0, n, 2)`),
+        /// `None` for 1: the variable is `start + i * step` for `i` in `0..extent`.
+        step: Option<ExprId>,
     },
     Layout(Rc<LayoutAnnotation>),
     /// `T.Persistent(domain, wave_size, index, group_size)`, waiting for its `for`.

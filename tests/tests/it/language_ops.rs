@@ -315,3 +315,83 @@ fn integer_max_and_min_reductions_start_at_the_types_extremes() {
     assert_matches("Hi", &tensors[1], maxima);
     assert_matches("Lo", &tensors[2], minima);
 }
+
+/// `T.grid(m, n)` is a nest of serial loops, `T.serial(start, stop, step)` steps as `range` does
+/// (down as well as up), and a view of a tensor parameter made before `T.Kernel` addresses its
+/// elements: B[r, c] = sum over the even k of A's row (through a flat view), A2[r, c] = the odd-k
+/// sum counted down, as a reference computes here.
+#[test]
+fn grid_loops_stepped_serial_loops_and_views_before_the_kernel() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[1, 2])
+def steps(R=4, C=8, K=16):
+    @T.prim_func
+    def main(
+        A: T.Tensor((R, C, K), "float32"),
+        B: T.Tensor((R, C), "float32"),
+        D: T.Tensor((R, C), "float32"),
+    ):
+        flat = T.Tensor((R * C, K), "float32", A.data)
+        with T.Kernel(1, threads=32) as bx:
+            for r, c in T.grid(R, C):
+                even = T.alloc_var("float32")
+                odd = T.alloc_var("float32")
+                even = 0.0
+                odd = 0.0
+                for k in T.serial(0, K, 2):
+                    even += flat[r * C + c, k]
+                for k in T.serial(K - 1, 0, -2):
+                    odd += A[r, c, k]
+                B[r, c] = even
+                D[r, c] = odd
+
+    return main
+"#;
+    let (tensors, _) = run(source, "");
+    let a = &tensors[0].values;
+    let (rows, cols, depth) = (4, 8, 16);
+    let mut even = Vec::new();
+    let mut odd = Vec::new();
+    for r in 0..rows {
+        for c in 0..cols {
+            let at = |k: usize| a[(r * cols + c) * depth + k];
+            even.push((0..depth).step_by(2).map(at).sum());
+            odd.push((1..depth).rev().step_by(2).map(at).sum());
+        }
+    }
+    assert_matches("B", &tensors[1], even);
+    assert_matches("D", &tensors[2], odd);
+}
+
+/// `T.Fragment(shape, forward_thread_fn=...)` without an index function: TileLang gives each
+/// thread the elements of the dimensions its thread formula leaves out, in row-major order, and
+/// so does tilec (row `i` on thread `i`, its 16 columns in registers 0..16). The values go through
+/// the annotated fragment unchanged.
+#[test]
+fn a_fragment_annotated_with_its_thread_function_alone() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[1])
+def rows(M=128, N=16):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float32"), B: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            o_local = T.alloc_fragment((M, N), "float32")
+            T.annotate_layout({o_local: T.Fragment(o_local.shape, forward_thread_fn=lambda i, j: i)})
+            T.copy(A, o_local)
+            T.copy(o_local, B)
+
+    return main
+"#;
+    let (tensors, layout) = run(source, "o_local");
+    assert_eq!(layout, "thread i | index (j) | replicate 1");
+    let expected = tensors[0].values.clone();
+    assert_matches("B", &tensors[1], expected);
+}

@@ -30,7 +30,15 @@ impl Builder<'_> {
             }
         }
         self.check_alias_size(what, base, &shape, args.span_of(0, "shape"))?;
-        let alias = self.add_kernel_entity(EntityKind::Buffer, what, args.span)?;
+        // A view of a tensor parameter may be made before `with T.Kernel(...)`, at the top of
+        // the prim_func, as TileLang allows (`x_flat = T.Tensor((n, c, h * w), dtype, x.data)`):
+        // like the parameter, it then belongs to no launch.
+        let global = self.world.scopes.get(base) == Some(&tilec_ir::Scope::Global);
+        let alias = if self.block.is_none() && global {
+            self.add_entity(EntityKind::Buffer)
+        } else {
+            self.add_kernel_entity(EntityKind::Buffer, what, args.span)?
+        };
         self.world.shapes.set(alias, shape);
         if let Some(dtype) = base_dtype {
             self.world.dtypes.set(alias, dtype);
