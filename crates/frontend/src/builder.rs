@@ -280,6 +280,16 @@ impl<'c> Builder<'c> {
             self.world.incomplete = true;
             return Stop;
         }
+        if PYTHON_BUILTINS_NOT_MODELLED.contains(&name) {
+            // The name exists in Python: that tilec does not evaluate it is tilec's limit.
+            return self.report(Diagnostic::not_analysed(
+                Anchor::Span(span),
+                format!(
+                    "the Python builtin `{name}` is not evaluated by tilec, which runs Python \
+                     itself and models only the builtins kernel code commonly uses"
+                ),
+            ));
+        }
         let mut diagnostic = Diagnostic::error(
             Code::UndefinedName,
             Anchor::Span(span),
@@ -434,6 +444,46 @@ impl<'c> Builder<'c> {
         Ok(self.add_entity(kind))
     }
 }
+
+/// Python's builtins that tilec does not model: using one is not an undefined name.
+const PYTHON_BUILTINS_NOT_MODELLED: &[&str] = &[
+    "ascii",
+    "bin",
+    "bytearray",
+    "bytes",
+    "callable",
+    "chr",
+    "compile",
+    "complex",
+    "delattr",
+    "dir",
+    "eval",
+    "exec",
+    "filter",
+    "format",
+    "frozenset",
+    "globals",
+    "hash",
+    "hex",
+    "id",
+    "input",
+    "iter",
+    "locals",
+    "map",
+    "memoryview",
+    "next",
+    "object",
+    "oct",
+    "open",
+    "ord",
+    "repr",
+    "set",
+    "setattr",
+    "slice",
+    "super",
+    "type",
+    "vars",
+];
 
 /// `n` with thousands separators (`1,048,576`), as the diagnostics write limits and `tilec run` its
 /// progress.

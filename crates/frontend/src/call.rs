@@ -35,7 +35,121 @@ impl Builder<'_> {
         };
         let args = self.eval_args(env, call)?;
         self.step(span)?;
+        if let Value::Builtin(builtin @ (Builtin::GetAttr | Builtin::HasAttr)) = callee {
+            return self.getattr(env, builtin, args);
+        }
         self.call_value(callee, args, span)
+    }
+
+    /// `any`, `all`, `sorted` and `reversed` of the items of an iterable.
+    fn sequence_builtin<'a>(
+        &mut self,
+        builtin: Builtin,
+        mut items: Vec<Value<'a>>,
+        span: Span,
+    ) -> Eval<Value<'a>> {
+        match builtin {
+            Builtin::Any | Builtin::All => {
+                let want = builtin == Builtin::Any;
+                for item in &items {
+                    match item.truthy() {
+                        Some(truth) if truth == want => return Ok(Value::Bool(want)),
+                        Some(_) => {}
+                        None => {
+                            return Err(self.error(
+                                Code::MetaError,
+                                span,
+                                format!(
+                                    "`any`/`all` of {}, whose truth is not known at compile time",
+                                    item.describe()
+                                ),
+                            ));
+                        }
+                    }
+                }
+                Ok(Value::Bool(!want))
+            }
+            Builtin::Reversed => {
+                items.reverse();
+                Ok(Value::List(Rc::new(items)))
+            }
+            _ => {
+                let mut unordered = false;
+                items.sort_by(|a, b| match (a, b) {
+                    (Value::Int(x), Value::Int(y)) => x.cmp(y),
+                    (Value::Str(x), Value::Str(y)) => x.cmp(y),
+                    (Value::Int(_) | Value::Float(_), Value::Int(_) | Value::Float(_)) => {
+                        let as_float = |v: &Value<'_>| match v {
+                            Value::Int(i) => *i as f64,
+                            Value::Float(f) => *f,
+                            _ => 0.0,
+                        };
+                        as_float(a).total_cmp(&as_float(b))
+                    }
+                    _ => {
+                        unordered = true;
+                        std::cmp::Ordering::Equal
+                    }
+                });
+                if unordered {
+                    return Err(self.error(
+                        Code::NotAnalysed,
+                        span,
+                        "`sorted` of values other than numbers or strings is not evaluated by \
+                         tilec",
+                    ));
+                }
+                Ok(Value::List(Rc::new(items)))
+            }
+        }
+    }
+
+    /// `getattr(obj, name[, default])` and `hasattr(obj, name)` with a name known at compile time
+    /// (`getattr(T, "reduce_" + op)(...)`): the attribute as `obj.name` gives it. An attribute
+    /// that does not exist gives the default (or `False`); with no default it is the error
+    /// `obj.name` would be.
+    fn getattr<'a>(&mut self, env: &Env<'a>, builtin: Builtin, args: Args<'a>) -> Eval<Value<'a>> {
+        let span = args.span;
+        let (Some(object), Some(name)) = (args.get(0, "object"), args.get(1, "name")) else {
+            return Err(self.error(
+                Code::InvalidCall,
+                span,
+                "`getattr` and `hasattr` take an object and an attribute name",
+            ));
+        };
+        let Value::Str(name) = name else {
+            return Err(self.error(
+                Code::NotAnalysed,
+                span,
+                format!(
+                    "`getattr` with {} as the attribute name, which tilec cannot know",
+                    name.describe()
+                ),
+            ));
+        };
+        let default = args.positional.get(2).map(|(value, _)| value.clone());
+        let lenient = builtin == Builtin::HasAttr || default.is_some();
+        let wanted = self.strict && !lenient;
+        let strict = std::mem::replace(&mut self.strict, wanted);
+        let reported = self.diagnostics.len();
+        let found = self.attribute(env, object.clone(), name, span);
+        self.strict = strict;
+        if lenient {
+            // A missing attribute is an answer here, not a diagnostic.
+            self.diagnostics.truncate(reported);
+        }
+        // An object's attribute that tilec did not see set is unknown rather than an error (it
+        // may be set where tilec does not look); asked with a default, the attribute is taken
+        // to be missing, as code that passes a default expects it may be.
+        let of_object = matches!(object, Value::Object(_));
+        match (builtin, found) {
+            (Builtin::HasAttr, Ok(Value::Opaque(_))) if of_object => Ok(Value::Bool(false)),
+            (Builtin::HasAttr, Ok(unknown @ Value::Opaque(_))) => Ok(unknown),
+            (Builtin::HasAttr, found) => Ok(Value::Bool(found.is_ok())),
+            (_, Ok(Value::Opaque(_))) if of_object && default.is_some() => default.ok_or(Stop),
+            (_, Ok(value)) => Ok(value),
+            (_, Err(stop)) => default.ok_or(stop),
+        }
     }
 
     /// Calls an evaluated callee with evaluated arguments.
@@ -1100,6 +1214,22 @@ impl Builder<'_> {
             return self.dict_builtin(args);
         }
         let span = args.span;
+        // `sorted(items, reverse=True)`: sorted, then reversed; a `key=` function is not followed.
+        let mut reverse = false;
+        if builtin == Builtin::Sorted {
+            for (name, value, _) in &args.keywords {
+                match (name.as_str(), value.truthy()) {
+                    ("reverse", Some(flag)) => reverse = flag,
+                    _ => {
+                        return Err(self.error(
+                            Code::NotAnalysed,
+                            span,
+                            format!("`sorted` with `{name}=` is not evaluated by tilec"),
+                        ));
+                    }
+                }
+            }
+        }
         let mut values: Vec<Value<'a>> = args
             .positional
             .into_iter()
@@ -1107,6 +1237,30 @@ impl Builder<'_> {
             .collect();
         match builtin {
             Builtin::Print => Ok(Value::None),
+            Builtin::Any | Builtin::All | Builtin::Sorted | Builtin::Reversed => {
+                let Some(iterable) = values.into_iter().next() else {
+                    return Err(self.error(
+                        Code::InvalidCall,
+                        span,
+                        "this builtin takes an iterable",
+                    ));
+                };
+                let items = self.iterate(iterable, span)?;
+                let result = self.sequence_builtin(builtin, items, span)?;
+                match result {
+                    Value::List(items) if reverse => {
+                        Ok(Value::List(Rc::new(items.iter().rev().cloned().collect())))
+                    }
+                    other => Ok(other),
+                }
+            }
+            // Called through `Builder::call`, which has the scope attributes need; reached here
+            // only through an alias (`f = getattr; f(...)`), which tilec does not follow.
+            Builtin::GetAttr | Builtin::HasAttr => Err(self.error(
+                Code::NotAnalysed,
+                span,
+                "`getattr` and `hasattr` are followed only when called by name",
+            )),
             Builtin::Len => match values.first() {
                 Some(Value::Tuple(items) | Value::List(items)) => {
                     Ok(Value::Int(int_of_len(items.len())))

@@ -472,3 +472,37 @@ fn itertools_product_is_sized_before_it_is_built() {
          products of up to 1,048,576 elements at compile time"
     );
 }
+
+#[test]
+fn getattr_hasattr_and_the_sequence_builtins() {
+    for (expr, expected) in [
+        ("getattr(math, 'fl' + 'oor')(2.5)", "2"),
+        ("getattr(cfg, 'block', 64)", "64"),
+        ("getattr(cfg, 'rows', 64)", "8"),
+        ("hasattr(cfg, 'rows')", "True"),
+        ("hasattr(cfg, 'cols')", "False"),
+        ("any(x > 4 for x in [1, 5])", "True"),
+        ("all(x > 4 for x in [1, 5])", "False"),
+        ("sorted([3, 1, 2])", "[1, 2, 3]"),
+        ("sorted([3, 1, 2], reverse=True)", "[3, 2, 1]"),
+        ("list(reversed((1, 2, 3)))", "[3, 2, 1]"),
+    ] {
+        let source = format!(
+            "import math\nimport tilelang.language as T\n\nclass Cfg:\n    rows = 8\n\ncfg = Cfg()\nresult = {expr}\n"
+        );
+        assert_eq!(run(&source), expected, "{expr}");
+    }
+    for (expr, expected) in [
+        (
+            "eval('1 + 1')",
+            "not-analysed: the Python builtin `eval` is not evaluated by tilec, which runs Python itself and models only the builtins kernel code commonly uses",
+        ),
+        // As `cfg.cols`: an attribute tilec did not see set is unknown, not an error.
+        ("getattr(cfg, 'cols')", "<a value tilec cannot evaluate>"),
+    ] {
+        let source = format!(
+            "import math\nimport tilelang.language as T\n\nclass Cfg:\n    rows = 8\n\ncfg = Cfg()\nresult = {expr}\n"
+        );
+        assert_eq!(run(&source), expected, "{expr}");
+    }
+}

@@ -63,6 +63,12 @@ pub(crate) enum Builtin {
     IsInstance,
     Divmod,
     Dict,
+    GetAttr,
+    HasAttr,
+    Any,
+    All,
+    Sorted,
+    Reversed,
 }
 
 impl Builtin {
@@ -88,6 +94,12 @@ impl Builtin {
             "isinstance" => Builtin::IsInstance,
             "divmod" => Builtin::Divmod,
             "dict" => Builtin::Dict,
+            "getattr" => Builtin::GetAttr,
+            "hasattr" => Builtin::HasAttr,
+            "any" => Builtin::Any,
+            "all" => Builtin::All,
+            "sorted" => Builtin::Sorted,
+            "reversed" => Builtin::Reversed,
             _ => return None,
         })
     }
