@@ -97,6 +97,10 @@ impl RemoteCache {
             .build()
             .context("cannot start the remote cache's runtime")?;
         opendal::install_default();
+        // TLS (https stores, `rediss://`) through rustls with ring's primitives: the transport is
+        // built without a provider of its own, as the default one (aws-lc) doubled the build
+        // time of the whole workspace. Installing fails only when one is installed already.
+        let _already_installed = rustls::crypto::ring::default_provider().install_default();
         // Some services make their clients on construction, inside the runtime they will use.
         let operator = {
             let _inside = runtime.enter();
