@@ -3,9 +3,10 @@
 //! cache of `cache`, so that a build pays only for kernels that changed since any earlier build.
 //!
 //! The work runs in three phases. Analysis and lowering run on this thread (salsa's database is not
-//! shared between threads, and they take milliseconds). Compilation, the slow part, runs on a pool of
-//! worker threads, each looking its kernel up in the cache before calling NVRTC. The outputs are
-//! written at the end, in a stable order.
+//! shared between threads, and they take milliseconds). Every launch is then looked up in the cache's
+//! tiers (`tiers.rs`: the local folder, then the remote store), and compilation, the slow part, runs
+//! for the rest on a pool of worker threads; what they compiled goes to the remote store at the end.
+//! The outputs are written last, in a stable order.
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -23,7 +24,9 @@ use tilec_ir::thread::{Memory, ParamAccess};
 use tilec_ir::{Target, ThreadProgram};
 use tilec_runtime::cuda::{CompileSettings, compile_ptx, compute_cache_disabled};
 
-use crate::cache::{Cache, CacheEntry, CacheRequest, Lookup};
+use crate::cache::{Cache, CacheEntry, CacheRequest};
+use crate::remote::RemoteMode;
+use crate::tiers::{CacheStats, Wanted};
 use crate::tuned::apply_tuned;
 use crate::workspace::{InstanceSelection, Workspace, parse_target};
 use crate::{Emit, Format, render};
@@ -41,6 +44,8 @@ pub(crate) struct BuildOptions {
     pub target: Option<String>,
     pub emit: Emit,
     pub format: Format,
+    /// `--cache-remote-mode`: whether this build may write to the remote store.
+    pub remote_mode: RemoteMode,
 }
 
 /// One launch to compile.
@@ -87,11 +92,19 @@ pub(crate) fn build(options: &BuildOptions) -> Result<ExitCode> {
     let compile = nvrtc
         .is_some()
         .then(|| CompileSettings::for_arch(target.name()));
-    let outcomes = compile_all(&plan.units, &cache, compile.as_ref(), options.format);
+    let url = crate::remote::configured_url(workspace.manifest_cache_remote.as_deref());
+    let remote = crate::tiers::open_remote(url, options.remote_mode);
+    let (outcomes, stats) = obtain_all(
+        &plan.units,
+        &cache,
+        remote.as_ref(),
+        compile.as_ref(),
+        options.format,
+    );
     crate::check::report_unreadable(&workspace);
     let mut summary = report_files(options, &plan.files)?;
     write_outputs(options, &plan, &outcomes, &mut summary)?;
-    report_summary(options, &summary, &cache, started)?;
+    report_summary(options, &summary, &stats, &cache, started)?;
     Ok(if !workspace.unreadable.is_empty() {
         ExitCode::from(2)
     } else if summary.failed > 0 || summary.files_failed > 0 {
@@ -371,36 +384,83 @@ fn launch_json(program: &ThreadProgram) -> Value {
     })
 }
 
-/// Phase 2: each unit from the cache or compiled, on a pool of worker threads. Progress goes to
+/// Phase 2: each unit from the cache's tiers, or compiled (and stored in both).
+fn obtain_all(
+    units: &[Unit],
+    cache: &Cache,
+    remote: Option<&crate::remote::RemoteCache>,
+    compile: Option<&CompileSettings>,
+    format: Format,
+) -> (Vec<Outcome>, CacheStats) {
+    let mut stats = CacheStats::for_remote(remote);
+    let report_wanted = compile.is_some() && compute_cache_disabled();
+    let wanted: Vec<Wanted<'_>> = units
+        .iter()
+        .map(|unit| Wanted {
+            stem: &unit.stem,
+            request: &unit.request,
+        })
+        .collect();
+    let found = crate::tiers::look_up(
+        &wanted,
+        cache,
+        remote,
+        |entry| !lacks_wanted_report(entry, report_wanted),
+        &mut stats,
+    );
+    let outcomes = compile_all(units, found, cache, compile, format);
+    let built: Vec<(&CacheRequest, &CacheEntry)> = units
+        .iter()
+        .zip(&outcomes)
+        .filter_map(|(unit, outcome)| match outcome {
+            Outcome::Built(entry) => Some((&unit.request, entry)),
+            Outcome::Cached(_) | Outcome::Failed(_) => None,
+        })
+        .collect();
+    if compile.is_some() {
+        stats.nvrtc_calls = outcomes
+            .iter()
+            .filter(|outcome| !matches!(outcome, Outcome::Cached(_)))
+            .count();
+    }
+    crate::tiers::upload(&built, remote, &mut stats);
+    (outcomes, stats)
+}
+
+/// Each unit the cache did not have, compiled on a pool of worker threads. Progress goes to
 /// stderr: on a terminal a line per launch as it finishes, with its registers and spills where
 /// ptxas reported them (a long build never sits silent); nothing otherwise, since the per-instance
 /// lines on stdout follow.
 fn compile_all(
     units: &[Unit],
+    found: Vec<Option<CacheEntry>>,
     cache: &Cache,
     compile: Option<&CompileSettings>,
     format: Format,
 ) -> Vec<Outcome> {
+    let mut outcomes: Vec<Option<Outcome>> = found
+        .into_iter()
+        .map(|entry| entry.map(Outcome::Cached))
+        .collect();
+    let todo: Vec<usize> = (0..units.len())
+        .filter(|&i| outcomes[i].is_none())
+        .collect();
+    let cached = units.len() - todo.len();
     let workers = std::thread::available_parallelism()
         .map_or(1, usize::from)
-        .min(units.len())
+        .min(todo.len())
         .max(1);
     let next = AtomicUsize::new(0);
     let (sender, receiver) = mpsc::channel::<(usize, Outcome)>();
     let progress = format == Format::Human && std::io::stderr().is_terminal();
-    let mut outcomes: Vec<Option<Outcome>> = (0..units.len()).map(|_| None).collect();
     std::thread::scope(|scope| {
         for _ in 0..workers {
             let sender = sender.clone();
-            let next = &next;
+            let (next, todo) = (&next, &todo);
             scope.spawn(move || {
-                loop {
-                    let position = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(unit) = units.get(position) else {
-                        break;
-                    };
+                while let Some(&position) = todo.get(next.fetch_add(1, Ordering::Relaxed)) {
                     if sender
-                        .send((position, obtain(unit, cache, compile)))
+                        .send((position, obtain(&units[position], cache, compile)))
                         .is_err()
                     {
                         break;
@@ -413,7 +473,7 @@ fn compile_all(
             if progress {
                 eprintln!(
                     "[{}/{}] {} {}",
-                    done + 1,
+                    cached + done + 1,
                     units.len(),
                     units[position].stem,
                     outcome_words(&outcome)
@@ -468,35 +528,16 @@ fn spills_of(ptxas: &str) -> Option<(u64, u64)> {
     ))
 }
 
-/// One unit: a valid cache entry, or a fresh compilation stored for next time. A corrupt entry
-/// is reported on stderr and rebuilt.
+/// One unit the cache did not have: compiled, and stored in the local cache for next time.
 fn obtain(unit: &Unit, cache: &Cache, compile: Option<&CompileSettings>) -> Outcome {
-    let report_wanted = compile.is_some() && compute_cache_disabled();
-    match cache.get(&unit.request) {
-        Lookup::Hit(entry) if !lacks_wanted_report(&entry, report_wanted) => {
-            return Outcome::Cached(entry);
-        }
-        Lookup::Hit(_) | Lookup::Miss => {}
-        Lookup::Corrupt(why) => {
-            eprintln!(
-                "warning: corrupt cache entry for {} ({why}); rebuilding it",
-                unit.stem
-            );
-        }
-        Lookup::Mismatch(why) => {
-            eprintln!(
-                "warning: the cache entry for {} does not match what was asked for ({why}); \
-                 ignoring it and rebuilding it",
-                unit.stem
-            );
-        }
-    }
+    let started = Instant::now();
     let entry = match compile {
         Some(settings) => match compile_ptx(&unit.cuda, settings) {
             Ok(compiled) => CacheEntry {
                 cuda: unit.cuda.clone(),
                 ptxas: compiled.ptxas_info(),
                 ptx: Some(compiled.ptx),
+                compile_ms: u64::try_from(started.elapsed().as_millis()).ok(),
             },
             Err(failure) => return Outcome::Failed(failure.to_string()),
         },
@@ -504,6 +545,7 @@ fn obtain(unit: &Unit, cache: &Cache, compile: Option<&CompileSettings>) -> Outc
             cuda: unit.cuda.clone(),
             ptx: None,
             ptxas: None,
+            compile_ms: None,
         },
     };
     if let Err(error) = cache.put(&unit.request, &entry) {
@@ -789,6 +831,7 @@ fn registers_of(ptxas: &str) -> Option<u64> {
 fn report_summary(
     options: &BuildOptions,
     summary: &Summary,
+    stats: &CacheStats,
     cache: &Cache,
     started: Instant,
 ) -> Result<()> {
@@ -802,18 +845,21 @@ fn report_summary(
     }
     let mut out = std::io::stdout().lock();
     match options.format {
-        Format::Human => writeln!(
-            out,
-            "{} instance(s): {} built, {} from the cache ({}), {} failed{}, in {:.1} ms; outputs in {}",
-            summary.instances,
-            summary.built,
-            summary.cached,
-            cache.dir().display(),
-            summary.failed,
-            file_counts(summary),
-            started.elapsed().as_secs_f64() * 1000.0,
-            options.out.display(),
-        )?,
+        Format::Human => {
+            writeln!(
+                out,
+                "{} instance(s): {} built, {} from the cache ({}), {} failed{}, in {:.1} ms; outputs in {}",
+                summary.instances,
+                summary.built,
+                summary.cached,
+                cache.dir().display(),
+                summary.failed,
+                file_counts(summary),
+                started.elapsed().as_secs_f64() * 1000.0,
+                options.out.display(),
+            )?;
+            writeln!(out, "{}", stats.to_words())?;
+        }
         Format::Json => writeln!(
             out,
             "{}",
@@ -826,6 +872,8 @@ fn report_summary(
                 "unreported_registers": summary.unreported,
                 "files_skipped": summary.files_skipped,
                 "files_failed": summary.files_failed,
+                "cache": stats.to_json(),
+                "ms": started.elapsed().as_secs_f64() * 1000.0,
             })
         )?,
     }
@@ -861,6 +909,7 @@ mod tests {
             cuda: "extern \"C\" __global__ void k() {}".to_owned(),
             ptx: ptx.map(str::to_owned),
             ptxas: ptxas.map(str::to_owned),
+            compile_ms: None,
         }
     }
 

@@ -18,6 +18,10 @@
 //! Entries and the folders that hold them take their permissions from the cache folder (see
 //! [`tilec_runtime::files`]): whoever may read the cache folder may read every entry in it, whatever
 //! the umask of the user who wrote the entry.
+//!
+//! The remote tier (`remote.rs`) stores the very same bytes under the same relative path
+//! ([`entry_path`]), and checks what it reads with the same [`check_entry`], so an entry read from
+//! a shared store is trusted no more than one read from a shared folder.
 
 use std::path::{Path, PathBuf};
 
@@ -37,6 +41,9 @@ pub(crate) struct CacheEntry {
     pub ptx: Option<String>,
     /// The ptxas lines of NVRTC's log (registers, spills), when it reported them.
     pub ptxas: Option<String>,
+    /// How long making the entry took (NVRTC's compilation), in milliseconds: what a later hit
+    /// saves, for the build's statistics. `None` in entries written before it was recorded.
+    pub compile_ms: Option<u64>,
 }
 
 /// What a build asks the cache for: the parts of the key, kept so that an entry can be checked
@@ -147,7 +154,7 @@ impl Cache {
     }
 
     fn path_of(&self, key: &str) -> PathBuf {
-        self.dir.join(key.get(..2).unwrap_or("00")).join(key)
+        self.dir.join(entry_path(key))
     }
 
     /// The entry answering `request`, checked as the module's documentation describes.
@@ -160,14 +167,7 @@ impl Cache {
                 return Lookup::Corrupt(format!("cannot read {}: {error}", path.display()));
             }
         };
-        match parse_entry(&bytes, &request.key) {
-            Ok(Parsed::Entry(recorded, entry)) => match request.mismatch(&recorded, &entry) {
-                None => Lookup::Hit(entry),
-                Some(why) => Lookup::Mismatch(format!("{}: {why}", path.display())),
-            },
-            Ok(Parsed::OlderFormat) => Lookup::Miss,
-            Err(why) => Lookup::Corrupt(format!("{}: {why}", path.display())),
-        }
+        check_entry(&bytes, request, &path.display().to_string())
     }
 
     /// Stores `entry` as the answer to `request`, atomically, readable by whoever may read the
@@ -177,19 +177,47 @@ impl Cache {
         let folder = path.parent().unwrap_or(&self.dir);
         create_shared_folder(folder, &self.dir)
             .with_context(|| format!("cannot create {}", folder.display()))?;
-        let payload = json!({
-            "request": request.to_json(),
-            "cuda": entry.cuda,
-            "ptx": entry.ptx,
-            "ptxas": entry.ptxas,
-        })
-        .to_string();
-        let checksum = sha256(&payload);
-        let key = &request.key;
-        let text = format!("{MAGIC} {FORMAT} {key} {checksum}\n{payload}");
-        write_atomically(&path, text.as_bytes(), shared_file_mode(&self.dir))
-            .with_context(|| format!("cannot store {}", path.display()))?;
+        write_atomically(
+            &path,
+            &encode_entry(request, entry),
+            shared_file_mode(&self.dir),
+        )
+        .with_context(|| format!("cannot store {}", path.display()))?;
         Ok(())
+    }
+}
+
+/// Where the entry of `key` lives below a cache's root, locally or in a remote store:
+/// `<first two hex digits>/<key>`, so that no folder holds more than a 256th of the entries.
+pub(crate) fn entry_path(key: &str) -> String {
+    format!("{}/{key}", key.get(..2).unwrap_or("00"))
+}
+
+/// The bytes of the entry answering `request`: the header line, then the payload it checksums.
+pub(crate) fn encode_entry(request: &CacheRequest, entry: &CacheEntry) -> Vec<u8> {
+    let payload = json!({
+        "request": request.to_json(),
+        "cuda": entry.cuda,
+        "ptx": entry.ptx,
+        "ptxas": entry.ptxas,
+        "compile_ms": entry.compile_ms,
+    })
+    .to_string();
+    let checksum = sha256(&payload);
+    let key = &request.key;
+    format!("{MAGIC} {FORMAT} {key} {checksum}\n{payload}").into_bytes()
+}
+
+/// Checks the bytes of an entry read from `place` (a path or a remote URL, for the messages)
+/// against `request`, as the module's documentation describes.
+pub(crate) fn check_entry(bytes: &[u8], request: &CacheRequest, place: &str) -> Lookup {
+    match parse_entry(bytes, &request.key) {
+        Ok(Parsed::Entry(recorded, entry)) => match request.mismatch(&recorded, &entry) {
+            None => Lookup::Hit(entry),
+            Some(why) => Lookup::Mismatch(format!("{place}: {why}")),
+        },
+        Ok(Parsed::OlderFormat) => Lookup::Miss,
+        Err(why) => Lookup::Corrupt(format!("{place}: {why}")),
     }
 }
 
@@ -232,6 +260,7 @@ fn parse_entry(bytes: &[u8], key: &str) -> std::result::Result<Parsed, String> {
         cuda: text_field("cuda").ok_or_else(|| "no CUDA source in the payload".to_owned())?,
         ptx: text_field("ptx"),
         ptxas: text_field("ptxas"),
+        compile_ms: value.get("compile_ms").and_then(Value::as_u64),
     };
     let request = value.get("request").cloned().unwrap_or(Value::Null);
     Ok(Parsed::Entry(request, entry))
@@ -248,6 +277,7 @@ mod tests {
             cuda: SOURCE.to_owned(),
             ptx: Some(".entry k".to_owned()),
             ptxas: None,
+            compile_ms: Some(120),
         }
     }
 

@@ -9,9 +9,11 @@ mod estimate;
 mod explain;
 mod layout;
 mod progress;
+mod remote;
 mod render;
 mod run;
 mod svg;
+mod tiers;
 mod tune;
 mod tuned;
 mod watch;
@@ -214,9 +216,15 @@ enum Command {
         target: Option<String>,
         /// Output format. JSON Lines: one `"kind": "build-instance"` record per instance (status
         /// and the path of its `.json` description), one `"kind": "build-file"` record per file
-        /// that gave no instance, and a closing `"kind": "build-summary"` record with the counts.
+        /// that gave no instance, and a closing `"kind": "build-summary"` record with the counts
+        /// and the cache's statistics.
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
+        /// Whether this build may store what it compiled in the remote cache (`[cache] remote`
+        /// of tilec.toml, or `TILEC_CACHE_REMOTE`). Read-only suits untrusted jobs, such as pull
+        /// requests from forks.
+        #[arg(long, value_enum, default_value_t = remote::RemoteMode::ReadWrite)]
+        cache_remote_mode: remote::RemoteMode,
     },
     /// Watch files: on every save, the file's diagnostics and, for each kernel instance whose code
     /// changed, one status line (compile time, run time and bandwidth on the GPU or the emulator).
@@ -396,6 +404,7 @@ fn run(cli: Cli) -> ExitCode {
             emit,
             target,
             format,
+            cache_remote_mode,
         } => build::build(&build::BuildOptions {
             paths,
             out,
@@ -404,6 +413,7 @@ fn run(cli: Cli) -> ExitCode {
             target,
             emit,
             format,
+            remote_mode: cache_remote_mode,
         }),
     };
     match result {

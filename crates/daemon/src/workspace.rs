@@ -31,6 +31,8 @@ pub(crate) struct Workspace {
     pub manifest_problems: Vec<ManifestProblem>,
     /// The target named by the first tilec.toml that sets one.
     pub manifest_target: Option<Target>,
+    /// The `[cache] remote` named by the first tilec.toml that sets one.
+    pub manifest_cache_remote: Option<String>,
     /// The `[pass_configs]` of the tilec.toml files, in the order they were read.
     pub manifest_pass_configs: Vec<(String, ConstValue)>,
     /// Files found under the paths that could not be read (not UTF-8, no permission), with why:
@@ -72,6 +74,7 @@ impl Workspace {
             imported: Vec::new(),
             manifest_problems: Vec::new(),
             manifest_target: None,
+            manifest_cache_remote: None,
             manifest_pass_configs: Vec::new(),
             unreadable: Vec::new(),
         };
@@ -110,6 +113,10 @@ impl Workspace {
             .values()
             .flatten()
             .find_map(|manifest| manifest.target);
+        workspace.manifest_cache_remote = manifests
+            .values()
+            .flatten()
+            .find_map(|manifest| manifest.cache_remote.clone());
         workspace.manifest_pass_configs = manifests
             .values()
             .flatten()

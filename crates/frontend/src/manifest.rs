@@ -7,6 +7,9 @@
 //! [pass_configs]             # applied to every kernel, over the kernel's own pass_configs
 //! "tl.disable_tma_lower" = true
 //!
+//! [cache]
+//! remote = "redis://127.0.0.1:6379/0"   # the build cache's second tier (`tilec build`)
+//!
 //! [[instance]]
 //! file = "kernels/gemm.py"    # relative to the folder of this tilec.toml
 //! kernel = "matmul"
@@ -23,6 +26,9 @@ pub struct Manifest {
     pub target: Option<Target>,
     /// `[pass_configs]`: TileLang pass configs for every kernel (keys as `"tl.x"` strings).
     pub pass_configs: Vec<(String, ConstValue)>,
+    /// `[cache] remote`: the URL of the build cache's remote tier, as written (the daemon parses
+    /// it: the front end does no I/O and knows no store).
+    pub cache_remote: Option<String>,
     pub instances: Vec<ManifestEntry>,
 }
 
@@ -66,6 +72,7 @@ pub fn parse_manifest(text: &str) -> Result<Manifest, ManifestError> {
     for (key, value) in &table {
         match key.as_str() {
             "check" => manifest.target = read_check(value)?,
+            "cache" => manifest.cache_remote = read_cache(value)?,
             "pass_configs" => {
                 let Some(table) = value.as_table() else {
                     return Err(ManifestError::new(
@@ -90,7 +97,7 @@ pub fn parse_manifest(text: &str) -> Result<Manifest, ManifestError> {
             }
             other => {
                 return Err(ManifestError::new(format!(
-                    "unknown key `{other}` (expected `check`, `pass_configs` or `instance`)"
+                    "unknown key `{other}` (expected `check`, `pass_configs`, `cache` or `instance`)"
                 )));
             }
         }
@@ -111,6 +118,26 @@ fn read_check(value: &toml::Value) -> Result<Option<Target>, ManifestError> {
         }),
         Some(_) => Err(ManifestError::new(
             "`check.target` must be a string such as \"sm_90\"",
+        )),
+    }
+}
+
+/// `[cache]`: only `remote = "URL"` so far; any other key is an error, so that a typo is not a
+/// silently local-only build.
+fn read_cache(value: &toml::Value) -> Result<Option<String>, ManifestError> {
+    let Some(table) = value.as_table() else {
+        return Err(ManifestError::new("`cache` must be a table"));
+    };
+    if let Some(other) = table.keys().find(|key| key.as_str() != "remote") {
+        return Err(ManifestError::new(format!(
+            "unknown key `cache.{other}` (expected `remote`)"
+        )));
+    }
+    match table.get("remote") {
+        None => Ok(None),
+        Some(toml::Value::String(url)) => Ok(Some(url.clone())),
+        Some(_) => Err(ManifestError::new(
+            "`cache.remote` must be a string such as \"redis://127.0.0.1:6379/0\"",
         )),
     }
 }
@@ -194,6 +221,20 @@ mod tests {
         assert_eq!(
             manifest.pass_configs,
             vec![("tl.disable_tma_lower".to_owned(), ConstValue::Bool(true))]
+        );
+    }
+
+    #[test]
+    fn reads_the_remote_cache() {
+        let manifest = parse_manifest("[cache]\nremote = \"redis://127.0.0.1:6379/0\"\n");
+        assert_eq!(
+            manifest.map(|m| m.cache_remote),
+            Ok(Some("redis://127.0.0.1:6379/0".to_owned()))
+        );
+        let typo = parse_manifest("[cache]\nremtoe = \"s3://b\"\n").err();
+        assert_eq!(
+            typo.map(|e| e.message),
+            Some("unknown key `cache.remtoe` (expected `remote`)".to_owned())
         );
     }
 
