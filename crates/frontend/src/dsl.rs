@@ -19,6 +19,7 @@ mod coordinates;
 mod data_view;
 mod dp4a;
 mod extern_call;
+mod float_class;
 mod im2col;
 mod mma_swizzle;
 mod reducer;
@@ -118,6 +119,25 @@ impl Builder<'_> {
             // gemm waits for its own results, so the later wait has nothing left to wait for.
             "wgmma_gemm" => self.tile_op("gemm", args),
             "wait_wgmma" => Ok(Value::None),
+            // Hints with no effect on values: `T.assume(cond)` tells TVM's simplifier a fact the
+            // caller guarantees, and `T.warpgroup_fence_operand` keeps nvcc from moving register
+            // accesses across a wgmma that tilec's own code already orders.
+            "assume" | "warpgroup_fence_operand" => Ok(Value::None),
+            // TileLang's older and newer spellings of the tile matrix product.
+            "gemm_v1" | "gemm_v2" => self.tile_op("gemm", args),
+            // TIR's logical operators as functions.
+            "And" | "Or" => {
+                let lhs = self.required(&args, 0, "a")?;
+                let rhs = self.required(&args, 1, "b")?;
+                let op = if name == "And" {
+                    tilec_ir::data::BinaryOp::And
+                } else {
+                    tilec_ir::data::BinaryOp::Or
+                };
+                self.logical(op, lhs, rhs, args.span)
+            }
+            "isnan" | "isinf" | "isfinite" => self.float_class(name, args),
+            "max_value" | "min_value" => self.extreme_value(name, args),
             // tilec's element copies complete when they are made (its own `cp.async` pipelines
             // are planned by tilec), so the groups of `T.Parallel(..., prefer_async=True)` have
             // nothing left in flight to commit or wait for.
@@ -140,7 +160,8 @@ impl Builder<'_> {
                 Ok(self.data(DataExpr::Cast { dtype, value: id }, Some(dtype)))
             }
             "ceildiv" | "floordiv" | "floormod" => self.integer_op(name, args),
-            "if_then_else" => {
+            // `T.Select` is TIR's spelling of `T.if_then_else` (both operands are evaluated).
+            "if_then_else" | "Select" => {
                 let cond = self.required(&args, 0, "cond")?;
                 let then = self.required(&args, 1, "true_value")?;
                 let otherwise = self.required(&args, 2, "false_value")?;

@@ -1086,7 +1086,7 @@ impl Builder<'_> {
         result.ok_or(Stop)
     }
 
-    fn logical<'a>(
+    pub(crate) fn logical<'a>(
         &mut self,
         op: BinaryOp,
         lhs: Value<'a>,

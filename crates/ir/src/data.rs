@@ -106,6 +106,12 @@ pub enum Intrinsic {
     Min,
     Sigmoid,
     Tanh,
+    /// Rounding to an integral value of the same float type: down, up, toward zero, and to the
+    /// nearest with halves away from zero (C's `roundf`, which TVM's `round` is on CUDA).
+    Floor,
+    Ceil,
+    Trunc,
+    Round,
 }
 
 impl Intrinsic {
@@ -122,6 +128,10 @@ impl Intrinsic {
             "min" => Intrinsic::Min,
             "sigmoid" => Intrinsic::Sigmoid,
             "tanh" => Intrinsic::Tanh,
+            "floor" => Intrinsic::Floor,
+            "ceil" => Intrinsic::Ceil,
+            "trunc" => Intrinsic::Trunc,
+            "round" => Intrinsic::Round,
             _ => return None,
         })
     }
@@ -139,6 +149,10 @@ impl Intrinsic {
             Intrinsic::Min => "min",
             Intrinsic::Sigmoid => "sigmoid",
             Intrinsic::Tanh => "tanh",
+            Intrinsic::Floor => "floor",
+            Intrinsic::Ceil => "ceil",
+            Intrinsic::Trunc => "trunc",
+            Intrinsic::Round => "round",
         }
     }
 

@@ -395,3 +395,59 @@ def rows(M=128, N=16):
     let expected = tensors[0].values.clone();
     assert_matches("B", &tensors[1], expected);
 }
+
+/// TIR's scalar functions as library kernels write them: `T.isnan` / `T.isinf` / `T.isfinite` of
+/// NaN, infinity and finite values, `T.floor` / `T.ceil` / `T.trunc` / `T.round` (halves away
+/// from zero, as CUDA's `roundf`), `T.Select`, `T.And`, `T.max_value`, and the hints `T.assume`
+/// and `T.warpgroup_fence_operand`, which change nothing. References computed here.
+#[test]
+fn tir_scalar_functions_and_hints() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[1, 2])
+def scalars(N=96):
+    @T.prim_func
+    def main(
+        A: T.Tensor((N,), "float32"),
+        F: T.Tensor((N,), "float32"),
+        R: T.Tensor((N, 4), "float32"),
+    ):
+        with T.Kernel(1, threads=32) as bx:
+            T.assume(N % 32 == 0)
+            T.warpgroup_fence_operand(A)
+            inf = T.infinity("float32")
+            for i in T.Parallel(N):
+                w = T.Select(i % 3 == 0, inf - inf, T.Select(i % 3 == 1, inf, A[i]))
+                big = T.And(i % 3 == 2, A[i] > T.max_value("float16"))
+                flags = T.if_then_else(T.isnan(w), 1.0, 0.0) + T.if_then_else(T.isinf(w), 2.0, 0.0)
+                F[i] = flags + T.if_then_else(T.isfinite(w), 4.0, 0.0) + T.if_then_else(big, 8.0, 0.0)
+                v = A[i] * 7.5
+                R[i, 0] = T.floor(v)
+                R[i, 1] = T.ceil(v)
+                R[i, 2] = T.trunc(v)
+                R[i, 3] = T.round(v)
+
+    return main
+"#;
+    let (tensors, _) = run(source, "");
+    let a = &tensors[0].values;
+    let flags = (0..96)
+        .map(|i| match i % 3 {
+            0 => 1.0,
+            1 => 2.0,
+            _ => 4.0 + if a[i] > 65504.0 { 8.0 } else { 0.0 },
+        })
+        .collect();
+    assert_matches("F", &tensors[1], flags);
+    let rounded = a
+        .iter()
+        .flat_map(|&x| {
+            let v = f64::from(tilec_tests::f32_of(x * 7.5));
+            [v.floor(), v.ceil(), v.trunc(), v.round()]
+        })
+        .collect();
+    assert_matches("R", &tensors[2], rounded);
+}

@@ -836,6 +836,10 @@ fn coverage_of(
                 Intrinsic::Abs,
                 Intrinsic::Sigmoid,
                 Intrinsic::Tanh,
+                Intrinsic::Floor,
+                Intrinsic::Ceil,
+                Intrinsic::Trunc,
+                Intrinsic::Round,
             ]
             .map(UnaryOp::Intrinsic),
         );

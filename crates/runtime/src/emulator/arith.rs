@@ -158,6 +158,11 @@ fn intrinsic_value(intrinsic: Intrinsic, dtype: DType, x: f64) -> Result<f64, St
         Intrinsic::Abs => x.abs(),
         Intrinsic::Sigmoid => 1.0 / (1.0 + (-x).exp()),
         Intrinsic::Tanh => x.tanh(),
+        // An integer is integral already; a float rounds in f64, exact for every narrower type.
+        Intrinsic::Floor => x.floor(),
+        Intrinsic::Ceil => x.ceil(),
+        Intrinsic::Trunc => x.trunc(),
+        Intrinsic::Round => x.round(),
         // A value node has one operand; lowering expresses two-operand `max`/`min` otherwise.
         Intrinsic::Max | Intrinsic::Min => {
             return Err(format!(
