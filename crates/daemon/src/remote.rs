@@ -101,6 +101,7 @@ impl RemoteCache {
         // built without a provider of its own, as the default one (aws-lc) doubled the build
         // time of the whole workspace. Installing fails only when one is installed already.
         let _already_installed = rustls::crypto::ring::default_provider().install_default();
+        opendal_http_transport_reqwest::install_default();
         // Some services make their clients on construction, inside the runtime they will use.
         let operator = {
             let _inside = runtime.enter();

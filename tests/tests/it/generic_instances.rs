@@ -42,7 +42,12 @@ def tiles(block_M, block_N):
             .into_iter()
             .filter(|d| d.severity != tilec_ir::Severity::Info)
             .collect();
-        describe_all(&db, file, &diagnostics)
+        let described = describe_all(&db, file, &diagnostics);
+        described
+            .lines()
+            .map(str::trim)
+            .collect::<Vec<_>>()
+            .join("\n")
     });
     expect![[r#"
             10:13 warning shared-memory-capacity [tiles#0] this kernel needs at least 256 KiB of shared memory: 4 buffer(s) are live at the same time, and one block can use at most 227 KiB on sm_90 (`a` alone is 64 KiB), with the values tilec assumed for this generic instance (help: the kernel may fit with the sizes it is called with: pass them at a call site, or list the instance in tilec.toml)
