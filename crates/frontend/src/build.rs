@@ -133,12 +133,15 @@ fn build_instance<'c>(request: &BuildRequest<'_, '_>, cancel: &'c dyn Fn()) -> B
             concrete.extend(demanded);
             continue;
         }
-        if !builder.rejected_statements.is_empty() && retries < MAX_REPRESENTATIVE_RETRIES {
+        if !builder.rejected_statements.is_empty() {
             let used = names_in_statements(&request.def.body, &builder.rejected_statements);
-            if builder.next_representative(&used, &mut rounds) {
+            if retries < MAX_REPRESENTATIVE_RETRIES
+                && builder.next_representative(&used, &mut rounds)
+            {
                 retries += 1;
                 continue;
             }
+            builder.blame_assumptions(&used);
         }
         builder.note_generic_instance(request.def, request.origin);
         return builder;

@@ -181,6 +181,9 @@ pub(crate) struct Builder<'c> {
     pub opaque_leniency: OpaqueLeniency,
     /// The starting value each reducer's `T.reducer_init(acc, init)` gave, for its finalize.
     pub reducer_inits: Vec<(EntityId, Option<tilec_ir::DataId>)>,
+    /// Where in `diagnostics` the failure that rejected the assumed values is (the diagnostic
+    /// reported right after [`Self::rejected_statements`] was set).
+    pub rejection_diagnostic: Option<usize>,
     /// How many `assert`s on the symbols of generic parameters were taken as preconditions.
     pub generic_preconditions: usize,
     /// How many representative values each generic parameter has been through.
@@ -238,6 +241,7 @@ impl<'c> Builder<'c> {
             opaque_arguments: false,
             opaque_leniency: OpaqueLeniency::None,
             reducer_inits: Vec::new(),
+            rejection_diagnostic: None,
             generic_preconditions: 0,
             representative_rounds: Vec::new(),
             bound_scalars: Vec::new(),

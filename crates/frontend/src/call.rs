@@ -424,7 +424,9 @@ impl Builder<'_> {
             }
             // TileLang's dtypes are `str` subclasses with TVM's `DataType` fields.
             (Value::DType(dtype), "bits") => Value::Int(crate::value::dtype_bytes(*dtype) * 8),
-            (Value::DType(dtype), "itemsize") => Value::Int(crate::value::dtype_bytes(*dtype)),
+            (Value::DType(dtype), "itemsize" | "bytes") => {
+                Value::Int(crate::value::dtype_bytes(*dtype))
+            }
             (Value::Namespace(fields), _) => match fields.iter().find(|(field, _)| field == name) {
                 Some((_, value)) => value.clone(),
                 None => {

@@ -864,6 +864,7 @@ impl Builder<'_> {
     pub(crate) fn reject_assumptions(&mut self) {
         if self.strict && self.rejected_statements.is_empty() {
             self.rejected_statements = self.stmt_stack.clone();
+            self.rejection_diagnostic = Some(self.diagnostics.len());
         }
     }
 
@@ -890,8 +891,11 @@ impl Builder<'_> {
                 .map(|extent| u64::try_from(extent).unwrap_or(0))
                 .fold(1u64, u64::saturating_mul)
         });
-        if elements > LARGEST_REGISTER_BUFFER {
-            self.reject_assumptions();
+        if elements > LARGEST_REGISTER_BUFFER && self.strict && self.rejected_statements.is_empty()
+        {
+            // No diagnostic follows here (the checks report the buffer), so none is marked as
+            // the rejection's.
+            self.rejected_statements = self.stmt_stack.clone();
         }
     }
 

@@ -338,6 +338,39 @@ impl Builder<'_> {
         false
     }
 
+    /// When no candidate is accepted: the failure that rejected the assumed values is tilec's
+    /// limit, not the user's error, if the failing statement uses one of them (`assert
+    /// num_per_tokens == 128` where `num_per_tokens` comes from an object tilec made with its
+    /// class's defaults). It is reported as not analysed, naming the values.
+    pub(crate) fn blame_assumptions(&mut self, used: &[String]) {
+        let assumed: Vec<String> = self
+            .world
+            .assumed_args
+            .iter()
+            .filter(|arg| used.contains(&arg.name))
+            .map(|arg| format!("`{}` = {}", arg.name, arg.value))
+            .collect();
+        let Some(index) = self.rejection_diagnostic else {
+            return;
+        };
+        let Some(diagnostic) = self.diagnostics.get_mut(index) else {
+            return;
+        };
+        if assumed.is_empty() || !diagnostic.severity.stops_analysis() {
+            return;
+        }
+        let message = format!(
+            "{} with the values tilec assumed for this generic instance ({}), and with every \
+             other candidate it tried: tilec cannot analyse the kernel without values it accepts",
+            diagnostic.message,
+            assumed.join(", ")
+        );
+        *diagnostic = Diagnostic::not_analysed(diagnostic.anchor, message).with_help(
+            "pass the values at a call site, or list the instance in tilec.toml, to analyse it \
+             with yours",
+        );
+    }
+
     /// The generic symbols this build needed as compile-time values: those in the shape of a
     /// buffer that is not global memory or in the extent of a `T.Parallel` loop. When the build
     /// failed, a symbol may have reached something else that must be known (a thread count, a

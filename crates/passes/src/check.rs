@@ -186,21 +186,29 @@ fn check_register_buffer_sizes(world: &World) -> Vec<Diagnostic> {
             u64::MAX => "more than 2^64".to_owned(),
             n => n.to_string(),
         };
-        found.push(
-            Diagnostic::error(
-                Code::RegisterPressure,
-                Anchor::Entity(buffer),
-                format!(
-                    "the {} buffer `{}` ({}) has {size} elements; tilec compiles at most \
-                     {MAX_REGISTER_BUFFER_ELEMENTS} for one register buffer (a block has 65536 \
-                     registers)",
-                    scope.name(),
-                    world.name(buffer),
-                    dims.join("×"),
-                ),
-            )
-            .with_help("use smaller tiles, or keep the data in shared or global memory"),
+        let message = format!(
+            "the {} buffer `{}` ({}) has {size} elements; tilec compiles at most \
+             {MAX_REGISTER_BUFFER_ELEMENTS} for one register buffer (a block has 65536 registers)",
+            scope.name(),
+            world.name(buffer),
+            dims.join("×"),
         );
+        // With sizes tilec assumed for a generic instance (and no smaller candidate accepted),
+        // the size is the assumption's: tilec cannot analyse the kernel, which is not the
+        // kernel's error.
+        found.push(if world.assumed_args.is_empty() {
+            Diagnostic::error(Code::RegisterPressure, Anchor::Entity(buffer), message)
+                .with_help("use smaller tiles, or keep the data in shared or global memory")
+        } else {
+            Diagnostic::not_analysed(
+                Anchor::Entity(buffer),
+                format!("{message}, with the values tilec assumed for this generic instance"),
+            )
+            .with_help(
+                "pass the values at a call site, or list the instance in tilec.toml, to analyse \
+                 it with yours",
+            )
+        });
     }
     found
 }

@@ -866,3 +866,43 @@ def gate(hidden: int, k_stride: int):
         "#]],
     );
 }
+
+/// A failure that only the values tilec assumed cause (the defaults of a configuration object the
+/// kernel's `assert` rejects, with no other candidate to try) is tilec's limit, reported as not
+/// analysed with the values named, never as the kernel's failed assertion.
+#[test]
+fn a_failure_of_assumed_values_alone_is_not_analysed() {
+    let source = r#"
+from dataclasses import dataclass
+import tilelang
+import tilelang.language as T
+
+
+@dataclass
+class Config:
+    block: tuple[int, int] = (1, 1)
+
+
+@tilelang.jit
+def cast(hidden: int, config: Config):
+    per_token, per_channel = config.block
+    assert per_token == 128
+
+    @T.prim_func
+    def main(A: T.Tensor((per_token, hidden), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            pass
+
+    return main
+"#;
+    check(
+        source,
+        expect![[r#"
+            cast (no call site): 
+              assumed: hidden = 128 (a representative choice)
+              assumed: config = 'Config(...)' (an object made with the defaults of its class)
+              line 15: not-analysed not-analysed
+              line 13: info generic-instance
+        "#]],
+    );
+}
