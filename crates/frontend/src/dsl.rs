@@ -1222,16 +1222,16 @@ impl Builder<'_> {
         self.world.shapes.set(var, Vec::new());
         self.world.dtypes.set(var, dtype);
         self.world.scopes.set(var, Scope::LocalVar);
+        // `init=` is a store right after the declaration, where the declaration stands: a
+        // declaration is no statement of the thread program, so a value attached to it was
+        // dropped and the first read saw an unwritten register (the emulator said so; the GPU
+        // read garbage).
         if let Some(init) = args.get(1, "init").cloned() {
-            let (value, _) = self.data_expr(&init, args.span)?;
-            self.world.stores.set(
-                var,
-                tilec_ir::Store {
-                    buffer: var,
-                    indices: Vec::new(),
-                    value,
-                },
-            );
+            let target = Region {
+                buffer: var,
+                dims: Vec::new(),
+            };
+            self.store(target, init, args.span)?;
         }
         Ok(Value::Buffer(var))
     }

@@ -9,9 +9,17 @@ use tilec_runtime::inputs::make_tensors;
 use tilec_runtime::{HostTensor, run_program};
 use tilec_tests::{assert_matches, on_analysis_stack, source_file};
 
+/// The TIR-level functions and loops of library kernels (`steps` and `scalars`).
+const TIR_FUNCTIONS: &str = include_str!("../../fixtures/kernels/tir_functions.py");
+
 /// Checks `source` (no error allowed), lowers its first instance and runs it on seeded inputs;
 /// returns the tensors after the run and the described layout of `fragment`.
 fn run(source: &str, fragment: &str) -> (Vec<HostTensor>, String) {
+    run_kernel(source, None, fragment)
+}
+
+/// As [`run`], for the first instance of `kernel` (or of the file's first kernel).
+fn run_kernel(source: &str, kernel: Option<&str>, fragment: &str) -> (Vec<HostTensor>, String) {
     on_analysis_stack(|| {
         let db = RootDatabase::default();
         let file = source_file(&db, "/kernels/op.py", source);
@@ -21,7 +29,10 @@ fn run(source: &str, fragment: &str) -> (Vec<HostTensor>, String) {
             .map(|d| d.message.clone())
             .collect();
         assert!(errors.is_empty(), "{errors:#?}");
-        let instance = instances(&db, file)[0];
+        let instance = match kernel {
+            Some(kernel) => tilec_tests::instance(&db, file, kernel, 0),
+            None => instances(&db, file)[0],
+        };
         let laid_out = layouts(&db, instance);
         let world = tilec_db::kernel_world(&db, instance);
         let layout = laid_out
@@ -322,36 +333,8 @@ fn integer_max_and_min_reductions_start_at_the_types_extremes() {
 /// sum counted down, as a reference computes here.
 #[test]
 fn grid_loops_stepped_serial_loops_and_views_before_the_kernel() {
-    let source = r#"
-import tilelang
-import tilelang.language as T
-
-
-@tilelang.jit(out_idx=[1, 2])
-def steps(R=4, C=8, K=16):
-    @T.prim_func
-    def main(
-        A: T.Tensor((R, C, K), "float32"),
-        B: T.Tensor((R, C), "float32"),
-        D: T.Tensor((R, C), "float32"),
-    ):
-        flat = T.Tensor((R * C, K), "float32", A.data)
-        with T.Kernel(1, threads=32) as bx:
-            for r, c in T.grid(R, C):
-                even = T.alloc_var("float32")
-                odd = T.alloc_var("float32")
-                even = 0.0
-                odd = 0.0
-                for k in T.serial(0, K, 2):
-                    even += flat[r * C + c, k]
-                for k in T.serial(K - 1, 0, -2):
-                    odd += A[r, c, k]
-                B[r, c] = even
-                D[r, c] = odd
-
-    return main
-"#;
-    let (tensors, _) = run(source, "");
+    let source = TIR_FUNCTIONS;
+    let (tensors, _) = run_kernel(source, Some("steps"), "");
     let a = &tensors[0].values;
     let (rows, cols, depth) = (4, 8, 16);
     let mut even = Vec::new();
@@ -402,37 +385,8 @@ def rows(M=128, N=16):
 /// and `T.warpgroup_fence_operand`, which change nothing. References computed here.
 #[test]
 fn tir_scalar_functions_and_hints() {
-    let source = r#"
-import tilelang
-import tilelang.language as T
-
-
-@tilelang.jit(out_idx=[1, 2])
-def scalars(N=96):
-    @T.prim_func
-    def main(
-        A: T.Tensor((N,), "float32"),
-        F: T.Tensor((N,), "float32"),
-        R: T.Tensor((N, 4), "float32"),
-    ):
-        with T.Kernel(1, threads=32) as bx:
-            T.assume(N % 32 == 0)
-            T.warpgroup_fence_operand(A)
-            inf = T.infinity("float32")
-            for i in T.Parallel(N):
-                w = T.Select(i % 3 == 0, inf - inf, T.Select(i % 3 == 1, inf, A[i]))
-                big = T.And(i % 3 == 2, A[i] > T.max_value("float16"))
-                flags = T.if_then_else(T.isnan(w), 1.0, 0.0) + T.if_then_else(T.isinf(w), 2.0, 0.0)
-                F[i] = flags + T.if_then_else(T.isfinite(w), 4.0, 0.0) + T.if_then_else(big, 8.0, 0.0)
-                v = A[i] * 7.5
-                R[i, 0] = T.floor(v)
-                R[i, 1] = T.ceil(v)
-                R[i, 2] = T.trunc(v)
-                R[i, 3] = T.round(v)
-
-    return main
-"#;
-    let (tensors, _) = run(source, "");
+    let source = TIR_FUNCTIONS;
+    let (tensors, _) = run_kernel(source, Some("scalars"), "");
     let a = &tensors[0].values;
     let flags = (0..96)
         .map(|i| match i % 3 {
@@ -450,4 +404,37 @@ def scalars(N=96):
         })
         .collect();
     assert_matches("R", &tensors[2], rounded);
+}
+
+/// `T.alloc_var(dtype, init=x)` starts at `x`, also inside a run-time `if` (DeepSeek's
+/// TileKernels normalize top-k weights so, with `init=1e-20`): the initial value was dropped, and
+/// the first `+=` read an unwritten register. D[row] = 0.5 + the sum of W's row.
+#[test]
+fn a_scalar_variable_starts_at_its_init() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[1])
+def sums(num_topk=4, num_tokens=200):
+    @T.prim_func
+    def main(W: T.Tensor((num_tokens, num_topk), "float32"), D: T.Tensor((num_tokens,), "float32")):
+        with T.Kernel(2, threads=128) as (pid,):
+            tid = T.get_thread_binding()
+            row = pid * 128 + tid
+            if row < num_tokens:
+                acc = T.alloc_var(T.float32, init=0.5)
+                for i in T.unroll(num_topk):
+                    acc += W[row, i]
+                D[row] = acc
+
+    return main
+"#;
+    let (tensors, _) = run(source, "");
+    let w = &tensors[0].values;
+    let expected = (0..200)
+        .map(|row| 0.5 + (0..4).map(|i| w[row * 4 + i]).sum::<f64>())
+        .collect();
+    assert_matches("D", &tensors[1], expected);
 }
