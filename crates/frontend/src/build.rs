@@ -391,6 +391,7 @@ impl Builder<'_> {
         let globals = module_env(self, request.context, request.modules);
         self.read_decorators(&globals, def);
         self.read_configs(&globals, def);
+        self.compared_strings = crate::generic::compared_strings(&def.body);
         let receiver = match request.class {
             Some(class) => self.generic_receiver(&globals, class, def, args),
             None => None,

@@ -184,6 +184,9 @@ pub(crate) struct Builder<'c> {
     /// Where in `diagnostics` the failure that rejected the assumed values is (the diagnostic
     /// reported right after [`Self::rejected_statements`] was set).
     pub rejection_diagnostic: Option<usize>,
+    /// The string literals the kernel's code compares each name with (see
+    /// `generic::compared_strings`): the candidates of a generic text parameter.
+    pub compared_strings: Vec<(String, Vec<String>)>,
     /// How many `assert`s on the symbols of generic parameters were taken as preconditions.
     pub generic_preconditions: usize,
     /// How many representative values each generic parameter has been through.
@@ -242,6 +245,7 @@ impl<'c> Builder<'c> {
             opaque_leniency: OpaqueLeniency::None,
             reducer_inits: Vec::new(),
             rejection_diagnostic: None,
+            compared_strings: Vec::new(),
             generic_preconditions: 0,
             representative_rounds: Vec::new(),
             bound_scalars: Vec::new(),

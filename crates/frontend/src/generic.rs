@@ -49,6 +49,8 @@ fn representatives(name: &str, kind: GenericKind) -> Vec<ConstValue> {
         GenericKind::Bool => vec![ConstValue::Bool(false), ConstValue::Bool(true)],
         // Never assumed (see `generic_value`); `None` keeps the list non-empty all the same.
         GenericKind::Function => vec![ConstValue::None],
+        // Taken from the code by `Builder::candidates`; a plain text otherwise.
+        GenericKind::Text => vec![ConstValue::Str(String::new())],
         GenericKind::Int if lower.contains("stage") => ints(&[2, 1, 3, 4]),
         GenericKind::Int if lower.contains("split") => ints(&[1, 2, 4, 8]),
         // The hyperparameters of convolutions and pooling, by PyTorch's names (`stride_w`,
@@ -71,6 +73,9 @@ enum GenericKind {
     Bool,
     /// A function the caller passes (`op_func`, `score_fn`, annotated `Callable`).
     Function,
+    /// A string the kernel compares with literals (`if op_kind == "sum":`): those literals are
+    /// its candidates, in the order the code names them.
+    Text,
 }
 
 fn generic_kind(name: &str, annotation: Option<&Expr>) -> GenericKind {
@@ -189,7 +194,12 @@ impl Builder<'_> {
     /// The value of a parameter no call site gives (or gives only at run time): a symbol for an
     /// int the kernel allows to be symbolic, an assumed value otherwise.
     pub(crate) fn generic_value<'a>(&mut self, name: &str, annotation: Option<&Expr>) -> Value<'a> {
-        let kind = generic_kind(name, annotation);
+        let mut kind = generic_kind(name, annotation);
+        // A name the code compares with texts is a text (`op_kind`), unless it names a dtype,
+        // whose spellings are texts too and whose representatives are the floats.
+        if kind == GenericKind::Int && self.compared_strings.iter().any(|(n, _)| n == name) {
+            kind = GenericKind::Text;
+        }
         if kind == GenericKind::Function {
             // An elementwise kernel's `op_func` is whatever its caller passes: nothing tilec could
             // assume for it means anything, and calling it says so (`not-analysed`).
@@ -290,13 +300,25 @@ impl Builder<'_> {
             return (value.clone(), source.clone());
         }
         let round = self.representative_round(name);
-        let candidates = representatives(name, kind);
+        let candidates = self.candidates(name, kind);
         let value = candidates[round.min(candidates.len() - 1)].clone();
         let source = match round {
             0 => "a representative choice",
             _ => "a representative choice the kernel accepts",
         };
         (value, source.to_owned())
+    }
+
+    /// The values a generic parameter of `kind` is tried with: the literals the code compares a
+    /// text with, the representatives of its kind otherwise. Never empty.
+    fn candidates(&self, name: &str, kind: GenericKind) -> Vec<ConstValue> {
+        if kind == GenericKind::Text
+            && let Some((_, strings)) = self.compared_strings.iter().find(|(n, _)| n == name)
+            && !strings.is_empty()
+        {
+            return strings.iter().cloned().map(ConstValue::Str).collect();
+        }
+        representatives(name, kind)
     }
 
     fn representative_round(&self, name: &str) -> usize {
@@ -324,9 +346,17 @@ impl Builder<'_> {
                 ConstValue::Int(_) => GenericKind::Int,
                 ConstValue::Bool(_) => GenericKind::Bool,
                 ConstValue::DType(_) => GenericKind::DType,
+                ConstValue::Str(_)
+                    if self
+                        .compared_strings
+                        .iter()
+                        .any(|(n, _)| *n == assumed.name) =>
+                {
+                    GenericKind::Text
+                }
                 _ => continue,
             };
-            let count = representatives(&assumed.name, kind).len();
+            let count = self.candidates(&assumed.name, kind).len();
             let round = self.representative_round(&assumed.name);
             if round + 1 >= count {
                 continue;
@@ -599,4 +629,67 @@ impl Builder<'_> {
         }
         None
     }
+}
+
+/// For each name the code compares with string literals (`x == "sum"`, `"sum" != x`,
+/// `x in ("sum", "mean")`), those literals in the order written, at any depth of `body`.
+pub(crate) fn compared_strings(body: &[Stmt]) -> Vec<(String, Vec<String>)> {
+    use ruff_python_ast::visitor::{Visitor, walk_expr};
+    #[derive(Default)]
+    struct Collect(Vec<(String, Vec<String>)>);
+    impl Collect {
+        fn add(&mut self, name: &str, literal: &Expr) {
+            let literals: Vec<String> = match literal {
+                Expr::StringLiteral(text) => vec![text.value.to_str().to_owned()],
+                Expr::Tuple(items) => string_items(&items.elts),
+                Expr::List(items) => string_items(&items.elts),
+                Expr::Set(items) => string_items(&items.elts),
+                _ => Vec::new(),
+            };
+            if literals.is_empty() {
+                return;
+            }
+            let index = match self.0.iter().position(|(n, _)| n == name) {
+                Some(index) => index,
+                None => {
+                    self.0.push((name.to_owned(), Vec::new()));
+                    self.0.len() - 1
+                }
+            };
+            for literal in literals {
+                if !self.0[index].1.contains(&literal) {
+                    self.0[index].1.push(literal);
+                }
+            }
+        }
+    }
+    fn string_items(items: &[Expr]) -> Vec<String> {
+        items
+            .iter()
+            .filter_map(|item| match item {
+                Expr::StringLiteral(text) => Some(text.value.to_str().to_owned()),
+                _ => None,
+            })
+            .collect()
+    }
+    impl<'a> Visitor<'a> for Collect {
+        fn visit_expr(&mut self, expr: &'a Expr) {
+            if let Expr::Compare(compare) = expr
+                && let [comparator] = &compare.comparators[..]
+            {
+                match (&*compare.left, comparator) {
+                    (Expr::Name(name), literal) | (literal, Expr::Name(name)) => {
+                        self.add(name.id.as_str(), literal);
+                    }
+                    _ => {}
+                }
+            }
+            walk_expr(self, expr);
+        }
+    }
+    let mut collect = Collect::default();
+    for stmt in body {
+        collect.visit_stmt(stmt);
+    }
+    collect.0
 }

@@ -438,3 +438,33 @@ def sums(num_topk=4, num_tokens=200):
         .collect();
     assert_matches("D", &tensors[1], expected);
 }
+
+/// A `T.Parallel` body that stores a shared element and reads it back (TileOPs' layer norm keeps
+/// the padded input in shared memory so): the vector loop loaded the shared row into registers
+/// before the lanes wrote it, a read of memory no thread had written (the emulator stopped on it;
+/// the GPU's result was right, the load wasted). It now loads nothing it writes first.
+#[test]
+fn a_shared_element_written_then_read_in_one_parallel_body() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[1])
+def widen(M=256, N=128, block_m=128):
+    @T.prim_func
+    def main(x: T.Tensor((M, N), "float16"), y: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(M, block_m), threads=128) as pid_m:
+            buf = T.alloc_shared((block_m, N), "float16")
+            f = T.alloc_fragment((block_m, N), "float32")
+            for i, j in T.Parallel(block_m, N):
+                buf[i, j] = x[pid_m * block_m + i, j]
+                f[i, j] = T.cast(buf[i, j], "float32") * 2.0
+            T.copy(f, y[pid_m * block_m, 0])
+
+    return main
+"#;
+    let (tensors, _) = run(source, "");
+    let doubled = tensors[0].values.iter().map(|&x| x * 2.0).collect();
+    assert_matches("y", &tensors[1], doubled);
+}

@@ -906,3 +906,40 @@ def cast(hidden: int, config: Config):
         "#]],
     );
 }
+
+/// A parameter the kernel compares with texts (`op_kind == "sum"`) is a text, tried with those
+/// texts in the order the code names them: an int there took no branch and left the accumulator
+/// unwritten.
+#[test]
+fn a_parameter_compared_with_texts_is_one_of_them() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+
+
+def reduce_rows(M, N, op_kind, block_m=64):
+    @T.prim_func
+    def main(x: T.Tensor((M, N), "float32"), out: T.Tensor((M,), "float32")):
+        with T.Kernel(T.ceildiv(M, block_m), threads=128) as bx:
+            tile = T.alloc_fragment((block_m, N), "float32")
+            acc = T.alloc_fragment((block_m,), "float32")
+            T.copy(x[bx * block_m, 0], tile)
+            if op_kind == "sum":
+                T.reduce_sum(tile, acc, dim=1)
+            elif op_kind in ("amax", "max"):
+                T.reduce_max(tile, acc, dim=1)
+            T.copy(acc, out[bx * block_m])
+
+    return main
+"#;
+    check(
+        source,
+        expect![[r#"
+            reduce_rows (no call site): 
+              symbolic: M
+              assumed: N = 128 (a representative choice)
+              assumed: op_kind = 'sum' (a representative choice)
+              line 6: info generic-instance
+        "#]],
+    );
+}

@@ -353,6 +353,7 @@ impl Plan {
             loads: Vec::new(),
             stores: Vec::new(),
             temps: FxHashMap::default(),
+            written_first: rustc_hash::FxHashSet::default(),
             new_buffers: Vec::new(),
         };
         let lane_body = Rewriter::new(program, &mut staging).stmts(&body);
@@ -466,6 +467,10 @@ struct Staging<'p> {
     /// `(buffer, base, register array)` to write back after them.
     stores: Vec<(BufferId, ExprId, BufferId)>,
     temps: FxHashMap<(BufferId, ExprId), BufferId>,
+    /// The register arrays whose first access in the body is a store: every lane writes its
+    /// element before it reads it (a `T.Parallel` body that stores `buf[i, j]` and reads it back),
+    /// so nothing is loaded into them first. Loading would read memory no thread wrote yet.
+    written_first: rustc_hash::FxHashSet<BufferId>,
     new_buffers: Vec<BufferDecl>,
 }
 
@@ -496,9 +501,17 @@ impl Staging<'_> {
                     elements,
                 });
                 self.temps.insert((buffer, base), temp);
+                // Every access of a vectorized buffer is unconditional (the plan allows no
+                // other), so a store met first writes each lane before any read of it.
+                if is_store {
+                    self.written_first.insert(temp);
+                }
                 temp
             }
         };
+        if !is_store && self.written_first.contains(&temp) {
+            return (temp, arena.var_expr(self.plan.lane));
+        }
         let list = if is_store {
             &mut self.stores
         } else {
