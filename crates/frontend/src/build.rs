@@ -4,7 +4,7 @@
 use std::rc::Rc;
 
 use ruff_python_ast::{Expr, Stmt, StmtClassDef, StmtFunctionDef};
-use tilec_ir::{Anchor, Code, ConstValue, Diagnostic, Span, SpanTable, World};
+use tilec_ir::{Anchor, Code, ConstValue, Diagnostic, EntityId, Span, SpanTable, World};
 
 use crate::builder::{Builder, Eval, Stop};
 use crate::eval::Args;
@@ -144,8 +144,79 @@ fn build_instance<'c>(request: &BuildRequest<'_, '_>, cancel: &'c dyn Fn()) -> B
             builder.blame_assumptions(&used);
         }
         builder.note_generic_instance(request.def, request.origin);
+        mark_assumed_extent_loops(&mut builder, request.def);
         return builder;
     }
+}
+
+/// Records the `T.Parallel` loops whose extents are computed from the ints tilec assumed
+/// (`World::assumed_extent_loops`): the names in the loop's iterable (`T.Parallel(threads_arg,
+/// npt_arg)`), followed back through the assignments of the kernel's code.
+fn mark_assumed_extent_loops(builder: &mut Builder<'_>, def: &StmtFunctionDef) {
+    use ruff_python_ast::visitor::{Visitor, walk_stmt};
+    let assumed: Vec<&str> = builder
+        .world
+        .assumed_args
+        .iter()
+        .filter(|arg| matches!(arg.value, ConstValue::Int(_)))
+        .map(|arg| arg.name.as_str())
+        .collect();
+    if assumed.is_empty() {
+        return;
+    }
+    /// The span of every `for` statement, with its iterable.
+    struct Loops<'a>(Vec<(Span, &'a Expr)>);
+    impl<'a> Visitor<'a> for Loops<'a> {
+        fn visit_stmt(&mut self, stmt: &'a Stmt) {
+            if let Stmt::For(for_stmt) = stmt {
+                self.0.push((range_span(stmt), &for_stmt.iter));
+            }
+            walk_stmt(self, stmt);
+        }
+    }
+    let mut loops = Loops(Vec::new());
+    for stmt in &def.body {
+        loops.visit_stmt(stmt);
+    }
+    let world = &builder.world;
+    let marked: Vec<EntityId> = (0..world.kinds.len())
+        .map(EntityId::from_index)
+        .filter(|&entity| {
+            world
+                .loops
+                .get(entity)
+                .is_some_and(|info| info.kind == tilec_ir::LoopKind::Parallel)
+        })
+        .filter(|&entity| {
+            let Some(span) = builder.spans.get(entity) else {
+                return false;
+            };
+            loops.0.iter().any(|(at, iter)| {
+                *at == span
+                    && names_flowing_into(&def.body, names_in_expr(iter))
+                        .iter()
+                        .any(|name| assumed.contains(&name.as_str()))
+            })
+        })
+        .collect();
+    builder.world.assumed_extent_loops = marked;
+}
+
+/// The names an expression reads, at any depth.
+fn names_in_expr(expr: &Expr) -> Vec<String> {
+    use ruff_python_ast::visitor::{Visitor, walk_expr};
+    struct Collect(Vec<String>);
+    impl<'a> Visitor<'a> for Collect {
+        fn visit_expr(&mut self, expr: &'a Expr) {
+            if let Expr::Name(name) = expr {
+                self.0.push(name.id.to_string());
+            }
+            walk_expr(self, expr);
+        }
+    }
+    let mut collect = Collect(Vec::new());
+    collect.visit_expr(expr);
+    collect.0
 }
 
 /// How many builds an instance may take to find representative values its `assert`s accept.
@@ -213,39 +284,25 @@ fn names_in_statements(body: &[Stmt], spans: &[Span]) -> Vec<String> {
 /// parameters `total = n * c_in * out_l` and `out_l = pool_output_dim(l_in, kernel_w, ...)` use,
 /// not only the locals it names.
 fn names_flowing_into(body: &[Stmt], mut names: Vec<String>) -> Vec<String> {
-    use ruff_python_ast::visitor::{Visitor, walk_expr, walk_stmt};
+    use ruff_python_ast::visitor::{Visitor, walk_stmt};
     /// Each assignment's target names and the names its value reads.
     #[derive(Default)]
     struct Assignments {
         flows: Vec<(Vec<String>, Vec<String>)>,
     }
-    fn names_in(expr: &Expr) -> Vec<String> {
-        struct Collect(Vec<String>);
-        impl<'a> Visitor<'a> for Collect {
-            fn visit_expr(&mut self, expr: &'a Expr) {
-                if let Expr::Name(name) = expr {
-                    self.0.push(name.id.to_string());
-                }
-                walk_expr(self, expr);
-            }
-        }
-        let mut collect = Collect(Vec::new());
-        collect.visit_expr(expr);
-        collect.0
-    }
     impl<'a> Visitor<'a> for Assignments {
         fn visit_stmt(&mut self, stmt: &'a Stmt) {
             let flow = match stmt {
                 Stmt::Assign(assign) => Some((
-                    assign.targets.iter().flat_map(names_in).collect(),
-                    names_in(&assign.value),
+                    assign.targets.iter().flat_map(names_in_expr).collect(),
+                    names_in_expr(&assign.value),
                 )),
                 Stmt::AnnAssign(assign) => assign
                     .value
                     .as_deref()
-                    .map(|value| (names_in(&assign.target), names_in(value))),
+                    .map(|value| (names_in_expr(&assign.target), names_in_expr(value))),
                 Stmt::AugAssign(assign) => {
-                    Some((names_in(&assign.target), names_in(&assign.value)))
+                    Some((names_in_expr(&assign.target), names_in_expr(&assign.value)))
                 }
                 _ => None,
             };
@@ -392,6 +449,7 @@ impl Builder<'_> {
         self.read_decorators(&globals, def);
         self.read_configs(&globals, def);
         self.compared_strings = crate::generic::compared_strings(&def.body);
+        self.compared_ints = crate::generic::compared_ints(&def.body);
         let receiver = match request.class {
             Some(class) => self.generic_receiver(&globals, class, def, args),
             None => None,
@@ -404,6 +462,7 @@ impl Builder<'_> {
                     closure: Env::clone(&globals),
                     prim_func: true,
                     defaults: Vec::new(),
+                    autotune_config: Vec::new(),
                     module: None,
                 };
                 self.instantiate_prim_func(&function)
@@ -534,7 +593,27 @@ impl Builder<'_> {
         {
             return self.run_nested_eager(&frame, def, inner);
         }
-        let prim_func = self.nested_prim_func(&frame, def)?;
+        let returned_early = matches!(returned, Ok(Flow::Return(_)));
+        // The statements around that `return`, without the `return` itself: the branches
+        // that led to it say why it was taken, and its own arguments do not.
+        let mut returned_at = std::mem::take(&mut self.last_return);
+        returned_at.pop();
+        let reported = self.diagnostics.len();
+        let prim_func = self.nested_prim_func(&frame, def);
+        // A wrapper that returned before it defined its factory took a branch for another
+        // kernel (`if op_kind == "prod": return _prod_kernel(...)`): with assumed values, the
+        // build is retried with the next candidates of the names that branch tests.
+        if prim_func.is_err()
+            && returned_early
+            && !self.world.assumed_args.is_empty()
+            && self.rejected_statements.is_empty()
+            && !returned_at.is_empty()
+            && self.diagnostics.len() > reported
+        {
+            self.rejected_statements = returned_at;
+            self.rejection_diagnostic = Some(reported);
+        }
+        let prim_func = prim_func?;
         self.instantiate_prim_func(&prim_func)
     }
 
@@ -579,12 +658,23 @@ impl Builder<'_> {
         def: &'a StmtFunctionDef,
     ) -> Eval<Rc<Function<'a>>> {
         let span = range_span(&def.name);
-        let Some(inner) = nested_functions(&def.body)
+        let mut factories: Vec<(usize, &'a StmtFunctionDef)> = nested_functions(&def.body)
             .into_iter()
             .filter_map(|inner| Some((prim_func_depth(&inner.body)?, inner)))
-            .min_by_key(|(depth, _)| *depth)
-            .map(|(_, inner)| inner)
-        else {
+            .collect();
+        factories.sort_by_key(|(depth, _)| *depth);
+        // Branches may define the factory twice under one name (`if is_fp8: def kernel ... else:
+        // def kernel ...`): the one the run bound is the one to call.
+        let bound = |inner: &StmtFunctionDef| {
+            matches!(lookup(frame, inner.name.as_str()),
+                Some(Value::Function(function)) if matches!(function.body, FunctionBody::Def(d) if d.range == inner.range))
+        };
+        let chosen = factories
+            .iter()
+            .find(|(_, inner)| bound(inner))
+            .or(factories.first())
+            .map(|(_, inner)| *inner);
+        let Some(inner) = chosen else {
             return Err(self.error(
                 Code::NotAnalysed,
                 span,
@@ -779,7 +869,7 @@ impl Builder<'_> {
         self.strict = strict;
     }
 
-    fn resolve_out_idx(&mut self, mut outputs: Vec<tilec_ir::EntityId>) -> Vec<tilec_ir::EntityId> {
+    fn resolve_out_idx(&mut self, mut outputs: Vec<EntityId>) -> Vec<EntityId> {
         // `out_idx` counts the function's own parameters, which workspaces are not.
         let count = crate::value::int_of_len(self.world.params.len() - self.world.workspaces.len());
         for &index in &self.pending_out_idx {

@@ -184,9 +184,16 @@ pub(crate) struct Builder<'c> {
     /// Where in `diagnostics` the failure that rejected the assumed values is (the diagnostic
     /// reported right after [`Self::rejected_statements`] was set).
     pub rejection_diagnostic: Option<usize>,
+    /// The statements around the `return` that ran last (see `stmt_stack`): where a wrapper
+    /// that returned before defining its kernel factory returned, so that the values assumed
+    /// for its branch conditions can be rejected (`if op_kind == "prod": return other(...)`).
+    pub last_return: Vec<Span>,
     /// The string literals the kernel's code compares each name with (see
     /// `generic::compared_strings`): the candidates of a generic text parameter.
     pub compared_strings: Vec<(String, Vec<String>)>,
+    /// The ints the kernel compares each name with (`generic::compared_ints`): candidates of a
+    /// generic int parameter after its representative choice.
+    pub compared_ints: Vec<(String, Vec<i64>)>,
     /// How many `assert`s on the symbols of generic parameters were taken as preconditions.
     pub generic_preconditions: usize,
     /// How many representative values each generic parameter has been through.
@@ -245,7 +252,9 @@ impl<'c> Builder<'c> {
             opaque_leniency: OpaqueLeniency::None,
             reducer_inits: Vec::new(),
             rejection_diagnostic: None,
+            last_return: Vec::new(),
             compared_strings: Vec::new(),
+            compared_ints: Vec::new(),
             generic_preconditions: 0,
             representative_rounds: Vec::new(),
             bound_scalars: Vec::new(),

@@ -1,10 +1,11 @@
 //! Calls, attribute access and subscripts: user functions, Python builtins, `math`, and the
 //! dispatch to the DSL.
 
+use std::borrow::Cow;
 use std::rc::Rc;
 
-use ruff_python_ast::{Expr, ExprCall};
-use tilec_ir::{Code, DType, EntityKind, Region, RegionDim, WarpPolicy};
+use ruff_python_ast::{Expr, ExprCall, StmtFunctionDef};
+use tilec_ir::{AssumedArg, Code, DType, EntityKind, Region, RegionDim, WarpPolicy};
 
 use crate::builder::{Builder, CallArg, Eval, OpaqueLeniency, Stop};
 use crate::eval::{Args, expr_span, python_floordiv, python_mod};
@@ -260,7 +261,13 @@ impl Builder<'_> {
             FunctionBody::Lambda(lambda) => lambda.parameters.as_deref(),
         };
         if let Some(parameters) = parameters {
-            self.bind_parameters(&frame, &function.defaults, parameters, args, span)?;
+            let defaults = match function.body {
+                FunctionBody::Def(def) if !function.autotune_config.is_empty() => {
+                    Cow::Owned(self.autotuned_defaults(function, def, &args))
+                }
+                _ => Cow::Borrowed(function.defaults.as_slice()),
+            };
+            self.bind_parameters(&frame, &defaults, parameters, args, span)?;
         }
         match function.body {
             FunctionBody::Lambda(lambda) => self.eval(&frame, &lambda.body),
@@ -281,6 +288,59 @@ impl Builder<'_> {
                 }
             }
         }
+    }
+
+    /// The defaults a call of an autotuned function sees: the autotuner passes each config's
+    /// values for the parameters the call leaves out, so a parameter without a default, or at a
+    /// `None` one, takes the first config's value. That value is assumed (and said so): tilec
+    /// analyses one configuration, not the one the tuner will choose.
+    fn autotuned_defaults<'a>(
+        &mut self,
+        function: &Function<'a>,
+        def: &StmtFunctionDef,
+        args: &Args<'a>,
+    ) -> Vec<(String, Value<'a>)> {
+        let passed_positionally: Vec<&str> = def
+            .parameters
+            .posonlyargs
+            .iter()
+            .chain(&def.parameters.args)
+            .take(args.positional.len())
+            .map(|param| param.name().as_str())
+            .collect();
+        let mut defaults = function.defaults.clone();
+        for (name, value) in &function.autotune_config {
+            let is_param = def
+                .parameters
+                .iter_non_variadic_params()
+                .any(|param| param.name().as_str() == name);
+            let passed = passed_positionally.contains(&name.as_str())
+                || args.keywords.iter().any(|(keyword, ..)| keyword == name);
+            let default = defaults.iter_mut().find(|(param, _)| param == name);
+            if !is_param
+                || passed
+                || default
+                    .as_ref()
+                    .is_some_and(|(_, v)| !matches!(v, Value::None))
+            {
+                continue;
+            }
+            match default {
+                Some(slot) => slot.1 = value.clone(),
+                None => defaults.push((name.clone(), value.clone())),
+            }
+            if let Some(constant) = value.to_const()
+                && !self.world.args.iter().any(|(existing, _)| existing == name)
+            {
+                self.world.assumed_args.push(AssumedArg {
+                    name: name.clone(),
+                    value: constant.clone(),
+                    source: format!("the first `@autotune` config of `{}`", def.name),
+                });
+                self.world.args.push((name.clone(), constant));
+            }
+        }
+        defaults
     }
 
     /// Binds call arguments to parameters as Python does (positional, keywords, defaults,

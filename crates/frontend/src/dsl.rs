@@ -103,6 +103,11 @@ impl Builder<'_> {
             "rng_init" => self.rng_init(args),
             "rng_rand" | "rng_rand_float" => self.rng_draw(name, args),
             "Persistent" => self.persistent_frame(args),
+            // TVMScript's frame spelling of `if`: `with T.If(c): with T.Then(): ... with
+            // T.Else(): ...`, run as the `if` statement it is (`exec::exec_if_frame`).
+            "If" => Ok(Value::IfFrame(Rc::new(self.required(&args, 0, "cond")?))),
+            "Then" => Ok(Value::BranchFrame(true)),
+            "Else" => Ok(Value::BranchFrame(false)),
             "alloc_barrier"
             | "ws"
             | "tma_copy"

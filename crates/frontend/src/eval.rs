@@ -229,6 +229,7 @@ impl Builder<'_> {
             closure: env.clone(),
             prim_func,
             defaults,
+            autotune_config: Vec::new(),
             module: self.current_module,
         })
     }

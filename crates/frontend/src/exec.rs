@@ -135,6 +135,7 @@ impl Builder<'_> {
                     Some(value) => self.eval(env, value)?,
                     None => Value::None,
                 };
+                self.last_return.clone_from(&self.stmt_stack);
                 return Ok(Flow::Return(value));
             }
             Stmt::FunctionDef(def) => {
@@ -143,7 +144,8 @@ impl Builder<'_> {
                     let name = dotted_name(&decorator.expression).unwrap_or_default();
                     prim_func |= name.ends_with("prim_func");
                 }
-                let function = self.define_function(env, FunctionBody::Def(def), prim_func)?;
+                let mut function = self.define_function(env, FunctionBody::Def(def), prim_func)?;
+                function.autotune_config = self.autotune_first_config(env, def).unwrap_or_default();
                 bind(env, def.name.as_str(), Value::Function(Rc::new(function)));
             }
             Stmt::Assert(assert) => {
@@ -872,6 +874,102 @@ impl Builder<'_> {
         }
     }
 
+    /// `with T.If(cond):` over `with T.Then(): a` and `with T.Else(): b` is `if cond: a else:
+    /// b`; so is `with T.If(cond), T.Then(): a` without the else.
+    fn exec_if_frame<'a>(
+        &mut self,
+        env: &Env<'a>,
+        with: &'a StmtWith,
+        rest: &'a [ruff_python_ast::WithItem],
+        test: &Value<'a>,
+        span: Span,
+    ) -> Eval<Flow<'a>> {
+        if let Some((then_item, inner)) = rest.split_first() {
+            match self.eval(env, &then_item.context_expr)? {
+                Value::BranchFrame(true) => {}
+                _ => {
+                    return Err(self.misused(
+                        span,
+                        "a `with T.If(cond)` whose next item is not `T.Then()`",
+                    ));
+                }
+            }
+            return self.exec_branches(env, test, span, &Branch::Items(with, inner), None);
+        }
+        let mut branches: [Option<&'a [Stmt]>; 2] = [None, None];
+        for stmt in &with.body {
+            let branch = match stmt {
+                Stmt::With(inner) if inner.items.len() == 1 => {
+                    match self.eval(env, &inner.items[0].context_expr)? {
+                        Value::BranchFrame(then) => Some((usize::from(!then), &inner.body)),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
+            match branch {
+                Some((index, body)) if branches[index].is_none() => {
+                    branches[index] = Some(body.as_slice());
+                }
+                _ => {
+                    return Err(self.misused(
+                        range_span(stmt),
+                        "a statement in a `with T.If(cond):` other than one `with T.Then():` \
+                         and one `with T.Else():`",
+                    ));
+                }
+            }
+        }
+        let then = branches[0].map_or(Branch::Statements(&[]), Branch::Statements);
+        let otherwise = branches[1].map(Branch::Statements);
+        self.exec_branches(env, test, span, &then, otherwise.as_ref())
+    }
+
+    /// Runs `then` where `test` holds and `otherwise` where it does not: the branch itself when
+    /// the test is known at compile time, a runtime `if` of the kernel otherwise.
+    fn exec_branches<'a>(
+        &mut self,
+        env: &Env<'a>,
+        test: &Value<'a>,
+        span: Span,
+        then: &Branch<'a>,
+        otherwise: Option<&Branch<'a>>,
+    ) -> Eval<Flow<'a>> {
+        match test.truthy() {
+            Some(true) => self.exec_branch(env, then, span),
+            Some(false) => match otherwise {
+                Some(otherwise) => self.exec_branch(env, otherwise, span),
+                None => Ok(Flow::Normal),
+            },
+            None => {
+                let (cond, _) = self.data_expr(test, span)?;
+                let entity = self.add_kernel_entity(EntityKind::If, "a runtime `T.If`", span)?;
+                self.world.conditions.set(entity, cond);
+                self.in_block(Block::Body(entity), |builder| {
+                    builder.exec_branch(env, then, span)
+                })?;
+                if let Some(otherwise) = otherwise {
+                    self.in_block(Block::Else(entity), |builder| {
+                        builder.exec_branch(env, otherwise, span)
+                    })?;
+                }
+                Ok(Flow::Normal)
+            }
+        }
+    }
+
+    fn exec_branch<'a>(
+        &mut self,
+        env: &Env<'a>,
+        branch: &Branch<'a>,
+        span: Span,
+    ) -> Eval<Flow<'a>> {
+        match *branch {
+            Branch::Statements(body) => self.exec_body(env, body),
+            Branch::Items(with, items) => self.exec_with_items(env, with, items, span),
+        }
+    }
+
     fn exec_if<'a>(&mut self, env: &Env<'a>, if_stmt: &'a StmtIf) -> Eval<Flow<'a>> {
         let test = self.eval(env, &if_stmt.test)?;
         match test.truthy() {
@@ -978,6 +1076,15 @@ impl Builder<'_> {
                 self.reduce_scopes.pop();
                 return flow;
             }
+            Value::IfFrame(test) => {
+                return self.exec_if_frame(env, with, rest, &test, span);
+            }
+            Value::BranchFrame(_) => {
+                return Err(self.misused(
+                    span,
+                    "`T.Then()` or `T.Else()` outside the body of a `with T.If(cond):`",
+                ));
+            }
             Value::GuardFrame(cond) => {
                 let entity = self.add_kernel_entity(EntityKind::If, "`T.ws`", span)?;
                 self.world.conditions.set(entity, cond);
@@ -1058,6 +1165,13 @@ impl Builder<'_> {
         self.block = saved;
         result
     }
+}
+
+/// What a branch of a `T.If` frame runs: the body of its `with T.Then():` (or `T.Else()`), or,
+/// for `with T.If(c), T.Then(), more: body`, the items after `T.Then()` and then the body.
+enum Branch<'a> {
+    Statements(&'a [Stmt]),
+    Items(&'a StmtWith, &'a [ruff_python_ast::WithItem]),
 }
 
 /// The names a `for` or `with ... as` binds: `i`, `(i, j)`, `(bx)`.

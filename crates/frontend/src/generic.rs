@@ -318,7 +318,29 @@ impl Builder<'_> {
         {
             return strings.iter().cloned().map(ConstValue::Str).collect();
         }
-        representatives(name, kind)
+        let mut candidates = representatives(name, kind);
+        // The ints the kernel compares the parameter with come right after the representative
+        // choice: `assert threads == 384` rejects 128 and accepts nothing else.
+        if kind == GenericKind::Int
+            && let Some((_, ints)) = self.compared_ints.iter().find(|(n, _)| n == name)
+        {
+            let rest = candidates.split_off(1);
+            for value in ints
+                .iter()
+                .filter(|&&v| v >= 1)
+                .map(|&v| ConstValue::Int(v))
+            {
+                if !candidates.contains(&value) {
+                    candidates.push(value);
+                }
+            }
+            for value in rest {
+                if !candidates.contains(&value) {
+                    candidates.push(value);
+                }
+            }
+        }
+        candidates
     }
 
     fn representative_round(&self, name: &str) -> usize {
@@ -551,46 +573,43 @@ impl Builder<'_> {
     /// `@autotune(configs=...)`, else a module-level `get_configs()` / `default_config`. Evaluated
     /// leniently: a config tilec cannot evaluate gives nothing.
     pub(crate) fn read_configs<'a>(&mut self, globals: &Env<'a>, def: &'a StmtFunctionDef) {
-        let strict = std::mem::replace(&mut self.strict, false);
-        self.autotuned = def.decorator_list.iter().any(|decorator| {
-            let Expr::Call(call) = &decorator.expression else {
-                return false;
-            };
-            dotted_name(&call.func)
-                .is_some_and(|name| name == "autotune" || name.ends_with(".autotune"))
+        self.autotuned = autotune_decorator(def).is_some();
+        let from_decorator = self
+            .autotune_first_config(globals, def)
+            .map(|config| (config, "the first `@autotune` config".to_owned()));
+        let found = from_decorator.or_else(|| {
+            let strict = std::mem::replace(&mut self.strict, false);
+            let module = self.module_config(globals);
+            self.strict = strict;
+            let (value, source) = module?;
+            Some((first_config(value)?, source))
         });
-        let from_decorator = def.decorator_list.iter().find_map(|decorator| {
-            let Expr::Call(call) = &decorator.expression else {
-                return None;
-            };
-            let name = dotted_name(&call.func)?;
-            if name != "autotune" && !name.ends_with(".autotune") {
-                return None;
-            }
-            let configs = call.arguments.keywords.iter().find_map(|keyword| {
-                (keyword.arg.as_ref()?.as_str() == "configs").then_some(&keyword.value)
-            })?;
-            let value = self.eval(globals, configs).ok()?;
-            Some((value, "the first `@autotune` config".to_owned()))
-        });
-        let found = from_decorator.or_else(|| self.module_config(globals));
-        self.strict = strict;
-        let Some((value, source)) = found else {
+        let Some((config, source)) = found else {
             return;
         };
-        let first = match value {
-            Value::List(items) | Value::Tuple(items) => items.first().cloned(),
-            dict @ Value::Dict(_) => Some(dict),
-            _ => None,
-        };
-        if let Some(Value::Dict(entries)) = first {
-            for (key, value) in entries.iter() {
-                if let (Value::Str(key), Some(value)) = (key, value.to_const()) {
-                    self.config_values
-                        .push((key.to_string(), value, source.clone()));
-                }
+        for (key, value) in config {
+            if let Some(value) = value.to_const() {
+                self.config_values.push((key, value, source.clone()));
             }
         }
+    }
+
+    /// The first config of `def`'s `@autotune(configs=...)` decorator, evaluated leniently in
+    /// `env` (the scope `def` is defined in): the values the autotuner passes first, by parameter
+    /// name. `None` without the decorator or when its configs do not evaluate to a list of dicts.
+    pub(crate) fn autotune_first_config<'a>(
+        &mut self,
+        env: &Env<'a>,
+        def: &'a StmtFunctionDef,
+    ) -> Option<Vec<(String, Value<'a>)>> {
+        let call = autotune_decorator(def)?;
+        let configs = call.arguments.keywords.iter().find_map(|keyword| {
+            (keyword.arg.as_ref()?.as_str() == "configs").then_some(&keyword.value)
+        })?;
+        let strict = std::mem::replace(&mut self.strict, false);
+        let value = self.eval(env, configs).ok();
+        self.strict = strict;
+        first_config(value?)
     }
 
     /// `get_configs()`, `default_config` or `autotune_configs` of the module, if one evaluates.
@@ -631,55 +650,103 @@ impl Builder<'_> {
     }
 }
 
+/// The `@autotune(...)` (or `@tilelang.autotune(...)`) call among `def`'s decorators.
+fn autotune_decorator(def: &StmtFunctionDef) -> Option<&ruff_python_ast::ExprCall> {
+    def.decorator_list.iter().find_map(|decorator| {
+        let Expr::Call(call) = &decorator.expression else {
+            return None;
+        };
+        let name = dotted_name(&call.func)?;
+        (name == "autotune" || name.ends_with(".autotune")).then_some(call)
+    })
+}
+
+/// The first config of an autotuner's `configs` (a list or tuple of dicts, or one dict), as
+/// (parameter name, value) pairs; keys that are not texts are left out.
+fn first_config(configs: Value<'_>) -> Option<Vec<(String, Value<'_>)>> {
+    let first = match configs {
+        Value::List(items) | Value::Tuple(items) => items.first().cloned(),
+        dict @ Value::Dict(_) => Some(dict),
+        _ => None,
+    };
+    let Some(Value::Dict(entries)) = first else {
+        return None;
+    };
+    Some(
+        entries
+            .iter()
+            .filter_map(|(key, value)| match key {
+                Value::Str(key) => Some((key.to_string(), value.clone())),
+                _ => None,
+            })
+            .collect(),
+    )
+}
+
 /// For each name the code compares with string literals (`x == "sum"`, `"sum" != x`,
 /// `x in ("sum", "mean")`), those literals in the order written, at any depth of `body`.
 pub(crate) fn compared_strings(body: &[Stmt]) -> Vec<(String, Vec<String>)> {
+    compared_literals(body, |literal| match literal {
+        Expr::StringLiteral(text) => Some(text.value.to_str().to_owned()),
+        _ => None,
+    })
+}
+
+/// For each name the code compares with int literals (`assert threads == 384`, `if n in (1, 2)`),
+/// those ints in the order written: values the kernel's own checks single out, tried when the
+/// representative values are rejected.
+pub(crate) fn compared_ints(body: &[Stmt]) -> Vec<(String, Vec<i64>)> {
+    compared_literals(body, |literal| match literal {
+        Expr::NumberLiteral(number) => number.value.as_int()?.as_i64(),
+        _ => None,
+    })
+}
+
+/// For each name compared (`==`, `!=`, `in`, ...) with literals that `literal` reads, those
+/// values in the order written, at any depth of `body`; a tuple, list or set of literals gives
+/// each of its items.
+fn compared_literals<T: PartialEq>(
+    body: &[Stmt],
+    literal: fn(&Expr) -> Option<T>,
+) -> Vec<(String, Vec<T>)> {
     use ruff_python_ast::visitor::{Visitor, walk_expr};
-    #[derive(Default)]
-    struct Collect(Vec<(String, Vec<String>)>);
-    impl Collect {
-        fn add(&mut self, name: &str, literal: &Expr) {
-            let literals: Vec<String> = match literal {
-                Expr::StringLiteral(text) => vec![text.value.to_str().to_owned()],
-                Expr::Tuple(items) => string_items(&items.elts),
-                Expr::List(items) => string_items(&items.elts),
-                Expr::Set(items) => string_items(&items.elts),
-                _ => Vec::new(),
+    struct Collect<T> {
+        found: Vec<(String, Vec<T>)>,
+        literal: fn(&Expr) -> Option<T>,
+    }
+    impl<T: PartialEq> Collect<T> {
+        fn add(&mut self, name: &str, compared: &Expr) {
+            let values: Vec<T> = match compared {
+                Expr::Tuple(items) => items.elts.iter().filter_map(self.literal).collect(),
+                Expr::List(items) => items.elts.iter().filter_map(self.literal).collect(),
+                Expr::Set(items) => items.elts.iter().filter_map(self.literal).collect(),
+                single => (self.literal)(single).into_iter().collect(),
             };
-            if literals.is_empty() {
+            if values.is_empty() {
                 return;
             }
-            let index = match self.0.iter().position(|(n, _)| n == name) {
+            let index = match self.found.iter().position(|(n, _)| n == name) {
                 Some(index) => index,
                 None => {
-                    self.0.push((name.to_owned(), Vec::new()));
-                    self.0.len() - 1
+                    self.found.push((name.to_owned(), Vec::new()));
+                    self.found.len() - 1
                 }
             };
-            for literal in literals {
-                if !self.0[index].1.contains(&literal) {
-                    self.0[index].1.push(literal);
+            for value in values {
+                if !self.found[index].1.contains(&value) {
+                    self.found[index].1.push(value);
                 }
             }
         }
     }
-    fn string_items(items: &[Expr]) -> Vec<String> {
-        items
-            .iter()
-            .filter_map(|item| match item {
-                Expr::StringLiteral(text) => Some(text.value.to_str().to_owned()),
-                _ => None,
-            })
-            .collect()
-    }
-    impl<'a> Visitor<'a> for Collect {
+    impl<'a, T: PartialEq> Visitor<'a> for Collect<T> {
         fn visit_expr(&mut self, expr: &'a Expr) {
             if let Expr::Compare(compare) = expr
                 && let [comparator] = &compare.comparators[..]
             {
                 match (&*compare.left, comparator) {
-                    (Expr::Name(name), literal) | (literal, Expr::Name(name)) => {
-                        self.add(name.id.as_str(), literal);
+                    (Expr::Name(name), compared) | (compared, Expr::Name(name)) => {
+                        self.add(name.id.as_str(), compared);
                     }
                     _ => {}
                 }
@@ -687,9 +754,12 @@ pub(crate) fn compared_strings(body: &[Stmt]) -> Vec<(String, Vec<String>)> {
             walk_expr(self, expr);
         }
     }
-    let mut collect = Collect::default();
+    let mut collect = Collect {
+        found: Vec::new(),
+        literal,
+    };
     for stmt in body {
         collect.visit_stmt(stmt);
     }
-    collect.0
+    collect.found
 }

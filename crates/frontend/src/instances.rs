@@ -272,6 +272,7 @@ fn run_with_defaults<'a>(
             closure: globals.clone(),
             prim_func: false,
             defaults: Vec::new(),
+            autotune_config: Vec::new(),
             module: None,
         },
     };

@@ -111,7 +111,6 @@ impl Outline {
 /// Finds the kernels, the context and whether the file uses TileLang at all.
 pub fn outline(parsed: &ParsedModule, text: &str) -> Outline {
     let module = parsed.syntax();
-    let uses_tilelang = imports_tilelang(&module.body);
     let kernels: Vec<KernelOutline> = kernel_definitions(module)
         .into_iter()
         .map(|found| KernelOutline {
@@ -151,6 +150,10 @@ pub fn outline(parsed: &ParsedModule, text: &str) -> Outline {
                 .partition_point(|stmt| stmt.end() <= found.def.start()),
         })
         .collect();
+    // A file that defines a kernel uses TileLang even when the import is not its own: libraries
+    // with TileLang as an optional dependency get the modules from a helper of theirs
+    // (`tilelang, T = load_tilelang()`).
+    let uses_tilelang = imports_tilelang(&module.body) || !kernels.is_empty();
     let names = KernelNames::new(kernels.iter().map(KernelOutline::name));
     let mut context = String::new();
     let mut indices = Vec::new();

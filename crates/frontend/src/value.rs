@@ -114,6 +114,10 @@ pub(crate) struct Function<'a> {
     pub prim_func: bool,
     /// Parameter defaults, evaluated once where the function is defined, as Python does.
     pub defaults: Vec<(String, Value<'a>)>,
+    /// The first config of its `@autotune(configs=...)` decorator: the autotuner passes these
+    /// for the parameters a call leaves out (or leaves at `None`), so a call such as `kernel()`
+    /// sees them instead of the defaults. Empty without that decorator.
+    pub autotune_config: Vec<(String, Value<'a>)>,
     /// The imported workspace module that defines it (`None`: the file itself).
     pub module: Option<usize>,
 }
@@ -202,6 +206,10 @@ pub(crate) enum Value<'a> {
     GuardFrame(DataId),
     /// A context manager entered for no effect on the kernel (`iket.range`, `iket.session`).
     NoOpFrame,
+    /// `T.If(cond)`, waiting for its `with`: its body is `with T.Then():` and `with T.Else():`.
+    IfFrame(Rc<Value<'a>>),
+    /// `T.Then()` (true) or `T.Else()` (false), the branches of a `T.If` frame.
+    BranchFrame(bool),
     /// `T.comm_reducer(combiner, identity)`: the binary operation its combiner is.
     CommReducer(tilec_ir::data::BinaryOp),
     /// `T.attr(reducer, "reduce_scope", ...)`, waiting for its `with`: inside it,
@@ -280,6 +288,9 @@ impl<'a> Value<'a> {
             Value::CommReducer(_) => "a T.comm_reducer",
             Value::ReduceScope(_) => "a T.attr reduce scope",
             Value::GuardFrame(_) => "a T.ws frame",
+            Value::IfFrame(_) => "a T.If frame",
+            Value::BranchFrame(true) => "a T.Then frame",
+            Value::BranchFrame(false) => "a T.Else frame",
             Value::PersistentFrame(_) => "a persistent loop frame",
             Value::PendingTensor => "a tensor parameter",
             Value::KernelRef { .. } => "a kernel",

@@ -112,6 +112,23 @@ pub enum Intrinsic {
     Ceil,
     Trunc,
     Round,
+    /// The error function, `erf(x) = 2/√π ∫₀ˣ e^(−t²) dt` (GELU's exact form).
+    Erf,
+    /// Trigonometric and hyperbolic functions of radians (rotary embeddings, activations).
+    Sin,
+    Cos,
+    Tan,
+    Sinh,
+    Cosh,
+    Asin,
+    Acos,
+    Atan,
+    /// `10^x`, `log10(x)` and `log(1 + x)` (exact for small `x`).
+    Exp10,
+    Log10,
+    Log1p,
+    /// `x^y` of two operands; lowering writes it as the power node.
+    Pow,
 }
 
 impl Intrinsic {
@@ -132,6 +149,19 @@ impl Intrinsic {
             "ceil" => Intrinsic::Ceil,
             "trunc" => Intrinsic::Trunc,
             "round" => Intrinsic::Round,
+            "erf" => Intrinsic::Erf,
+            "sin" => Intrinsic::Sin,
+            "cos" => Intrinsic::Cos,
+            "tan" => Intrinsic::Tan,
+            "sinh" => Intrinsic::Sinh,
+            "cosh" => Intrinsic::Cosh,
+            "asin" => Intrinsic::Asin,
+            "acos" => Intrinsic::Acos,
+            "atan" => Intrinsic::Atan,
+            "exp10" => Intrinsic::Exp10,
+            "log10" => Intrinsic::Log10,
+            "log1p" => Intrinsic::Log1p,
+            "pow" => Intrinsic::Pow,
             _ => return None,
         })
     }
@@ -153,13 +183,26 @@ impl Intrinsic {
             Intrinsic::Ceil => "ceil",
             Intrinsic::Trunc => "trunc",
             Intrinsic::Round => "round",
+            Intrinsic::Erf => "erf",
+            Intrinsic::Sin => "sin",
+            Intrinsic::Cos => "cos",
+            Intrinsic::Tan => "tan",
+            Intrinsic::Sinh => "sinh",
+            Intrinsic::Cosh => "cosh",
+            Intrinsic::Asin => "asin",
+            Intrinsic::Acos => "acos",
+            Intrinsic::Atan => "atan",
+            Intrinsic::Exp10 => "exp10",
+            Intrinsic::Log10 => "log10",
+            Intrinsic::Log1p => "log1p",
+            Intrinsic::Pow => "pow",
         }
     }
 
     /// How many operands the intrinsic takes.
     pub fn arity(self) -> usize {
         match self {
-            Intrinsic::Max | Intrinsic::Min => 2,
+            Intrinsic::Max | Intrinsic::Min | Intrinsic::Pow => 2,
             _ => 1,
         }
     }

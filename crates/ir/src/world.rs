@@ -552,6 +552,10 @@ pub struct World {
     /// `params`, after the signature's: TileLang makes each a workspace the runtime allocates and
     /// passes to every launch, so launches exchange data through it, and the caller never sees it.
     pub workspaces: Vec<EntityId>,
+    /// `T.Parallel` loops whose extents the front end computed from values it assumed for a generic instance
+    /// (`T.Parallel(threads_arg, npt_arg)` with both assumed): a layout conflict inside one may
+    /// be the assumption's doing rather than the kernel's, and is reported as not analysed.
+    pub assumed_extent_loops: Vec<EntityId>,
 }
 
 impl World {

@@ -294,3 +294,69 @@ copy(1024)
         .collect();
     assert_eq!(messages, Vec::<String>::new());
 }
+
+/// A package with TileLang as an optional dependency imports it in a helper of its own
+/// (`tilelang, T = load_tilelang()`): the kernel file never imports TileLang itself, and is
+/// still a TileLang file whose kernel is analysed with the modules the helper returns.
+#[test]
+fn tilelang_from_a_helper_of_the_package_is_tilelang() {
+    let mut db = RootDatabase::default();
+    let file = |db: &RootDatabase, path: &str, text: &str| {
+        SourceFile::new(db, PathBuf::from(path), text.to_owned(), Vec::new())
+    };
+    let helper = r#"
+def load_tilelang():
+    try:
+        import tilelang
+        import tilelang.language as T
+    except Exception as exc:
+        raise RuntimeError("tilelang is not installed") from exc
+    return tilelang, T
+"#;
+    let kernel = r#"
+from .common import load_tilelang
+
+
+def double(n: int, block: int):
+    tilelang, T = load_tilelang()
+
+    @tilelang.jit
+    def factory(N: int, block_size: int = 256):
+        @T.prim_func
+        def kernel(A: T.Tensor((N,), "float32"), C: T.Tensor((N,), "float32")):
+            with T.Kernel(T.ceildiv(N, block_size), threads=block_size) as bx:
+                for i in T.Parallel(block_size):
+                    if bx * block_size + i < N:
+                        C[bx * block_size + i] = A[bx * block_size + i] * 2
+
+        return kernel
+
+    return factory(n, block)
+
+
+double(4096, 128)
+"#;
+    let files = [
+        file(&db, "/ws/lab/__init__.py", ""),
+        file(&db, "/ws/lab/common.py", helper),
+        file(&db, "/ws/lab/basic.py", kernel),
+    ];
+    register_files(&mut db, &files);
+    let basic = files[2];
+    assert!(tilec_db::outline(&db, basic).uses_tilelang);
+    let messages: Vec<String> = file_diagnostics(&db, basic)
+        .iter()
+        .map(|diagnostic| format!("{} {}", diagnostic.code, diagnostic.message))
+        .collect();
+    assert_eq!(messages, Vec::<String>::new());
+    let found = instances(&db, basic);
+    assert_eq!(found.len(), 1);
+    let world = kernel_world(&db, found[0]);
+    assert_eq!(
+        world.args,
+        vec![
+            ("n".to_owned(), tilec_ir::ConstValue::Int(4096)),
+            ("block".to_owned(), tilec_ir::ConstValue::Int(128)),
+        ]
+    );
+}

@@ -406,6 +406,47 @@ fn tir_scalar_functions_and_hints() {
     assert_matches("R", &tensors[2], rounded);
 }
 
+/// The math functions of activations and rotary embeddings, against references computed here in
+/// f64: GELU through `T.erf` (the error function summed as its Taylor series, which converges
+/// quickly for |x| ≤ 0.71), the trigonometric and hyperbolic functions, `exp10`, `log10`,
+/// `log1p` of a tiny argument (where `log(1 + x)` would lose every digit) and `T.pow`.
+#[test]
+fn math_functions_of_activations_and_rotary_embeddings() {
+    let (tensors, _) = run_kernel(TIR_FUNCTIONS, Some("math"), "");
+    let erf = |x: f64| {
+        let (mut term, mut sum) = (x, x);
+        for n in 1..40 {
+            let n = f64::from(n);
+            term *= -x * x / n;
+            sum += term / (2.0 * n + 1.0);
+        }
+        sum * 2.0 / std::f64::consts::PI.sqrt()
+    };
+    let expected = tensors[0]
+        .values
+        .iter()
+        .flat_map(|&x| {
+            let f = |v: f64| f64::from(tilec_tests::f32_of(v));
+            [
+                0.5 * x * (1.0 + erf(f(x * 0.7071067811865476))),
+                f(x * 3.0).sin(),
+                f(x * 3.0).cos(),
+                x.tan(),
+                x.sinh(),
+                x.cosh(),
+                f(x * 0.5).asin(),
+                f(x * 0.5).acos(),
+                f(x * 4.0).atan(),
+                10f64.powf(x),
+                f(x + 2.0).log10(),
+                f(x * 1e-5).ln_1p(),
+                f(x + 2.0).powf(1.5),
+            ]
+        })
+        .collect();
+    assert_matches("M", &tensors[1], expected);
+}
+
 /// `T.alloc_var(dtype, init=x)` starts at `x`, also inside a run-time `if` (DeepSeek's
 /// TileKernels normalize top-k weights so, with `init=1e-20`): the initial value was dropped, and
 /// the first `+=` read an unwritten register. D[row] = 0.5 + the sum of W's row.

@@ -943,3 +943,169 @@ def reduce_rows(M, N, op_kind, block_m=64):
         "#]],
     );
 }
+
+/// An `@autotune(configs=...)` factory nested in a wrapper and called there without arguments
+/// (`return kernel()`) gets the first config's values, as the autotuner passes them: its `None`
+/// defaults were what the kernel saw, and `T.ceildiv(N, None)` failed.
+#[test]
+fn a_nested_autotuned_factory_called_bare_takes_its_first_config() {
+    let source = r#"
+import itertools
+import tilelang
+import tilelang.language as T
+from tilelang.autotuner import autotune
+
+
+def get_configs():
+    return [{"block_M": m, "threads": t} for m, t in itertools.product([64, 128], [128, 256])]
+
+
+def scale(M, N):
+    @autotune(configs=get_configs(), warmup=3, rep=5)
+    @tilelang.jit(out_idx=[1])
+    def kernel(block_M=None, threads=None):
+        @T.prim_func
+        def main(A: T.Tensor((M, N), "float16"), B: T.Tensor((M, N), "float16")):
+            with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+                for i, j in T.Parallel(block_M, N):
+                    B[bx * block_M + i, j] = A[bx * block_M + i, j] * 2
+
+        return main
+
+    return kernel()
+
+
+scale(1024, 64)
+"#;
+    check(
+        source,
+        expect![[r#"
+            scale (line 27): M=1024, N=64
+              assumed: block_M = 64 (the first `@autotune` config of `kernel`)
+              assumed: threads = 128 (the first `@autotune` config of `kernel`)
+              line 27: info generic-instance
+        "#]],
+    );
+}
+
+/// `with T.If(c):` over `with T.Then():` and `with T.Else():` is an `if` at run time (or the
+/// branch itself when `c` is known); `with T.If(c), T.Then():` has no else. A `T.Then` outside a
+/// `T.If` is the user's error.
+#[test]
+fn if_then_else_frames_are_if_statements() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[1])
+def tail(N=100, block=32):
+    @T.prim_func
+    def main(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
+        with T.Kernel(T.ceildiv(N, block), threads=block) as bx:
+            for i in T.Parallel(block):
+                with T.If(bx * block + i < N):
+                    with T.Then():
+                        B[bx * block + i] = A[bx * block + i] + 1.0
+                    with T.Else():
+                        T.evaluate(0)
+            with T.If(block == 32), T.Then():
+                B[0] = 0.0
+
+    return main
+
+
+@tilelang.jit(out_idx=[1])
+def stray(N=64):
+    @T.prim_func
+    def main(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            with T.Then():
+                B[0] = A[0]
+
+    return main
+
+
+tail()
+stray()
+"#;
+    check(
+        source,
+        expect![[r#"
+            tail (line 34): 
+            stray (line 35): 
+              line 28: error unsupported-syntax
+        "#]],
+    );
+}
+
+/// Values the kernel's own checks single out are tried when the representatives are rejected:
+/// `assert threads == 384` accepts only 384; a wrapper whose first text candidate returns another
+/// kernel before defining its factory (`if op_kind == "prod": return ...`) is retried with the
+/// next; and a factory defined in both branches of an `if` is the one the run bound.
+#[test]
+fn values_the_kernel_singles_out_are_candidates() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+
+
+def warp_specialized(M, threads):
+    assert threads == 384, f"needs 1 producer + 2 consumer warpgroups, got {threads}"
+
+    @T.prim_func
+    def main(A: T.Tensor((M,), "float32"), B: T.Tensor((M,), "float32")):
+        with T.Kernel(T.ceildiv(M, threads), threads=threads) as bx:
+            for i in T.Parallel(threads):
+                B[bx * threads + i] = A[bx * threads + i]
+
+    return main
+
+
+def _other(M):
+    return None
+
+
+def reduce_kernel(M, op_kind, wide=False):
+    if op_kind == "prod":
+        return _other(M)
+
+    if wide:
+        @tilelang.jit(out_idx=[1])
+        def _func(block):
+            @T.prim_func
+            def main(x: T.Tensor((M,), "float32"), out: T.Tensor((M,), "float32")):
+                with T.Kernel(T.ceildiv(M, block), threads=128) as bx:
+                    for i in T.Parallel(block):
+                        out[bx * block + i] = x[bx * block + i] * 2
+
+            return main
+    else:
+        @tilelang.jit(out_idx=[1])
+        def _func(block):
+            @T.prim_func
+            def main(x: T.Tensor((M,), "float32"), out: T.Tensor((M,), "float32")):
+                with T.Kernel(T.ceildiv(M, block), threads=128) as bx:
+                    for i in T.Parallel(block):
+                        if op_kind == "sum":
+                            out[bx * block + i] = x[bx * block + i]
+
+            return main
+
+    return _func
+"#;
+    check(
+        source,
+        expect![[r#"
+            warp_specialized (no call site): 
+              assumed: M = 128 (a representative choice)
+              assumed: threads = 384 (a representative choice the kernel accepts)
+              line 6: info generic-instance
+            reduce_kernel (no call site): 
+              assumed: M = 128 (a representative choice)
+              assumed: op_kind = 'sum' (a representative choice the kernel accepts)
+              assumed: block = 128 (a representative choice)
+              line 22: info generic-instance
+        "#]],
+    );
+}

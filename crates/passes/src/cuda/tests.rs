@@ -840,6 +840,18 @@ fn coverage_of(
                 Intrinsic::Ceil,
                 Intrinsic::Trunc,
                 Intrinsic::Round,
+                Intrinsic::Erf,
+                Intrinsic::Sin,
+                Intrinsic::Cos,
+                Intrinsic::Tan,
+                Intrinsic::Sinh,
+                Intrinsic::Cosh,
+                Intrinsic::Asin,
+                Intrinsic::Acos,
+                Intrinsic::Atan,
+                Intrinsic::Exp10,
+                Intrinsic::Log10,
+                Intrinsic::Log1p,
             ]
             .map(UnaryOp::Intrinsic),
         );

@@ -388,3 +388,54 @@ pub(super) fn uneven_partitions(
     }
     found
 }
+
+/// In a generic instance, a layout conflict in a loop whose extents come from the values tilec
+/// assumed may be their doing (a factory's `threads_arg` = 128 where its callers pass the 256
+/// that sized the tiles): it is reported as not analysed, naming the values, never as the
+/// kernel's error. A call site or
+/// `tilec.toml` with the real values settles it.
+pub(crate) fn blame_assumed_values(world: &World, diagnostics: &mut [Diagnostic]) {
+    if world.assumed_extent_loops.is_empty() {
+        return;
+    }
+    let in_assumed_loop = |diagnostic: &Diagnostic| {
+        let Anchor::Entity(mut entity) = diagnostic.anchor else {
+            return false;
+        };
+        // The conflict is the innermost parallel loop's around the anchor (or the anchor's
+        // own, when it is that loop): a serial loop further out does not lay anything out.
+        loop {
+            if world
+                .loops
+                .get(entity)
+                .is_some_and(|info| info.kind == tilec_ir::LoopKind::Parallel)
+            {
+                return world.assumed_extent_loops.contains(&entity);
+            }
+            match world.parents.get(entity) {
+                Some(&parent) => entity = parent,
+                None => return false,
+            }
+        }
+    };
+    let assumed: Vec<String> = world
+        .assumed_args
+        .iter()
+        .map(|arg| format!("`{}` = {}", arg.name, arg.value))
+        .collect();
+    for diagnostic in diagnostics.iter_mut().filter(|d| {
+        d.code == Code::LayoutConflict && d.severity.stops_analysis() && in_assumed_loop(d)
+    }) {
+        let message = format!(
+            "{}, with the values tilec assumed for this generic instance ({})",
+            diagnostic.message,
+            assumed.join(", ")
+        );
+        let mut blamed = Diagnostic::not_analysed(diagnostic.anchor, message).with_help(
+            "pass the values at a call site, or list the instance in tilec.toml, to analyse it \
+             with yours",
+        );
+        blamed.related = std::mem::take(&mut diagnostic.related);
+        *diagnostic = blamed;
+    }
+}

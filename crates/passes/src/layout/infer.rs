@@ -238,6 +238,7 @@ pub fn infer_layouts(
     let (shared, shared_diagnostics) =
         super::shared_infer::infer_shared(world, &mut state.exprs, options.tma_store);
     diagnostics.extend(shared_diagnostics);
+    super::diagnose::blame_assumed_values(world, &mut diagnostics);
     Layouts {
         exprs: state.exprs,
         buffers: state.buffers,

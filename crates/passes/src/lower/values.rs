@@ -160,7 +160,7 @@ impl Lowering<'_> {
                         arg: *arg,
                         dtype,
                     },
-                    [lhs, rhs] => self.binary_intrinsic(intrinsic, *lhs, *rhs, dtype),
+                    [lhs, rhs] => self.binary_intrinsic(intrinsic, *lhs, *rhs, dtype)?,
                     _ => {
                         return Err(Unlowerable::new(format!(
                             "`T.{}` with {} arguments",
@@ -252,18 +252,49 @@ impl Lowering<'_> {
         lhs: ValueId,
         rhs: ValueId,
         dtype: DType,
-    ) -> Value {
-        let op = if intrinsic == tilec_ir::Intrinsic::Min {
-            BinaryOp::Min
-        } else {
-            BinaryOp::Max
+    ) -> Result<Value, Unlowerable> {
+        use tilec_ir::Intrinsic;
+        let op = match intrinsic {
+            Intrinsic::Min => BinaryOp::Min,
+            Intrinsic::Max => BinaryOp::Max,
+            Intrinsic::Pow => BinaryOp::Pow,
+            Intrinsic::Exp
+            | Intrinsic::Exp2
+            | Intrinsic::Log
+            | Intrinsic::Log2
+            | Intrinsic::Sqrt
+            | Intrinsic::Rsqrt
+            | Intrinsic::Abs
+            | Intrinsic::Sigmoid
+            | Intrinsic::Tanh
+            | Intrinsic::Floor
+            | Intrinsic::Ceil
+            | Intrinsic::Trunc
+            | Intrinsic::Round
+            | Intrinsic::Erf
+            | Intrinsic::Sin
+            | Intrinsic::Cos
+            | Intrinsic::Tan
+            | Intrinsic::Sinh
+            | Intrinsic::Cosh
+            | Intrinsic::Asin
+            | Intrinsic::Acos
+            | Intrinsic::Atan
+            | Intrinsic::Exp10
+            | Intrinsic::Log10
+            | Intrinsic::Log1p => {
+                return Err(Unlowerable::new(format!(
+                    "`T.{}` with two arguments",
+                    intrinsic.name()
+                )));
+            }
         };
-        Value::Binary {
+        Ok(Value::Binary {
             op,
             lhs,
             rhs,
             dtype,
-        }
+        })
     }
 
     /// The program buffer and flat element index of `buffer[indices]`, as the current thread sees

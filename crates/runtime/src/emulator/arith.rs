@@ -163,8 +163,22 @@ fn intrinsic_value(intrinsic: Intrinsic, dtype: DType, x: f64) -> Result<f64, St
         Intrinsic::Ceil => x.ceil(),
         Intrinsic::Trunc => x.trunc(),
         Intrinsic::Round => x.round(),
-        // A value node has one operand; lowering expresses two-operand `max`/`min` otherwise.
-        Intrinsic::Max | Intrinsic::Min => {
+        // Rust's standard library has no `erf`; libm's is the C library's, correctly rounded
+        // to within an ulp of f64, far finer than the float32 the GPU's `erff` rounds to.
+        Intrinsic::Erf => libm::erf(x),
+        Intrinsic::Sin => x.sin(),
+        Intrinsic::Cos => x.cos(),
+        Intrinsic::Tan => x.tan(),
+        Intrinsic::Sinh => x.sinh(),
+        Intrinsic::Cosh => x.cosh(),
+        Intrinsic::Asin => x.asin(),
+        Intrinsic::Acos => x.acos(),
+        Intrinsic::Atan => x.atan(),
+        Intrinsic::Exp10 => 10f64.powf(x),
+        Intrinsic::Log10 => x.log10(),
+        Intrinsic::Log1p => x.ln_1p(),
+        // A value node has one operand; lowering expresses the two-operand intrinsics otherwise.
+        Intrinsic::Max | Intrinsic::Min | Intrinsic::Pow => {
             return Err(format!(
                 "`{}` takes two operands but is a unary node",
                 intrinsic.name()
