@@ -163,8 +163,11 @@ enum Command {
         force: bool,
     },
     /// Rank a kernel's tile configurations (block sizes, threads, stages) by a hardware model
-    /// (`--recommend`, no GPU needed), or measure the top candidates on the GPU and store the
+    /// (`--recommend`, no GPU needed), or measure the top candidates on the GPUs and store the
     /// fastest correct one for `tilec run` and `tilec build`.
+    ///
+    /// Measuring spreads the candidates over the GPUs (`--gpus`), one worker each; a candidate is
+    /// compared only with the current configuration measured on the same GPU.
     Tune {
         file: PathBuf,
         #[command(flatten)]
@@ -179,6 +182,16 @@ enum Command {
         /// target's: H200 for sm_90, A100-SXM4 for sm_80).
         #[arg(long)]
         gpu: Option<String>,
+        /// The GPUs that measure, by number: `0,1` (default: every GPU of the host that is the
+        /// same model as GPU 0). Each measures the current configuration, then takes candidates
+        /// until none is left; all must be one model.
+        #[arg(
+            long,
+            value_name = "LIST",
+            value_parser = tune::parse_gpu_list,
+            conflicts_with = "recommend"
+        )]
+        gpus: Option<tune::GpuList>,
         /// GPU architecture (sm_80 or sm_90) whose default model to use without a GPU.
         #[arg(long)]
         target: Option<String>,
@@ -362,6 +375,7 @@ fn run(cli: Cli) -> ExitCode {
             recommend,
             top,
             gpu,
+            gpus,
             target,
             cache,
             seed,
@@ -372,6 +386,7 @@ fn run(cli: Cli) -> ExitCode {
                 recommend,
                 top,
                 gpu,
+                gpus,
                 target,
                 cache,
                 seed,

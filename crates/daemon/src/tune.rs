@@ -2,11 +2,17 @@
 //!
 //! `--recommend` ranks the tunable configurations by the roofline estimate of a hardware model
 //! (`tilec_ide::tune`), in milliseconds and without a GPU. Without it, the top candidates of that
-//! ranking are compiled in parallel (NVRTC), each is run on the GPU on the same seeded inputs,
-//! checked against the reference configuration's output (itself checked against the emulator when
-//! the launch is small enough), and timed (median of 50 after a warm-up of at least 5 launches and 100 ms). The fastest correct
-//! one is stored in the tuning cache, keyed by file, kernel, arguments and device, where `tilec
-//! run` and `tilec build` find it.
+//! ranking are compiled in parallel (NVRTC, once, then loaded on every GPU used), each is run on a
+//! GPU on the same seeded inputs, checked against the reference configuration's output (computed
+//! on the first GPU, itself checked against the emulator when the launch is small enough), and
+//! timed (median of 50 after a warm-up of at least 5 launches and 100 ms). The GPUs (`--gpus`,
+//! default every GPU of the host's first model, see `gpus`) measure in parallel, one worker each,
+//! and a candidate is compared only with the current configuration measured on its own GPU
+//! (`parallel`). The correct candidate with the best ratio is stored in the tuning cache, keyed by
+//! file, kernel, arguments and device, where `tilec run` and `tilec build` find it.
+
+mod gpus;
+mod parallel;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -22,7 +28,7 @@ use tilec_ide::tune::{
 use tilec_ir::{Target, ThreadProgram};
 use tilec_passes::hardware::GpuModel;
 use tilec_passes::roofline::Estimate;
-use tilec_runtime::{CudaDevice, HostTensor, compare, inputs, tolerance_in};
+use tilec_runtime::{CudaDevice, HostTensor, Unavailable, compare, inputs, tolerance_in};
 
 use crate::run::{
     CheckVerdict, SharedInputs, check_against_emulator, run_on_gpu, run_target, scalar_values,
@@ -30,6 +36,9 @@ use crate::run::{
 use crate::tuned::tuned_instance;
 use crate::workspace::{InstanceSelection, load_one};
 use tilec_runtime::tuned::{TunedRecord, TunedStore};
+
+pub(crate) use gpus::{GpuList, parse_gpu_list};
+use parallel::{Event, Measurement, Plan};
 
 /// What `tilec tune` was asked to do.
 #[derive(Debug)]
@@ -43,6 +52,8 @@ pub(crate) struct TuneOptions {
     /// The hardware model (`H200`, `H100-SXM`, `A100-SXM4`); default: the GPU found, else the
     /// target's.
     pub gpu: Option<String>,
+    /// `--gpus`: the GPUs that measure; default every GPU of the host's first model.
+    pub gpus: Option<GpuList>,
     pub target: Option<String>,
     pub cache: PathBuf,
     pub seed: u64,
@@ -51,20 +62,18 @@ pub(crate) struct TuneOptions {
 pub(crate) fn run(path: &Path, options: &TuneOptions) -> Result<ExitCode> {
     let (workspace, file) = load_one(path)?;
     let db = &workspace.db;
-    let device = if options.recommend {
-        None
+    let devices = if options.recommend {
+        Vec::new()
     } else {
-        Some(CudaDevice::open().map_err(|why| {
-            anyhow::anyhow!(
-                "no GPU to measure on ({why}); `tilec tune --recommend` ranks configurations without one"
-            )
-        })?)
+        open_gpus(options.gpus.as_ref())?
     };
-    // Candidates are lowered for the target they are measured (or modelled) on.
-    let target = run_target(options.target.as_deref(), device.as_ref(), &workspace)?;
+    // Candidates are lowered for the target they are measured (or modelled) on; every GPU chosen
+    // is of the first one's model.
+    let device = devices.first();
+    let target = run_target(options.target.as_deref(), device, &workspace)?;
     let _settings = workspace.apply_settings(target);
     let instance = options.selection.pick(db, file)?;
-    let gpu = hardware_model(options, device.as_ref(), target)?;
+    let gpu = hardware_model(options, device, target)?;
     let started = Instant::now();
     let recommendation = recommend(db, instance, &gpu);
     let elapsed = started.elapsed().as_secs_f64();
@@ -78,18 +87,61 @@ pub(crate) fn run(path: &Path, options: &TuneOptions) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     print_ranking(&mut out, &recommendation, options.top)?;
-    match device {
-        None => Ok(ExitCode::SUCCESS),
-        Some(device) => measure(
-            &mut out,
-            db,
-            path,
-            instance,
-            &recommendation,
-            &device,
-            options,
-        ),
+    if devices.is_empty() {
+        return Ok(ExitCode::SUCCESS);
     }
+    measure(
+        &mut out,
+        db,
+        path,
+        instance,
+        &recommendation,
+        &devices,
+        options,
+    )
+}
+
+/// Opens the GPUs `requested` names (default: every GPU of the host's first model), each on a
+/// thread of its own, since creating a GPU's context takes a good fraction of a second.
+fn open_gpus(requested: Option<&GpuList>) -> Result<Vec<CudaDevice>> {
+    let present = CudaDevice::list().map_err(|why| {
+        anyhow::anyhow!(
+            "no GPU to measure on ({why}); `tilec tune --recommend` ranks configurations without one"
+        )
+    })?;
+    let choice = gpus::choose_gpus(requested.map(|list| list.0.as_slice()), &present)
+        .map_err(anyhow::Error::msg)?;
+    for note in &choice.notes {
+        eprintln!("note: {note}");
+    }
+    std::thread::scope(|scope| {
+        let opening: Vec<_> = choice
+            .ordinals
+            .iter()
+            .map(|&ordinal| {
+                (
+                    ordinal,
+                    scope.spawn(move || CudaDevice::open_ordinal(ordinal)),
+                )
+            })
+            .collect();
+        opening
+            .into_iter()
+            .map(|(ordinal, thread)| {
+                let opened = thread.join().unwrap_or_else(|_| {
+                    Err(Unavailable::Panicked(
+                        "the thread opening it panicked".into(),
+                    ))
+                });
+                opened.map_err(|why| {
+                    anyhow::anyhow!(
+                        "cannot measure on GPU {ordinal} ({why}); `--gpus` picks others, and \
+                         `tilec tune --recommend` ranks configurations without a GPU"
+                    )
+                })
+            })
+            .collect()
+    })
 }
 
 /// The model named by `--gpu`, else the one matching the GPU found, else the target's default.
@@ -311,24 +363,98 @@ struct Lowered {
     cuda: Arc<[String]>,
 }
 
-/// The measured half: compile the top candidates, run, check and time each, store the winner.
+/// The measured half: compile the top candidates, run, check and time each on one of `devices`,
+/// store the winner.
 fn measure(
     out: &mut impl Write,
     db: &dyn Db,
     path: &Path,
     instance: Instance<'_>,
     recommendation: &Recommendation,
-    device: &CudaDevice,
+    devices: &[CudaDevice],
     options: &TuneOptions,
 ) -> Result<ExitCode> {
     let started = Instant::now();
+    let lowered = lower_candidates(out, db, instance, recommendation, options.top)?;
+    let (lowered, compile_seconds) = compile_all(out, devices, lowered)?;
+    let (Some(first), Some(device)) = (lowered.first(), devices.first()) else {
+        bail!("no candidate configuration could be lowered and compiled");
+    };
+    let scalars = scalar_values(db, with_args(db, instance, &first.config), &first.programs)?;
+    let loaded = if devices.len() > 1 {
+        format!(", once; loaded on {} GPUs", devices.len())
+    } else {
+        String::new()
+    };
+    writeln!(
+        out,
+        "\ncompiled {} candidates in parallel in {compile_seconds:.2} s (NVRTC{loaded})",
+        lowered.len(),
+    )?;
+    let program = first.programs.first().context("no launch")?;
+    let inputs =
+        inputs::make_tensors(program, &scalars, options.seed, true).map_err(anyhow::Error::msg)?;
+    let work = emulated_work(db, with_args(db, instance, &first.config));
+    let reference = reference_output(out, device, first, &scalars, &inputs, work)?;
+    let baseline = if first.config == recommendation.current_config() {
+        "the current configuration"
+    } else {
+        "the reference configuration"
+    };
+    let candidates = Candidates {
+        lowered: &lowered,
+        scalars: &scalars,
+        inputs: &inputs,
+        reference: &reference,
+    };
+    let measurements = measure_candidates(out, devices, &candidates, baseline)?;
+    let (ranked, unranked) = parallel::rank(&measurements);
+    let ordinals: Vec<usize> = devices.iter().map(CudaDevice::ordinal).collect();
+    note_unranked(out, &ordinals, &unranked, baseline)?;
+    let Some(&best) = ranked.first() else {
+        bail!("no candidate produced a correct result");
+    };
+    let winner = lowered.get(best.candidate).context("no such candidate")?;
+    writeln!(
+        out,
+        "\nwinner: {} at {}{}{}; tuning took {:.1} s",
+        config_text(&winner.config),
+        ms(best.seconds.as_ref().map_or(0.0, |s| *s)),
+        on_gpu(&ordinals, best.gpu),
+        best.speedup().map_or(String::new(), |x| format!(
+            " ({x:.2}x {baseline}{})",
+            there(&ordinals)
+        )),
+        started.elapsed().as_secs_f64()
+    )?;
+    let record = tuned_record(device, &lowered, &ranked, &unranked, best);
+    let written = TunedStore::new(&options.cache)
+        .put(&tuned_instance(db, path, instance), &record)
+        .map_err(anyhow::Error::msg)?;
+    writeln!(
+        out,
+        "stored in {}; `tilec run` and `tilec build` use it",
+        written.display()
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The instance's own configuration, then the top `top` of the ranking, each lowered; one that
+/// does not lower is reported and left out.
+fn lower_candidates(
+    out: &mut impl Write,
+    db: &dyn Db,
+    instance: Instance<'_>,
+    recommendation: &Recommendation,
+    top: usize,
+) -> Result<Vec<Lowered>> {
     let mut configs: Vec<Config> = Vec::new();
     // The instance's own configuration goes first: it is the reference the others are checked
-    // against, and the baseline the winner is compared with.
+    // against, and the baseline each GPU compares its candidates with.
     if let Some(current) = recommendation.current() {
         configs.push(current.config.clone());
     }
-    for candidate in recommendation.ranked.iter().take(options.top) {
+    for candidate in recommendation.ranked.iter().take(top) {
         if !configs.contains(&candidate.config) {
             configs.push(candidate.config.clone());
         }
@@ -354,121 +480,245 @@ fn measure(
             )?,
         }
     }
-    let (lowered, compile_seconds) = compile_all(out, device, lowered)?;
-    let Some(first) = lowered.first() else {
-        bail!("no candidate configuration could be lowered and compiled");
-    };
-    let scalars = scalar_values(db, with_args(db, instance, &first.config), &first.programs)?;
-    writeln!(
-        out,
-        "\ncompiled {} candidates in parallel in {:.2} s (NVRTC)",
-        lowered.len(),
-        compile_seconds
-    )?;
-    let program = first.programs.first().context("no launch")?;
-    let inputs =
-        inputs::make_tensors(program, &scalars, options.seed, true).map_err(anyhow::Error::msg)?;
-    let work = emulated_work(db, with_args(db, instance, &first.config));
-    let reference = reference_output(out, device, first, &scalars, &inputs, work)?;
-    let mut shared = SharedInputs::upload(device, program, &inputs)?;
-    let mut results: Vec<(Config, f64)> = Vec::new();
-    for candidate in &lowered {
-        let label = config_text(&candidate.config);
-        match check_and_time(&mut shared, candidate, &scalars, &reference) {
-            Ok(seconds) => {
-                writeln!(out, "  {label}: {} (correct)", ms(seconds))?;
-                results.push((candidate.config.clone(), seconds));
-            }
-            Err(why) => writeln!(out, "  {label}: {why:#}; not a candidate")?,
-        }
-    }
-    results.sort_by(|a, b| a.1.total_cmp(&b.1));
-    let Some((winner, best)) = results.first().cloned() else {
-        bail!("no candidate produced a correct result");
-    };
-    let baseline = results
-        .iter()
-        .find(|(config, _)| *config == recommendation.current_config())
-        .map(|(_, s)| *s);
-    writeln!(
-        out,
-        "\nwinner: {} at {}{}; tuning took {:.1} s",
-        config_text(&winner),
-        ms(best),
-        baseline.map_or(String::new(), |b| format!(
-            " ({:.2}x the current configuration)",
-            b / best
-        )),
-        started.elapsed().as_secs_f64()
-    )?;
-    let record = TunedRecord {
-        device: device.name().to_owned(),
-        arch: device.default_arch(),
-        winner: winner.clone(),
-        median_ms: best * 1e3,
-        measured: results.iter().map(|(c, s)| (c.clone(), s * 1e3)).collect(),
-    };
-    let written = TunedStore::new(&options.cache)
-        .put(&tuned_instance(db, path, instance), &record)
-        .map_err(anyhow::Error::msg)?;
-    writeln!(
-        out,
-        "stored in {}; `tilec run` and `tilec build` use it",
-        written.display()
-    )?;
-    Ok(ExitCode::SUCCESS)
+    Ok(lowered)
 }
 
-/// Compiles every candidate's launches on worker threads (the module cache keeps the results for
-/// the runs); returns the candidates that compiled and the wall time. One that NVRTC refuses is
-/// reported and dropped, not fatal.
+/// What every GPU's worker measures with: the compiled candidates (the first is the reference and
+/// the baseline), their scalar arguments, the seeded inputs and the reference's outputs.
+struct Candidates<'a> {
+    lowered: &'a [Lowered],
+    scalars: &'a [i64],
+    inputs: &'a [HostTensor],
+    reference: &'a [HostTensor],
+}
+
+/// Checks and times every candidate on `devices`, one worker per GPU, each uploading the inputs
+/// once and timing the baseline (candidate 0) first; prints each result as it comes and the
+/// measuring phase's wall time.
+fn measure_candidates(
+    out: &mut impl Write,
+    devices: &[CudaDevice],
+    candidates: &Candidates<'_>,
+    baseline: &str,
+) -> Result<Vec<Measurement>> {
+    let program = candidates
+        .lowered
+        .first()
+        .and_then(|c| c.programs.first())
+        .context("no launch")?;
+    let ordinals: Vec<usize> = devices.iter().map(CudaDevice::ordinal).collect();
+    let labels: Vec<String> = candidates
+        .lowered
+        .iter()
+        .map(|c| config_text(&c.config))
+        .collect();
+    let started = Instant::now();
+    let plan = Plan {
+        candidates: candidates.lowered.len(),
+        baseline: Some(0),
+    };
+    let measurements = parallel::measure_on_gpus(
+        devices,
+        plan,
+        |device| SharedInputs::upload(device, program, candidates.inputs),
+        |_, shared, k| {
+            let candidate = candidates.lowered.get(k).context("no such candidate")?;
+            check_and_time(shared, candidate, candidates.scalars, candidates.reference)
+        },
+        |event| report_event(out, (&ordinals, &labels), event, baseline),
+    )?;
+    let ordinals: Vec<String> = ordinals.iter().map(usize::to_string).collect();
+    writeln!(
+        out,
+        "measured {} candidates on {} GPU{} ({}) in {:.1} s",
+        candidates.lowered.len(),
+        devices.len(),
+        if devices.len() == 1 { "" } else { "s" },
+        ordinals.join(", "),
+        started.elapsed().as_secs_f64()
+    )?;
+    Ok(measurements)
+}
+
+/// Prints one worker's event: a candidate's time on its GPU and how it compares with the
+/// baseline there, why it is not a candidate, or why a GPU measures nothing. `ordinals` are the
+/// GPUs' numbers and `labels` the candidates' configurations, by the workers' indices.
+fn report_event(
+    out: &mut impl Write,
+    (ordinals, labels): (&[usize], &[String]),
+    event: &Event,
+    baseline: &str,
+) -> Result<()> {
+    let measurement = match event {
+        Event::Unusable { gpu, why } => {
+            let others = if ordinals.len() > 1 {
+                "the other GPUs measure without it"
+            } else {
+                "nothing is measured"
+            };
+            writeln!(
+                out,
+                "  GPU {}: {why}; {others}",
+                gpu_ordinal(ordinals, *gpu)
+            )?;
+            return Ok(());
+        }
+        Event::Measured(measurement) => measurement,
+    };
+    let label = labels.get(measurement.candidate).map_or("", String::as_str);
+    let on = on_gpu(ordinals, measurement.gpu);
+    let seconds = match &measurement.seconds {
+        Ok(seconds) => *seconds,
+        Err(why) => {
+            writeln!(out, "  {label}{on}: {why}; not a candidate")?;
+            return Ok(());
+        }
+    };
+    let comparison = match measurement.speedup() {
+        _ if measurement.candidate == 0 => {
+            format!("; {baseline}, the baseline{}", there(ordinals))
+        }
+        Some(x) => format!("; {x:.2}x {baseline}{}", there(ordinals)),
+        None => String::new(),
+    };
+    writeln!(out, "  {label}: {}{on} (correct{comparison})", ms(seconds))?;
+    Ok(())
+}
+
+/// Says which GPUs' figures the ranking leaves out: those of a GPU whose baseline failed, when
+/// another GPU has one (see `parallel::rank`).
+fn note_unranked(
+    out: &mut impl Write,
+    ordinals: &[usize],
+    unranked: &[&Measurement],
+    baseline: &str,
+) -> Result<()> {
+    let mut gpus: Vec<usize> = unranked.iter().map(|m| m.gpu).collect();
+    gpus.sort_unstable();
+    gpus.dedup();
+    for gpu in gpus {
+        writeln!(
+            out,
+            "note: {baseline} failed{}, so the candidates measured there compare with nothing \
+             and are left out of the ranking",
+            on_gpu(ordinals, gpu)
+        )?;
+    }
+    Ok(())
+}
+
+/// ` on GPU 1`: where the `index`th GPU used (of those numbered `ordinals`) measured.
+fn on_gpu(ordinals: &[usize], index: usize) -> String {
+    format!(" on GPU {}", gpu_ordinal(ordinals, index))
+}
+
+/// The driver's number of the `index`th GPU used.
+fn gpu_ordinal(ordinals: &[usize], index: usize) -> String {
+    ordinals
+        .get(index)
+        .map_or_else(|| "?".to_owned(), usize::to_string)
+}
+
+/// ` there` after a comparison with the baseline when several GPUs measure: it was the baseline of
+/// the candidate's own GPU. With one GPU there is only one.
+fn there(ordinals: &[usize]) -> &'static str {
+    if ordinals.len() > 1 { " there" } else { "" }
+}
+
+/// What the tuning cache keeps: the winner and every correct candidate's time on the GPU that
+/// measured it, with the baseline's time on the winner's GPU (what the editor's lens compares the
+/// winner with).
+fn tuned_record(
+    device: &CudaDevice,
+    lowered: &[Lowered],
+    ranked: &[&Measurement],
+    unranked: &[&Measurement],
+    best: &Measurement,
+) -> TunedRecord {
+    let measured = ranked
+        .iter()
+        .chain(unranked)
+        .filter(|m| m.candidate != 0 || m.gpu == best.gpu)
+        .filter_map(|m| {
+            let seconds = m.seconds.as_ref().ok()?;
+            Some((lowered.get(m.candidate)?.config.clone(), seconds * 1e3))
+        })
+        .collect();
+    TunedRecord {
+        device: device.name().to_owned(),
+        arch: device.default_arch(),
+        winner: lowered
+            .get(best.candidate)
+            .map(|c| c.config.clone())
+            .unwrap_or_default(),
+        median_ms: best.seconds.as_ref().map_or(0.0, |s| s * 1e3),
+        measured,
+    }
+}
+
+/// Compiles every candidate's launches on worker threads and loads them on every GPU (NVRTC runs
+/// once per source, whatever the number of GPUs; each GPU's context loads the module itself, and
+/// the device's module cache keeps it for the runs); returns the candidates that compiled and
+/// loaded everywhere, and the wall time. One that NVRTC refuses, or a GPU cannot load, is reported
+/// and dropped, not fatal.
 fn compile_all(
     out: &mut impl Write,
-    device: &CudaDevice,
+    devices: &[CudaDevice],
     lowered: Vec<Lowered>,
 ) -> Result<(Vec<Lowered>, f64)> {
     let started = Instant::now();
-    let arch = device.default_arch();
-    let failures: Vec<Option<String>> = std::thread::scope(|scope| {
+    let failures: Vec<Option<(usize, String)>> = std::thread::scope(|scope| {
         let handles: Vec<_> = lowered
             .iter()
-            .map(|candidate| {
-                let arch = &arch;
-                scope.spawn(move || {
-                    let mut launches = candidate.programs.iter().zip(candidate.cuda.iter());
-                    launches.find_map(|(program, source)| {
-                        device
-                            .compile(
-                                source,
-                                &tilec_passes::cuda::kernel_symbol(&program.name),
-                                arch,
-                            )
-                            .err()
-                            .map(|e| e.message)
-                    })
-                })
-            })
+            .map(|candidate| scope.spawn(move || compile_everywhere(devices, candidate)))
             .collect();
         handles
             .into_iter()
             .map(|h| {
                 h.join()
-                    .unwrap_or_else(|_| Some("the compile thread panicked".into()))
+                    .unwrap_or_else(|_| Some((0, "the compile thread panicked".into())))
             })
             .collect()
     });
+    let ordinals: Vec<usize> = devices.iter().map(CudaDevice::ordinal).collect();
     let mut compiled = Vec::new();
     for (candidate, failure) in lowered.into_iter().zip(failures) {
         match failure {
             None => compiled.push(candidate),
-            Some(why) => writeln!(
+            Some((0, why)) => writeln!(
                 out,
                 "  {}: NVRTC failed ({why}); dropped",
                 config_text(&candidate.config)
             )?,
+            Some((gpu, why)) => writeln!(
+                out,
+                "  {}: failed{} ({why}); dropped",
+                config_text(&candidate.config),
+                on_gpu(&ordinals, gpu)
+            )?,
         }
     }
     Ok((compiled, started.elapsed().as_secs_f64()))
+}
+
+/// Compiles and loads `candidate`'s launches on each of `devices` in turn; the first failure, as
+/// the index of the GPU and the message. NVRTC runs for the first GPU only: the others find the
+/// compiled image in the process's cache.
+fn compile_everywhere(devices: &[CudaDevice], candidate: &Lowered) -> Option<(usize, String)> {
+    devices.iter().enumerate().find_map(|(index, device)| {
+        let arch = device.default_arch();
+        let mut launches = candidate.programs.iter().zip(candidate.cuda.iter());
+        launches.find_map(|(program, source)| {
+            device
+                .compile(
+                    source,
+                    &tilec_passes::cuda::kernel_symbol(&program.name),
+                    &arch,
+                )
+                .err()
+                .map(|e| (index, e.message))
+        })
+    })
 }
 
 /// Operations (FLOPs, element operations and bytes) above which the reference is not emulated: the
@@ -567,4 +817,78 @@ fn differs(
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lines of `events` as `report_event` prints them for GPUs numbered `ordinals`.
+    fn lines(ordinals: &[usize], events: &[Event]) -> String {
+        let labels = [
+            "block_M=2 threads=256".to_owned(),
+            "block_M=1 threads=128".to_owned(),
+        ];
+        let mut out = Vec::new();
+        for event in events {
+            report_event(
+                &mut out,
+                (ordinals, &labels),
+                event,
+                "the current configuration",
+            )
+            .expect("writes to memory");
+        }
+        String::from_utf8(out).expect("text")
+    }
+
+    fn measured(candidate: usize, gpu: usize, seconds: Result<f64, &str>) -> Event {
+        let baseline_seconds = Some(if gpu == 0 { 2e-3 } else { 2.2e-3 });
+        Event::Measured(Measurement {
+            candidate,
+            gpu,
+            seconds: seconds.map_err(str::to_owned),
+            baseline_seconds,
+        })
+    }
+
+    #[test]
+    fn one_gpu_lines_name_it_and_compare_with_the_current_configuration() {
+        let text = lines(
+            &[0],
+            &[measured(0, 0, Ok(2e-3)), measured(1, 0, Ok(1.6e-3))],
+        );
+        let expected = [
+            "  block_M=2 threads=256: 2.000 ms on GPU 0 (correct; the current configuration, \
+             the baseline)",
+            "  block_M=1 threads=128: 1.600 ms on GPU 0 (correct; 1.25x the current \
+             configuration)",
+        ];
+        assert_eq!(text.lines().collect::<Vec<_>>(), expected);
+    }
+
+    #[test]
+    fn lines_of_several_gpus_compare_with_the_baseline_of_their_own() {
+        let text = lines(
+            &[2, 5],
+            &[
+                measured(0, 1, Ok(2.2e-3)),
+                measured(1, 1, Ok(2e-3)),
+                measured(1, 0, Err("WRONG RESULT (`C`: 3 differ)")),
+                Event::Unusable {
+                    gpu: 0,
+                    why: "out of memory".to_owned(),
+                },
+            ],
+        );
+        let expected = [
+            "  block_M=2 threads=256: 2.200 ms on GPU 5 (correct; the current configuration, \
+             the baseline there)",
+            "  block_M=1 threads=128: 2.000 ms on GPU 5 (correct; 1.10x the current \
+             configuration there)",
+            "  block_M=1 threads=128 on GPU 2: WRONG RESULT (`C`: 3 differ); not a candidate",
+            "  GPU 2: out of memory; the other GPUs measure without it",
+        ];
+        assert_eq!(text.lines().collect::<Vec<_>>(), expected);
+    }
 }

@@ -4,11 +4,11 @@
 //!
 //! Nothing here links against CUDA. cudarc loads `libcuda` and `libnvrtc` at run time, so the crate
 //! builds and its tests pass on a machine without either. cudarc panics (instead of returning an error)
-//! when it first needs a library that is absent, so [`CudaDevice::open`] checks for both libraries
-//! before any other call, and every public entry point runs under `catch_unwind` as a second guard (a
-//! driver older than the bindings also panics, on the first call of a function it lacks). A missing GPU
-//! is therefore always a value, [`Unavailable`], and a failed compile or launch is a [`CompileFailure`]
-//! or a [`CudaError`].
+//! when it first needs a library that is absent, so [`CudaDevice::open_ordinal`] (and `open`, `count`
+//! and `list`) check for both libraries before any other call, and every public entry point runs
+//! under `catch_unwind` as a second guard (a driver older than the bindings also panics, on the first
+//! call of a function it lacks). A missing GPU is therefore always a value, [`Unavailable`], and a
+//! failed compile or launch is a [`CompileFailure`] or a [`CudaError`].
 
 // The workspace denies unsafe code; this module is the one place that talks to the driver and NVRTC.
 // Every unsafe block says why it holds.
@@ -52,8 +52,12 @@ pub enum Unavailable {
     NoNvrtcLibrary,
     /// The driver loaded but reports no CUDA device.
     NoDevice,
-    /// The driver loaded but failed while opening device 0.
-    Driver { during: &'static str, error: String },
+    /// A device was asked for by an ordinal the host does not have (it has `count`, numbered from
+    /// 0).
+    NoSuchDevice { ordinal: usize, count: usize },
+    /// The driver loaded but failed while opening a device or reading what it is; `during` names
+    /// the device ("opening device 1").
+    Driver { during: String, error: String },
     /// cudarc panicked while opening the device (for example a driver older than the bindings).
     Panicked(String),
 }
@@ -68,6 +72,10 @@ impl fmt::Display for Unavailable {
                 "no NVRTC library found (libnvrtc.so could not be loaded; it comes with the CUDA toolkit)",
             ),
             Unavailable::NoDevice => f.write_str("the CUDA driver found no GPU"),
+            Unavailable::NoSuchDevice { ordinal, count } => write!(
+                f,
+                "there is no device {ordinal}: the CUDA driver found {count} GPU(s), numbered from 0"
+            ),
             Unavailable::Driver { during, error } => {
                 write!(f, "the CUDA driver failed while {during}: {error}")
             }
@@ -676,51 +684,152 @@ impl Timing {
     }
 }
 
-/// Device 0, its stream, and the modules loaded into its context.
+/// One GPU (by its ordinal), its stream, and the modules loaded into its context.
+///
+/// A device is `Send + Sync` (asserted below): `tilec tune` hands one to each worker thread, and
+/// cudarc makes the device's context current on whichever thread calls it, so the threads of one
+/// process can drive several GPUs at once.
 #[derive(Debug)]
 pub struct CudaDevice {
     context: Arc<CudaContext>,
     /// All work goes to this one stream, so every operation is ordered after the previous one.
     stream: Arc<CudaStream>,
+    /// The driver's number for this device (0 to the count less one).
+    ordinal: usize,
     name: String,
     compute_capability: (i32, i32),
     /// The opt-in maximum of dynamic shared memory per block.
     max_shared_bytes: u32,
     /// Streaming multiprocessors: how many blocks a persistent program is launched on.
     multiprocessors: u32,
-    /// Modules are per context, so they are cached per device, keyed like the NVRTC cache.
+    /// Modules are per context, so they are cached per device, keyed like the NVRTC cache (which
+    /// is per process: a source compiles once however many devices load it).
     modules: DashMap<u64, Arc<CudaModule>>,
+}
+
+/// Worker threads own devices and share them by reference; a field that is neither `Send` nor
+/// `Sync` would break `tilec tune` on several GPUs, so this fails to compile instead.
+const _: () = {
+    const fn send_and_sync<T: Send + Sync>() {}
+    send_and_sync::<CudaDevice>();
+};
+
+/// A GPU as the driver lists it, read without opening a context on it (which costs time and
+/// device memory), for choosing which GPUs to use.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GpuInfo {
+    pub ordinal: usize,
+    /// The marketing name ("NVIDIA H100 80GB HBM3").
+    pub name: String,
+    pub compute_capability: (i32, i32),
+}
+
+/// Whether both libraries cudarc loads are present. cudarc panics on the first call into a
+/// library that is absent, so this runs before any other call.
+fn check_libraries() -> Result<(), Unavailable> {
+    // SAFETY: `is_culib_present` only tries to dlopen the candidate library names and closes them
+    // again; it calls no function of the library.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return Err(Unavailable::NoDriverLibrary);
+    }
+    // SAFETY: as above, for libnvrtc.
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        return Err(Unavailable::NoNvrtcLibrary);
+    }
+    Ok(())
+}
+
+/// Turns a driver error while doing `during` into why the GPU cannot be used: an error that says
+/// there is no device is [`Unavailable::NoDevice`], any other keeps the driver's words.
+fn unavailable(during: String) -> impl FnOnce(DriverError) -> Unavailable {
+    move |error: DriverError| match error.0 {
+        CUresult::CUDA_ERROR_NO_DEVICE | CUresult::CUDA_ERROR_INVALID_DEVICE => {
+            Unavailable::NoDevice
+        }
+        _ => Unavailable::Driver {
+            during,
+            error: describe_driver_error(error),
+        },
+    }
+}
+
+/// How many GPUs the driver reports; an error rather than 0 when the driver says there are none.
+fn device_count() -> Result<usize, Unavailable> {
+    let count =
+        CudaContext::device_count().map_err(unavailable("counting the devices".to_owned()))?;
+    match usize::try_from(count) {
+        Ok(count) if count > 0 => Ok(count),
+        _ => Err(Unavailable::NoDevice),
+    }
+}
+
+/// The name and compute capability of device `ordinal` (which exists), without a context.
+fn gpu_info(ordinal: usize) -> Result<GpuInfo, Unavailable> {
+    use cudarc::driver::result::device;
+
+    let during = |what: &str| format!("reading the {what} of device {ordinal}");
+    // The driver counted the devices in an int, so every ordinal below the count fits one.
+    let number = i32::try_from(ordinal).map_err(|_| Unavailable::Driver {
+        during: during("handle"),
+        error: "the device number does not fit the driver's int".to_owned(),
+    })?;
+    let handle = device::get(number).map_err(unavailable(during("handle")))?;
+    let name = device::get_name(handle).map_err(unavailable(during("name")))?;
+    let attribute = |attribute| {
+        // SAFETY: `handle` is a device the driver just returned, and the attribute is one every
+        // device has; the driver writes one int, which `get_attribute` provides.
+        unsafe { device::get_attribute(handle, attribute) }
+            .map_err(unavailable(during("compute capability")))
+    };
+    let major = attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
+    let minor = attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
+    Ok(GpuInfo {
+        ordinal,
+        name,
+        compute_capability: (major, minor),
+    })
 }
 
 impl CudaDevice {
     /// Opens device 0, or says why the GPU cannot be used. Never panics.
     pub fn open() -> Result<CudaDevice, Unavailable> {
-        // SAFETY: `is_culib_present` only tries to dlopen the candidate library names and closes them
-        // again; it calls no function of the library.
-        if !unsafe { cudarc::driver::sys::is_culib_present() } {
-            return Err(Unavailable::NoDriverLibrary);
-        }
-        // SAFETY: as above, for libnvrtc.
-        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-            return Err(Unavailable::NoNvrtcLibrary);
-        }
-        guarded(Unavailable::Panicked, CudaDevice::open_device_zero)
+        CudaDevice::open_ordinal(0)
     }
 
-    fn open_device_zero() -> Result<CudaDevice, Unavailable> {
-        let fail = |during: &'static str| {
-            move |error: DriverError| match error.0 {
-                CUresult::CUDA_ERROR_NO_DEVICE | CUresult::CUDA_ERROR_INVALID_DEVICE => {
-                    Unavailable::NoDevice
-                }
-                _ => Unavailable::Driver {
-                    during,
-                    error: describe_driver_error(error),
-                },
+    /// Opens device `ordinal` (as the driver numbers them, from 0), or says why it cannot be
+    /// used; a number the host has no device for is [`Unavailable::NoSuchDevice`]. Never panics.
+    pub fn open_ordinal(ordinal: usize) -> Result<CudaDevice, Unavailable> {
+        check_libraries()?;
+        guarded(Unavailable::Panicked, || {
+            let count = device_count()?;
+            if ordinal >= count {
+                return Err(Unavailable::NoSuchDevice { ordinal, count });
             }
-        };
-        let context = CudaContext::new(0).map_err(fail("opening device 0"))?;
-        let name = context.name().map_err(fail("reading the device name"))?;
+            CudaDevice::open_existing(ordinal)
+        })
+    }
+
+    /// How many GPUs the driver reports: at least one, or why there is none. Never panics.
+    pub fn count() -> Result<usize, Unavailable> {
+        check_libraries()?;
+        guarded(Unavailable::Panicked, device_count)
+    }
+
+    /// Every GPU of the host in the driver's order, with its name and compute capability, read
+    /// without opening any of them. Never panics.
+    pub fn list() -> Result<Vec<GpuInfo>, Unavailable> {
+        check_libraries()?;
+        guarded(Unavailable::Panicked, || {
+            (0..device_count()?).map(gpu_info).collect()
+        })
+    }
+
+    /// Opens device `ordinal`, which the driver has counted.
+    fn open_existing(ordinal: usize) -> Result<CudaDevice, Unavailable> {
+        let fail = |what: &str| unavailable(format!("{what} of device {ordinal}"));
+        let context =
+            CudaContext::new(ordinal).map_err(unavailable(format!("opening device {ordinal}")))?;
+        let name = context.name().map_err(fail("reading the name"))?;
         let compute_capability = context
             .compute_capability()
             .map_err(fail("reading the compute capability"))?;
@@ -734,12 +843,18 @@ impl CudaDevice {
         Ok(CudaDevice {
             context,
             stream,
+            ordinal,
             name,
             compute_capability,
             max_shared_bytes: u32::try_from(max_shared).unwrap_or(DEFAULT_DYNAMIC_SHARED_BYTES),
             multiprocessors: u32::try_from(multiprocessors).unwrap_or(1).max(1),
             modules: DashMap::new(),
         })
+    }
+
+    /// The driver's number for this device (what `tilec tune --gpus` names).
+    pub fn ordinal(&self) -> usize {
+        self.ordinal
     }
 
     /// The device's marketing name ("NVIDIA H100 80GB HBM3").
@@ -1496,6 +1611,37 @@ extern "C" __global__ void vector_add(float* out, const float* a, const float* b
             kernel.resources(),
             kernel.ptxas_info()
         );
+    }
+
+    /// Counting, listing and opening by ordinal agree with one another on a GPU host, and each
+    /// is an error, not a panic, without one.
+    #[test]
+    fn devices_are_counted_listed_and_opened_by_ordinal() {
+        let count = match CudaDevice::count() {
+            Ok(count) => count,
+            Err(why) => {
+                assert!(CudaDevice::list().is_err());
+                assert!(CudaDevice::open_ordinal(1).is_err());
+                eprintln!("no GPU here ({why}); checked that counting and opening fail cleanly");
+                return;
+            }
+        };
+        let gpus = CudaDevice::list().expect("the GPUs counted can be listed");
+        assert_eq!(gpus.len(), count);
+        let last = gpus.last().expect("at least one GPU");
+        let device = CudaDevice::open_ordinal(last.ordinal).expect("the last GPU opens");
+        assert_eq!(device.ordinal(), last.ordinal);
+        assert_eq!(device.name(), last.name);
+        assert_eq!(device.compute_capability(), last.compute_capability);
+        let missing = CudaDevice::open_ordinal(count).expect_err("one past the last GPU");
+        assert_eq!(
+            missing,
+            Unavailable::NoSuchDevice {
+                ordinal: count,
+                count
+            }
+        );
+        assert!(missing.to_string().contains(&format!("no device {count}")));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `tilec tune`: the hardware model's ranking of the corpus gemm (a conformance test) and of the softmax
 //! fixture of `tests/fixtures/kernels/` (`--recommend`, exact tables), the refusal to measure without a GPU,
-//! and a tuned configuration from the tuning cache reaching `tilec build`.
+//! `--gpus` lists refused before anything runs, measuring on one GPU and on two (skipped where the
+//! host has fewer), and a tuned configuration from the tuning cache reaching `tilec build`.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -130,6 +131,139 @@ fn measuring_needs_a_gpu_and_says_what_works_without_one() {
     assert!(
         stderr.contains("no GPU to measure on") && stderr.contains("tilec tune --recommend"),
         "{stderr}"
+    );
+}
+
+#[test]
+fn naming_a_gpu_without_one_is_the_same_refusal() {
+    let file = fixture("kernels/softmax.py");
+    if tilec_runtime::CudaDevice::count().is_ok() {
+        eprintln!("skipped: this machine has a GPU, so `tilec tune --gpus 0` would measure");
+        return;
+    }
+    let output = tilec(&["tune", &file.to_string_lossy(), "--gpus", "0"]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("no GPU to measure on") && stderr.contains("tilec tune --recommend"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn malformed_gpu_lists_are_refused_before_anything_runs() {
+    let file = fixture("kernels/softmax.py");
+    let path = file.to_string_lossy();
+    let cases = [
+        ("0,0", "GPU 0 is named twice"),
+        ("", "an empty GPU number"),
+        ("0,,1", "an empty GPU number"),
+        ("one", "`one` is not a GPU number"),
+    ];
+    for (list, expected) in cases {
+        let output = tilec(&["tune", &path, "--gpus", list]);
+        assert_eq!(output.status.code(), Some(2), "--gpus {list:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(expected), "--gpus {list:?}: {stderr}");
+    }
+    let output = tilec(&["tune", &path, "--recommend", "--gpus", "0"]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("cannot be used with"), "{stderr}");
+}
+
+#[test]
+fn a_gpu_the_host_lacks_is_refused_with_the_list_of_its_gpus() {
+    let Ok(count) = tilec_runtime::CudaDevice::count() else {
+        eprintln!("skipped: no GPU here, so there is no list of GPUs to check against");
+        return;
+    };
+    let file = fixture("kernels/softmax.py");
+    let missing = count.to_string();
+    let output = tilec(&["tune", &file.to_string_lossy(), "--gpus", &missing]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("no GPU {count}: this host has {count} (0: ")),
+        "{stderr}"
+    );
+}
+
+/// Measures the softmax fixture's top 3 on the GPUs `gpus` names, storing into a fresh cache;
+/// returns stdout.
+fn measure_softmax(gpus: &str) -> String {
+    let file = fixture("kernels/softmax.py");
+    let cache = tempfile::tempdir().expect("temp folder");
+    let output = tilec(&[
+        "tune",
+        &file.to_string_lossy(),
+        "--top",
+        "3",
+        "--gpus",
+        gpus,
+        "--cache",
+        &cache.path().to_string_lossy(),
+    ]);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("stored in "), "{stdout}");
+    stdout
+}
+
+#[test]
+fn measuring_on_one_gpu_names_it_and_compares_with_the_current_configuration() {
+    if let Err(why) = tilec_runtime::CudaDevice::count() {
+        eprintln!("skipped: no GPU to measure on ({why})");
+        return;
+    }
+    let stdout = measure_softmax("0");
+    assert!(
+        stdout.contains("block_M=2 threads=256: ")
+            && stdout.contains(" on GPU 0 (correct; the current configuration, the baseline)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("candidates on 1 GPU (0) in "), "{stdout}");
+    assert!(
+        stdout
+            .lines()
+            .any(|line| line.starts_with("winner: ") && line.contains(" on GPU 0")),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn measuring_on_two_gpus_spreads_the_candidates_and_names_each_gpu() {
+    match tilec_runtime::CudaDevice::count() {
+        Ok(count) if count >= 2 => {}
+        Ok(count) => {
+            eprintln!("skipped: this host has {count} GPU, and the test needs two");
+            return;
+        }
+        Err(why) => {
+            eprintln!("skipped: no GPU to measure on ({why})");
+            return;
+        }
+    }
+    let stdout = measure_softmax("0,1");
+    for gpu in ["0", "1"] {
+        assert!(
+            stdout.contains(&format!(
+                " on GPU {gpu} (correct; the current configuration, the baseline there)"
+            )),
+            "GPU {gpu} measures the baseline: {stdout}"
+        );
+    }
+    assert!(
+        stdout.contains("candidates on 2 GPUs (0, 1) in "),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("(NVRTC, once; loaded on 2 GPUs)"),
+        "{stdout}"
     );
 }
 
