@@ -35,6 +35,9 @@ const PRODUCER_REGISTERS: u32 = 40;
 const MAX_REGISTERS: u32 = 240;
 /// Registers of one multiprocessor, which one block of the specialized kernel fills.
 const REGISTER_FILE: u32 = 65536;
+/// The most registers a thread can be launched with, in units of 8 (the hardware's 255, rounded
+/// down to the allocation unit).
+const MAX_LAUNCH_REGISTERS: u32 = 248;
 /// An mbarrier's transaction count is 20 bits wide.
 const MAX_TRANSACTION_BYTES: u32 = 1 << 20;
 /// The named barrier the consumers use instead of `__syncthreads` (0 is `__syncthreads`'s own).
@@ -647,9 +650,39 @@ fn keep_last_gemm_in_flight(body: &mut [Stmt]) -> bool {
 }
 
 /// Registers per consumer thread: what the producer gives up, shared out, in multiples of 8.
+///
+/// `setmaxnreg` moves registers within the block's own pool, which is what the block was
+/// launched with: every thread gets the launch bound's share of the register file, rounded
+/// down to the allocation unit of 8 (168 for 384 threads, 96 for 640). A request past that pool
+/// never completes, and the consumers wait in `setmaxnreg.inc` forever: with 512 consumers,
+/// sharing out the whole register file (112 each) hung the GPU, while the pool allows 104.
 fn consumer_registers(consumers: u32) -> u32 {
     // `WARPGROUP` is 128 threads.
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    let left = REGISTER_FILE - PRODUCER_REGISTERS * WARPGROUP as u32;
+    let producers = WARPGROUP as u32;
+    let threads = consumers.max(1).saturating_add(producers);
+    let per_thread = (REGISTER_FILE / threads / 8 * 8).min(MAX_LAUNCH_REGISTERS);
+    let pool = per_thread * threads;
+    let left = pool.saturating_sub(PRODUCER_REGISTERS * producers);
     (left / consumers.max(1) / 8 * 8).min(MAX_REGISTERS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::consumer_registers;
+
+    /// The consumers' share stays within the block's launch pool: 1 producer + 2 consumer
+    /// warpgroups are launched with 168 registers a thread (CUTLASS's 232 / 40 split fills the
+    /// pool exactly); with 4 consumer warpgroups the 640 threads launch with 96, and 112 a
+    /// consumer (the register file's share) waited forever on the GPU.
+    #[test]
+    fn consumers_get_the_launch_pool_not_the_register_file() {
+        assert_eq!(consumer_registers(256), 232);
+        assert_eq!(232 * 256 + 40 * 128, 168 * 384);
+        assert_eq!(consumer_registers(512), 104);
+        assert!(104 * 512 + 40 * 128 <= 96 * 640);
+        assert_eq!(consumer_registers(128), 240);
+        assert_eq!(consumer_registers(384), 152);
+        assert!(152 * 384 + 40 * 128 <= 128 * 512);
+    }
 }
