@@ -6,12 +6,12 @@ use std::rc::Rc;
 use tilec_ir::{
     Access, AccessKind, AtomicSource, Code, ControlOp, DType, DataExpr, EntityId, EntityKind,
     ExprId, ExternArg, Intrinsic, LayoutAnnotation, LayoutKind, LoopKind, ReduceKind, Region,
-    RegionDim, Scope, TileOp, WarpPolicy,
+    RegionDim, Scope, TileOp, VarId, WarpPolicy,
 };
 
 use crate::builder::{Block, Builder, Eval, Stop};
 use crate::eval::{Args, promote};
-use crate::value::{PersistentTiles, Value};
+use crate::value::{Function, PersistentTiles, Value};
 use ruff_python_ast::Operator;
 use tilec_ir::Span;
 
@@ -1640,8 +1640,20 @@ impl Builder<'_> {
                 "a layout needs its function (`forward_fn=`)",
             ));
         };
+        let vars = self.layout_vars(&shape);
+        let outputs = self.call_layout_fn(&function, &vars, args.span)?;
+        Ok(Value::Layout(Rc::new(LayoutAnnotation {
+            kind,
+            shape,
+            vars,
+            outputs,
+        })))
+    }
+
+    /// One index variable per dimension of a layout's shape (`i`, `j`, ...), bounded by it.
+    fn layout_vars(&mut self, shape: &[i64]) -> Vec<VarId> {
         let names = ["i", "j", "k", "l", "m", "n"];
-        let vars: Vec<_> = shape
+        shape
             .iter()
             .enumerate()
             .map(|(dim, &extent)| {
@@ -1649,43 +1661,45 @@ impl Builder<'_> {
                     .exprs
                     .var(names.get(dim).unwrap_or(&"x"), Some(extent))
             })
-            .collect();
+            .collect()
+    }
+
+    /// Calls a layout function on the index variables: the integer expressions it returns (one
+    /// or a tuple of them).
+    fn call_layout_fn<'a>(
+        &mut self,
+        function: &Rc<Function<'a>>,
+        vars: &[VarId],
+        span: Span,
+    ) -> Eval<Vec<ExprId>> {
         let positional = vars
             .iter()
-            .map(|&var| (Value::Index(self.world.exprs.var_expr(var)), args.span))
+            .map(|&var| (Value::Index(self.world.exprs.var_expr(var)), span))
             .collect();
         let result = self.call_function(
-            &function,
+            function,
             Args {
                 positional,
                 keywords: Vec::new(),
-                span: args.span,
+                span,
             },
-            args.span,
+            span,
         )?;
         let items = match result {
             Value::Tuple(items) | Value::List(items) => items.to_vec(),
             single => vec![single],
         };
-        let mut outputs = Vec::new();
-        for item in &items {
-            match self.index_expr(item) {
-                Some(id) => outputs.push(id),
-                None => {
-                    return Err(self.error(
-                        Code::InvalidCall,
-                        args.span,
-                        "a layout function must return integer expressions",
-                    ));
-                }
-            }
-        }
-        Ok(Value::Layout(Rc::new(LayoutAnnotation {
-            kind,
-            shape,
-            vars,
-            outputs,
-        })))
+        items
+            .iter()
+            .map(|item| self.index_expr(item))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| {
+                self.error(
+                    Code::InvalidCall,
+                    span,
+                    "a layout function must return integer expressions",
+                )
+            })
     }
 
     /// `T.Fragment(shape, forward_thread_fn=t, forward_index_fn=f)`: the thread of each element
@@ -1703,49 +1717,14 @@ impl Builder<'_> {
                  tilec yet",
             ));
         }
-        let names = ["i", "j", "k", "l", "m", "n"];
-        let vars: Vec<_> = shape
-            .iter()
-            .enumerate()
-            .map(|(dim, &extent)| {
-                self.world
-                    .exprs
-                    .var(names.get(dim).unwrap_or(&"x"), Some(extent))
-            })
-            .collect();
+        let vars = self.layout_vars(&shape);
         let call = |builder: &mut Self, key: &str| -> Eval<Option<Vec<ExprId>>> {
-            let Some(Value::Function(function)) = args.keyword(key).cloned() else {
-                return Ok(None);
-            };
-            let positional = vars
-                .iter()
-                .map(|&var| (Value::Index(builder.world.exprs.var_expr(var)), args.span))
-                .collect();
-            let result = builder.call_function(
-                &function,
-                Args {
-                    positional,
-                    keywords: Vec::new(),
-                    span: args.span,
-                },
-                args.span,
-            )?;
-            let items = match result {
-                Value::Tuple(items) | Value::List(items) => items.to_vec(),
-                single => vec![single],
-            };
-            items
-                .iter()
-                .map(|item| builder.index_expr(item))
-                .collect::<Option<Vec<_>>>()
-                .map(Some)
-                .ok_or_else(|| {
-                    builder.error(
-                        Code::InvalidCall,
-                        args.span,
-                        "a layout function must return integer expressions",
-                    )
-                })
+            match args.keyword(key).cloned() {
+                Some(Value::Function(function)) => builder
+                    .call_layout_fn(&function, &vars, args.span)
+                    .map(Some),
+                _ => Ok(None),
+            }
         };
         let Some(thread) = call(self, "forward_thread_fn")? else {
             return Err(self.error(
@@ -1799,7 +1778,7 @@ impl Builder<'_> {
     fn tells_elements_apart(
         &self,
         shape: &[i64],
-        vars: &[tilec_ir::VarId],
+        vars: &[VarId],
         thread: ExprId,
         index: &[ExprId],
     ) -> bool {
@@ -1810,8 +1789,7 @@ impl Builder<'_> {
         let mut seen = rustc_hash::FxHashSet::default();
         let mut point = vec![0i64; shape.len()];
         for _ in 0..total {
-            let value_of =
-                |var: tilec_ir::VarId| vars.iter().position(|&v| v == var).map(|dim| point[dim]);
+            let value_of = |var: VarId| vars.iter().position(|&v| v == var).map(|dim| point[dim]);
             let pair: Option<Vec<i64>> = std::iter::once(thread)
                 .chain(index.iter().copied())
                 .map(|e| self.world.exprs.eval(e, &value_of))

@@ -571,18 +571,7 @@ impl Builder<'_> {
             Value::Poison => return Err(Stop),
             other => return self.unroll(env, for_stmt, other, span),
         };
-        let names = loop_targets(&for_stmt.target);
-        if names.len() != extents.len() {
-            return Err(self.error(
-                Code::InvalidCall,
-                expr_span(&for_stmt.target),
-                format!(
-                    "this loop has {} dimension(s) but binds {} name(s)",
-                    extents.len(),
-                    names.len()
-                ),
-            ));
-        }
+        let names = self.loop_names(for_stmt, extents.len(), "loop ")?;
         let entity = self.add_kernel_entity(EntityKind::Loop, "a TileLang loop", span)?;
         let mut vars = Vec::new();
         for (name, &extent) in names.iter().zip(&extents) {
@@ -660,18 +649,7 @@ impl Builder<'_> {
         extents: &[tilec_ir::ExprId],
     ) -> Eval<Flow<'a>> {
         let span = range_span(for_stmt);
-        let names = loop_targets(&for_stmt.target);
-        if names.len() != extents.len() {
-            return Err(self.error(
-                Code::InvalidCall,
-                expr_span(&for_stmt.target),
-                format!(
-                    "this loop has {} dimension(s) but binds {} name(s)",
-                    extents.len(),
-                    names.len()
-                ),
-            ));
-        }
+        let names = self.loop_names(for_stmt, extents.len(), "loop ")?;
         let mut entered = Vec::new();
         for (name, &extent) in names.iter().zip(extents) {
             let entity = self.add_kernel_entity(EntityKind::Loop, "a TileLang loop", span)?;
@@ -709,18 +687,7 @@ impl Builder<'_> {
         tiles: &PersistentTiles,
     ) -> Eval<Flow<'a>> {
         let span = range_span(for_stmt);
-        let names = loop_targets(&for_stmt.target);
-        if names.len() != tiles.domain.len() {
-            return Err(self.error(
-                Code::InvalidCall,
-                expr_span(&for_stmt.target),
-                format!(
-                    "this persistent loop has {} dimension(s) but binds {} name(s)",
-                    tiles.domain.len(),
-                    names.len()
-                ),
-            ));
-        }
+        let names = self.loop_names(for_stmt, tiles.domain.len(), "persistent loop ")?;
         let exprs = &mut self.world.exprs;
         let Some((&last, outer)) = tiles.domain.split_last() else {
             return Err(Stop);
@@ -968,6 +935,28 @@ impl Builder<'_> {
             Branch::Statements(body) => self.exec_body(env, body),
             Branch::Items(with, items) => self.exec_with_items(env, with, items, span),
         }
+    }
+
+    /// The names a TileLang loop of `dimensions` binds, one per dimension (`what` names the
+    /// loop in the error otherwise: "loop ", "persistent loop ").
+    fn loop_names(
+        &mut self,
+        for_stmt: &StmtFor,
+        dimensions: usize,
+        what: &str,
+    ) -> Eval<Vec<String>> {
+        let names = loop_targets(&for_stmt.target);
+        if names.len() != dimensions {
+            return Err(self.error(
+                Code::InvalidCall,
+                expr_span(&for_stmt.target),
+                format!(
+                    "this {what}has {dimensions} dimension(s) but binds {} name(s)",
+                    names.len()
+                ),
+            ));
+        }
+        Ok(names)
     }
 
     fn exec_if<'a>(&mut self, env: &Env<'a>, if_stmt: &'a StmtIf) -> Eval<Flow<'a>> {
