@@ -428,7 +428,7 @@ fn math_functions_of_activations_and_rotary_embeddings() {
         .flat_map(|&x| {
             let f = |v: f64| f64::from(tilec_tests::f32_of(v));
             [
-                0.5 * x * (1.0 + erf(f(x * 0.7071067811865476))),
+                0.5 * x * (1.0 + erf(f(x * std::f64::consts::FRAC_1_SQRT_2))),
                 f(x * 3.0).sin(),
                 f(x * 3.0).cos(),
                 x.tan(),
@@ -445,6 +445,29 @@ fn math_functions_of_activations_and_rotary_embeddings() {
         })
         .collect();
     assert_matches("M", &tensors[1], expected);
+}
+
+/// A `T.alloc_local` in a `T.Parallel` body is each iteration's own: its stores are no race
+/// (TileOPs' FFT stages a complex pair so), and each iteration reads back what it wrote.
+#[test]
+fn a_local_buffer_allocated_in_a_parallel_body_is_each_iterations_own() {
+    let warnings = on_analysis_stack(|| {
+        let db = RootDatabase::default();
+        let file = source_file(&db, "/kernels/op.py", TIR_FUNCTIONS);
+        file_diagnostics(&db, file)
+            .iter()
+            .filter(|d| d.code == tilec_ir::Code::DataRace)
+            .map(|d| d.message.clone())
+            .collect::<Vec<_>>()
+    });
+    assert_eq!(warnings, Vec::<String>::new());
+    let (tensors, _) = run_kernel(TIR_FUNCTIONS, Some("private_pairs"), "");
+    let expected = tensors[0]
+        .values
+        .iter()
+        .flat_map(|&x| [x * 2.0, x + 1.0])
+        .collect();
+    assert_matches("Y", &tensors[1], expected);
 }
 
 /// `T.alloc_var(dtype, init=x)` starts at `x`, also inside a run-time `if` (DeepSeek's

@@ -2,8 +2,8 @@
 //! many iterations writing one element, and register pressure.
 
 use tilec_ir::{
-    Anchor, Code, Diagnostic, EntityId, EntityKind, Expr, ExprArena, ExprId, ExprProgram, VarId,
-    World,
+    Anchor, Code, Diagnostic, EntityId, EntityKind, Expr, ExprArena, ExprId, ExprProgram, Scope,
+    VarId, World,
 };
 
 use super::derive::Witness;
@@ -135,9 +135,11 @@ pub(super) fn races(world: &World, loops: &[LoopView<'_>], arena: &ExprArena) ->
     let mut found = Vec::new();
     for view in loops {
         for &(buffer, indices, statement) in &view.writes {
-            // A reducer's updates are combined, not overwritten (`T.alloc_reducer`).
+            // A reducer's updates are combined, not overwritten (`T.alloc_reducer`); a local
+            // buffer allocated in the loop's body is each iteration's own.
             if world.kind(statement) != Some(EntityKind::Store)
                 || world.reducers.get(buffer).is_some()
+                || allocated_within(world, buffer, view.entity)
                 || found.iter().any(|(s, _)| *s == statement)
             {
                 continue;
@@ -148,6 +150,22 @@ pub(super) fn races(world: &World, loops: &[LoopView<'_>], arena: &ExprArena) ->
         }
     }
     found.into_iter().map(|(_, d)| d).collect()
+}
+
+/// Whether the register buffer `buffer` is allocated inside `scope` (a `T.alloc_local` in a
+/// `T.Parallel` body, or in a macro it calls): then every iteration has one of its own.
+fn allocated_within(world: &World, buffer: EntityId, scope: EntityId) -> bool {
+    if !matches!(world.scopes.get(buffer), Some(Scope::Local)) {
+        return false;
+    }
+    let mut entity = buffer;
+    while let Some(&parent) = world.parents.get(entity) {
+        if parent == scope {
+            return true;
+        }
+        entity = parent;
+    }
+    false
 }
 
 fn race(
