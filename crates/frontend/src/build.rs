@@ -149,6 +149,42 @@ fn build_instance<'c>(request: &BuildRequest<'_, '_>, cancel: &'c dyn Fn()) -> B
     }
 }
 
+/// The AMD target a kernel's code compiles for, written as a literal (`@tilelang.jit(target=
+/// "hip")`, `tilelang.compile(func, target="rocm")`), with where it is written.
+fn amd_target(def: &StmtFunctionDef) -> Option<(String, Span)> {
+    use ruff_python_ast::visitor::{Visitor, walk_expr};
+    struct Find(Option<(String, Span)>);
+    impl<'a> Visitor<'a> for Find {
+        fn visit_expr(&mut self, expr: &'a Expr) {
+            if self.0.is_some() {
+                return;
+            }
+            if let Expr::Call(call) = expr {
+                for keyword in &call.arguments.keywords {
+                    if let (Some("target"), Expr::StringLiteral(text)) =
+                        (keyword.arg.as_ref().map(|a| a.as_str()), &keyword.value)
+                    {
+                        let target = text.value.to_str();
+                        if target.starts_with("hip") || target.starts_with("rocm") {
+                            self.0 = Some((target.to_owned(), range_span(keyword)));
+                            return;
+                        }
+                    }
+                }
+            }
+            walk_expr(self, expr);
+        }
+    }
+    let mut find = Find(None);
+    for decorator in &def.decorator_list {
+        find.visit_expr(&decorator.expression);
+    }
+    for stmt in &def.body {
+        find.visit_stmt(stmt);
+    }
+    find.0
+}
+
 /// Records the `T.Parallel` loops whose extents are computed from the ints tilec assumed
 /// (`World::assumed_extent_loops`): the names in the loop's iterable (`T.Parallel(threads_arg,
 /// npt_arg)`), followed back through the assignments of the kernel's code.
@@ -446,6 +482,14 @@ impl Builder<'_> {
     fn instantiate<'a>(&mut self, request: &BuildRequest<'_, 'a>) {
         let (def, style, args) = (request.def, request.style, request.args);
         let globals = module_env(self, request.context, request.modules);
+        if let Some((target, span)) = amd_target(def) {
+            let message = format!(
+                "this kernel is compiled for AMD GPUs (`target=\"{target}\"`), and tilec \
+                 targets NVIDIA GPUs: its layouts and code are not analysed"
+            );
+            let _ = self.error(Code::NotAnalysed, span, message);
+            return;
+        }
         self.read_decorators(&globals, def);
         self.read_configs(&globals, def);
         self.compared_strings = crate::generic::compared_strings(&def.body);

@@ -1108,6 +1108,33 @@ impl Builder<'_> {
         }
     }
 
+    /// `==` or `!=` of compile-time values tilec has no comparison for. Python never fails on
+    /// these: objects of different kinds are unequal (a dtype and a dtype name tilec does not
+    /// know as a dtype, `in_config.dtype == T.float4_e2m1fn`). A value tilec could not evaluate
+    /// may be anything, and an ordering of unlike values fails in Python too: those stay errors
+    /// (which lenient code passes over).
+    fn undecided_equality<'a>(
+        &mut self,
+        op: CompareOp,
+        lhs: &Value<'a>,
+        rhs: &Value<'a>,
+        span: Span,
+    ) -> Eval<Value<'a>> {
+        if matches!(lhs, Value::Poison) || matches!(rhs, Value::Poison) {
+            return Err(Stop);
+        }
+        let unknown = |value: &Value<'_>| matches!(value, Value::Opaque(_));
+        let equality = matches!(op, CompareOp::Eq | CompareOp::Ne);
+        if equality && !unknown(lhs) && !unknown(rhs) && lhs.describe() != rhs.describe() {
+            return Ok(Value::Bool(op == CompareOp::Ne));
+        }
+        Err(self.error(
+            Code::MetaError,
+            span,
+            format!("cannot compare {} and {}", lhs.describe(), rhs.describe()),
+        ))
+    }
+
     fn compare<'a>(
         &mut self,
         op: CmpOp,
@@ -1139,11 +1166,7 @@ impl Builder<'_> {
             }
         };
         if !is_runtime(lhs) && !is_runtime(rhs) {
-            return Err(self.error(
-                Code::MetaError,
-                span,
-                format!("cannot compare {} and {}", lhs.describe(), rhs.describe()),
-            ));
+            return self.undecided_equality(data_op, lhs, rhs, span);
         }
         let (a, _) = self.data_expr(lhs, span)?;
         let (b, _) = self.data_expr(rhs, span)?;

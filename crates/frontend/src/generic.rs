@@ -200,6 +200,15 @@ impl Builder<'_> {
         if kind == GenericKind::Int && self.compared_strings.iter().any(|(n, _)| n == name) {
             kind = GenericKind::Text;
         }
+        // A "dtype" the code compares with texts that name no dtype (`dtype == "complex64"`)
+        // is one of those texts: a float there takes no branch and reaches the `raise`.
+        if kind == GenericKind::DType
+            && self.compared_strings.iter().any(|(n, texts)| {
+                n == name && texts.iter().all(|text| DType::from_name(text).is_none())
+            })
+        {
+            kind = GenericKind::Text;
+        }
         if kind == GenericKind::Function {
             // An elementwise kernel's `op_func` is whatever its caller passes: nothing tilec could
             // assume for it means anything, and calling it says so (`not-analysed`).

@@ -49,7 +49,19 @@ impl Builder<'_> {
             args: extern_args,
         };
         self.add_tile_op(TileOp::ExternCall(call), "`T.call_extern`", args.span)?;
-        Ok(Value::None)
+        // A call with a result type (`T.call_extern(T.uint32, "__match_any_sync", ...)`) is
+        // also a value, which tilec does not model: using it is not-analysed, never a `None`
+        // that the user's arithmetic would be blamed for.
+        let result_dtype = match args.keyword("dtype") {
+            Some(dtype) => Some(dtype.clone()),
+            None => args.positional.first().map(|(value, _)| value.clone()),
+        };
+        Ok(match result_dtype {
+            Some(Value::DType(_)) => Value::Opaque(std::rc::Rc::from(
+                "the result of `T.call_extern`, a CUDA function tilec does not model",
+            )),
+            _ => Value::None,
+        })
     }
 
     /// `T.import_source(source)`: `None` imports nothing, as in TileLang.

@@ -1109,3 +1109,37 @@ def reduce_kernel(M, op_kind, wide=False):
         "#]],
     );
 }
+
+/// A kernel compiled for AMD GPUs (`@tilelang.jit(target="hip")`, also on a factory nested in
+/// a wrapper) gets one not-analysed diagnostic naming the target, not the conflicts of layouts
+/// and instructions that are NVIDIA's.
+#[test]
+fn a_kernel_compiled_for_amd_is_said_to_be_out_of_reach() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+
+
+def matmul(M, N, K):
+    @tilelang.jit(out_idx=[2], target="hip")
+    def kernel(block_M=64, block_N=64):
+        @T.prim_func
+        def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), C: T.Tensor((M, N), "float16")):
+            with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=256) as (bx, by):
+                T.clear(C[by * block_M, bx * block_N])
+
+        return main
+
+    return kernel()
+
+
+matmul(1024, 1024, 1024)
+"#;
+    check(
+        source,
+        expect![[r#"
+            matmul (line 19): M=1024, N=1024, K=1024
+              line 7: not-analysed not-analysed
+        "#]],
+    );
+}
