@@ -37,6 +37,27 @@ fn representatives(name: &str, kind: GenericKind) -> Vec<ConstValue> {
                 ConstValue::DType(DType::Float16),
             ]
         }
+        // The dtype of sequence offsets, indices and lengths is an integer one: a float there
+        // makes every index read from such a tensor a float (`seq_start = seq_map[b]`).
+        GenericKind::DType
+            if ["seqlen", "idx", "index", "indices", "offset", "position"]
+                .iter()
+                .any(|word| lower.contains(word)) =>
+        {
+            vec![
+                ConstValue::DType(DType::Int32),
+                ConstValue::DType(DType::Int64),
+                ConstValue::DType(DType::Int8),
+                ConstValue::DType(DType::UInt8),
+            ]
+        }
+        // A mask is a flag per element.
+        GenericKind::DType if lower.contains("mask") => vec![
+            ConstValue::DType(DType::Bool),
+            ConstValue::DType(DType::Int8),
+            ConstValue::DType(DType::UInt8),
+            ConstValue::DType(DType::Int32),
+        ],
         // Past the floats come the dtypes of quantized kernels, whose helpers assert them.
         GenericKind::DType => vec![
             ConstValue::DType(DType::Float16),

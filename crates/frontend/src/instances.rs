@@ -329,6 +329,18 @@ fn evaluate_unreached<'a>(
         }
     }
     let saved_calls = std::mem::take(&mut builder.calls);
+    let guarded = names_guarded_not_none(&site);
+    // A name the branch around the call tests for `None` (`if num_local is not None:
+    // make_kernel(num_local)`) is not `None` there, whatever the run that skipped the branch
+    // bound it to (its default): it is unknown.
+    let argument = |arg: &ruff_python_ast::Expr, value: &Value<'_>| match (arg, value) {
+        (ruff_python_ast::Expr::Name(name), Value::None)
+            if guarded.contains(&name.id.to_string()) =>
+        {
+            CallArg::Unknown
+        }
+        (_, value) => CallArg::of(value),
+    };
     let mut positional = Vec::new();
     let mut keywords = Vec::new();
     let mut open_ended = false;
@@ -341,7 +353,7 @@ fn evaluate_unreached<'a>(
                 _ => open_ended = true,
             },
             other => positional.push(match builder.eval(&scope, other) {
-                Ok(value) => CallArg::of(&value),
+                Ok(value) => argument(other, &value),
                 Err(_) => CallArg::Unknown,
             }),
         }
@@ -350,7 +362,7 @@ fn evaluate_unreached<'a>(
         let value = builder.eval(&scope, &keyword.value);
         match (&keyword.arg, value) {
             (Some(name), Ok(value)) => {
-                keywords.push((name.as_str().to_owned(), CallArg::of(&value)))
+                keywords.push((name.as_str().to_owned(), argument(&keyword.value, &value)))
             }
             (Some(name), Err(_)) => keywords.push((name.as_str().to_owned(), CallArg::Unknown)),
             (None, Ok(Value::Dict(entries))) => {
@@ -372,6 +384,68 @@ fn evaluate_unreached<'a>(
         keywords,
         open_ended,
     }
+}
+
+/// The names that the `if`s around a call site, in the innermost function around it, test to be
+/// not `None` on the way to it (`if x is not None:`, `if x is not None and ...:`, or the `else`
+/// of `if x is None:`).
+fn names_guarded_not_none(site: &CallSite<'_>) -> Vec<String> {
+    use ruff_python_ast::{CmpOp, Expr};
+    let Some(def) = site.scopes.iter().rev().find_map(|scope| match scope {
+        EnclosingScope::Function(def) => Some(*def),
+        EnclosingScope::Lambda(_) | EnclosingScope::Comprehension(_) => None,
+    }) else {
+        return Vec::new();
+    };
+    /// The names `test` says are not `None` (`is_not`) or are `None` (`!is_not`) when it holds.
+    fn tested(test: &Expr, is_not: bool, found: &mut Vec<String>) {
+        match test {
+            Expr::Compare(compare) => {
+                if let (Expr::Name(name), [op], [Expr::NoneLiteral(_)]) =
+                    (&*compare.left, &compare.ops[..], &compare.comparators[..])
+                    && ((*op == CmpOp::IsNot) == is_not)
+                    && matches!(op, CmpOp::IsNot | CmpOp::Is)
+                {
+                    found.push(name.id.to_string());
+                }
+            }
+            Expr::BoolOp(bool_op) if is_not && bool_op.op == ruff_python_ast::BoolOp::And => {
+                for value in &bool_op.values {
+                    tested(value, is_not, found);
+                }
+            }
+            _ => {}
+        }
+    }
+    fn walk(body: &[Stmt], call: ruff_text_size::TextRange, found: &mut Vec<String>) {
+        use ruff_text_size::Ranged;
+        for stmt in body {
+            if !stmt.range().contains_range(call) {
+                continue;
+            }
+            if let Stmt::If(if_stmt) = stmt {
+                if if_stmt.body.iter().any(|s| s.range().contains_range(call)) {
+                    tested(&if_stmt.test, true, found);
+                } else if let Some(clause) = if_stmt.elif_else_clauses.last()
+                    && clause.test.is_none()
+                    && clause.body.iter().any(|s| s.range().contains_range(call))
+                    && if_stmt.elif_else_clauses.len() == 1
+                {
+                    tested(&if_stmt.test, false, found);
+                }
+            }
+            for inner in crate::outline::inner_bodies(stmt) {
+                walk(inner, call, found);
+            }
+        }
+    }
+    let mut found = Vec::new();
+    walk(
+        &def.body,
+        ruff_text_size::Ranged::range(site.call),
+        &mut found,
+    );
+    found
 }
 
 /// The names a scope binds: a function's or lambda's parameters, a comprehension's targets.

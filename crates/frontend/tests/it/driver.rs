@@ -1143,3 +1143,43 @@ matmul(1024, 1024, 1024)
         "#]],
     );
 }
+
+/// A call site the run skipped because its branch tests a parameter for `None` (`if num_local
+/// is not None:`, with `None` its default) is evaluated with that parameter unknown, not `None`:
+/// `num_local + 1` failed. A `None` passed where nothing tests it stays `None`.
+#[test]
+fn a_name_the_branch_tests_for_none_is_unknown_at_the_skipped_call() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+
+
+def make_scan(numel, num_local):
+    @T.prim_func
+    def main(ids: T.Tensor((numel,), "int32"), offsets: T.Tensor((num_local + 1,), "int32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.serial(num_local + 1):
+                offsets[i] = 0
+
+    return main
+
+
+class Permute:
+    def __init__(self, numel, num_local=None):
+        if num_local is not None and num_local > 0:
+            self.scan = make_scan(numel, num_local)
+        else:
+            self.scan = None
+
+
+Permute(1024)
+"#;
+    check(
+        source,
+        expect![[r#"
+            make_scan (line 19): numel=1024, num_local=<run time>
+              symbolic: num_local
+              line 19: info generic-instance
+        "#]],
+    );
+}
