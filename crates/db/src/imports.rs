@@ -55,8 +55,9 @@ pub fn register_files(db: &mut RootDatabase, files: &[SourceFile]) {
 
 /// The files a module name written in `importer` may be, most likely first: for `.x` / `..x`,
 /// beside the importer or its parent package; for `a.b`, in the importer's folder and each folder
-/// above it (a script's folder comes first on Python's path, a package's root further up), as
-/// `a/b.py` or the package `a/b/__init__.py`.
+/// above it (a script's folder comes first on Python's path, a package's root further up), and
+/// in the `src/` folder of each (a project in the src layout), as `a/b.py` or the package
+/// `a/b/__init__.py`.
 ///
 /// A folder that is itself a package (`is_package`: it has an `__init__.py`) is never a root of an
 /// absolute import, as it is on no Python path: `import torch` in `pkg/quant/cast.py` must not
@@ -94,10 +95,19 @@ pub fn import_candidates(
         }
         return as_files(base);
     }
+    // Each folder above the importer is a root, and so is its `src/` (the "src layout": a
+    // project's tests and scripts import the package `src/pkg/` installed, as `pkg`).
     folder
         .ancestors()
         .filter(|base| !is_package(base))
-        .flat_map(as_files)
+        .flat_map(|base| {
+            let src = base.join("src");
+            let mut files = as_files(base);
+            if !is_package(&src) && !folder.starts_with(&src) {
+                files.extend(as_files(&src));
+            }
+            files
+        })
         .collect()
 }
 

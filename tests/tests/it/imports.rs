@@ -360,3 +360,49 @@ double(4096, 128)
         ]
     );
 }
+
+/// A project in the src layout: its tests import the package under `src/` by its own name
+/// (`from tileops import trace` in `tests/`, where the package is `src/tileops/`), as Python
+/// does once the project is installed.
+#[test]
+fn a_test_of_a_src_layout_project_imports_its_package() {
+    let mut db = RootDatabase::default();
+    let file = |db: &RootDatabase, path: &str, text: &str| {
+        SourceFile::new(db, PathBuf::from(path), text.to_owned(), Vec::new())
+    };
+    let kernel = r#"
+import tilelang
+import tilelang.language as T
+from pkg.common import BLOCK
+
+
+@tilelang.jit
+def copy(N):
+    @T.prim_func
+    def main(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
+        with T.Kernel(N // BLOCK, threads=128) as bx:
+            T.copy(A[bx * BLOCK : (bx + 1) * BLOCK], B[bx * BLOCK : (bx + 1) * BLOCK])
+
+    return main
+
+
+copy(1024)
+"#;
+    let files = [
+        file(&db, "/proj/src/pkg/__init__.py", ""),
+        file(&db, "/proj/src/pkg/common.py", "BLOCK = 128\n"),
+        file(&db, "/proj/tests/test_copy.py", kernel),
+    ];
+    register_files(&mut db, &files);
+    let test = files[2];
+    let resolved: Vec<String> = tilec_db::resolved_imports(&db, test)
+        .iter()
+        .map(|(written, module)| format!("{written} -> {}", module.path(&db).display()))
+        .collect();
+    assert_eq!(resolved, vec!["pkg.common -> /proj/src/pkg/common.py"]);
+    let messages: Vec<String> = file_diagnostics(&db, test)
+        .iter()
+        .map(|diagnostic| format!("{} {}", diagnostic.code, diagnostic.message))
+        .collect();
+    assert_eq!(messages, Vec::<String>::new());
+}
