@@ -169,6 +169,16 @@ impl Builder<'_> {
             Value::ModuleFn(Module::Tilelang, name) => self.tilelang_call(&name, args),
             Value::ModuleFn(Module::Torch, name) => self.torch_call(&name, args),
             Value::ModuleFn(Module::Functools, name) => self.functools_call(&name, args),
+            // The environment is read as empty (see `Module::Os`): `getenv` gives its default.
+            Value::ModuleFn(Module::Os, name) if &*name == "getenv" => Ok(args
+                .get(1, "default")
+                .cloned()
+                .unwrap_or(Value::None)),
+            Value::ModuleFn(Module::Os, name) => Err(self.error(
+                Code::NotAnalysed,
+                span,
+                format!("tilec does not model `os.{name}`"),
+            )),
             Value::ModuleFn(Module::Driver, name) => Ok(self.driver_call(&name)),
             Value::ModuleFn(Module::Iket, name) => Ok(iket_call(&name)),
             Value::ModuleFn(Module::Tir, name) => self.tir_call(&name, args, span),
@@ -460,6 +470,8 @@ impl Builder<'_> {
             (Value::Module(Module::Functools), _) => {
                 Value::ModuleFn(Module::Functools, Rc::from(name))
             }
+            (Value::Module(Module::Os), "environ") => Value::Dict(Rc::new(Vec::new())),
+            (Value::Module(Module::Os), _) => Value::ModuleFn(Module::Os, Rc::from(name)),
             (Value::Tensor(x), _) => self.tensor_attribute(x, name),
             (Value::Object(object), _) => {
                 let object = Rc::clone(object);

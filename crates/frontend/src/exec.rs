@@ -1262,6 +1262,7 @@ fn import_value<'a>(module: &str) -> Value<'a> {
         "itertools" => Value::Module(Module::Itertools),
         "torch" => Value::Module(Module::Torch),
         "functools" => Value::Module(Module::Functools),
+        "os" => Value::Module(Module::Os),
         "tilelang.tools.cuda.iket" => Value::Module(Module::Iket),
         "tvm" => Value::Module(Module::Tvm),
         "tvm.tirx" | "tvm.tir" => Value::Module(Module::Tir),
@@ -1280,6 +1281,8 @@ fn import_from_value<'a>(module: &str, name: &str) -> Value<'a> {
         ("math", _) => Value::ModuleFn(Module::Math, Rc::from(name)),
         ("itertools", _) => Value::ModuleFn(Module::Itertools, Rc::from(name)),
         ("functools", _) => Value::ModuleFn(Module::Functools, Rc::from(name)),
+        ("os", "environ") => Value::Dict(Rc::new(Vec::new())),
+        ("os", _) => Value::ModuleFn(Module::Os, Rc::from(name)),
         ("torch", _) => match crate::torch::torch_dtype(name) {
             Some(dtype) => Value::DType(dtype),
             None => Value::ModuleFn(Module::Torch, Rc::from(name)),

@@ -38,6 +38,10 @@ pub(crate) enum Module {
     Tir,
     /// `tvm` itself, reached for its IR namespace and `DataType`.
     Tvm,
+    /// `os`, for the environment a module reads its settings from: tilec reads the environment
+    /// as empty, so `os.environ.get(name, default)` and `os.getenv(name, default)` are the
+    /// default (the analysis does not depend on the shell it runs in).
+    Os,
 }
 
 /// Python builtins the evaluator implements.

@@ -172,10 +172,9 @@ def run(M, N):
     check(
         &source,
         expect![[r#"
-            scale (line 23): M=<run time>, N=<run time>, block_M=64, dtype=<run time>
+            scale (line 23): M=<run time>, N=<run time>, block_M=64, dtype='float16'
               symbolic: M
               assumed: N = 128 (a representative choice)
-              assumed: dtype = T.float16 (a representative choice)
               line 23: info generic-instance
         "#]],
     );
@@ -1180,6 +1179,46 @@ Permute(1024)
             make_scan (line 19): numel=1024, num_local=<run time>
               symbolic: num_local
               line 19: info generic-instance
+        "#]],
+    );
+}
+
+/// Settings read from the environment with a default (`int(os.environ.get("NUM_SMS", "132"))`,
+/// `os.getenv("BLOCK", "64")`) are their defaults: tilec reads the environment as empty, so the
+/// analysis never depends on the shell it runs in.
+#[test]
+fn settings_from_the_environment_are_their_defaults() {
+    let source = r#"
+import os
+import tilelang
+import tilelang.language as T
+
+NUM_SMS = int(os.environ.get("NUM_SMS", "132"))
+BLOCK = int(os.getenv("BLOCK", "64"))
+DEBUG = "TILEC_DEBUG" in os.environ
+
+
+@tilelang.jit(out_idx=[1])
+def persistent(N=1 << 20):
+    assert NUM_SMS == 132 and BLOCK == 64 and not DEBUG
+
+    @T.prim_func
+    def main(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
+        with T.Kernel(NUM_SMS, threads=BLOCK) as bx:
+            for i in T.serial(T.ceildiv(N, NUM_SMS * BLOCK)):
+                for j in T.Parallel(BLOCK):
+                    if not DEBUG and (i * NUM_SMS + bx) * BLOCK + j < N:
+                        B[(i * NUM_SMS + bx) * BLOCK + j] = A[(i * NUM_SMS + bx) * BLOCK + j]
+
+    return main
+
+
+persistent()
+"#;
+    check(
+        source,
+        expect![[r#"
+            persistent (line 26): 
         "#]],
     );
 }
