@@ -447,6 +447,8 @@ impl Builder<'_> {
             // `tilelang.math.next_power_of_2`: the helpers of `tilelang.math` live beside `cdiv`.
             (Value::Module(Module::Tilelang), "math") => Value::Module(Module::Tilelang),
             (Value::Module(Module::Tilelang), "PassConfigKey") => Value::PassConfigKeys,
+            // `tilelang.tvm` is TileLang's bundled TVM (`tilelang.tvm.DataType(dtype).bits`).
+            (Value::Module(Module::Tilelang), "tvm") => Value::Module(Module::Tvm),
             (Value::Module(Module::Tilelang), _) => {
                 Value::ModuleFn(Module::Tilelang, Rc::from(name))
             }

@@ -387,11 +387,16 @@ impl Builder<'_> {
                 .map(|c| Value::str(&c.to_string()))
                 .collect()),
             Value::Poison => Err(Stop),
-            other => Err(self.error(
-                Code::MetaError,
-                span,
-                format!("cannot iterate over {} at compile time", other.describe()),
-            )),
+            other => {
+                // An int tilec assumed for a parameter that is a list (`batch_sizes_list`) is
+                // the assumption's failure: the build retries, and says so if nothing fits.
+                self.reject_assumptions();
+                Err(self.error(
+                    Code::MetaError,
+                    span,
+                    format!("cannot iterate over {} at compile time", other.describe()),
+                ))
+            }
         }
     }
 

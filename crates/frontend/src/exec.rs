@@ -1273,6 +1273,7 @@ fn import_value<'a>(module: &str) -> Value<'a> {
 fn import_from_value<'a>(module: &str, name: &str) -> Value<'a> {
     match (module, name) {
         ("tilelang", "language") => Value::Module(Module::Language),
+        ("tilelang", "tvm") => Value::Module(Module::Tvm),
         ("tilelang.layout", _) => Value::ModuleFn(Module::Language, Rc::from(name)),
         ("tilelang.language", _) => match tilec_ir::DType::from_name(name) {
             Some(dtype) => Value::DType(dtype),

@@ -131,6 +131,8 @@ fn generic_kind(name: &str, annotation: Option<&Expr>) -> GenericKind {
         || ["is_", "use_", "enable_", "has_", "with_", "do_"]
             .iter()
             .any(|prefix| lower.starts_with(prefix))
+        // A gemm's `trans_A`, `transpose_b` (BLAS's flags).
+        || lower.starts_with("trans")
     {
         GenericKind::Bool
     } else {

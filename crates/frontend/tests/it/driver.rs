@@ -1222,3 +1222,53 @@ persistent()
         "#]],
     );
 }
+
+/// BLAS's `trans_A` is a flag (`assert not trans_A` accepted none of the ints); `tilelang.tvm`
+/// is TileLang's TVM (`tilelang.tvm.DataType(dtype).bits`); and a parameter that is a list
+/// (`sum(batch_sizes_list)`), for which tilec could only assume ints, is not-analysed, not the
+/// user's error.
+#[test]
+fn flags_bundled_tvm_and_list_parameters() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+
+
+def gemm_flags(M, trans_A, dtype="float16"):
+    assert not trans_A
+    vec = 128 // tilelang.tvm.DataType(dtype).bits
+
+    @T.prim_func
+    def main(A: T.Tensor((M, 64), dtype), B: T.Tensor((M, 64), dtype)):
+        with T.Kernel(T.ceildiv(M, 64), threads=128) as bx:
+            for i, j in T.Parallel(64, 64 // vec * vec):
+                B[bx * 64 + i, j] = A[bx * 64 + i, j]
+
+    return main
+
+
+def grouped(batch_sizes_list, N=64):
+    total = sum(batch_sizes_list)
+
+    @T.prim_func
+    def main(A: T.Tensor((total, N), "float16"), B: T.Tensor((total, N), "float16")):
+        with T.Kernel(T.ceildiv(total, 64), threads=128) as bx:
+            for i, j in T.Parallel(64, N):
+                B[bx * 64 + i, j] = A[bx * 64 + i, j]
+
+    return main
+"#;
+    check(
+        source,
+        expect![[r#"
+            gemm_flags (no call site): 
+              symbolic: M
+              assumed: trans_A = False (a representative choice)
+              line 6: info generic-instance
+            grouped (no call site): 
+              assumed: batch_sizes_list = 256 (a representative choice the kernel accepts)
+              line 20: not-analysed not-analysed
+              line 19: info generic-instance
+        "#]],
+    );
+}
