@@ -492,7 +492,8 @@ impl Builder<'_> {
         }
         self.read_decorators(&globals, def);
         self.read_configs(&globals, def);
-        self.compared_strings = crate::generic::compared_strings(&def.body);
+        self.compared_strings =
+            crate::generic::compared_strings_through_calls(&def.body, request.context);
         self.compared_ints = crate::generic::compared_ints(&def.body);
         let receiver = match request.class {
             Some(class) => self.generic_receiver(&globals, class, def, args),

@@ -724,6 +724,98 @@ pub(crate) fn compared_strings(body: &[Stmt]) -> Vec<(String, Vec<String>)> {
     })
 }
 
+/// [`compared_strings`] of `body`, and for a name that `body` passes to a function of the module
+/// (`_act_fn(activation)`), the texts that function compares its parameter with (`if name ==
+/// "silu_and_mul":`): one call deep, where helpers pick an operation by name.
+pub(crate) fn compared_strings_through_calls(
+    body: &[Stmt],
+    module: &[&Stmt],
+) -> Vec<(String, Vec<String>)> {
+    use ruff_python_ast::visitor::{Visitor, walk_expr};
+    struct Calls<'m> {
+        helpers: Vec<&'m StmtFunctionDef>,
+        found: Vec<(String, Vec<String>)>,
+    }
+    impl Calls<'_> {
+        fn add(&mut self, name: &str, helper: &StmtFunctionDef, parameter: &str) {
+            let Some((_, texts)) = compared_strings(&helper.body)
+                .into_iter()
+                .find(|(compared, _)| compared == parameter)
+            else {
+                return;
+            };
+            let index = match self.found.iter().position(|(n, _)| n == name) {
+                Some(index) => index,
+                None => {
+                    self.found.push((name.to_owned(), Vec::new()));
+                    self.found.len() - 1
+                }
+            };
+            for text in texts {
+                if !self.found[index].1.contains(&text) {
+                    self.found[index].1.push(text);
+                }
+            }
+        }
+    }
+    impl<'a> Visitor<'a> for Calls<'_> {
+        fn visit_expr(&mut self, expr: &'a Expr) {
+            if let Expr::Call(call) = expr
+                && let Expr::Name(callee) = &*call.func
+                && let Some(&helper) = self
+                    .helpers
+                    .iter()
+                    .find(|helper| helper.name.as_str() == callee.id.as_str())
+            {
+                let parameters: Vec<String> = helper
+                    .parameters
+                    .iter_non_variadic_params()
+                    .map(|p| p.name().to_string())
+                    .collect();
+                for (arg, parameter) in call.arguments.args.iter().zip(&parameters) {
+                    if let Expr::Name(name) = arg {
+                        self.add(name.id.as_str(), helper, parameter);
+                    }
+                }
+                for keyword in &call.arguments.keywords {
+                    if let (Some(parameter), Expr::Name(name)) = (&keyword.arg, &keyword.value) {
+                        self.add(name.id.as_str(), helper, parameter.as_str());
+                    }
+                }
+            }
+            walk_expr(self, expr);
+        }
+    }
+    let mut found = compared_strings(body);
+    let helpers = module
+        .iter()
+        .filter_map(|stmt| match stmt {
+            Stmt::FunctionDef(def) => Some(def),
+            _ => None,
+        })
+        .collect();
+    let mut calls = Calls {
+        helpers,
+        found: Vec::new(),
+    };
+    for stmt in body {
+        calls.visit_stmt(stmt);
+    }
+    for (name, texts) in calls.found {
+        match found.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, known)) => {
+                for text in texts {
+                    if !known.contains(&text) {
+                        known.push(text);
+                    }
+                }
+            }
+            None => found.push((name, texts)),
+        }
+    }
+    found
+}
+
 /// For each name the code compares with int literals (`assert threads == 384`, `if n in (1, 2)`),
 /// those ints in the order written: values the kernel's own checks single out, tried when the
 /// representative values are rejected.

@@ -1272,3 +1272,43 @@ def grouped(batch_sizes_list, N=64):
         "#]],
     );
 }
+
+/// A parameter the kernel hands to a helper of the module that picks an operation by name
+/// (`_act_fn(activation)`, comparing its `name` with "silu_and_mul") is one of the helper's
+/// texts: an int there reached the helper's `raise`.
+#[test]
+fn a_name_a_helper_compares_with_texts_is_one_of_them() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+
+
+def _act_fn(name):
+    if name == "silu_and_mul":
+        return lambda gate, up: gate / (1.0 + T.exp(-gate)) * up
+    if name == "gelu_and_mul":
+        return lambda gate, up: 0.5 * gate * (1.0 + T.erf(gate * 0.7071067811865476)) * up
+    raise ValueError(f"unsupported activation {name!r}")
+
+
+def fused(M, activation):
+    act = _act_fn(activation)
+
+    @T.prim_func
+    def main(G: T.Tensor((M,), "float32"), U: T.Tensor((M,), "float32"), Y: T.Tensor((M,), "float32")):
+        with T.Kernel(T.ceildiv(M, 128), threads=128) as bx:
+            for i in T.Parallel(128):
+                Y[bx * 128 + i] = act(G[bx * 128 + i], U[bx * 128 + i])
+
+    return main
+"#;
+    check(
+        source,
+        expect![[r#"
+            fused (no call site): 
+              symbolic: M
+              assumed: activation = 'silu_and_mul' (a representative choice)
+              line 14: info generic-instance
+        "#]],
+    );
+}
