@@ -744,18 +744,7 @@ pub(crate) fn compared_strings_through_calls(
             else {
                 return;
             };
-            let index = match self.found.iter().position(|(n, _)| n == name) {
-                Some(index) => index,
-                None => {
-                    self.found.push((name.to_owned(), Vec::new()));
-                    self.found.len() - 1
-                }
-            };
-            for text in texts {
-                if !self.found[index].1.contains(&text) {
-                    self.found[index].1.push(text);
-                }
-            }
+            add_unique(&mut self.found, name, texts);
         }
     }
     impl<'a> Visitor<'a> for Calls<'_> {
@@ -802,18 +791,30 @@ pub(crate) fn compared_strings_through_calls(
         calls.visit_stmt(stmt);
     }
     for (name, texts) in calls.found {
-        match found.iter_mut().find(|(n, _)| *n == name) {
-            Some((_, known)) => {
-                for text in texts {
-                    if !known.contains(&text) {
-                        known.push(text);
-                    }
-                }
-            }
-            None => found.push((name, texts)),
-        }
+        add_unique(&mut found, &name, texts);
     }
     found
+}
+
+/// Adds `values` to the list of `name` in `found` (a new entry at the end if it has none), each
+/// value once, in the order given.
+fn add_unique<T: PartialEq>(
+    found: &mut Vec<(String, Vec<T>)>,
+    name: &str,
+    values: impl IntoIterator<Item = T>,
+) {
+    let index = match found.iter().position(|(n, _)| n == name) {
+        Some(index) => index,
+        None => {
+            found.push((name.to_owned(), Vec::new()));
+            found.len() - 1
+        }
+    };
+    for value in values {
+        if !found[index].1.contains(&value) {
+            found[index].1.push(value);
+        }
+    }
 }
 
 /// For each name the code compares with int literals (`assert threads == 384`, `if n in (1, 2)`),
@@ -849,18 +850,7 @@ fn compared_literals<T: PartialEq>(
             if values.is_empty() {
                 return;
             }
-            let index = match self.found.iter().position(|(n, _)| n == name) {
-                Some(index) => index,
-                None => {
-                    self.found.push((name.to_owned(), Vec::new()));
-                    self.found.len() - 1
-                }
-            };
-            for value in values {
-                if !self.found[index].1.contains(&value) {
-                    self.found[index].1.push(value);
-                }
-            }
+            add_unique(&mut self.found, name, values);
         }
     }
     impl<'a, T: PartialEq> Visitor<'a> for Collect<T> {
