@@ -3,10 +3,13 @@
 //! cache of `cache`, so that a build pays only for kernels that changed since any earlier build.
 //!
 //! The work runs in three phases. Analysis and lowering run on this thread (salsa's database is not
-//! shared between threads, and they take milliseconds). Every launch is then looked up in the cache's
-//! tiers (`tiers.rs`: the local folder, then the remote store), and compilation, the slow part, runs
-//! for the rest on a pool of worker threads; what they compiled goes to the remote store at the end.
-//! The outputs are written last, in a stable order.
+//! shared between threads, and they take milliseconds). Each instance's lowering is first looked
+//! up in the cache's tiers (`tiers.rs`: the local folder, then the remote store) by what the
+//! lowering reads, and with it the compiled launches it names: an unchanged instance is neither
+//! lowered nor compiled. The other instances are lowered, every launch still missing is looked up
+//! by its CUDA source, and compilation, the slow part, runs for the rest on a pool of worker
+//! threads; what the build made goes to the remote store at the end. The outputs are written
+//! last, in a stable order.
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -24,9 +27,12 @@ use tilec_ir::thread::{Memory, ParamAccess};
 use tilec_ir::{Target, ThreadProgram};
 use tilec_runtime::cuda::{CompileSettings, compile_ptx, compute_cache_disabled};
 
-use crate::cache::{Cache, CacheEntry, CacheRequest};
-use crate::remote::RemoteMode;
-use crate::tiers::{CacheStats, Wanted};
+use crate::cache::{
+    Cache, CacheEntry, CacheRequest, InstanceEntry, InstanceRequest, LoweredLaunch, Request,
+    encode_entry,
+};
+use crate::remote::{RemoteCache, RemoteMode};
+use crate::tiers::{CacheStats, Found, Wanted};
 use crate::tuned::apply_tuned;
 use crate::workspace::{InstanceSelection, Workspace, parse_target};
 use crate::{Emit, Format, render};
@@ -54,6 +60,10 @@ struct Unit {
     cuda: String,
     request: CacheRequest,
     description: Value,
+    /// The launch's entry when planning found it already (with its instance's lowering).
+    found: Option<CacheEntry>,
+    /// Whether planning looked the entry up already, found or not (it is not asked for again).
+    looked_up: bool,
 }
 
 /// An instance and what became of it.
@@ -65,6 +75,9 @@ struct InstanceRecord {
     args: Value,
     diagnostics: Vec<Value>,
     units: Vec<usize>,
+    /// The instance entry to store once the launches are built: the instance was lowered by this
+    /// build.
+    lowering: Option<InstanceRequest>,
 }
 
 /// How one unit was obtained.
@@ -86,21 +99,21 @@ pub(crate) fn build(options: &BuildOptions) -> Result<ExitCode> {
         .unwrap_or_default();
     let _settings = workspace.apply_settings(target);
     let nvrtc = nvrtc_tag(options.emit)?;
-    let plan = plan(&workspace, options, target, &nvrtc)?;
-    refuse_shared_folders(&plan.instances, &options.out)?;
     let cache = Cache::open(&options.cache)?;
+    let url = crate::remote::configured_url(workspace.manifest_cache_remote.as_deref());
+    let remote = crate::tiers::open_remote(url, options.remote_mode);
     let compile = nvrtc
         .is_some()
         .then(|| CompileSettings::for_arch(target.name()));
-    let url = crate::remote::configured_url(workspace.manifest_cache_remote.as_deref());
-    let remote = crate::tiers::open_remote(url, options.remote_mode);
-    let (outcomes, stats) = obtain_all(
-        &plan.units,
-        &cache,
-        remote.as_ref(),
-        compile.as_ref(),
-        options.format,
-    );
+    let tiers = Tiers {
+        local: &cache,
+        remote: remote.as_ref(),
+        report_wanted: compile.is_some() && compute_cache_disabled(),
+    };
+    let mut stats = CacheStats::for_remote(remote.as_ref());
+    let plan = plan(&workspace, options, (target, &nvrtc), &tiers, &mut stats)?;
+    refuse_shared_folders(&plan.instances, &options.out)?;
+    let outcomes = obtain_all(&plan, &tiers, compile.as_ref(), options.format, &mut stats);
     crate::check::report_unreadable(&workspace);
     let mut summary = report_files(options, &plan.files)?;
     write_outputs(options, &plan, &outcomes, &mut summary)?;
@@ -147,20 +160,82 @@ struct FileRecord {
     diagnostics: Vec<Value>,
 }
 
-/// Phase 1: every selected instance lowered, and one unit per launch. A file without kernels, or
-/// whose kernels cannot be found for its errors, is recorded and the others go on.
+/// The cache's tiers as a build reads them.
+struct Tiers<'a> {
+    local: &'a Cache,
+    remote: Option<&'a RemoteCache>,
+    /// Whether an entry without ptxas's report is to be rebuilt ([`lacks_wanted_report`]).
+    report_wanted: bool,
+}
+
+/// An instance selected for the build, before it is lowered.
+struct Selected<'db> {
+    file: SourceFile,
+    instance: Instance<'db>,
+    record: InstanceRecord,
+    request: InstanceRequest,
+}
+
+/// Phase 1: every selected instance, its lowering and launches from the cache or else lowered
+/// now, and one unit per launch. A file without kernels, or whose kernels cannot be found for its
+/// errors, is recorded and the others go on.
 fn plan(
     workspace: &Workspace,
     options: &BuildOptions,
-    target: Target,
-    nvrtc: &Option<String>,
+    (target, nvrtc): (Target, &Option<String>),
+    tiers: &Tiers<'_>,
+    stats: &mut CacheStats,
 ) -> Result<Plan> {
+    let mut plan = Plan::default();
+    let selected = select(workspace, options, target, &mut plan)?;
+    let cached = cached_lowerings(&selected, (target, nvrtc), tiers, stats);
+    let db = &workspace.db;
+    for (selected, cached) in selected.into_iter().zip(cached) {
+        let Selected {
+            file,
+            instance,
+            mut record,
+            request,
+        } = selected;
+        match cached {
+            CachedLowering::Whole(units) => {
+                stats.instance_hits += 1;
+                for unit in units {
+                    record.units.push(plan.units.len());
+                    plan.units.push(unit);
+                }
+                plan.instances.push(record);
+            }
+            CachedLowering::Part(looked_up) => {
+                record.lowering = Some(request);
+                stats.lowered += usize::from(plan_instance(
+                    db,
+                    (file, instance),
+                    record,
+                    (target, nvrtc),
+                    looked_up,
+                    &mut plan,
+                ));
+            }
+        }
+    }
+    Ok(plan)
+}
+
+/// Every instance the options select, with the request of its instance entry; the files that
+/// give none are recorded in `plan`.
+fn select<'db>(
+    workspace: &'db Workspace,
+    options: &BuildOptions,
+    target: Target,
+    plan: &mut Plan,
+) -> Result<Vec<Selected<'db>>> {
     let db = &workspace.db;
     let selection = &options.selection;
     if !selection.with.is_empty() && workspace.files.len() != 1 {
         bail!("--with needs exactly one file");
     }
-    let mut plan = Plan::default();
+    let mut chosen = Vec::new();
     for &file in &workspace.files {
         if !outline(db, file).uses_tilelang {
             continue;
@@ -196,22 +271,175 @@ fn plan(
             } else {
                 instance
             };
-            let record = describe(db, file, instance, folder.clone());
-            plan_instance(db, file, instance, record, (target, nvrtc), &mut plan);
+            chosen.push(Selected {
+                file,
+                instance,
+                record: describe(db, file, instance, folder.clone()),
+                request: instance_request(workspace, file, instance, target),
+            });
         }
     }
-    Ok(plan)
+    Ok(chosen)
 }
 
-/// One instance: lowered into units, or recorded as failed with why.
-fn plan_instance(
-    db: &dyn Db,
+/// The request of an instance's entry: keyed by everything its lowering reads. The file's text
+/// and those of the workspace modules it imports (with the names they are imported by, which
+/// decide where they resolve) stand for its analysis; the kernel, the instance and its arguments
+/// (after `--with` and tuned values) for the instance; the tilec.toml pass configurations and
+/// the target (in the request) for the lowering's settings.
+fn instance_request(
+    workspace: &Workspace,
     file: SourceFile,
     instance: Instance<'_>,
+    target: Target,
+) -> InstanceRequest {
+    let db = &workspace.db;
+    let mut inputs: Vec<String> = vec![file.text(db).clone()];
+    for (written, module) in tilec_db::import_closure(db, file) {
+        inputs.push(written);
+        inputs.push(module.text(db).clone());
+    }
+    inputs.push(instance.kernel(db).name(db).clone());
+    inputs.push(instance.index(db).to_string());
+    inputs.push(format!("{:?}", instance.args(db)));
+    inputs.push(format!("{:?}", workspace.manifest_pass_configs));
+    let inputs: Vec<&str> = inputs.iter().map(String::as_str).collect();
+    InstanceRequest::new(target.name(), &inputs)
+}
+
+/// What the cache holds of an instance's lowering.
+enum CachedLowering {
+    /// Its instance entry and the entries of all its launches: nothing to lower or compile.
+    Whole(Vec<Unit>),
+    /// Nothing, or an instance entry some of whose launch entries are missing: the instance is
+    /// lowered, and what the launch look-ups gave is kept for its launches.
+    Part(LaunchesLookedUp),
+}
+
+/// The launch entries looked up for an instance: those found, and the SHA-256 of the CUDA of
+/// those that were not (to be compiled without being asked for again).
+#[derive(Default)]
+struct LaunchesLookedUp {
+    found: Vec<CacheEntry>,
+    missing: Vec<String>,
+}
+
+/// Looks each instance's entry up, then the launch entries of those found, in one batch per kind
+/// (a remote store is asked concurrently).
+fn cached_lowerings(
+    selected: &[Selected<'_>],
+    (target, nvrtc): (Target, &Option<String>),
+    tiers: &Tiers<'_>,
+    stats: &mut CacheStats,
+) -> Vec<CachedLowering> {
+    let stems: Vec<String> = selected
+        .iter()
+        .map(|s| format!("{}-{}", s.record.kernel, s.record.index))
+        .collect();
+    let wanted: Vec<Wanted<'_, InstanceRequest>> = selected
+        .iter()
+        .zip(&stems)
+        .map(|(s, stem)| Wanted {
+            stem,
+            request: &s.request,
+        })
+        .collect();
+    let (entries, found) = crate::tiers::look_up(
+        &wanted,
+        tiers.local,
+        tiers.remote,
+        |_| true,
+        &mut stats.remote_down,
+    );
+    stats.bytes_down += found.bytes_down;
+    // The launch entries every instance entry names, looked up together.
+    let mut launches: Vec<(usize, String, LoweredLaunch, CacheRequest)> = Vec::new();
+    for (position, entry) in entries.iter().enumerate() {
+        let Some(InstanceEntry { launches: lowered }) = entry else {
+            continue;
+        };
+        let count = lowered.len();
+        for (launch, lowered) in lowered.iter().enumerate() {
+            let stem = launch_stem(&selected[position].record, launch, count);
+            let request =
+                CacheRequest::for_source(target.name(), nvrtc.as_deref(), &lowered.source_sha256);
+            launches.push((position, stem, lowered.clone(), request));
+        }
+    }
+    let wanted: Vec<Wanted<'_, CacheRequest>> = launches
+        .iter()
+        .map(|(_, stem, _, request)| Wanted { stem, request })
+        .collect();
+    let (launch_entries, found) = crate::tiers::look_up(
+        &wanted,
+        tiers.local,
+        tiers.remote,
+        |entry| !lacks_wanted_report(entry, tiers.report_wanted),
+        &mut stats.remote_down,
+    );
+    add_found(stats, &found);
+    let mut units: Vec<Vec<Unit>> = selected.iter().map(|_| Vec::new()).collect();
+    let mut whole: Vec<bool> = entries.iter().map(Option::is_some).collect();
+    let mut part: Vec<LaunchesLookedUp> = selected
+        .iter()
+        .map(|_| LaunchesLookedUp::default())
+        .collect();
+    for ((position, stem, lowered, request), entry) in launches.into_iter().zip(launch_entries) {
+        let Some(entry) = entry else {
+            whole[position] = false;
+            part[position].missing.push(lowered.source_sha256);
+            continue;
+        };
+        part[position].found.push(entry.clone());
+        units[position].push(Unit {
+            stem,
+            cuda: entry.cuda.clone(),
+            request,
+            description: lowered.description,
+            found: Some(entry),
+            looked_up: true,
+        });
+    }
+    whole
+        .into_iter()
+        .zip(units)
+        .zip(part)
+        .map(|((whole, units), part)| {
+            if whole {
+                CachedLowering::Whole(units)
+            } else {
+                CachedLowering::Part(part)
+            }
+        })
+        .collect()
+}
+
+/// Adds the hits of a launch look-up to the build's statistics.
+fn add_found(stats: &mut CacheStats, found: &Found) {
+    stats.local_hits += found.local_hits;
+    stats.remote_hits += found.remote_hits;
+    stats.bytes_down += found.bytes_down;
+}
+
+/// The name of a launch's output files: `kernel-index`, with `-launch` when there are several.
+fn launch_stem(record: &InstanceRecord, launch: usize, launches: usize) -> String {
+    if launches == 1 {
+        format!("{}-{}", record.kernel, record.index)
+    } else {
+        format!("{}-{}-{launch}", record.kernel, record.index)
+    }
+}
+
+/// One instance lowered into units, or recorded as failed with why; whether it lowered. A launch
+/// whose CUDA was looked up already takes what that gave.
+fn plan_instance(
+    db: &dyn Db,
+    (file, instance): (SourceFile, Instance<'_>),
     mut record: InstanceRecord,
     (target, nvrtc): (Target, &Option<String>),
+    looked_up: LaunchesLookedUp,
     plan: &mut Plan,
-) {
+) -> bool {
     // The programs and their CUDA, both lowered for the build's target (the configured one).
     let lowered = thread_programs_for(db, instance, target);
     let programs = match (lowered.as_ref(), cuda_source(db, instance, target)) {
@@ -228,27 +456,33 @@ fn plan_instance(
                 }));
             }
             plan.instances.push(record);
-            return;
+            return false;
         }
     };
     let launches = programs.len();
     for (launch, (program, cuda)) in programs.enumerate() {
-        let stem = if launches == 1 {
-            format!("{}-{}", record.kernel, record.index)
-        } else {
-            format!("{}-{}-{launch}", record.kernel, record.index)
-        };
-        let cuda = cuda.clone();
-        let request = CacheRequest::new(target.name(), nvrtc.as_deref(), &cuda);
+        let request = CacheRequest::new(target.name(), nvrtc.as_deref(), cuda);
+        let found = looked_up
+            .found
+            .iter()
+            .find(|entry| &entry.cuda == cuda)
+            .cloned();
+        let missing = looked_up
+            .missing
+            .iter()
+            .any(|sha| sha == request.source_sha256());
         record.units.push(plan.units.len());
         plan.units.push(Unit {
-            stem,
-            cuda,
+            stem: launch_stem(&record, launch, launches),
+            cuda: cuda.clone(),
             request,
             description: launch_json(program),
+            looked_up: found.is_some() || missing,
+            found,
         });
     }
     plan.instances.push(record);
+    true
 }
 
 /// The error diagnostics of a file, as the build reports them.
@@ -300,6 +534,7 @@ fn describe(
         args: Value::Object(args),
         diagnostics: Vec::new(),
         units: Vec::new(),
+        lowering: None,
     }
 }
 
@@ -384,47 +619,95 @@ fn launch_json(program: &ThreadProgram) -> Value {
     })
 }
 
-/// Phase 2: each unit from the cache's tiers, or compiled (and stored in both).
+/// Phase 2: each unit not found while planning from the cache's tiers, or compiled (and stored
+/// in both); then the instance entries of the instances this build lowered.
 fn obtain_all(
-    units: &[Unit],
-    cache: &Cache,
-    remote: Option<&crate::remote::RemoteCache>,
+    plan: &Plan,
+    tiers: &Tiers<'_>,
     compile: Option<&CompileSettings>,
     format: Format,
-) -> (Vec<Outcome>, CacheStats) {
-    let mut stats = CacheStats::for_remote(remote);
-    let report_wanted = compile.is_some() && compute_cache_disabled();
-    let wanted: Vec<Wanted<'_>> = units
+    stats: &mut CacheStats,
+) -> Vec<Outcome> {
+    let units = &plan.units;
+    let missing: Vec<usize> = (0..units.len()).filter(|&i| !units[i].looked_up).collect();
+    let wanted: Vec<Wanted<'_, CacheRequest>> = missing
         .iter()
-        .map(|unit| Wanted {
-            stem: &unit.stem,
-            request: &unit.request,
+        .map(|&i| Wanted {
+            stem: &units[i].stem,
+            request: &units[i].request,
         })
         .collect();
-    let found = crate::tiers::look_up(
+    let (fetched, found) = crate::tiers::look_up(
         &wanted,
-        cache,
-        remote,
-        |entry| !lacks_wanted_report(entry, report_wanted),
-        &mut stats,
+        tiers.local,
+        tiers.remote,
+        |entry| !lacks_wanted_report(entry, tiers.report_wanted),
+        &mut stats.remote_down,
     );
-    let outcomes = compile_all(units, found, cache, compile, format);
-    let built: Vec<(&CacheRequest, &CacheEntry)> = units
-        .iter()
-        .zip(&outcomes)
-        .filter_map(|(unit, outcome)| match outcome {
-            Outcome::Built(entry) => Some((&unit.request, entry)),
-            Outcome::Cached(_) | Outcome::Failed(_) => None,
-        })
-        .collect();
+    add_found(stats, &found);
+    let mut entries: Vec<Option<CacheEntry>> = units.iter().map(|u| u.found.clone()).collect();
+    for (&i, entry) in missing.iter().zip(fetched) {
+        entries[i] = entry;
+    }
+    stats.saved_ms = entries.iter().flatten().filter_map(|e| e.compile_ms).sum();
+    stats.misses = entries.iter().filter(|entry| entry.is_none()).count();
+    let outcomes = compile_all(units, entries, tiers.local, compile, format);
     if compile.is_some() {
         stats.nvrtc_calls = outcomes
             .iter()
             .filter(|outcome| !matches!(outcome, Outcome::Cached(_)))
             .count();
     }
-    crate::tiers::upload(&built, remote, &mut stats);
-    (outcomes, stats)
+    let mut made: Vec<(String, Vec<u8>)> = units
+        .iter()
+        .zip(&outcomes)
+        .filter_map(|(unit, outcome)| match outcome {
+            Outcome::Built(entry) => {
+                Some((unit.request.key.clone(), encode_entry(&unit.request, entry)))
+            }
+            Outcome::Cached(_) | Outcome::Failed(_) => None,
+        })
+        .collect();
+    made.extend(store_lowerings(plan, &outcomes, tiers.local));
+    crate::tiers::upload(&made, tiers.remote, stats);
+    outcomes
+}
+
+/// Stores the instance entry of every instance this build lowered whose launches all have their
+/// entries (one that failed to compile is lowered again next time), and returns the entries'
+/// files for the remote store.
+fn store_lowerings(plan: &Plan, outcomes: &[Outcome], local: &Cache) -> Vec<(String, Vec<u8>)> {
+    let mut made = Vec::new();
+    for record in &plan.instances {
+        let Some(request) = &record.lowering else {
+            continue;
+        };
+        let compiled = record
+            .units
+            .iter()
+            .all(|&i| !matches!(outcomes[i], Outcome::Failed(_)));
+        if record.units.is_empty() || !compiled {
+            continue;
+        }
+        let entry = InstanceEntry {
+            launches: record
+                .units
+                .iter()
+                .map(|&i| LoweredLaunch {
+                    source_sha256: plan.units[i].request.source_sha256().to_owned(),
+                    description: plan.units[i].description.clone(),
+                })
+                .collect(),
+        };
+        if let Err(error) = local.put(request, &entry) {
+            eprintln!(
+                "warning: cannot store the lowering of {}#{} in the cache: {error:#}",
+                record.kernel, record.index
+            );
+        }
+        made.push((request.key().to_owned(), encode_entry(request, &entry)));
+    }
+    made
 }
 
 /// Each unit the cache did not have, compiled on a pool of worker threads. Progress goes to

@@ -1,10 +1,19 @@
 //! The build cache: compiled kernels stored under a content key, so that a build pays only for
-//! kernels whose generated code, target or compiler changed since any earlier build.
+//! kernels whose generated code, target or compiler changed since any earlier build, and lowers
+//! only the kernel instances whose inputs changed.
+//!
+//! It holds two kinds of entries. A *launch entry* answers a [`CacheRequest`]: one launch's CUDA
+//! source, its PTX and ptxas's report, keyed by tilec's version, the target, the compiler and the
+//! SHA-256 of the CUDA source. An *instance entry* answers an [`InstanceRequest`]: what lowering
+//! one kernel instance gave (the SHA-256 of each launch's CUDA and the launch's description),
+//! keyed by everything the lowering reads (the fingerprint of tilec's sources, the target, the
+//! pass configuration, the texts of the file and of the workspace modules it imports, the
+//! kernel, the instance and its arguments). A build looks the instance entry up first and, on a
+//! hit, the launch entries it names: an unchanged kernel is then neither lowered nor compiled.
 //!
 //! An entry is one file, `<dir>/<first two hex digits>/<key>`: a header line
-//! `tilec-cache 2 <key> <sha256 of the payload>` and the payload, a JSON object with the request the
-//! entry answers (tilec's version, the target, the compiler and the SHA-256 of the CUDA source:
-//! what the key was made of), the CUDA source, the PTX and ptxas's report. Entries are written to a
+//! `tilec-cache 3 <key> <sha256 of the payload>` and the payload, a JSON object with the request the
+//! entry answers (what the key was made of) and what it holds. Entries are written to a
 //! temporary file in the same folder and renamed into place, so a reader sees a whole entry or
 //! none, and two builds writing the same key at once both leave a whole one.
 //!
@@ -31,7 +40,7 @@ use sha2::{Digest, Sha256};
 use tilec_runtime::files::{create_shared_folder, shared_file_mode, write_atomically};
 
 const MAGIC: &str = "tilec-cache";
-const FORMAT: u32 = 2;
+const FORMAT: u32 = 3;
 
 /// What one kernel compiled to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,15 +67,49 @@ pub(crate) struct CacheRequest {
     source_sha256: String,
 }
 
+/// What lowering one kernel instance gave: its launches, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct InstanceEntry {
+    pub launches: Vec<LoweredLaunch>,
+}
+
+/// One launch of a lowered instance: the SHA-256 of its CUDA source, which names its launch entry
+/// with the target and the compiler, and its description for the build's `.json` file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct LoweredLaunch {
+    pub source_sha256: String,
+    pub description: Value,
+}
+
+/// What a build asks the cache for before lowering an instance: the parts of the key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct InstanceRequest {
+    pub key: String,
+    tilec: String,
+    target: String,
+    inputs_sha256: String,
+}
+
 /// The result of looking a key up.
 #[derive(Debug)]
-pub(crate) enum Lookup {
-    Hit(CacheEntry),
+pub(crate) enum Lookup<E = CacheEntry> {
+    Hit(E),
     Miss,
     /// The entry exists but is damaged (unreadable, truncated, edited); the string says why.
     Corrupt(String),
     /// The entry is whole but answers another request than the one asked; the string says how.
     Mismatch(String),
+}
+
+/// A request either kind of entry answers: its key, how its entry is written, and how the bytes
+/// of an entry are checked against it.
+pub(crate) trait Request {
+    type Entry;
+    fn key(&self) -> &str;
+    /// The payload of the entry answering this request, without the header.
+    fn payload(&self, entry: &Self::Entry) -> Value;
+    /// The entry in `payload` when it answers this request, else why not.
+    fn accept(&self, payload: &Value) -> std::result::Result<Self::Entry, String>;
 }
 
 /// A cache folder.
@@ -89,23 +132,51 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn sha256(text: &str) -> String {
+pub(crate) fn sha256(text: &str) -> String {
     hex(&Sha256::digest(text.as_bytes()))
+}
+
+/// The recorded request fields of `payload` that differ from `wanted`'s, as a mismatch message.
+fn differing_field(payload: &Value, wanted: &Value, fields: &[&str]) -> Option<String> {
+    let recorded = payload.get("request").unwrap_or(&Value::Null);
+    fields.iter().find_map(|&field| {
+        (recorded.get(field) != wanted.get(field)).then(|| {
+            format!(
+                "recorded {field} {} where {} was asked for",
+                recorded.get(field).unwrap_or(&Value::Null),
+                wanted[field]
+            )
+        })
+    })
 }
 
 impl CacheRequest {
     /// The request for `cuda` built by this tilec for `target`, compiled by `compiler` (`None`:
     /// the source alone, no PTX).
     pub(crate) fn new(target: &str, compiler: Option<&str>, cuda: &str) -> CacheRequest {
+        CacheRequest::for_source(target, compiler, &sha256(cuda))
+    }
+
+    /// The request for the CUDA source whose SHA-256 is `source_sha256`: what an instance entry
+    /// names, before the source itself is read.
+    pub(crate) fn for_source(
+        target: &str,
+        compiler: Option<&str>,
+        source_sha256: &str,
+    ) -> CacheRequest {
         let tilec = env!("CARGO_PKG_VERSION");
-        let key = content_key(&[tilec, target, compiler.unwrap_or("no nvrtc"), cuda]);
+        let key = content_key(&[tilec, target, compiler.unwrap_or("no nvrtc"), source_sha256]);
         CacheRequest {
             key,
             tilec: tilec.to_owned(),
             target: target.to_owned(),
             compiler: compiler.map(str::to_owned),
-            source_sha256: sha256(cuda),
+            source_sha256: source_sha256.to_owned(),
         }
+    }
+
+    pub(crate) fn source_sha256(&self) -> &str {
+        &self.source_sha256
     }
 
     fn to_json(&self) -> Value {
@@ -116,26 +187,125 @@ impl CacheRequest {
             "source_sha256": self.source_sha256,
         })
     }
+}
 
-    /// How a whole entry fails to answer this request, if it does.
-    fn mismatch(&self, recorded: &Value, entry: &CacheEntry) -> Option<String> {
-        let wanted = self.to_json();
-        for field in ["tilec", "target", "compiler", "source_sha256"] {
-            if recorded.get(field) != wanted.get(field) {
-                return Some(format!(
-                    "recorded {field} {} where {} was asked for",
-                    recorded.get(field).unwrap_or(&Value::Null),
-                    wanted[field]
-                ));
-            }
+impl Request for CacheRequest {
+    type Entry = CacheEntry;
+
+    fn key(&self) -> &str {
+        &self.key
+    }
+
+    fn payload(&self, entry: &CacheEntry) -> Value {
+        json!({
+            "request": self.to_json(),
+            "cuda": entry.cuda,
+            "ptx": entry.ptx,
+            "ptxas": entry.ptxas,
+            "compile_ms": entry.compile_ms,
+        })
+    }
+
+    fn accept(&self, payload: &Value) -> std::result::Result<CacheEntry, String> {
+        let text_field = |name: &str| payload.get(name).and_then(Value::as_str).map(str::to_owned);
+        let entry = CacheEntry {
+            cuda: text_field("cuda").ok_or_else(|| "no CUDA source in the payload".to_owned())?,
+            ptx: text_field("ptx"),
+            ptxas: text_field("ptxas"),
+            compile_ms: payload.get("compile_ms").and_then(Value::as_u64),
+        };
+        let fields = ["tilec", "target", "compiler", "source_sha256"];
+        if let Some(why) = differing_field(payload, &self.to_json(), &fields) {
+            return Err(why);
         }
         if sha256(&entry.cuda) != self.source_sha256 {
-            return Some("its CUDA source is not the one asked for".to_owned());
+            return Err("its CUDA source is not the one asked for".to_owned());
         }
         if self.compiler.is_none() && entry.ptx.is_some() {
-            return Some("it holds PTX, but no compiler was asked for".to_owned());
+            return Err("it holds PTX, but no compiler was asked for".to_owned());
         }
-        None
+        Ok(entry)
+    }
+}
+
+impl InstanceRequest {
+    /// The request for the instance whose lowering reads `inputs` (the texts, names and values
+    /// the caller lists, in a fixed order), lowered by this tilec for `target`.
+    pub(crate) fn new(target: &str, inputs: &[&str]) -> InstanceRequest {
+        let tilec = format!(
+            "{} ({})",
+            env!("CARGO_PKG_VERSION"),
+            env!("TILEC_SOURCE_FINGERPRINT")
+        );
+        let inputs_sha256 = content_key(inputs);
+        let key = content_key(&["instance", &tilec, target, &inputs_sha256]);
+        InstanceRequest {
+            key,
+            tilec,
+            target: target.to_owned(),
+            inputs_sha256,
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        json!({
+            "tilec": self.tilec,
+            "target": self.target,
+            "inputs_sha256": self.inputs_sha256,
+        })
+    }
+}
+
+impl Request for InstanceRequest {
+    type Entry = InstanceEntry;
+
+    fn key(&self) -> &str {
+        &self.key
+    }
+
+    fn payload(&self, entry: &InstanceEntry) -> Value {
+        let launches: Vec<Value> = entry
+            .launches
+            .iter()
+            .map(|launch| {
+                json!({
+                    "source_sha256": launch.source_sha256,
+                    "description": launch.description,
+                })
+            })
+            .collect();
+        json!({ "request": self.to_json(), "launches": launches })
+    }
+
+    fn accept(&self, payload: &Value) -> std::result::Result<InstanceEntry, String> {
+        let fields = ["tilec", "target", "inputs_sha256"];
+        if let Some(why) = differing_field(payload, &self.to_json(), &fields) {
+            return Err(why);
+        }
+        let launches = payload
+            .get("launches")
+            .and_then(Value::as_array)
+            .filter(|launches| !launches.is_empty())
+            .ok_or_else(|| "no launches in the payload".to_owned())?;
+        let launches = launches
+            .iter()
+            .map(|launch| {
+                let source_sha256 = launch
+                    .get("source_sha256")
+                    .and_then(Value::as_str)
+                    .filter(|sha| sha.len() == 64)
+                    .ok_or_else(|| "a launch without its source's SHA-256".to_owned())?;
+                let description = launch
+                    .get("description")
+                    .filter(|description| description.is_object())
+                    .ok_or_else(|| "a launch without its description".to_owned())?;
+                Ok(LoweredLaunch {
+                    source_sha256: source_sha256.to_owned(),
+                    description: description.clone(),
+                })
+            })
+            .collect::<std::result::Result<Vec<_>, String>>()?;
+        Ok(InstanceEntry { launches })
     }
 }
 
@@ -158,8 +328,8 @@ impl Cache {
     }
 
     /// The entry answering `request`, checked as the module's documentation describes.
-    pub(crate) fn get(&self, request: &CacheRequest) -> Lookup {
-        let path = self.path_of(&request.key);
+    pub(crate) fn get<R: Request>(&self, request: &R) -> Lookup<R::Entry> {
+        let path = self.path_of(request.key());
         let bytes = match std::fs::read(&path) {
             Ok(bytes) => bytes,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Lookup::Miss,
@@ -172,8 +342,8 @@ impl Cache {
 
     /// Stores `entry` as the answer to `request`, atomically, readable by whoever may read the
     /// cache folder.
-    pub(crate) fn put(&self, request: &CacheRequest, entry: &CacheEntry) -> Result<()> {
-        let path = self.path_of(&request.key);
+    pub(crate) fn put<R: Request>(&self, request: &R, entry: &R::Entry) -> Result<()> {
+        let path = self.path_of(request.key());
         let folder = path.parent().unwrap_or(&self.dir);
         create_shared_folder(folder, &self.dir)
             .with_context(|| format!("cannot create {}", folder.display()))?;
@@ -194,43 +364,29 @@ pub(crate) fn entry_path(key: &str) -> String {
 }
 
 /// The bytes of the entry answering `request`: the header line, then the payload it checksums.
-pub(crate) fn encode_entry(request: &CacheRequest, entry: &CacheEntry) -> Vec<u8> {
-    let payload = json!({
-        "request": request.to_json(),
-        "cuda": entry.cuda,
-        "ptx": entry.ptx,
-        "ptxas": entry.ptxas,
-        "compile_ms": entry.compile_ms,
-    })
-    .to_string();
+pub(crate) fn encode_entry<R: Request>(request: &R, entry: &R::Entry) -> Vec<u8> {
+    let payload = request.payload(entry).to_string();
     let checksum = sha256(&payload);
-    let key = &request.key;
+    let key = request.key();
     format!("{MAGIC} {FORMAT} {key} {checksum}\n{payload}").into_bytes()
 }
 
 /// Checks the bytes of an entry read from `place` (a path or a remote URL, for the messages)
 /// against `request`, as the module's documentation describes.
-pub(crate) fn check_entry(bytes: &[u8], request: &CacheRequest, place: &str) -> Lookup {
-    match parse_entry(bytes, &request.key) {
-        Ok(Parsed::Entry(recorded, entry)) => match request.mismatch(&recorded, &entry) {
-            None => Lookup::Hit(entry),
-            Some(why) => Lookup::Mismatch(format!("{place}: {why}")),
+pub(crate) fn check_entry<R: Request>(bytes: &[u8], request: &R, place: &str) -> Lookup<R::Entry> {
+    match parse_entry(bytes, request.key()) {
+        Ok(Some(payload)) => match request.accept(&payload) {
+            Ok(entry) => Lookup::Hit(entry),
+            Err(why) => Lookup::Mismatch(format!("{place}: {why}")),
         },
-        Ok(Parsed::OlderFormat) => Lookup::Miss,
+        Ok(None) => Lookup::Miss,
         Err(why) => Lookup::Corrupt(format!("{place}: {why}")),
     }
 }
 
-/// What an entry file holds.
-enum Parsed {
-    /// The request it records, and the entry.
-    Entry(Value, CacheEntry),
-    /// An entry an older tilec wrote: not checked further, and rebuilt.
-    OlderFormat,
-}
-
-/// Checks the header of an entry file against `key` and the payload's checksum, then reads it.
-fn parse_entry(bytes: &[u8], key: &str) -> std::result::Result<Parsed, String> {
+/// Checks the header of an entry file against `key` and the payload's checksum, then reads the
+/// payload; `None` for an entry an older tilec wrote, which is not checked further and is rebuilt.
+fn parse_entry(bytes: &[u8], key: &str) -> std::result::Result<Option<Value>, String> {
     let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8".to_owned())?;
     let (header, payload) = text
         .split_once('\n')
@@ -243,7 +399,7 @@ fn parse_entry(bytes: &[u8], key: &str) -> std::result::Result<Parsed, String> {
         return Err("not a tilec cache entry".to_owned());
     }
     match format.parse::<u32>() {
-        Ok(older) if older < FORMAT => return Ok(Parsed::OlderFormat),
+        Ok(older) if older < FORMAT => return Ok(None),
         Ok(FORMAT) => {}
         Ok(_) | Err(_) => return Err(format!("unknown entry format {format:?}")),
     }
@@ -253,17 +409,9 @@ fn parse_entry(bytes: &[u8], key: &str) -> std::result::Result<Parsed, String> {
     if sha256(payload) != checksum {
         return Err("checksum mismatch (truncated or modified)".to_owned());
     }
-    let value: Value =
-        serde_json::from_str(payload).map_err(|error| format!("payload is not JSON: {error}"))?;
-    let text_field = |name: &str| value.get(name).and_then(|v| v.as_str()).map(str::to_owned);
-    let entry = CacheEntry {
-        cuda: text_field("cuda").ok_or_else(|| "no CUDA source in the payload".to_owned())?,
-        ptx: text_field("ptx"),
-        ptxas: text_field("ptxas"),
-        compile_ms: value.get("compile_ms").and_then(Value::as_u64),
-    };
-    let request = value.get("request").cloned().unwrap_or(Value::Null);
-    Ok(Parsed::Entry(request, entry))
+    serde_json::from_str(payload)
+        .map(Some)
+        .map_err(|error| format!("payload is not JSON: {error}"))
 }
 
 #[cfg(test)]
@@ -301,7 +449,7 @@ mod tests {
         }
         std::fs::write(&path, b"").expect("empties");
         assert!(matches!(cache.get(&request), Lookup::Corrupt(_)));
-        std::fs::write(&path, format!("tilec-cache 1 {} 00\n{{}}", request.key)).expect("writes");
+        std::fs::write(&path, format!("tilec-cache 2 {} 00\n{{}}", request.key)).expect("writes");
         assert!(
             matches!(cache.get(&request), Lookup::Miss),
             "an older format"
@@ -345,6 +493,52 @@ mod tests {
                 other => panic!("expected a mismatch ({why}), got {other:?}"),
             }
         }
+    }
+
+    /// An instance entry round-trips; one recorded for other inputs is a mismatch, and one whose
+    /// launches lack their source's hash is refused as such.
+    #[test]
+    fn instance_entries_are_checked_like_launch_entries() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let cache = Cache::open(dir.path()).expect("opens");
+        let request = InstanceRequest::new("sm_90", &["def k(): ...", "k", "0"]);
+        let entry = InstanceEntry {
+            launches: vec![LoweredLaunch {
+                source_sha256: sha256(SOURCE),
+                description: json!({ "function": "k", "grid": [4] }),
+            }],
+        };
+        assert!(matches!(cache.get(&request), Lookup::Miss));
+        cache.put(&request, &entry).expect("stores");
+        match cache.get(&request) {
+            Lookup::Hit(found) => assert_eq!(found, entry),
+            other => panic!("expected a hit, got {other:?}"),
+        }
+        let other_inputs = InstanceRequest {
+            key: request.key.clone(),
+            ..InstanceRequest::new("sm_90", &["def k(): ...", "k", "1"])
+        };
+        cache.put(&other_inputs, &entry).expect("stores");
+        match cache.get(&request) {
+            Lookup::Mismatch(why) => assert!(why.contains("recorded inputs_sha256"), "{why}"),
+            other => panic!("expected a mismatch, got {other:?}"),
+        }
+        let without_hash = InstanceEntry {
+            launches: vec![LoweredLaunch {
+                source_sha256: String::new(),
+                ..entry.launches[0].clone()
+            }],
+        };
+        cache.put(&request, &without_hash).expect("stores");
+        match cache.get(&request) {
+            Lookup::Mismatch(why) => assert!(why.contains("without its source's SHA-256"), "{why}"),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        // The two kinds of keys never meet, even over the same text.
+        assert_ne!(
+            InstanceRequest::new("sm_90", &[SOURCE]).key,
+            CacheRequest::new("sm_90", None, SOURCE).key
+        );
     }
 
     #[test]

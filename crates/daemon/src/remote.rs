@@ -22,7 +22,7 @@ use anyhow::{Context, Result, bail};
 use futures::stream::{self, StreamExt};
 use opendal::{ErrorKind, Operator, OperatorUri};
 
-use crate::cache::{CacheRequest, Lookup, check_entry, entry_path};
+use crate::cache::{Lookup, Request, check_entry, entry_path};
 
 /// How many reads or writes are in flight at once.
 const CONCURRENCY: usize = 16;
@@ -78,9 +78,9 @@ pub(crate) struct RemoteCache {
 
 /// What a read of one entry gave.
 #[derive(Debug)]
-pub(crate) enum Fetched {
+pub(crate) enum Fetched<E> {
     /// The store's answer, checked, and how many bytes it was.
-    Checked(Lookup, u64),
+    Checked(Lookup<E>, u64),
     /// The store was not asked (it is down) or did not answer.
     Unavailable,
 }
@@ -139,22 +139,22 @@ impl RemoteCache {
     }
 
     /// The entries answering `requests`, in their order, fetched concurrently and checked.
-    pub(crate) fn fetch(&self, requests: &[&CacheRequest]) -> Vec<Fetched> {
+    pub(crate) fn fetch<R: Request>(&self, requests: &[&R]) -> Vec<Fetched<R::Entry>> {
         if requests.is_empty() || self.is_down() {
             return requests.iter().map(|_| Fetched::Unavailable).collect();
         }
         self.runtime.block_on(
-            stream::iter(requests.iter().map(|request| self.fetch_one(request)))
+            stream::iter(requests.iter().map(|request| self.fetch_one(*request)))
                 .buffered(CONCURRENCY)
                 .collect(),
         )
     }
 
-    async fn fetch_one(&self, request: &CacheRequest) -> Fetched {
+    async fn fetch_one<R: Request>(&self, request: &R) -> Fetched<R::Entry> {
         if self.is_down() {
             return Fetched::Unavailable;
         }
-        let path = entry_path(&request.key);
+        let path = entry_path(request.key());
         match tokio::time::timeout(self.timeout, self.operator.read(&path)).await {
             Ok(Ok(buffer)) => {
                 let bytes = buffer.to_vec();

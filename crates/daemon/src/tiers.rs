@@ -2,21 +2,30 @@
 //! (`cache.rs`), then the remote store when one is configured (`remote.rs`), and the statistics
 //! `tilec build` prints, in the spirit of `sccache --show-stats`.
 //!
-//! A remote hit is copied into the local folder, so that the next build on this machine finds it
-//! there; what a build compiles is stored locally at once and sent to the remote store at the end
-//! (read-write mode only). A damaged or mismatched entry in either tier is reported and rebuilt;
-//! the rebuilt entry replaces it in both.
+//! Both kinds of entries (`cache.rs`: an instance's lowering, a launch's compilation) go through
+//! the same tiers. A remote hit is copied into the local folder, so that the next build on this
+//! machine finds it there; what a build makes is stored locally at once and sent to the remote
+//! store at the end (read-write mode only). A damaged or mismatched entry in either tier is
+//! reported and rebuilt; the rebuilt entry replaces it in both.
 
 use serde_json::{Value, json};
 
-use crate::cache::{Cache, CacheEntry, CacheRequest, Lookup, encode_entry};
+use crate::cache::{Cache, Lookup, Request};
 use crate::remote::{Fetched, RemoteCache, RemoteMode};
 
-/// One launch to look up: its cache request, and its name for messages.
+/// One entry to look up: its cache request, and the name of what it is for, for messages.
 #[derive(Debug)]
-pub(crate) struct Wanted<'a> {
+pub(crate) struct Wanted<'a, R> {
     pub stem: &'a str,
-    pub request: &'a CacheRequest,
+    pub request: &'a R,
+}
+
+/// Where the entries one [`look_up`] found came from.
+#[derive(Debug, Default)]
+pub(crate) struct Found {
+    pub local_hits: usize,
+    pub remote_hits: usize,
+    pub bytes_down: u64,
 }
 
 /// What the cache did for one build. Counts are of launches (a kernel instance has one or more).
@@ -26,6 +35,11 @@ pub(crate) struct CacheStats {
     pub remote_hits: usize,
     /// Launches found in neither tier: built by this build.
     pub misses: usize,
+    /// Instances whose lowering came from an instance entry (neither lowered nor compiled when
+    /// their launch entries were there too).
+    pub instance_hits: usize,
+    /// Instances this build lowered (not those whose errors stopped them before).
+    pub lowered: usize,
     /// Compilations NVRTC ran (none with `--emit cuda` or without NVRTC).
     pub nvrtc_calls: usize,
     pub bytes_down: u64,
@@ -51,15 +65,15 @@ pub(crate) fn open_remote(url: Option<String>, mode: RemoteMode) -> Option<Remot
 }
 
 /// The entry for each of `wanted`, from the local folder or else the remote store, when one is
-/// there and `usable`; `None` for a launch to build.
-pub(crate) fn look_up(
-    wanted: &[Wanted<'_>],
+/// there and `usable`; `None` for what is to be built. `remote_down` is set when the store failed.
+pub(crate) fn look_up<R: Request>(
+    wanted: &[Wanted<'_, R>],
     local: &Cache,
     remote: Option<&RemoteCache>,
-    usable: impl Fn(&CacheEntry) -> bool,
-    stats: &mut CacheStats,
-) -> Vec<Option<CacheEntry>> {
-    let mut found: Vec<Option<CacheEntry>> = wanted
+    usable: impl Fn(&R::Entry) -> bool,
+    remote_down: &mut bool,
+) -> (Vec<Option<R::Entry>>, Found) {
+    let mut found: Vec<Option<R::Entry>> = wanted
         .iter()
         .map(|want| match local.get(want.request) {
             Lookup::Hit(entry) if usable(&entry) => Some(entry),
@@ -69,32 +83,33 @@ pub(crate) fn look_up(
             }
         })
         .collect();
-    stats.local_hits = found.iter().flatten().count();
+    let mut counts = Found {
+        local_hits: found.iter().flatten().count(),
+        ..Found::default()
+    };
     if let Some(remote) = remote {
-        fetch_missing(wanted, &mut found, local, remote, &usable, stats);
-        stats.remote_down = remote.is_down();
+        fetch_missing(wanted, &mut found, local, remote, &usable, &mut counts);
+        *remote_down |= remote.is_down();
     }
-    stats.saved_ms = found.iter().flatten().filter_map(|e| e.compile_ms).sum();
-    stats.misses = found.iter().filter(|entry| entry.is_none()).count();
-    found
+    (found, counts)
 }
 
 /// Fills the gaps of `found` from the remote store, copying each hit into the local folder.
-fn fetch_missing(
-    wanted: &[Wanted<'_>],
-    found: &mut [Option<CacheEntry>],
+fn fetch_missing<R: Request>(
+    wanted: &[Wanted<'_, R>],
+    found: &mut [Option<R::Entry>],
     local: &Cache,
     remote: &RemoteCache,
-    usable: &impl Fn(&CacheEntry) -> bool,
-    stats: &mut CacheStats,
+    usable: &impl Fn(&R::Entry) -> bool,
+    counts: &mut Found,
 ) {
     let missing: Vec<usize> = (0..wanted.len()).filter(|&i| found[i].is_none()).collect();
-    let requests: Vec<&CacheRequest> = missing.iter().map(|&i| wanted[i].request).collect();
+    let requests: Vec<&R> = missing.iter().map(|&i| wanted[i].request).collect();
     for (&i, fetched) in missing.iter().zip(remote.fetch(&requests)) {
         let Fetched::Checked(lookup, bytes) = fetched else {
             continue;
         };
-        stats.bytes_down += bytes;
+        counts.bytes_down += bytes;
         match lookup {
             Lookup::Hit(entry) if usable(&entry) => {
                 if let Err(error) = local.put(wanted[i].request, &entry) {
@@ -103,7 +118,7 @@ fn fetch_missing(
                         wanted[i].stem
                     );
                 }
-                stats.remote_hits += 1;
+                counts.remote_hits += 1;
                 found[i] = Some(entry);
             }
             other => warn_unusable(wanted[i].stem, " in the remote cache", other),
@@ -112,7 +127,7 @@ fn fetch_missing(
 }
 
 /// Says why an entry that was there is not used; a plain miss says nothing.
-fn warn_unusable(stem: &str, tier: &str, lookup: Lookup) {
+fn warn_unusable<E>(stem: &str, tier: &str, lookup: Lookup<E>) {
     match lookup {
         Lookup::Hit(_) | Lookup::Miss => {}
         Lookup::Corrupt(why) => {
@@ -125,21 +140,18 @@ fn warn_unusable(stem: &str, tier: &str, lookup: Lookup) {
     }
 }
 
-/// Sends what this build compiled to the remote store (read-write mode; nothing when it is down).
+/// Sends the entry files this build made (a key and its bytes each) to the remote store
+/// (read-write mode; nothing when it is down).
 pub(crate) fn upload(
-    built: &[(&CacheRequest, &CacheEntry)],
+    entries: &[(String, Vec<u8>)],
     remote: Option<&RemoteCache>,
     stats: &mut CacheStats,
 ) {
     let Some(remote) = remote else {
         return;
     };
-    let entries: Vec<(String, Vec<u8>)> = built
-        .iter()
-        .map(|(request, entry)| (request.key.clone(), encode_entry(request, entry)))
-        .collect();
-    stats.bytes_up = remote.store(&entries);
-    stats.remote_down = remote.is_down();
+    stats.bytes_up = remote.store(entries);
+    stats.remote_down |= remote.is_down();
 }
 
 impl CacheStats {
@@ -158,6 +170,8 @@ impl CacheStats {
             "remote_hits": self.remote_hits,
             "misses": self.misses,
             "nvrtc_calls": self.nvrtc_calls,
+            "instance_hits": self.instance_hits,
+            "lowered": self.lowered,
             "bytes_down": self.bytes_down,
             "bytes_up": self.bytes_up,
             "saved_ms": self.saved_ms,
@@ -168,15 +182,17 @@ impl CacheStats {
     }
 
     /// The summary's second line: `cache: 3 local hits, 4 remote hits, 2 misses (2 NVRTC
-    /// compilations); 1.2 MiB down, 40.0 KiB up; 3.1 s of compilation saved; remote ...`.
+    /// compilations, 2 instances lowered); 1.2 MiB down, 40.0 KiB up; 3.1 s of compilation
+    /// saved; remote ...`.
     pub(crate) fn to_words(&self) -> String {
         let mut text = format!(
-            "cache: {} local hit(s), {} remote hit(s), {} miss(es) ({} NVRTC compilation(s)); \
-             {} down, {} up; {:.1} s of compilation saved",
+            "cache: {} local hit(s), {} remote hit(s), {} miss(es) ({} NVRTC compilation(s), {} \
+             instance(s) lowered); {} down, {} up; {:.1} s of compilation saved",
             self.local_hits,
             self.remote_hits,
             self.misses,
             self.nvrtc_calls,
+            self.lowered,
             bytes_words(self.bytes_down),
             bytes_words(self.bytes_up),
             std::time::Duration::from_millis(self.saved_ms).as_secs_f64(),

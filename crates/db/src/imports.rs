@@ -209,18 +209,29 @@ pub fn surroundings(db: &dyn Db, file: SourceFile) -> Arc<Surroundings> {
 
 /// Whether `file` imports `module`, directly or through other workspace modules.
 pub fn imports_module(db: &dyn Db, file: SourceFile, module: SourceFile) -> bool {
-    let mut queue = vec![file];
-    let mut seen = vec![file];
-    while let Some(current) = queue.pop() {
-        for (_, imported) in resolved_imports(db, current) {
-            if *imported == module {
-                return true;
-            }
-            if !seen.contains(imported) {
-                seen.push(*imported);
-                queue.push(*imported);
+    import_closure(db, file)
+        .iter()
+        .any(|(_, imported)| *imported == module)
+}
+
+/// The workspace modules `file` imports, directly or through each other, each once, in the order
+/// they are first reached, with the name they were first imported by: everything besides the
+/// file's own text that its evaluation reads from the workspace. The file itself is among them
+/// only when an import cycle leads back to it.
+pub fn import_closure(db: &dyn Db, file: SourceFile) -> Vec<(String, SourceFile)> {
+    let mut closure: Vec<(String, SourceFile)> = Vec::new();
+    let mut next = 0;
+    let mut current = file;
+    loop {
+        for (written, imported) in resolved_imports(db, current) {
+            if !closure.iter().any(|(_, known)| known == imported) {
+                closure.push((written.clone(), *imported));
             }
         }
+        let Some((_, module)) = closure.get(next) else {
+            return closure;
+        };
+        current = *module;
+        next += 1;
     }
-    false
 }

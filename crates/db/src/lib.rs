@@ -28,8 +28,8 @@ pub use diagnostics::{
     line_column, lowering_diagnostics,
 };
 pub use imports::{
-    WorkspaceFiles, import_candidates, imports_module, module_exports, register_files,
-    resolved_imports, surroundings,
+    WorkspaceFiles, import_candidates, import_closure, imports_module, module_exports,
+    register_files, resolved_imports, surroundings,
 };
 pub use queries::*;
 /// The roofline model's results, for callers that rank instances with [`roofline_estimate`]

@@ -102,25 +102,92 @@ fn an_edit_rebuilds_exactly_the_instances_it_changed() {
     assert!(dir.path().join("out/softmax/softmax-0.cu").is_file());
 }
 
+/// A damaged launch entry is compiled again (its instance is lowered again to have its CUDA); a
+/// damaged instance entry costs a lowering, and the launch entry it named is still used.
 #[test]
 fn a_damaged_cache_entry_is_reported_and_rebuilt() {
     let dir = setup();
     summary(&build(dir.path()));
-    let entry = walk_files(&dir.path().join("cache"))
-        .into_iter()
-        .next()
-        .expect("the cache has entries");
-    let bytes = std::fs::read(&entry).expect("reads the entry");
-    std::fs::write(&entry, &bytes[..bytes.len() / 2]).expect("truncates it");
+    let cache = dir.path().join("cache");
+    let truncate = |entry: &Path| {
+        let bytes = std::fs::read(entry).expect("reads the entry");
+        std::fs::write(entry, &bytes[..bytes.len() / 2]).expect("truncates it");
+    };
+    truncate(&entries_holding(&cache, "cuda")[0]);
     let output = build(dir.path());
-    assert_eq!(counts(&summary(&output)), [7, 1, 6, 0]);
+    let rebuilt = summary(&output);
+    assert_eq!(counts(&rebuilt), [7, 1, 6, 0]);
+    assert_eq!(rebuilt["cache"]["lowered"], 1, "{rebuilt}");
+    assert_eq!(rebuilt["cache"]["instance_hits"], 6, "{rebuilt}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.matches("corrupt cache entry").count(), 1, "{stderr}");
+    truncate(&entries_holding(&cache, "launches")[0]);
+    let output = build(dir.path());
+    let relowered = summary(&output);
+    assert_eq!(counts(&relowered), [7, 0, 7, 0], "nothing compiled");
+    assert_eq!(relowered["cache"]["lowered"], 1, "{relowered}");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("corrupt cache entry"), "{stderr}");
-    assert_eq!(
-        counts(&summary(&build(dir.path()))),
-        [7, 0, 7, 0],
-        "repaired"
+    let repaired = summary(&build(dir.path()));
+    assert_eq!(counts(&repaired), [7, 0, 7, 0], "repaired");
+    assert_eq!(repaired["cache"]["lowered"], 0, "{repaired}");
+}
+
+/// An unchanged instance is neither lowered nor compiled again; an edit to a module lowers again
+/// exactly the instances of the files that import it (their CUDA is unchanged here, so nothing
+/// is compiled), and `--with` values make an instance of their own.
+#[test]
+fn an_unchanged_instance_is_not_lowered_again() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let helper = "BLOCK = 128\n";
+    let user = r#"import tilelang
+import tilelang.language as T
+from sizes import BLOCK
+
+
+@tilelang.jit
+def scale(N, dtype="float32"):
+    @T.prim_func
+    def main(A: T.Tensor((N,), dtype), B: T.Tensor((N,), dtype)):
+        with T.Kernel(T.ceildiv(N, BLOCK), threads=BLOCK) as bx:
+            for i in T.Parallel(BLOCK):
+                B[bx * BLOCK + i] = A[bx * BLOCK + i] * 2.0
+
+    return main
+
+
+scale(4096)
+"#;
+    write_tree(
+        dir.path(),
+        &[
+            ("k/sizes.py", helper),
+            ("k/user.py", user),
+            ("k/other.py", &kernel(64)),
+        ],
     );
+    let args = build_args(&["k"], &["--format", "json"]);
+    let cold = summary(&tilec(dir.path(), &args));
+    assert_eq!(counts(&cold), [2, 2, 0, 0], "{cold}");
+    assert_eq!(cold["cache"]["lowered"], 2, "{cold}");
+    let warm = summary(&tilec(dir.path(), &args));
+    assert_eq!(counts(&warm), [2, 0, 2, 0], "{warm}");
+    assert_eq!(warm["cache"]["lowered"], 0, "{warm}");
+    assert_eq!(warm["cache"]["instance_hits"], 2, "{warm}");
+    // A comment in the module changes no CUDA, but what the importer's analysis reads.
+    write_tree(
+        dir.path(),
+        &[("k/sizes.py", "# the block size\nBLOCK = 128\n")],
+    );
+    let edited = summary(&tilec(dir.path(), &args));
+    assert_eq!(counts(&edited), [2, 0, 2, 0], "{edited}");
+    assert_eq!(edited["cache"]["lowered"], 1, "{edited}");
+    assert_eq!(edited["cache"]["instance_hits"], 1, "{edited}");
+    let with = build_args(&["k/user.py"], &["--format", "json", "--with", "N=8192"]);
+    let sized = summary(&tilec(dir.path(), &with));
+    assert_eq!(sized["cache"]["lowered"], 1, "another instance: {sized}");
+    let again = summary(&tilec(dir.path(), &with));
+    assert_eq!(again["cache"]["lowered"], 0, "{again}");
 }
 
 #[test]
@@ -188,6 +255,19 @@ fn an_instance_made_impossible_by_with_fails_with_its_diagnostic() {
         diagnostic["line"], 12,
         "at `x = T.alloc_fragment(...)`: {record:#}"
     );
+}
+
+/// The cache entries under `cache` whose payload has `field`: `cuda` for launch entries,
+/// `launches` for instance entries.
+fn entries_holding(cache: &Path, field: &str) -> Vec<PathBuf> {
+    walk_files(cache)
+        .into_iter()
+        .filter(|path| {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            let payload = text.split_once('\n').map_or("", |(_, payload)| payload);
+            serde_json::from_str::<Value>(payload).is_ok_and(|value| value.get(field).is_some())
+        })
+        .collect()
 }
 
 fn walk_files(dir: &Path) -> Vec<PathBuf> {
@@ -537,7 +617,7 @@ fn a_planted_cache_entry_is_reported_ignored_and_rebuilt() {
     );
     let args = build_args(&["k"], &["--format", "json"]);
     assert_eq!(counts(&summary(&tilec(dir.path(), &args))), [2, 2, 0, 0]);
-    let entries = walk_files(&dir.path().join("cache"));
+    let entries = entries_holding(&dir.path().join("cache"), "cuda");
     assert_eq!(entries.len(), 2, "{entries:?}");
     plant(&entries[0], |payload| {
         payload["cuda"] = json!("extern \"C\" __global__ void planted() {}");
@@ -574,6 +654,18 @@ fn a_planted_cache_entry_is_reported_ignored_and_rebuilt() {
         [2, 0, 2, 0],
         "repaired"
     );
+    // An instance entry planted for other inputs is refused the same way, and costs a lowering.
+    let lowerings = entries_holding(&dir.path().join("cache"), "launches");
+    assert_eq!(lowerings.len(), 2, "{lowerings:?}");
+    plant(&lowerings[0], |payload| {
+        payload["request"]["inputs_sha256"] = json!("0".repeat(64));
+    });
+    let output = tilec(dir.path(), &args);
+    let relowered = summary(&output);
+    assert_eq!(counts(&relowered), [2, 0, 2, 0], "{relowered}");
+    assert_eq!(relowered["cache"]["lowered"], 1, "{relowered}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("recorded inputs_sha256"), "{stderr}");
 }
 
 /// The cache folder's permissions decide who may read its entries, not the writer's umask: in a
@@ -597,10 +689,16 @@ fn cache_entries_are_readable_by_whoever_may_read_the_cache_folder() {
             & 0o777
     };
     let entries = walk_files(&cache);
-    assert_eq!(entries.len(), 1);
-    assert_eq!(mode(&entries[0]), 0o640, "{}", entries[0].display());
-    let shard = entries[0].parent().expect("a shard folder");
-    assert_eq!(mode(shard), 0o750, "{}", shard.display());
+    assert_eq!(
+        entries.len(),
+        2,
+        "a launch entry and an instance entry: {entries:?}"
+    );
+    for entry in &entries {
+        assert_eq!(mode(entry), 0o640, "{}", entry.display());
+        let shard = entry.parent().expect("a shard folder");
+        assert_eq!(mode(shard), 0o750, "{}", shard.display());
+    }
 }
 
 /// A tilec.toml above the workspace root does not apply: run from `project/` outside any

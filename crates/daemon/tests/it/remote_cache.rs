@@ -1,7 +1,7 @@
 //! `tilec build` with a remote cache tier, end to end against real stores: a Redis server and an
 //! S3-compatible server (moto), which `.ci/run` starts on ports of their own and names in
 //! `TILEC_TEST_REDIS` and `TILEC_TEST_S3`. Two builds with separate local caches share the store:
-//! the second compiles nothing; a corrupted remote entry is reported and rebuilt; a read-only
+//! the second lowers and compiles nothing; a corrupted remote entry is reported and rebuilt; a read-only
 //! build stores nothing; a store that does not answer costs at most its timeout, once; and a
 //! password in the store's URL is never printed.
 //!
@@ -203,6 +203,12 @@ fn a_second_builder_with_an_empty_local_cache_compiles_nothing() {
     assert_eq!(count(&second, "remote_hits"), launches, "{second}");
     assert_eq!(count(&second, "misses"), 0, "{second}");
     assert_eq!(count(&second, "nvrtc_calls"), 0, "{second}");
+    assert_eq!(count(&second, "lowered"), 0, "{second}");
+    assert_eq!(
+        count(&second, "instance_hits"),
+        count(&first, "lowered"),
+        "{second}"
+    );
     assert_eq!(count(&second, "bytes_up"), 0, "{second}");
     assert!(count(&second, "bytes_down") > 0, "{second}");
     assert_eq!(second["remote_available"], true, "{second}");
@@ -215,8 +221,9 @@ fn a_second_builder_with_an_empty_local_cache_compiles_nothing() {
     assert!(one.is_ok() && one.ok() == two.ok(), "the outputs differ");
 }
 
-/// One entry damaged in the store (truncated, checksum no longer matching): the second builder
-/// reports it, rebuilds that launch, and replaces the entry, so a third builder gets it whole.
+/// One launch entry damaged in the store (truncated, checksum no longer matching): the second
+/// builder reports it, rebuilds that launch, and replaces the entry, so a third builder gets it
+/// whole.
 #[test]
 fn a_corrupted_remote_entry_is_reported_rebuilt_and_replaced() {
     let Some(redis) = redis() else { return };
@@ -228,17 +235,31 @@ fn a_corrupted_remote_entry_is_reported_rebuilt_and_replaced() {
     assert_eq!(count(&first, "misses"), LAUNCHES, "{first}");
     let mut client = Redis::connect(&redis).expect("connects");
     let keys = client.keys(&format!("*{root}*"));
-    assert_eq!(keys.len(), 7, "{keys:?}");
-    client.command(&[b"SET", keys[0].as_bytes(), b"tilec-cache 2 truncated"]);
+    assert_eq!(
+        keys.len(),
+        14,
+        "a launch and an instance entry each: {keys:?}"
+    );
+    let launch_key = keys
+        .iter()
+        .find(|key| {
+            let value = client.command(&[b"GET", key.as_bytes()]);
+            String::from_utf8_lossy(&value).contains("\"cuda\"")
+        })
+        .expect("a launch entry");
+    client.command(&[b"SET", launch_key.as_bytes(), b"tilec-cache 3 truncated"]);
     let output = build_with(dir.path(), "kernels", "two", &url, &emit);
     let second = cache_stats(&output);
     assert_eq!(count(&second, "remote_hits"), LAUNCHES - 1, "{second}");
     assert_eq!(count(&second, "misses"), 1, "{second}");
+    assert_eq!(count(&second, "lowered"), 1, "{second}");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("corrupt cache entry for") && stderr.contains("in the remote cache"),
+    assert_eq!(
+        stderr.matches("corrupt cache entry for").count(),
+        1,
         "{stderr}"
     );
+    assert!(stderr.contains("in the remote cache"), "{stderr}");
     let third = cache_stats(&build_with(dir.path(), "kernels", "three", &url, &emit));
     assert_eq!(count(&third, "remote_hits"), LAUNCHES, "repaired: {third}");
 }
