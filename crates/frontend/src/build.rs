@@ -111,11 +111,14 @@ struct BuildRequest<'r, 'a> {
 ///
 /// A build whose `assert` rejects a representative value is repeated with the next candidate for
 /// a parameter the failing statements use (`assert dllm_block in (1, 2, 4, ..., 64)` rejects 128),
-/// a bounded number of times.
+/// a bounded number of times. When no candidate is accepted, the first rejected build is the one
+/// reported: it stands on the representative values, while the last stands on whatever the search
+/// reached (sizes of 16384, or of 1) and may fail in ways the kernel's real sizes never would.
 fn build_instance<'c>(request: &BuildRequest<'_, '_>, cancel: &'c dyn Fn()) -> Builder<'c> {
     let mut concrete: Vec<String> = Vec::new();
     let mut rounds: Vec<(String, usize)> = Vec::new();
     let mut retries = 0;
+    let mut first_rejected: Option<(Builder<'c>, Vec<String>)> = None;
     loop {
         let mut builder = Builder::new(true);
         builder.cancellation = tilec_ir::Cancellation::new(cancel);
@@ -134,12 +137,23 @@ fn build_instance<'c>(request: &BuildRequest<'_, '_>, cancel: &'c dyn Fn()) -> B
             continue;
         }
         if !builder.rejected_statements.is_empty() {
-            let used = names_in_statements(&request.def.body, &builder.rejected_statements);
+            let mut used = builder
+                .rejected_small_extent
+                .map(|span| names_in_expression(&request.def.body, span))
+                .filter(|names| !names.is_empty())
+                .map(|names| names_flowing_into(&request.def.body, names))
+                .unwrap_or_else(|| {
+                    names_in_statements(&request.def.body, &builder.rejected_statements)
+                });
             if retries < MAX_REPRESENTATIVE_RETRIES
                 && builder.next_representative(&used, &mut rounds)
             {
                 retries += 1;
+                first_rejected.get_or_insert((builder, used));
                 continue;
+            }
+            if let Some((first, first_used)) = first_rejected.take() {
+                (builder, used) = (first, first_used);
             }
             builder.blame_assumptions(&used);
         }
@@ -313,6 +327,33 @@ fn names_in_statements(body: &[Stmt], spans: &[Span]) -> Vec<String> {
     found.sort();
     found.dedup();
     names_flowing_into(body, found)
+}
+
+/// The names read by the expression of `body` written at `span` (none when no expression of
+/// `body` is written there: it lies in a helper the kernel calls).
+fn names_in_expression(body: &[Stmt], span: Span) -> Vec<String> {
+    use ruff_python_ast::visitor::{Visitor, walk_expr};
+    struct Find<'e> {
+        span: Span,
+        found: Option<&'e Expr>,
+    }
+    impl<'a> Visitor<'a> for Find<'a> {
+        fn visit_expr(&mut self, expr: &'a Expr) {
+            if self.found.is_none() && range_span(expr) == self.span {
+                self.found = Some(expr);
+                return;
+            }
+            walk_expr(self, expr);
+        }
+    }
+    let mut find = Find { span, found: None };
+    for stmt in body {
+        find.visit_stmt(stmt);
+    }
+    let mut names = find.found.map(names_in_expr).unwrap_or_default();
+    names.sort();
+    names.dedup();
+    names
 }
 
 /// `names` and every name they are computed from through the assignments of `body` (at any

@@ -170,6 +170,11 @@ pub(crate) struct Builder<'c> {
     /// When an `assert` failed: the statements being executed then. A representative value they
     /// use is one the kernel rejects, and the next build tries another.
     pub rejected_statements: Vec<Span>,
+    /// When the rejection is an extent below its least value (an empty grid or tile): the
+    /// expression that computed it. The names it reads are the ones to move, and they move to
+    /// larger values: such an extent is most often a size floor-divided by a larger one
+    /// (`seq_len // chunk_size // group_chunks` with every size 128).
+    pub rejected_small_extent: Option<Span>,
     /// The combiners of the `with T.attr(T.comm_reducer(...), "reduce_scope", ...)` frames being
     /// executed, innermost last.
     pub reduce_scopes: Vec<tilec_ir::data::BinaryOp>,
@@ -247,6 +252,7 @@ impl<'c> Builder<'c> {
             foreign_span: None,
             stmt_stack: Vec::new(),
             rejected_statements: Vec::new(),
+            rejected_small_extent: None,
             reduce_scopes: Vec::new(),
             opaque_arguments: false,
             opaque_leniency: OpaqueLeniency::None,

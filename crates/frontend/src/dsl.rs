@@ -845,6 +845,9 @@ impl Builder<'_> {
         if value.is_some_and(|value| value < least || value > most) {
             // An empty grid or tile is what representative values make of a pooling window's
             // output size (`(l_in + 2 * pad - kernel) // stride + 1` with every size 128).
+            if self.rejected_statements.is_empty() && value.is_some_and(|value| value < least) {
+                self.rejected_small_extent = Some(span);
+            }
             self.reject_assumptions();
         }
         match value {

@@ -82,7 +82,10 @@ fn representatives(name: &str, kind: GenericKind) -> Vec<ConstValue> {
         GenericKind::Int if lower.starts_with("kernel") || lower.starts_with("ksize") => {
             ints(&[3, 1, 2, 4, 5, 7])
         }
-        GenericKind::Int => ints(&[REPRESENTATIVE_INT, 64, 32, 16, 8, 4, 2, 1, 256]),
+        // The larger values past 256 are for an empty grid or tile, which a size floor-divided
+        // by larger ones gives (`seq_len // chunk_size // group_chunks`): see
+        // `Builder::next_representative`.
+        GenericKind::Int => ints(&[REPRESENTATIVE_INT, 64, 32, 16, 8, 4, 2, 1, 256, 1024, 16384]),
     }
 }
 
@@ -383,8 +386,8 @@ impl Builder<'_> {
     }
 
     /// After a build whose `assert` failed: moves the first parameter with a representative value
-    /// that the failing statements use on to its next candidate. False when there is none left to
-    /// try, and the failure stands.
+    /// that the failing statements use on to its next candidate (to its next larger one when an
+    /// extent came out too small). False when there is none left to try, and the failure stands.
     pub(crate) fn next_representative(
         &self,
         used: &[String],
@@ -410,13 +413,19 @@ impl Builder<'_> {
                 }
                 _ => continue,
             };
-            let count = self.candidates(&assumed.name, kind).len();
+            let candidates = self.candidates(&assumed.name, kind);
             let round = self.representative_round(&assumed.name);
-            if round + 1 >= count {
+            // An extent that came out too small grows with its sizes: only larger values help.
+            let next = match (&assumed.value, self.rejected_small_extent) {
+                (ConstValue::Int(current), Some(_)) => (round + 1..candidates.len())
+                    .find(|&next| matches!(candidates[next], ConstValue::Int(v) if v > *current)),
+                _ => Some(round + 1).filter(|&next| next < candidates.len()),
+            };
+            let Some(next) = next else {
                 continue;
-            }
+            };
             rounds.retain(|(n, _)| *n != assumed.name);
-            rounds.push((assumed.name.clone(), round + 1));
+            rounds.push((assumed.name.clone(), next));
             return true;
         }
         false

@@ -1266,7 +1266,7 @@ def grouped(batch_sizes_list, N=64):
               assumed: trans_A = False (a representative choice)
               line 6: info generic-instance
             grouped (no call site): 
-              assumed: batch_sizes_list = 256 (a representative choice the kernel accepts)
+              assumed: batch_sizes_list = 128 (a representative choice)
               line 20: not-analysed not-analysed
               line 19: info generic-instance
         "#]],
@@ -1310,5 +1310,66 @@ def fused(M, activation):
               assumed: activation = 'silu_and_mul' (a representative choice)
               line 14: info generic-instance
         "#]],
+    );
+}
+
+/// An empty grid made of assumed sizes (`seq_len // chunk_size // group_chunks` with every size
+/// 128) retries with larger values of the names that grid's expression reads, not of every name
+/// its statement reads (`batch`, `head` stay as they were), and is analysed with the first it
+/// accepts. When no value helps (the divisor is a literal larger than any candidate), the
+/// representative values are the ones reported, as not analysed.
+#[test]
+fn an_empty_grid_of_assumed_sizes_retries_with_larger_sizes() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+
+
+def grouped_scan(batch, head, seq_len, chunk_size, group_chunks, dtype="float16"):
+    num_chunks = seq_len // chunk_size
+    num_groups = num_chunks // group_chunks
+
+    @T.prim_func
+    def main(A: T.Tensor((batch, head, num_groups, 64), dtype), B: T.Tensor((batch, head, num_groups, 64), dtype)):
+        with T.Kernel(num_groups, batch, head, threads=128) as (g, b, h):
+            carry = T.alloc_fragment((num_chunks,), "float32")
+            group = T.alloc_fragment((group_chunks,), "float32")
+            T.clear(carry)
+            T.clear(group)
+            for i in T.Parallel(64):
+                B[b, h, g, i] = A[b, h, g, i]
+
+    return main
+
+
+def hopeless(batch, seq_len, dtype="float16"):
+    num_groups = seq_len // 1000000
+
+    @T.prim_func
+    def main(A: T.Tensor((batch, num_groups, 64), dtype), B: T.Tensor((batch, num_groups, 64), dtype)):
+        with T.Kernel(num_groups, batch, threads=128) as (g, b):
+            rows = T.alloc_fragment((seq_len,), "float32")
+            T.clear(rows)
+            for i in T.Parallel(64):
+                B[b, g, i] = A[b, g, i]
+
+    return main
+"#;
+    check(
+        source,
+        expect![[r#"
+        grouped_scan (no call site): 
+          assumed: batch = 128 (a representative choice)
+          assumed: head = 128 (a representative choice)
+          assumed: seq_len = 16384 (a representative choice the kernel accepts)
+          assumed: chunk_size = 128 (a representative choice)
+          assumed: group_chunks = 128 (a representative choice)
+          line 6: info generic-instance
+        hopeless (no call site): 
+          assumed: batch = 128 (a representative choice)
+          assumed: seq_len = 128 (a representative choice)
+          line 28: not-analysed not-analysed
+          line 23: info generic-instance
+    "#]],
     );
 }
