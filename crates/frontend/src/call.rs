@@ -501,13 +501,23 @@ impl Builder<'_> {
             (Value::DType(dtype), "itemsize" | "bytes") => {
                 Value::Int(crate::value::dtype_bytes(*dtype))
             }
+            // The parsed arguments of an `argparse` parser, or the GPU's properties: a field
+            // missing from tilec's model of them is its limit (a parser feature it does not
+            // follow, a property it does not know), not the code's error.
             (Value::Namespace(fields), _) => match fields.iter().find(|(field, _)| field == name) {
                 Some((_, value)) => value.clone(),
                 None => {
+                    let known: Vec<String> = fields
+                        .iter()
+                        .map(|(field, _)| format!("`{field}`"))
+                        .collect();
                     return Err(self.error(
-                        Code::MetaError,
+                        Code::NotAnalysed,
                         span,
-                        format!("the parsed arguments have no `{name}`"),
+                        format!(
+                            "`{name}` is not among the fields tilec knows of this object ({})",
+                            known.join(", ")
+                        ),
                     ));
                 }
             },
@@ -907,18 +917,7 @@ impl Builder<'_> {
             "is_available" => Value::Bool(true),
             "device_count" => Value::Int(1),
             "current_device" => Value::Int(0),
-            "get_device_properties" => {
-                let (major, minor) = facts.compute_capability;
-                Value::Namespace(Rc::new(vec![
-                    (
-                        "multi_processor_count".to_owned(),
-                        Value::Int(facts.num_sms),
-                    ),
-                    ("name".to_owned(), Value::str(facts.device_name)),
-                    ("major".to_owned(), Value::Int(major)),
-                    ("minor".to_owned(), Value::Int(minor)),
-                ]))
-            }
+            "get_device_properties" => device_properties(&facts),
             other => Value::Opaque(Rc::from(format!("the result of `{other}()`"))),
         }
     }
@@ -1809,4 +1808,36 @@ fn iket_call<'a>(name: &str) -> Value<'a> {
         "mark" | "payload" => Value::None,
         _ => Value::Opaque(Rc::from(format!("the result of `iket.{name}`"))),
     }
+}
+
+/// `torch.cuda.get_device_properties(i)`: the fields kernels size themselves by, as PyTorch
+/// reports them for the target's GPU.
+fn device_properties<'a>(facts: &crate::modules::TargetFacts) -> Value<'a> {
+    let (major, minor) = facts.compute_capability;
+    let fields = [
+        ("multi_processor_count", Value::Int(facts.num_sms)),
+        ("name", Value::str(facts.device_name)),
+        ("major", Value::Int(major)),
+        ("minor", Value::Int(minor)),
+        ("shared_memory_per_block", Value::Int(48 * 1024)),
+        (
+            "shared_memory_per_block_optin",
+            Value::Int(facts.max_dynamic_shared_bytes),
+        ),
+        (
+            "shared_memory_per_multiprocessor",
+            Value::Int(facts.shared_bytes_per_sm),
+        ),
+        ("regs_per_multiprocessor", Value::Int(65536)),
+        ("max_threads_per_multi_processor", Value::Int(2048)),
+        ("warp_size", Value::Int(32)),
+        ("L2_cache_size", Value::Int(facts.l2_cache_bytes)),
+        ("total_memory", Value::Int(80 * 1024 * 1024 * 1024)),
+    ];
+    Value::Namespace(Rc::new(
+        fields
+            .into_iter()
+            .map(|(name, value)| (name.to_owned(), value))
+            .collect(),
+    ))
 }

@@ -518,7 +518,9 @@ impl Builder<'_> {
                     | BinaryOp::Shl
                     | BinaryOp::Shr
                     | BinaryOp::And
-                    | BinaryOp::Or => return None,
+                    | BinaryOp::Or
+                    | BinaryOp::TruncMod
+                    | BinaryOp::CopySign => return None,
                 };
                 let a = self.data_index(lhs, depth + 1);
                 let b = self.data_index(rhs, depth + 1);

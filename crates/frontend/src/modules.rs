@@ -30,6 +30,11 @@ pub struct TargetFacts {
     pub device_name: &'static str,
     /// `driver.get_max_dynamic_shared_size_bytes()`: shared memory a block may opt in to.
     pub max_dynamic_shared_bytes: i64,
+    /// `torch.cuda.get_device_properties(0).shared_memory_per_multiprocessor`: what the blocks
+    /// resident on one SM share (occupancy estimates divide it by a block's needs).
+    pub shared_bytes_per_sm: i64,
+    /// `L2_cache_size` of the device properties.
+    pub l2_cache_bytes: i64,
 }
 
 impl TargetFacts {
@@ -40,12 +45,16 @@ impl TargetFacts {
                 num_sms: 108,
                 device_name: "NVIDIA A100-SXM4-80GB",
                 max_dynamic_shared_bytes: 163 * 1024,
+                shared_bytes_per_sm: 164 * 1024,
+                l2_cache_bytes: 40 * 1024 * 1024,
             },
             Target::Sm90 => TargetFacts {
                 compute_capability: (9, 0),
                 num_sms: 132,
                 device_name: "NVIDIA H100 80GB HBM3",
                 max_dynamic_shared_bytes: 227 * 1024,
+                shared_bytes_per_sm: 228 * 1024,
+                l2_cache_bytes: 50 * 1024 * 1024,
             },
         }
     }

@@ -44,6 +44,12 @@ pub enum BinaryOp {
     Max,
     /// The smaller operand, as [`BinaryOp::Max`] is the larger (minimumNumber on floats).
     Min,
+    /// The remainder of the quotient rounded toward zero, with the dividend's sign (C's `%` on
+    /// integers, TVM's `truncmod`); [`BinaryOp::Mod`] is Python's, with the divisor's sign.
+    TruncMod,
+    /// The first operand's magnitude with the second's sign, sign bit included (`-0.0` is
+    /// negative): C's `copysignf`.
+    CopySign,
 }
 
 impl BinaryOp {
@@ -65,6 +71,8 @@ impl BinaryOp {
             BinaryOp::Or => "or",
             BinaryOp::Max => "max",
             BinaryOp::Min => "min",
+            BinaryOp::TruncMod => "truncmod",
+            BinaryOp::CopySign => "copysign",
         }
     }
 }
@@ -129,6 +137,11 @@ pub enum Intrinsic {
     Log1p,
     /// `x^y` of two operands; lowering writes it as the power node.
     Pow,
+    /// `T.copysign(x, y)`, `T.truncdiv(a, b)`, `T.truncmod(a, b)`: two operands each, written as
+    /// their binary nodes by lowering (`truncdiv` is the integer [`BinaryOp::Div`]).
+    CopySign,
+    TruncDiv,
+    TruncMod,
 }
 
 impl Intrinsic {
@@ -162,6 +175,9 @@ impl Intrinsic {
             "log10" => Intrinsic::Log10,
             "log1p" => Intrinsic::Log1p,
             "pow" => Intrinsic::Pow,
+            "copysign" => Intrinsic::CopySign,
+            "truncdiv" => Intrinsic::TruncDiv,
+            "truncmod" => Intrinsic::TruncMod,
             _ => return None,
         })
     }
@@ -196,13 +212,21 @@ impl Intrinsic {
             Intrinsic::Log10 => "log10",
             Intrinsic::Log1p => "log1p",
             Intrinsic::Pow => "pow",
+            Intrinsic::CopySign => "copysign",
+            Intrinsic::TruncDiv => "truncdiv",
+            Intrinsic::TruncMod => "truncmod",
         }
     }
 
     /// How many operands the intrinsic takes.
     pub fn arity(self) -> usize {
         match self {
-            Intrinsic::Max | Intrinsic::Min | Intrinsic::Pow => 2,
+            Intrinsic::Max
+            | Intrinsic::Min
+            | Intrinsic::Pow
+            | Intrinsic::CopySign
+            | Intrinsic::TruncDiv
+            | Intrinsic::TruncMod => 2,
             _ => 1,
         }
     }

@@ -252,6 +252,9 @@ fn binary(op: BinaryOp, a: i64, b: i64) -> Option<i64> {
         BinaryOp::Max => Some(a.max(b)),
         BinaryOp::Min => Some(a.min(b)),
         BinaryOp::Pow => u32::try_from(b).ok().and_then(|b| a.checked_pow(b)),
+        BinaryOp::TruncMod => a.checked_rem(b),
+        // A float operation: no thread range.
+        BinaryOp::CopySign => None,
     }
 }
 

@@ -447,6 +447,33 @@ fn math_functions_of_activations_and_rotary_embeddings() {
     assert_matches("M", &tensors[1], expected);
 }
 
+/// `T.truncdiv` and `T.truncmod` round toward zero (the remainder takes the dividend's sign: -32
+/// and 5 give -6 and -2, where `//` and `%` would give -7 and 3), and `T.copysign` takes the
+/// magnitude of its first operand and the sign of its second.
+#[test]
+fn truncating_division_and_copysign() {
+    let (tensors, _) = run_kernel(TIR_FUNCTIONS, Some("signs"), "");
+    let count = tensors[0].values.len();
+    let quotients = (0..count)
+        .flat_map(|i| {
+            let v = i64::try_from(i).unwrap_or(0) - 32;
+            let (magnitude, sign) = (v.abs(), v.signum());
+            [
+                (sign * (magnitude / 5)) as f64,
+                (sign * (magnitude % 5)) as f64,
+            ]
+        })
+        .collect();
+    assert_matches("D", &tensors[1], quotients);
+    let signed = tensors[0]
+        .values
+        .iter()
+        .enumerate()
+        .map(|(i, &x)| if i < 32 { -x.abs() } else { x.abs() })
+        .collect();
+    assert_matches("F", &tensors[2], signed);
+}
+
 /// A `T.alloc_local` in a `T.Parallel` body is each iteration's own: its stores are no race
 /// (TileOPs' FFT stages a complex pair so), and each iteration reads back what it wrote.
 #[test]

@@ -421,6 +421,10 @@ impl Printer<'_> {
             }
             BinaryOp::Pow if double => CExpr::atom(format!("pow({}, {})", a.text, b.text)),
             BinaryOp::Pow => CExpr::atom(format!("powf({}, {})", a.text, b.text)),
+            BinaryOp::CopySign if double => {
+                CExpr::atom(format!("copysign({}, {})", a.text, b.text))
+            }
+            BinaryOp::CopySign => CExpr::atom(format!("copysignf({}, {})", a.text, b.text)),
             BinaryOp::FloorDiv if double => CExpr::atom(format!("floor({x} / {y})")),
             BinaryOp::FloorDiv => {
                 let quotient = CExpr::atom(format!("floor((double){x} / (double){y})"));
@@ -649,6 +653,11 @@ fn int_binary(op: BinaryOp, (a, b): (CExpr, CExpr), dtype: DType) -> CExpr {
             CExpr::arithmetic(&a, op.symbol(), &b, arithmetic_prec(op)),
             dtype,
         ),
+        // C's `%` on integers truncates, as TVM's `truncmod` does.
+        BinaryOp::TruncMod => wrap_small(
+            CExpr::compound(format!("{} % {}", a.operand(), b.operand())),
+            dtype,
+        ),
         _ => wrap_small(
             CExpr::compound(format!("{} {} {}", a.operand(), op.symbol(), b.operand())),
             dtype,
@@ -715,6 +724,9 @@ fn math_function(intrinsic: Intrinsic, single: bool) -> Option<&'static str> {
         Intrinsic::Log10 => ("log10f", "log10"),
         Intrinsic::Log1p => ("log1pf", "log1p"),
         Intrinsic::Pow => ("powf", "pow"),
+        Intrinsic::CopySign => ("copysignf", "copysign"),
+        // Integer operations, written as their binary nodes (never a math call).
+        Intrinsic::TruncDiv | Intrinsic::TruncMod => return None,
         Intrinsic::Sigmoid => return None,
     };
     Some(if single { float } else { double })

@@ -258,6 +258,9 @@ impl Lowering<'_> {
             Intrinsic::Min => BinaryOp::Min,
             Intrinsic::Max => BinaryOp::Max,
             Intrinsic::Pow => BinaryOp::Pow,
+            Intrinsic::CopySign => BinaryOp::CopySign,
+            Intrinsic::TruncDiv => BinaryOp::Div,
+            Intrinsic::TruncMod => BinaryOp::TruncMod,
             Intrinsic::Exp
             | Intrinsic::Exp2
             | Intrinsic::Log

@@ -178,7 +178,12 @@ fn intrinsic_value(intrinsic: Intrinsic, dtype: DType, x: f64) -> Result<f64, St
         Intrinsic::Log10 => x.log10(),
         Intrinsic::Log1p => x.ln_1p(),
         // A value node has one operand; lowering expresses the two-operand intrinsics otherwise.
-        Intrinsic::Max | Intrinsic::Min | Intrinsic::Pow => {
+        Intrinsic::Max
+        | Intrinsic::Min
+        | Intrinsic::Pow
+        | Intrinsic::CopySign
+        | Intrinsic::TruncDiv
+        | Intrinsic::TruncMod => {
             return Err(format!(
                 "`{}` takes two operands but is a unary node",
                 intrinsic.name()
@@ -230,6 +235,7 @@ fn float_binary(op: BinaryOp, dtype: DType, a: f64, b: f64) -> Result<f64, Strin
         BinaryOp::Pow => a.powf(b),
         BinaryOp::Max => maximum_number(a, b),
         BinaryOp::Min => -maximum_number(-a, -b),
+        BinaryOp::CopySign => a.copysign(b),
         _ => return Err(format!("`{}` on {dtype} operands", op.symbol())),
     };
     Ok(round_to(dtype, value))
@@ -241,13 +247,15 @@ fn int_binary(op: BinaryOp, dtype: DType, a: i64, b: i64) -> Result<f64, String>
         BinaryOp::Add => a.wrapping_add(b),
         BinaryOp::Sub => a.wrapping_sub(b),
         BinaryOp::Mul => a.wrapping_mul(b),
-        BinaryOp::Div | BinaryOp::FloorDiv | BinaryOp::Mod if b == 0 => {
+        BinaryOp::Div | BinaryOp::FloorDiv | BinaryOp::Mod | BinaryOp::TruncMod if b == 0 => {
             return Err(division_by_zero());
         }
         BinaryOp::Div => a.wrapping_div(b),
         // Only `i64::MIN // -1` overflows; it wraps like every other integer result.
         BinaryOp::FloorDiv => floor_div(a, b).unwrap_or(a.wrapping_neg()),
         BinaryOp::Mod => floor_mod(a, b).unwrap_or(0),
+        BinaryOp::TruncMod => a.wrapping_rem(b),
+        BinaryOp::CopySign => return Err(format!("`copysign` on {dtype} operands")),
         BinaryOp::Pow => int_pow(a, b)?,
         BinaryOp::BitAnd => a & b,
         BinaryOp::BitOr => a | b,
