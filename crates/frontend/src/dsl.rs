@@ -11,7 +11,7 @@ use tilec_ir::{
 
 use crate::builder::{Block, Builder, Eval, Stop};
 use crate::eval::{Args, promote};
-use crate::value::{Function, PersistentTiles, Value};
+use crate::value::{PersistentTiles, Value};
 use ruff_python_ast::Operator;
 use tilec_ir::Span;
 
@@ -30,7 +30,7 @@ mod warp;
 mod workspace;
 
 /// `T.*` names tilec knows but does not implement yet, with what to say about them.
-const NOT_YET: &[&str] = &["async_copy", "print", "gemm_sp", "transpose"];
+const NOT_YET: &[&str] = &["print", "gemm_sp", "transpose"];
 
 /// Operations of Blackwell (sm_100 and later) only: tensor memory, `tcgen05` and thread-block
 /// clusters as TileLang exposes them there.
@@ -77,6 +77,7 @@ impl Builder<'_> {
             "reshape" | "view" => self.alias(name, args),
             "copy" | "clear" | "fill" | "gemm" | "cumsum" | "atomic_add" | "use_swizzle"
             | "annotate_layout" => self.tile_op(name, args),
+            "async_copy" => self.async_copy(args),
             "reduce_sum" | "reduce_max" | "reduce_min" | "reduce_abssum" | "reduce_absmax" => {
                 self.tile_op(name, args)
             }
@@ -1284,6 +1285,29 @@ impl Builder<'_> {
         }
     }
 
+    /// `T.async_copy(src, dst)`: TileLang's explicitly asynchronous copy from global to shared
+    /// memory (`cp.async` with a commit, no wait; the kernel synchronises with
+    /// `T.ptx_wait_group` and a barrier). tilec makes it the same copy as `T.copy`, whose stores
+    /// land at once, as its `T.ptx_cp_async` does: every wait the kernel makes then finds nothing
+    /// in flight, and its results are those of the asynchronous copy once waited for.
+    fn async_copy<'a>(&mut self, args: Args<'a>) -> Eval<Value<'a>> {
+        let src = self.region_arg(&args, 0, "src")?;
+        let dst = self.region_arg(&args, 1, "dst")?;
+        let scope =
+            |builder: &Self, region: &Region| builder.world.scopes.get(region.buffer).copied();
+        let from_global = scope(self, &src) == Some(Scope::Global);
+        let to_shared = matches!(scope(self, &dst), Some(Scope::Shared | Scope::SharedDyn));
+        if !(from_global && to_shared) {
+            return Err(self.error(
+                Code::InvalidCall,
+                args.span,
+                "`T.async_copy` copies from global memory to shared memory (it is a `cp.async`)",
+            ));
+        }
+        self.add_tile_op(TileOp::Copy { src, dst }, "`T.async_copy`", args.span)?;
+        Ok(Value::None)
+    }
+
     fn tile_op<'a>(&mut self, name: &str, args: Args<'a>) -> Eval<Value<'a>> {
         if matches!(name, "clear" | "fill")
             && let Some(Value::Buffer(var)) = args.get(0, "buffer")
@@ -1636,7 +1660,7 @@ impl Builder<'_> {
                 .or_else(|| args.keyword("forward_index_fn")),
             LayoutKind::Swizzled => None,
         };
-        let Some(Value::Function(function)) = function.cloned() else {
+        let Some(function) = function.filter(|f| is_callable(f)).cloned() else {
             return Err(self.error(
                 Code::InvalidCall,
                 args.span,
@@ -1644,7 +1668,7 @@ impl Builder<'_> {
             ));
         };
         let vars = self.layout_vars(&shape);
-        let outputs = self.call_layout_fn(&function, &vars, args.span)?;
+        let outputs = self.call_layout_fn(function, &vars, args.span)?;
         Ok(Value::Layout(Rc::new(LayoutAnnotation {
             kind,
             shape,
@@ -1667,11 +1691,11 @@ impl Builder<'_> {
             .collect()
     }
 
-    /// Calls a layout function on the index variables: the integer expressions it returns (one
-    /// or a tuple of them).
+    /// Calls a layout function (a `def`, a lambda, a `functools.partial` of one) on the index
+    /// variables: the integer expressions it returns (one or a tuple of them).
     fn call_layout_fn<'a>(
         &mut self,
-        function: &Rc<Function<'a>>,
+        function: Value<'a>,
         vars: &[VarId],
         span: Span,
     ) -> Eval<Vec<ExprId>> {
@@ -1679,7 +1703,7 @@ impl Builder<'_> {
             .iter()
             .map(|&var| (Value::Index(self.world.exprs.var_expr(var)), span))
             .collect();
-        let result = self.call_function(
+        let result = self.call_value(
             function,
             Args {
                 positional,
@@ -1722,11 +1746,9 @@ impl Builder<'_> {
         }
         let vars = self.layout_vars(&shape);
         let call = |builder: &mut Self, key: &str| -> Eval<Option<Vec<ExprId>>> {
-            match args.keyword(key).cloned() {
-                Some(Value::Function(function)) => builder
-                    .call_layout_fn(&function, &vars, args.span)
-                    .map(Some),
-                _ => Ok(None),
+            match args.keyword(key).filter(|f| is_callable(f)).cloned() {
+                Some(function) => builder.call_layout_fn(function, &vars, args.span).map(Some),
+                None => Ok(None),
             }
         };
         let Some(thread) = call(self, "forward_thread_fn")? else {
@@ -2087,4 +2109,10 @@ fn items_of(value: Value<'_>) -> Rc<Vec<Value<'_>>> {
         Value::Tuple(items) | Value::List(items) => items,
         single => Rc::new(vec![single]),
     }
+}
+
+/// Whether a layout's function argument can be called: a `def` or lambda of the code, or a
+/// `functools.partial` of one (`forward_fn=partial(smem_layout, vs=8)`).
+fn is_callable(value: &Value<'_>) -> bool {
+    matches!(value, Value::Function(_) | Value::Partial(_))
 }

@@ -379,6 +379,50 @@ def rows(M=128, N=16):
     assert_matches("B", &tensors[1], expected);
 }
 
+/// `T.async_copy` from global to shared memory, waited for with `T.ptx_wait_group` and a
+/// barrier as TileKernels' engram gate does, and a fragment laid out by a `functools.partial` of a
+/// layout function (`forward_fn=partial(interleave, vs=4)`): the values arrive unchanged, in the
+/// layout the partial gives (groups of 4 columns to consecutive threads).
+#[test]
+fn async_copies_and_layouts_from_partial_functions() {
+    let source = r#"
+from functools import partial
+
+import tilelang
+import tilelang.language as T
+
+
+def interleave(i, j, vs):
+    return (i * 8 + j // vs) % 128, i // 16 * vs + j % vs
+
+
+@tilelang.jit(out_idx=[1])
+def staged(M=32, N=32):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float32"), B: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            a_shared = T.alloc_shared((M, N), "float32")
+            a_local = T.alloc_fragment((M, N), "float32")
+            T.annotate_layout({a_local: T.Fragment((M, N), forward_fn=partial(interleave, vs=4))})
+            T.async_copy(A[0:M, 0:N], a_shared)
+            T.ptx_wait_group(0)
+            T.sync_threads()
+            T.copy(a_shared, a_local)
+            for i, j in T.Parallel(M, N):
+                a_local[i, j] = a_local[i, j] * 2.0
+            T.copy(a_local, B)
+
+    return main
+"#;
+    let (tensors, layout) = run(source, "a_local");
+    assert_eq!(
+        layout,
+        "thread i % 16 * 8 + j // 4 | index (i // 16 * 4 + j % 4) | replicate 1"
+    );
+    let expected = tensors[0].values.iter().map(|x| x * 2.0).collect();
+    assert_matches("B", &tensors[1], expected);
+}
+
 /// TIR's scalar functions as library kernels write them: `T.isnan` / `T.isinf` / `T.isfinite` of
 /// NaN, infinity and finite values, `T.floor` / `T.ceil` / `T.trunc` / `T.round` (halves away
 /// from zero, as CUDA's `roundf`), `T.Select`, `T.And`, `T.max_value`, and the hints `T.assume`

@@ -1373,3 +1373,36 @@ def hopeless(batch, seq_len, dtype="float16"):
     "#]],
     );
 }
+
+/// `T.async_copy` is a `cp.async`: from global to shared memory only. The other direction is the
+/// user's error, at the call.
+#[test]
+fn an_async_copy_goes_from_global_to_shared_memory() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def store_back(N=128):
+    @T.prim_func
+    def main(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            s = T.alloc_shared((N,), "float32")
+            T.async_copy(A, s)
+            T.ptx_wait_group(0)
+            T.async_copy(s, B)
+
+    return main
+
+
+store_back()
+"#;
+    check(
+        source,
+        expect![[r#"
+        store_back (line 19): 
+          line 14: error invalid-call
+    "#]],
+    );
+}
