@@ -200,8 +200,12 @@ fn errors_are_diagnostics_not_panics() {
         ),
         ("{'a': 1}['b']", "meta-error: key 'b' not found"),
         (
+            "T.print(1)",
+            "not-analysed: `T.print` is not supported by tilec yet",
+        ),
+        (
             "T.async_copy(1, 2)",
-            "not-analysed: `T.async_copy` is not supported by tilec yet",
+            "invalid-call: `src` must be a buffer or a region of one, found an int",
         ),
         (
             "T.alloc_tmem((128, 128), 'float32')",

@@ -423,6 +423,43 @@ def staged(M=32, N=32):
     assert_matches("B", &tensors[1], expected);
 }
 
+/// A `T.copy` into or out of a `T.alloc_local` array is each thread's own, whole, as TileLang
+/// lowers a copy with a `local` buffer: every thread loads its token's row of 3 (TileKernels'
+/// n-gram hash), sums it, and writes the row back doubled. Spread over the threads as a shared
+/// copy is, the 3 elements would have reached threads 0 to 2 alone.
+#[test]
+fn a_copy_with_a_local_array_is_each_threads_own() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[1, 2])
+def rows(M=64, K=3):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "int32"), S: T.Tensor((M,), "int32"), D: T.Tensor((M, K), "int32")):
+        with T.Kernel(1, threads=64) as bx:
+            tid = T.get_thread_binding()
+            x_local = T.alloc_local((K,), "int32")
+            T.copy(A[tid, :], x_local)
+            acc = T.alloc_var("int32")
+            acc = 0
+            for k in T.serial(K):
+                acc = acc + x_local[k]
+                x_local[k] = x_local[k] * 2
+            S[tid] = acc
+            T.copy(x_local, D[tid, :])
+
+    return main
+"#;
+    let (tensors, _) = run(source, "");
+    let rows: Vec<&[f64]> = tensors[0].values.chunks(3).collect();
+    let sums = rows.iter().map(|row| row.iter().sum()).collect();
+    assert_matches("S", &tensors[1], sums);
+    let doubled = tensors[0].values.iter().map(|x| x * 2.0).collect();
+    assert_matches("D", &tensors[2], doubled);
+}
+
 /// TIR's scalar functions as library kernels write them: `T.isnan` / `T.isinf` / `T.isfinite` of
 /// NaN, infinity and finite values, `T.floor` / `T.ceil` / `T.trunc` / `T.round` (halves away
 /// from zero, as CUDA's `roundf`), `T.Select`, `T.And`, `T.max_value`, and the hints `T.assume`

@@ -8,7 +8,7 @@ use tilec_ir::{
     World,
 };
 
-use super::{Lowering, Unlowerable, guarded, rename_vars, table_int};
+use super::{Lowering, Unlowerable, guarded, rename_vars, step_loop, table_int};
 
 /// A tile region seen as a loop: variables over its non-unit extents and the indices they give.
 struct RegionLoop {
@@ -197,6 +197,9 @@ impl Lowering<'_> {
         dst: &Region,
         out: &mut Vec<Stmt>,
     ) -> Result<(), Unlowerable> {
+        if self.is_thread_local(src.buffer) || self.is_thread_local(dst.buffer) {
+            return self.per_thread_copy(src, dst, out);
+        }
         let (copy, layout) = self.copy_schedule(entity, src, dst, true)?;
         let (src_buffer, dst_buffer) = (src.buffer, dst.buffer);
         let stmts = self.run_laid_out(&layout, |lowering, stmts| {
@@ -209,6 +212,44 @@ impl Lowering<'_> {
             )
         })?;
         out.extend(stmts);
+        Ok(())
+    }
+
+    /// Whether `buffer` is a `T.alloc_local` array or a `T.alloc_var`: each thread's own, in full
+    /// (a fragment is private too, but spread over the threads by its layout).
+    fn is_thread_local(&self, buffer: EntityId) -> bool {
+        self.is_private(buffer) && !self.fragments.contains_key(&buffer)
+    }
+
+    /// A `T.copy` to or from a thread's own local array: every thread copies the whole region
+    /// itself, in a loop of its own, as TileLang lowers a copy that involves a `local` buffer
+    /// (`T.copy(ngram_token_ids[token_idx, :], x_local)` gives each thread its token's row).
+    /// Spreading it over the threads, as a copy between shared buffers is, would leave every
+    /// other thread's array unwritten.
+    fn per_thread_copy(
+        &mut self,
+        src: &Region,
+        dst: &Region,
+        out: &mut Vec<Stmt>,
+    ) -> Result<(), Unlowerable> {
+        let mut scratch = self.scratch_world();
+        let copy = crate::layout::infer::copy_loop(&mut scratch, src, dst);
+        self.program.exprs = scratch.exprs;
+        let copy = copy.ok_or_else(|| {
+            Unlowerable::new("the extents of this copy are not known at compile time")
+        })?;
+        let mut body = Vec::new();
+        self.copy_element(
+            src.buffer,
+            &copy.src_indices,
+            dst.buffer,
+            &copy.dst_indices,
+            &mut body,
+        )?;
+        for (&var, &extent) in copy.vars.iter().zip(&copy.shape).rev() {
+            body = step_loop(&mut self.program.exprs, var, extent, body);
+        }
+        out.extend(body);
         Ok(())
     }
 
