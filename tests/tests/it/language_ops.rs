@@ -460,6 +460,36 @@ def rows(M=64, K=3):
     assert_matches("D", &tensors[2], doubled);
 }
 
+/// `T.clear` and `T.fill` of a `T.alloc_local` array fill each thread's own array whole (3
+/// elements over 64 threads: spread over them, 61 threads would read unwritten elements).
+#[test]
+fn filling_a_local_array_fills_each_threads_own() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[1])
+def rows(M=64, K=3):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float32"), D: T.Tensor((M, K), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            tid = T.get_thread_binding()
+            x_local = T.alloc_local((K,), "float32")
+            y_local = T.alloc_local((K,), "float32")
+            T.clear(x_local)
+            T.fill(y_local, 1.5)
+            for k in T.serial(K):
+                x_local[k] = x_local[k] + A[tid, k] + y_local[k]
+            T.copy(x_local, D[tid, :])
+
+    return main
+"#;
+    let (tensors, _) = run(source, "");
+    let expected = tensors[0].values.iter().map(|x| x + 1.5).collect();
+    assert_matches("D", &tensors[1], expected);
+}
+
 /// TIR's scalar functions as library kernels write them: `T.isnan` / `T.isinf` / `T.isfinite` of
 /// NaN, infinity and finite values, `T.floor` / `T.ceil` / `T.trunc` / `T.round` (halves away
 /// from zero, as CUDA's `roundf`), `T.Select`, `T.And`, `T.max_value`, and the hints `T.assume`

@@ -438,8 +438,9 @@ impl Lowering<'_> {
         })
     }
 
-    /// `T.fill(dst, value)` / `T.clear(dst)`: a whole fragment is filled register by register;
-    /// shared and global regions through a planned loop.
+    /// `T.fill(dst, value)` / `T.clear(dst)`: a whole fragment is filled register by register, a
+    /// thread's local array by each thread whole; shared and global regions through a planned
+    /// loop.
     fn fill(
         &mut self,
         dst: &Region,
@@ -477,6 +478,15 @@ impl Lowering<'_> {
             return Ok(());
         }
         let region = self.region_loop(dst)?;
+        if self.is_thread_local(dst.buffer) {
+            // A thread's own array: every thread fills the whole region of its own copy.
+            let mut body = self.store_value(dst.buffer, &region.indices, value)?;
+            for (&var, &extent) in region.vars.iter().zip(&region.shape).rev() {
+                body = step_loop(&mut self.program.exprs, var, extent, body);
+            }
+            out.extend(body);
+            return Ok(());
+        }
         let extents: Vec<ExprId> = region
             .shape
             .iter()
