@@ -141,6 +141,7 @@ pub(crate) fn const_json(value: &ConstValue) -> Value {
             Value::Object(object)
         }
         ConstValue::RunTime => json!("<run time>"),
+        ConstValue::Callable(path) => json!(path),
     }
 }
 

@@ -587,6 +587,18 @@ impl Builder<'_> {
             self.exec_body(&frame, &def.body)?;
             return Ok(());
         }
+        // A function that compiles its kernel in place (`kernel = tilelang.compile(main)`, then
+        // runs it) is the kernel up to the prim_func's definition; what follows is host code
+        // that uses the compiled kernel, not part of it.
+        if let Some((end, name)) = compiled_in_place(def) {
+            self.exec_body(&frame, &def.body[..=end])?;
+            return match lookup(&frame, name) {
+                Some(Value::Function(function)) if function.prim_func => {
+                    self.instantiate_prim_func(&function)
+                }
+                _ => Err(Stop),
+            };
+        }
         match self.exec_body(&frame, &def.body)? {
             Flow::Return(Value::Function(function)) if function.prim_func => {
                 self.instantiate_prim_func(&function)
@@ -629,6 +641,10 @@ impl Builder<'_> {
                 (Some(ConstValue::RunTime), _) => {
                     self.generic_param(globals, name, param.annotation())
                 }
+                (Some(ConstValue::Callable(path)), _) => match callable_arg(globals, path) {
+                    Some(function) => function,
+                    None => self.generic_param(globals, name, param.annotation()),
+                },
                 (Some(value), _) => Value::from_const(value),
                 // `BLOCK_N=None` in an autotuned kernel: the autotuner gives every config key a
                 // value before the kernel is built, so the default is never what it sees.
@@ -968,5 +984,56 @@ impl Builder<'_> {
             }
         }
         outputs
+    }
+}
+
+/// For a function that defines its `@T.prim_func` as a statement of its own body and never
+/// returns it (a test or script that compiles and runs the kernel where it defines it: `kernel =
+/// tilelang.compile(main, ...)`, `kernel(a)`): the index of that statement and the kernel's name.
+fn compiled_in_place(def: &StmtFunctionDef) -> Option<(usize, &str)> {
+    use ruff_python_ast::visitor::{Visitor, walk_stmt};
+    /// Whether a `return` outside nested functions returns `name`.
+    struct Returns<'n> {
+        name: &'n str,
+        found: bool,
+    }
+    impl<'a> Visitor<'a> for Returns<'_> {
+        fn visit_stmt(&mut self, stmt: &'a Stmt) {
+            match stmt {
+                Stmt::FunctionDef(_) | Stmt::ClassDef(_) => {}
+                Stmt::Return(ret) => {
+                    let returned = ret.value.as_deref().map(names_in_expr).unwrap_or_default();
+                    self.found |= returned.iter().any(|n| n == self.name);
+                }
+                other => walk_stmt(self, other),
+            }
+        }
+    }
+    let (end, kernel) = def
+        .body
+        .iter()
+        .enumerate()
+        .find_map(|(at, stmt)| match stmt {
+            Stmt::FunctionDef(inner) if crate::outline::is_prim_func(inner) => Some((at, inner)),
+            _ => None,
+        })?;
+    let name = kernel.name.as_str();
+    let mut returns = Returns { name, found: false };
+    for stmt in &def.body {
+        returns.visit_stmt(stmt);
+    }
+    (!returns.found).then_some((end, name))
+}
+
+/// The function a call site passed by name (`T.exp`, or `relu` defined by the module), in the
+/// module's globals; `None` when the name is not a function there (a nested `def` of the caller),
+/// and the parameter is generic.
+fn callable_arg<'a>(globals: &Env<'a>, path: &str) -> Option<Value<'a>> {
+    if path.starts_with("T.") {
+        return Some(Value::from_const(&ConstValue::Callable(path.to_owned())));
+    }
+    match lookup(globals, path)? {
+        Value::Function(function) if !function.prim_func => Some(Value::Function(function)),
+        _ => None,
     }
 }

@@ -6,7 +6,7 @@
 
 use std::rc::Rc;
 
-use ruff_python_ast::{Stmt, StmtClassDef, StmtFunctionDef};
+use ruff_python_ast::{Expr, Stmt, StmtClassDef, StmtFunctionDef};
 use rustc_hash::FxHashSet;
 use tilec_ir::{ConstValue, Span};
 
@@ -276,19 +276,19 @@ fn run_with_defaults<'a>(
             module: None,
         },
     };
+    let parametrized = first_parametrized_case(builder, globals, def);
     let keywords = def
         .parameters
         .iter_non_variadic_params()
         .skip(usize::from(receiver.is_some()))
-        .filter(|param| {
-            !function
-                .defaults
-                .iter()
-                .any(|(name, _)| name == param.name().as_str())
-        })
-        .map(|param| {
+        .filter_map(|param| {
+            let name = param.name().as_str();
+            if let Some((_, value)) = parametrized.iter().find(|(case, _)| case == name) {
+                return Some((name.to_owned(), value.clone(), span));
+            }
+            let defaulted = function.defaults.iter().any(|(default, _)| default == name);
             let unknown = Value::Opaque(Rc::from("a driver argument"));
-            (param.name().as_str().to_owned(), unknown, span)
+            (!defaulted).then(|| (name.to_owned(), unknown, span))
         })
         .collect();
     let args = Args {
@@ -297,6 +297,86 @@ fn run_with_defaults<'a>(
         span,
     };
     let _ = builder.call_function(&Rc::new(function), args, span);
+}
+
+/// The arguments pytest gives a test function in its first case: for each
+/// `@pytest.mark.parametrize(names, cases)` decorator, the names (`"a, b"` or a sequence of
+/// texts) bound to the items of the first case (`pytest.param(...)`'s arguments for one written
+/// so). A test that builds its kernel from its parameters is then analysed with values it is
+/// really run with, as an autotuned kernel is with its first config.
+fn first_parametrized_case<'a>(
+    builder: &mut Builder<'_>,
+    globals: &Env<'a>,
+    def: &'a StmtFunctionDef,
+) -> Vec<(String, Value<'a>)> {
+    let mut bound = Vec::new();
+    for decorator in &def.decorator_list {
+        let Expr::Call(call) = &decorator.expression else {
+            continue;
+        };
+        let is_parametrize = crate::outline::dotted_name(&call.func)
+            .is_some_and(|name| name.ends_with("parametrize"));
+        let (Some(names), Some(cases)) = (call.arguments.args.first(), call.arguments.args.get(1))
+        else {
+            continue;
+        };
+        if !is_parametrize {
+            continue;
+        }
+        let names: Vec<String> = match builder.eval(globals, names) {
+            Ok(Value::Str(text)) => text.split(',').map(|n| n.trim().to_owned()).collect(),
+            Ok(Value::Tuple(items) | Value::List(items)) => items
+                .iter()
+                .filter_map(|item| match item {
+                    Value::Str(text) => Some(text.trim().to_owned()),
+                    _ => None,
+                })
+                .collect(),
+            _ => continue,
+        };
+        // The first case: as written when the cases are a literal list (where `pytest.param`
+        // can be seen through), else the first item of the evaluated sequence.
+        let first = match first_case(cases) {
+            Some(first) => builder.eval(globals, first),
+            None => match builder.eval(globals, cases) {
+                Ok(Value::List(items) | Value::Tuple(items)) => {
+                    items.first().cloned().ok_or(crate::builder::Stop)
+                }
+                _ => continue,
+            },
+        };
+        let Ok(first) = first else {
+            continue;
+        };
+        let values: Vec<Value<'a>> = match (names.len(), first) {
+            (1, only) => vec![only],
+            (_, Value::Tuple(items) | Value::List(items)) => items.to_vec(),
+            _ => continue,
+        };
+        bound.extend(names.into_iter().zip(values));
+    }
+    bound
+}
+
+/// The first case of a parametrize list as written (`[(1, 2), ...]`), unwrapped from
+/// `pytest.param(1, 2, marks=...)`; `None` when the cases are not written as a list there.
+fn first_case(cases: &Expr) -> Option<&Expr> {
+    let first = match cases {
+        Expr::List(list) => list.elts.first()?,
+        Expr::Tuple(tuple) => tuple.elts.first()?,
+        _ => return None,
+    };
+    match first {
+        Expr::Call(call)
+            if crate::outline::dotted_name(&call.func).is_some_and(|n| n.ends_with("param")) =>
+        {
+            match call.arguments.args.as_ref() {
+                [only] => Some(only),
+                _ => Some(first),
+            }
+        }
+        other => Some(other),
+    }
 }
 
 /// A call site evaluation never reached: its arguments are evaluated, each on its own, in the last
@@ -333,10 +413,8 @@ fn evaluate_unreached<'a>(
     // A name the branch around the call tests for `None` (`if num_local is not None:
     // make_kernel(num_local)`) is not `None` there, whatever the run that skipped the branch
     // bound it to (its default): it is unknown.
-    let argument = |arg: &ruff_python_ast::Expr, value: &Value<'_>| match (arg, value) {
-        (ruff_python_ast::Expr::Name(name), Value::None)
-            if guarded.contains(&name.id.to_string()) =>
-        {
+    let argument = |arg: &Expr, value: &Value<'_>| match (arg, value) {
+        (Expr::Name(name), Value::None) if guarded.contains(&name.id.to_string()) => {
             CallArg::Unknown
         }
         (_, value) => CallArg::of(value),
@@ -346,7 +424,7 @@ fn evaluate_unreached<'a>(
     let mut open_ended = false;
     for arg in &site.call.arguments.args {
         match arg {
-            ruff_python_ast::Expr::Starred(starred) => match builder.eval(&scope, &starred.value) {
+            Expr::Starred(starred) => match builder.eval(&scope, &starred.value) {
                 Ok(Value::Tuple(items) | Value::List(items)) => {
                     positional.extend(items.iter().map(CallArg::of));
                 }
@@ -467,11 +545,11 @@ fn scope_names(scope: &EnclosingScope<'_>) -> Vec<String> {
         .collect()
 }
 
-fn target_names(target: &ruff_python_ast::Expr) -> Vec<String> {
+fn target_names(target: &Expr) -> Vec<String> {
     match target {
-        ruff_python_ast::Expr::Name(name) => vec![name.id.to_string()],
-        ruff_python_ast::Expr::Tuple(tuple) => tuple.elts.iter().flat_map(target_names).collect(),
-        ruff_python_ast::Expr::List(list) => list.elts.iter().flat_map(target_names).collect(),
+        Expr::Name(name) => vec![name.id.to_string()],
+        Expr::Tuple(tuple) => tuple.elts.iter().flat_map(target_names).collect(),
+        Expr::List(list) => list.elts.iter().flat_map(target_names).collect(),
         _ => Vec::new(),
     }
 }
@@ -582,7 +660,7 @@ pub fn autotune_configs(
         .find(|found| found.name == kernel)
         .map(|found| found.def)?;
     let configs = def.decorator_list.iter().find_map(|decorator| {
-        let ruff_python_ast::Expr::Call(call) = &decorator.expression else {
+        let Expr::Call(call) = &decorator.expression else {
             return None;
         };
         let name = crate::outline::dotted_name(&call.func)?;

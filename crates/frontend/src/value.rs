@@ -343,6 +343,11 @@ impl<'a> Value<'a> {
                 Value::List(Rc::new(items.iter().map(Value::from_const).collect()))
             }
             ConstValue::RunTime => Value::Opaque(Rc::from("a value only known at run time")),
+            // Where the module's functions are known, `Builder::callable_arg` resolves the name.
+            ConstValue::Callable(path) => match path.strip_prefix("T.") {
+                Some(operation) => Value::ModuleFn(Module::Language, Rc::from(operation)),
+                None => Value::Opaque(Rc::from(format!("`{path}`, a function of the module"))),
+            },
             ConstValue::Dict(entries) => Value::Dict(Rc::new(
                 entries
                     .iter()
@@ -389,6 +394,12 @@ impl<'a> Value<'a> {
                     })
                     .collect::<Option<_>>()?,
             ),
+            // A function passed by name: a language operation, or a `def` (a lambda has none).
+            Value::ModuleFn(Module::Language, name) => ConstValue::Callable(format!("T.{name}")),
+            Value::Function(function) if !function.prim_func => match function.body {
+                FunctionBody::Def(def) => ConstValue::Callable(def.name.to_string()),
+                FunctionBody::Lambda(_) => return None,
+            },
             _ => return None,
         })
     }

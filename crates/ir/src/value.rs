@@ -22,6 +22,10 @@ pub enum ConstValue {
     /// Passed by the call site, but only known when the program runs (a size read from a tensor,
     /// a value computed by torch): the front end treats the parameter as generic.
     RunTime,
+    /// A function passed by name, as the call site wrote it: a language operation (`T.exp`) or a
+    /// function its module defines (`relu`). The front end resolves the name where it binds the
+    /// parameter, so that a kernel built around an `op_func` is built with the caller's.
+    Callable(String),
 }
 
 impl ConstValue {
@@ -73,6 +77,7 @@ impl fmt::Display for ConstValue {
                 f.write_str("}")
             }
             ConstValue::RunTime => f.write_str("<run time>"),
+            ConstValue::Callable(path) => f.write_str(path),
         }
     }
 }

@@ -85,6 +85,7 @@ fn is_truthy(value: &ConstValue) -> bool {
         ConstValue::Dict(items) => !items.is_empty(),
         // A pass config only known at run time turns nothing on.
         ConstValue::RunTime => false,
+        ConstValue::Callable(_) => true,
     }
 }
 

@@ -233,6 +233,7 @@ fn const_json(value: &ConstValue) -> Value {
                 .collect(),
         ),
         ConstValue::RunTime => Value::from("<run time>"),
+        ConstValue::Callable(path) => Value::from(path.as_str()),
     }
 }
 

@@ -1406,3 +1406,53 @@ store_back()
     "#]],
     );
 }
+
+/// A test that defines its kernel, compiles it in place and runs it (`kernel =
+/// tilelang.compile(main)`, `kernel(a)`, `kernel.get_kernel_source()`) is the kernel up to the
+/// definition: the host code after it is not the kernel's, and raises nothing. Its pytest
+/// parameters take their first case, a function passed by name included (`T.exp`, or `relu`
+/// that the module defines), and `T.Kernel(threads=32)` is a grid of one block.
+#[test]
+fn tests_that_compile_in_place_with_parametrized_functions() {
+    let source = r#"
+import pytest
+import torch
+import tilelang
+import tilelang.language as T
+
+OPS = [("exp", T.exp), ("log", T.log)]
+
+
+def run_op(name, op_func, N=64):
+    @T.prim_func
+    def main(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
+        with T.Kernel(threads=32):
+            for i in T.Parallel(N):
+                B[i] = op_func(A[i])
+
+    kernel = tilelang.compile(main, out_idx=[1], target="cuda")
+    assert name in kernel.get_kernel_source()
+    a = torch.randn(N, device="cuda")
+    torch.testing.assert_close(kernel(a), torch.exp(a))
+
+
+@pytest.mark.parametrize(("name", "func"), OPS)
+def test_op(name, func):
+    run_op(name, func)
+
+
+def relu(x):
+    return T.max(x, 0.0)
+
+
+def test_relu():
+    run_op("relu", relu)
+"#;
+    check(
+        source,
+        expect![[r#"
+        run_op (line 25): name='exp', op_func=T.exp
+        run_op (line 33): name='relu', op_func=relu
+    "#]],
+    );
+}
