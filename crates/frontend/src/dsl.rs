@@ -1291,6 +1291,10 @@ impl Builder<'_> {
     fn async_copy<'a>(&mut self, args: Args<'a>) -> Eval<Value<'a>> {
         let src = self.region_arg(&args, 0, "src")?;
         let dst = self.region_arg(&args, 1, "dst")?;
+        if is_element(&src) && is_element(&dst) {
+            self.store(dst, Value::Region(src), args.span)?;
+            return Ok(Value::None);
+        }
         let scope =
             |builder: &Self, region: &Region| builder.world.scopes.get(region.buffer).copied();
         let from_global = scope(self, &src) == Some(Scope::Global);
@@ -1314,10 +1318,15 @@ impl Builder<'_> {
             return self.fill_var(*var, name, &args);
         }
         let op = match name {
-            "copy" => TileOp::Copy {
-                src: self.region_arg(&args, 0, "src")?,
-                dst: self.region_arg(&args, 1, "dst")?,
-            },
+            "copy" => {
+                let src = self.region_arg(&args, 0, "src")?;
+                let dst = self.region_arg(&args, 1, "dst")?;
+                if is_element(&src) && is_element(&dst) {
+                    self.store(dst, Value::Region(src), args.span)?;
+                    return Ok(Value::None);
+                }
+                TileOp::Copy { src, dst }
+            }
             "clear" => {
                 let dst = self.region_arg(&args, 0, "buffer")?;
                 let value = self.world.data.push(DataExpr::Int {
@@ -2113,4 +2122,10 @@ fn items_of(value: Value<'_>) -> Rc<Vec<Value<'_>>> {
 /// `functools.partial` of one (`forward_fn=partial(smem_layout, vs=8)`).
 fn is_callable(value: &Value<'_>) -> bool {
     matches!(value, Value::Function(_) | Value::Partial(_))
+}
+
+/// Whether a copy operand is one element (`A[i, j]`): a copy from one element to another is a
+/// store of it, as TileLang makes it (`T.copy(A[i, j], B[i, j])` in a `T.Parallel` loop).
+fn is_element(region: &Region) -> bool {
+    region.dims.iter().all(|dim| dim.extent.is_none())
 }

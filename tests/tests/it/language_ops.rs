@@ -490,6 +490,30 @@ def rows(M=64, K=3):
     assert_matches("D", &tensors[1], expected);
 }
 
+/// `T.copy` from one element to another (in a `T.Parallel` loop, as TileLang's tests write it)
+/// is a store of the element.
+#[test]
+fn a_copy_of_one_element_is_a_store() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[1])
+def elements(M=64, N=64, block_M=32, block_N=32):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float16"), B: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+            for i, j in T.Parallel(block_M, block_N):
+                T.copy(A[by * block_M + i, bx * block_N + j], B[by * block_M + i, bx * block_N + j])
+
+    return main
+"#;
+    let (tensors, _) = run(source, "");
+    let expected = tensors[0].values.clone();
+    assert_matches("B", &tensors[1], expected);
+}
+
 /// TIR's scalar functions as library kernels write them: `T.isnan` / `T.isinf` / `T.isfinite` of
 /// NaN, infinity and finite values, `T.floor` / `T.ceil` / `T.trunc` / `T.round` (halves away
 /// from zero, as CUDA's `roundf`), `T.Select`, `T.And`, `T.max_value`, and the hints `T.assume`
