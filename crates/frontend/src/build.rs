@@ -584,6 +584,16 @@ impl Builder<'_> {
                 self.consts.insert(name.clone(), value.clone());
                 self.world.args.push((name.clone(), value.clone()));
             }
+            // Tensors annotated in the signature are declared before the body runs, as Python
+            // evaluates annotations where the function is defined.
+            for param in def.parameters.iter_non_variadic_params() {
+                if let Some(annotation) = param.annotation()
+                    && crate::generic::is_tensor_type(annotation)
+                {
+                    let span = range_span(param);
+                    self.declare_tensor_named(&frame, param.name().as_str(), span, annotation)?;
+                }
+            }
             self.exec_body(&frame, &def.body)?;
             return Ok(());
         }

@@ -449,6 +449,18 @@ impl Builder<'_> {
         let Expr::Name(name) = target else {
             return Err(self.unsupported(span, "this annotated statement"));
         };
+        self.declare_tensor_named(env, name.id.as_str(), span, annotation)
+    }
+
+    /// Declares the eager kernel's tensor parameter `name` with its `T.Tensor` annotation (from
+    /// the body, or from the signature: `def k(A: T.Tensor((64,), T.float16))`).
+    pub(crate) fn declare_tensor_named<'a>(
+        &mut self,
+        env: &Env<'a>,
+        name: &str,
+        span: Span,
+        annotation: &'a Expr,
+    ) -> Eval<()> {
         let annotation = self.eval(env, annotation)?;
         let Value::TensorType {
             shape,
@@ -458,19 +470,18 @@ impl Builder<'_> {
         else {
             return Ok(());
         };
-        match lookup(env, name.id.as_str()) {
+        match lookup(env, name) {
             Some(Value::PendingTensor) => {}
             Some(_) => {
                 return Err(self.error(
                     Code::InvalidCall,
                     span,
                     format!(
-                        "`{}` is declared as a tensor but is not a tensor parameter of the kernel",
-                        name.id
+                        "`{name}` is declared as a tensor but is not a tensor parameter of the kernel"
                     ),
                 ));
             }
-            None => return Err(self.undefined_name(name.id.as_str(), span)),
+            None => return Err(self.undefined_name(name, span)),
         }
         let shape = self.tensor_shape(&shape, span)?;
         let strides = match strides {
@@ -481,8 +492,8 @@ impl Builder<'_> {
         if let Some(strides) = strides {
             self.world.strides.set(param, strides);
         }
-        self.world.names.set(param, name.id.to_string());
-        bind(env, name.id.as_str(), Value::Buffer(param));
+        self.world.names.set(param, name.to_owned());
+        bind(env, name, Value::Buffer(param));
         Ok(())
     }
 

@@ -178,23 +178,30 @@ fn plain_name(expr: &Expr) -> Option<String> {
     }
 }
 
-fn tensor_annotations(def: &StmtFunctionDef) -> Vec<(&str, &Expr)> {
-    def.body
-        .iter()
-        .filter_map(|stmt| match stmt {
-            Stmt::AnnAssign(ann) if ann.value.is_none() => match &*ann.target {
-                Expr::Name(name) if is_tensor_type(&ann.annotation) => {
-                    Some((name.id.as_str(), &*ann.annotation))
-                }
-                _ => None,
-            },
+/// The tensors of an eager kernel with their annotations: the parameters annotated in the
+/// signature (`def k(A: T.Tensor((64,), T.float16))`), then those declared at the top of the body.
+pub(crate) fn tensor_annotations(def: &StmtFunctionDef) -> Vec<(&str, &Expr)> {
+    let signature = def
+        .parameters
+        .iter_non_variadic_params()
+        .filter_map(|param| {
+            let annotation = param.annotation()?;
+            is_tensor_type(annotation).then_some((param.name().as_str(), annotation))
+        });
+    let body = def.body.iter().filter_map(|stmt| match stmt {
+        Stmt::AnnAssign(ann) if ann.value.is_none() => match &*ann.target {
+            Expr::Name(name) if is_tensor_type(&ann.annotation) => {
+                Some((name.id.as_str(), &*ann.annotation))
+            }
             _ => None,
-        })
-        .collect()
+        },
+        _ => None,
+    });
+    signature.chain(body).collect()
 }
 
 /// `T.Tensor(...)`, `T.Tensor[...]`, `T.StridedTensor[...]`, `T.Buffer(...)`.
-fn is_tensor_type(annotation: &Expr) -> bool {
+pub(crate) fn is_tensor_type(annotation: &Expr) -> bool {
     let head = match annotation {
         Expr::Call(call) => &*call.func,
         Expr::Subscript(subscript) => &*subscript.value,

@@ -514,6 +514,31 @@ def elements(M=64, N=64, block_M=32, block_N=32):
     assert_matches("B", &tensors[1], expected);
 }
 
+/// An eager kernel whose tensors are annotated in its signature (`def scale(A: T.Tensor(...),
+/// ...)`, as TileLang's own tests write them) takes them as tensors, not as meta parameters, and
+/// its other parameters keep their defaults.
+#[test]
+fn an_eager_kernel_with_tensors_in_its_signature() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def scale(A: T.Tensor((64,), T.float32), B: T.Tensor((64,), T.float32), factor: float = 2.5):
+    with T.Kernel(1, threads=64):
+        for i in T.Parallel(64):
+            B[i] = A[i] * factor
+"#;
+    let (tensors, _) = run(source, "");
+    let expected = tensors[0]
+        .values
+        .iter()
+        .map(|x| f64::from(tilec_tests::f32_of(x * 2.5)))
+        .collect();
+    assert_matches("B", &tensors[1], expected);
+}
+
 /// TIR's scalar functions as library kernels write them: `T.isnan` / `T.isinf` / `T.isfinite` of
 /// NaN, infinity and finite values, `T.floor` / `T.ceil` / `T.trunc` / `T.round` (halves away
 /// from zero, as CUDA's `roundf`), `T.Select`, `T.And`, `T.max_value`, and the hints `T.assume`
