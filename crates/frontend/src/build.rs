@@ -879,6 +879,7 @@ impl Builder<'_> {
         let FunctionBody::Def(def) = function.body else {
             return Err(Stop);
         };
+        self.tir_level = !crate::outline::contains_kernel_launch(&def.body);
         let frame = new_env(Some(function.closure.clone()));
         for param in def.parameters.iter_non_variadic_params() {
             self.stmt_span = range_span(param);
@@ -937,6 +938,10 @@ impl Builder<'_> {
                 }
             }
             Value::Poison => Err(Stop),
+            // `A_ptr: T.handle` bound by `T.match_buffer` in the body: TIR written by hand.
+            _ if self.tir_level => {
+                Err(self.tir_level_limit(span, &format!("the parameter `{name}`")))
+            }
             other => Err(self.error(
                 Code::InvalidCall,
                 span,

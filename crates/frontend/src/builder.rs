@@ -175,6 +175,8 @@ pub(crate) struct Builder<'c> {
     /// larger values: such an extent is most often a size floor-divided by a larger one
     /// (`seq_len // chunk_size // group_chunks` with every size 128).
     pub rejected_small_extent: Option<Span>,
+    /// The prim_func being instantiated launches no `with T.Kernel(...)`: TIR written by hand.
+    pub tir_level: bool,
     /// The combiners of the `with T.attr(T.comm_reducer(...), "reduce_scope", ...)` frames being
     /// executed, innermost last.
     pub reduce_scopes: Vec<tilec_ir::data::BinaryOp>,
@@ -253,6 +255,7 @@ impl<'c> Builder<'c> {
             stmt_stack: Vec::new(),
             rejected_statements: Vec::new(),
             rejected_small_extent: None,
+            tir_level: false,
             reduce_scopes: Vec::new(),
             opaque_arguments: false,
             opaque_leniency: OpaqueLeniency::None,
@@ -458,13 +461,37 @@ impl<'c> Builder<'c> {
         span: Span,
     ) -> Eval<EntityId> {
         if self.block.is_none() {
-            return Err(self.error(
-                Code::UnsupportedSyntax,
-                span,
-                format!("{what} is only allowed inside `with T.Kernel(...)`"),
-            ));
+            return Err(self.outside_launch(span, what));
         }
         Ok(self.add_entity(kind))
+    }
+
+    /// `what` (a store, an allocation, `T.get_thread_binding()`) outside every `with
+    /// T.Kernel(...)`: the user's error in a kernel that launches one; in a prim_func that
+    /// launches none, TIR written by hand (thread bindings as loops, `T.match_buffer`), which
+    /// tilec does not analyse yet.
+    pub(crate) fn outside_launch(&mut self, span: Span, what: &str) -> Stop {
+        if self.tir_level {
+            return self.tir_level_limit(span, &format!("{what} outside `with T.Kernel(...)`"));
+        }
+        self.error(
+            Code::UnsupportedSyntax,
+            span,
+            format!("{what} is only allowed inside `with T.Kernel(...)`"),
+        )
+    }
+
+    /// `subject` of a prim_func that launches no `with T.Kernel(...)`, said as tilec's limit.
+    pub(crate) fn tir_level_limit(&mut self, span: Span, subject: &str) -> Stop {
+        self.error(
+            Code::NotAnalysed,
+            span,
+            format!(
+                "{subject}: this prim_func launches no `with T.Kernel(...)`, and tilec does not \
+                 analyse kernels written at the TIR level (thread bindings as loops, \
+                 `T.match_buffer`) yet"
+            ),
+        )
     }
 }
 

@@ -314,11 +314,7 @@ impl Builder<'_> {
     /// The launch's flat thread index (made when first asked for) and its threads per dimension.
     pub(crate) fn flat_thread_index(&mut self, span: Span, what: &str) -> Eval<(ExprId, Vec<i64>)> {
         let Some(launch) = self.enclosing_launch() else {
-            return Err(self.error(
-                Code::UnsupportedSyntax,
-                span,
-                format!("`T.{what}` is only allowed inside `with T.Kernel(...)`"),
-            ));
+            return Err(self.outside_launch(span, &format!("`T.{what}`")));
         };
         let (existing, threads, count) = match self.world.launches.get(launch) {
             Some(info) => (info.thread_var, info.threads.clone(), info.thread_count()),
@@ -416,11 +412,7 @@ impl Builder<'_> {
     /// `blockIdx.{x,y,z}`: the launch's block variable, or 0 for a dimension its grid lacks.
     fn block_dimension(&mut self, dim: usize, span: Span, what: &str) -> Eval<ExprId> {
         let Some(launch) = self.enclosing_launch() else {
-            return Err(self.error(
-                Code::UnsupportedSyntax,
-                span,
-                format!("`T.{what}` is only allowed inside `with T.Kernel(...)`"),
-            ));
+            return Err(self.outside_launch(span, &format!("`T.{what}`")));
         };
         let var = self
             .world

@@ -430,7 +430,7 @@ pub(crate) fn dotted_name(expr: &Expr) -> Option<String> {
     }
 }
 
-fn contains_kernel_launch(body: &[Stmt]) -> bool {
+pub(crate) fn contains_kernel_launch(body: &[Stmt]) -> bool {
     body.iter().any(|stmt| match stmt {
         Stmt::With(with) => {
             with.items.iter().any(|item| match &item.context_expr {

@@ -1456,3 +1456,43 @@ def test_relu():
     "#]],
     );
 }
+
+/// A prim_func that launches no `with T.Kernel(...)` is TIR written by hand (a `T.handle` bound by
+/// `T.match_buffer`, thread bindings as loops, or TileLang's own pass tests): tilec says it does
+/// not analyse it yet, once per cause, rather than calling each statement the user's error. With a
+/// `T.Kernel`, the same statement outside it is the user's error.
+#[test]
+fn a_prim_func_without_a_kernel_launch_is_not_analysed() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+
+
+@T.prim_func
+def by_hand(A_ptr: T.handle):
+    A = T.match_buffer(A_ptr, (16, 16), dtype=T.float32)
+    for bx in T.thread_binding(1, thread="blockIdx.x"):
+        A[0, 0] = 1.0
+
+
+@T.prim_func
+def no_launch():
+    A = T.alloc_fragment((1,), T.float16)
+    A[0] = 0
+
+
+@T.prim_func
+def store_outside(A: T.Tensor((16,), T.float32)):
+    A[0] = 1.0
+    with T.Kernel(1, threads=32):
+        A[1] = 2.0
+"#;
+    check(source, expect![[r#"
+        by_hand (no call site): 
+          line 7: not-analysed not-analysed
+        no_launch (no call site): 
+          line 15: not-analysed not-analysed
+        store_outside (no call site): 
+          line 21: error unsupported-syntax
+    "#]]);
+}
