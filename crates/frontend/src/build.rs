@@ -601,6 +601,13 @@ impl Builder<'_> {
         // runs it) is the kernel up to the prim_func's definition; what follows is host code
         // that uses the compiled kernel, not part of it.
         if let Some((end, name)) = compiled_in_place(def) {
+            if let Stmt::FunctionDef(inner) = &def.body[end]
+                && !crate::outline::contains_kernel_launch(&inner.body)
+            {
+                // TIR written by hand, or TVM's own script (`tir.block`s built by `tvm.build`).
+                self.tir_level = true;
+                return Err(self.tir_level_limit(range_span(&inner.name), &format!("`{name}`")));
+            }
             self.exec_body(&frame, &def.body[..=end])?;
             return match lookup(&frame, name) {
                 Some(Value::Function(function)) if function.prim_func => {

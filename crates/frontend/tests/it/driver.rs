@@ -1459,8 +1459,9 @@ def test_relu():
 
 /// A prim_func that launches no `with T.Kernel(...)` is TIR written by hand (a `T.handle` bound by
 /// `T.match_buffer`, thread bindings as loops, or TileLang's own pass tests): tilec says it does
-/// not analyse it yet, once per cause, rather than calling each statement the user's error. With a
-/// `T.Kernel`, the same statement outside it is the user's error.
+/// not analyse it yet, once per cause, rather than calling each statement the user's error, also
+/// when a test compiles it in place. With a `T.Kernel`, the same statement outside it is the
+/// user's error.
 #[test]
 fn a_prim_func_without_a_kernel_launch_is_not_analysed() {
     let source = r#"
@@ -1486,13 +1487,28 @@ def store_outside(A: T.Tensor((16,), T.float32)):
     A[0] = 1.0
     with T.Kernel(1, threads=32):
         A[1] = 2.0
+
+
+def test_compiled_by_hand():
+    @T.prim_func
+    def main(A: T.Tensor((16,), T.float32)):
+        for i in T.serial(16):
+            A[i] = 0.0
+
+    kernel = tilelang.compile(main)
+    assert "for" in kernel.get_kernel_source()
 "#;
-    check(source, expect![[r#"
-        by_hand (no call site): 
-          line 7: not-analysed not-analysed
-        no_launch (no call site): 
-          line 15: not-analysed not-analysed
-        store_outside (no call site): 
-          line 21: error unsupported-syntax
-    "#]]);
+    check(
+        source,
+        expect![[r#"
+            by_hand (no call site): 
+              line 7: not-analysed not-analysed
+            no_launch (no call site): 
+              line 15: not-analysed not-analysed
+            store_outside (no call site): 
+              line 21: error unsupported-syntax
+            test_compiled_by_hand (no call site): 
+              line 28: not-analysed not-analysed
+        "#]],
+    );
 }
