@@ -32,7 +32,7 @@ use crate::cache::{
     encode_entry,
 };
 use crate::remote::{RemoteCache, RemoteMode};
-use crate::tiers::{CacheStats, Found, Wanted};
+use crate::tiers::{CacheStats, Wanted};
 use crate::tuned::apply_tuned;
 use crate::workspace::{InstanceSelection, Workspace, parse_target};
 use crate::{Emit, Format, render};
@@ -257,6 +257,7 @@ fn select<'db>(
             vec![selection.pick(db, file)?]
         };
         let folder = output_folder(file.path(db), &options.paths);
+        let inputs = file_inputs(workspace, file);
         for instance in selected {
             // A configuration `tilec tune` measured on a GPU of this architecture wins over the
             // call site's, unless the user named values with --with.
@@ -275,36 +276,42 @@ fn select<'db>(
                 file,
                 instance,
                 record: describe(db, file, instance, folder.clone()),
-                request: instance_request(workspace, file, instance, target),
+                request: instance_request(db, &inputs, instance, target),
             });
         }
     }
     Ok(chosen)
 }
 
-/// The request of an instance's entry: keyed by everything its lowering reads. The file's text
-/// and those of the workspace modules it imports (with the names they are imported by, which
-/// decide where they resolve) stand for its analysis; the kernel, the instance and its arguments
-/// (after `--with` and tuned values) for the instance; the tilec.toml pass configurations and
-/// the target (in the request) for the lowering's settings.
+/// The request of an instance's entry: keyed by everything its lowering reads. The file's
+/// [`file_inputs`] stand for its analysis and settings (the imported modules with the names they
+/// are imported by, which decide where they resolve); the kernel, the instance and its arguments
+/// (after `--with` and tuned values) for the instance; the target (in the request) for the rest.
 fn instance_request(
-    workspace: &Workspace,
-    file: SourceFile,
+    db: &dyn Db,
+    file_inputs: &str,
     instance: Instance<'_>,
     target: Target,
 ) -> InstanceRequest {
+    let index = instance.index(db).to_string();
+    let args = format!("{:?}", instance.args(db));
+    let kernel = instance.kernel(db).name(db);
+    InstanceRequest::new(target.name(), &[file_inputs, kernel, &index, &args])
+}
+
+/// The digest of what every instance of `file` reads besides its own arguments: the file's text,
+/// the workspace modules it imports with the names they are imported by, and the tilec.toml pass
+/// configurations. Computed once per file.
+fn file_inputs(workspace: &Workspace, file: SourceFile) -> String {
     let db = &workspace.db;
-    let mut inputs: Vec<String> = vec![file.text(db).clone()];
-    for (written, module) in tilec_db::import_closure(db, file) {
-        inputs.push(written);
-        inputs.push(module.text(db).clone());
+    let pass_configs = format!("{:?}", workspace.manifest_pass_configs);
+    let imports = tilec_db::import_closure(db, file);
+    let mut parts: Vec<&str> = vec![file.text(db).as_str(), pass_configs.as_str()];
+    for (written, module) in &imports {
+        parts.push(written);
+        parts.push(module.text(db));
     }
-    inputs.push(instance.kernel(db).name(db).clone());
-    inputs.push(instance.index(db).to_string());
-    inputs.push(format!("{:?}", instance.args(db)));
-    inputs.push(format!("{:?}", workspace.manifest_pass_configs));
-    let inputs: Vec<&str> = inputs.iter().map(String::as_str).collect();
-    InstanceRequest::new(target.name(), &inputs)
+    crate::cache::content_key(&parts)
 }
 
 /// What the cache holds of an instance's lowering.
@@ -370,14 +377,7 @@ fn cached_lowerings(
         .iter()
         .map(|(_, stem, _, request)| Wanted { stem, request })
         .collect();
-    let (launch_entries, found) = crate::tiers::look_up(
-        &wanted,
-        tiers.local,
-        tiers.remote,
-        |entry| !lacks_wanted_report(entry, tiers.report_wanted),
-        &mut stats.remote_down,
-    );
-    add_found(stats, &found);
+    let launch_entries = look_up_launches(&wanted, tiers, stats);
     let mut units: Vec<Vec<Unit>> = selected.iter().map(|_| Vec::new()).collect();
     let mut whole: Vec<bool> = entries.iter().map(Option::is_some).collect();
     let mut part: Vec<LaunchesLookedUp> = selected
@@ -414,11 +414,24 @@ fn cached_lowerings(
         .collect()
 }
 
-/// Adds the hits of a launch look-up to the build's statistics.
-fn add_found(stats: &mut CacheStats, found: &Found) {
+/// The launch entries of `wanted` from the tiers (an entry lacking a ptxas report that can now be
+/// had is rebuilt), their hits counted in the build's statistics.
+fn look_up_launches(
+    wanted: &[Wanted<'_, CacheRequest>],
+    tiers: &Tiers<'_>,
+    stats: &mut CacheStats,
+) -> Vec<Option<CacheEntry>> {
+    let (entries, found) = crate::tiers::look_up(
+        wanted,
+        tiers.local,
+        tiers.remote,
+        |entry| !lacks_wanted_report(entry, tiers.report_wanted),
+        &mut stats.remote_down,
+    );
     stats.local_hits += found.local_hits;
     stats.remote_hits += found.remote_hits;
     stats.bytes_down += found.bytes_down;
+    entries
 }
 
 /// The name of a launch's output files: `kernel-index`, with `-launch` when there are several.
@@ -637,14 +650,7 @@ fn obtain_all(
             request: &units[i].request,
         })
         .collect();
-    let (fetched, found) = crate::tiers::look_up(
-        &wanted,
-        tiers.local,
-        tiers.remote,
-        |entry| !lacks_wanted_report(entry, tiers.report_wanted),
-        &mut stats.remote_down,
-    );
-    add_found(stats, &found);
+    let fetched = look_up_launches(&wanted, tiers, stats);
     let mut entries: Vec<Option<CacheEntry>> = units.iter().map(|u| u.found.clone()).collect();
     for (&i, entry) in missing.iter().zip(fetched) {
         entries[i] = entry;

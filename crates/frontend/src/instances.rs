@@ -314,15 +314,12 @@ fn first_parametrized_case<'a>(
         let Expr::Call(call) = &decorator.expression else {
             continue;
         };
-        let is_parametrize = crate::outline::dotted_name(&call.func)
-            .is_some_and(|name| name.ends_with("parametrize"));
-        let (Some(names), Some(cases)) = (call.arguments.args.first(), call.arguments.args.get(1))
-        else {
-            continue;
-        };
-        if !is_parametrize {
+        if !crate::outline::dotted_name(&call.func).is_some_and(|n| n.ends_with("parametrize")) {
             continue;
         }
+        let [names, cases, ..] = call.arguments.args.as_ref() else {
+            continue;
+        };
         let names: Vec<String> = match builder.eval(globals, names) {
             Ok(Value::Str(text)) => text.split(',').map(|n| n.trim().to_owned()).collect(),
             Ok(Value::Tuple(items) | Value::List(items)) => items
@@ -334,48 +331,50 @@ fn first_parametrized_case<'a>(
                 .collect(),
             _ => continue,
         };
-        // The first case: as written when the cases are a literal list (where `pytest.param`
-        // can be seen through), else the first item of the evaluated sequence.
-        let first = match first_case(cases) {
-            Some(first) => builder.eval(globals, first),
-            None => match builder.eval(globals, cases) {
-                Ok(Value::List(items) | Value::Tuple(items)) => {
-                    items.first().cloned().ok_or(crate::builder::Stop)
-                }
-                _ => continue,
-            },
-        };
-        let Ok(first) = first else {
+        let Some(values) = first_case(builder, globals, cases, names.len()) else {
             continue;
-        };
-        let values: Vec<Value<'a>> = match (names.len(), first) {
-            (1, only) => vec![only],
-            (_, Value::Tuple(items) | Value::List(items)) => items.to_vec(),
-            _ => continue,
         };
         bound.extend(names.into_iter().zip(values));
     }
     bound
 }
 
-/// The first case of a parametrize list as written (`[(1, 2), ...]`), unwrapped from
-/// `pytest.param(1, 2, marks=...)`; `None` when the cases are not written as a list there.
-fn first_case(cases: &Expr) -> Option<&Expr> {
-    let first = match cases {
-        Expr::List(list) => list.elts.first()?,
-        Expr::Tuple(tuple) => tuple.elts.first()?,
-        _ => return None,
+/// The values of the first of `cases` for `count` names: as written when the cases are a
+/// literal list (seeing through `pytest.param(1, 2, marks=...)`), else the first item of the
+/// evaluated sequence; a case for several names is a tuple of values.
+fn first_case<'a>(
+    builder: &mut Builder<'_>,
+    globals: &Env<'a>,
+    cases: &'a Expr,
+    count: usize,
+) -> Option<Vec<Value<'a>>> {
+    let written = match cases {
+        Expr::List(list) => list.elts.first(),
+        Expr::Tuple(tuple) => tuple.elts.first(),
+        _ => None,
     };
-    match first {
-        Expr::Call(call)
+    let first = match written {
+        Some(Expr::Call(call))
             if crate::outline::dotted_name(&call.func).is_some_and(|n| n.ends_with("param")) =>
         {
-            match call.arguments.args.as_ref() {
-                [only] => Some(only),
-                _ => Some(first),
-            }
+            let values: Option<Vec<Value<'a>>> = call
+                .arguments
+                .args
+                .iter()
+                .map(|arg| builder.eval(globals, arg).ok())
+                .collect();
+            return values.filter(|values| values.len() == count);
         }
-        other => Some(other),
+        Some(first) => builder.eval(globals, first).ok()?,
+        None => match builder.eval(globals, cases).ok()? {
+            Value::List(items) | Value::Tuple(items) => items.first()?.clone(),
+            _ => return None,
+        },
+    };
+    match (count, first) {
+        (1, only) => Some(vec![only]),
+        (_, Value::Tuple(items) | Value::List(items)) => Some(items.to_vec()),
+        _ => None,
     }
 }
 

@@ -1447,13 +1447,19 @@ def relu(x):
 
 def test_relu():
     run_op("relu", relu)
+
+
+@pytest.mark.parametrize("N", [pytest.param(96, marks=pytest.mark.slow), 128])
+def test_sizes(N):
+    run_op("exp", T.exp, N)
 "#;
     check(
         source,
         expect![[r#"
-        run_op (line 25): name='exp', op_func=T.exp
-        run_op (line 33): name='relu', op_func=relu
-    "#]],
+            run_op (line 25): name='exp', op_func=T.exp
+            run_op (line 33): name='relu', op_func=relu
+            run_op (line 38): name='exp', op_func=T.exp, N=96
+        "#]],
     );
 }
 

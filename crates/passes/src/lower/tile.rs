@@ -232,12 +232,7 @@ impl Lowering<'_> {
         dst: &Region,
         out: &mut Vec<Stmt>,
     ) -> Result<(), Unlowerable> {
-        let mut scratch = self.scratch_world();
-        let copy = crate::layout::infer::copy_loop(&mut scratch, src, dst);
-        self.program.exprs = scratch.exprs;
-        let copy = copy.ok_or_else(|| {
-            Unlowerable::new("the extents of this copy are not known at compile time")
-        })?;
+        let copy = self.copy_loop(src, dst)?;
         let mut body = Vec::new();
         self.copy_element(
             src.buffer,
@@ -246,11 +241,30 @@ impl Lowering<'_> {
             &copy.dst_indices,
             &mut body,
         )?;
-        for (&var, &extent) in copy.vars.iter().zip(&copy.shape).rev() {
+        out.extend(self.nested_loops(&copy.vars, &copy.shape, body));
+        Ok(())
+    }
+
+    /// `body` inside one loop per variable (the first outermost), run whole by every thread.
+    fn nested_loops(&mut self, vars: &[VarId], shape: &[i64], mut body: Vec<Stmt>) -> Vec<Stmt> {
+        for (&var, &extent) in vars.iter().zip(shape).rev() {
             body = step_loop(&mut self.program.exprs, var, extent, body);
         }
-        out.extend(body);
-        Ok(())
+        body
+    }
+
+    /// The loop of a copy-shaped operation over the region it moves.
+    fn copy_loop(
+        &mut self,
+        src: &Region,
+        dst: &Region,
+    ) -> Result<crate::layout::infer::CopyLoop, Unlowerable> {
+        let mut scratch = self.scratch_world();
+        let copy = crate::layout::infer::copy_loop(&mut scratch, src, dst);
+        self.program.exprs = scratch.exprs;
+        copy.ok_or_else(|| {
+            Unlowerable::new("the extents of this operation are not known at compile time")
+        })
     }
 
     /// A copy-shaped operation (`T.copy`, the tile form of `T.atomic_add`) as a loop and the
@@ -269,12 +283,7 @@ impl Lowering<'_> {
         ),
         Unlowerable,
     > {
-        let mut scratch = self.scratch_world();
-        let copy = crate::layout::infer::copy_loop(&mut scratch, src, dst);
-        self.program.exprs = scratch.exprs;
-        let copy = copy.ok_or_else(|| {
-            Unlowerable::new("the extents of this operation are not known at compile time")
-        })?;
+        let copy = self.copy_loop(src, dst)?;
         if let Some((inferred, _)) = self.layouts.loops.get(&entity) {
             let mut layout = inferred.layout.clone();
             rename_vars(&mut self.program.exprs, &mut layout, &copy.vars);
@@ -480,11 +489,8 @@ impl Lowering<'_> {
         let region = self.region_loop(dst)?;
         if self.is_thread_local(dst.buffer) {
             // A thread's own array: every thread fills the whole region of its own copy.
-            let mut body = self.store_value(dst.buffer, &region.indices, value)?;
-            for (&var, &extent) in region.vars.iter().zip(&region.shape).rev() {
-                body = step_loop(&mut self.program.exprs, var, extent, body);
-            }
-            out.extend(body);
+            let body = self.store_value(dst.buffer, &region.indices, value)?;
+            out.extend(self.nested_loops(&region.vars, &region.shape, body));
             return Ok(());
         }
         let extents: Vec<ExprId> = region
