@@ -5,6 +5,7 @@
 //! suites; the core properties are tested on fixtures in this repository (`tests/fixtures/`,
 //! `examples/`), so that a clone without `../shared` still tests something real.
 
+mod barriers;
 mod corpus;
 mod fixtures;
 mod gemm_dtypes;

@@ -968,7 +968,8 @@ impl<'w> Lowering<'w> {
         for child in self.world.body(entity).to_vec() {
             self.statement(child, &mut body)?;
         }
-        self.sync.end_loop(&mut body);
+        let may_run_zero_times = self.world.exprs.as_int(extent).is_none_or(|n| n < 1);
+        self.sync.end_loop(&mut body, may_run_zero_times);
         out.push(Stmt::For {
             var,
             extent,
@@ -1011,7 +1012,7 @@ impl<'w> Lowering<'w> {
         for child in self.world.body(entity).to_vec() {
             self.statement(child, &mut body)?;
         }
-        self.sync.end_loop(&mut body);
+        self.sync.end_loop(&mut body, true);
         out.push(Stmt::While { cond, body });
         Ok(())
     }
@@ -1049,8 +1050,14 @@ impl<'w> Lowering<'w> {
         }
         let mut then = Vec::new();
         let mut otherwise = Vec::new();
+        // Each arm is placed from what was pending before the `if`: a barrier in one arm does
+        // not separate the other arm (or no arm at all) from what came before.
+        let before = self.sync.pending();
         self.branch(&then_body, groups.0, &mut then, inside)?;
+        let after_then = self.sync.pending();
+        self.sync.branch_from(&before);
         self.branch(&else_body, groups.1, &mut otherwise, inside)?;
+        self.sync.join(&after_then);
         if let (Some(group), true) = (groups.0, else_body.is_empty()) {
             self.group_ifs.push((cond, group));
         }
@@ -1165,10 +1172,32 @@ impl<'w> Lowering<'w> {
         self.sync.before(&accesses, out);
         let label = format!("T.Parallel({})", shape_text(&layout.shape));
         let body = self.world.body(entity).to_vec();
+        // A replicated loop that writes only shared or global memory needs one replica: the
+        // others would only read what replica 0 is writing (a race on the GPU, and work thrown
+        // away), so the whole iteration, not each store, is replica 0's.
+        let first_replica_only = layout.replicate > 1 && !self.writes_private(entity);
         let stmts = self.run_laid_out(&layout, |lowering, stmts| {
-            for &child in &body {
-                lowering.iteration_statement(child, stmts)?;
+            if !first_replica_only {
+                for &child in &body {
+                    lowering.iteration_statement(child, stmts)?;
+                }
+                return Ok(());
             }
+            let saved = lowering.replica.take();
+            let mut iteration = Vec::new();
+            let lowered = body
+                .iter()
+                .try_for_each(|&child| lowering.iteration_statement(child, &mut iteration));
+            lowering.replica = saved;
+            lowered?;
+            let rep = lowering.program.exprs.var_expr(layout.rep);
+            let zero = lowering.program.exprs.int(0);
+            let first = lowering.compare_indices(CompareOp::Eq, rep, zero);
+            stmts.push(Stmt::If {
+                cond: first,
+                then: iteration,
+                otherwise: Vec::new(),
+            });
             Ok(())
         })?;
         out.push(Stmt::Block {
@@ -1178,6 +1207,24 @@ impl<'w> Lowering<'w> {
         });
         self.sync.after(&accesses);
         Ok(())
+    }
+
+    /// Whether `entity` or a statement inside it writes a register buffer (a fragment, a local
+    /// buffer or a `T.alloc_var`) declared outside it, which every replica of a replicated loop
+    /// must write for itself. One declared inside lives and dies with the iteration.
+    fn writes_private(&self, entity: EntityId) -> bool {
+        std::iter::once(entity)
+            .chain(crate::liveness::linearize(self.world, entity))
+            .flat_map(|inside| self.world.accesses.get(inside).into_iter().flatten())
+            .any(|access| {
+                let buffer = access.region.buffer;
+                access.kind != tilec_ir::AccessKind::Read
+                    && self.is_private(buffer)
+                    && !self
+                        .world
+                        .ancestors(buffer)
+                        .any(|ancestor| ancestor == entity)
+            })
     }
 
     /// A plan for a loop inference did not lay out (it touches no fragment).

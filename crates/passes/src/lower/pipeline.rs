@@ -142,6 +142,57 @@ fn producers(world: &World, pipelined: EntityId) -> Vec<EntityId> {
 /// The run-time scalars bound directly in a pipelined loop's body whose value is the same in every
 /// iteration: their index expressions use neither the loop variable nor a scalar bound inside
 /// the loop, and nothing in the loop writes a buffer they read.
+/// The bindings of the loop body (other than the `hoisted` ones) that the producer copies'
+/// regions read, directly or through other such bindings, in body order.
+fn iteration_binds(
+    world: &World,
+    pipelined: EntityId,
+    producers: &[EntityId],
+    hoisted: &[EntityId],
+) -> Vec<EntityId> {
+    let body_binds: Vec<EntityId> = world
+        .body(pipelined)
+        .iter()
+        .copied()
+        .filter(|entity| !hoisted.contains(entity) && world.bindings.get(*entity).is_some())
+        .collect();
+    let mut needed: Vec<VarId> = Vec::new();
+    for &producer in producers {
+        if let Some(TileOp::Copy { src, dst }) = world.ops.get(producer) {
+            for dim in src.dims.iter().chain(&dst.dims) {
+                needed.extend(world.exprs.vars_of(dim.start));
+                needed.extend(dim.extent.iter().flat_map(|&e| world.exprs.vars_of(e)));
+            }
+        }
+    }
+    let mut chosen: Vec<EntityId> = Vec::new();
+    // Each pass adds the bindings of needed variables and what their values read; a chain of
+    // bindings is at most as long as the body.
+    for _ in 0..=body_binds.len() {
+        let mut grew = false;
+        for &entity in &body_binds {
+            let Some(binding) = world.bindings.get(entity) else {
+                continue;
+            };
+            if chosen.contains(&entity) || !needed.contains(&binding.var) {
+                continue;
+            }
+            chosen.push(entity);
+            let mut indices = Vec::new();
+            world.data.index_exprs(binding.value, &mut indices);
+            needed.extend(indices.iter().flat_map(|&index| world.exprs.vars_of(index)));
+            grew = true;
+        }
+        if !grew {
+            break;
+        }
+    }
+    body_binds
+        .into_iter()
+        .filter(|entity| chosen.contains(entity))
+        .collect()
+}
+
 fn invariant_binds(world: &World, pipelined: EntityId, var: VarId) -> Vec<EntityId> {
     let inside = crate::liveness::linearize(world, pipelined);
     let written: Vec<EntityId> = inside
@@ -273,6 +324,7 @@ impl Lowering<'_> {
             extent,
             stages,
         };
+        self.sync_before_first_issue(&pipeline.producers, out);
         let not_tma = if self.options.tma {
             match self.plan_tma(&pipeline.producers) {
                 Ok(copies) => {
@@ -288,6 +340,7 @@ impl Lowering<'_> {
         self.refuse_persistence("the pipelined loop runs on cp.async, with no producer warpgroup")?;
         // Producers of iteration `var`, stage `var % k`; shifted below by substitution.
         let issue = self.producer_stmts(&pipeline.producers)?;
+        let issue = self.with_iteration_binds(&pipeline, issue)?;
         out.push(self.prologue(&issue, var, extent, stages));
         let exprs = &mut self.program.exprs;
         let ahead = exprs.int(stages - 1);
@@ -313,6 +366,51 @@ impl Lowering<'_> {
         out.push(steady);
         self.current_stage.clear();
         Ok(Some(()))
+    }
+
+    /// Places a barrier before the stages issued ahead of the loop when what came before still
+    /// reads or writes their bytes (a gemm over a buffer the shared-memory plan put under a
+    /// stage): the issues are placed outside the statement walk that inserts barriers.
+    fn sync_before_first_issue(&mut self, producers: &[EntityId], out: &mut Vec<Stmt>) {
+        let mut issued = super::sync::Accesses::default();
+        for &producer in producers {
+            if let Some(TileOp::Copy { dst, .. }) = self.world.ops.get(producer)
+                && let Some(&id) = self.buffers.get(&dst.buffer)
+                && self.scope_of(dst.buffer).is_some_and(Scope::is_shared)
+            {
+                issued.add(id, tilec_ir::AccessKind::Write);
+            }
+        }
+        self.sync.before(&issued, out);
+    }
+
+    /// `issue` preceded by the loop body's bindings the producers' copies read (a paged kernel's
+    /// `kv_start = block_table[...]`), in a scope of their own: the issue ahead of an iteration
+    /// must compute them for that iteration, and the consumers bind them again for theirs.
+    pub(super) fn with_iteration_binds(
+        &mut self,
+        pipeline: &Pipeline,
+        issue: Vec<Stmt>,
+    ) -> Result<Vec<Stmt>, Unlowerable> {
+        let binds = iteration_binds(
+            self.world,
+            pipeline.entity,
+            &pipeline.producers,
+            &self.hoisted_binds,
+        );
+        if binds.is_empty() {
+            return Ok(issue);
+        }
+        let mut body = Vec::new();
+        for bind in binds {
+            self.bind(bind, &mut body)?;
+        }
+        body.extend(issue);
+        Ok(vec![Stmt::Block {
+            origin: Some(pipeline.entity),
+            label: "the run-time values the issued copies read, for their iteration".to_owned(),
+            body,
+        }])
     }
 
     /// The producers' statements for iteration `var`, async where vectorized.
@@ -506,6 +604,9 @@ impl Lowering<'_> {
         let main_extent = exprs.max(remaining, zero);
         let mut head = parts.wait.clone();
         head.push(Stmt::Barrier);
+        // The barrier heads every iteration, so a loop that runs no iteration leaves what is
+        // pending now pending after it.
+        let before_loop_barrier = self.sync.pending();
         self.sync.barrier_placed();
         if parts.prefetch_fragments && self.only_consumer_is_a_gemm(pipeline) {
             self.fragment_prefetch = Some(FragmentPrefetch {
@@ -521,7 +622,11 @@ impl Lowering<'_> {
         // tracker may still count it from the top, since a gemm writes no shared memory.
         self.sync.barrier_placed();
         self.consumers(pipeline, &mut consumers)?;
-        self.sync.end_loop(&mut consumers);
+        let may_run_zero_times = self.program.exprs.as_int(extent).is_none_or(|n| n < 1);
+        self.sync.end_loop(&mut consumers, may_run_zero_times);
+        if may_run_zero_times {
+            self.sync.join(&before_loop_barrier);
+        }
         let before_loop = self.fragment_prefetch.take().and_then(|p| p.before_loop);
         // A gemm that took the offer placed the wait and the barrier itself.
         let mut body = if before_loop.is_some() {

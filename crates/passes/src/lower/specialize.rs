@@ -129,7 +129,12 @@ impl Lowering<'_> {
         }];
         self.sync.begin_loop();
         self.consumers(pipeline, &mut body)?;
-        self.sync.end_loop(&mut body);
+        let may_run_zero_times = self
+            .program
+            .exprs
+            .as_int(pipeline.extent)
+            .is_none_or(|n| n < 1);
+        self.sync.end_loop(&mut body, may_run_zero_times);
         let warpgroups = u32::try_from(self.threads / WARPGROUP).unwrap_or(0);
         if self.options.overlap_gemms {
             let dsts: Vec<_> = copies.iter().map(|copy| copy.shared).collect();
@@ -332,6 +337,7 @@ impl Lowering<'_> {
         });
         let ko = self.program.exprs.var_expr(var);
         let issue_stmts = self.tma_issue(pipeline, copies, full, ko)?;
+        let issue_stmts = self.with_iteration_binds(pipeline, issue_stmts)?;
         let elected = self.thread_is(0);
         let issue = vec![Stmt::If {
             cond: elected,

@@ -4,7 +4,10 @@
 //!
 //! The analysis works on whole operations (a copy, a parallel loop, a reduction) and on buffers,
 //! not elements: two operations that touch the same shared buffer are assumed to touch it from
-//! different threads. The emulator checks the result element by element.
+//! different threads. It follows every path: the arms of an `if` start from what was pending
+//! before it and what either leaves is pending after it, and a loop that may run no iteration (a
+//! run-time extent, a `while`) leaves what was pending before it pending after it, whatever
+//! barriers its body holds. The emulator checks the result element by element.
 
 use std::collections::BTreeSet;
 
@@ -61,9 +64,9 @@ pub(crate) struct SyncState {
     pending: Accesses,
     /// Buffers placed over the same bytes (live at different times).
     overlaps: Overlaps,
-    /// For each loop body being lowered: its accesses before its first barrier, and whether a
-    /// barrier has been placed in it.
-    loops: Vec<(Accesses, bool)>,
+    /// For each loop body being lowered: its accesses before its first barrier, whether a
+    /// barrier has been placed in it, and what was pending when it began.
+    loops: Vec<(Accesses, bool, Accesses)>,
 }
 
 impl SyncState {
@@ -118,14 +121,34 @@ impl SyncState {
         }
     }
 
+    /// What is pending now: an `if` lowers its second arm from where its first began, and joins
+    /// what both leave pending ([`SyncState::branch_from`], [`SyncState::join`]).
+    pub(crate) fn pending(&self) -> Accesses {
+        self.pending.clone()
+    }
+
+    /// Starts another arm of an `if` from what was pending before the `if`.
+    pub(crate) fn branch_from(&mut self, before: &Accesses) {
+        self.pending = before.clone();
+    }
+
+    /// After an `if`: what either arm left pending is pending, since either may have run.
+    pub(crate) fn join(&mut self, other_arm: &Accesses) {
+        self.pending.extend(other_arm);
+    }
+
     pub(crate) fn begin_loop(&mut self) {
-        self.loops.push((Accesses::default(), false));
+        self.loops
+            .push((Accesses::default(), false, self.pending.clone()));
     }
 
     /// Closes a loop body: when what it left pending meets what its next iteration does first,
-    /// the body ends with a barrier.
-    pub(crate) fn end_loop(&mut self, body: &mut Vec<Stmt>) {
-        let Some((entry, _)) = self.loops.pop() else {
+    /// the body ends with a barrier. A loop that `may_run_zero_times` (a run-time extent, a
+    /// `while`) may leave what was pending before it pending after it, barriers inside it
+    /// notwithstanding: a varlen kernel whose key loop is empty goes from writing `Q_shared`
+    /// straight to writing `O_shared` over the same bytes.
+    pub(crate) fn end_loop(&mut self, body: &mut Vec<Stmt>, may_run_zero_times: bool) {
+        let Some((entry, _, before)) = self.loops.pop() else {
             return;
         };
         if entry.conflicts_with(&self.pending, &self.overlaps) {
@@ -134,6 +157,9 @@ impl SyncState {
             for frame in &mut self.loops {
                 frame.1 = true;
             }
+        }
+        if may_run_zero_times {
+            self.pending.extend(&before);
         }
     }
 }

@@ -12,7 +12,8 @@
 
 use std::borrow::Cow;
 
-use tilec_ir::data::ShuffleKind;
+use tilec_ir::DType;
+use tilec_ir::data::{BinaryOp, ShuffleKind};
 use tilec_ir::thread::{FusedMultiplyAdd, Value, ValueId};
 
 use super::Machine;
@@ -185,6 +186,12 @@ impl Machine<'_, '_> {
                 self.map1(arg, active, sel, |x| arith::unary(op, dtype, x))?
             }
             Value::Binary {
+                op: op @ (BinaryOp::And | BinaryOp::Or),
+                lhs,
+                rhs,
+                dtype,
+            } => self.short_circuit(op, [lhs, rhs], active, sel, (nesting, dtype))?,
+            Value::Binary {
                 op,
                 lhs,
                 rhs,
@@ -292,7 +299,7 @@ impl Machine<'_, '_> {
         let column = self.frame.alloc();
         let mut out = self.frame.take(column);
         for (&lane, &index) in sel.iter().zip(&indices) {
-            out[lane as usize] = arith::wrap_int(tilec_ir::DType::Int32, index) as f64;
+            out[lane as usize] = arith::wrap_int(DType::Int32, index) as f64;
         }
         self.frame.put(column, out);
         Ok(column)
@@ -435,6 +442,40 @@ impl Machine<'_, '_> {
             let values = self.frame.column(side);
             for &lane in lanes {
                 out[lane as usize] = round(values[lane as usize]);
+            }
+        }
+        self.frame.put(column, out);
+        Ok(column)
+    }
+
+    /// `lhs && rhs` and `lhs || rhs` as C evaluates them: `rhs` only on the lanes `lhs` does not
+    /// decide, so that a guard such as `i < j && buf[j] > buf[i]` reads nothing where it fails
+    /// (the race detector and the bounds checks see the accesses the GPU makes).
+    fn short_circuit(
+        &mut self,
+        op: BinaryOp,
+        [lhs, rhs]: [ValueId; 2],
+        active: &[u32],
+        sel: &[u32],
+        (nesting, dtype): (u32, DType),
+    ) -> Result<usize, Fault> {
+        let lhs = self.eval(lhs, active, sel, nesting)?;
+        let decided_by_lhs = if op == BinaryOp::And { 0.0 } else { 1.0 };
+        let values = self.frame.column(lhs);
+        let (undecided, decided): (Vec<u32>, Vec<u32>) = sel
+            .iter()
+            .partition(|&&lane| (values[lane as usize] != 0.0) == (op == BinaryOp::And));
+        let rhs = self.eval_in_scope(rhs, active, sel, &undecided, nesting)?;
+        let column = self.frame.alloc();
+        let mut out = self.frame.take(column);
+        for &lane in &decided {
+            out[lane as usize] = round_to(dtype, decided_by_lhs);
+        }
+        if let Some(rhs) = rhs {
+            let values = self.frame.column(rhs);
+            for &lane in &undecided {
+                let truth = f64::from(u8::from(values[lane as usize] != 0.0));
+                out[lane as usize] = round_to(dtype, truth);
             }
         }
         self.frame.put(column, out);

@@ -54,6 +54,10 @@ use crate::tensor::HostTensor;
 const NONE: u32 = u32::MAX;
 /// The writer of TMA data: the async proxy, whose writes the race detector never reports.
 pub(super) const ASYNC_PROXY: u32 = u32::MAX - 1;
+/// The writer of an element that several threads stored the same value into since the last
+/// barrier: whichever landed last, the element holds that value, so neither a later read nor a
+/// later write is reported against them.
+const AGREEING_WRITERS: u32 = u32::MAX - 2;
 
 /// A fault of one access, with the thread that made it.
 pub(super) type LaneFault = (ErrorKind, u32);
@@ -234,15 +238,15 @@ pub(super) struct Memory<'t> {
 }
 
 impl<'t> Memory<'t> {
-    /// Memory for `buffers`, poisoning the write-only parameters' tensors.
+    /// Memory for `buffers`, poisoning the write-only parameters' tensors when `poison_outputs`.
     pub(super) fn new(
         tensors: &'t mut [HostTensor],
-        access: Vec<ParamAccess>,
+        (access, poison_outputs): (Vec<ParamAccess>, bool),
         buffers: &[BufferInfo<'_>],
         shared_bytes: usize,
         threads: usize,
     ) -> Memory<'t> {
-        let written = poison(tensors, &access);
+        let written = poison(tensors, &access, poison_outputs);
         let (mut shared, mut local, mut local_stamps) = (Vec::new(), Vec::new(), Vec::new());
         for (buffer, info) in buffers.iter().enumerate() {
             match info.place {
@@ -844,11 +848,21 @@ impl<'t> Memory<'t> {
         if let Some(kind) = in_flight_fault(state.in_flight, info, index_i64(element)) {
             return Err(kind);
         }
+        // Several threads storing the same value (a flag computed by each of the 8 threads that
+        // share a row, as DeepSeek's sparse MLA kernels do) leave the same bytes in either order.
+        let same_value = target.to_bits() == value.to_bits();
+        let mut agreeing = false;
         if let Some((kind, first)) = conflict_with_write(state, order, thread) {
-            return Err(race(info, element, kind, first, thread));
+            agreeing = same_value && kind == RaceKind::WriteAfterWrite;
+            if !agreeing {
+                return Err(race(info, element, kind, first, thread));
+            }
         }
         *target = value;
         note_write(state, order, thread);
+        if agreeing {
+            state.writer = AGREEING_WRITERS;
+        }
         state.stamp = serial;
         note_role(state, self.clock, thread);
         if !shared.overlaps.is_empty() {
@@ -965,15 +979,20 @@ fn local_at(
     if at < len { Ok(at) } else { Err(missing(info)) }
 }
 
-/// Poisons the write-only tensors (NaN for floats) and returns their "written" bitmaps.
-fn poison(tensors: &mut [HostTensor], access: &[ParamAccess]) -> Vec<Option<Vec<bool>>> {
+/// Poisons the write-only tensors (NaN for floats) when `poison_outputs`, and returns their
+/// "written" bitmaps.
+fn poison(
+    tensors: &mut [HostTensor],
+    access: &[ParamAccess],
+    poison_outputs: bool,
+) -> Vec<Option<Vec<bool>>> {
     let mut written = Vec::with_capacity(tensors.len());
     for (tensor, access) in tensors.iter_mut().zip(access) {
         if *access != ParamAccess::Write {
             written.push(None);
             continue;
         }
-        if tensor.dtype.is_float() {
+        if poison_outputs && tensor.dtype.is_float() {
             tensor.values.fill(f64::NAN);
         }
         written.push(Some(vec![false; tensor.values.len()]));
@@ -1020,6 +1039,7 @@ impl Order<'_> {
     fn warp_ordered(&self, earlier: u32, earlier_sync: u32, thread: u32) -> bool {
         earlier != NONE
             && earlier != ASYNC_PROXY
+            && earlier != AGREEING_WRITERS
             && earlier / 32 == thread / 32
             && self.syncs_of(thread) != earlier_sync
     }
@@ -1032,6 +1052,7 @@ fn note_read(state: &mut ElementState, order: Order<'_>, thread: u32) -> Option<
     if state.write_epoch == epoch
         && state.writer != thread
         && state.writer != ASYNC_PROXY
+        && state.writer != AGREEING_WRITERS
         && !order.warp_ordered(state.writer, state.write_sync, thread)
     {
         return Some(state.writer);
@@ -1081,6 +1102,7 @@ fn conflict_with_write(
     if state.write_epoch == epoch
         && state.writer != thread
         && state.writer != ASYNC_PROXY
+        && state.writer != AGREEING_WRITERS
         && !order.warp_ordered(state.writer, state.write_sync, thread)
     {
         return Some((RaceKind::WriteAfterWrite, state.writer));

@@ -170,7 +170,8 @@ impl fmt::Display for EmulatorReport {
 /// with the scalar parameters `scalars` (`scalars[j]` binds `program.scalars[j]`).
 ///
 /// Write-only parameters are poisoned first (NaN for floats) and every element left unwritten is an
-/// error. On success the tensors hold the kernel's results; on an error their contents are whatever
+/// error, except in a kernel that reads a tensor of indices, whose outputs keep what the caller
+/// gave where it does not write. On success the tensors hold the kernel's results; on an error their contents are whatever
 /// the run had written up to the fault.
 pub fn run_program(
     program: &ThreadProgram,
@@ -207,9 +208,13 @@ pub fn run_program_observed(
     let mut indexer = index::Indexer::new(&program.exprs);
     let setup = setup::prepare(program, tensors, scalars, &mut indexer).map_err(|fault| *fault)?;
     let access: Vec<ParamAccess> = program.params.iter().map(|param| param.access).collect();
+    // A kernel that reads indices may leave parts of its outputs unwritten (see
+    // `check_unwritten`): those keep the values the caller gave, as on the GPU, so that a
+    // comparison of the two sees the same there.
+    let poison_outputs = !reads_indices(program);
     let memory = memory::Memory::new(
         tensors,
-        access,
+        (access, poison_outputs),
         &setup.buffers,
         setup.shared_bytes,
         setup.threads,
@@ -273,12 +278,18 @@ pub fn run_program_observed(
     })
 }
 
-/// Reports the first write-only parameter with elements the kernel never wrote.
+/// Reports the first write-only parameter with elements the kernel never wrote, unless the
+/// kernel reads a tensor of indices ([`reads_indices`]): where such a kernel writes depends on the
+/// values it reads (a varlen kernel's sequence lengths, a router's expert ids), and seeded random
+/// inputs leave parts of its outputs unwritten as correct code would.
 fn check_unwritten(
     program: &ThreadProgram,
     memory: &memory::Memory<'_>,
     shapes: &[Vec<i64>],
 ) -> Result<(), EmulatorError> {
+    if reads_indices(program) {
+        return Ok(());
+    }
     for ((param, written), shape) in program.params.iter().zip(&memory.written).zip(shapes) {
         let Some(written) = written else { continue };
         let count = written.iter().filter(|&&done| !done).count();
@@ -293,6 +304,21 @@ fn check_unwritten(
         return Err(EmulatorError::new(kind));
     }
     Ok(())
+}
+
+/// Whether the kernel reads a 32- or 64-bit integer tensor: offsets, lengths, block tables and
+/// indices are kept in those (quantized data is 8-bit, and does not decide where a kernel writes).
+fn reads_indices(program: &ThreadProgram) -> bool {
+    program.params.iter().any(|param| {
+        param.access != ParamAccess::Write
+            && matches!(
+                program.buffer(param.buffer).dtype,
+                tilec_ir::DType::Int32
+                    | tilec_ir::DType::Int64
+                    | tilec_ir::DType::UInt32
+                    | tilec_ir::DType::UInt64
+            )
+    })
 }
 
 /// The row-major multi-index of flat element `flat` in `shape`.

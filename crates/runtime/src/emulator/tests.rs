@@ -335,6 +335,38 @@ fn partly_unwritten_output_is_reported() {
     );
 }
 
+/// A kernel that reads a tensor of indices writes where they say: what it leaves unwritten keeps
+/// the caller's values (as on the GPU) and is not an error.
+#[test]
+fn outputs_of_a_kernel_that_reads_indices_keep_what_it_does_not_write() {
+    let mut b = Builder::new(4);
+    let four = b.int(4);
+    let one = b.int(1);
+    let lengths = b.param("Lengths", DType::Int32, vec![one], ParamAccess::Read);
+    let c = b.param("C", DType::Float32, vec![four], ParamAccess::Write);
+    let tx = b.tx();
+    let zero = b.int(0);
+    let length = b.load(lengths, zero);
+    let index = b.value(Value::Index(tx));
+    let inside = b.value(Value::Compare {
+        op: CompareOp::Lt,
+        lhs: index,
+        rhs: length,
+    });
+    let two = b.f32(2.0);
+    let program = b.finish(vec![when(inside, vec![store(c, tx, two)])]);
+    let mut tensors = vec![
+        HostTensor::zeros(DType::Int32, &[1]),
+        HostTensor::zeros(DType::Float32, &[4]),
+    ];
+    tensors[0].values[0] = 3.0;
+    tensors[1].values[3] = 7.0;
+    if let Err(error) = run_program(&program, &mut tensors, &[]) {
+        panic!("{error}");
+    }
+    assert_eq!(tensors[1].values, vec![2.0, 2.0, 2.0, 7.0]);
+}
+
 /// Sums 64 values: butterfly shuffles within each warp, then the two warp sums through shared
 /// memory, with or without the barrier between.
 fn block_sum(barrier: bool) -> ThreadProgram {

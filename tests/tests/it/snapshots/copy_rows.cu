@@ -24,8 +24,8 @@ extern "C" __global__ void __launch_bounds__(128) copy_rows(
     {
         #pragma unroll
         for (int step = 0; step < 1; ++step) {
-            for (int j = 0; j < 16; ++j) {
-                if ((tx / 32) == 0) {
+            if ((tx / 32) == 0) {
+                for (int j = 0; j < 16; ++j) {
                     O[j + tx % 32 * 16] = Q[j];
                 }
             }
