@@ -655,7 +655,13 @@ impl Builder<'_> {
                 (_, _) if style == KernelStyle::Eager && tensors.contains(&name) => {
                     Value::PendingTensor
                 }
-                (Some(ConstValue::RunTime), _) => {
+                (Some(ConstValue::RunTime), Some(default)) => {
+                    match self.float_default(globals, name, default)? {
+                        Some(value) => value,
+                        None => self.generic_param(globals, name, param.annotation()),
+                    }
+                }
+                (Some(ConstValue::RunTime), None) => {
                     self.generic_param(globals, name, param.annotation())
                 }
                 (Some(ConstValue::Callable(path)), _) => match callable_arg(globals, path) {
@@ -683,7 +689,31 @@ impl Builder<'_> {
             }
             bind(&frame, name, value);
         }
+        if style == KernelStyle::Eager {
+            bind_shape_symbols(&frame, def, args);
+        }
         Ok(frame)
+    }
+
+    /// A float parameter the call passes only at run time (`eps=eps` from a module's forward)
+    /// takes its default, as an assumption the instance reports: TileLang compiles the value in
+    /// (a float is never a symbolic size), and the default is the value the author meant.
+    fn float_default<'a>(
+        &mut self,
+        globals: &Env<'a>,
+        name: &str,
+        default: &'a Expr,
+    ) -> Eval<Option<Value<'a>>> {
+        let value = self.eval(globals, default)?;
+        let Some(constant @ ConstValue::Float(_)) = value.to_const() else {
+            return Ok(None);
+        };
+        self.world.assumed_args.push(tilec_ir::AssumedArg {
+            name: name.to_owned(),
+            value: constant,
+            source: "its default: the call passes a value known only at run time".to_owned(),
+        });
+        Ok(Some(value))
     }
 
     /// A wrapper runs as driver code (what it cannot evaluate is only unknown, since an autotuner
@@ -1057,5 +1087,21 @@ fn callable_arg<'a>(globals: &Env<'a>, path: &str) -> Option<Value<'a>> {
     match lookup(globals, path)? {
         Value::Function(function) if !function.prim_func => Some(Value::Function(function)),
         _ => None,
+    }
+}
+
+/// An eager kernel's arguments that are not its parameters name the extents of its tensor
+/// annotations (`X: T.Tensor([M, N], dtype)`), bound from the shapes of the tensors the call
+/// passes or by `--with`. They shadow module-level values of the same name in the kernel's frame,
+/// so that the instance's shape is the one its arguments say, as a `T.const` symbol's is.
+fn bind_shape_symbols<'a>(frame: &Env<'a>, def: &StmtFunctionDef, args: &[(String, ConstValue)]) {
+    for (name, value) in args {
+        let is_param = def
+            .parameters
+            .iter_non_variadic_params()
+            .any(|param| param.name().as_str() == name);
+        if !is_param && matches!(value, ConstValue::Int(_)) {
+            bind(frame, name, Value::from_const(value));
+        }
     }
 }

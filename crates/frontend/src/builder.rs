@@ -209,6 +209,10 @@ pub(crate) struct Builder<'c> {
     /// read used again where its binding is still in scope and its buffer unwritten is the same
     /// index variable: `X[s : s + 64]` then has extent 64, not `(s' + 64) - s`.
     pub bound_scalars: Vec<BoundScalar>,
+    /// The block each name bound to a read of a buffer (`v = s[i]`) was assigned in: a store to
+    /// the buffer in that block or one nested in it takes the name's value first (see
+    /// `snapshot_names_reading`); outside it the name's loop variables are out of scope.
+    pub read_names: FxHashMap<String, Option<Block>>,
 }
 
 /// A run-time scalar bound to an index variable by a [`EntityKind::Bind`] statement.
@@ -267,6 +271,7 @@ impl<'c> Builder<'c> {
             generic_preconditions: 0,
             representative_rounds: Vec::new(),
             bound_scalars: Vec::new(),
+            read_names: FxHashMap::default(),
         }
     }
 

@@ -611,7 +611,7 @@ impl Builder<'_> {
 
     /// Whether statements added now are inside `block`: it is the current block or one that
     /// contains it.
-    fn encloses_current(&self, block: Option<crate::builder::Block>) -> bool {
+    pub(crate) fn encloses_current(&self, block: Option<crate::builder::Block>) -> bool {
         use crate::builder::Block;
         let mut current = self.block;
         loop {

@@ -5,7 +5,8 @@ use std::rc::Rc;
 
 use ruff_python_ast::{Expr, Operator, Stmt, StmtFor, StmtIf, StmtWith};
 use tilec_ir::{
-    Access, AccessKind, Code, EntityKind, Launch, LoopInfo, LoopKind, Region, RegionDim, Store,
+    Access, AccessKind, Code, DType, EntityId, EntityKind, Launch, LoopInfo, LoopKind, Region,
+    RegionDim, Scope, Store,
 };
 
 use crate::builder::{Block, Builder, Eval, Stop};
@@ -327,6 +328,9 @@ impl Builder<'_> {
                 {
                     self.world.names.set(buffer, name.to_owned());
                 }
+                if self.block.is_some() {
+                    self.read_names.insert(name.to_owned(), self.block);
+                }
                 bind(env, name, value);
                 Ok(())
             }
@@ -349,11 +353,85 @@ impl Builder<'_> {
             Expr::Subscript(subscript) => {
                 let base = self.eval(env, &subscript.value)?;
                 match self.subscript(env, base, &subscript.slice, span)? {
-                    Value::Region(region) => self.store(region, value, span),
+                    Value::Region(region) => {
+                        self.snapshot_names_reading(env, region.buffer, span)?;
+                        self.store(region, value, span)
+                    }
                     _ => Err(self.unsupported(span, "assigning to an item of a Python container")),
                 }
             }
             _ => Err(self.unsupported(span, "this assignment target")),
+        }
+    }
+
+    /// Before a store to `buffer`: every name whose value still reads `buffer` (`v = s[i]`, or an
+    /// expression of such loads) takes the value it has now, in a register of its own. A name
+    /// bound to an element is otherwise read where it is used, and `v = s[i]; s[i] = s[j];
+    /// s[j] = v` — a swap, as a bitonic sort writes it — would store the new `s[i]`. Python (and
+    /// TileLang, whose assignment is a `LetStmt`) took the value at the assignment.
+    fn snapshot_names_reading<'a>(
+        &mut self,
+        env: &Env<'a>,
+        buffer: EntityId,
+        span: Span,
+    ) -> Eval<()> {
+        let mut frame = Some(env.clone());
+        while let Some(current) = frame {
+            let reading: Vec<(String, Value<'a>)> = current
+                .borrow()
+                .vars
+                .iter()
+                .filter(|(name, value)| {
+                    self.reads_buffer(value, buffer)
+                        && self
+                            .read_names
+                            .get(name.as_str())
+                            .is_some_and(|&block| self.encloses_current(block))
+                })
+                .map(|(name, value)| (name.clone(), value.clone()))
+                .collect();
+            for (name, value) in reading {
+                let dtype = match &value {
+                    Value::Data {
+                        dtype: Some(dtype), ..
+                    } => *dtype,
+                    _ => self
+                        .world
+                        .dtypes
+                        .get(buffer)
+                        .copied()
+                        .unwrap_or(DType::Float32),
+                };
+                let var =
+                    self.add_kernel_entity(EntityKind::Var, "a value taken before a store", span)?;
+                self.world.shapes.set(var, Vec::new());
+                self.world.dtypes.set(var, dtype);
+                self.world.scopes.set(var, Scope::LocalVar);
+                self.world.names.set(var, name.clone());
+                let target = Region {
+                    buffer: var,
+                    dims: Vec::new(),
+                };
+                self.store(target, value, span)?;
+                bind(&current, &name, Value::Buffer(var));
+            }
+            frame = current.borrow().parent.clone();
+        }
+        Ok(())
+    }
+
+    /// Whether `value` is an element of `buffer` or an expression that loads from it.
+    fn reads_buffer(&self, value: &Value<'_>, buffer: EntityId) -> bool {
+        match value {
+            Value::Region(region) => {
+                region.buffer == buffer && region.dims.iter().all(|dim| dim.extent.is_none())
+            }
+            Value::Data { id, .. } => {
+                let mut loads = Vec::new();
+                self.world.data.loads(*id, &mut loads);
+                loads.iter().any(|(loaded, _)| *loaded == buffer)
+            }
+            _ => false,
         }
     }
 
@@ -1286,7 +1364,7 @@ fn import_from_value<'a>(module: &str, name: &str) -> Value<'a> {
         ("tilelang", "language") => Value::Module(Module::Language),
         ("tilelang", "tvm") => Value::Module(Module::Tvm),
         ("tilelang.layout", _) => Value::ModuleFn(Module::Language, Rc::from(name)),
-        ("tilelang.language", _) => match tilec_ir::DType::from_name(name) {
+        ("tilelang.language", _) => match DType::from_name(name) {
             Some(dtype) => Value::DType(dtype),
             None => Value::ModuleFn(Module::Language, Rc::from(name)),
         },

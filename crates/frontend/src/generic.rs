@@ -154,21 +154,62 @@ pub(crate) fn declared_tensors(def: &StmtFunctionDef) -> Vec<&str> {
 
 /// For each declared tensor of an eager kernel, the name written for each of its extents, if the
 /// extent is a plain name (`(M, K)` gives `M` and `K`): a call with a tensor of known shape binds
-/// those `T.const` symbols.
+/// those `T.const` symbols. A name the body makes an alias of another (`KH, KW = K, K`) stands
+/// for that other, so the call binds the symbol itself.
 pub(crate) fn tensor_extent_names(def: &StmtFunctionDef) -> Vec<(String, Vec<Option<String>>)> {
+    let aliases = body_aliases(def);
+    let resolved = |expr: &Expr| {
+        let mut name = plain_name(expr)?;
+        // A chain of aliases is at most as long as the list of them.
+        for _ in 0..aliases.len() {
+            match aliases.iter().find(|(alias, _)| *alias == name) {
+                Some((_, target)) => name.clone_from(target),
+                None => break,
+            }
+        }
+        Some(name)
+    };
     tensor_annotations(def)
         .into_iter()
         .map(|(name, annotation)| {
             let extents = tensor_shape_expr(annotation)
                 .map(|shape| match shape {
-                    Expr::Tuple(tuple) => tuple.elts.iter().map(plain_name).collect(),
-                    Expr::List(list) => list.elts.iter().map(plain_name).collect(),
-                    single => vec![plain_name(single)],
+                    Expr::Tuple(tuple) => tuple.elts.iter().map(resolved).collect(),
+                    Expr::List(list) => list.elts.iter().map(resolved).collect(),
+                    single => vec![resolved(single)],
                 })
                 .unwrap_or_default();
             (name.to_owned(), extents)
         })
         .collect()
+}
+
+/// The plain aliases the kernel body's top level assigns: `KH = K` and `KH, KW = K, K` give
+/// `(KH, K)` and `(KW, K)`.
+fn body_aliases(def: &StmtFunctionDef) -> Vec<(String, String)> {
+    let mut aliases = Vec::new();
+    for stmt in &def.body {
+        let Stmt::Assign(assign) = stmt else {
+            continue;
+        };
+        let [target] = assign.targets.as_slice() else {
+            continue;
+        };
+        let pairs: Vec<(&Expr, &Expr)> = match (target, &*assign.value) {
+            (Expr::Tuple(targets), Expr::Tuple(values))
+                if targets.elts.len() == values.elts.len() =>
+            {
+                targets.elts.iter().zip(&values.elts).collect()
+            }
+            (target, value) => vec![(target, value)],
+        };
+        for (target, value) in pairs {
+            if let (Some(alias), Some(name)) = (plain_name(target), plain_name(value)) {
+                aliases.push((alias, name));
+            }
+        }
+    }
+    aliases
 }
 
 fn plain_name(expr: &Expr) -> Option<String> {
