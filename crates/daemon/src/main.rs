@@ -161,6 +161,13 @@ enum Command {
         /// an emulation estimated past 30 seconds and names smaller `--with` sizes.
         #[arg(long)]
         force: bool,
+        /// On the CPU emulator, run an instance estimated past SECONDS (default 5) at smaller
+        /// sizes instead: integer arguments that are problem dimensions are halved, the largest
+        /// first, until the estimate fits; the sizes are printed as `--with` flags.
+        #[arg(long, value_name = "SECONDS", num_args = 0..=1, require_equals = true,
+              default_missing_value = "5",
+              value_parser = parse_budget)]
+        shrink: Option<f64>,
     },
     /// Rank a kernel's tile configurations (block sizes, threads, stages) by a hardware model
     /// (`--recommend`, no GPU needed), or measure the top candidates on the GPUs and store the
@@ -352,6 +359,7 @@ fn run(cli: Cli) -> ExitCode {
             cuda_source,
             emulator_budget,
             force,
+            shrink,
         } => run::run(
             &file,
             &run::RunOptions {
@@ -367,6 +375,7 @@ fn run(cli: Cli) -> ExitCode {
                 cuda_source,
                 emulator_budget: emulator_budget.map(std::time::Duration::from_secs_f64),
                 force,
+                shrink,
             },
         ),
         Command::Tune {

@@ -19,7 +19,7 @@ use tilec_runtime::{
     tolerance_in,
 };
 
-use crate::estimate::{REFUSE_SECONDS, emulator_seconds, smaller_sizes};
+use crate::estimate::{REFUSE_SECONDS, SUGGEST_SECONDS, emulator_seconds, smaller_sizes};
 use crate::progress::EmulatorProgress;
 use crate::render;
 use crate::tuned::apply_tuned;
@@ -58,6 +58,9 @@ pub(crate) struct RunOptions {
     pub emulator_budget: Option<Duration>,
     /// `--force`: emulate even what the estimate says takes minutes.
     pub force: bool,
+    /// `--shrink[=SECONDS]`: on the CPU emulator, run an instance estimated past SECONDS at
+    /// smaller sizes that are not, instead of refusing it.
+    pub shrink: Option<f64>,
 }
 
 /// The emulator runs at most this many thread-iterations of blocks × threads for `--check`; beyond
@@ -112,7 +115,13 @@ pub(crate) fn run(path: &Path, options: &RunOptions) -> Result<ExitCode> {
         Some(programs) => programs,
         None => return Ok(ExitCode::from(1)),
     };
-    let scalars = scalar_values(db, instance, &programs)?;
+    let (instance, programs, scalars) = match options.shrink.filter(|_| device.is_none()) {
+        Some(target_seconds) => shrunk(db, instance, programs, target_seconds)?,
+        None => {
+            let scalars = scalar_values(db, instance, &programs)?;
+            (instance, programs, scalars)
+        }
+    };
     if device.is_none() {
         before_emulating(db, instance, &programs, &scalars, options)?;
     }
@@ -203,6 +212,49 @@ pub(crate) fn run(path: &Path, options: &RunOptions) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `--shrink`: the instance at smaller sizes estimated under `target_seconds` on the emulator, with
+/// its programs and scalars, after saying which sizes; the instance itself when it is already
+/// under. Sizes known only at run time get values here too. When no smaller sizes get there the
+/// instance is kept, and the usual refusal applies.
+fn shrunk<'db>(
+    db: &'db dyn Db,
+    instance: Instance<'db>,
+    programs: Vec<ThreadProgram>,
+    target_seconds: f64,
+) -> Result<(Instance<'db>, Vec<ThreadProgram>, Vec<i64>)> {
+    let scalars = scalar_values(db, instance, &programs);
+    if let Ok(scalars) = &scalars
+        && emulator_seconds(&programs, scalars).is_none_or(|s| s <= target_seconds)
+    {
+        return Ok((instance, programs, scalars.clone()));
+    }
+    let original = scalars
+        .as_ref()
+        .ok()
+        .and_then(|scalars| emulator_seconds(&programs, scalars));
+    let smaller = smaller_sizes(db, instance, target_seconds)
+        .filter(|smaller| !smaller.assignments.is_empty())
+        .filter(|smaller| original.is_none_or(|original| smaller.seconds < original));
+    let Some(smaller) = smaller else {
+        eprintln!(
+            "note: --shrink found no smaller sizes of {} for the emulator",
+            describe_instance(db, instance),
+        );
+        return Ok((instance, programs, scalars?));
+    };
+    eprintln!(
+        "note: emulating at smaller sizes (--shrink): --with {} (estimated: {})",
+        smaller.assignments.join(" --with "),
+        format_estimate(smaller.seconds)
+    );
+    let programs = thread_programs(db, smaller.instance)
+        .as_ref()
+        .clone()
+        .map_err(|_| anyhow::anyhow!("the smaller instance no longer lowers"))?;
+    let scalars = scalar_values(db, smaller.instance, &programs)?;
+    Ok((smaller.instance, programs, scalars))
+}
+
 /// What `tilec run` says before the CPU emulator starts: which GPU-only flags it ignores, and how
 /// long the run should take. An emulation estimated past [`REFUSE_SECONDS`] is refused, with
 /// smaller `--with` sizes that take seconds, unless `--force` or `--emulator-budget` bounds the wait.
@@ -224,14 +276,20 @@ fn before_emulating(
     };
     if seconds > REFUSE_SECONDS && !options.force && options.emulator_budget.is_none() {
         let describe = describe_instance(db, instance);
-        let advice = match smaller_sizes(db, instance) {
-            Some((assignments, small)) if !assignments.is_empty() => {
-                let flags: Vec<String> =
-                    assignments.iter().map(|a| format!("--with {a}")).collect();
+        let advice = match smaller_sizes(db, instance, SUGGEST_SECONDS) {
+            Some(smaller)
+                if !smaller.assignments.is_empty() && smaller.seconds <= REFUSE_SECONDS =>
+            {
+                let flags: Vec<String> = smaller
+                    .assignments
+                    .iter()
+                    .map(|a| format!("--with {a}"))
+                    .collect();
                 format!(
-                    "; `{}` takes about {} (or pass --force to wait)",
+                    "; `{}` takes about {} (or pass --force to wait, or --shrink to run at \
+                     those sizes)",
                     flags.join(" "),
-                    format_estimate(small)
+                    format_estimate(smaller.seconds)
                 )
             }
             Some(_) | None => "; pass smaller sizes with --with, or --force to wait".to_owned(),

@@ -344,7 +344,27 @@ impl InstanceSelection {
         base: Instance<'_>,
     ) -> Result<Vec<(String, ConstValue)>> {
         let mut args = base.args(db).clone();
-        let known = argument_names(db, file, base);
+        let mut known = argument_names(db, file, base);
+        // A run-time size may appear only once other arguments have values (`heads` given, the
+        // launch sizes by `c_seq_len`): the names of the instance the other flags make count too.
+        let others: Vec<(String, ConstValue)> = self
+            .with
+            .iter()
+            .filter_map(|assignment| assignment.split_once('='))
+            .filter(|(name, _)| known.iter().any(|known| known == name.trim()))
+            .map(|(name, text)| (name.trim().to_owned(), parse_value(text.trim())))
+            .collect();
+        if others.len() < self.with.len() {
+            let mut partial = args.clone();
+            for (name, value) in others {
+                match partial.iter_mut().find(|(arg, _)| *arg == name) {
+                    Some(slot) => slot.1 = value,
+                    None => partial.push((name, value)),
+                }
+            }
+            let instance = Instance::new(db, base.kernel(db), base.index(db), partial);
+            known.extend(run_time_sizes(db, instance));
+        }
         for assignment in &self.with {
             let Some((name, text)) = assignment.split_once('=') else {
                 refuse!("--with expects NAME=VALUE, got `{assignment}`");
@@ -425,9 +445,23 @@ fn argument_names(db: &dyn tilec_db::Db, file: SourceFile, instance: Instance<'_
             names.push(world.exprs.var_info(var).name.clone());
         }
     }
+    // And every size the launch takes at run time, wherever the kernel uses it (a loop extent, an
+    // index): `tilec run` asks for each of them by this name.
+    names.extend(run_time_sizes(db, instance));
     let mut seen = std::collections::HashSet::new();
     names.retain(|name| seen.insert(name.clone()));
     names
+}
+
+/// The sizes `instance`'s launches take at run time, by name; none when it does not lower.
+fn run_time_sizes(db: &dyn tilec_db::Db, instance: Instance<'_>) -> Vec<String> {
+    match tilec_db::thread_programs(db, instance).as_ref() {
+        Ok(programs) => programs
+            .iter()
+            .flat_map(|program| program.scalars.iter().map(|scalar| scalar.name.clone()))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
 }
 
 /// What an argument holding `old` must be that `new` is not, if so: an integer stays an integer,

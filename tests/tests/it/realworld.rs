@@ -14,34 +14,9 @@ use std::path::{Path, PathBuf};
 use tilec_db::{InstanceReport, RootDatabase, file_diagnostics, instance_reports, outline};
 use tilec_frontend::InstanceOrigin;
 use tilec_ir::Code;
-use tilec_tests::{int, line_of, on_analysis_stack, realworld_dir, source_file};
-
-/// Files of the set that are out of scope for an NVIDIA sm_80/sm_90 compiler, as
-/// `shared/realworld/README.md` lists them: other hardware, or wrong on purpose.
-const OUT_OF_SCOPE: [(&str, &str); 10] = [
-    ("amd/", "AMD hardware"),
-    ("deepseek_mla/amd/", "AMD hardware"),
-    ("blockscaled_gemm_sm100/", "Blackwell (sm_100)"),
-    ("flash_attention_sm100/", "Blackwell (sm_100)"),
-    ("gemm_sm120/", "Blackwell (sm_120)"),
-    ("gemm_tcgen05/gemm_tcgen5mma", "Blackwell (sm_100 tcgen05)"),
-    (
-        "gemm_fp8/example_tilelang_gemm_fp8_sm100.py",
-        "Blackwell (sm_100)",
-    ),
-    (
-        "autodd/tilelang_",
-        "wrong on purpose (a debugging tool's bugs)",
-    ),
-    (
-        "deepseek_nsa/example_tilelang_nsa_bwd.py",
-        "wrong on purpose (undefined names)",
-    ),
-    (
-        "bitnet-1.58b/kernel_benchmark/tl_int8xint8.py",
-        "not TileLang (`tvm.tl.language`)",
-    ),
-];
+use tilec_tests::{
+    int, kernel_files, line_of, on_analysis_stack, out_of_scope, realworld_dir, source_file,
+};
 
 /// Why an error remains, by what its message says: a feature another issue adds, or a limit.
 const REASONS: [(&str, &str); 18] = [
@@ -121,36 +96,6 @@ fn expected_path() -> PathBuf {
         env!("CARGO_MANIFEST_DIR"),
         "/realworld/EXPECTED.toml"
     ))
-}
-
-/// Every `.py` file under `dir` whose text launches a kernel, as paths relative to `dir`, sorted.
-pub(crate) fn kernel_files(dir: &Path) -> Vec<String> {
-    let mut found = Vec::new();
-    let mut pending = vec![dir.to_path_buf()];
-    while let Some(folder) = pending.pop() {
-        let entries = std::fs::read_dir(&folder).expect("the real-world folder is readable");
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                pending.push(path);
-            } else if path.extension().is_some_and(|ext| ext == "py")
-                && std::fs::read_to_string(&path).is_ok_and(|text| text.contains("T.Kernel"))
-                && let Ok(relative) = path.strip_prefix(dir)
-            {
-                found.push(relative.to_string_lossy().replace('\\', "/"));
-            }
-        }
-    }
-    found.sort();
-    found
-}
-
-/// Why a file of the set is out of scope, or `None` when it is in scope.
-pub(crate) fn out_of_scope(relative: &str) -> Option<&'static str> {
-    OUT_OF_SCOPE
-        .iter()
-        .find(|(prefix, _)| relative.starts_with(prefix))
-        .map(|(_, why)| *why)
 }
 
 fn reason(code: Code, message: &str) -> &'static str {

@@ -31,10 +31,10 @@ use tilec_ir::{Code, ConstValue, EntityKind, Target};
 use tilec_passes::layout::{FragmentLayout, Origin};
 use tilec_tests::{on_analysis_stack, realworld_dir, source_file};
 
-use crate::realworld::{kernel_files, out_of_scope};
 use crate::tilelang_reference::{
     Comparison, TileLangInstance, TileLangResult, compare, parse_reference,
 };
+use tilec_tests::{kernel_files, out_of_scope};
 
 /// The share of compared fragments that should be equal to TileLang's or better with a reason: the
 /// bar of issue 31 (item 10). The test prints how far above or below it inference is.

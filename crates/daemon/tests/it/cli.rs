@@ -228,12 +228,70 @@ fn run_refuses_a_long_emulation_and_names_smaller_sizes() {
         stderr.contains(
             "error: tiled_gemm(M=2048, N=2048, K=2048) would take the CPU emulator about"
         ) && stderr.contains(
-            "(estimated); `--with M=1024 --with N=1024 --with K=512` takes about 4 s (or pass \
-             --force to wait)"
+            "(estimated); `--with M=512 --with N=1024 --with K=1024` takes about 4 s (or pass \
+             --force to wait, or --shrink to run at those sizes)"
         ),
         "{stderr}"
     );
     assert_eq!(text(&output.stdout), "");
+}
+
+/// `--shrink` runs the same GEMM at the sizes the refusal names, and says which: the integer
+/// arguments that are problem dimensions are halved, the tile sizes of the kernel kept.
+#[test]
+fn run_shrinks_a_long_emulation_to_sizes_that_take_under_a_second() {
+    let file = example("tiled_gemm.py");
+    let output = tilec(&[
+        "run",
+        "--device",
+        "cpu",
+        "--instance",
+        "0",
+        "--shrink=0.5",
+        file.to_str().expect("a UTF-8 path"),
+    ]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(
+            "note: emulating at smaller sizes (--shrink): --with M=256 --with N=512 --with K=512 \
+             (estimated: under a second)"
+        ),
+        "{stderr}"
+    );
+    let stdout = text(&output.stdout);
+    assert!(
+        stdout.starts_with("ran tiled_gemm(M=256, N=512, K=512) on the CPU emulator:"),
+        "{stdout}"
+    );
+}
+
+/// A kernel over `T.dynamic` sizes needs values for them; `--shrink` gives them one that runs at
+/// once and names it, where a plain run asks for `--with`.
+#[test]
+fn run_shrink_gives_dynamic_sizes_values() {
+    let file = crate::common::fixture("kernels/dynamic_rows.py");
+    let path = file.to_str().expect("a UTF-8 path");
+    let plain = tilec(&["run", "--device", "cpu", path]);
+    assert_eq!(plain.status.code(), Some(2));
+    assert!(
+        text(&plain.stderr)
+            .contains("error: the dynamic dimension `M` needs a value: pass --with M=<int>"),
+        "{}",
+        text(&plain.stderr)
+    );
+    let output = tilec(&["run", "--device", "cpu", "--shrink", path]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("note: emulating at smaller sizes (--shrink): --with M=128 --with N=128"),
+        "{stderr}"
+    );
+    assert!(
+        text(&output.stdout).starts_with("ran scale_rows(M=128, N=128) on the CPU emulator:"),
+        "{}",
+        text(&output.stdout)
+    );
 }
 
 /// The GPU-only flags say they do nothing on the emulator.

@@ -7,6 +7,7 @@ mod cli;
 mod common;
 mod fuzz_regressions;
 mod lsp;
+mod realworld_lowering;
 mod remote_cache;
 mod run;
 mod tensor_core;
