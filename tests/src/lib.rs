@@ -381,3 +381,19 @@ pub fn assert_matches(name: &str, actual: &tilec_runtime::HostTensor, expected: 
         "{name}: {comparison:?}"
     );
 }
+
+/// The lines only one of the two texts has, in order, marked `-` (expected) or `+` (actual): the
+/// diff an expectations table that changed shows (at most 200 lines).
+pub fn diff_lines(expected: &str, actual: &str) -> Vec<String> {
+    let old: std::collections::HashSet<&str> = expected.lines().collect();
+    let new: std::collections::HashSet<&str> = actual.lines().collect();
+    let removed = expected
+        .lines()
+        .filter(|line| !new.contains(line))
+        .map(|line| format!("- {line}"));
+    let added = actual
+        .lines()
+        .filter(|line| !old.contains(line))
+        .map(|line| format!("+ {line}"));
+    removed.chain(added).take(200).collect()
+}

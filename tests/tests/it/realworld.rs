@@ -15,7 +15,8 @@ use tilec_db::{InstanceReport, RootDatabase, file_diagnostics, instance_reports,
 use tilec_frontend::InstanceOrigin;
 use tilec_ir::Code;
 use tilec_tests::{
-    int, kernel_files, line_of, on_analysis_stack, out_of_scope, realworld_dir, source_file,
+    diff_lines, int, kernel_files, line_of, on_analysis_stack, out_of_scope, realworld_dir,
+    source_file,
 };
 
 /// Why an error remains, by what its message says: a feature another issue adds, or a limit.
@@ -258,19 +259,4 @@ fn real_world_examples_match_the_expectations_table() {
             diff.join("\n")
         );
     }
-}
-
-/// The lines only one of the two texts has, in order, marked `-` (expected) or `+` (actual).
-fn diff_lines(expected: &str, actual: &str) -> Vec<String> {
-    let old: std::collections::HashSet<&str> = expected.lines().collect();
-    let new: std::collections::HashSet<&str> = actual.lines().collect();
-    let removed = expected
-        .lines()
-        .filter(|line| !new.contains(line))
-        .map(|line| format!("- {line}"));
-    let added = actual
-        .lines()
-        .filter(|line| !old.contains(line))
-        .map(|line| format!("+ {line}"));
-    removed.chain(added).take(200).collect()
 }

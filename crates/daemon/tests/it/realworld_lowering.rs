@@ -67,7 +67,7 @@ fn every_clean_real_world_instance_lowers_and_runs_on_the_emulator() {
     }
     let expected = std::fs::read_to_string(&path).unwrap_or_default();
     if expected != actual {
-        let diff = diff_lines(&expected, &actual);
+        let diff = tilec_tests::diff_lines(&expected, &actual);
         panic!(
             "the lowering coverage of the real-world examples changed ({} lines); read the diff, \
              then bless with TILEC_BLESS=1 cargo test -p tilec-daemon --test it \
@@ -244,22 +244,4 @@ fn render(outcomes: &Outcomes) -> String {
         text.push_str(&format!("{file} {kernel}#{instance}: {outcome}\n"));
     }
     text
-}
-
-/// Lines only in `expected` (`-`) or only in `actual` (`+`).
-fn diff_lines(expected: &str, actual: &str) -> Vec<String> {
-    let expected_lines: Vec<&str> = expected.lines().collect();
-    let actual_lines: Vec<&str> = actual.lines().collect();
-    let mut diff: Vec<String> = expected_lines
-        .iter()
-        .filter(|line| !actual_lines.contains(line))
-        .map(|line| format!("- {line}"))
-        .collect();
-    diff.extend(
-        actual_lines
-            .iter()
-            .filter(|line| !expected_lines.contains(line))
-            .map(|line| format!("+ {line}")),
-    );
-    diff
 }
