@@ -1,5 +1,5 @@
 """Writes the float32 inputs of `tests/fixtures/kernels/fp8_conversions.py` to the .npy file named
-on the command line: the values where float-to-fp8 conversions differ if anything is off (zeros,
+on the command line: the values where float-to-fp8 (and fp4) conversions differ if anything is off (zeros,
 subnormals, ties to even, the largest finite values and just past them, infinities, NaN), then
 random values over 2^-20..2^18. `bench/gpu_session_checks.sh` runs the kernel on them with
 `tilec run --check`, which compares the GPU's conversions with the emulator's bit for bit.
@@ -15,6 +15,8 @@ SPECIALS = [
     455, 456, 464, 465, 480, 500, 1e4, 57343, 57344, 59392, 61439, 61440, 65504, 65536, 1e6, 1e38,
     float("inf"), float("-inf"), float("nan"), -float("nan"), -448, -449, -464, -480, -57344,
     -61440, -65536, -1e6,
+    # float4_e2m1fn's ties (to the even code) and its largest value, 6, and past it.
+    0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 5.5, 6.0, 7.0, -0.25, -2.5, -5.0,
 ]
 
 

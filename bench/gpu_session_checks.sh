@@ -10,7 +10,7 @@
 # files in gpu-carry/rw/.
 set -u
 tilec=${TILEC:-gpu-carry/tilec}
-for kernel in packed_dequant tirx_unpack bitwise_functions compaction xor_layout mma_swizzle \
+for kernel in four_bit atomic_extremes scans byte_view packed_dequant tirx_unpack bitwise_functions compaction xor_layout mma_swizzle \
     work_ranges shared_reductions kept_dimension_reductions padding_past_the_limit tir_functions; do
     file=tests/fixtures/kernels/$kernel.py
     if [ "$kernel" = work_ranges ]; then

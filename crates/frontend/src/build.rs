@@ -1024,8 +1024,12 @@ impl Builder<'_> {
     }
 
     fn resolve_out_idx(&mut self, mut outputs: Vec<EntityId>) -> Vec<EntityId> {
-        // `out_idx` counts the function's own parameters, which workspaces are not.
-        let count = crate::value::int_of_len(self.world.params.len() - self.world.workspaces.len());
+        // `out_idx` counts the function's own parameters, which workspaces and the tensors
+        // reached through pointers are not.
+        let own = self.world.params.len()
+            - self.world.workspaces.len()
+            - self.world.pointer_tensors.iter().count();
+        let count = crate::value::int_of_len(own);
         for &index in &self.pending_out_idx {
             let position = if index < 0 { index + count } else { index };
             if let Some(param) = usize::try_from(position)

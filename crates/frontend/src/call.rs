@@ -435,7 +435,7 @@ impl Builder<'_> {
     ) -> Eval<Value<'a>> {
         let value = match (&base, name) {
             (Value::Poison, _) => return Err(Stop),
-            (Value::Module(Module::Language), _) => match DType::from_name(name) {
+            (Value::Module(Module::Language), _) => match crate::dsl::language_dtype(name) {
                 Some(dtype) => Value::DType(dtype),
                 None if name == "GemmWarpPolicy" => Value::PolicyEnum,
                 None => Value::ModuleFn(Module::Language, Rc::from(name)),

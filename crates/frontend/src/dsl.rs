@@ -6,7 +6,7 @@ use std::rc::Rc;
 use tilec_ir::{
     Access, AccessKind, AtomicSource, Code, ControlOp, DType, DataExpr, EntityId, EntityKind,
     ExprId, ExternArg, Intrinsic, LayoutAnnotation, LayoutKind, LoopKind, ReduceKind, Region,
-    RegionDim, Scope, TileOp, VarId, WarpPolicy,
+    RegionDim, ScanOp, Scope, TileOp, VarId, WarpPolicy,
 };
 
 use crate::builder::{Block, Builder, Eval, Stop};
@@ -15,6 +15,8 @@ use crate::value::{PersistentTiles, Value};
 use ruff_python_ast::Operator;
 use tilec_ir::Span;
 
+mod any_all;
+mod byte_view;
 mod coordinates;
 mod data_view;
 mod dp4a;
@@ -22,6 +24,7 @@ mod extern_call;
 mod float_class;
 mod im2col;
 mod mma_swizzle;
+mod pointer_tensor;
 mod reducer;
 mod reinterpret;
 mod thread_allreduce;
@@ -75,8 +78,10 @@ impl Builder<'_> {
             "alloc_local" => self.alloc(args, Scope::Local, "T.alloc_local"),
             "alloc_var" => self.alloc_var(args),
             "reshape" | "view" => self.alias(name, args),
-            "copy" | "clear" | "fill" | "gemm" | "cumsum" | "atomic_add" | "use_swizzle"
-            | "annotate_layout" => self.tile_op(name, args),
+            "copy" | "clear" | "fill" | "gemm" | "cumsum" | "cummax" | "atomic_add"
+            | "atomic_max" | "atomic_min" | "use_swizzle" | "annotate_layout" => {
+                self.tile_op(name, args)
+            }
             "async_copy" => self.async_copy(args),
             "reduce_sum" | "reduce_max" | "reduce_min" | "reduce_abssum" | "reduce_absmax" => {
                 self.tile_op(name, args)
@@ -199,6 +204,10 @@ impl Builder<'_> {
             | "dec_max_nreg"
             | "annotate_producer_reg_dealloc"
             | "annotate_consumer_reg_alloc" => Ok(Value::None),
+            // Attributes of the function (no aliasing, pass options such as TileLang's copy
+            // vector width) and an L2 persistence window for a buffer's accesses: they steer
+            // TileLang's code generation or the cache, never what the kernel computes.
+            "func_attr" | "annotate_l2_hit_ratio" => Ok(Value::None),
             // TVM's function spellings of Python's bitwise operators.
             "shift_left" | "shift_right" | "bitwise_and" | "bitwise_or" | "bitwise_xor" => {
                 let op = match name {
@@ -219,6 +228,8 @@ impl Builder<'_> {
             "const" => self.eager_const(args),
             "empty" => self.eager_empty(args),
             "alloc_global" => self.alloc_global(args),
+            "make_tensor" => self.make_tensor(args),
+            "any_of" | "all_of" => self.any_or_all_of(name, args),
             "reinterpret" => self.reinterpret(args),
             "atomic_addx2" => self.vector_atomic_add(name, 2, args),
             "atomic_addx4" => self.vector_atomic_add(name, 4, args),
@@ -1157,13 +1168,7 @@ impl Builder<'_> {
         {
             let dtype = self.dtype_arg(&args, 2, "dtype")?;
             if Some(dtype) != base_dtype {
-                return Err(self.error(
-                    Code::NotAnalysed,
-                    args.span_of(2, "dtype"),
-                    format!(
-                        "`T.view` to another dtype ({dtype}) reinterprets bytes, which tilec does not support yet"
-                    ),
-                ));
+                return self.byte_view(base, dtype, &args);
             }
         }
         let shape = match args.get(1, "shape") {
@@ -1342,24 +1347,31 @@ impl Builder<'_> {
                 }
             }
             "gemm" => self.gemm(&args)?,
-            "cumsum" => {
+            "cumsum" | "cummax" => {
                 let src = self.region_arg(&args, 0, "src")?;
                 let dst = match args.get(1, "dst") {
                     None | Some(Value::None) => src.clone(),
                     Some(_) => self.region_arg(&args, 1, "dst")?,
                 };
                 let dim = axis(self.int_arg(&args, 2, "dim", 0)?, &src);
-                TileOp::Cumsum {
+                TileOp::Scan {
+                    op: if name == "cummax" {
+                        ScanOp::Max
+                    } else {
+                        ScanOp::Sum
+                    },
                     src,
                     dst,
                     dim,
                     reverse: self.bool_arg(&args, 3, "reverse", false)?,
                 }
             }
-            "atomic_add" if self.bool_arg(&args, 3, "return_prev", false)? => {
-                return self.atomic_add_returning(args);
+            "atomic_add" | "atomic_max" | "atomic_min"
+                if self.bool_arg(&args, 3, "return_prev", false)? =>
+            {
+                return self.atomic_returning(name, args);
             }
-            "atomic_add" => {
+            "atomic_add" | "atomic_max" | "atomic_min" => {
                 let dst = self.region_arg(&args, 0, "dst")?;
                 let value = self.required(&args, 1, "value")?;
                 let src = match value {
@@ -1371,7 +1383,8 @@ impl Builder<'_> {
                         AtomicSource::Value(self.data_expr(&other, args.span_of(1, "value"))?.0)
                     }
                 };
-                TileOp::AtomicAdd {
+                TileOp::Atomic {
+                    op: atomic_op(name),
                     dst,
                     src,
                     prev: None,
@@ -1487,7 +1500,7 @@ impl Builder<'_> {
     /// `T.atomic_add(dst[i], value, return_prev=True)`: an element's atomic addition whose value
     /// is the element before it, received in a scalar of the element's dtype (as `T.alloc_var`
     /// makes one) that the call evaluates to.
-    fn atomic_add_returning<'a>(&mut self, args: Args<'a>) -> Eval<Value<'a>> {
+    fn atomic_returning<'a>(&mut self, name: &str, args: Args<'a>) -> Eval<Value<'a>> {
         let dst = self.region_arg(&args, 0, "dst")?;
         if dst.dims.iter().any(|dim| dim.extent.is_some()) {
             return Err(self.error(
@@ -1501,7 +1514,7 @@ impl Builder<'_> {
         let dtype = self.world.dtypes.get(dst.buffer).copied();
         let prev = self.add_kernel_entity(
             EntityKind::Var,
-            "the old value of `T.atomic_add`",
+            &format!("the old value of `T.{name}`"),
             args.span,
         )?;
         self.world.shapes.set(prev, Vec::new());
@@ -1509,12 +1522,13 @@ impl Builder<'_> {
             self.world.dtypes.set(prev, dtype);
         }
         self.world.scopes.set(prev, Scope::LocalVar);
-        let op = TileOp::AtomicAdd {
+        let op = TileOp::Atomic {
+            op: atomic_op(name),
             dst,
             src: AtomicSource::Value(value),
             prev: Some(prev),
         };
-        self.add_tile_op(op, "`T.atomic_add`", args.span)?;
+        self.add_tile_op(op, &format!("`T.{name}`"), args.span)?;
         Ok(Value::Buffer(prev))
     }
 
@@ -2031,11 +2045,16 @@ fn tile_op_accesses(op: &TileOp, data: &tilec_ir::DataArena) -> Vec<Access> {
                 dst,
             ),
         ],
-        TileOp::Cumsum { src, dst, .. } => vec![
+        TileOp::Scan { src, dst, .. } => vec![
             access(AccessKind::Read, src),
             access(AccessKind::Write, dst),
         ],
-        TileOp::AtomicAdd { dst, src, prev } => {
+        TileOp::Atomic {
+            op: _,
+            dst,
+            src,
+            prev,
+        } => {
             let mut accesses = vec![access(AccessKind::ReadWrite, dst)];
             match src {
                 AtomicSource::Region(region) => accesses.push(access(AccessKind::Read, region)),
@@ -2120,4 +2139,23 @@ fn is_callable(value: &Value<'_>) -> bool {
 /// store of it, as TileLang makes it (`T.copy(A[i, j], B[i, j])` in a `T.Parallel` loop).
 fn is_element(region: &Region) -> bool {
     region.dims.iter().all(|dim| dim.extent.is_none())
+}
+
+/// The update of `T.atomic_add`, `T.atomic_max` or `T.atomic_min`, by the operation's name.
+fn atomic_op(name: &str) -> tilec_ir::thread::AtomicOp {
+    match name {
+        "atomic_max" => tilec_ir::thread::AtomicOp::Max,
+        "atomic_min" => tilec_ir::thread::AtomicOp::Min,
+        _ => tilec_ir::thread::AtomicOp::Add,
+    }
+}
+
+/// The dtype a name of the language module stands for: a dtype's spelling (`T.float16`), or
+/// `T.ptr`, the element of a table of device pointers, which tilec reads as the 64-bit unsigned
+/// integer it is (see `T.make_tensor`).
+pub(crate) fn language_dtype(name: &str) -> Option<DType> {
+    match name {
+        "ptr" => Some(DType::UInt64),
+        _ => DType::from_name(name),
+    }
 }

@@ -1117,7 +1117,7 @@ impl Builder<'_> {
 
     /// `==` or `!=` of compile-time values tilec has no comparison for. Python never fails on
     /// these: objects of different kinds are unequal (a dtype and a dtype name tilec does not
-    /// know as a dtype, `in_config.dtype == T.float4_e2m1fn`). A value tilec could not evaluate
+    /// know as a dtype, `in_config.dtype == T.float8_e8m0fnu`). A value tilec could not evaluate
     /// may be anything, and an ordering of unlike values fails in Python too: those stay errors
     /// (which lenient code passes over).
     fn undecided_equality<'a>(

@@ -1364,7 +1364,7 @@ fn import_from_value<'a>(module: &str, name: &str) -> Value<'a> {
         ("tilelang", "language") => Value::Module(Module::Language),
         ("tilelang", "tvm") => Value::Module(Module::Tvm),
         ("tilelang.layout", _) => Value::ModuleFn(Module::Language, Rc::from(name)),
-        ("tilelang.language", _) => match DType::from_name(name) {
+        ("tilelang.language", _) => match crate::dsl::language_dtype(name) {
             Some(dtype) => Value::DType(dtype),
             None => Value::ModuleFn(Module::Language, Rc::from(name)),
         },

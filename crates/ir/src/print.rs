@@ -201,22 +201,32 @@ impl World {
                 r(src),
                 r(dst)
             ),
-            TileOp::Cumsum {
+            TileOp::Scan {
+                op: scan,
                 src,
                 dst,
                 dim,
                 reverse,
             } => format!(
-                "cumsum {} -> {} (dim={dim}, reverse={reverse})",
+                "{} {} -> {} (dim={dim}, reverse={reverse})",
+                scan.name(),
                 r(src),
                 r(dst)
             ),
-            TileOp::AtomicAdd {
+            TileOp::Atomic {
+                op: atomic,
                 dst,
                 src: AtomicSource::Region(src),
                 ..
-            } => format!("atomic_add {} += {}", r(dst), r(src)),
-            TileOp::AtomicAdd {
+            } => format!(
+                "{} {} {} {}",
+                op.name(),
+                r(dst),
+                atomic_symbol(*atomic),
+                r(src)
+            ),
+            TileOp::Atomic {
+                op: atomic,
                 dst,
                 src: AtomicSource::Value(value),
                 prev,
@@ -226,8 +236,10 @@ impl World {
                     None => String::new(),
                 };
                 format!(
-                    "atomic_add {} += {}{returns}",
+                    "{} {} {} {}{returns}",
+                    op.name(),
                     r(dst),
+                    atomic_symbol(*atomic),
                     self.display_data(*value)
                 )
             }
@@ -489,5 +501,14 @@ fn warp_reduce_name(op: BinaryOp) -> &'static str {
         BinaryOp::BitAnd => "bitand",
         BinaryOp::BitOr => "bitor",
         _ => "sum",
+    }
+}
+
+/// The update an atomic tile operation makes, as the dump prints it (`+=`, `max=`, `min=`).
+fn atomic_symbol(op: crate::thread::AtomicOp) -> &'static str {
+    match op {
+        crate::thread::AtomicOp::Add => "+=",
+        crate::thread::AtomicOp::Max => "max=",
+        crate::thread::AtomicOp::Min => "min=",
     }
 }

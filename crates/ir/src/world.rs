@@ -155,6 +155,23 @@ pub enum WarpPolicy {
     FullCol,
 }
 
+/// How `T.cumsum` and `T.cummax` combine a running value with the next element.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ScanOp {
+    Sum,
+    Max,
+}
+
+impl ScanOp {
+    /// The TileLang operation's name (`"cumsum"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ScanOp::Sum => "cumsum",
+            ScanOp::Max => "cummax",
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ReduceKind {
     Sum,
@@ -235,14 +252,19 @@ pub enum TileOp {
         dim: i64,
         clear: bool,
     },
-    Cumsum {
+    /// `T.cumsum` / `T.cummax`: an inclusive scan of `src` along `dim` into `dst`.
+    Scan {
+        op: ScanOp,
         src: Region,
         dst: Region,
         /// The scanned dimension of `src`, counted from 0 (normalised as [`TileOp::Reduce`]'s).
         dim: i64,
         reverse: bool,
     },
-    AtomicAdd {
+    /// `T.atomic_add`, `T.atomic_max`, `T.atomic_min`: an element (or, with a region source, each
+    /// element of a tile) combined atomically with `op`.
+    Atomic {
+        op: crate::thread::AtomicOp,
         dst: Region,
         src: AtomicSource,
         /// The `T.alloc_var`-like scalar that receives the element's value before the addition
@@ -394,8 +416,12 @@ impl TileOp {
             TileOp::Fill { .. } => "fill",
             TileOp::Gemm { .. } => "gemm",
             TileOp::Reduce { kind, .. } => kind.name(),
-            TileOp::Cumsum { .. } => "cumsum",
-            TileOp::AtomicAdd { .. } => "atomic_add",
+            TileOp::Scan { op, .. } => op.name(),
+            TileOp::Atomic { op, .. } => match op {
+                crate::thread::AtomicOp::Add => "atomic_add",
+                crate::thread::AtomicOp::Max => "atomic_max",
+                crate::thread::AtomicOp::Min => "atomic_min",
+            },
             TileOp::UseSwizzle { .. } => "use_swizzle",
             TileOp::AnnotateLayout { .. } => "annotate_layout",
             TileOp::Control(control) => control.name(),
@@ -552,6 +578,16 @@ pub struct World {
     /// `params`, after the signature's: TileLang makes each a workspace the runtime allocates and
     /// passes to every launch, so launches exchange data through it, and the caller never sees it.
     pub workspaces: Vec<EntityId>,
+    /// Global tensors a kernel reaches through a pointer it reads at run time
+    /// (`T.make_tensor(ptrs[i], shape, dtype)` over a `T.ptr` table), with the pointer's value.
+    /// They are also in `params`, after the signature's, so that checks and layout inference
+    /// see a global tensor of that shape; the lowering does not take them yet.
+    pub pointer_tensors: Column<DataId>,
+    /// Shared buffers made by `T.view(base, shape, dtype=...)` with another dtype: each is a
+    /// buffer of its own (its own shape, dtype and layout) over the bytes of `base`, which it
+    /// maps to. Unlike an alias it is not addressed through its base; the two share space, so
+    /// the base is live wherever the view is, and the view takes no space of its own.
+    pub byte_views: Column<EntityId>,
     /// `T.Parallel` loops whose extents the front end computed from values it assumed for a generic instance
     /// (`T.Parallel(threads_arg, npt_arg)` with both assumed): a layout conflict inside one may
     /// be the assumption's doing rather than the kernel's, and is reported as not analysed.
@@ -603,6 +639,12 @@ impl World {
 
     pub fn is_alias(&self, buffer: EntityId) -> bool {
         self.aliases.get(buffer).is_some()
+    }
+
+    /// Whether `buffer` is a view of another shared buffer's bytes with another dtype
+    /// ([`World::byte_views`]).
+    pub fn is_byte_view(&self, buffer: EntityId) -> bool {
+        self.byte_views.get(buffer).is_some()
     }
 
     /// `buffer[indices]` as an element of the buffer that stores it: an alias's indices are

@@ -36,8 +36,8 @@ pub fn check_world(world: &World, target: Target) -> Vec<Diagnostic> {
             TileOp::Reduce { src, dst, dim, .. } => {
                 check_reduce(&mut scratch, entity, op.name(), src, dst, *dim)
             }
-            TileOp::Cumsum { src, dst, dim, .. } => {
-                check_cumsum(&mut scratch, entity, src, dst, *dim)
+            TileOp::Scan { src, dst, dim, .. } => {
+                check_scan(&mut scratch, entity, op.name(), (src, dst), *dim)
             }
             TileOp::AnnotateLayout { buffer, layout } => {
                 check_annotation(world, entity, *buffer, &layout.shape)
@@ -395,7 +395,7 @@ fn check_gemm_types(world: &World, entity: EntityId, [a, b, c]: [&Region; 3]) ->
             ));
         } else if let Some(c_type) = dtype(c) {
             let accepted: &[DType] = match a_type {
-                DType::Int8 | DType::UInt8 => &[DType::Int32],
+                DType::Int8 | DType::UInt8 | DType::Int4 | DType::UInt4 => &[DType::Int32],
                 DType::Float16 => &[DType::Float32, DType::Float16],
                 DType::Float64 => &[DType::Float64],
                 _ => &[DType::Float32],
@@ -474,14 +474,14 @@ fn check_reduce(
     found
 }
 
-fn check_cumsum(
+fn check_scan(
     world: &mut World,
     entity: EntityId,
-    src: &Region,
-    dst: &Region,
+    name: &str,
+    (src, dst): (&Region, &Region),
     dim: i64,
 ) -> Vec<Diagnostic> {
-    let mut found = on_chip_scopes(world, entity, "cumsum", &[src, dst]);
+    let mut found = on_chip_scopes(world, entity, name, &[src, dst]);
     let (Some(src_ext), Some(dst_ext)) = (
         resolve_extents(world, src, None),
         resolve_extents(world, dst, None),
@@ -492,7 +492,7 @@ fn check_cumsum(
         found.push(shape_mismatch(
             entity,
             format!(
-                "`T.cumsum` scans dimension {dim}, but `{}` has {} dimension(s)",
+                "`T.{name}` scans dimension {dim}, but `{}` has {} dimension(s)",
                 world.name(src.buffer),
                 src_ext.len()
             ),
@@ -501,7 +501,7 @@ fn check_cumsum(
         found.push(shape_mismatch(
             entity,
             format!(
-                "`T.cumsum` writes a {} result into `{}` ({})",
+                "`T.{name}` writes a {} result into `{}` ({})",
                 format_extents(world, &src_ext),
                 world.name(dst.buffer),
                 format_extents(world, &dst_ext)
@@ -564,6 +564,9 @@ fn check_shared_memory(world: &World, target: Target) -> Vec<Diagnostic> {
         let order = linearize(world, launch);
         let ranges: Vec<(EntityId, u64, usize, usize)> = world
             .shared_buffers()
+            // A view of another buffer's bytes takes none of its own (its base is live
+            // wherever it is).
+            .filter(|&buffer| !world.is_byte_view(buffer))
             .filter(|&buffer| launch_of(world, buffer) == Some(launch))
             .filter_map(|buffer| {
                 let (first, last) = live_range(world, &order, buffer)?;
@@ -646,7 +649,7 @@ pub fn staged_bytes(world: &World, buffer: EntityId) -> Option<u64> {
 /// The size of a buffer in bytes, saturating: a shape too large to count is still far too large.
 pub(crate) fn buffer_bytes(world: &World, buffer: EntityId) -> Option<u64> {
     let elements = buffer_elements(world, buffer)?;
-    Some(elements.saturating_mul(world.dtypes.get(buffer)?.bytes()))
+    Some(world.dtypes.get(buffer)?.storage_bytes(elements))
 }
 
 /// The number of elements of a buffer with a constant shape, saturating at `u64::MAX`.

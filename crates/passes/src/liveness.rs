@@ -65,14 +65,19 @@ fn is_inside(world: &World, mut entity: EntityId, ancestor: EntityId) -> bool {
 }
 
 /// The range of positions in `order` over which `buffer` is live, if it is ever accessed (through
-/// itself or through a `T.reshape` / `T.view` alias of it).
+/// itself, through a `T.reshape` / `T.view` alias of it, or through a view of its bytes with
+/// another dtype).
 pub fn live_range(world: &World, order: &[EntityId], buffer: EntityId) -> Option<(usize, usize)> {
+    let stored_in = |accessed: EntityId| {
+        let storage = world.storage_of(accessed);
+        storage == buffer || world.byte_views.get(storage) == Some(&buffer)
+    };
     let touching: Vec<usize> = (0..order.len())
         .filter(|&p| {
             world.accesses.get(order[p]).is_some_and(|accesses| {
                 accesses
                     .iter()
-                    .any(|access| world.storage_of(access.region.buffer) == buffer)
+                    .any(|access| stored_in(access.region.buffer))
             })
         })
         .collect();

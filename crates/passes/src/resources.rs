@@ -79,7 +79,8 @@ fn stored_bytes(world: &World, layouts: &Layouts, buffer: EntityId) -> Option<u6
 /// `target`.
 pub fn estimate_resources(world: &World, layouts: &Layouts, target: Target) -> Resources {
     let mut resources = Resources::default();
-    for buffer in world.shared_buffers() {
+    // A view of another buffer's bytes takes none of its own.
+    for buffer in world.shared_buffers().filter(|&b| !world.is_byte_view(b)) {
         if let Some(bytes) = stored_bytes(world, layouts, buffer) {
             let stages = pipeline_stages(world, buffer);
             resources
@@ -204,10 +205,24 @@ fn pressure(world: &World, layouts: &Layouts, total: u64, live: &[(EntityId, u64
         world.name(largest),
         shape.join("×"),
     );
-    let mut diagnostic =
+    // With sizes tilec assumed for a generic instance (128 for every tile of a kernel its callers
+    // configure), the pressure is the assumption's, not the kernel's: said as information, as a
+    // shared-memory excess is said as a warning there instead of an error.
+    let mut diagnostic = if world.assumed_args.is_empty() {
         Diagnostic::warning(Code::RegisterPressure, Anchor::Entity(largest), message).with_help(
             "use smaller tiles or more threads, or keep part of the tile in shared memory",
-        );
+        )
+    } else {
+        Diagnostic::info(
+            Code::RegisterPressure,
+            Anchor::Entity(largest),
+            format!("{message}, with the values tilec assumed for this generic instance"),
+        )
+        .with_help(
+            "the kernel may fit with the sizes it is called with: pass them at a call site, or \
+             list the instance in tilec.toml",
+        )
+    };
     for &(buffer, registers) in live.iter().filter(|(buffer, _)| *buffer != largest) {
         diagnostic = diagnostic.with_related(
             Anchor::Entity(buffer),

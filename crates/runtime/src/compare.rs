@@ -15,12 +15,14 @@ use crate::tensor::HostTensor;
 
 /// The largest relative error a result of `dtype` may have and still pass: 1e-4 for fp32 and fp64,
 /// 1e-2 for fp16, bf16 and tf32 (ten fraction bits, as fp16), 1e-1 for fp8 (three mantissa bits at
-/// most), and 0 (exact) for integers and booleans.
+/// most), 0.2 for fp4 (one mantissa bit: its rounding errs by a sixth at most, and neighbouring
+/// values differ by a third at least), and 0 (exact) for integers and booleans.
 pub fn tolerance_for(dtype: DType) -> f64 {
     match dtype {
         DType::Float32 | DType::Float64 => 1e-4,
         DType::Float16 | DType::BFloat16 | DType::TFloat32 => 1e-2,
         DType::Float8E4M3 | DType::Float8E5M2 => 1e-1,
+        DType::Float4E2M1 => 0.2,
         DType::Bool
         | DType::Int8
         | DType::Int16
@@ -29,7 +31,9 @@ pub fn tolerance_for(dtype: DType) -> f64 {
         | DType::UInt8
         | DType::UInt16
         | DType::UInt32
-        | DType::UInt64 => 0.0,
+        | DType::UInt64
+        | DType::Int4
+        | DType::UInt4 => 0.0,
     }
 }
 

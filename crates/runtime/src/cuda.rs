@@ -38,7 +38,7 @@ use dashmap::DashMap;
 use tilec_ir::thread::{DescriptorSwizzle, TensorMap};
 use tilec_ir::{DType, Target};
 
-use crate::tensor::{HostTensor, element_bytes};
+use crate::tensor::{HostTensor, element_bytes, storage_bytes};
 
 /// Dynamic shared memory a block may use without opting in through a function attribute.
 const DEFAULT_DYNAMIC_SHARED_BYTES: u32 = 48 * 1024;
@@ -494,6 +494,11 @@ impl TensorMapLayout {
                 "the tensor's device address {address:#x} is not a multiple of 16 bytes"
             ));
         }
+        if dtype.is_sub_byte() {
+            return Err(format!(
+                "TMA copies of {dtype} elements (packed two a byte) are not supported"
+            ));
+        }
         let element = element_bytes(dtype) as u64;
         let global_dims = tensor_map_dims(shape)?;
         let global_strides = tensor_map_strides(&global_dims, element)?;
@@ -594,9 +599,15 @@ fn tensor_map_data_type(dtype: DType) -> CUtensorMapDataType {
         DType::Int64 => T::CU_TENSOR_MAP_DATA_TYPE_INT64,
         DType::UInt64 => T::CU_TENSOR_MAP_DATA_TYPE_UINT64,
         DType::Int16 | DType::UInt16 => T::CU_TENSOR_MAP_DATA_TYPE_UINT16,
-        DType::Bool | DType::Int8 | DType::UInt8 | DType::Float8E4M3 | DType::Float8E5M2 => {
-            T::CU_TENSOR_MAP_DATA_TYPE_UINT8
-        }
+        // 4-bit elements never reach a tensor map (`TensorMapLayout::new` refuses them).
+        DType::Bool
+        | DType::Int8
+        | DType::UInt8
+        | DType::Float8E4M3
+        | DType::Float8E5M2
+        | DType::Int4
+        | DType::UInt4
+        | DType::Float4E2M1 => T::CU_TENSOR_MAP_DATA_TYPE_UINT8,
     }
 }
 
@@ -989,9 +1000,8 @@ impl CudaDevice {
         let during = "allocating a tensor on the GPU";
         let byte_len = shape
             .iter()
-            .try_fold(element_bytes(dtype), |size, &extent| {
-                size.checked_mul(extent)
-            })
+            .try_fold(1usize, |count, &extent| count.checked_mul(extent))
+            .and_then(|count| storage_bytes(dtype, count))
             .ok_or_else(|| CudaError::new(during, format!("the shape {shape:?} is too large")))?;
         guarded(panic_error(during), || {
             let data = self

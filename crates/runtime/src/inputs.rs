@@ -176,7 +176,8 @@ pub fn bytes_moved(program: &ThreadProgram, tensors: &[HostTensor]) -> u64 {
         .iter()
         .zip(tensors)
         .map(|(param, tensor)| {
-            let once = (tensor.len() * crate::tensor::element_bytes(tensor.dtype)) as u64;
+            let once = crate::tensor::storage_bytes(tensor.dtype, tensor.len())
+                .unwrap_or(usize::MAX) as u64;
             match param.access {
                 ParamAccess::ReadWrite => 2 * once,
                 _ => once,

@@ -27,11 +27,11 @@ const MAGIC: &[u8] = b"\x93NUMPY";
 pub fn descriptor(dtype: DType) -> &'static str {
     match dtype {
         DType::Bool => "|b1",
-        DType::Int8 => "|i1",
+        DType::Int8 | DType::Int4 => "|i1",
         DType::Int16 => "<i2",
         DType::Int32 => "<i4",
         DType::Int64 => "<i8",
-        DType::UInt8 => "|u1",
+        DType::UInt8 | DType::UInt4 => "|u1",
         DType::UInt16 => "<u2",
         DType::UInt32 => "<u4",
         DType::UInt64 => "<u8",
@@ -40,7 +40,8 @@ pub fn descriptor(dtype: DType) -> &'static str {
         | DType::BFloat16
         | DType::Float8E4M3
         | DType::Float8E5M2
-        | DType::TFloat32 => "<f4",
+        | DType::TFloat32
+        | DType::Float4E2M1 => "<f4",
         DType::Float64 => "<f8",
     }
 }
@@ -48,7 +49,13 @@ pub fn descriptor(dtype: DType) -> &'static str {
 /// The dtype an `.npy` file of `tensor` reads back as: the tensor's own, except bf16 and fp8.
 pub fn stored_dtype(dtype: DType) -> DType {
     match dtype {
-        DType::BFloat16 | DType::Float8E4M3 | DType::Float8E5M2 | DType::TFloat32 => DType::Float32,
+        DType::BFloat16
+        | DType::Float8E4M3
+        | DType::Float8E5M2
+        | DType::TFloat32
+        | DType::Float4E2M1 => DType::Float32,
+        DType::Int4 => DType::Int8,
+        DType::UInt4 => DType::UInt8,
         other => other,
     }
 }

@@ -24,6 +24,10 @@ pub struct HostTensor {
 /// How many random elements are made between two looks at the deadline: about a millisecond.
 const DEADLINE_CHUNK: usize = 1 << 16;
 
+/// Random index tensors (offsets, expert ids, block tables) take values in `0..INDEX_VALUES`: an
+/// extent they index must be at least this large for every random index to be in range.
+pub const INDEX_VALUES: i32 = 8;
+
 /// Why [`HostTensor::random_before`] made no tensor.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RandomError {
@@ -108,7 +112,7 @@ impl HostTensor {
         (seed, indices): (u64, bool),
         deadline: Option<Instant>,
     ) -> Result<HostTensor, RandomError> {
-        let integers = if indices { 0..8 } else { -8..8 };
+        let integers = if indices { 0..INDEX_VALUES } else { -8..8 };
         Self::random_in(dtype, shape, seed, integers, deadline)
     }
 
@@ -153,8 +157,22 @@ impl HostTensor {
         self.values.is_empty()
     }
 
-    /// The elements as the device stores them (little endian).
+    /// The elements as the device stores them (little endian; 4-bit elements two a byte, the
+    /// element of even index in the low nibble).
     pub fn to_bytes(&self) -> Vec<u8> {
+        if self.dtype.is_sub_byte() {
+            return self
+                .values
+                .chunks(2)
+                .map(|pair| {
+                    let low = nibble_code(self.dtype, pair[0]);
+                    let high = pair
+                        .get(1)
+                        .map_or(0, |&value| nibble_code(self.dtype, value));
+                    low | (high << 4)
+                })
+                .collect();
+        }
         let mut bytes = Vec::with_capacity(self.values.len() * element_bytes(self.dtype));
         for &value in &self.values {
             push_element(&mut bytes, self.dtype, value);
@@ -164,15 +182,20 @@ impl HostTensor {
 
     /// Reads elements stored as the device stores them; `None` when the byte count does not match.
     pub fn from_bytes(dtype: DType, shape: &[usize], bytes: &[u8]) -> Option<HostTensor> {
-        let size = element_bytes(dtype);
         let count: usize = shape.iter().product();
-        if bytes.len() != count * size {
+        if Some(bytes.len()) != storage_bytes(dtype, count) {
             return None;
         }
-        let values = bytes
-            .chunks_exact(size)
-            .map(|chunk| read_element(dtype, chunk))
-            .collect();
+        let values = if dtype.is_sub_byte() {
+            (0..count)
+                .map(|i| nibble_value(dtype, (bytes[i / 2] >> (4 * (i % 2))) & 0xf))
+                .collect()
+        } else {
+            bytes
+                .chunks_exact(element_bytes(dtype))
+                .map(|chunk| read_element(dtype, chunk))
+                .collect()
+        };
         Some(HostTensor {
             dtype,
             shape: shape.to_vec(),
@@ -181,13 +204,36 @@ impl HostTensor {
     }
 }
 
-/// The size of one element on the device, in bytes.
+/// The size of one element on the device, in bytes: one for the 4-bit types, whose elements
+/// share bytes in memory (see [`storage_bytes`] for the size of a tensor).
 pub fn element_bytes(dtype: DType) -> usize {
+    usize::try_from(dtype.bytes()).unwrap_or(usize::MAX)
+}
+
+/// The bytes `count` elements of `dtype` take on the device, packed as it stores them; `None` when
+/// the size overflows.
+pub fn storage_bytes(dtype: DType, count: usize) -> Option<usize> {
+    let bits = count.checked_mul(usize::try_from(dtype.bits()).ok()?)?;
+    Some(bits.div_ceil(8))
+}
+
+/// The four bits an element of a 4-bit type is stored as (its value is one of the type's).
+// The casts wrap an integer element into its nibble, which is the store being modelled.
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+fn nibble_code(dtype: DType, value: f64) -> u8 {
+    if dtype == DType::Float4E2M1 {
+        tilec_ir::dtype::e2m1_code(value)
+    } else {
+        (value as i64 as u8) & 0xf
+    }
+}
+
+/// The element a nibble (the low four bits of `code`) stores, as [`nibble_code`] wrote it.
+fn nibble_value(dtype: DType, code: u8) -> f64 {
     match dtype {
-        DType::Bool | DType::Int8 | DType::UInt8 | DType::Float8E4M3 | DType::Float8E5M2 => 1,
-        DType::Int16 | DType::UInt16 | DType::Float16 | DType::BFloat16 => 2,
-        DType::Int32 | DType::UInt32 | DType::Float32 | DType::TFloat32 => 4,
-        DType::Int64 | DType::UInt64 | DType::Float64 => 8,
+        DType::Float4E2M1 => tilec_ir::dtype::e2m1_value(code),
+        DType::Int4 => f64::from((code << 4).cast_signed() >> 4),
+        _ => f64::from(code & 0xf),
     }
 }
 
@@ -216,6 +262,9 @@ pub fn round_to(dtype: DType, value: f64) -> f64 {
         DType::UInt16 => f64::from(value as i64 as u16),
         DType::UInt32 => f64::from(value as i64 as u32),
         DType::UInt64 => value.trunc().max(0.0),
+        DType::Int4 => f64::from(((value as i64 as u8) << 4).cast_signed() >> 4),
+        DType::UInt4 => f64::from((value as i64 as u8) & 0xf),
+        DType::Float4E2M1 => tilec_ir::dtype::round_to_e2m1(value),
     }
 }
 
@@ -315,6 +364,8 @@ fn push_element(bytes: &mut Vec<u8>, dtype: DType, value: f64) {
         DType::UInt32 => bytes.extend_from_slice(&(value as i64 as u32).to_le_bytes()),
         DType::Int64 => bytes.extend_from_slice(&(value as i64).to_le_bytes()),
         DType::UInt64 => bytes.extend_from_slice(&(value as u64).to_le_bytes()),
+        // A 4-bit element alone (a `T.reinterpret` of one) is its nibble in a byte of its own.
+        DType::Int4 | DType::UInt4 | DType::Float4E2M1 => bytes.push(nibble_code(dtype, value)),
     }
 }
 
@@ -336,6 +387,7 @@ fn read_element(dtype: DType, chunk: &[u8]) -> f64 {
         DType::UInt32 => f64::from(u32::from_le_bytes([b0, b1, b2, b3])),
         DType::Int64 => i64::from_le_bytes(buf) as f64,
         DType::UInt64 => u64::from_le_bytes(buf) as f64,
+        DType::Int4 | DType::UInt4 | DType::Float4E2M1 => nibble_value(dtype, b0),
     }
 }
 
@@ -348,13 +400,43 @@ mod tests {
         for dtype in DType::ALL {
             let tensor = HostTensor::random(dtype, &[3, 5], 7);
             let bytes = tensor.to_bytes();
-            assert_eq!(bytes.len(), 15 * element_bytes(dtype));
+            let expected = if dtype.is_sub_byte() {
+                8
+            } else {
+                15 * element_bytes(dtype)
+            };
+            assert_eq!(bytes.len(), expected, "{dtype:?}");
             assert_eq!(
                 HostTensor::from_bytes(dtype, &[3, 5], &bytes),
                 Some(tensor),
                 "{dtype:?}"
             );
         }
+    }
+
+    /// 4-bit elements pack two a byte, the element of even index in the low nibble (torch's
+    /// packed order); int4 sign-extends, float4_e2m1fn decodes its sign bit.
+    #[test]
+    fn four_bit_elements_pack_low_nibble_first() {
+        let int4 = HostTensor {
+            dtype: DType::Int4,
+            shape: vec![3],
+            values: vec![-1.0, 7.0, -8.0],
+        };
+        assert_eq!(int4.to_bytes(), vec![0x7f, 0x08]);
+        let fp4 = HostTensor {
+            dtype: DType::Float4E2M1,
+            shape: vec![2],
+            values: vec![6.0, -0.5],
+        };
+        assert_eq!(fp4.to_bytes(), vec![0x97]);
+        assert_eq!(
+            HostTensor::from_bytes(DType::Float4E2M1, &[2], &[0x97]),
+            Some(fp4)
+        );
+        assert_eq!(round_to(DType::Int4, 9.0), -7.0);
+        assert_eq!(round_to(DType::UInt4, -1.0), 15.0);
+        assert_eq!(round_to(DType::Float4E2M1, -2.6), -3.0);
     }
 
     #[test]

@@ -195,3 +195,253 @@ fn the_emulator_budget_covers_filling_the_inputs() {
         "{stderr}"
     );
 }
+
+/// The value of the float4_e2m1fn nearest to `x`: ties to the even code, saturating at ±6. Written
+/// here from the format's table, independently of tilec's own conversion.
+fn nearest_e2m1(x: f64) -> f64 {
+    const VALUES: [f64; 8] = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0];
+    let magnitude = x.abs().min(6.0);
+    let mut best = 0;
+    for (code, value) in VALUES.iter().enumerate() {
+        let (error, best_error) = ((value - magnitude).abs(), (VALUES[best] - magnitude).abs());
+        if error < best_error || (error == best_error && code % 2 == 0) {
+            best = code;
+        }
+    }
+    VALUES[best].copysign(x)
+}
+
+/// `tests/fixtures/kernels/four_bit.py` on the emulator: float32 narrowed to fp4 (through a packed
+/// shared tile) and to int4 with a wrapping addition, each output checked against values computed
+/// here from the saved input.
+#[test]
+fn four_bit_dtypes_narrow_wrap_and_widen() {
+    use tilec_runtime::npy::read_npy;
+
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/kernels/four_bit.py");
+    let saved = tempfile::tempdir().expect("temp dir");
+    let output = Command::new(env!("CARGO_BIN_EXE_tilec"))
+        .args(["run", "--device", "cpu", "--save"])
+        .arg(saved.path())
+        .arg(&file)
+        .output()
+        .expect("tilec runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let read = |name: &str| read_npy(&saved.path().join(name)).expect("a saved tensor");
+    let (x, q, i, back) = (
+        read("in/X.npy"),
+        read("out/Q.npy"),
+        read("out/I.npy"),
+        read("out/Back.npy"),
+    );
+    assert_eq!(x.values.len(), 64 * 96);
+    let mut wrapped = 0;
+    for (k, &x) in x.values.iter().enumerate() {
+        // The kernel computes in float32: `x * 6.5` rounds once to float32 before narrowing.
+        #[allow(clippy::cast_possible_truncation)]
+        let scaled = f64::from(x as f32 * 6.5);
+        let expected_q = nearest_e2m1(scaled);
+        // int4 of x * 8 truncates toward zero; adding 7 wraps past 7 into [-8, -1].
+        let truncated = (x * 8.0).trunc();
+        let expected_i = (truncated + 7.0 + 8.0).rem_euclid(16.0) - 8.0;
+        wrapped += usize::from(truncated + 7.0 > 7.0);
+        assert_eq!(q.values[k], expected_q, "Q[{k}] of x = {x}");
+        assert_eq!(i.values[k], expected_i, "I[{k}] of x = {x}");
+        assert_eq!(back.values[k], expected_q + expected_i, "Back[{k}]");
+    }
+    assert!(
+        wrapped > 1000,
+        "the inputs exercise the wrap ({wrapped} elements)"
+    );
+    assert!(q.values.contains(&6.0) && q.values.contains(&-6.0));
+}
+
+/// `tests/fixtures/kernels/atomic_extremes.py` on the emulator: every block's `T.atomic_max` of a
+/// float column and `T.atomic_min` of an integer one land on the caller's values, and the
+/// `return_prev=True` form updates its element; checked against values computed here.
+#[test]
+fn atomic_max_and_min_combine_with_the_caller_values() {
+    use tilec_runtime::npy::read_npy;
+
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/kernels/atomic_extremes.py");
+    let saved = tempfile::tempdir().expect("temp dir");
+    let output = Command::new(env!("CARGO_BIN_EXE_tilec"))
+        .args(["run", "--device", "cpu", "--save"])
+        .arg(saved.path())
+        .arg(&file)
+        .output()
+        .expect("tilec runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let read = |name: &str| read_npy(&saved.path().join(name)).expect("a saved tensor");
+    let x = read("in/X.npy");
+    let (hi_in, lo_in, old_in) = (read("in/Hi.npy"), read("in/Lo.npy"), read("in/Old.npy"));
+    let (hi, lo, old) = (read("out/Hi.npy"), read("out/Lo.npy"), read("out/Old.npy"));
+    let (rows, columns) = (64, 128);
+    for j in 0..columns {
+        let column = (0..rows).map(|i| x.values[i * columns + j]);
+        let largest = column.clone().fold(hi_in.values[j], f64::max);
+        // The kernel scales in float32 and truncates toward zero.
+        #[allow(clippy::cast_possible_truncation)]
+        let smallest = column
+            .map(|v| f64::from(v as f32 * 100.0).trunc())
+            .fold(lo_in.values[j], f64::min);
+        assert_eq!(hi.values[j], largest, "Hi[{j}]");
+        assert_eq!(lo.values[j], smallest, "Lo[{j}]");
+    }
+    // Blocks 0..4 raise their element of Old to at least 1; the others keep theirs.
+    for (b, (&after, &before)) in old.values.iter().zip(&old_in.values).enumerate() {
+        let expected = if b < 4 { before.max(1.0) } else { before };
+        assert_eq!(after, expected, "Old[{b}]");
+    }
+}
+
+/// `tests/fixtures/kernels/scans.py` on the emulator: `T.cumsum`, `T.cummax` and a reversed
+/// `T.cummax` along the rows of a shared tile, against scans computed here in float32.
+#[test]
+fn cumsum_and_cummax_scan_each_row() {
+    use tilec_runtime::npy::read_npy;
+
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/kernels/scans.py");
+    let saved = tempfile::tempdir().expect("temp dir");
+    let output = Command::new(env!("CARGO_BIN_EXE_tilec"))
+        .args(["run", "--device", "cpu", "--save"])
+        .arg(saved.path())
+        .arg(&file)
+        .output()
+        .expect("tilec runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let read = |name: &str| read_npy(&saved.path().join(name)).expect("a saved tensor");
+    let x = read("in/X.npy");
+    let (sum, max, suffix) = (
+        read("out/Sum.npy"),
+        read("out/Max.npy"),
+        read("out/SuffixMax.npy"),
+    );
+    let columns = 32;
+    for (r, row) in x.values.chunks(columns).enumerate() {
+        let (mut running_sum, mut running_max) = (0.0f32, f64::NEG_INFINITY);
+        for (c, &v) in row.iter().enumerate() {
+            // The kernel adds in float32; every input is a float32 value.
+            #[allow(clippy::cast_possible_truncation)]
+            let v32 = v as f32;
+            running_sum += v32;
+            running_max = running_max.max(v);
+            let k = r * columns + c;
+            assert_eq!(sum.values[k], f64::from(running_sum), "Sum[{r}, {c}]");
+            assert_eq!(max.values[k], running_max, "Max[{r}, {c}]");
+            let suffix_max = row[c..].iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            assert_eq!(suffix.values[k], suffix_max, "SuffixMax[{r}, {c}]");
+        }
+    }
+}
+
+/// `tests/fixtures/kernels/any_all.py` on the emulator, on masks written here: a row of zeros (no
+/// element set), rows with some zeros, and rows without any.
+#[test]
+fn any_of_and_all_of_test_every_element() {
+    use tilec_runtime::HostTensor;
+    use tilec_runtime::npy::{read_npy, write_npy};
+
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/kernels/any_all.py");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let rows: [[f64; 4]; 6] = [
+        [0.0, 0.0, 0.0, 0.0],
+        [0.0, 0.0, 0.0, 5.0],
+        [3.0, 0.0, 1.0, 1.0],
+        [1.0, 2.0, 3.0, 4.0],
+        [-1.0, 1.0, -1.0, 1.0],
+        [7.0, 7.0, 7.0, 0.0],
+    ];
+    let mask = HostTensor {
+        dtype: tilec_ir::DType::Int32,
+        shape: vec![6, 4],
+        values: rows.iter().flatten().copied().collect(),
+    };
+    let mask_path = dir.path().join("mask.npy");
+    write_npy(&mask_path, &mask).expect("writes the mask");
+    let saved = dir.path().join("saved");
+    let output = Command::new(env!("CARGO_BIN_EXE_tilec"))
+        .args(["run", "--device", "cpu", "--input"])
+        .arg(format!("Mask={}", mask_path.display()))
+        .arg("--save")
+        .arg(&saved)
+        .arg(&file)
+        .output()
+        .expect("tilec runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let flags = read_npy(&saved.join("out/Flags.npy")).expect("saved flags");
+    for (b, row) in rows.iter().enumerate() {
+        let any = row.iter().any(|&v| v != 0.0);
+        let all = row.iter().all(|&v| v != 0.0);
+        assert_eq!(
+            flags.values[2 * b..2 * b + 2],
+            [f64::from(u8::from(any)), f64::from(u8::from(all))],
+            "row {b}: {row:?}"
+        );
+    }
+}
+
+/// `tests/fixtures/kernels/byte_view.py`: a float32 view of a consumed float16 shared tile holds
+/// sums of its pairs. The emulator's results match sums computed here, and the CUDA places the view
+/// at its base's offset, the launch taking the base's (padded) bytes once.
+#[test]
+fn a_view_of_another_dtype_reuses_its_base_bytes() {
+    use tilec_runtime::npy::read_npy;
+
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/kernels/byte_view.py");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let saved = dir.path().join("saved");
+    let output = Command::new(env!("CARGO_BIN_EXE_tilec"))
+        .args(["run", "--device", "cpu", "--save"])
+        .arg(&saved)
+        .arg(&file)
+        .output()
+        .expect("tilec runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let x = read_npy(&saved.join("in/X.npy")).expect("saved X");
+    let y = read_npy(&saved.join("out/Y.npy")).expect("saved Y");
+    // Pairs of float16 values add exactly in float32.
+    let expected: Vec<f64> = x.values.chunks(2).map(|pair| pair[0] + pair[1]).collect();
+    assert_eq!(y.values, expected);
+
+    let out = dir.path().join("cuda");
+    let output = Command::new(env!("CARGO_BIN_EXE_tilec"))
+        .args(["build", "--emit", "cuda", "--out"])
+        .arg(&out)
+        .arg(&file)
+        .output()
+        .expect("tilec builds");
+    assert!(output.status.success());
+    let cuda = std::fs::read_to_string(out.join("byte_view/pair_sums-0.cu")).expect("the CUDA");
+    assert!(
+        cuda.contains("tl_half* x_shared = (tl_half*)(tl_smem + 0);")
+            && cuda.contains("float* y_shared = (float*)(tl_smem + 0);")
+            && cuda.contains("2288 bytes of dynamic shared memory"),
+        "{cuda}"
+    );
+}

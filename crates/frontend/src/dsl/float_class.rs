@@ -102,5 +102,8 @@ fn extremes(dtype: DType) -> Extremes {
         DType::TFloat32 => Extremes::Float(3.401_162_140_171_328e38),
         DType::Float32 => Extremes::Float(f64::from(f32::MAX)),
         DType::Float64 => Extremes::Float(f64::MAX),
+        DType::Int4 => Extremes::Int(-8, 7),
+        DType::UInt4 => Extremes::Int(0, 15),
+        DType::Float4E2M1 => Extremes::Float(6.0),
     }
 }

@@ -32,7 +32,8 @@ impl Builder<'_> {
                 None => self.required(&args, 1, "value")?,
             };
             let (value, _) = self.data_expr(&value, args.span_of(1, "value"))?;
-            let op = TileOp::AtomicAdd {
+            let op = TileOp::Atomic {
+                op: tilec_ir::thread::AtomicOp::Add,
                 dst: target,
                 src: AtomicSource::Value(value),
                 prev: None,

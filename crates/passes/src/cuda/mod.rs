@@ -37,7 +37,7 @@ use tilec_ir::thread::{Memory, ParamAccess, Stmt};
 use tilec_ir::{ExprId, Target, ThreadProgram, VarId};
 
 use names::Names;
-use types::storage_type;
+use types::{memory_type, storage_type};
 
 /// The prelude every kernel starts with.
 pub const PRELUDE: &str = include_str!("prelude.cuh");
@@ -347,7 +347,7 @@ impl Printer<'_> {
                 .get(param.buffer.index())
                 .map(|b| b.dtype);
             let element = match dtype {
-                Some(dtype) => storage_type(dtype),
+                Some(dtype) => memory_type(dtype),
                 None => {
                     self.invalid(&format!("parameter `{}` names no buffer", param.name));
                     "unsigned char"
@@ -470,7 +470,7 @@ impl Printer<'_> {
         let Some(Some(param_name)) = self.buffers.get(tensor.buffer.index()).cloned() else {
             return;
         };
-        let element = storage_type(buffer.dtype);
+        let element = memory_type(buffer.dtype);
         let constness = if tensor.access == ParamAccess::Read {
             "const "
         } else {
@@ -489,7 +489,8 @@ impl Printer<'_> {
         let size = i64::try_from(buffer.dtype.bytes()).unwrap_or(i64::MAX);
         let elements = self.program.exprs.as_int_checked(buffer.elements);
         let end = elements
-            .and_then(|n| n.checked_mul(size))
+            .and_then(|n| u64::try_from(n).ok())
+            .and_then(|n| i64::try_from(buffer.dtype.storage_bytes(n)).ok())
             .and_then(|bytes| bytes.checked_add(offset));
         if offset < 0
             || offset % size != 0
@@ -502,7 +503,7 @@ impl Printer<'_> {
             self.line(&comment);
             return;
         }
-        let element = storage_type(buffer.dtype);
+        let element = memory_type(buffer.dtype);
         let name = self.names.fresh(&buffer.name);
         self.line(&format!(
             "{element}* {name} = ({element}*)({SHARED_ARRAY} + {offset});"

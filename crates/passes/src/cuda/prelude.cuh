@@ -26,6 +26,11 @@ struct tl_fp8_e5m2 {
 struct tl_tfloat32 {
     unsigned int bits;
 };
+// A 4-bit float (float4_e2m1fn) in a register: its code in the low four bits of a byte. In memory
+// two share a byte (see tl_load_e2m1 / tl_store_nibble below).
+struct tl_fp4_e2m1 {
+    unsigned char bits;
+};
 
 // Infinities and NaN by bit pattern, because a literal such as 1e39f would only warn.
 __device__ __forceinline__ float tl_float_inf() { return __uint_as_float(0x7f800000u); }
@@ -61,6 +66,34 @@ __device__ __forceinline__ float tl_tfloat32_to_float(tl_tfloat32 x) { return __
 __device__ __forceinline__ tl_tfloat32 tl_float_to_tfloat32(float f) {
     tl_tfloat32 x;
     asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(x.bits) : "f"(f));
+    return x;
+}
+
+// float4_e2m1fn in software: values +-{0, 0.5, 1, 1.5, 2, 3, 4, 6}, no infinities or NaN. Narrowing
+// rounds to nearest even (the ties 0.25, 0.75, ... 5 go to the code with a clear last bit),
+// saturates at 6 and turns NaN into +0, as the emulator does.
+__device__ __forceinline__ float tl_e2m1_to_float(tl_fp4_e2m1 x) {
+    unsigned int exponent = (x.bits >> 1) & 3u;
+    float mantissa = (x.bits & 1u) ? 0.5f : 0.0f;
+    float magnitude = exponent == 0u ? mantissa : (1.0f + mantissa) * (float)(1u << (exponent - 1u));
+    return (x.bits & 8u) ? -magnitude : magnitude;
+}
+__device__ __forceinline__ tl_fp4_e2m1 tl_float_to_e2m1(float f) {
+    tl_fp4_e2m1 x;
+    float a = fabsf(f);
+    unsigned int code = a <= 0.25f ? 0u
+                      : a < 0.75f  ? 1u
+                      : a <= 1.25f ? 2u
+                      : a < 1.75f  ? 3u
+                      : a <= 2.5f  ? 4u
+                      : a < 3.5f   ? 5u
+                      : a <= 5.0f  ? 6u
+                                   : 7u;
+    if (f != f) {
+        x.bits = 0;
+        return x;
+    }
+    x.bits = (unsigned char)(code | ((__float_as_uint(f) >> 28) & 8u));
     return x;
 }
 
@@ -178,6 +211,7 @@ __device__ __forceinline__ float tl_round_bf16(float f) {
 __device__ __forceinline__ float tl_round_e4m3(float f) { return tl_e4m3_to_float(tl_float_to_e4m3(f)); }
 __device__ __forceinline__ float tl_round_e5m2(float f) { return tl_e5m2_to_float(tl_float_to_e5m2(f)); }
 __device__ __forceinline__ float tl_round_tf32(float f) { return tl_tfloat32_to_float(tl_float_to_tfloat32(f)); }
+__device__ __forceinline__ float tl_round_e2m1(float f) { return tl_e2m1_to_float(tl_float_to_e2m1(f)); }
 
 // Narrowing a double: a float with rounding to odd (truncate toward zero, then set the last bit if
 // anything was cut off) keeps enough information that rounding it again to nearest even, to any
@@ -210,6 +244,34 @@ __device__ __forceinline__ tl_tfloat32 tl_float_to_tfloat32(double d) {
     return tl_float_to_tfloat32(tl_double_to_float_odd(d));
 }
 __device__ __forceinline__ float tl_round_tf32(double d) { return tl_round_tf32(tl_double_to_float_odd(d)); }
+__device__ __forceinline__ tl_fp4_e2m1 tl_float_to_e2m1(double d) { return tl_float_to_e2m1(tl_double_to_float_odd(d)); }
+__device__ __forceinline__ float tl_round_e2m1(double d) { return tl_round_e2m1(tl_double_to_float_odd(d)); }
+
+// 4-bit integers are computed in int and kept in a byte each in registers; results wrap into their
+// range, as C's conversion to a narrower type does for the others.
+__device__ __forceinline__ signed char tl_wrap_s4(int v) { return (signed char)((int)((unsigned int)v << 28) >> 28); }
+__device__ __forceinline__ unsigned char tl_wrap_u4(int v) { return (unsigned char)(v & 15); }
+
+// 4-bit elements in global and shared memory pack two a byte, the element of even index in the low
+// nibble (torch's and TileLang's order). A store replaces its nibble in the aligned 32-bit word
+// atomically, because the other element of its byte may be stored by another thread at the same time.
+__device__ __forceinline__ unsigned int tl_nibble(const unsigned char* p, long long i) {
+    return ((unsigned int)p[i >> 1] >> ((unsigned int)(i & 1) * 4u)) & 15u;
+}
+__device__ __forceinline__ signed char tl_load_s4(const unsigned char* p, long long i) { return tl_wrap_s4((int)tl_nibble(p, i)); }
+__device__ __forceinline__ unsigned char tl_load_u4(const unsigned char* p, long long i) { return (unsigned char)tl_nibble(p, i); }
+__device__ __forceinline__ tl_fp4_e2m1 tl_load_e2m1(const unsigned char* p, long long i) {
+    tl_fp4_e2m1 x;
+    x.bits = (unsigned char)tl_nibble(p, i);
+    return x;
+}
+__device__ __forceinline__ void tl_store_nibble(unsigned char* p, long long i, unsigned int code) {
+    unsigned long long byte = (unsigned long long)(p + (i >> 1));
+    unsigned int* word = (unsigned int*)(byte & ~3ull);
+    unsigned int shift = (unsigned int)(byte & 3ull) * 8u + (unsigned int)(i & 1) * 4u;
+    atomicAnd(word, ~(15u << shift));
+    atomicOr(word, (code & 15u) << shift);
+}
 
 // Float to 64-bit integer, truncating toward zero and saturating as Rust's `as` does, NaN giving 0:
 // the conversion instructions saturate but turn NaN into the most negative value.
@@ -323,6 +385,7 @@ __device__ __forceinline__ float tl_widen(tl_bfloat16 x) { return tl_bfloat16_to
 __device__ __forceinline__ float tl_widen(tl_fp8_e4m3 x) { return tl_e4m3_to_float(x); }
 __device__ __forceinline__ float tl_widen(tl_fp8_e5m2 x) { return tl_e5m2_to_float(x); }
 __device__ __forceinline__ float tl_widen(tl_tfloat32 x) { return tl_tfloat32_to_float(x); }
+__device__ __forceinline__ float tl_widen(tl_fp4_e2m1 x) { return tl_e2m1_to_float(x); }
 template <typename T>
 __device__ __forceinline__ T tl_widen(T x) {
     return x;
@@ -332,6 +395,7 @@ __device__ __forceinline__ tl_bfloat16 tl_narrow(float v, tl_bfloat16*) { return
 __device__ __forceinline__ tl_fp8_e4m3 tl_narrow(float v, tl_fp8_e4m3*) { return tl_float_to_e4m3(v); }
 __device__ __forceinline__ tl_fp8_e5m2 tl_narrow(float v, tl_fp8_e5m2*) { return tl_float_to_e5m2(v); }
 __device__ __forceinline__ tl_tfloat32 tl_narrow(float v, tl_tfloat32*) { return tl_float_to_tfloat32(v); }
+__device__ __forceinline__ tl_fp4_e2m1 tl_narrow(float v, tl_fp4_e2m1*) { return tl_float_to_e2m1(v); }
 template <typename V, typename T>
 __device__ __forceinline__ T tl_narrow(V v, T*) {
     return (T)v;
@@ -341,6 +405,7 @@ __device__ __forceinline__ unsigned int tl_bits(tl_bfloat16 x) { return x.bits; 
 __device__ __forceinline__ unsigned int tl_bits(tl_fp8_e4m3 x) { return x.bits; }
 __device__ __forceinline__ unsigned int tl_bits(tl_fp8_e5m2 x) { return x.bits; }
 __device__ __forceinline__ unsigned int tl_bits(tl_tfloat32 x) { return x.bits; }
+__device__ __forceinline__ unsigned int tl_bits(tl_fp4_e2m1 x) { return x.bits; }
 template <typename T>
 __device__ __forceinline__ unsigned int tl_bits(T x) {
     return (unsigned int)x;

@@ -280,6 +280,9 @@ impl Printer<'_> {
         for arg in args {
             match *arg {
                 tilec_ir::thread::ExternArg::Pointer(Place { buffer, index }) => {
+                    if let Some(message) = self.packed_nibbles(buffer, "pointer") {
+                        return self.skip(&message);
+                    }
                     let Some(element) = self.element(buffer, index) else {
                         return self.skip("an extern call on a buffer that could not be declared");
                     };
@@ -372,11 +375,44 @@ impl Printer<'_> {
         let (x, from) = self.root_value(value);
         self.forget_temporaries();
         let stored = self.stored_as(x, from, dtype);
+        if self.nibble_element(buffer, index).is_some() {
+            // Packed 4-bit memory: the element's four bits replace their nibble atomically, as a
+            // neighbour sharing the byte may be stored by another thread at the same time.
+            let pointer = self.pointer(buffer, index);
+            let (Some(name), Some(_)) = (self.buffer_name(buffer), pointer) else {
+                return self.skip("a store to a buffer that could not be declared");
+            };
+            let index = self.index(index).text;
+            self.line(&format!(
+                "tl_store_nibble({name}, {index}, tl_bits({}));",
+                stored.text
+            ));
+            return;
+        }
         self.line(&format!("{target} = {};", stored.text));
+    }
+
+    /// Why an access of several elements at once (a vector copy, `cp.async`, `ldmatrix`, an
+    /// atomic, a pointer handed to user CUDA) cannot address `buffer`: its elements are 4-bit and
+    /// packed two a byte in memory, where only the element-wise load and store reach them.
+    fn packed_nibbles(&self, buffer: BufferId, what: &str) -> Option<String> {
+        let decl = self.program.buffers.get(buffer.index())?;
+        (decl.dtype.is_sub_byte() && decl.memory != Memory::Local).then(|| {
+            format!(
+                "a {what} of `{}`, whose {} elements are packed two a byte in memory",
+                decl.name, decl.dtype
+            )
+        })
     }
 
     /// One access of `lanes` elements, as the unsigned or vector type of that many bytes.
     fn vector_copy(&mut self, dst: (BufferId, ExprId), src: (BufferId, ExprId), lanes: u32) {
+        if let Some(message) = self
+            .packed_nibbles(dst.0, "vector copy")
+            .or_else(|| self.packed_nibbles(src.0, "vector copy"))
+        {
+            return self.skip(&message);
+        }
         let dtype = match self.writable(dst.0, "vector copy") {
             Ok(dtype) => dtype,
             Err(message) => return self.skip(&message),
@@ -404,6 +440,12 @@ impl Printer<'_> {
 
     /// `cp.async` of 4, 8 or 16 bytes from global to shared memory.
     fn async_copy(&mut self, dst: (BufferId, ExprId), src: (BufferId, ExprId), lanes: u32) {
+        if let Some(message) = self
+            .packed_nibbles(dst.0, "cp.async")
+            .or_else(|| self.packed_nibbles(src.0, "cp.async"))
+        {
+            return self.skip(&message);
+        }
         let memories = (self.memory_of(dst.0), self.memory_of(src.0));
         if !matches!(
             memories,
@@ -431,6 +473,9 @@ impl Printer<'_> {
         dst: (BufferId, ExprId),
         src: (BufferId, ExprId),
     ) {
+        if let Some(message) = self.packed_nibbles(src.0, "ldmatrix") {
+            return self.skip(&message);
+        }
         let memories = (self.memory_of(dst.0), self.memory_of(src.0));
         if !matches!(memories, (Some(Memory::Local), Some(Memory::Shared { .. })))
             || !matches!(matrices, 1 | 2 | 4)
@@ -532,6 +577,9 @@ impl Printer<'_> {
         };
         if self.program.buffers[buffer.index()].memory == Memory::Local {
             return self.skip("an atomic on a register array");
+        }
+        if let Some(message) = self.packed_nibbles(buffer, "atomic") {
+            return self.skip(&message);
         }
         let Some(target) = self.element(buffer, index) else {
             return self.skip("an atomic on a buffer that could not be declared");

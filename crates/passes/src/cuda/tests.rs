@@ -899,6 +899,12 @@ fn coverage_of(
         stmts.push(b.store(to_bufs.regs, zero, x));
     }
     stmts.push(b.store(bufs.shared, zero, x));
+    if dtype.is_sub_byte() {
+        // 4-bit elements share bytes in memory: the lowering makes no atomics or vector copies of
+        // them (and the printer refuses them), only the element-wise loads and stores above.
+        stmts.push(Stmt::Barrier);
+        return stmts;
+    }
     for op in [AtomicOp::Add, AtomicOp::Max, AtomicOp::Min] {
         for buffer in [bufs.output, bufs.shared] {
             let index = b.p.exprs.floormod(tx, k4);

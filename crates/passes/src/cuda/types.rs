@@ -50,6 +50,12 @@ pub(super) fn packed(dtype: DType) -> Option<Packed> {
             "tl_float_to_tfloat32",
             "tl_round_tf32",
         ),
+        DType::Float4E2M1 => (
+            "tl_fp4_e2m1",
+            "tl_e2m1_to_float",
+            "tl_float_to_e2m1",
+            "tl_round_e2m1",
+        ),
         _ => return None,
     };
     Some(Packed {
@@ -64,11 +70,11 @@ pub(super) fn packed(dtype: DType) -> Option<Packed> {
 pub(super) fn compute_type(dtype: DType) -> &'static str {
     match dtype {
         DType::Bool => "bool",
-        DType::Int8 => "signed char",
+        DType::Int8 | DType::Int4 => "signed char",
         DType::Int16 => "short",
         DType::Int32 => "int",
         DType::Int64 => "long long",
-        DType::UInt8 => "unsigned char",
+        DType::UInt8 | DType::UInt4 => "unsigned char",
         DType::UInt16 => "unsigned short",
         DType::UInt32 => "unsigned int",
         DType::UInt64 => "unsigned long long",
@@ -78,13 +84,46 @@ pub(super) fn compute_type(dtype: DType) -> &'static str {
         | DType::Float16
         | DType::BFloat16
         | DType::Float32
-        | DType::TFloat32 => "float",
+        | DType::TFloat32
+        | DType::Float4E2M1 => "float",
     }
 }
 
 /// The C type elements of `dtype` are stored as.
 pub(super) fn storage_type(dtype: DType) -> &'static str {
     packed(dtype).map_or_else(|| compute_type(dtype), |p| p.storage)
+}
+
+/// The C type a buffer of `dtype` in global or shared memory is declared as: its storage type, or
+/// bytes for the 4-bit types, which pack two elements a byte there and are read and written
+/// through the prelude's `tl_load_*` / `tl_store_nibble` (see [`nibble_load`]).
+pub(super) fn memory_type(dtype: DType) -> &'static str {
+    if dtype.is_sub_byte() {
+        "unsigned char"
+    } else {
+        storage_type(dtype)
+    }
+}
+
+/// The prelude's function that reads element `i` of packed 4-bit memory as `dtype`'s storage type.
+pub(super) fn nibble_load(dtype: DType) -> Option<&'static str> {
+    match dtype {
+        DType::Int4 => Some("tl_load_s4"),
+        DType::UInt4 => Some("tl_load_u4"),
+        DType::Float4E2M1 => Some("tl_load_e2m1"),
+        _ => None,
+    }
+}
+
+/// `operand` (an `int` expression, already in C's operand form) wrapped into `dtype`'s range as
+/// integer arithmetic on a type narrower than `int` must be: a cast for the 8- and 16-bit types,
+/// the prelude's sign extension or mask for the 4-bit ones.
+pub(super) fn wrap_int(dtype: DType, operand: &str) -> String {
+    match dtype {
+        DType::Int4 => format!("tl_wrap_s4({operand})"),
+        DType::UInt4 => format!("tl_wrap_u4({operand})"),
+        _ => format!("({}){operand}", compute_type(dtype)),
+    }
 }
 
 /// Whether values of `dtype` are computed as C `float`.
@@ -97,6 +136,12 @@ pub(super) fn computes_as_float(dtype: DType) -> bool {
 pub(super) fn is_small_int(dtype: DType) -> bool {
     matches!(
         dtype,
-        DType::Bool | DType::Int8 | DType::Int16 | DType::UInt8 | DType::UInt16
+        DType::Bool
+            | DType::Int4
+            | DType::UInt4
+            | DType::Int8
+            | DType::Int16
+            | DType::UInt8
+            | DType::UInt16
     )
 }

@@ -8,13 +8,13 @@
 //! select, shuffle) are not rounded.
 
 use tilec_ir::data::{BinaryOp, Intrinsic};
-use tilec_ir::thread::{BufferId, FusedMultiplyAdd, UnaryOp, Value, ValueId};
+use tilec_ir::thread::{BufferId, FusedMultiplyAdd, Memory, UnaryOp, Value, ValueId};
 use tilec_ir::{DType, ExprId};
 
 use super::Printer;
 use super::index::IndexType;
 use super::literal::{double_literal, float_literal, int_literal, round_to_dtype};
-use super::types::{compute_type, computes_as_float, is_small_int, packed};
+use super::types::{compute_type, computes_as_float, is_small_int, nibble_load, packed, wrap_int};
 
 /// A printed C expression.
 #[derive(Clone, Debug)]
@@ -232,6 +232,11 @@ impl Printer<'_> {
             return self.invalid_expr("a load from a buffer that could not be declared");
         };
         let dtype = self.program.buffers[buffer.index()].dtype;
+        // Packed 4-bit memory is read element by element through the prelude.
+        let element = match self.nibble_element(buffer, index) {
+            Some(read) => read,
+            None => element,
+        };
         match packed(dtype) {
             Some(p) => CExpr {
                 stored: Some(element.clone()),
@@ -239,6 +244,19 @@ impl Printer<'_> {
             },
             None => CExpr::atom(element),
         }
+    }
+
+    /// `tl_load_*(name, index)` when `buffer` holds 4-bit elements packed in global or shared
+    /// memory (an rvalue of the element's storage type); `None` for any other buffer.
+    pub(super) fn nibble_element(&mut self, buffer: BufferId, index: ExprId) -> Option<String> {
+        let decl = self.program.buffers.get(buffer.index())?;
+        if decl.memory == Memory::Local {
+            return None;
+        }
+        let function = nibble_load(decl.dtype)?;
+        let name = self.buffers.get(buffer.index()).cloned().flatten()?;
+        let index = self.index(index);
+        Some(format!("{function}({name}, {})", index.text))
     }
 
     /// The lvalue `name[index]` of a buffer element; `None` for an undeclared buffer.
@@ -470,11 +488,11 @@ impl Printer<'_> {
         }
         let x = self.convert(x, from, dtype);
         if is_small_int(dtype) {
-            CExpr::compound(format!(
-                "({})__shfl_xor_sync(0xffffffffu, (int){}, {mask}, 32)",
-                compute_type(dtype),
+            let shuffled = format!(
+                "__shfl_xor_sync(0xffffffffu, (int){}, {mask}, 32)",
                 x.operand()
-            ))
+            );
+            CExpr::compound(wrap_int(dtype, &shuffled))
         } else {
             CExpr::atom(format!(
                 "__shfl_xor_sync(0xffffffffu, {}, {mask}, 32)",
@@ -502,14 +520,14 @@ impl Printer<'_> {
         let (mask, _) = self.operand(id, mask);
         let intrinsic = kind.intrinsic();
         if is_small_int(dtype) {
-            CExpr::compound(format!(
-                "({})({intrinsic}({}, (int){}, {}, {}))",
-                compute_type(dtype),
+            let shuffled = format!(
+                "({intrinsic}({}, (int){}, {}, {}))",
                 mask.text,
                 x.operand(),
                 lane.text,
                 width.text
-            ))
+            );
+            CExpr::compound(wrap_int(dtype, &shuffled))
         } else {
             CExpr::atom(format!(
                 "{intrinsic}({}, {}, {}, {})",
@@ -543,11 +561,11 @@ impl Printer<'_> {
         if let Some(p) = packed(to) {
             return CExpr::rounded(p.round, widen_exactly(x, from).text);
         }
-        let ty = compute_type(to);
         match to {
             DType::Float32 if computes_as_float(from) => x,
             _ if to.is_int() && from.is_float() => float_to_int(x, to),
-            _ => CExpr::compound(format!("({ty}){}", x.operand())),
+            DType::Int4 | DType::UInt4 => CExpr::compound(wrap_int(to, &x.operand())),
+            _ => CExpr::compound(format!("({}){}", compute_type(to), x.operand())),
         }
     }
 
@@ -580,7 +598,7 @@ fn float_to_int(x: CExpr, to: DType) -> CExpr {
     let wide = CExpr::atom(format!("{target}({})", x.text));
     match to {
         DType::Int64 | DType::UInt64 => wide,
-        _ => CExpr::compound(format!("({}){}", compute_type(to), wide.text)),
+        _ => CExpr::compound(wrap_int(to, &wide.text)),
     }
 }
 
@@ -618,7 +636,7 @@ fn round_double(result: CExpr, dtype: DType) -> CExpr {
 /// so that it wraps into the type's range.
 fn wrap_small(result: CExpr, dtype: DType) -> CExpr {
     if is_small_int(dtype) {
-        CExpr::compound(format!("({}){}", compute_type(dtype), result.operand()))
+        CExpr::compound(wrap_int(dtype, &result.operand()))
     } else {
         result
     }

@@ -90,7 +90,7 @@ impl Layouts {
     /// layout stores more than the tile's elements), if it has a layout.
     pub fn shared_storage_bytes(&self, world: &World, buffer: EntityId) -> Option<u64> {
         let elements = u64::try_from(self.shared.get(&buffer)?.storage_elements).ok()?;
-        Some(elements.saturating_mul(world.dtypes.get(buffer)?.bytes()))
+        Some(world.dtypes.get(buffer)?.storage_bytes(elements))
     }
 }
 

@@ -127,6 +127,13 @@ pub fn lower_world(
             ),
         )]);
     }
+    if let Some((tensor, _)) = world.pointer_tensors.iter().next() {
+        return Err(vec![Diagnostic::not_analysed(
+            Anchor::Entity(tensor),
+            "this tensor starts at a pointer the kernel reads at run time (`T.make_tensor`): \
+             tilec checks such a kernel and infers its layouts, but does not lower it to CUDA yet",
+        )]);
+    }
     let launches: Vec<EntityId> = world
         .roots
         .iter()
@@ -668,7 +675,7 @@ impl<'w> Lowering<'w> {
                     }
                 }
             }
-            if let Some(TileOp::AtomicAdd { dst, .. }) = self.world.ops.get(entity)
+            if let Some(TileOp::Atomic { dst, .. }) = self.world.ops.get(entity)
                 && self.world.storage_of(dst.buffer) == param
             {
                 read = true;
@@ -740,8 +747,9 @@ impl<'w> Lowering<'w> {
                 .map_or(logical, |assigned| assigned.storage_elements.max(logical));
             let stages = self.staged.get(&entity).copied().unwrap_or(1);
             self.program.buffers[id.index()].elements = self.program.exprs.int(storage * stages);
-            let element = i64::try_from(self.element_dtype(entity).bytes()).unwrap_or(i64::MAX);
-            let bytes = storage * stages * element;
+            let count = u64::try_from(storage * stages).unwrap_or(u64::MAX);
+            let bytes = self.element_dtype(entity).storage_bytes(count);
+            let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
             placement.push((id, offset, bytes));
         }
         self.sync.set_placement(&placement);
@@ -866,7 +874,7 @@ impl<'w> Lowering<'w> {
                     | TileOp::ImportSource { .. },
                 )
                 | None => false,
-                Some(TileOp::AtomicAdd {
+                Some(TileOp::Atomic {
                     dst,
                     src: tilec_ir::AtomicSource::Value(_),
                     ..
@@ -1393,8 +1401,8 @@ impl<'w> Lowering<'w> {
                 Ok(())
             }
             Some(EntityKind::TileOp) => match self.world.ops.get(entity) {
-                Some(TileOp::AtomicAdd { dst, src, prev }) => {
-                    self.element_atomic(dst.clone(), (src.clone(), *prev), out)
+                Some(TileOp::Atomic { op, dst, src, prev }) => {
+                    self.element_atomic((*op, dst.clone()), (src.clone(), *prev), out)
                 }
                 // An assertion is checked for each iteration, by the thread that runs it.
                 Some(TileOp::Control(control @ ControlOp::DeviceAssert { .. })) => {

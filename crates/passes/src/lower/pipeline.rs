@@ -280,9 +280,9 @@ fn written_anywhere(world: &World, param: EntityId) -> bool {
             world.storage_of(a.region.buffer) == param
                 && !matches!(a.kind, tilec_ir::AccessKind::Read)
         })
-    }) || world.ops.iter().any(|(_, op)| {
-        matches!(op, TileOp::AtomicAdd { dst, .. } if world.storage_of(dst.buffer) == param)
-    })
+    }) || world.ops.iter().any(
+        |(_, op)| matches!(op, TileOp::Atomic { dst, .. } if world.storage_of(dst.buffer) == param),
+    )
 }
 
 impl Lowering<'_> {

@@ -2,6 +2,8 @@
 //! buffers whose live ranges do not overlap sharing space (first fit, largest first). Operands of
 //! a `wgmma` are 1024-byte aligned: the hardware swizzles absolute shared addresses, in a pattern
 //! that repeats every 1024 bytes, so the layout's own swizzle matches only from such a boundary.
+//! A view of a buffer's bytes with another dtype (`T.view(..., dtype=...)`) is placed at its base's
+//! offset, the base taking as many bytes as the larger of the two.
 
 use tilec_ir::{EntityId, World};
 
@@ -45,16 +47,25 @@ pub(crate) fn plan(
     sharing: SpaceSharing,
 ) -> Result<SharedPlacement, Unlowerable> {
     let mut items: Vec<(EntityId, i64, (usize, usize))> = Vec::new();
-    for &buffer in buffers {
-        let bytes = layouts
-            .shared_storage_bytes(world, buffer)
-            .or_else(|| crate::check::buffer_bytes(world, buffer))
-            .ok_or_else(|| {
-                Unlowerable::new(format!(
-                    "shared buffer `{}` needs a shape known at compile time",
-                    world.name(buffer)
-                ))
-            })?;
+    let views: Vec<(EntityId, EntityId)> = buffers
+        .iter()
+        .filter_map(|&view| Some((view, *world.byte_views.get(view)?)))
+        .collect();
+    for &(view, base) in &views {
+        if staged.contains_key(&view) || staged.contains_key(&base) {
+            return Err(Unlowerable::new(format!(
+                "`{}` views the bytes of `{}` with another dtype, and a pipeline stages one of \
+                 them: tilec does not lower a view of a staged buffer yet",
+                world.name(view),
+                world.name(base)
+            )));
+        }
+    }
+    for &buffer in buffers.iter().filter(|&&b| !world.is_byte_view(b)) {
+        let mut bytes = storage_bytes(world, layouts, buffer)?;
+        for &(view, _) in views.iter().filter(|&&(_, base)| base == buffer) {
+            bytes = bytes.max(storage_bytes(world, layouts, view)?);
+        }
         let stages = staged.get(&buffer).copied().unwrap_or(1);
         let bytes = i64::try_from(bytes)
             .ok()
@@ -77,7 +88,11 @@ pub(crate) fn plan(
     items.sort_by_key(|&(buffer, bytes, _)| (std::cmp::Reverse(bytes), buffer));
     let mut placed: Vec<(EntityId, i64, i64, (usize, usize))> = Vec::new();
     for (buffer, bytes, live) in items {
-        let alignment = if wgmma_operands.contains(&buffer) {
+        let aligned = |b: &EntityId| wgmma_operands.contains(b);
+        let viewed_aligned = views
+            .iter()
+            .any(|(view, base)| *base == buffer && aligned(view));
+        let alignment = if aligned(&buffer) || viewed_aligned {
             WGMMA_ALIGNMENT
         } else {
             ALIGNMENT
@@ -103,6 +118,11 @@ pub(crate) fn plan(
         .map(|&(_, offset, size, _)| align(offset + size, ALIGNMENT))
         .max()
         .unwrap_or(0);
+    for &(view, base) in &views {
+        if let Some(&(_, offset, size, live)) = placed.iter().find(|(b, ..)| *b == base) {
+            placed.push((view, offset, size, live));
+        }
+    }
     placed.sort_by_key(|&(buffer, ..)| buffer);
     Ok(SharedPlacement {
         offsets: placed
@@ -111,6 +131,23 @@ pub(crate) fn plan(
             .collect(),
         bytes,
     })
+}
+
+/// The bytes one stage of `buffer` takes as its layout stores it.
+fn storage_bytes(
+    world: &World,
+    layouts: &crate::layout::Layouts,
+    buffer: EntityId,
+) -> Result<u64, Unlowerable> {
+    layouts
+        .shared_storage_bytes(world, buffer)
+        .or_else(|| crate::check::buffer_bytes(world, buffer))
+        .ok_or_else(|| {
+            Unlowerable::new(format!(
+                "shared buffer `{}` needs a shape known at compile time",
+                world.name(buffer)
+            ))
+        })
 }
 
 fn align(bytes: i64, alignment: i64) -> i64 {

@@ -130,7 +130,7 @@ impl ThreadDependence {
         {
             return true;
         }
-        if let Some(TileOp::AtomicAdd {
+        if let Some(TileOp::Atomic {
             dst,
             src: AtomicSource::Value(value),
             ..

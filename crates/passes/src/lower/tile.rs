@@ -4,8 +4,8 @@
 use tilec_ir::data::{BinaryOp, CompareOp};
 use tilec_ir::thread::{AtomicOp, BufferDecl, Memory, Place, Stmt, Value, ValueId};
 use tilec_ir::{
-    AtomicSource, ControlOp, DType, DataId, EntityId, ExprId, ReduceKind, Region, TileOp, VarId,
-    World,
+    AtomicSource, ControlOp, DType, DataId, EntityId, ExprId, ReduceKind, Region, ScanOp, TileOp,
+    VarId, World,
 };
 
 use super::{Lowering, Unlowerable, guarded, rename_vars, step_loop, table_int};
@@ -57,18 +57,19 @@ impl Lowering<'_> {
                 self.sync.before(&accesses, out);
                 self.reduce(*kind, src, dst, *dim, *clear, &mut stmts)?;
             }
-            TileOp::Cumsum {
+            TileOp::Scan {
+                op: scan,
                 src,
                 dst,
                 dim,
                 reverse,
             } => {
                 self.sync.before(&accesses, out);
-                self.cumsum(src, dst, *dim, *reverse, &mut stmts)?;
+                self.scan(*scan, (src, dst), *dim, *reverse, &mut stmts)?;
             }
-            TileOp::AtomicAdd { dst, src, prev } => {
+            TileOp::Atomic { op, dst, src, prev } => {
                 self.sync.before(&accesses, out);
-                self.tile_atomic(entity, dst, (src, *prev), &mut stmts)?;
+                self.tile_atomic(entity, (*op, dst), (src, *prev), &mut stmts)?;
             }
             TileOp::Gemm { .. } => {
                 self.sync.before(&accesses, out);
@@ -509,26 +510,28 @@ impl Lowering<'_> {
         Ok(())
     }
 
-    /// The element form of `T.atomic_add(dst[i], value)` inside a parallel loop.
+    /// The element form of `T.atomic_add(dst[i], value)` (or `_max`, `_min`) inside a parallel
+    /// loop.
     pub(super) fn element_atomic(
         &mut self,
-        dst: Region,
+        (op, dst): (AtomicOp, Region),
         (src, prev): (AtomicSource, Option<EntityId>),
         out: &mut Vec<Stmt>,
     ) -> Result<(), Unlowerable> {
         let AtomicSource::Value(value) = src else {
             return Err(Unlowerable::new(
-                "the tile form of `T.atomic_add` inside a parallel loop",
+                "the tile form of an atomic operation inside a parallel loop",
             ));
         };
         let indices: Vec<ExprId> = dst.dims.iter().map(|d| d.start).collect();
         let dtype = self.element_dtype(dst.buffer);
         let value = self.value_as(value, dtype)?;
-        self.atomic_store((dst.buffer, &indices), value, prev, out)
+        self.atomic_store(op, (dst.buffer, &indices), value, prev, out)
     }
 
     fn atomic_store(
         &mut self,
+        op: AtomicOp,
         (buffer, indices): (EntityId, &[ExprId]),
         value: ValueId,
         prev: Option<EntityId>,
@@ -545,7 +548,7 @@ impl Lowering<'_> {
         let guard = self.bounds_guard(buffer, indices, None);
         let guard = self.replica_guard(buffer, guard);
         let stmt = Stmt::Atomic {
-            op: AtomicOp::Add,
+            op,
             place: Place { buffer: id, index },
             value,
             old,
@@ -554,18 +557,19 @@ impl Lowering<'_> {
         Ok(())
     }
 
-    /// The tile form of `T.atomic_add(dst, src)`: a copy whose stores are atomic additions.
+    /// The tile form of `T.atomic_add(dst, src)` (or `_max`, `_min`): a copy whose stores are
+    /// atomic updates.
     fn tile_atomic(
         &mut self,
         entity: EntityId,
-        dst: &Region,
+        (op, dst): (AtomicOp, &Region),
         (src, prev): (&AtomicSource, Option<EntityId>),
         out: &mut Vec<Stmt>,
     ) -> Result<(), Unlowerable> {
         let src = match src {
             AtomicSource::Region(src) => src,
             AtomicSource::Value(value) => {
-                return self.scalar_atomic(entity, (dst, prev), *value, out);
+                return self.scalar_atomic(entity, (op, dst, prev), *value, out);
             }
         };
         // Atomics stay one element at a time: no vector width.
@@ -578,7 +582,7 @@ impl Lowering<'_> {
                 .program
                 .add_value(Value::Load { buffer: id, index });
             let value = lowering.cast(loaded, dtype);
-            lowering.atomic_store((dst_buffer, &copy.dst_indices), value, None, stmts)
+            lowering.atomic_store(op, (dst_buffer, &copy.dst_indices), value, None, stmts)
         })?;
         out.extend(stmts);
         Ok(())
@@ -590,7 +594,7 @@ impl Lowering<'_> {
     fn scalar_atomic(
         &mut self,
         entity: EntityId,
-        (dst, prev): (&Region, Option<EntityId>),
+        (op, dst, prev): (AtomicOp, &Region, Option<EntityId>),
         value: DataId,
         out: &mut Vec<Stmt>,
     ) -> Result<(), Unlowerable> {
@@ -598,7 +602,7 @@ impl Lowering<'_> {
         let value = self.value_as(value, dtype)?;
         let indices: Vec<ExprId> = dst.dims.iter().map(|d| d.start).collect();
         let mut stmts = Vec::new();
-        self.atomic_store((dst.buffer, &indices), value, prev, &mut stmts)?;
+        self.atomic_store(op, (dst.buffer, &indices), value, prev, &mut stmts)?;
         if self.thread_dependence.statement(self.world, entity) {
             out.extend(stmts);
             return Ok(());
@@ -613,28 +617,32 @@ impl Lowering<'_> {
     }
 
     /// `T.cumsum(src, dst, dim, reverse)` on shared memory: one thread per line scans it serially.
-    fn cumsum(
+    fn scan(
         &mut self,
-        src: &Region,
-        dst: &Region,
+        scan: ScanOp,
+        (src, dst): (&Region, &Region),
         dim: i64,
         reverse: bool,
         out: &mut Vec<Stmt>,
     ) -> Result<(), Unlowerable> {
+        let name = scan.name();
         if self.fragments.contains_key(&src.buffer) || self.fragments.contains_key(&dst.buffer) {
-            return Err(Unlowerable::new(
-                "`T.cumsum` of a fragment (stage it through shared memory)",
-            ));
+            return Err(Unlowerable::new(format!(
+                "`T.{name}` of a fragment (stage it through shared memory)"
+            )));
         }
-        let shape = self
-            .world
-            .const_shape(src.buffer)
-            .ok_or_else(|| Unlowerable::new("`T.cumsum` needs a shape known at compile time"))?;
+        let shape = self.world.const_shape(src.buffer).ok_or_else(|| {
+            Unlowerable::new(format!("`T.{name}` needs a shape known at compile time"))
+        })?;
         let dim = usize::try_from(dim).map_err(|_| {
-            Unlowerable::new("`T.cumsum` over a dimension the buffer does not have")
+            Unlowerable::new(format!(
+                "`T.{name}` over a dimension the buffer does not have"
+            ))
         })?;
         let length = *shape.get(dim).ok_or_else(|| {
-            Unlowerable::new("`T.cumsum` over a dimension the buffer does not have")
+            Unlowerable::new(format!(
+                "`T.{name}` over a dimension the buffer does not have"
+            ))
         })?;
         let lines: i64 = shape
             .iter()
@@ -680,7 +688,12 @@ impl Lowering<'_> {
         let src_indices = offset_indices(&mut self.program.exprs, src, &indices);
         let dst_indices = offset_indices(&mut self.program.exprs, dst, &indices);
         let zero_index = self.program.exprs.int(0);
-        let zero = self.zero(dtype);
+        // The running value starts at the combination's identity: 0 for a sum, the lowest
+        // value of the type for a maximum.
+        let start = match scan {
+            ScanOp::Sum => self.zero(dtype),
+            ScanOp::Max => self.constant(f64::NEG_INFINITY, dtype),
+        };
         let running = self.program.add_value(Value::Load {
             buffer: accumulator,
             index: zero_index,
@@ -692,7 +705,10 @@ impl Lowering<'_> {
         });
         let element = self.cast(element, dtype);
         let sum = self.program.add_value(Value::Binary {
-            op: BinaryOp::Add,
+            op: match scan {
+                ScanOp::Sum => BinaryOp::Add,
+                ScanOp::Max => BinaryOp::Max,
+            },
             lhs: running,
             rhs: element,
             dtype,
@@ -705,7 +721,7 @@ impl Lowering<'_> {
                     buffer: accumulator,
                     index: zero_index,
                 },
-                value: zero,
+                value: start,
             },
             Stmt::For {
                 var: position,

@@ -157,6 +157,13 @@ impl Lowering<'_> {
         direction: TmaDirection,
     ) -> Result<TmaCopy, String> {
         let (geometry, shared) = self.copy_geometry(copy, direction)?;
+        let dtype = self.element_dtype(shared);
+        if dtype.is_sub_byte() {
+            // The copy is lowered thread by thread, element by element.
+            return Err(format!(
+                "TMA boxes of {dtype} elements (two a byte) are not planned"
+            ));
+        }
         self.check_tma_shared(shared)?;
         let candidate = candidates(&geometry)
             .into_iter()

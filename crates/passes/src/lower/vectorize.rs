@@ -141,6 +141,14 @@ fn best_plan(program: &mut ThreadProgram, step: VarId, steps: i64, body: &[Stmt]
     for stmt in body {
         collect_stmt(program, stmt, true, &mut accesses)?;
     }
+    // 4-bit elements pack two a byte in memory, where only element-wise accesses reach them
+    // (`tl_load_*` / `tl_store_nibble`): a loop that touches them stays scalar.
+    if accesses
+        .iter()
+        .any(|a| program.buffer(a.buffer).dtype.is_sub_byte())
+    {
+        return None;
+    }
     let narrowest = accesses
         .iter()
         .map(|a| element_bytes(program, a.buffer))

@@ -70,6 +70,9 @@ pub(super) fn rounder(dtype: DType) -> fn(f64) -> f64 {
         DType::Float8E4M3 => |x| round_to(DType::Float8E4M3, x),
         DType::Float8E5M2 => |x| round_to(DType::Float8E5M2, x),
         DType::TFloat32 => crate::tensor::round_to_tf32,
+        DType::Int4 => |x| round_to(DType::Int4, x),
+        DType::UInt4 => |x| round_to(DType::UInt4, x),
+        DType::Float4E2M1 => tilec_ir::dtype::round_to_e2m1,
     }
 }
 

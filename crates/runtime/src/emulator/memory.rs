@@ -181,6 +181,42 @@ struct SharedBuffer {
     states: Vec<ElementState>,
     /// The shared buffers (by slot) whose bytes overlap this one's.
     overlaps: Vec<usize>,
+    /// Whether two elements share each byte (the 4-bit types).
+    packed: bool,
+}
+
+impl SharedBuffer {
+    /// The bytes of the arena that element `element` lives in.
+    fn bytes_of(&self, element: usize) -> std::ops::Range<usize> {
+        let start = if self.packed {
+            self.offset + element / 2
+        } else {
+            self.offset + element * self.size
+        };
+        start..start + self.size
+    }
+
+    /// The end of the buffer's bytes in the arena.
+    fn end(&self) -> usize {
+        if self.packed {
+            self.offset + self.values.len().div_ceil(2)
+        } else {
+            self.offset + self.values.len() * self.size
+        }
+    }
+
+    /// The first and last element stored in the (non-empty) byte range `start..end`, which lies
+    /// within the buffer's bytes.
+    fn elements_in(&self, start: usize, end: usize) -> (usize, usize) {
+        if self.packed {
+            ((start - self.offset) * 2, (end - 1 - self.offset) * 2 + 1)
+        } else {
+            (
+                (start - self.offset) / self.size,
+                (end - 1 - self.offset) / self.size,
+            )
+        }
+    }
 }
 
 /// The last write of one byte of an overlapped region: through which buffer, in which block.
@@ -258,6 +294,7 @@ impl<'t> Memory<'t> {
                     values: vec![0.0; info.elements],
                     states: vec![ElementState::default(); info.elements],
                     overlaps: Vec::new(),
+                    packed: info.dtype.is_sub_byte(),
                 }),
                 Place::Local { .. } => {
                     local.push(vec![0.0; info.elements * threads]);
@@ -626,14 +663,11 @@ impl<'t> Memory<'t> {
         };
         let (serial, epoch) = (self.block_serial, self.epoch);
         let shared = self.shared.get_mut(slot).ok_or_else(|| missing(info))?;
-        let (buffer, offset, size) = (
-            u32::try_from(shared.buffer).unwrap_or(u32::MAX),
-            shared.offset,
-            shared.size,
-        );
+        let buffer = u32::try_from(shared.buffer).unwrap_or(u32::MAX);
         let overlapped = !shared.overlaps.is_empty();
         for (&index, &value) in indices.iter().zip(values) {
             let element = check_bounds(info, index)?;
+            let bytes = shared.bytes_of(element);
             let (Some(target), Some(state)) = (
                 shared.values.get_mut(element),
                 shared.states.get_mut(element),
@@ -646,12 +680,11 @@ impl<'t> Memory<'t> {
             state.write_epoch = epoch;
             state.stamp = serial;
             if overlapped {
-                let start = offset + element * size;
                 let owner = ByteOwner {
                     buffer,
                     stamp: serial,
                 };
-                for byte in self.owners.get_mut(start..start + size).unwrap_or(&mut []) {
+                for byte in self.owners.get_mut(bytes).unwrap_or(&mut []) {
                     *byte = owner;
                 }
             }
@@ -769,8 +802,7 @@ impl<'t> Memory<'t> {
             index: index_i64(element),
         };
         if !shared.overlaps.is_empty() {
-            let start = shared.offset + element * shared.size;
-            for owner in self.owners.get(start..start + shared.size).unwrap_or(&[]) {
+            for owner in self.owners.get(shared.bytes_of(element)).unwrap_or(&[]) {
                 if owner.stamp != self.block_serial {
                     return Err(uninitialised());
                 }
@@ -883,22 +915,18 @@ impl<'t> Memory<'t> {
         let Some(shared) = self.shared.get(slot) else {
             return Err(missing(info));
         };
-        let (buffer, start) = (
-            u32::try_from(shared.buffer).unwrap_or(u32::MAX),
-            shared.offset + element * shared.size,
-        );
-        let end = start + shared.size;
+        let buffer = u32::try_from(shared.buffer).unwrap_or(u32::MAX);
+        let std::ops::Range { start, end } = shared.bytes_of(element);
         let overlaps = shared.overlaps.clone();
         for other in overlaps {
             let Some(other) = self.shared.get(other) else {
                 continue;
             };
-            let other_end = other.offset + other.values.len() * other.size;
+            let other_end = other.end();
             if other_end <= start || end <= other.offset {
                 continue;
             }
-            let first = (start.max(other.offset) - other.offset) / other.size;
-            let last = (end.min(other_end) - 1 - other.offset) / other.size;
+            let (first, last) = other.elements_in(start.max(other.offset), end.min(other_end));
             for state in other.states.get(first..=last).unwrap_or(&[]) {
                 if let Some((kind, first_thread)) = conflict_with_write(state, self.order(), thread)
                 {
@@ -1002,10 +1030,7 @@ fn poison(
 
 /// Records in each shared buffer which others overlap its bytes; whether any do.
 fn find_overlaps(shared: &mut [SharedBuffer]) -> bool {
-    let ranges: Vec<(usize, usize)> = shared
-        .iter()
-        .map(|s| (s.offset, s.offset + s.values.len() * s.size))
-        .collect();
+    let ranges: Vec<(usize, usize)> = shared.iter().map(|s| (s.offset, s.end())).collect();
     let mut any = false;
     for (slot, buffer) in shared.iter_mut().enumerate() {
         let (start, end) = ranges[slot];

@@ -308,7 +308,7 @@ fn check_unwritten(
 
 /// Whether the kernel reads a 32- or 64-bit integer tensor: offsets, lengths, block tables and
 /// indices are kept in those (quantized data is 8-bit, and does not decide where a kernel writes).
-fn reads_indices(program: &ThreadProgram) -> bool {
+pub fn reads_indices(program: &ThreadProgram) -> bool {
     program.params.iter().any(|param| {
         param.access != ParamAccess::Write
             && matches!(

@@ -227,11 +227,11 @@ fn buffer_info<'p>(
         }
         MemoryKind::Shared { offset } => {
             let start = usize::try_from(offset).ok();
-            let end = start.and_then(|start| {
-                elements
-                    .checked_mul(size)
-                    .and_then(|bytes| bytes.checked_add(start))
-            });
+            let stored = u64::try_from(elements)
+                .ok()
+                .map(|count| decl.dtype.storage_bytes(count))
+                .and_then(|bytes| usize::try_from(bytes).ok());
+            let end = start.and_then(|start| stored.and_then(|bytes| bytes.checked_add(start)));
             let start = start.filter(|start| {
                 start.is_multiple_of(size) && end.is_some_and(|end| end <= shared_bytes)
             });
