@@ -52,6 +52,19 @@ def per_token_reference(module):
     return lambda inputs: module.ref_program(inputs["X"])
 
 
+E2M1_VALUES = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
+
+
+def unpack_fp4(packed):
+    """float4_e2m1fn values packed two a byte (torch's float4_e2m1fn_x2, the even element in the low
+    nibble) as a float32 tensor of twice the last extent, as tilec saves them."""
+    codes = packed.view(torch.uint8)
+    low, high = codes & 15, codes >> 4
+    pairs = torch.stack([low, high], dim=-1).reshape(*codes.shape[:-1], codes.shape[-1] * 2)
+    table = torch.tensor(E2M1_VALUES, device=codes.device, dtype=torch.float32)
+    return table[pairs.long()]
+
+
 # Each case: the example file, its kernel, the sizes tilec is given, the inputs (by parameter
 # name), how TileLang's function is called on them, the outputs compared (tilec's parameter names,
 # in the order TileLang returns them), and torch's version of the operation where it has one.
@@ -85,6 +98,29 @@ CASES = [
         tilelang=lambda fn, inputs, T: fn(inputs["X"]),
         outputs=["Y"],
         torch=lambda module: lambda inputs: inputs["X"].softmax(dim=1),
+    ),
+    dict(
+        family="quantize",
+        file="act_quant.py",
+        kernel="fp8_quant_kernel",
+        sizes=dict(M=8192, N=7168),
+        inputs=lambda: dict(x=randn((8192, 7168), 5, torch.bfloat16)),
+        # The instance tilec analyses is the file's call (`fp8_act_quant`: round_scale=False).
+        tilelang=lambda fn, inputs, T: fn(inputs["x"], 128, False),
+        outputs=["quant", "scale"],
+        torch=lambda module: lambda inputs: module.fp8_act_quant_ref(inputs["x"], 128, False),
+    ),
+    dict(
+        family="quantize",
+        file="act_quant.py",
+        kernel="fp4_quant_kernel",
+        sizes=dict(M=8192, N=7168),
+        inputs=lambda: dict(x=randn((8192, 7168), 6, torch.bfloat16)),
+        tilelang=lambda fn, inputs, T: fn(inputs["x"]),
+        # TileLang returns the fp4 tensor packed (float4_e2m1fn_x2); tilec saves it unpacked.
+        convert=lambda outputs: [unpack_fp4(outputs[0]), outputs[1]],
+        outputs=["quant", "scale"],
+        torch=lambda module: lambda inputs: module.fp4_act_quant_ref(inputs["x"], 32),
     ),
 ]
 
@@ -152,6 +188,8 @@ def run_case(case, folder, tilec):
     try:
         result = case["tilelang"](function, inputs, T)
         theirs = list(result) if isinstance(result, (tuple, list)) else [result]
+        if "convert" in case:
+            theirs = case["convert"](theirs)
         row["tilelang_ms"] = median_ms(lambda: case["tilelang"](function, inputs, T))
         if ours is not None:
             row["outputs"] = {

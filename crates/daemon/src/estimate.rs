@@ -291,7 +291,6 @@ fn halve_one<'db>(
                 Instance::new(db, instance.kernel(db), instance.index(db), smaller_args);
             if let Some(smaller) = instance_seconds(db, candidate)
                 && smaller * PROBLEM_SIZE_GAIN <= seconds
-                && keeps_index_range(db, instance, candidate)
             {
                 return Some((halved.into_iter().cloned().collect(), candidate, smaller));
             }
@@ -299,40 +298,6 @@ fn halve_one<'db>(
         not_sizes.extend(names.into_iter().cloned());
     }
     None
-}
-
-/// Whether `candidate` (a halving of `instance`) keeps every tensor extent that was at least
-/// twice the range of random indices ([`tilec_runtime::tensor::INDEX_VALUES`]) that large, where
-/// the kernel reads index tensors: offsets, block tables and top-k indices drawn from `0..8`, and
-/// the sum of an offset and a position in a sequence (`Offsets[b] + TokenIndices[i]`, under 16),
-/// would run past a dimension halved further (a sequence of one token), and the kernel would only
-/// exercise its bounds guards.
-fn keeps_index_range(db: &dyn Db, instance: Instance<'_>, candidate: Instance<'_>) -> bool {
-    let floor = usize::try_from(2 * tilec_runtime::tensor::INDEX_VALUES).unwrap_or(16);
-    let (Some(before), Some(after)) = (index_extents(db, instance), index_extents(db, candidate))
-    else {
-        return true;
-    };
-    before
-        .iter()
-        .zip(&after)
-        .all(|(&old, &new)| old < floor || new >= floor)
-}
-
-/// Every tensor extent of the instance's launches, in order, when one of them reads index
-/// tensors; `None` otherwise (or when the launches do not evaluate).
-fn index_extents(db: &dyn Db, instance: Instance<'_>) -> Option<Vec<usize>> {
-    let programs = thread_programs(db, instance).as_ref().as_ref().ok()?;
-    if !programs.iter().any(tilec_runtime::emulator::reads_indices) {
-        return None;
-    }
-    let scalars = crate::run::scalar_values(db, instance, programs).ok()?;
-    let mut extents = Vec::new();
-    for program in programs {
-        let shapes = tilec_runtime::inputs::param_shapes(program, &scalars).ok()?;
-        extents.extend(shapes.into_iter().flatten());
-    }
-    Some(extents)
 }
 
 /// The estimate for `instance`, or `None` when it does not lower, its launch does not evaluate,

@@ -17,6 +17,7 @@ pub mod tuned;
 pub use compare::{Comparison, FP8_WGMMA_TOLERANCE, compare, tolerance_for, tolerance_in};
 pub use cuda::{CudaDevice, GpuInfo, Unavailable};
 pub use emulator::{
-    EmulatorError, EmulatorReport, run_program, run_program_observed, run_program_within,
+    BlockOrder, EmulatorError, EmulatorReport, run_program, run_program_observed,
+    run_program_within,
 };
 pub use tensor::HostTensor;

@@ -445,3 +445,66 @@ fn a_view_of_another_dtype_reuses_its_base_bytes() {
         "{cuda}"
     );
 }
+
+/// A kernel whose blocks store to positions read from an index tensor: two blocks sent to one
+/// position with different values race on the GPU (blocks run in no fixed order), which the
+/// emulator warns about (the elements are undefined, and `--check` does not compare them);
+/// distinct positions run without a warning.
+const SCATTER_ROWS: &str = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def scatter_rows(B=4, N=32):
+    @T.prim_func
+    def main(X: T.Tensor((B, N), "float32"), Pos: T.Tensor((B,), "int32"), Y: T.Tensor((B, N), "float32")):
+        with T.Kernel(B, threads=32) as bx:
+            for j in T.Parallel(N):
+                Y[Pos[bx], j] = X[bx, j] + 1.0
+
+    return main
+
+
+scatter_rows()
+"#;
+
+#[test]
+fn blocks_storing_different_values_to_one_element_are_reported_as_undefined() {
+    use tilec_runtime::HostTensor;
+    use tilec_runtime::npy::write_npy;
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("scatter.py");
+    std::fs::write(&path, SCATTER_ROWS).expect("writes the kernel");
+    let run = |positions: [f64; 4]| {
+        let pos = HostTensor {
+            dtype: tilec_ir::DType::Int32,
+            shape: vec![4],
+            values: positions.to_vec(),
+        };
+        let pos_path = dir.path().join("pos.npy");
+        write_npy(&pos_path, &pos).expect("writes the positions");
+        Command::new(env!("CARGO_BIN_EXE_tilec"))
+            .args(["run", "--device", "cpu", "--input"])
+            .arg(format!("Pos={}", pos_path.display()))
+            .arg(&path)
+            .output()
+            .expect("tilec runs")
+    };
+    let output = run([3.0, 1.0, 0.0, 2.0]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(!stderr.contains("warning"), "{stderr}");
+    // Blocks 1 and 2 both store row 1 (32 elements); X's values differ, so every element does.
+    let output = run([3.0, 1.0, 1.0, 2.0]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "warning: emulator: 32 element(s) of `Y` were stored with different values by two \
+             blocks (first `Y[32]`: "
+        ),
+        "{stderr}"
+    );
+}

@@ -265,6 +265,13 @@ __device__ __forceinline__ tl_fp4_e2m1 tl_load_e2m1(const unsigned char* p, long
     x.bits = (unsigned char)tl_nibble(p, i);
     return x;
 }
+__device__ __forceinline__ signed char tl_s4_from_code(unsigned int code) { return tl_wrap_s4((int)code); }
+__device__ __forceinline__ unsigned char tl_u4_from_code(unsigned int code) { return (unsigned char)code; }
+__device__ __forceinline__ tl_fp4_e2m1 tl_e2m1_from_code(unsigned int code) {
+    tl_fp4_e2m1 x;
+    x.bits = (unsigned char)code;
+    return x;
+}
 __device__ __forceinline__ void tl_store_nibble(unsigned char* p, long long i, unsigned int code) {
     unsigned long long byte = (unsigned long long)(p + (i >> 1));
     unsigned int* word = (unsigned int*)(byte & ~3ull);

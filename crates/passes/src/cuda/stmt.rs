@@ -407,11 +407,14 @@ impl Printer<'_> {
 
     /// One access of `lanes` elements, as the unsigned or vector type of that many bytes.
     fn vector_copy(&mut self, dst: (BufferId, ExprId), src: (BufferId, ExprId), lanes: u32) {
-        if let Some(message) = self
-            .packed_nibbles(dst.0, "vector copy")
-            .or_else(|| self.packed_nibbles(src.0, "vector copy"))
-        {
-            return self.skip(&message);
+        let sub_byte = |b: BufferId| {
+            self.program
+                .buffers
+                .get(b.index())
+                .is_some_and(|decl| decl.dtype.is_sub_byte())
+        };
+        if sub_byte(dst.0) || sub_byte(src.0) {
+            return self.nibble_vector_copy(dst, src, lanes);
         }
         let dtype = match self.writable(dst.0, "vector copy") {
             Ok(dtype) => dtype,
@@ -436,6 +439,82 @@ impl Printer<'_> {
         self.line(&format!(
             "*({word}*)({dst_name} + {dst_index}) = *(const {word}*)({src_name} + {src_index});"
         ));
+    }
+
+    /// A vector copy of `lanes` 4-bit elements (an even number, from an even index): whole bytes
+    /// of packed memory, unpacked into or packed from a register array's byte per element. The
+    /// thread owns every nibble of the bytes it stores, so the store is a plain one.
+    fn nibble_vector_copy(&mut self, dst: (BufferId, ExprId), src: (BufferId, ExprId), lanes: u32) {
+        let dtype = match self.writable(dst.0, "vector copy") {
+            Ok(dtype) => dtype,
+            Err(message) => return self.skip(&message),
+        };
+        let source = self.program.buffers.get(src.0.index()).map(|b| b.dtype);
+        let word = match u64::from(lanes) / 2 {
+            1 => "unsigned char",
+            2 => "unsigned short",
+            4 => "unsigned int",
+            8 => "unsigned long long",
+            _ => "",
+        };
+        if source != Some(dtype) || !lanes.is_multiple_of(2) || word.is_empty() {
+            return self.skip(&format!(
+                "a vector copy of {lanes} x {dtype} that is not 2 to 16 elements of one type"
+            ));
+        }
+        let names = (self.buffer_name(dst.0), self.buffer_name(src.0));
+        let (Some(dst_name), Some(src_name)) = names else {
+            return self.skip("a vector copy between buffers that could not be declared");
+        };
+        let dst_index = self.index(dst.1).text;
+        let src_index = self.index(src.1).text;
+        let packed = |memory: Option<Memory>| !matches!(memory, Some(Memory::Local) | None);
+        let (dst_packed, src_packed) =
+            (packed(self.memory_of(dst.0)), packed(self.memory_of(src.0)));
+        let from_code = match dtype {
+            DType::Int4 => "tl_s4_from_code",
+            DType::UInt4 => "tl_u4_from_code",
+            _ => "tl_e2m1_from_code",
+        };
+        match (dst_packed, src_packed) {
+            (true, true) => self.line(&format!(
+                "*({word}*)({dst_name} + ({dst_index}) / 2) = *(const {word}*)({src_name} + ({src_index}) / 2);"
+            )),
+            (false, true) => {
+                self.line("{");
+                self.line(&format!(
+                    "    const {word} tl_nibbles = *(const {word}*)({src_name} + ({src_index}) / 2);"
+                ));
+                for lane in 0..lanes {
+                    self.line(&format!(
+                        "    {dst_name}[{dst_index} + {lane}] = {from_code}((unsigned int)(tl_nibbles >> {}) & 15u);",
+                        4 * lane
+                    ));
+                }
+                self.line("}");
+            }
+            (true, false) => {
+                self.line("{");
+                self.line(&format!("    {word} tl_nibbles = 0;"));
+                for lane in 0..lanes {
+                    self.line(&format!(
+                        "    tl_nibbles |= ({word})(tl_bits({src_name}[{src_index} + {lane}]) & 15u) << {};",
+                        4 * lane
+                    ));
+                }
+                self.line(&format!(
+                    "    *({word}*)({dst_name} + ({dst_index}) / 2) = tl_nibbles;"
+                ));
+                self.line("}");
+            }
+            (false, false) => {
+                for lane in 0..lanes {
+                    self.line(&format!(
+                        "{dst_name}[{dst_index} + {lane}] = {src_name}[{src_index} + {lane}];"
+                    ));
+                }
+            }
+        }
     }
 
     /// `cp.async` of 4, 8 or 16 bytes from global to shared memory.

@@ -900,8 +900,26 @@ fn coverage_of(
     }
     stmts.push(b.store(bufs.shared, zero, x));
     if dtype.is_sub_byte() {
-        // 4-bit elements share bytes in memory: the lowering makes no atomics or vector copies of
-        // them (and the printer refuses them), only the element-wise loads and stores above.
+        // 4-bit elements share bytes in memory: no atomics of them, and vector copies of an even
+        // number of them only (whole bytes of packed memory).
+        for lanes in [2, 4, 8, 16] {
+            let lanes_e = b.int(i64::from(lanes));
+            let at = b.p.exprs.mul(tx, lanes_e);
+            let copy = |dst, dst_index, src, src_index| Stmt::VectorCopy {
+                dst: Place {
+                    buffer: dst,
+                    index: dst_index,
+                },
+                src: Place {
+                    buffer: src,
+                    index: src_index,
+                },
+                lanes,
+            };
+            stmts.push(copy(bufs.regs, zero, bufs.input, at));
+            stmts.push(copy(bufs.shared, zero, bufs.regs, zero));
+            stmts.push(copy(bufs.output, at, bufs.shared, zero));
+        }
         stmts.push(Stmt::Barrier);
         return stmts;
     }

@@ -519,8 +519,11 @@ impl Lowering<'_> {
         lanes: u32,
     ) -> bool {
         let (d, s) = (self.program.buffer(dst), self.program.buffer(src));
+        // 4-bit elements are packed in memory, and `cp.async` copies whole bytes the printer
+        // does not pair up: they stay ordinary (vector) copies.
         matches!(d.memory, Memory::Shared { .. })
             && matches!(s.memory, Memory::Global { .. })
+            && !d.dtype.is_sub_byte()
             && matches!(u64::from(lanes) * d.dtype.bytes(), 4 | 8 | 16)
     }
 

@@ -141,14 +141,6 @@ fn best_plan(program: &mut ThreadProgram, step: VarId, steps: i64, body: &[Stmt]
     for stmt in body {
         collect_stmt(program, stmt, true, &mut accesses)?;
     }
-    // 4-bit elements pack two a byte in memory, where only element-wise accesses reach them
-    // (`tl_load_*` / `tl_store_nibble`): a loop that touches them stays scalar.
-    if accesses
-        .iter()
-        .any(|a| program.buffer(a.buffer).dtype.is_sub_byte())
-    {
-        return None;
-    }
     let narrowest = accesses
         .iter()
         .map(|a| element_bytes(program, a.buffer))
@@ -168,7 +160,9 @@ fn best_plan(program: &mut ThreadProgram, step: VarId, steps: i64, body: &[Stmt]
     best.map(|(_, plan)| plan)
 }
 
-/// The bytes of one element of `buffer`.
+/// The bytes of one element of `buffer`: one for the 4-bit types, which the printer moves in
+/// whole bytes of packed memory (an even number of lanes from an even index; see
+/// `nibble_vector_copy` in the CUDA printer), so that their vectors are as long as a byte type's.
 fn element_bytes(program: &ThreadProgram, buffer: BufferId) -> i64 {
     i64::try_from(program.buffer(buffer).dtype.bytes()).unwrap_or(i64::MAX)
 }

@@ -226,6 +226,20 @@ struct ByteOwner {
     stamp: u32,
 }
 
+/// Elements of one tensor that two blocks stored different values to, in the order found (an
+/// element may repeat): on a GPU, where blocks run in no fixed order, their values are undefined.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BlockOrder {
+    pub elements: Vec<usize>,
+    /// The first such element, with the earlier block's value and the later one's.
+    pub first: Option<(usize, f64, f64)>,
+}
+
+/// No block has stored to the element yet (block serials start at 1).
+const UNWRITTEN: u32 = 0;
+/// An atomic has updated the element.
+const ATOMIC: u32 = u32::MAX;
+
 /// Access counts for the report.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct Counts {
@@ -253,6 +267,14 @@ pub(super) struct Memory<'t> {
     pub access: Vec<ParamAccess>,
     /// Per parameter, for write-only ones: which elements the kernel wrote.
     pub written: Vec<Option<Vec<bool>>>,
+    /// Per written parameter, when blocks run one after the other: the serial of the block that
+    /// last stored each element ([`UNWRITTEN`] before any, [`ATOMIC`] once an atomic updated it).
+    /// Two blocks storing different values to one element race on the GPU, where no order
+    /// between blocks exists; the emulator, running them in order, keeps the last, and records
+    /// the element in `block_order`.
+    writers: Vec<Option<Vec<u32>>>,
+    /// Per parameter, the elements two blocks stored different values to (see `writers`).
+    pub block_order: Vec<BlockOrder>,
     shared: Vec<SharedBuffer>,
     /// Byte owners of the shared arena, kept only when some buffers overlap.
     owners: Vec<ByteOwner>,
@@ -275,14 +297,24 @@ pub(super) struct Memory<'t> {
 
 impl<'t> Memory<'t> {
     /// Memory for `buffers`, poisoning the write-only parameters' tensors when `poison_outputs`.
+    /// With `block_order`, stores of different values to one element by two blocks are recorded
+    /// ([`Memory::block_order`]); a kernel whose blocks meet at grid barriers orders them itself.
     pub(super) fn new(
         tensors: &'t mut [HostTensor],
-        (access, poison_outputs): (Vec<ParamAccess>, bool),
+        (access, poison_outputs, block_order): (Vec<ParamAccess>, bool, bool),
         buffers: &[BufferInfo<'_>],
         shared_bytes: usize,
         threads: usize,
     ) -> Memory<'t> {
         let written = poison(tensors, &access, poison_outputs);
+        let writers = tensors
+            .iter()
+            .zip(&access)
+            .map(|(tensor, access)| {
+                (block_order && *access != ParamAccess::Read)
+                    .then(|| vec![UNWRITTEN; tensor.values.len()])
+            })
+            .collect();
         let (mut shared, mut local, mut local_stamps) = (Vec::new(), Vec::new(), Vec::new());
         for (buffer, info) in buffers.iter().enumerate() {
             match info.place {
@@ -309,10 +341,13 @@ impl<'t> Memory<'t> {
         } else {
             Vec::new()
         };
+        let block_order = vec![BlockOrder::default(); tensors.len()];
         Memory {
             tensors,
             access,
             written,
+            writers,
+            block_order,
             shared,
             owners,
             local,
@@ -714,6 +749,7 @@ impl<'t> Memory<'t> {
             Place::Global { param } => {
                 let old = self.global_load(info, param, element)?;
                 self.global_store(info, param, element, round(combine(old)))?;
+                self.mark_atomic(param, element);
                 Ok(old)
             }
             Place::Shared { slot, .. } => {
@@ -785,8 +821,32 @@ impl<'t> Memory<'t> {
             .values
             .get_mut(element)
             .ok_or_else(|| missing(info))?;
+        if let Some(Some(writers)) = self.writers.get_mut(param)
+            && let Some(writer) = writers.get_mut(element)
+        {
+            let agrees = *slot == value || (slot.is_nan() && value.is_nan());
+            if *writer != UNWRITTEN && *writer != ATOMIC && *writer != self.block_serial && !agrees
+            {
+                let conflicts = &mut self.block_order[param];
+                conflicts.first.get_or_insert((element, *slot, value));
+                conflicts.elements.push(element);
+            }
+            if *writer != ATOMIC {
+                *writer = self.block_serial;
+            }
+        }
         *slot = value;
         Ok(())
+    }
+
+    /// Records that an atomic updated `param[element]`: atomics combine in any block order, and
+    /// the element is not checked for block order any more.
+    fn mark_atomic(&mut self, param: usize, element: usize) {
+        if let Some(Some(writers)) = self.writers.get_mut(param)
+            && let Some(writer) = writers.get_mut(element)
+        {
+            *writer = ATOMIC;
+        }
     }
 
     /// Checks that a shared element holds a value written through its own buffer in this block.

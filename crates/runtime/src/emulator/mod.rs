@@ -82,6 +82,7 @@ mod grid;
 mod index;
 mod mbarrier;
 mod memory;
+pub use memory::BlockOrder;
 mod random;
 mod roles;
 mod setup;
@@ -128,8 +129,11 @@ fn small_usize(value: i64) -> usize {
 }
 
 /// What a run executed, for a "what ran" line.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct EmulatorReport {
+    /// Per parameter, the elements two blocks stored different values to: undefined on a GPU
+    /// (see [`BlockOrder`]).
+    pub block_order: Vec<BlockOrder>,
     pub blocks: u64,
     pub threads_per_block: u64,
     /// Statements executed, each counted once per block and loop iteration however many threads
@@ -212,9 +216,10 @@ pub fn run_program_observed(
     // `check_unwritten`): those keep the values the caller gave, as on the GPU, so that a
     // comparison of the two sees the same there.
     let poison_outputs = !reads_indices(program);
+    let block_order = !tilec_ir::thread::uses_grid_sync(&program.body);
     let memory = memory::Memory::new(
         tensors,
-        (access, poison_outputs),
+        (access, poison_outputs, block_order),
         &setup.buffers,
         setup.shared_bytes,
         setup.threads,
@@ -268,7 +273,16 @@ pub fn run_program_observed(
     }
     check_unwritten(program, &machine.memory, &setup.shapes)?;
     let counts = machine.memory.counts;
+    let block_order = std::mem::take(&mut machine.memory.block_order)
+        .into_iter()
+        .map(|mut conflicts| {
+            conflicts.elements.sort_unstable();
+            conflicts.elements.dedup();
+            conflicts
+        })
+        .collect();
     Ok(EmulatorReport {
+        block_order,
         global_loads: counts.global_loads,
         global_stores: counts.global_stores,
         shared_loads: counts.shared_loads,
@@ -308,7 +322,7 @@ fn check_unwritten(
 
 /// Whether the kernel reads a 32- or 64-bit integer tensor: offsets, lengths, block tables and
 /// indices are kept in those (quantized data is 8-bit, and does not decide where a kernel writes).
-pub fn reads_indices(program: &ThreadProgram) -> bool {
+fn reads_indices(program: &ThreadProgram) -> bool {
     program.params.iter().any(|param| {
         param.access != ParamAccess::Write
             && matches!(
