@@ -7,7 +7,7 @@ Run on the device from the repository root, with copies of the example files in 
 (git-ignored `gpu-carry/`), a stripped tilec, and TileLang installed from wheels
 (`../shared/reference/tilelang-on-device.md`):
 
-    PYTHONPATH=$PWD/gpu-carry/site python3 bench/vs_tilelang.py FOLDER gpu-carry/tilec
+    PYTHONPATH=$PWD/gpu-carry/site python3 bench/vs_tilelang.py FOLDER gpu-carry/tilec [FILE:KERNEL,...]
 
 tilec reads each file as written, with the sizes of the case (`--with`) and the inputs saved here
 (`--input`); TileLang runs the file's own `@tilelang.jit` function on the same tensors. One JSON
@@ -98,6 +98,17 @@ CASES = [
         tilelang=lambda fn, inputs, T: fn(inputs["X"]),
         outputs=["Y"],
         torch=lambda module: lambda inputs: inputs["X"].softmax(dim=1),
+    ),
+    dict(
+        family="gemm",
+        file="example_gemm.py",
+        kernel="matmul",
+        # The file's own configuration (128×128×32 tiles, 128 threads, 3 stages) at 8192³.
+        sizes=dict(M=8192, N=8192, K=8192),
+        inputs=lambda: dict(A=randn((8192, 8192), 7, torch.float16), B=randn((8192, 8192), 8, torch.float16)),
+        tilelang=lambda fn, inputs, T: fn(inputs["A"], inputs["B"], 128, 128, 32),
+        outputs=["C"],
+        torch=lambda module: lambda inputs: inputs["A"] @ inputs["B"],
     ),
     dict(
         family="quantize",
@@ -232,8 +243,12 @@ def table(rows):
 
 def main():
     folder, tilec = sys.argv[1], sys.argv[2]
+    # An optional third argument names the cases to run (`file:kernel`, comma-separated).
+    only = set(sys.argv[3].split(",")) if len(sys.argv) > 3 else None
     rows = []
     for case in CASES:
+        if only is not None and f"{case['file']}:{case['kernel']}" not in only:
+            continue
         row = run_case(case, folder, tilec)
         print(json.dumps(row), flush=True)
         rows.append(row)

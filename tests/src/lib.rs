@@ -95,6 +95,39 @@ pub fn out_of_scope(relative: &str) -> Option<&'static str> {
         .map(|(_, why)| *why)
 }
 
+/// The instances of TileLang's examples that check clean, as `(file, kernel, instance)`, from the
+/// committed expectations table (`tests/realworld/EXPECTED.toml`, entries `"kernel#N ...: ok"`).
+pub fn realworld_clean_instances() -> std::collections::BTreeSet<(String, String, u64)> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("realworld/EXPECTED.toml");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|error| panic!("reading {}: {error}", path.display()));
+    let table: toml::Table = text
+        .parse()
+        .unwrap_or_else(|error| panic!("parsing {}: {error}", path.display()));
+    let mut clean = std::collections::BTreeSet::new();
+    for (file, entry) in &table {
+        let instances = entry.get("instances").and_then(toml::Value::as_array);
+        for instance in instances
+            .into_iter()
+            .flatten()
+            .filter_map(toml::Value::as_str)
+        {
+            let Some(name) = instance
+                .strip_suffix(": ok")
+                .and_then(|i| i.split(' ').next())
+            else {
+                continue;
+            };
+            if let Some((kernel, number)) = name.rsplit_once('#')
+                && let Ok(number) = number.parse()
+            {
+                clean.insert((file.clone(), kernel.to_owned(), number));
+            }
+        }
+    }
+    clean
+}
+
 /// A file of `tests/fixtures/` (TileLang written for these tests and kept in the repository), by its
 /// path relative to that folder.
 pub fn fixture_path(relative: &str) -> PathBuf {

@@ -18,9 +18,14 @@ use tilec_ir::{ConstValue, ThreadProgram};
 /// both).
 const STATEMENTS_PER_SECOND: f64 = 20e6;
 
-/// Statement weight of a tensor-core instruction: one `mma.sync` or `wgmma` is emulated element
-/// by element, a multiply-add per element of the tile the thread's share covers.
-const MATRIX_STATEMENT_WEIGHT: f64 = 64.0;
+/// Statement weight of an `ldmatrix`: the emulator moves each thread's few words.
+const LOAD_MATRIX_WEIGHT: f64 = 8.0;
+
+/// Statement weight of one multiply-add of a tensor-core instruction, which the emulator runs in a
+/// tight loop: `examples/tiled_gemm.py` at 2048³ (8.6e9 multiply-adds on m64n128k16 `wgmma`s)
+/// took 23.3 s on one core of the 2-core build machine, November 2026 — about a sixteenth of a
+/// statement each.
+const MULTIPLY_ADD_WEIGHT: f64 = 1.0 / 16.0;
 
 /// Above this many estimated seconds `tilec run` refuses to emulate without `--force`.
 pub(crate) const REFUSE_SECONDS: f64 = 30.0;
@@ -104,7 +109,19 @@ fn statement_cost(program: &ThreadProgram, scalars: &[i64], stmt: &Stmt) -> f64 
         Stmt::WarpRoles {
             consumer, producer, ..
         } => per_thread(program, scalars, consumer).max(per_thread(program, scalars, producer)),
-        Stmt::Mma { .. } | Stmt::Wgmma { .. } | Stmt::LoadMatrix { .. } => MATRIX_STATEMENT_WEIGHT,
+        // A tensor-core instruction is emulated element by element: a multiply-add per element
+        // of the product the thread's share covers, m·n·k over the threads that issue it — an
+        // m16n8k16 `mma.sync` 64 a thread, an m64n128k16 `wgmma` 1,024, K being 32 bytes of the
+        // operands.
+        Stmt::Mma { a, .. } => {
+            let k = tilec_ir::thread::mma_k(element_bytes(program, a.buffer)) as f64;
+            16.0 * 8.0 * k / 32.0 * MULTIPLY_ADD_WEIGHT
+        }
+        Stmt::Wgmma { n, b, .. } => {
+            let k = tilec_ir::thread::mma_k(element_bytes(program, b.buffer)) as f64;
+            64.0 * f64::from(*n) * k / 128.0 * MULTIPLY_ADD_WEIGHT
+        }
+        Stmt::LoadMatrix { .. } => LOAD_MATRIX_WEIGHT,
         Stmt::Let { .. }
         | Stmt::Bind { .. }
         | Stmt::Store { .. }
@@ -314,4 +331,12 @@ fn instance_seconds(db: &dyn Db, instance: Instance<'_>) -> Option<f64> {
         }
     }
     emulator_seconds(programs, &scalars)
+}
+
+/// The bytes of one element of `buffer` (4 for a buffer the program does not have).
+fn element_bytes(program: &ThreadProgram, buffer: tilec_ir::thread::BufferId) -> i64 {
+    program
+        .buffers
+        .get(buffer.index())
+        .map_or(4, |decl| i64::try_from(decl.dtype.bytes()).unwrap_or(4))
 }

@@ -206,8 +206,45 @@ fn views_with_the_same_elements_are_silent_and_others_are_errors() {
     check(
         view_kernel("T.view(frag, (128,), dtype=T.float16)"),
         expect![
-            "11:41 not-analysed not-analysed [viewed#0] `T.view` to another dtype (float16) reinterprets bytes, which tilec does not support yet"
+            "11:41 not-analysed not-analysed [viewed#0] `T.view` to another dtype (float16) of a buffer outside shared memory reinterprets its bytes, which tilec does not support yet"
         ],
+    );
+}
+
+/// A view of a shared tile to another dtype must take exactly the tile's bytes: 4×32 float32 is
+/// 512 bytes, which 256 float16 take and 128 do not.
+#[test]
+fn a_view_of_shared_memory_to_another_dtype_takes_its_bytes() {
+    let kernel = |view: &str| {
+        format!(
+            r#"import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def viewed():
+    @T.prim_func
+    def main(A: T.Tensor((4, 32), T.float32), B: T.Tensor((4, 32), T.float32)):
+        with T.Kernel(1, threads=64):
+            tile = T.alloc_shared((4, 32), T.float32)
+            T.copy(A, tile)
+            T.copy(tile, B)
+            halves = {view}
+            for k in T.Parallel(2):
+                halves[k] = 0
+
+    return main
+"#
+        )
+    };
+    check(
+        kernel("T.view(tile, (256,), dtype=T.float16)"),
+        expect!["(no diagnostics)"],
+    );
+    check(
+        kernel("T.view(tile, (128,), dtype=T.float16)"),
+        expect![[r#"
+            13:35 error shape-mismatch [viewed#0] `T.view` to 128 float16 elements (256 bytes) of `tile`, 128 float32 elements (512 bytes): a view must take exactly its buffer's bytes"#]],
     );
 }
 

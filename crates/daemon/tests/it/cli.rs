@@ -209,8 +209,8 @@ fn instance_past_the_last_says_how_many_there_are() {
     );
 }
 
-/// A 2048³ GEMM takes the emulator most of a minute: `tilec run` says so at once and names sizes
-/// that take seconds, instead of sitting silent.
+/// A 4096×2048×2048 GEMM takes the emulator about a minute: `tilec run` says so at once and names
+/// sizes that take seconds, instead of sitting silent.
 #[test]
 fn run_refuses_a_long_emulation_and_names_smaller_sizes() {
     let file = example("tiled_gemm.py");
@@ -220,15 +220,17 @@ fn run_refuses_a_long_emulation_and_names_smaller_sizes() {
         "cpu",
         "--instance",
         "0",
+        "--with",
+        "M=4096",
         file.to_str().expect("a UTF-8 path"),
     ]);
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains(
-            "error: tiled_gemm(M=2048, N=2048, K=2048) would take the CPU emulator about"
+            "error: tiled_gemm(M=4096, N=2048, K=2048) would take the CPU emulator about 58 s"
         ) && stderr.contains(
-            "(estimated); `--with M=512 --with N=1024 --with K=1024` takes about 4 s (or pass \
+            "(estimated); `--with M=1024 --with N=1024 --with K=1024` takes about 4 s (or pass \
              --force to wait, or --shrink to run at those sizes)"
         ),
         "{stderr}"

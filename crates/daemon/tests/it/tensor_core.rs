@@ -603,11 +603,12 @@ fn epilogue_is_staged_only_in_space_the_pipeline_frees() {
     }
 }
 
-/// On sm_90 a warp-specialized gemm launch is persistent: one block per multiprocessor walks the
-/// tiles, and since its producer refills stages while the consumers store, the staged store gets
-/// shared memory of its own, even where two stages would leave no room. Attention on
-/// FlashAttention-3's schedule is persistent too; causal attention, whose loop's trip count
-/// differs between tiles, keeps one block per tile.
+/// On sm_90 a warp-specialized gemm launch (two consumer warpgroups: a kernel of one keeps a single
+/// role, so that several of its blocks share a multiprocessor) is persistent: one block per
+/// multiprocessor walks the tiles, and since its producer refills stages while the consumers
+/// store, the staged store gets shared memory of its own, even where two stages would leave no
+/// room. Attention on FlashAttention-3's schedule is persistent too; causal attention, whose
+/// loop's trip count differs between tiles, keeps one block per tile.
 #[test]
 fn gemm_launches_are_persistent_with_a_staging_tile_of_their_own() {
     let (Some(gemm), Some(attention)) = (
@@ -617,9 +618,19 @@ fn gemm_launches_are_persistent_with_a_staging_tile_of_their_own() {
         return;
     };
     let path = SM90;
-    let two = built_cuda_with(&gemm, ("matmul", 0), path, &["num_stages=2"]);
+    let one_warpgroup = built_cuda_with(&gemm, ("matmul", 0), path, &["num_stages=2"]);
+    assert!(
+        one_warpgroup.contains(
+            "// Launch: grid (8, 8, 1), block (128, 1, 1), 32784 bytes of dynamic shared memory."
+        ) && one_warpgroup.contains(
+            "128 threads are one consumer warpgroup, which a producer warpgroup would hold to one \
+             block per multiprocessor"
+        ),
+        "{one_warpgroup}"
+    );
+    let two = built_cuda_with(&gemm, ("matmul", 0), path, &["num_stages=2", "threads=256"]);
     let header = "// Launch: persistent: one block per multiprocessor walking the tiles of \
-        grid (8, 8, 1), block (256, 1, 1), 67616 bytes of dynamic shared memory.";
+        grid (8, 8, 1), block (384, 1, 1), 67616 bytes of dynamic shared memory.";
     assert!(two.contains(header), "{two}");
     // The padded 128x136 tile (34 816 bytes), then two 8 KiB stages of A and of B, then the
     // mbarriers: nothing shares space.

@@ -29,7 +29,7 @@ impl Builder<'_> {
                 Code::NotAnalysed,
                 args.span_of(2, "dtype"),
                 format!(
-                    "`T.view` to another dtype ({dtype}) of a buffer outside shared memory \\
+                    "`T.view` to another dtype ({dtype}) of a buffer outside shared memory \
                      reinterprets its bytes, which tilec does not support yet"
                 ),
             ));
@@ -91,8 +91,8 @@ impl Builder<'_> {
             Code::ShapeMismatch,
             span,
             format!(
-                "`T.view` to {new} {dtype} elements ({new_bytes} bytes) of `{}`, {old} \\
-                 {base_dtype} elements ({old_bytes} bytes): a view must take exactly its \\
+                "`T.view` to {new} {dtype} elements ({new_bytes} bytes) of `{}`, {old} \
+                 {base_dtype} elements ({old_bytes} bytes): a view must take exactly its \
                  buffer's bytes",
                 self.world.name(base)
             ),
