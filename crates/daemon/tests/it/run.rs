@@ -196,6 +196,34 @@ fn the_emulator_budget_covers_filling_the_inputs() {
     );
 }
 
+/// Runs `tests/fixtures/kernels/<fixture>` on the emulator with `args` (after `run --device cpu`)
+/// and `--save`; returns the folder it saved the inputs (`in/`) and outputs (`out/`) to.
+fn emulate_saved(fixture: &str, args: &[std::ffi::OsString]) -> tempfile::TempDir {
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/kernels")
+        .join(fixture);
+    let saved = tempfile::tempdir().expect("temp dir");
+    let output = Command::new(env!("CARGO_BIN_EXE_tilec"))
+        .args(["run", "--device", "cpu"])
+        .args(args)
+        .arg("--save")
+        .arg(saved.path())
+        .arg(&file)
+        .output()
+        .expect("tilec runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    saved
+}
+
+/// A tensor `emulate_saved` wrote (`in/X.npy`, `out/Y.npy`).
+fn saved_tensor(saved: &tempfile::TempDir, name: &str) -> tilec_runtime::HostTensor {
+    tilec_runtime::npy::read_npy(&saved.path().join(name)).expect("a saved tensor")
+}
+
 /// The value of the float4_e2m1fn nearest to `x`: ties to the even code, saturating at ±6. Written
 /// here from the format's table, independently of tilec's own conversion.
 fn nearest_e2m1(x: f64) -> f64 {
@@ -216,23 +244,8 @@ fn nearest_e2m1(x: f64) -> f64 {
 /// here from the saved input.
 #[test]
 fn four_bit_dtypes_narrow_wrap_and_widen() {
-    use tilec_runtime::npy::read_npy;
-
-    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/kernels/four_bit.py");
-    let saved = tempfile::tempdir().expect("temp dir");
-    let output = Command::new(env!("CARGO_BIN_EXE_tilec"))
-        .args(["run", "--device", "cpu", "--save"])
-        .arg(saved.path())
-        .arg(&file)
-        .output()
-        .expect("tilec runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let read = |name: &str| read_npy(&saved.path().join(name)).expect("a saved tensor");
+    let saved = emulate_saved("four_bit.py", &[]);
+    let read = |name: &str| saved_tensor(&saved, name);
     let (x, q, i, back) = (
         read("in/X.npy"),
         read("out/Q.npy"),
@@ -266,23 +279,8 @@ fn four_bit_dtypes_narrow_wrap_and_widen() {
 /// `return_prev=True` form updates its element; checked against values computed here.
 #[test]
 fn atomic_max_and_min_combine_with_the_caller_values() {
-    use tilec_runtime::npy::read_npy;
-
-    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/kernels/atomic_extremes.py");
-    let saved = tempfile::tempdir().expect("temp dir");
-    let output = Command::new(env!("CARGO_BIN_EXE_tilec"))
-        .args(["run", "--device", "cpu", "--save"])
-        .arg(saved.path())
-        .arg(&file)
-        .output()
-        .expect("tilec runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let read = |name: &str| read_npy(&saved.path().join(name)).expect("a saved tensor");
+    let saved = emulate_saved("atomic_extremes.py", &[]);
+    let read = |name: &str| saved_tensor(&saved, name);
     let x = read("in/X.npy");
     let (hi_in, lo_in, old_in) = (read("in/Hi.npy"), read("in/Lo.npy"), read("in/Old.npy"));
     let (hi, lo, old) = (read("out/Hi.npy"), read("out/Lo.npy"), read("out/Old.npy"));
@@ -309,23 +307,8 @@ fn atomic_max_and_min_combine_with_the_caller_values() {
 /// `T.cummax` along the rows of a shared tile, against scans computed here in float32.
 #[test]
 fn cumsum_and_cummax_scan_each_row() {
-    use tilec_runtime::npy::read_npy;
-
-    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/kernels/scans.py");
-    let saved = tempfile::tempdir().expect("temp dir");
-    let output = Command::new(env!("CARGO_BIN_EXE_tilec"))
-        .args(["run", "--device", "cpu", "--save"])
-        .arg(saved.path())
-        .arg(&file)
-        .output()
-        .expect("tilec runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let read = |name: &str| read_npy(&saved.path().join(name)).expect("a saved tensor");
+    let saved = emulate_saved("scans.py", &[]);
+    let read = |name: &str| saved_tensor(&saved, name);
     let x = read("in/X.npy");
     let (sum, max, suffix) = (
         read("out/Sum.npy"),
@@ -355,10 +338,8 @@ fn cumsum_and_cummax_scan_each_row() {
 #[test]
 fn any_of_and_all_of_test_every_element() {
     use tilec_runtime::HostTensor;
-    use tilec_runtime::npy::{read_npy, write_npy};
+    use tilec_runtime::npy::write_npy;
 
-    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/kernels/any_all.py");
     let dir = tempfile::tempdir().expect("temp dir");
     let rows: [[f64; 4]; 6] = [
         [0.0, 0.0, 0.0, 0.0],
@@ -375,21 +356,9 @@ fn any_of_and_all_of_test_every_element() {
     };
     let mask_path = dir.path().join("mask.npy");
     write_npy(&mask_path, &mask).expect("writes the mask");
-    let saved = dir.path().join("saved");
-    let output = Command::new(env!("CARGO_BIN_EXE_tilec"))
-        .args(["run", "--device", "cpu", "--input"])
-        .arg(format!("Mask={}", mask_path.display()))
-        .arg("--save")
-        .arg(&saved)
-        .arg(&file)
-        .output()
-        .expect("tilec runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let flags = read_npy(&saved.join("out/Flags.npy")).expect("saved flags");
+    let input = format!("Mask={}", mask_path.display());
+    let saved = emulate_saved("any_all.py", &["--input".into(), input.into()]);
+    let flags = saved_tensor(&saved, "out/Flags.npy");
     for (b, row) in rows.iter().enumerate() {
         let any = row.iter().any(|&v| v != 0.0);
         let all = row.iter().all(|&v| v != 0.0);
@@ -406,29 +375,18 @@ fn any_of_and_all_of_test_every_element() {
 /// at its base's offset, the launch taking the base's (padded) bytes once.
 #[test]
 fn a_view_of_another_dtype_reuses_its_base_bytes() {
-    use tilec_runtime::npy::read_npy;
-
-    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/kernels/byte_view.py");
-    let dir = tempfile::tempdir().expect("temp dir");
-    let saved = dir.path().join("saved");
-    let output = Command::new(env!("CARGO_BIN_EXE_tilec"))
-        .args(["run", "--device", "cpu", "--save"])
-        .arg(&saved)
-        .arg(&file)
-        .output()
-        .expect("tilec runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let saved = emulate_saved("byte_view.py", &[]);
+    let (x, y) = (
+        saved_tensor(&saved, "in/X.npy"),
+        saved_tensor(&saved, "out/Y.npy"),
     );
-    let x = read_npy(&saved.join("in/X.npy")).expect("saved X");
-    let y = read_npy(&saved.join("out/Y.npy")).expect("saved Y");
     // Pairs of float16 values add exactly in float32.
     let expected: Vec<f64> = x.values.chunks(2).map(|pair| pair[0] + pair[1]).collect();
     assert_eq!(y.values, expected);
 
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/kernels/byte_view.py");
+    let dir = tempfile::tempdir().expect("temp dir");
     let out = dir.path().join("cuda");
     let output = Command::new(env!("CARGO_BIN_EXE_tilec"))
         .args(["build", "--emit", "cuda", "--out"])

@@ -903,22 +903,7 @@ fn coverage_of(
         // 4-bit elements share bytes in memory: no atomics of them, and vector copies of an even
         // number of them only (whole bytes of packed memory).
         for lanes in [2, 4, 8, 16] {
-            let lanes_e = b.int(i64::from(lanes));
-            let at = b.p.exprs.mul(tx, lanes_e);
-            let copy = |dst, dst_index, src, src_index| Stmt::VectorCopy {
-                dst: Place {
-                    buffer: dst,
-                    index: dst_index,
-                },
-                src: Place {
-                    buffer: src,
-                    index: src_index,
-                },
-                lanes,
-            };
-            stmts.push(copy(bufs.regs, zero, bufs.input, at));
-            stmts.push(copy(bufs.shared, zero, bufs.regs, zero));
-            stmts.push(copy(bufs.output, at, bufs.shared, zero));
+            vector_copies(b, bufs, lanes, &mut stmts);
         }
         stmts.push(Stmt::Barrier);
         return stmts;
@@ -935,28 +920,35 @@ fn coverage_of(
         }
     }
     for lanes in [1, 2, 4, 8, 16] {
-        if u64::from(lanes) * dtype.bytes() > 16 {
-            continue;
+        if u64::from(lanes) * dtype.bytes() <= 16 {
+            vector_copies(b, bufs, lanes, &mut stmts);
         }
-        let lanes_e = b.int(i64::from(lanes));
-        let at = b.p.exprs.mul(tx, lanes_e);
-        let copy = |dst, dst_index, src, src_index| Stmt::VectorCopy {
-            dst: Place {
-                buffer: dst,
-                index: dst_index,
-            },
-            src: Place {
-                buffer: src,
-                index: src_index,
-            },
-            lanes,
-        };
-        stmts.push(copy(bufs.regs, zero, bufs.input, at));
-        stmts.push(copy(bufs.shared, zero, bufs.regs, zero));
-        stmts.push(copy(bufs.output, at, bufs.shared, zero));
     }
     stmts.push(Stmt::Barrier);
     stmts
+}
+
+/// Vector copies of `lanes` elements of one dtype: global → registers → shared → global.
+fn vector_copies(b: &mut Build, bufs: &Buffers, lanes: u32, stmts: &mut Vec<Stmt>) {
+    let tx_var = b.tx();
+    let tx = b.var(tx_var);
+    let zero = b.int(0);
+    let lanes_e = b.int(i64::from(lanes));
+    let at = b.p.exprs.mul(tx, lanes_e);
+    let copy = |dst, dst_index, src, src_index| Stmt::VectorCopy {
+        dst: Place {
+            buffer: dst,
+            index: dst_index,
+        },
+        src: Place {
+            buffer: src,
+            index: src_index,
+        },
+        lanes,
+    };
+    stmts.push(copy(bufs.regs, zero, bufs.input, at));
+    stmts.push(copy(bufs.shared, zero, bufs.regs, zero));
+    stmts.push(copy(bufs.output, at, bufs.shared, zero));
 }
 
 /// Deeply nested statements, a long chain of values and a value DAG that would expand
