@@ -26,7 +26,7 @@ const DEADLINE_CHUNK: usize = 1 << 16;
 
 /// Random index tensors (offsets, expert ids, block tables) take values in `0..INDEX_VALUES`: an
 /// extent they index must be at least this large for every random index to be in range.
-pub const INDEX_VALUES: i32 = 8;
+const INDEX_VALUES: i32 = 8;
 
 /// Why [`HostTensor::random_before`] made no tensor.
 #[derive(Clone, Debug, PartialEq, Eq)]

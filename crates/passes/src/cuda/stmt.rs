@@ -4,7 +4,7 @@ use tilec_ir::thread::{AtomicOp, BufferId, Memory, ParamAccess, Place, Stmt, Val
 use tilec_ir::{DType, ExprId, VarId};
 
 use super::index::IndexType;
-use super::types::{compute_type, storage_type};
+use super::types::{compute_type, nibble_from_code, storage_type};
 use super::value::CExpr;
 use super::{MAX_DEPTH, Printer, STATEMENT_BUDGET, comment_text, stmt_kind};
 
@@ -368,41 +368,35 @@ impl Printer<'_> {
             Ok(dtype) => dtype,
             Err(message) => return self.skip(&message),
         };
-        let Some(target) = self.element(buffer, index) else {
+        let Some(name) = self.buffer_name(buffer) else {
             return self.skip("a store to a buffer that could not be declared");
         };
+        let index = self.index(index).text;
         self.declare_temporaries(value);
         let (x, from) = self.root_value(value);
         self.forget_temporaries();
         let stored = self.stored_as(x, from, dtype);
-        if self.nibble_element(buffer, index).is_some() {
+        if self.packed_memory(buffer).is_some() {
             // Packed 4-bit memory: the element's four bits replace their nibble atomically, as a
             // neighbour sharing the byte may be stored by another thread at the same time.
-            let pointer = self.pointer(buffer, index);
-            let (Some(name), Some(_)) = (self.buffer_name(buffer), pointer) else {
-                return self.skip("a store to a buffer that could not be declared");
-            };
-            let index = self.index(index).text;
             self.line(&format!(
                 "tl_store_nibble({name}, {index}, tl_bits({}));",
                 stored.text
             ));
-            return;
+        } else {
+            self.line(&format!("{name}[{index}] = {};", stored.text));
         }
-        self.line(&format!("{target} = {};", stored.text));
     }
 
     /// Why an access of several elements at once (a vector copy, `cp.async`, `ldmatrix`, an
     /// atomic, a pointer handed to user CUDA) cannot address `buffer`: its elements are 4-bit and
     /// packed two a byte in memory, where only the element-wise load and store reach them.
     fn packed_nibbles(&self, buffer: BufferId, what: &str) -> Option<String> {
-        let decl = self.program.buffers.get(buffer.index())?;
-        (decl.dtype.is_sub_byte() && decl.memory != Memory::Local).then(|| {
-            format!(
-                "a {what} of `{}`, whose {} elements are packed two a byte in memory",
-                decl.name, decl.dtype
-            )
-        })
+        let dtype = self.packed_memory(buffer)?;
+        let name = &self.program.buffers[buffer.index()].name;
+        Some(format!(
+            "a {what} of `{name}`, whose {dtype} elements are packed two a byte in memory"
+        ))
     }
 
     /// One access of `lanes` elements, as the unsigned or vector type of that many bytes.
@@ -471,11 +465,7 @@ impl Printer<'_> {
         let packed = |memory: Option<Memory>| !matches!(memory, Some(Memory::Local) | None);
         let (dst_packed, src_packed) =
             (packed(self.memory_of(dst.0)), packed(self.memory_of(src.0)));
-        let from_code = match dtype {
-            DType::Int4 => "tl_s4_from_code",
-            DType::UInt4 => "tl_u4_from_code",
-            _ => "tl_e2m1_from_code",
-        };
+        let from_code = nibble_from_code(dtype).unwrap_or("tl_e2m1_from_code");
         match (dst_packed, src_packed) {
             (true, true) => self.line(&format!(
                 "*({word}*)({dst_name} + ({dst_index}) / 2) = *(const {word}*)({src_name} + ({src_index}) / 2);"

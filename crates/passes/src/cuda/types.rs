@@ -115,6 +115,17 @@ pub(super) fn nibble_load(dtype: DType) -> Option<&'static str> {
     }
 }
 
+/// The prelude's function that makes `dtype`'s storage type from a 4-bit code (the low nibble of
+/// an `unsigned int`), for unpacking several elements read at once.
+pub(super) fn nibble_from_code(dtype: DType) -> Option<&'static str> {
+    match dtype {
+        DType::Int4 => Some("tl_s4_from_code"),
+        DType::UInt4 => Some("tl_u4_from_code"),
+        DType::Float4E2M1 => Some("tl_e2m1_from_code"),
+        _ => None,
+    }
+}
+
 /// `operand` (an `int` expression, already in C's operand form) wrapped into `dtype`'s range as
 /// integer arithmetic on a type narrower than `int` must be: a cast for the 8- and 16-bit types,
 /// the prelude's sign extension or mask for the 4-bit ones.

@@ -228,15 +228,15 @@ impl Printer<'_> {
 
     /// `buffer[index]`, widened to float for the types stored as bits.
     fn load(&mut self, buffer: BufferId, index: ExprId) -> CExpr {
-        let Some(element) = self.element(buffer, index) else {
+        // Packed 4-bit memory is read element by element through the prelude.
+        let element = match self.packed_memory(buffer) {
+            Some(_) => self.nibble_element(buffer, index),
+            None => self.element(buffer, index),
+        };
+        let Some(element) = element else {
             return self.invalid_expr("a load from a buffer that could not be declared");
         };
         let dtype = self.program.buffers[buffer.index()].dtype;
-        // Packed 4-bit memory is read element by element through the prelude.
-        let element = match self.nibble_element(buffer, index) {
-            Some(read) => read,
-            None => element,
-        };
         match packed(dtype) {
             Some(p) => CExpr {
                 stored: Some(element.clone()),
@@ -246,14 +246,17 @@ impl Printer<'_> {
         }
     }
 
-    /// `tl_load_*(name, index)` when `buffer` holds 4-bit elements packed in global or shared
-    /// memory (an rvalue of the element's storage type); `None` for any other buffer.
-    pub(super) fn nibble_element(&mut self, buffer: BufferId, index: ExprId) -> Option<String> {
+    /// The dtype of `buffer` when it holds 4-bit elements packed two a byte (in global or shared
+    /// memory; registers keep a byte per element).
+    pub(super) fn packed_memory(&self, buffer: BufferId) -> Option<DType> {
         let decl = self.program.buffers.get(buffer.index())?;
-        if decl.memory == Memory::Local {
-            return None;
-        }
-        let function = nibble_load(decl.dtype)?;
+        (decl.dtype.is_sub_byte() && decl.memory != Memory::Local).then_some(decl.dtype)
+    }
+
+    /// `tl_load_*(name, index)` for an element of packed 4-bit memory (an rvalue of the element's
+    /// storage type); `None` for any other buffer, or one that could not be declared.
+    pub(super) fn nibble_element(&mut self, buffer: BufferId, index: ExprId) -> Option<String> {
+        let function = nibble_load(self.packed_memory(buffer)?)?;
         let name = self.buffers.get(buffer.index()).cloned().flatten()?;
         let index = self.index(index);
         Some(format!("{function}({name}, {})", index.text))
