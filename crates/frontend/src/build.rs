@@ -163,11 +163,24 @@ fn build_instance<'c>(request: &BuildRequest<'_, '_>, cancel: &'c dyn Fn()) -> B
     }
 }
 
-/// The AMD target a kernel's code compiles for, written as a literal (`@tilelang.jit(target=
-/// "hip")`, `tilelang.compile(func, target="rocm")`), with where it is written.
-fn amd_target(def: &StmtFunctionDef) -> Option<(String, Span)> {
+/// The hardware a TileLang target string names when it is not an NVIDIA GPU: AMD GPUs (`hip`,
+/// `rocm`), Apple GPUs (`metal`) and CPUs (`c`, `llvm`, `cpu`).
+fn foreign_hardware(target: &str) -> Option<&'static str> {
+    let kind = target.split_whitespace().next().unwrap_or("");
+    match kind {
+        _ if kind.starts_with("hip") || kind.starts_with("rocm") => Some("AMD GPUs"),
+        "metal" => Some("Apple GPUs"),
+        "c" | "llvm" | "cpu" => Some("CPUs"),
+        _ => None,
+    }
+}
+
+/// The target other than an NVIDIA GPU that a kernel's code compiles for, written as a literal
+/// (`@tilelang.jit(target="hip")`, `tilelang.compile(func, target="metal")`), with the hardware
+/// it names and where it is written.
+fn foreign_target(def: &StmtFunctionDef) -> Option<(String, &'static str, Span)> {
     use ruff_python_ast::visitor::{Visitor, walk_expr};
-    struct Find(Option<(String, Span)>);
+    struct Find(Option<(String, &'static str, Span)>);
     impl<'a> Visitor<'a> for Find {
         fn visit_expr(&mut self, expr: &'a Expr) {
             if self.0.is_some() {
@@ -179,8 +192,8 @@ fn amd_target(def: &StmtFunctionDef) -> Option<(String, Span)> {
                         (keyword.arg.as_ref().map(|a| a.as_str()), &keyword.value)
                     {
                         let target = text.value.to_str();
-                        if target.starts_with("hip") || target.starts_with("rocm") {
-                            self.0 = Some((target.to_owned(), range_span(keyword)));
+                        if let Some(hardware) = foreign_hardware(target) {
+                            self.0 = Some((target.to_owned(), hardware, range_span(keyword)));
                             return;
                         }
                     }
@@ -523,9 +536,9 @@ impl Builder<'_> {
     fn instantiate<'a>(&mut self, request: &BuildRequest<'_, 'a>) {
         let (def, style, args) = (request.def, request.style, request.args);
         let globals = module_env(self, request.context, request.modules);
-        if let Some((target, span)) = amd_target(def) {
+        if let Some((target, hardware, span)) = foreign_target(def) {
             let message = format!(
-                "this kernel is compiled for AMD GPUs (`target=\"{target}\"`), and tilec \
+                "this kernel is compiled for {hardware} (`target=\"{target}\"`), and tilec \
                  targets NVIDIA GPUs: its layouts and code are not analysed"
             );
             let _ = self.error(Code::NotAnalysed, span, message);
@@ -918,9 +931,16 @@ impl Builder<'_> {
         };
         self.tir_level = !crate::outline::contains_kernel_launch(&def.body);
         let frame = new_env(Some(function.closure.clone()));
+        // A parameter may be declared in the body instead (`A: T.Tensor[[M, N], dtype]`, TileLang's
+        // lazy style): it becomes a tensor where that statement runs.
+        let declared_in_body = declared_tensors(def);
         for param in def.parameters.iter_non_variadic_params() {
             self.stmt_span = range_span(param);
             let name = param.name().as_str();
+            if param.annotation().is_none() && declared_in_body.contains(&name) {
+                bind(&frame, name, Value::PendingTensor);
+                continue;
+            }
             let Some(annotation) = param.annotation() else {
                 return Err(self.error(
                     Code::InvalidCall,

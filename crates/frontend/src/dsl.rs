@@ -207,7 +207,10 @@ impl Builder<'_> {
             // Attributes of the function (no aliasing, pass options such as TileLang's copy
             // vector width) and an L2 persistence window for a buffer's accesses: they steer
             // TileLang's code generation or the cache, never what the kernel computes.
-            "func_attr" | "annotate_l2_hit_ratio" => Ok(Value::None),
+            // Hints to TileLang's compiler: function attributes and compiler flags set from inside
+            // the kernel.
+            "func_attr" | "annotate_l2_hit_ratio" | "annotate_compile_flags" => Ok(Value::None),
+            "annotate_pass_configs" => self.annotate_pass_configs(&args),
             // TVM's function spellings of Python's bitwise operators.
             "shift_left" | "shift_right" | "bitwise_and" | "bitwise_or" | "bitwise_xor" => {
                 let op = match name {
@@ -1264,6 +1267,16 @@ impl Builder<'_> {
             }
             Some(Value::Region(region)) => Ok(region.clone()),
             Some(Value::Poison) => Err(Stop),
+            // TileLang gives a `T.alloc_var` a one-element buffer, which its tile operations take
+            // (a reduction into a scalar); tilec keeps variables apart from buffers so far.
+            Some(Value::Buffer(_)) => Err(self.error(
+                Code::NotAnalysed,
+                span,
+                format!(
+                    "`{name}` is a `T.alloc_var` variable: tilec takes tile operations on \
+                     buffers and regions, not on variables yet"
+                ),
+            )),
             Some(other) => {
                 let what = other.describe();
                 Err(self.error(
@@ -1536,13 +1549,20 @@ impl Builder<'_> {
         let policy = match args.get(5, "policy") {
             None | Some(Value::None) => WarpPolicy::Square,
             Some(Value::Policy(policy)) => *policy,
+            // `T.GemmWarpPolicy` is an `IntEnum`: its members are the ints 0, 1 and 2.
+            Some(Value::Int(0)) => WarpPolicy::Square,
+            Some(Value::Int(1)) => WarpPolicy::FullRow,
+            Some(Value::Int(2)) => WarpPolicy::FullCol,
             Some(Value::Poison) => return Err(Stop),
             Some(other) => {
                 let what = other.describe();
                 return Err(self.error(
                     Code::InvalidCall,
                     args.span_of(5, "policy"),
-                    format!("`policy` must be a `T.GemmWarpPolicy`, found {what}"),
+                    format!(
+                        "`policy` must be a `T.GemmWarpPolicy` (or its value 0, 1 or 2), found \
+                         {what}"
+                    ),
                 ));
             }
         };
@@ -1641,7 +1661,26 @@ impl Builder<'_> {
             shape,
             vars: Vec::new(),
             outputs: Vec::new(),
+            replica: None,
         })))
+    }
+
+    /// `T.annotate_pass_configs({key: value})`: the pass configurations of `@tilelang.jit(
+    /// pass_configs=...)`, given from inside the kernel.
+    fn annotate_pass_configs<'a>(&mut self, args: &Args<'a>) -> Eval<Value<'a>> {
+        let Some(Value::Dict(entries)) = args.get(0, "configs") else {
+            return Err(self.error(
+                Code::InvalidCall,
+                args.span,
+                "`T.annotate_pass_configs` takes a dict of pass configurations",
+            ));
+        };
+        for (key, value) in entries.iter() {
+            if let (Value::Str(key), Some(value)) = (key, value.to_const()) {
+                self.world.pass_configs.push((key.to_string(), value));
+            }
+        }
+        Ok(Value::None)
     }
 
     /// `T.Fragment(shape, forward_fn=f)` / `T.Layout(shape, f)`: `f` is called on fresh index
@@ -1681,13 +1720,40 @@ impl Builder<'_> {
             ));
         };
         let vars = self.layout_vars(&shape);
-        let outputs = self.call_layout_fn(function, &vars, args.span)?;
+        let replica = match kind {
+            LayoutKind::Fragment => self.fragment_replica(&args)?,
+            LayoutKind::Layout | LayoutKind::Swizzled => None,
+        };
+        let mut arguments = vars.clone();
+        arguments.extend(replica.map(|(rep, _)| rep));
+        let outputs = self.call_layout_fn(function, &arguments, args.span)?;
         Ok(Value::Layout(Rc::new(LayoutAnnotation {
             kind,
             shape,
             vars,
             outputs,
+            replica,
         })))
+    }
+
+    /// `replicate=n` of a `T.Fragment`: for `n > 1`, the replica variable (`rep`, over `0..n`)
+    /// that TileLang passes to the layout function after the indices, and `n`.
+    fn fragment_replica(&mut self, args: &Args<'_>) -> Eval<Option<(VarId, i64)>> {
+        match args.get(3, "replicate") {
+            None | Some(Value::Int(1)) => Ok(None),
+            Some(&Value::Int(n)) if n > 1 => Ok(Some((self.world.exprs.var("rep", Some(n)), n))),
+            Some(other) => {
+                let found = other.describe();
+                Err(self.error(
+                    Code::InvalidCall,
+                    args.span,
+                    format!(
+                        "`replicate=` of a `T.Fragment` is how many threads hold each element, \
+                         a positive integer known at compile time; found {found}"
+                    ),
+                ))
+            }
+        }
     }
 
     /// One index variable per dimension of a layout's shape (`i`, `j`, ...), bounded by it.
@@ -1749,22 +1815,22 @@ impl Builder<'_> {
     /// uses only in part; tilec checks that the pairs (thread, register) tell every element apart
     /// and says plainly when they do not.
     fn fragment_of_thread_fn<'a>(&mut self, shape: Vec<i64>, args: &Args<'a>) -> Eval<Value<'a>> {
-        if !matches!(args.keyword("replicate"), None | Some(Value::Int(1))) {
-            return Err(self.error(
-                Code::NotAnalysed,
-                args.span,
-                "a `T.Fragment` with `forward_thread_fn=` and `replicate=` is not supported by \
-                 tilec yet",
-            ));
-        }
         let vars = self.layout_vars(&shape);
-        let call = |builder: &mut Self, key: &str| -> Eval<Option<Vec<ExprId>>> {
-            match args.keyword(key).filter(|f| is_callable(f)).cloned() {
-                Some(function) => builder.call_layout_fn(function, &vars, args.span).map(Some),
-                None => Ok(None),
-            }
+        let replica = self.fragment_replica(args)?;
+        // The thread function takes the replica after the indices; the index function does not.
+        let mut thread_arguments = vars.clone();
+        thread_arguments.extend(replica.map(|(rep, _)| rep));
+        let call = |builder: &mut Self, key: &str, arguments: &[VarId]| match args
+            .keyword(key)
+            .filter(|f| is_callable(f))
+            .cloned()
+        {
+            Some(function) => builder
+                .call_layout_fn(function, arguments, args.span)
+                .map(Some),
+            None => Ok(None),
         };
-        let Some(thread) = call(self, "forward_thread_fn")? else {
+        let Some(thread) = call(self, "forward_thread_fn", &thread_arguments)? else {
             return Err(self.error(
                 Code::InvalidCall,
                 args.span,
@@ -1778,7 +1844,7 @@ impl Builder<'_> {
                 "`forward_thread_fn=` returns one thread index",
             ));
         };
-        let index = match call(self, "forward_index_fn")? {
+        let index = match call(self, "forward_index_fn", &vars)? {
             Some(index) => index,
             None => {
                 let used = self.world.exprs.vars_of(thread);
@@ -1793,7 +1859,8 @@ impl Builder<'_> {
                 vec![self.world.exprs.flatten_row_major(&unused, &extents)]
             }
         };
-        if !self.tells_elements_apart(&shape, &vars, thread, &index) {
+        let rep = replica.map(|(rep, _)| rep);
+        if !self.tells_elements_apart(&shape, (&vars, rep), thread, &index) {
             return Err(self.error(
                 Code::NotAnalysed,
                 args.span,
@@ -1808,15 +1875,17 @@ impl Builder<'_> {
             shape,
             vars,
             outputs,
+            replica,
         })))
     }
 
     /// Whether no two elements of `shape` share a (thread, register) pair, tried point by point
-    /// (fragments that tilec compiles have at most 2^20 elements).
+    /// (fragments that tilec compiles have at most 2^20 elements); for a replicated fragment,
+    /// among the first replicas (`rep` = 0).
     fn tells_elements_apart(
         &self,
         shape: &[i64],
-        vars: &[VarId],
+        (vars, rep): (&[VarId], Option<VarId>),
         thread: ExprId,
         index: &[ExprId],
     ) -> bool {
@@ -1827,7 +1896,13 @@ impl Builder<'_> {
         let mut seen = rustc_hash::FxHashSet::default();
         let mut point = vec![0i64; shape.len()];
         for _ in 0..total {
-            let value_of = |var: VarId| vars.iter().position(|&v| v == var).map(|dim| point[dim]);
+            let value_of = |var: VarId| {
+                let first_replica = (Some(var) == rep).then_some(0);
+                vars.iter()
+                    .position(|&v| v == var)
+                    .map(|dim| point[dim])
+                    .or(first_replica)
+            };
             let pair: Option<Vec<i64>> = std::iter::once(thread)
                 .chain(index.iter().copied())
                 .map(|e| self.world.exprs.eval(e, &value_of))

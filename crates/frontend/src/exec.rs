@@ -1363,7 +1363,10 @@ fn import_from_value<'a>(module: &str, name: &str) -> Value<'a> {
     match (module, name) {
         ("tilelang", "language") => Value::Module(Module::Language),
         ("tilelang", "tvm") => Value::Module(Module::Tvm),
+        // `tilelang.PassConfigKey` is defined in `tilelang.transform`, where code imports it from.
+        ("tilelang" | "tilelang.transform", "PassConfigKey") => Value::PassConfigKeys,
         ("tilelang.layout", _) => Value::ModuleFn(Module::Language, Rc::from(name)),
+        ("tilelang.language", "GemmWarpPolicy") => Value::PolicyEnum,
         ("tilelang.language", _) => match crate::dsl::language_dtype(name) {
             Some(dtype) => Value::DType(dtype),
             None => Value::ModuleFn(Module::Language, Rc::from(name)),

@@ -72,6 +72,9 @@ fn representatives(name: &str, kind: GenericKind) -> Vec<ConstValue> {
         GenericKind::Function => vec![ConstValue::None],
         // Taken from the code by `Builder::candidates`; a plain text otherwise.
         GenericKind::Text => vec![ConstValue::Str(String::new())],
+        // A `T.GemmWarpPolicy` passed as its int (the enum is an `IntEnum`): Square, FullRow,
+        // FullCol.
+        GenericKind::Int if lower == "policy" || lower.ends_with("_policy") => ints(&[0, 1, 2]),
         GenericKind::Int if lower.contains("stage") => ints(&[2, 1, 3, 4]),
         GenericKind::Int if lower.contains("split") => ints(&[1, 2, 4, 8]),
         // The hyperparameters of convolutions and pooling, by PyTorch's names (`stride_w`,

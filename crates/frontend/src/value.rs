@@ -381,6 +381,13 @@ impl<'a> Value<'a> {
             Value::Float(value) => ConstValue::float(*value),
             Value::Str(text) => ConstValue::Str(text.to_string()),
             Value::DType(dtype) => ConstValue::DType(*dtype),
+            // `T.GemmWarpPolicy` is an `IntEnum`, so a policy passed to a factory is its int
+            // (`T.gemm` takes the ints as the members they are).
+            Value::Policy(policy) => ConstValue::Int(match policy {
+                WarpPolicy::Square => 0,
+                WarpPolicy::FullRow => 1,
+                WarpPolicy::FullCol => 2,
+            }),
             Value::Tuple(items) => ConstValue::Tuple(items_of(items)?),
             Value::List(items) => ConstValue::List(items_of(items)?),
             Value::Dict(entries) => ConstValue::Dict(

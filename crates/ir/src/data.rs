@@ -512,21 +512,6 @@ impl DataArena {
             self.loads(operand, out);
         }
     }
-
-    /// The loads of [`DataArena::loads`] that run whenever `id` is evaluated: those in a branch
-    /// of a `T.if_then_else` run only where its condition picks that branch, which is how kernels
-    /// keep a read inside its buffer (`T.if_then_else(h >= 0, img[h], 0)` for a padded border).
-    pub fn unconditional_loads(&self, id: DataId, out: &mut Vec<(EntityId, Vec<ExprId>)>) {
-        match self.get(id) {
-            DataExpr::Load { buffer, indices } => out.push((*buffer, indices.clone())),
-            DataExpr::Select { cond, .. } => self.unconditional_loads(*cond, out),
-            node => {
-                for operand in node.operands() {
-                    self.unconditional_loads(operand, out);
-                }
-            }
-        }
-    }
 }
 
 impl fmt::Display for BinaryOp {

@@ -218,6 +218,10 @@ pub struct LayoutAnnotation {
     pub shape: Vec<i64>,
     pub vars: Vec<VarId>,
     pub outputs: Vec<ExprId>,
+    /// `T.Fragment(..., replicate=n)` with `n > 1`: the replica variable the layout function took
+    /// after the indices (ranging over `0..n`), and `n`. Each element is then held by `n` threads,
+    /// the thread output depending on the replica.
+    pub replica: Option<(VarId, i64)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

@@ -379,6 +379,54 @@ def rows(M=128, N=16):
     assert_matches("B", &tensors[1], expected);
 }
 
+/// `T.Fragment(shape, forward_fn=lambda i, rep: (rep, i), replicate=64)`: the layout function
+/// takes the replica after the indices (as TileLang's does), so every row sum is held by each of
+/// the 64 threads. The source is laid out on 64 of the block's 128 threads: the other 64 hold
+/// nothing and fold no element into the sum. Each element is divided by its row's sum.
+#[test]
+fn a_replicated_fragment_annotation_and_a_reduction_on_half_the_block() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=1)
+def normalize(rows=4, width=512, vector_size=8):
+    def x_layout(i, j):
+        return j // vector_size, i * vector_size + j % vector_size
+
+    @T.prim_func
+    def main(x: T.Tensor((rows, width), "float32"), out: T.Tensor((rows, width), "float32")):
+        with T.Kernel(1, threads=128):
+            x_frag = T.alloc_fragment((rows, width), "float32")
+            sum_frag = T.alloc_fragment((rows,), "float32")
+            T.annotate_layout(
+                {
+                    x_frag: T.Fragment(x_frag.shape, forward_fn=x_layout),
+                    sum_frag: T.Fragment(sum_frag.shape, forward_fn=lambda i, rep: (rep, i), replicate=64),
+                }
+            )
+            for i, j in T.Parallel(rows, width):
+                x_frag[i, j] = x[i, j]
+            T.reduce_sum(x_frag, sum_frag, dim=1)
+            for i, j in T.Parallel(rows, width):
+                out[i, j] = x_frag[i, j] / sum_frag[i]
+
+    return main
+"#;
+    let (tensors, layout) = run(source, "sum_frag");
+    assert_eq!(layout, "thread rep | index (i) | replicate 64");
+    let x = &tensors[0].values;
+    let expected: Vec<f64> = x
+        .chunks(512)
+        .flat_map(|row| {
+            let sum: f64 = row.iter().sum();
+            row.iter().map(move |v| v / sum)
+        })
+        .collect();
+    assert_matches("out", &tensors[1], expected);
+}
+
 /// `T.async_copy` from global to shared memory, waited for with `T.ptx_wait_group` and a
 /// barrier as TileKernels' engram gate does, and a fragment laid out by a `functools.partial` of a
 /// layout function (`forward_fn=partial(interleave, vs=4)`): the values arrive unchanged, in the

@@ -273,7 +273,7 @@ def scatter_add(M=16, N=32, blocks=3):
             for i, j in T.Parallel(M, N // 4):
                 T.atomic_addx4(Out[Rows[i] % M, j * 4], A_shared[i, j * 4])
             for i, j in T.Parallel(M, N // 2):
-                T.atomic_addx2(Out[i, j * 2], A_shared[i, j * 2])
+                T.atomic_addx2(Out[i, j * 2 : j * 2 + 2], A_shared[i, j * 2 : j * 2 + 2])
 
     return main
 
@@ -281,6 +281,8 @@ def scatter_add(M=16, N=32, blocks=3):
 scatter_add()
 "#;
 
+/// `T.atomic_addx4` on the vector's first element and `T.atomic_addx2` on regions of two
+/// elements (both spellings TileLang takes): each adds every one of its consecutive elements.
 #[test]
 fn vector_atomic_adds_add_each_of_their_consecutive_elements() {
     let (before, after, cuda) = run_from(VECTOR_ATOMICS);

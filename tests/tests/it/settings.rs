@@ -88,3 +88,44 @@ fn project_pass_configs_override_the_kernels_own() {
         ]
     );
 }
+
+/// A prim_func in TileLang's lazy style: its tensor parameter declared in the body
+/// (`A: T.Tensor[...]`), its pass configs given by `T.annotate_pass_configs` with the key imported
+/// from `tilelang.transform`. Both count as the decorator's would.
+#[test]
+fn pass_configs_annotated_in_a_lazily_declared_kernel() {
+    let source = r#"
+import tilelang.language as T
+from tilelang.transform import PassConfigKey
+
+
+@T.prim_func
+def kernel(A, B):
+    A: T.Tensor[[128, 64], T.float32]
+    B: T.Tensor[[128, 64], T.float32]
+    T.annotate_pass_configs({PassConfigKey.TL_ENABLE_FAST_MATH: True})
+    with T.Kernel(2, threads=128) as bx:
+        for i, j in T.Parallel(64, 64):
+            B[bx * 64 + i, j] = A[bx * 64 + i, j] * 2.0
+"#;
+    let db = RootDatabase::default();
+    let _settings = Settings::builder(Target::Sm90, Vec::new()).new(&db);
+    let file = SourceFile::new(&db, "lazy.py".into(), source.to_owned(), Vec::new());
+    let diagnostics: Vec<String> = file_diagnostics(&db, file)
+        .iter()
+        .map(|d| format!("{}: {}", d.code, d.message))
+        .collect();
+    assert!(diagnostics.is_empty(), "{diagnostics:#?}");
+    let instance = instances(&db, file)[0];
+    let world = tilec_db::kernel_world(&db, instance);
+    let shapes: Vec<Option<Vec<i64>>> = world
+        .params
+        .iter()
+        .map(|&param| world.const_shape(param))
+        .collect();
+    assert_eq!(shapes, vec![Some(vec![128, 64]), Some(vec![128, 64])]);
+    assert_eq!(
+        effective_pass_configs(&db, instance),
+        &vec![("tl.enable_fast_math".to_owned(), ConstValue::Bool(true))]
+    );
+}

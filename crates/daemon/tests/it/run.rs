@@ -333,6 +333,50 @@ fn cumsum_and_cummax_scan_each_row() {
     }
 }
 
+/// `tests/fixtures/kernels/shifted_read.py` on the emulator: a load that leaves its tensor reads
+/// zero and the store around it still runs (TileLang's safe-memory rule), for a tile shifted past
+/// the end (fp16 copied as is) and one shifted before the start (widened, doubled, plus one). An
+/// atomic minimum whose operand reads past the end is skipped there instead.
+#[test]
+fn loads_past_a_tensor_read_zero_and_the_store_still_runs() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let low_path = dir.path().join("low.npy");
+    let start = tilec_runtime::HostTensor {
+        dtype: tilec_ir::DType::Float32,
+        shape: vec![1],
+        values: vec![100.0],
+    };
+    tilec_runtime::npy::write_npy(&low_path, &start).expect("writes the start value");
+    let mut input = std::ffi::OsString::from("Low=");
+    input.push(&low_path);
+    let saved = emulate_saved("shifted_read.py", &["--input".into(), input]);
+    let read = |name: &str| saved_tensor(&saved, name);
+    let (x, ahead, behind) = (
+        read("in/X.npy"),
+        read("out/Ahead.npy"),
+        read("out/Behind.npy"),
+    );
+    let (n, shift) = (256usize, 5usize);
+    // |x| + 1 over the elements the loop reads inside X; a zero read past the end would give 1.
+    let low = x.values[shift..]
+        .iter()
+        .map(|v| v.abs() + 1.0)
+        .fold(100.0, f64::min);
+    assert!(low > 1.0);
+    assert_eq!(read("out/Low.npy").values, vec![low]);
+    for k in 0..n {
+        let forward = if k + shift < n {
+            x.values[k + shift]
+        } else {
+            0.0
+        };
+        assert_eq!(ahead.values[k], forward, "Ahead[{k}]");
+        let back = if k >= shift { x.values[k - shift] } else { 0.0 };
+        // fp16 inputs doubled and incremented are exact in float32.
+        assert_eq!(behind.values[k], back * 2.0 + 1.0, "Behind[{k}]");
+    }
+}
+
 /// `tests/fixtures/kernels/any_all.py` on the emulator, on masks written here: a row of zeros (no
 /// element set), rows with some zeros, and rows without any.
 #[test]
@@ -391,6 +435,8 @@ fn a_view_of_another_dtype_reuses_its_base_bytes() {
     let output = Command::new(env!("CARGO_BIN_EXE_tilec"))
         .args(["build", "--emit", "cuda", "--out"])
         .arg(&out)
+        .arg("--cache")
+        .arg(dir.path().join("cache"))
         .arg(&file)
         .output()
         .expect("tilec builds");

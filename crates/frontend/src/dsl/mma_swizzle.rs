@@ -147,6 +147,7 @@ impl Builder<'_> {
             shape,
             vars,
             outputs,
+            replica: None,
         })))
     }
 }

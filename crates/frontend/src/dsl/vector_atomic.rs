@@ -7,7 +7,7 @@
 //! lowering, emulation and CUDA exist already. The vector instruction is faster; tilec's code
 //! issues the element atomics one after the other.
 
-use tilec_ir::{AtomicSource, Code, Region, TileOp};
+use tilec_ir::{AtomicSource, Code, EntityKind, ExprId, Region, TileOp};
 
 use crate::builder::{Builder, Eval};
 use crate::eval::Args;
@@ -20,9 +20,18 @@ impl Builder<'_> {
         lanes: i64,
         args: Args<'a>,
     ) -> Eval<Value<'a>> {
-        let dst = self.element_arg(&args, 0, "dst", name)?;
+        if matches!(args.keyword("return_prev"), Some(Value::Bool(true))) {
+            return Err(self.error(
+                Code::NotAnalysed,
+                args.span,
+                format!("`T.{name}(..., return_prev=True)` is not supported by tilec yet"),
+            ));
+        }
+        let dst = self.vector_start(&args, 0, "dst", (name, lanes))?;
         let src = match self.required(&args, 1, "value")? {
-            Value::Region(region) => Some(region),
+            Value::Region(_) | Value::Buffer(_) => {
+                Some(self.vector_start(&args, 1, "value", (name, lanes))?)
+            }
             _ => None,
         };
         for lane in 0..lanes {
@@ -41,6 +50,43 @@ impl Builder<'_> {
             self.add_tile_op(op, &format!("`T.{name}`"), args.span)?;
         }
         Ok(Value::None)
+    }
+
+    /// The vector argument `index` of `T.{name}` as the element it starts at: `dst[i, j]` as
+    /// written, or a region or buffer of `lanes` elements along its last dimension (`dst[i, 0:4]`),
+    /// which TileLang takes too.
+    fn vector_start(
+        &mut self,
+        args: &Args<'_>,
+        index: usize,
+        param: &str,
+        (name, lanes): (&str, i64),
+    ) -> Eval<Region> {
+        let region = match args.get(index, param) {
+            Some(Value::Buffer(buffer)) if self.world.kind(*buffer) != Some(EntityKind::Var) => {
+                Some(self.world.full_region(*buffer))
+            }
+            Some(Value::Region(region)) => Some(region.clone()),
+            _ => None,
+        };
+        let Some(mut region) = region else {
+            return self.element_arg(args, index, param, name);
+        };
+        let extent_is = |world: &tilec_ir::World, extent: Option<ExprId>, n: i64| {
+            extent.is_none_or(|e| world.exprs.as_int(e) == Some(n))
+        };
+        let spans_the_vector = region.dims.split_last().is_some_and(|(last, rest)| {
+            last.extent
+                .is_some_and(|e| self.world.exprs.as_int(e) == Some(lanes))
+                && rest.iter().all(|dim| extent_is(&self.world, dim.extent, 1))
+        });
+        if !spans_the_vector {
+            return self.element_arg(args, index, param, name);
+        }
+        for dim in &mut region.dims {
+            dim.extent = None;
+        }
+        Ok(region)
     }
 
     /// The element argument `index` (`dst[i, j]`), where the vector starts.

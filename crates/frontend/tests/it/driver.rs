@@ -1143,6 +1143,105 @@ matmul(1024, 1024, 1024)
     );
 }
 
+/// `T.GemmWarpPolicy` is an `IntEnum`: a policy imported from `tilelang.language` and passed to a
+/// factory arrives as its int, and `T.gemm` takes the int as the member (no diagnostic). A
+/// factory nothing calls assumes the first policy for a parameter named `policy`.
+#[test]
+fn warp_policies_pass_through_factories_as_their_ints() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+from tilelang.language import GemmWarpPolicy
+
+
+def matmul(M, N, K, policy):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            A_shared = T.alloc_shared((M, K), "float16")
+            B_shared = T.alloc_shared((K, N), "float16")
+            C_frag = T.alloc_fragment((M, N), "float32")
+            T.copy(A, A_shared)
+            T.copy(B, B_shared)
+            T.gemm(A_shared, B_shared, C_frag, policy=policy, clear_accum=True)
+            T.copy(C_frag, C)
+
+    return main
+
+
+def unused(M, N, K, policy):
+    return matmul(M, N, K, policy)
+
+
+matmul(64, 64, 32, GemmWarpPolicy.FullRow)
+matmul(64, 64, 32, T.GemmWarpPolicy.FullCol)
+matmul(64, 64, 32, 0)
+"#;
+    check(
+        source,
+        expect![[r#"
+            matmul (line 23): M=<run time>, N=<run time>, K=<run time>, policy=<run time>
+              assumed: M = 128 (a representative choice)
+              assumed: N = 128 (a representative choice)
+              assumed: K = 128 (a representative choice)
+              assumed: policy = 0 (a representative choice)
+              line 23: info generic-instance
+            matmul (line 26): M=64, N=64, K=32, policy=1
+            matmul (line 27): M=64, N=64, K=32, policy=2
+            matmul (line 28): M=64, N=64, K=32, policy=0
+        "#]],
+    );
+}
+
+/// Kernels compiled for Apple GPUs or CPUs (`target="metal"`, `"c"`, `"llvm ..."`) are said to be
+/// out of reach as AMD ones are, naming the hardware.
+#[test]
+fn kernels_compiled_for_cpus_and_apple_gpus_are_out_of_reach_too() {
+    for (target, hardware) in [
+        ("metal", "Apple GPUs"),
+        ("c", "CPUs"),
+        ("llvm -mcpu=skylake", "CPUs"),
+    ] {
+        let source = format!(
+            r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(target="{target}")
+def scale(N=64):
+    @T.prim_func
+    def main(A: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(N):
+                A[i] = A[i] * 2.0
+
+    return main
+"#
+        );
+        let parsed = ParsedModule::parse(&source);
+        let outline = outline(&parsed, &source);
+        let surroundings = Surroundings::default();
+        let specs = find_instances(&parsed, &outline, &[], &surroundings, &|| {});
+        let [spec] = &specs[..] else {
+            panic!("one instance of {target}");
+        };
+        let positions = build_positions(&parsed, &outline, spec, &surroundings, &|| {});
+        let messages: Vec<String> = positions
+            .diagnostics
+            .iter()
+            .map(|d| format!("{}: {}", d.code, d.message))
+            .collect();
+        assert_eq!(
+            messages,
+            vec![format!(
+                "not-analysed: this kernel is compiled for {hardware} (`target=\"{target}\"`), and \
+                 tilec targets NVIDIA GPUs: its layouts and code are not analysed"
+            )]
+        );
+    }
+}
+
 /// A call site the run skipped because its branch tests a parameter for `None` (`if num_local
 /// is not None:`, with `None` its default) is evaluated with that parameter unknown, not `None`:
 /// `num_local + 1` failed. A `None` passed where nothing tests it stays `None`.

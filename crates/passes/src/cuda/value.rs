@@ -472,14 +472,37 @@ impl Printer<'_> {
         let (c, _) = self.operand(id, cond);
         let (a, a_dtype) = self.operand(id, then);
         let (b, b_dtype) = self.operand(id, otherwise);
+        let stored = self.stored_select(&c, (&a, a_dtype), otherwise, dtype);
         let a = self.convert(a, a_dtype, dtype);
         let b = self.convert(b, b_dtype, dtype);
-        CExpr::compound(format!(
-            "{} ? {} : {}",
-            c.operand(),
-            a.operand(),
-            b.operand()
-        ))
+        CExpr {
+            stored,
+            ..CExpr::compound(format!(
+                "{} ? {} : {}",
+                c.operand(),
+                a.operand(),
+                b.operand()
+            ))
+        }
+    }
+
+    /// For a guarded load of a type stored as bits (`in_bounds ? load : 0`, which lowering makes
+    /// for a global load that may leave its buffer), the select over the stored elements, so that
+    /// a store of it to a buffer of the same type copies bits instead of widening and narrowing.
+    fn stored_select(
+        &self,
+        cond: &CExpr,
+        (then, then_dtype): (&CExpr, DType),
+        otherwise: ValueId,
+        dtype: DType,
+    ) -> Option<String> {
+        let element = then.stored.as_ref().filter(|_| then_dtype == dtype)?;
+        let storage = packed(dtype)?.storage;
+        let is_zero = matches!(
+            self.program.values.get(otherwise.index()),
+            Some(Value::Float { bits: 0, dtype: zero_dtype }) if *zero_dtype == dtype
+        );
+        is_zero.then(|| format!("({} ? {element} : {storage}{{0}})", cond.operand()))
     }
 
     /// `__shfl_xor_sync` over the whole warp. It has no overload below `int`, so small types go

@@ -1045,13 +1045,17 @@ fn annotate(
     state.buffers.insert(buffer, inferred);
 }
 
-/// The user's `T.Fragment(shape, forward_fn=...)`: outputs are `(thread, local...)`.
+/// The user's `T.Fragment(shape, forward_fn=...)`: outputs are `(thread, local...)`, the thread
+/// over the replica variable too when the fragment is replicated.
 fn annotation_layout(
     arena: &mut ExprArena,
     annotation: &tilec_ir::LayoutAnnotation,
 ) -> Option<FragmentLayout> {
     let (&thread, index) = annotation.outputs.split_first()?;
-    let rep = arena.var("rep", Some(1));
+    let (rep, replicate) = match annotation.replica {
+        Some(replica) => replica,
+        None => (arena.var("rep", Some(1)), 1),
+    };
     let index = if index.is_empty() {
         vec![arena.int(0)]
     } else {
@@ -1061,7 +1065,7 @@ fn annotation_layout(
         shape: annotation.shape.clone(),
         vars: annotation.vars.clone(),
         rep,
-        replicate: 1,
+        replicate,
         thread,
         index,
     })

@@ -1444,15 +1444,10 @@ impl<'w> Lowering<'w> {
         } else {
             self.address(store.buffer, &store.indices)?
         };
-        let mut guard = self.bounds_guard(store.buffer, &store.indices, None);
-        // A load in a branch of a select is the kernel's to keep in bounds (a padded border reads
-        // through `T.if_then_else`); guarding the whole store on it would drop the other branch.
-        let mut loads = Vec::new();
-        self.world.data.unconditional_loads(store.value, &mut loads);
-        for (loaded, indices) in loads {
-            guard = self.bounds_guard(loaded, &indices, guard);
-        }
-        guard = self.replica_guard(store.buffer, guard);
+        // Only the store's own indices guard it: a load in its value that may leave its buffer
+        // reads zero there (`Lowering::load`), so the store still runs, as in TileLang.
+        let guard = self.bounds_guard(store.buffer, &store.indices, None);
+        let guard = self.replica_guard(store.buffer, guard);
         out.push(guarded(
             guard,
             Stmt::Store {

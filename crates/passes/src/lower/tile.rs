@@ -525,15 +525,27 @@ impl Lowering<'_> {
         };
         let indices: Vec<ExprId> = dst.dims.iter().map(|d| d.start).collect();
         let dtype = self.element_dtype(dst.buffer);
+        let source_guard = self.loads_guard(value);
         let value = self.value_as(value, dtype)?;
-        self.atomic_store(op, (dst.buffer, &indices), value, prev, out)
+        self.atomic_store(op, (dst.buffer, &indices), (value, source_guard), prev, out)
+    }
+
+    /// The bounds conditions of every global load in `value`. An atomic operation is skipped
+    /// where one of them fails, as TileLang's safe-memory pass guards a side-effecting call on
+    /// all of its operands: reading zero there would still add, or compare, a value.
+    fn loads_guard(&mut self, value: DataId) -> Option<ValueId> {
+        let mut loads = Vec::new();
+        self.world.data.loads(value, &mut loads);
+        loads.into_iter().fold(None, |guard, (buffer, indices)| {
+            self.bounds_guard(buffer, &indices, guard)
+        })
     }
 
     fn atomic_store(
         &mut self,
         op: AtomicOp,
         (buffer, indices): (EntityId, &[ExprId]),
-        value: ValueId,
+        (value, source_guard): (ValueId, Option<ValueId>),
         prev: Option<EntityId>,
         out: &mut Vec<Stmt>,
     ) -> Result<(), Unlowerable> {
@@ -545,7 +557,7 @@ impl Lowering<'_> {
             }
             None => None,
         };
-        let guard = self.bounds_guard(buffer, indices, None);
+        let guard = self.bounds_guard(buffer, indices, source_guard);
         let guard = self.replica_guard(buffer, guard);
         let stmt = Stmt::Atomic {
             op,
@@ -582,7 +594,14 @@ impl Lowering<'_> {
                 .program
                 .add_value(Value::Load { buffer: id, index });
             let value = lowering.cast(loaded, dtype);
-            lowering.atomic_store(op, (dst_buffer, &copy.dst_indices), value, None, stmts)
+            let source_guard = lowering.bounds_guard(src_buffer, &copy.src_indices, None);
+            lowering.atomic_store(
+                op,
+                (dst_buffer, &copy.dst_indices),
+                (value, source_guard),
+                None,
+                stmts,
+            )
         })?;
         out.extend(stmts);
         Ok(())
@@ -599,10 +618,17 @@ impl Lowering<'_> {
         out: &mut Vec<Stmt>,
     ) -> Result<(), Unlowerable> {
         let dtype = self.element_dtype(dst.buffer);
+        let source_guard = self.loads_guard(value);
         let value = self.value_as(value, dtype)?;
         let indices: Vec<ExprId> = dst.dims.iter().map(|d| d.start).collect();
         let mut stmts = Vec::new();
-        self.atomic_store(op, (dst.buffer, &indices), value, prev, &mut stmts)?;
+        self.atomic_store(
+            op,
+            (dst.buffer, &indices),
+            (value, source_guard),
+            prev,
+            &mut stmts,
+        )?;
         if self.thread_dependence.statement(self.world, entity) {
             out.extend(stmts);
             return Ok(());
@@ -815,7 +841,8 @@ impl Lowering<'_> {
         let src_id = self.buffer_of(src.buffer)?;
         let dst_id = self.buffer_of(dst.buffer)?;
         let partial = self.temporary("partial", dtype, table_int(plan.slots.len()));
-        self.fold_own_elements(kind, (src_id, &plan.slots), (partial, dtype), out);
+        let held = self.holds_elements(&source.layout);
+        self.fold_own_elements(kind, (src_id, &plan.slots, held), (partial, dtype), out);
         let combiner = reduce_combiner(kind);
         self.all_reduce_shuffles(
             combiner,
@@ -861,15 +888,31 @@ impl Lowering<'_> {
         Ok(())
     }
 
+    /// `thread < n` when `layout` puts its elements on the first `n` threads of a block that has
+    /// more; `None` when every thread of the block holds some.
+    fn holds_elements(&mut self, layout: &crate::layout::FragmentLayout) -> Option<ValueId> {
+        let extent = layout.thread_extent(&self.program.exprs);
+        if extent >= self.threads {
+            return None;
+        }
+        let thread = self.program.exprs.var_expr(self.program.thread);
+        let extent = self.program.exprs.int(extent);
+        Some(self.compare_indices(CompareOp::Lt, thread, extent))
+    }
+
     /// Folds each thread's own elements of every slot into `partial[slot]`, as a balanced tree of
     /// pairs rather than a chain: the chain's 32 dependent steps were the longest latency of
     /// attention's softmax, the tree has five. Every level is stored into a temporary, so that no
     /// value tree grows with the number of elements; the tree's root is combined with the
     /// reduction's initial value, as the first step of the chain was.
+    ///
+    /// Where `held` is given (a source laid out on fewer threads than the block has), a thread for
+    /// which it is false holds no element and folds the initial value instead of reading registers
+    /// it never wrote; it still takes part in the shuffles and barriers of the all-reduce.
     fn fold_own_elements(
         &mut self,
         kind: ReduceKind,
-        (src, slots): (tilec_ir::thread::BufferId, &[Vec<ExprId>]),
+        (src, slots, held): (tilec_ir::thread::BufferId, &[Vec<ExprId>], Option<ValueId>),
         (partial, dtype): (tilec_ir::thread::BufferId, DType),
         out: &mut Vec<Stmt>,
     ) {
@@ -882,7 +925,19 @@ impl Lowering<'_> {
                 .map(|&index| {
                     let loaded = self.program.add_value(Value::Load { buffer: src, index });
                     let element = self.cast(loaded, dtype);
-                    self.reduce_operand(kind, element, dtype)
+                    let operand = self.reduce_operand(kind, element, dtype);
+                    match held {
+                        Some(cond) => {
+                            let init = self.constant(reduce_init(kind), dtype);
+                            self.program.add_value(Value::Select {
+                                cond,
+                                then: operand,
+                                otherwise: init,
+                                dtype,
+                            })
+                        }
+                        None => operand,
+                    }
                 })
                 .collect();
             let root = match pairs {

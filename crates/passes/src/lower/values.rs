@@ -99,10 +99,7 @@ impl Lowering<'_> {
             },
             DataExpr::Int { value, .. } => Value::Int { value, dtype },
             DataExpr::Index(expr) => Value::Index(expr),
-            DataExpr::Load { buffer, indices } => {
-                let (buffer, index) = self.address(buffer, &indices)?;
-                Value::Load { buffer, index }
-            }
+            DataExpr::Load { buffer, indices } => return self.load(buffer, &indices, dtype),
             DataExpr::ReadVar(var) => {
                 let zero = self.program.exprs.int(0);
                 let buffer = self.buffer_of(var)?;
@@ -221,6 +218,43 @@ impl Lowering<'_> {
             }
         };
         Ok(self.program.add_value(node))
+    }
+
+    /// A load of `buffer[indices]`. A global load whose indices the compiler cannot prove inside
+    /// the buffer reads zero where they are not, as TileLang's safe-memory pass makes it
+    /// (`if_then_else(in_bounds, load, 0)`): the statement around it still runs, so a kernel that
+    /// pads a tile past the tensor's edge stores zeros there instead of skipping the store. The
+    /// load sits in one branch of the select, which the printer keeps inline and the emulator
+    /// evaluates only for the lanes that take it.
+    fn load(
+        &mut self,
+        buffer: EntityId,
+        indices: &[ExprId],
+        dtype: DType,
+    ) -> Result<ValueId, Unlowerable> {
+        let (address, index) = self.address(buffer, indices)?;
+        let load = self.program.add_value(Value::Load {
+            buffer: address,
+            index,
+        });
+        let Some(in_bounds) = self.bounds_guard(buffer, indices, None) else {
+            return Ok(load);
+        };
+        let zero = if dtype.is_float() {
+            Value::Float {
+                bits: 0f64.to_bits(),
+                dtype,
+            }
+        } else {
+            Value::Int { value: 0, dtype }
+        };
+        let zero = self.program.add_value(zero);
+        Ok(self.program.add_value(Value::Select {
+            cond: in_bounds,
+            then: load,
+            otherwise: zero,
+            dtype,
+        }))
     }
 
     /// `T.warp_reduce_*`: the butterfly TileLang's `tl::warp_reduce` runs, `value = op(value,
