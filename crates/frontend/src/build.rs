@@ -654,6 +654,8 @@ impl Builder<'_> {
     ) -> Eval<Env<'a>> {
         let frame = new_env(Some(globals.clone()));
         let tensors = declared_tensors(def);
+        // A pytest test that builds its kernel itself runs with its first parametrized case.
+        let parametrized = crate::instances::first_parametrized_case(self, globals, def);
         let mut params = def.parameters.iter_non_variadic_params().peekable();
         if let Some(receiver) = receiver
             && let Some(first) = params.next()
@@ -693,7 +695,10 @@ impl Builder<'_> {
                     }
                     value => value,
                 },
-                (None, None) => self.generic_param(globals, name, param.annotation()),
+                (None, None) => match parametrized.iter().find(|(case, _)| case == name) {
+                    Some((_, value)) => value.clone(),
+                    None => self.generic_param(globals, name, param.annotation()),
+                },
             };
             if let Some(value) = value.to_const()
                 && !self.world.args.iter().any(|(existing, _)| existing == name)

@@ -304,7 +304,7 @@ fn run_with_defaults<'a>(
 /// texts) bound to the items of the first case (`pytest.param(...)`'s arguments for one written
 /// so). A test that builds its kernel from its parameters is then analysed with values it is
 /// really run with, as an autotuned kernel is with its first config.
-fn first_parametrized_case<'a>(
+pub(crate) fn first_parametrized_case<'a>(
     builder: &mut Builder<'_>,
     globals: &Env<'a>,
     def: &'a StmtFunctionDef,

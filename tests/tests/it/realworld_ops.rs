@@ -405,6 +405,17 @@ fn im2col_feeds_a_gemm_that_computes_a_strided_dilated_padded_convolution() {
     }
     assert_matches("out", &tensors[2], expected);
     assert_eq!(cuda.len(), 1);
+    // The im2col tile is a gather the pipeline issues ahead: `cp.async` where the pixel is inside
+    // the image, zeros stored where it lies in the padding.
+    let gather = cuda[0]
+        .split("// T.Parallel gather (pipelined: cp.async into its stage)")
+        .nth(1)
+        .expect("the im2col tile is pipelined");
+    let issue = &gather[..gather.find("// T.copy").unwrap_or(gather.len())];
+    assert!(
+        issue.contains("tl_cp_async<16>(data_shared") && issue.contains("} else {"),
+        "{issue}"
+    );
 }
 
 const COORDINATES: &str = r#"

@@ -24,8 +24,10 @@ const SHRINK_TO_SECONDS: &str = "0.5";
 
 /// The emulator stops an instance after this many seconds (`--emulator-budget`), and the outcome
 /// says so: an estimate that is far off, or sizes `--shrink` could not bring down, show as a
-/// failure rather than as a slow test.
-const EMULATOR_BUDGET_SECONDS: &str = "20";
+/// failure rather than as a slow test. The slowest instance that shrinks no further (a paged
+/// decode kernel, estimated at 4 s) takes 9–13 s alone on the 2-core build machine, and more
+/// beside the other tests: the budget leaves it room on a loaded machine.
+const EMULATOR_BUDGET_SECONDS: &str = "40";
 
 /// A `tilec run` that has not finished after this long is killed and reported (a hang).
 const PROCESS_LIMIT: Duration = Duration::from_secs(120);

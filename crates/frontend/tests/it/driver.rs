@@ -1193,6 +1193,69 @@ matmul(64, 64, 32, 0)
     );
 }
 
+/// A pytest test that builds its kernel itself (a `T.prim_func` inside the test, compiled there) is
+/// the kernel's factory: nothing calls it, so it runs with the first case of its
+/// `@pytest.mark.parametrize` (`nbit=2`, a list of values whose `len` sizes the tensors) instead of
+/// assumed values.
+#[test]
+fn a_parametrized_test_that_builds_its_kernel_takes_its_first_case() {
+    let source = r#"
+import math
+
+import pytest
+import tilelang
+import tilelang.language as T
+
+
+@pytest.mark.parametrize(
+    "nbit,values",
+    [
+        (2, [-2, -1, 0, 1]),
+        (4, list(range(-8, 8))),
+    ],
+)
+def test_decode(nbit, values):
+    lanes_per_word = 32 // nbit
+    num_words = math.ceil(len(values) / lanes_per_word)
+    num_values = len(values)
+
+    @T.prim_func
+    def main(packed: T.Tensor((num_words,), "uint32"), decoded: T.Tensor((num_values,), "float32")):
+        with T.Kernel(1, threads=1) as _:
+            for i in T.serial(num_values):
+                decoded[i] = T.Cast("float32", packed[i // lanes_per_word])
+
+    kernel = tilelang.compile(main, target="cuda")
+"#;
+    check(
+        source,
+        expect![[r#"
+            test_decode (no call site): 
+        "#]],
+    );
+    let parsed = ParsedModule::parse(source);
+    let outline = outline(&parsed, source);
+    let surroundings = Surroundings::default();
+    let specs = find_instances(&parsed, &outline, &[], &surroundings, &|| {});
+    let kernel = outline
+        .kernel(&specs[0].kernel)
+        .expect("the test is a kernel");
+    let world = build_world(
+        &outline.context,
+        &kernel.source,
+        &specs[0].args,
+        &surroundings,
+        &|| {},
+    );
+    let shapes: Vec<Option<Vec<i64>>> = world
+        .params
+        .iter()
+        .map(|&param| world.const_shape(param))
+        .collect();
+    // Four values of two bits: one 32-bit word.
+    assert_eq!(shapes, vec![Some(vec![1]), Some(vec![4])]);
+}
+
 /// Kernels compiled for Apple GPUs or CPUs (`target="metal"`, `"c"`, `"llvm ..."`) are said to be
 /// out of reach as AMD ones are, naming the hardware.
 #[test]

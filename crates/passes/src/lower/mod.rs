@@ -458,6 +458,10 @@ pub(crate) struct Lowering<'w> {
     /// The replica variable of the laid-out loop being lowered, when it has more than one replica:
     /// stores to shared and global memory then run on replica 0 only.
     replica: Option<VarId>,
+    /// The index comparisons (`index >= 0`, `index < extent`) that hold where the expression being
+    /// lowered is evaluated: the conditions of the `T.if_then_else` branches it sits in. A load
+    /// there needs no bounds guard of its own for them (a padded border's read, an im2col tile).
+    known_comparisons: Vec<(CompareOp, ExprId, ExprId)>,
     sync: sync::SyncState,
     /// The shared buffers software pipelines keep several stages of, with the stage count.
     staged: BTreeMap<EntityId, i64>,
@@ -576,6 +580,7 @@ impl<'w> Lowering<'w> {
             fragments: BTreeMap::new(),
             threads,
             replica: None,
+            known_comparisons: Vec::new(),
             sync: sync::SyncState::default(),
             staged: match hand_synchronized {
                 true => BTreeMap::new(),
@@ -1164,6 +1169,17 @@ impl<'w> Lowering<'w> {
 
     /// A `T.Parallel` loop: each thread runs the iterations its loop layout gives it.
     fn parallel_loop(&mut self, entity: EntityId, out: &mut Vec<Stmt>) -> Result<(), Unlowerable> {
+        let accesses = self.entity_shared_accesses(entity);
+        self.sync.before(&accesses, out);
+        let block = self.laid_out_loop(entity)?;
+        out.push(block);
+        self.sync.after(&accesses);
+        Ok(())
+    }
+
+    /// A `T.Parallel` loop's statements, without the barriers around it (a pipeline places those
+    /// of the loops it issues ahead itself).
+    pub(super) fn laid_out_loop(&mut self, entity: EntityId) -> Result<Stmt, Unlowerable> {
         let layout = match self.layouts.loops.get(&entity) {
             Some((inferred, _)) => inferred.layout.clone(),
             None => {
@@ -1176,8 +1192,6 @@ impl<'w> Lowering<'w> {
                 self.planned_layout(&info.vars, &info.extents, 1)?
             }
         };
-        let accesses = self.entity_shared_accesses(entity);
-        self.sync.before(&accesses, out);
         let label = format!("T.Parallel({})", shape_text(&layout.shape));
         let body = self.world.body(entity).to_vec();
         // A replicated loop that writes only shared or global memory needs one replica: the
@@ -1208,13 +1222,11 @@ impl<'w> Lowering<'w> {
             });
             Ok(())
         })?;
-        out.push(Stmt::Block {
+        Ok(Stmt::Block {
             origin: Some(entity),
             label,
             body: stmts,
-        });
-        self.sync.after(&accesses);
-        Ok(())
+        })
     }
 
     /// Whether `entity` or a statement inside it writes a register buffer (a fragment, a local
@@ -1466,8 +1478,23 @@ impl<'w> Lowering<'w> {
         indices: &[ExprId],
         mut guard: Option<ValueId>,
     ) -> Option<ValueId> {
+        for (op, lhs, rhs) in self.bounds_conditions(buffer, indices) {
+            let cond = self.compare_indices(op, lhs, rhs);
+            guard = Some(self.and(guard, cond));
+        }
+        guard
+    }
+
+    /// The comparisons that keep `buffer[indices]` inside a global buffer, for the indices whose
+    /// range the compiler cannot prove: `(op, index, bound)` for `index >= 0` and `index < extent`.
+    pub(super) fn bounds_conditions(
+        &mut self,
+        buffer: EntityId,
+        indices: &[ExprId],
+    ) -> Vec<(CompareOp, ExprId, ExprId)> {
+        let mut conditions = Vec::new();
         if self.scope_of(buffer) != Some(Scope::Global) {
-            return guard;
+            return conditions;
         }
         let shape = self.world.shapes.get(buffer).cloned().unwrap_or_default();
         for (&index, &extent) in indices.iter().zip(&shape) {
@@ -1480,15 +1507,13 @@ impl<'w> Lowering<'w> {
             };
             if !low_ok {
                 let zero = self.program.exprs.int(0);
-                let cond = self.compare_indices(CompareOp::Ge, index, zero);
-                guard = Some(self.and(guard, cond));
+                conditions.push((CompareOp::Ge, index, zero));
             }
             if !high_ok {
-                let cond = self.compare_indices(CompareOp::Lt, index, extent);
-                guard = Some(self.and(guard, cond));
+                conditions.push((CompareOp::Lt, index, extent));
             }
         }
-        guard
+        conditions
     }
 
     /// The shared buffers an entity (and everything nested in it) reads and writes.

@@ -1,10 +1,11 @@
 //! Software pipelining of `T.Pipelined(n, num_stages=k)` with `k ≥ 2`.
 //!
-//! The loop's *producers* are the `T.copy`s from global to shared memory directly in its body whose
-//! shared buffer nothing else touches outside the loop and nothing earlier in the body touches. Each
-//! such buffer gets `k` copies (stages); iteration `i` uses stage `i % k`. Producers run `k - 1`
-//! iterations ahead of the rest of the body (the *consumers*), with `cp.async` where the copy is
-//! vectorized, one commit group per iteration:
+//! The loop's *producers* are the `T.copy`s from global to shared memory directly in its body, and
+//! the gather loops (`T.Parallel` loops that store into a shared tile a value read from global
+//! memory, see [`gather_target`]), whose shared buffer nothing else touches outside the loop and
+//! nothing earlier in the body touches. Each such buffer gets `k` copies (stages); iteration `i`
+//! uses stage `i % k`. Producers run `k - 1` iterations ahead of the rest of the body (the
+//! *consumers*), with `cp.async` where the copy is vectorized, one commit group per iteration:
 //!
 //! ```text
 //! for s in 0..k-1:  if s < n: producers(s)      ; commit
@@ -84,7 +85,15 @@ pub(super) fn may_be_persistent(world: &World, launch: EntityId) -> bool {
         let pipelined = world.loops.get(entity).is_some_and(
             |info| matches!(info.kind, LoopKind::Pipelined { num_stages } if num_stages >= 2),
         );
-        pipelined && !producers(world, entity).is_empty()
+        if !pipelined {
+            return false;
+        }
+        // Gather loops have no TMA form, and only TMA pipelines are warp specialized.
+        let producers = producers(world, entity);
+        let all_copies = producers
+            .iter()
+            .all(|&producer| matches!(world.ops.get(producer), Some(TileOp::Copy { .. })));
+        !producers.is_empty() && all_copies
     })
 }
 
@@ -102,8 +111,8 @@ pub(crate) fn staged_buffers(world: &World, launch: EntityId) -> BTreeMap<Entity
             continue;
         }
         for producer in producers(world, entity) {
-            if let Some(TileOp::Copy { dst, .. }) = world.ops.get(producer) {
-                staged.insert(dst.buffer, num_stages);
+            if let Some(target) = producer_target(world, producer) {
+                staged.insert(target, num_stages);
             }
         }
     }
@@ -115,28 +124,104 @@ fn producers(world: &World, pipelined: EntityId) -> Vec<EntityId> {
     let body = world.body(pipelined);
     let mut found = Vec::new();
     for (position, &entity) in body.iter().enumerate() {
-        let Some(TileOp::Copy { src, dst }) = world.ops.get(entity) else {
+        let Some(target) = producer_target(world, entity) else {
             continue;
         };
-        let shared_dst = world.scopes.get(dst.buffer).is_some_and(|s| s.is_shared())
-            && !world.is_alias(dst.buffer);
-        let global_src = world.scopes.get(world.storage_of(src.buffer)) == Some(&Scope::Global)
-            && !written_anywhere(world, world.storage_of(src.buffer));
-        if !shared_dst || !global_src {
-            continue;
-        }
         let touched_before = body[..position]
             .iter()
-            .any(|&earlier| touches(world, earlier, dst.buffer));
+            .any(|&earlier| touches(world, earlier, target));
         let touched_outside = crate::liveness::linearize(world, world_root(world, pipelined))
             .into_iter()
             .filter(|&other| !is_within(world, other, pipelined))
-            .any(|other| direct_touch(world, other, dst.buffer));
+            .any(|other| direct_touch(world, other, target));
         if !touched_before && !touched_outside {
             found.push(entity);
         }
     }
     found
+}
+
+/// The shared buffer `entity` fills if it can be a producer: a `T.copy` from global memory no
+/// kernel writes into a shared buffer of its own, or a gather loop ([`gather_target`]).
+fn producer_target(world: &World, entity: EntityId) -> Option<EntityId> {
+    let Some(TileOp::Copy { src, dst }) = world.ops.get(entity) else {
+        return gather_target(world, entity);
+    };
+    let shared_dst =
+        world.scopes.get(dst.buffer).is_some_and(|s| s.is_shared()) && !world.is_alias(dst.buffer);
+    let global_src = world.scopes.get(world.storage_of(src.buffer)) == Some(&Scope::Global)
+        && !written_anywhere(world, world.storage_of(src.buffer));
+    (shared_dst && global_src).then_some(dst.buffer)
+}
+
+/// The shared buffer of a *gather loop*: a `T.Parallel` loop whose only statement stores into a
+/// shared buffer of its own a value that reads global memory no kernel writes, through index
+/// arithmetic and `T.if_then_else` only (a `T.im2col` tile, rows gathered by run-time indices, a
+/// padded tile). It copies as a `T.copy` does, so the pipeline can run it ahead; where its
+/// elements are vectorized, with `cp.async` (zero-filling what a guard keeps out).
+fn gather_target(world: &World, entity: EntityId) -> Option<EntityId> {
+    let info = world.loops.get(entity)?;
+    let [child] = world.body(entity) else {
+        return None;
+    };
+    let store = world.stores.get(*child)?;
+    let shared_dst = world
+        .scopes
+        .get(store.buffer)
+        .is_some_and(|s| s.is_shared())
+        && !world.is_alias(store.buffer);
+    let mut loads = Vec::new();
+    world.data.loads(store.value, &mut loads);
+    let from_global = !loads.is_empty()
+        && loads.iter().all(|(buffer, _)| {
+            let storage = world.storage_of(*buffer);
+            world.scopes.get(storage) == Some(&Scope::Global) && !written_anywhere(world, storage)
+        });
+    let gathers = info.kind == LoopKind::Parallel
+        && shared_dst
+        && from_global
+        && !reads_registers(world, store.value);
+    gathers.then_some(store.buffer)
+}
+
+/// Whether a data expression reads a `T.alloc_var` or draws a random number: values an issue
+/// ahead of its iteration would take from the wrong one.
+fn reads_registers(world: &World, value: tilec_ir::DataId) -> bool {
+    let node = world.data.get(value);
+    matches!(
+        node,
+        tilec_ir::DataExpr::ReadVar(_)
+            | tilec_ir::DataExpr::Random(_)
+            | tilec_ir::DataExpr::Shuffle { .. }
+            | tilec_ir::DataExpr::WarpReduce { .. }
+    ) || node
+        .operands()
+        .any(|operand| reads_registers(world, operand))
+}
+
+/// The variables a producer's addresses use: a copy's regions, a gather loop's store and loads.
+fn producer_vars(world: &World, producer: EntityId) -> Vec<VarId> {
+    let mut vars = Vec::new();
+    if let Some(TileOp::Copy { src, dst }) = world.ops.get(producer) {
+        for dim in src.dims.iter().chain(&dst.dims) {
+            vars.extend(world.exprs.vars_of(dim.start));
+            vars.extend(dim.extent.iter().flat_map(|&e| world.exprs.vars_of(e)));
+        }
+    }
+    if gather_target(world, producer).is_some() {
+        for &child in world.body(producer) {
+            let Some(store) = world.stores.get(child) else {
+                continue;
+            };
+            let mut indices = store.indices.clone();
+            world.data.index_exprs(store.value, &mut indices);
+            let mut loads = Vec::new();
+            world.data.loads(store.value, &mut loads);
+            indices.extend(loads.into_iter().flat_map(|(_, at)| at));
+            vars.extend(indices.iter().flat_map(|&index| world.exprs.vars_of(index)));
+        }
+    }
+    vars
 }
 
 /// The run-time scalars bound directly in a pipelined loop's body whose value is the same in every
@@ -156,15 +241,10 @@ fn iteration_binds(
         .copied()
         .filter(|entity| !hoisted.contains(entity) && world.bindings.get(*entity).is_some())
         .collect();
-    let mut needed: Vec<VarId> = Vec::new();
-    for &producer in producers {
-        if let Some(TileOp::Copy { src, dst }) = world.ops.get(producer) {
-            for dim in src.dims.iter().chain(&dst.dims) {
-                needed.extend(world.exprs.vars_of(dim.start));
-                needed.extend(dim.extent.iter().flat_map(|&e| world.exprs.vars_of(e)));
-            }
-        }
-    }
+    let mut needed: Vec<VarId> = producers
+        .iter()
+        .flat_map(|&producer| producer_vars(world, producer))
+        .collect();
     let mut chosen: Vec<EntityId> = Vec::new();
     // Each pass adds the bindings of needed variables and what their values read; a chain of
     // bindings is at most as long as the body.
@@ -313,8 +393,8 @@ impl Lowering<'_> {
         let stage_count = exprs.int(stages);
         let stage = exprs.floormod(count, stage_count);
         for &producer in &producers {
-            if let Some(TileOp::Copy { dst, .. }) = self.world.ops.get(producer) {
-                self.current_stage.insert(dst.buffer, stage);
+            if let Some(target) = producer_target(self.world, producer) {
+                self.current_stage.insert(target, stage);
             }
         }
         let pipeline = Pipeline {
@@ -374,9 +454,8 @@ impl Lowering<'_> {
     fn sync_before_first_issue(&mut self, producers: &[EntityId], out: &mut Vec<Stmt>) {
         let mut issued = super::sync::Accesses::default();
         for &producer in producers {
-            if let Some(TileOp::Copy { dst, .. }) = self.world.ops.get(producer)
-                && let Some(&id) = self.buffers.get(&dst.buffer)
-                && self.scope_of(dst.buffer).is_some_and(Scope::is_shared)
+            if let Some(target) = producer_target(self.world, producer)
+                && let Some(&id) = self.buffers.get(&target)
             {
                 issued.add(id, tilec_ir::AccessKind::Write);
             }
@@ -417,14 +496,20 @@ impl Lowering<'_> {
     fn producer_stmts(&mut self, producers: &[EntityId]) -> Result<Vec<Stmt>, Unlowerable> {
         let mut stmts = Vec::new();
         for &producer in producers {
-            let Some(TileOp::Copy { src, dst }) = self.world.ops.get(producer).cloned() else {
-                continue;
+            let (body, label) = match self.world.ops.get(producer).cloned() {
+                Some(TileOp::Copy { src, dst }) => {
+                    let mut body = Vec::new();
+                    self.copy(producer, &src, &dst, &mut body)?;
+                    (body, "T.copy (pipelined: cp.async into its stage)")
+                }
+                _ => (
+                    vec![self.laid_out_loop(producer)?],
+                    "T.Parallel gather (pipelined: cp.async into its stage)",
+                ),
             };
-            let mut body = Vec::new();
-            self.copy(producer, &src, &dst, &mut body)?;
             stmts.push(Stmt::Block {
                 origin: Some(producer),
-                label: "T.copy (pipelined: cp.async into its stage)".to_owned(),
+                label: label.to_owned(),
                 body: self.asynchronous(body),
             });
         }
@@ -432,7 +517,7 @@ impl Lowering<'_> {
     }
 
     /// `stmts` with every vector copy from global to shared memory made a `cp.async`.
-    fn asynchronous(&self, mut stmts: Vec<Stmt>) -> Vec<Stmt> {
+    fn asynchronous(&mut self, mut stmts: Vec<Stmt>) -> Vec<Stmt> {
         Asynchronous(self).visit_body(&mut stmts);
         stmts
     }
@@ -441,11 +526,23 @@ impl Lowering<'_> {
     /// lane loop copying it into another, a vector store out of that. When the lane loop is a
     /// plain copy (no conversion), the three are one vector copy from the source to the target,
     /// which is what a `cp.async` needs.
-    fn fuse_register_staging(&self, stmts: Vec<Stmt>) -> Vec<Stmt> {
+    ///
+    /// A lane loop that reads a guarded element (`vec[lane] = in_bounds ? src[base + lane] : 0`,
+    /// as a padded or gathered tile reads) followed by the vector store of `vec` is the same
+    /// vector copy where the guard holds, and a store of zeros where it does not: `cp.async`
+    /// under the guard, the zeros stored directly otherwise.
+    fn fuse_register_staging(&mut self, stmts: Vec<Stmt>) -> Vec<Stmt> {
         let mut out: Vec<Stmt> = Vec::with_capacity(stmts.len());
         for stmt in stmts {
             out.push(stmt);
             let n = out.len();
+            if n >= 2
+                && let Some(fused) = self.guarded_staged_copy(&out[n - 2], &out[n - 1])
+            {
+                out.truncate(n - 2);
+                out.push(fused);
+                continue;
+            }
             if n < 3 {
                 continue;
             }
@@ -455,6 +552,144 @@ impl Lowering<'_> {
             }
         }
         out
+    }
+
+    /// `if (guard) cp.async(dst, src + base) else { vec = 0; dst = vec }` for `lanes; store` where
+    /// `lanes` fills `vec[lane]` with `guard ? src[base + lane] : 0`, the guard the same for every
+    /// lane, and `store` copies `vec` to shared memory that `cp.async` can reach.
+    fn guarded_staged_copy(&mut self, lanes: &Stmt, store: &Stmt) -> Option<Stmt> {
+        let Stmt::VectorCopy {
+            dst,
+            src: staged,
+            lanes: width,
+        } = *store
+        else {
+            return None;
+        };
+        let Stmt::For {
+            var, extent, body, ..
+        } = lanes
+        else {
+            return None;
+        };
+        let [
+            Stmt::Store {
+                place: Place { buffer, index },
+                value,
+            },
+        ] = body.as_slice()
+        else {
+            return None;
+        };
+        let exprs = &self.program.exprs;
+        let is_lane = |e: ExprId| matches!(exprs.get(e), tilec_ir::Expr::Var(v) if v == var);
+        let shape_fits = exprs.as_int(*extent) == Some(i64::from(width))
+            && exprs.as_int(staged.index) == Some(0)
+            && *buffer == staged.buffer
+            && is_lane(*index);
+        if !shape_fits {
+            return None;
+        }
+        let (guard, source, source_index) = self.guarded_element(*value)?;
+        let dtype = self.program.buffer(staged.buffer).dtype;
+        let same_type = self.program.buffer(source).dtype == dtype
+            && self.program.buffer(dst.buffer).dtype == dtype;
+        if !same_type
+            || !self.async_capable(dst.buffer, source, width)
+            || self.value_uses_var(guard, *var)
+        {
+            return None;
+        }
+        let zero = self.program.exprs.int(0);
+        let lane = *var;
+        let base = self
+            .program
+            .exprs
+            .substitute(source_index, &|v| (v == lane).then_some(zero));
+        let lane_expr = self.program.exprs.var_expr(lane);
+        if self.program.exprs.add(base, lane_expr) != source_index {
+            return None;
+        }
+        let zeros = self.program.add_value(zero_of(dtype));
+        let fill = vec![
+            Stmt::For {
+                var: lane,
+                extent: *extent,
+                unroll: true,
+                body: vec![Stmt::Store {
+                    place: Place {
+                        buffer: *buffer,
+                        index: *index,
+                    },
+                    value: zeros,
+                }],
+            },
+            store.clone(),
+        ];
+        Some(Stmt::If {
+            cond: guard,
+            then: vec![Stmt::AsyncCopy {
+                dst,
+                src: Place {
+                    buffer: source,
+                    index: base,
+                },
+                lanes: width,
+            }],
+            otherwise: fill,
+        })
+    }
+
+    /// `(guard, buffer, index)` for a value `guard ? buffer[index] : 0`, the guards of nested such
+    /// selects joined with `and`.
+    fn guarded_element(
+        &mut self,
+        value: tilec_ir::thread::ValueId,
+    ) -> Option<(
+        tilec_ir::thread::ValueId,
+        tilec_ir::thread::BufferId,
+        ExprId,
+    )> {
+        let Value::Select {
+            cond,
+            then,
+            otherwise,
+            ..
+        } = *self.program.value(value)
+        else {
+            return None;
+        };
+        let is_zero = match *self.program.value(otherwise) {
+            Value::Float { bits, .. } => bits == 0,
+            Value::Int { value, .. } => value == 0,
+            _ => false,
+        };
+        if !is_zero {
+            return None;
+        }
+        match *self.program.value(then) {
+            Value::Load { buffer, index } => Some((cond, buffer, index)),
+            Value::Select { .. } => {
+                let (inner, buffer, index) = self.guarded_element(then)?;
+                let both = self.and(Some(cond), inner);
+                Some((both, buffer, index))
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether `value` reads variable `var` anywhere in its tree.
+    fn value_uses_var(&self, value: tilec_ir::thread::ValueId, var: VarId) -> bool {
+        let node = self.program.value(value);
+        let direct = match *node {
+            Value::Index(e) => self.program.exprs.vars_of(e).contains(&var),
+            Value::Load { index, .. } => self.program.exprs.vars_of(index).contains(&var),
+            _ => false,
+        };
+        direct
+            || node
+                .operands()
+                .any(|operand| self.value_uses_var(operand, var))
     }
 
     /// The single vector copy equivalent to `load; lanes; store`, if they are a staged copy.
@@ -766,7 +1001,7 @@ impl Lowering<'_> {
 
 /// Makes every vector copy from global to shared memory that can be one a `cp.async`, in every
 /// statement list, once the list's register staging is fused into plain copies.
-struct Asynchronous<'l, 'w>(&'l Lowering<'w>);
+struct Asynchronous<'l, 'w>(&'l mut Lowering<'w>);
 
 impl VisitorMut for Asynchronous<'_, '_> {
     fn visit_body(&mut self, stmts: &mut Vec<Stmt>) {
@@ -781,5 +1016,17 @@ impl VisitorMut for Asynchronous<'_, '_> {
             *stmt = Stmt::AsyncCopy { dst, src, lanes };
         }
         walk_stmt_mut(self, stmt);
+    }
+}
+
+/// The zero of `dtype`, as a value.
+fn zero_of(dtype: tilec_ir::DType) -> Value {
+    if dtype.is_float() {
+        Value::Float {
+            bits: 0f64.to_bits(),
+            dtype,
+        }
+    } else {
+        Value::Int { value: 0, dtype }
     }
 }

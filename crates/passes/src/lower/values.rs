@@ -206,8 +206,12 @@ impl Lowering<'_> {
                 then,
                 otherwise,
             } => {
+                let known = self.known_comparisons.len();
+                self.conjuncts_of(cond);
+                let taken = self.value_as(then, dtype);
+                self.known_comparisons.truncate(known);
+                let then = taken?;
                 let cond = self.value_as(cond, DType::Bool)?;
-                let then = self.value_as(then, dtype)?;
                 let otherwise = self.value_as(otherwise, dtype)?;
                 Value::Select {
                     cond,
@@ -237,7 +241,14 @@ impl Lowering<'_> {
             buffer: address,
             index,
         });
-        let Some(in_bounds) = self.bounds_guard(buffer, indices, None) else {
+        let mut in_bounds = None;
+        for (op, lhs, rhs) in self.bounds_conditions(buffer, indices) {
+            if !self.known_comparisons.contains(&(op, lhs, rhs)) {
+                let cond = self.compare_indices(op, lhs, rhs);
+                in_bounds = Some(self.and(in_bounds, cond));
+            }
+        }
+        let Some(in_bounds) = in_bounds else {
             return Ok(load);
         };
         let zero = if dtype.is_float() {
@@ -255,6 +266,36 @@ impl Lowering<'_> {
             otherwise: zero,
             dtype,
         }))
+    }
+
+    /// Records the index comparisons `cond` is a conjunction of (`a >= 0 and a < n`) as known while
+    /// the branch it selects is lowered.
+    fn conjuncts_of(&mut self, cond: DataId) {
+        match self.world.data.get(cond).clone() {
+            DataExpr::Binary {
+                op: BinaryOp::And,
+                lhs,
+                rhs,
+            } => {
+                self.conjuncts_of(lhs);
+                self.conjuncts_of(rhs);
+            }
+            DataExpr::Compare { op, lhs, rhs } => {
+                if let (Some(lhs), Some(rhs)) = (self.index_of(lhs), self.index_of(rhs)) {
+                    self.known_comparisons.push((op, lhs, rhs));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// An integer data expression as an index expression, where it is one.
+    fn index_of(&mut self, data: DataId) -> Option<ExprId> {
+        match *self.world.data.get(data) {
+            DataExpr::Index(expr) => Some(expr),
+            DataExpr::Int { value, .. } => Some(self.program.exprs.int(value)),
+            _ => None,
+        }
     }
 
     /// `T.warp_reduce_*`: the butterfly TileLang's `tl::warp_reduce` runs, `value = op(value,
