@@ -145,6 +145,10 @@ fn build_instance<'c>(request: &BuildRequest<'_, '_>, cancel: &'c dyn Fn()) -> B
                 .unwrap_or_else(|| {
                     names_in_statements(&request.def.body, &builder.rejected_statements)
                 });
+            // A rejection that names the assumptions it met moves those alone.
+            if !builder.rejected_names.is_empty() {
+                used.clone_from(&builder.rejected_names);
+            }
             if retries < MAX_REPRESENTATIVE_RETRIES
                 && builder.next_representative(&used, &mut rounds)
             {

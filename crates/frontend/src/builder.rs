@@ -175,6 +175,9 @@ pub(crate) struct Builder<'c> {
     /// larger values: such an extent is most often a size floor-divided by a larger one
     /// (`seq_len // chunk_size // group_chunks` with every size 128).
     pub rejected_small_extent: Option<Span>,
+    /// Assumed parameters a rejection names directly, beyond those its statements use: the float
+    /// dtypes an integer-only operation met (the dtype reaches it through a tensor's type).
+    pub rejected_names: Vec<String>,
     /// The prim_func being instantiated launches no `with T.Kernel(...)`: TIR written by hand.
     pub tir_level: bool,
     /// The combiners of the `with T.attr(T.comm_reducer(...), "reduce_scope", ...)` frames being
@@ -259,6 +262,7 @@ impl<'c> Builder<'c> {
             stmt_stack: Vec::new(),
             rejected_statements: Vec::new(),
             rejected_small_extent: None,
+            rejected_names: Vec::new(),
             tir_level: false,
             reduce_scopes: Vec::new(),
             opaque_arguments: false,

@@ -912,6 +912,40 @@ impl Builder<'_> {
         }
     }
 
+    /// A `T.Parallel` loop whose (iteration, thread) pairs pass what layout inference lays out
+    /// (2^24, `tilec_passes::check::MAX_PARALLEL_LOOP_WORK`) is, in a generic instance, most
+    /// often the doing of the values tilec assumed (a 128 × 64 × 64 tile where the kernel runs
+    /// 4 × 4 ones): the build is retried with other candidates, and the checks report the loop
+    /// if it stays too large.
+    pub(crate) fn reject_oversized_loop(&mut self, extents: &[ExprId]) {
+        const MOST_LOOP_WORK: u64 = 1 << 24;
+        if self.world.assumed_args.is_empty() {
+            return;
+        }
+        let threads = self
+            .enclosing_launch()
+            .and_then(|launch| self.world.launches.get(launch))
+            .map_or(1, |launch| {
+                launch
+                    .threads
+                    .iter()
+                    .map(|&t| u64::try_from(t).unwrap_or(1))
+                    .product::<u64>()
+            });
+        let iterations = extents
+            .iter()
+            .map(|&extent| self.world.exprs.as_int(extent).unwrap_or(1))
+            .map(|extent| u64::try_from(extent).unwrap_or(0))
+            .fold(1u64, u64::saturating_mul);
+        if iterations.saturating_mul(threads) > MOST_LOOP_WORK
+            && self.strict
+            && self.rejected_statements.is_empty()
+        {
+            // The checks report the loop; no diagnostic here is the rejection's.
+            self.rejected_statements = self.stmt_stack.clone();
+        }
+    }
+
     /// CUDA launches at most 2^31 - 1 blocks along x and 65535 along y and z. TileLang compiles a
     /// larger grid (only its launch fails), so this is a warning, not an error.
     fn check_grid_limit(&mut self, extent: ExprId, position: usize, span: Span) {
@@ -1944,6 +1978,9 @@ impl Builder<'_> {
             ids.push(id);
             dtype = promote(dtype, arg_dtype);
         }
+        if intrinsic == Intrinsic::TruncMod {
+            self.integer_operands(&format!("`T.{name}`"), dtype, args.span)?;
+        }
         Ok(self.data(
             DataExpr::Call {
                 intrinsic,
@@ -1951,6 +1988,34 @@ impl Builder<'_> {
             },
             dtype,
         ))
+    }
+
+    /// An operation defined on integers only (a remainder, bitwise arithmetic) on operands of
+    /// `dtype`: a float there is the kernel's error, as TVM reports it, and in a generic instance
+    /// it rejects the assumed dtype (`dtype` = float16 for an index tensor), so that the next
+    /// candidate is tried.
+    pub(crate) fn integer_operands(
+        &mut self,
+        what: &str,
+        dtype: Option<DType>,
+        span: Span,
+    ) -> Eval<()> {
+        match dtype {
+            Some(dtype) if dtype.is_float() => {
+                self.reject_assumptions();
+                let float_dtypes = self.world.assumed_args.iter().filter(|assumed| {
+                    matches!(assumed.value, tilec_ir::ConstValue::DType(dtype) if dtype.is_float())
+                });
+                let names: Vec<String> = float_dtypes.map(|a| a.name.clone()).collect();
+                self.rejected_names.extend(names);
+                Err(self.error(
+                    Code::DtypeMismatch,
+                    span,
+                    format!("{what} takes integers, found {dtype} operands"),
+                ))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// `T.float32(1.0)` is a typed constant; `T.float16(x)` of a runtime value is a cast.

@@ -861,13 +861,20 @@ impl Builder<'_> {
         }
         let (a, a_dtype) = self.data_expr(&lhs, span)?;
         let (b, b_dtype) = self.data_expr(&rhs, span)?;
+        let dtype = promote(a_dtype, b_dtype);
+        if matches!(
+            data_op,
+            BinaryOp::BitAnd | BinaryOp::BitOr | BinaryOp::BitXor | BinaryOp::Shl | BinaryOp::Shr
+        ) {
+            self.integer_operands(&format!("`{}`", data_op.symbol()), dtype, span)?;
+        }
         Ok(self.data(
             DataExpr::Binary {
                 op: data_op,
                 lhs: a,
                 rhs: b,
             },
-            promote(a_dtype, b_dtype),
+            dtype,
         ))
     }
 

@@ -717,6 +717,9 @@ impl Builder<'_> {
             body = &inner.body;
         }
         self.world.names.set(entity, names.join(", "));
+        if kind == LoopKind::Parallel {
+            self.reject_oversized_loop(&extents);
+        }
         self.world.loops.set(
             entity,
             LoopInfo {

@@ -68,6 +68,8 @@ fn representatives(name: &str, kind: GenericKind) -> Vec<ConstValue> {
             ConstValue::DType(DType::Int32),
         ],
         GenericKind::Bool => vec![ConstValue::Bool(false), ConstValue::Bool(true)],
+        // A scale, an epsilon, a clamp bound: a float the kernel computes with, never a size.
+        GenericKind::Float => vec![ConstValue::float(1.0), ConstValue::float(0.5)],
         // Never assumed (see `generic_value`); `None` keeps the list non-empty all the same.
         GenericKind::Function => vec![ConstValue::None],
         // Taken from the code by `Builder::candidates`; a plain text otherwise.
@@ -81,7 +83,8 @@ fn representatives(name: &str, kind: GenericKind) -> Vec<ConstValue> {
         // `dilation`, `pad_h`, `padding`, `kernel_size`, `kernel_w`): 128 for each makes a window
         // larger than its input and an empty output.
         GenericKind::Int if lower.contains("stride") || lower.contains("dilation") => ints(&[1, 2]),
-        GenericKind::Int if lower.starts_with("pad") || lower.contains("_pad") => ints(&[0, 1]),
+        // (`max_seqlen_pad`, a padded length, is a size: only names that start with `pad`.)
+        GenericKind::Int if lower.starts_with("pad") => ints(&[0, 1]),
         GenericKind::Int if lower.starts_with("kernel") || lower.starts_with("ksize") => {
             ints(&[3, 1, 2, 4, 5, 7])
         }
@@ -98,6 +101,8 @@ enum GenericKind {
     Int,
     DType,
     Bool,
+    /// A parameter annotated `float`.
+    Float,
     /// A function the caller passes (`op_func`, `score_fn`, annotated `Callable`).
     Function,
     /// A string the kernel compares with literals (`if op_kind == "sum":`): those literals are
@@ -110,6 +115,7 @@ fn generic_kind(name: &str, annotation: Option<&Expr>) -> GenericKind {
     match annotated.as_deref() {
         Some("bool") => return GenericKind::Bool,
         Some("int") => return GenericKind::Int,
+        Some("float") => return GenericKind::Float,
         Some(other) if other.ends_with("dtype") || other.ends_with("DataType") => {
             return GenericKind::DType;
         }
@@ -549,6 +555,26 @@ impl Builder<'_> {
             local_shapes
                 .flat_map(|(_, shape)| shape.iter().copied())
                 .chain(parallel_extents),
+        );
+        // A launch learns a symbol at run time only from a tensor dimension that is that symbol
+        // alone (`A: (M, K)` gives `M`); one that is not (`scale` in arithmetic, a size seen only
+        // as `groups * group_size`) would reach the code with no value: it is assumed.
+        let bare_dims = self.world.params.iter().flat_map(|&param| {
+            self.world
+                .shapes
+                .get(param)
+                .into_iter()
+                .flatten()
+                .copied()
+                .filter(|&dim| matches!(self.world.exprs.get(dim), tilec_ir::Expr::Var(_)))
+        });
+        let recoverable = self.generic_names(bare_dims);
+        demanded.extend(
+            self.world
+                .symbolic_args
+                .iter()
+                .map(String::as_str)
+                .filter(|name| !recoverable.contains(name)),
         );
         if failed {
             let sizes = self.generic_names(global_shapes.flat_map(|(_, s)| s.iter().copied()));

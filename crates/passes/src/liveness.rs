@@ -22,12 +22,21 @@ pub fn linearize(world: &World, launch: EntityId) -> Vec<EntityId> {
 
 fn linearize_into(world: &World, entity: EntityId, out: &mut Vec<EntityId>) {
     for &child in world.body(entity) {
-        out.push(child);
-        linearize_into(world, child, out);
-        for &other in world.else_bodies.get(child).map_or(&[][..], Vec::as_slice) {
-            out.push(other);
-            linearize_into(world, other, out);
-        }
+        linearize_statement(world, child, out);
+    }
+}
+
+/// `statement`, what it nests, then its `else` body: each statement of which is linearized the
+/// same way, so that the `else` of an `elif` (an `if` in an `else` body) is reached too.
+fn linearize_statement(world: &World, statement: EntityId, out: &mut Vec<EntityId>) {
+    out.push(statement);
+    linearize_into(world, statement, out);
+    for &other in world
+        .else_bodies
+        .get(statement)
+        .map_or(&[][..], Vec::as_slice)
+    {
+        linearize_statement(world, other, out);
     }
 }
 

@@ -427,6 +427,36 @@ def normalize(rows=4, width=512, vector_size=8):
     assert_matches("out", &tensors[1], expected);
 }
 
+/// Thread roles written as `if` / `elif` / `else` on the thread index, the output written only in
+/// the last `else` (the `else` of the `elif`): the launch writes that parameter (it is not
+/// declared read-only) and the statement runs.
+#[test]
+fn the_else_of_an_elif_is_part_of_the_launch() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[1])
+def roles(N=128):
+    @T.prim_func
+    def main(A: T.Tensor((N,), "float32"), O: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=256) as bx:
+            tx = T.get_thread_binding()
+            if tx < 64:
+                T.evaluate(0)
+            elif tx < 128:
+                T.evaluate(0)
+            else:
+                O[tx - 128] = A[tx - 128] * 2.0
+
+    return main
+"#;
+    let (tensors, _) = run(source, "");
+    let doubled = tensors[0].values.iter().map(|v| v * 2.0).collect();
+    assert_matches("O", &tensors[1], doubled);
+}
+
 /// `T.async_copy` from global to shared memory, waited for with `T.ptx_wait_group` and a
 /// barrier as TileKernels' engram gate does, and a fragment laid out by a `functools.partial` of a
 /// layout function (`forward_fn=partial(interleave, vs=4)`): the values arrive unchanged, in the

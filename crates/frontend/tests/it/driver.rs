@@ -1256,6 +1256,90 @@ def test_decode(nbit, values):
     assert_eq!(shapes, vec![Some(vec![1]), Some(vec![4])]);
 }
 
+/// Parameters a launch could not learn at run time are assumed rather than kept symbolic: a
+/// `float` (a scale, assumed 1.0) and a size seen only in a product (`groups * group_size`),
+/// while `M`, a dimension of its own, stays symbolic. A remainder on an assumed float dtype
+/// rejects that dtype alone, and the first integer candidate is taken.
+#[test]
+fn symbols_no_tensor_dimension_gives_are_assumed() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def scaled(M: int, groups: int, group_size: int, scale: float):
+    @T.prim_func
+    def main(X: T.Tensor((M, groups * group_size), "float32")):
+        with T.Kernel(T.ceildiv(M, 64), threads=64) as bx:
+            for i, j in T.Parallel(64, 4):
+                X[bx * 64 + i, j] = X[bx * 64 + i, j] * scale
+
+    return main
+
+
+@tilelang.jit
+def remainder(M: int, dtype: T.dtype):
+    @T.prim_func
+    def main(I: T.Tensor((M,), dtype)):
+        with T.Kernel(T.ceildiv(M, 64), threads=64) as bx:
+            for i in T.Parallel(64):
+                I[bx * 64 + i] = T.truncmod(I[bx * 64 + i], 7)
+
+    return main
+"#;
+    check(
+        source,
+        expect![[r#"
+            scaled (no call site): 
+              symbolic: M
+              assumed: groups = 128 (a representative choice)
+              assumed: group_size = 128 (a representative choice)
+              assumed: scale = 1.0 (a representative choice)
+              line 7: info generic-instance
+            remainder (no call site): 
+              assumed: M = 128 (a representative choice)
+              assumed: dtype = T.int8 (a representative choice the kernel accepts)
+              line 18: info generic-instance
+        "#]],
+    );
+}
+
+/// A `T.Parallel` loop whose (iteration, thread) pairs the assumed sizes push past what layout
+/// inference lays out (2^24) rejects them: the first candidates that fit are taken instead of
+/// leaving the kernel without layouts (`hidden` = 128 made 128 × 128 × 128 iterations).
+#[test]
+fn a_parallel_loop_too_large_for_layout_inference_rejects_the_assumed_sizes() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def sinkhorn(num_tokens: int, hidden: int, block: int):
+    @T.prim_func
+    def main(X: T.Tensor((num_tokens, hidden, hidden), "float32")):
+        with T.Kernel(T.ceildiv(num_tokens, block)) as bx:
+            frag = T.alloc_fragment((block, hidden, hidden), "float32")
+            T.copy(X[bx * block, 0, 0], frag)
+            for i, j, k in T.Parallel(block, hidden, hidden):
+                frag[i, j, k] = frag[i, j, k] * 2.0
+            T.copy(frag, X[bx * block, 0, 0])
+
+    return main
+"#;
+    check(
+        source,
+        expect![[r#"
+            sinkhorn (no call site): 
+              symbolic: num_tokens
+              assumed: hidden = 32 (a representative choice the kernel accepts)
+              assumed: block = 128 (a representative choice)
+              line 7: info generic-instance
+        "#]],
+    );
+}
+
 /// Kernels compiled for Apple GPUs or CPUs (`target="metal"`, `"c"`, `"llvm ..."`) are said to be
 /// out of reach as AMD ones are, naming the hardware.
 #[test]
