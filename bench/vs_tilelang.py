@@ -211,6 +211,63 @@ CASES += [
 ]
 
 
+MLA = dict(batch=16, heads=128, kv_head_num=1, seqlen_kv=8192, dim=512, pe_dim=64)
+# The configuration of the file's own `main`: 64-key blocks, 64 heads a block, no split.
+MLA_CONFIG = dict(block_N=64, block_H=64, num_split=1, softmax_scale=(512 + 64) ** -0.5)
+
+
+def layer_norm_reference(inputs):
+    import torch.nn.functional as F
+
+    x = inputs["X"]
+    return F.layer_norm(x, (x.shape[-1],), inputs["gamma"], inputs["beta"], 1e-5)
+
+
+CASES += [
+    dict(
+        family="decode",
+        file="example_mla_decode.py",
+        kernel="flashattn",
+        sizes=dict(MLA, **MLA_CONFIG),
+        inputs=lambda: dict(
+            Q=randn((16, 128, 512), 21, torch.float16),
+            Q_pe=randn((16, 128, 64), 22, torch.float16),
+            KV=randn((16, 8192, 1, 512), 23, torch.float16),
+            K_pe=randn((16, 8192, 1, 64), 24, torch.float16),
+        ),
+        tilelang=lambda fn, inputs, T: compiled(
+            "mla", lambda: fn(*MLA.values(), *MLA_CONFIG.values())
+        )(inputs["Q"], inputs["Q_pe"], inputs["KV"], inputs["K_pe"]),
+        outputs=["Output"],
+        torch=lambda module: lambda inputs: module.ref_program(
+            inputs["Q"], inputs["Q_pe"], inputs["KV"], inputs["K_pe"]
+        ),
+    ),
+    dict(
+        family="norm",
+        file="layernorm.py",
+        kernel="_layernorm_fwd",
+        sizes=dict(N=16384, D=4096),
+        inputs=lambda: dict(
+            X=randn((16384, 4096), 25, torch.bfloat16),
+            gamma=randn((4096,), 26, torch.bfloat16),
+            beta=randn((4096,), 27, torch.bfloat16),
+        ),
+        tilelang=lambda fn, inputs, T: compiled("layernorm", lambda: fn(16384, 4096))(
+            inputs["X"], inputs["gamma"], inputs["beta"]
+        ),
+        outputs=["Y", "Mean", "Rstd"],
+        torch=lambda module: layer_norm_reference,
+        # Which side is nearer the exact result where the two differ: float64 layer norm.
+        exact=lambda inputs: [
+            torch.nn.functional.layer_norm(
+                inputs["X"].double(), (4096,), inputs["gamma"].double(), inputs["beta"].double(), 1e-5
+            )
+        ],
+    ),
+]
+
+
 def load_module(path):
     spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
     module = importlib.util.module_from_spec(spec)
@@ -280,6 +337,16 @@ def run_case(case, folder, tilec):
         if ours is not None:
             row["outputs"] = {
                 name: compare(mine, other) for name, mine, other in zip(case["outputs"], ours, theirs)
+            }
+        if ours is not None and "exact" in case:
+            # Each side's error against a float64 result, for the outputs it covers.
+            exact = case["exact"](inputs)
+            row["against_float64"] = {
+                name: dict(
+                    tilec=float((mine.double() - ref).norm() / ref.norm()),
+                    tilelang=float((other.double() - ref).norm() / ref.norm()),
+                )
+                for name, mine, other, ref in zip(case["outputs"], ours, theirs, exact)
             }
     except Exception as error:  # TileLang's own failure is a result, not a crash
         row["tilelang_error"] = str(error)[-800:]
