@@ -268,6 +268,42 @@ CASES += [
 ]
 
 
+SCAN = dict(batch=4, seqlen=4096, chunk_size=256, ngroups=1, nheads=16, headdim=64, dstate=128)
+# The configuration of the file's own `main`.
+SCAN_CONFIG = dict(block_M=64, block_N=64, block_K=64, block_Dstate=128, num_stages=2, threads=128)
+
+
+def scan_inputs():
+    b, l, c, g, h, p, n = SCAN.values()
+    chunks = l // c
+    shapes = dict(
+        cb=(b, chunks, g, c, c),
+        x=(b, l, h, p),
+        dt=(b, h, chunks, c),
+        dA_cumsum=(b, h, chunks, c),
+        C=(b, l, g, n),
+        prev_states=(b, chunks, h, p, n),
+        D=(h,),
+    )
+    return {name: randn(shape, 30 + k, torch.float16) for k, (name, shape) in enumerate(shapes.items())}
+
+
+CASES += [
+    dict(
+        family="linear attention",
+        file="example_mamba_chunk_scan.py",
+        kernel="chunk_scan_fwd",
+        sizes=dict(SCAN, **SCAN_CONFIG),
+        inputs=scan_inputs,
+        tilelang=lambda fn, inputs, T: compiled("scan", lambda: fn.compile(**SCAN, **SCAN_CONFIG))(
+            *inputs.values()
+        ),
+        outputs=["Output"],
+        torch=lambda module: lambda inputs: module.ref_program(*inputs.values()),
+    ),
+]
+
+
 def load_module(path):
     spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
     module = importlib.util.module_from_spec(spec)
