@@ -559,12 +559,12 @@ impl Builder<'_> {
         // A launch learns a symbol at run time only from a tensor dimension that is that symbol
         // alone (`A: (M, K)` gives `M`); one that is not (`scale` in arithmetic, a size seen only
         // as `groups * group_size`) would reach the code with no value: it is assumed.
+        // Strides count too: a launch reads them from the tensor as it does the shape.
         let bare_dims = self.world.params.iter().flat_map(|&param| {
-            self.world
-                .shapes
-                .get(param)
-                .into_iter()
-                .flatten()
+            let shape = self.world.shapes.get(param).into_iter().flatten();
+            let strides = self.world.strides.get(param).into_iter().flatten();
+            shape
+                .chain(strides)
                 .copied()
                 .filter(|&dim| matches!(self.world.exprs.get(dim), tilec_ir::Expr::Var(_)))
         });

@@ -1391,7 +1391,8 @@ def scale(N=64):
 
 /// A call site the run skipped because its branch tests a parameter for `None` (`if num_local
 /// is not None:`, with `None` its default) is evaluated with that parameter unknown, not `None`:
-/// `num_local + 1` failed. A `None` passed where nothing tests it stays `None`.
+/// `num_local + 1` failed. (Seen only as `num_local + 1` in a shape, no launch could learn it, so
+/// it is assumed.) A `None` passed where nothing tests it stays `None`.
 #[test]
 fn a_name_the_branch_tests_for_none_is_unknown_at_the_skipped_call() {
     let source = r#"
@@ -1423,7 +1424,7 @@ Permute(1024)
         source,
         expect![[r#"
             make_scan (line 19): numel=1024, num_local=<run time>
-              symbolic: num_local
+              assumed: num_local = 128 (a representative choice)
               line 19: info generic-instance
         "#]],
     );
