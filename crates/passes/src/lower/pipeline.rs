@@ -610,7 +610,7 @@ impl Lowering<'_> {
         if self.program.exprs.add(base, lane_expr) != source_index {
             return None;
         }
-        let zeros = self.program.add_value(zero_of(dtype));
+        let zeros = self.constant(0.0, dtype);
         let fill = vec![
             Stmt::For {
                 var: lane,
@@ -1016,17 +1016,5 @@ impl VisitorMut for Asynchronous<'_, '_> {
             *stmt = Stmt::AsyncCopy { dst, src, lanes };
         }
         walk_stmt_mut(self, stmt);
-    }
-}
-
-/// The zero of `dtype`, as a value.
-fn zero_of(dtype: tilec_ir::DType) -> Value {
-    if dtype.is_float() {
-        Value::Float {
-            bits: 0f64.to_bits(),
-            dtype,
-        }
-    } else {
-        Value::Int { value: 0, dtype }
     }
 }

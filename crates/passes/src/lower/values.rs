@@ -251,15 +251,7 @@ impl Lowering<'_> {
         let Some(in_bounds) = in_bounds else {
             return Ok(load);
         };
-        let zero = if dtype.is_float() {
-            Value::Float {
-                bits: 0f64.to_bits(),
-                dtype,
-            }
-        } else {
-            Value::Int { value: 0, dtype }
-        };
-        let zero = self.program.add_value(zero);
+        let zero = self.constant(0.0, dtype);
         Ok(self.program.add_value(Value::Select {
             cond: in_bounds,
             then: load,
