@@ -566,42 +566,21 @@ impl Lowering<'_> {
         else {
             return None;
         };
-        let Stmt::For {
-            var, extent, body, ..
-        } = lanes
-        else {
-            return None;
-        };
-        let [
-            Stmt::Store {
-                place: Place { buffer, index },
-                value,
-            },
-        ] = body.as_slice()
-        else {
-            return None;
-        };
-        let exprs = &self.program.exprs;
-        let is_lane = |e: ExprId| matches!(exprs.get(e), tilec_ir::Expr::Var(v) if v == var);
-        let shape_fits = exprs.as_int(*extent) == Some(i64::from(width))
-            && exprs.as_int(staged.index) == Some(0)
-            && *buffer == staged.buffer
-            && is_lane(*index);
-        if !shape_fits {
+        let (lane, buffer, value) = self.lane_loop(lanes, width)?;
+        if self.program.exprs.as_int(staged.index) != Some(0) || buffer != staged.buffer {
             return None;
         }
-        let (guard, source, source_index) = self.guarded_element(*value)?;
+        let (guard, source, source_index) = self.guarded_element(value)?;
         let dtype = self.program.buffer(staged.buffer).dtype;
         let same_type = self.program.buffer(source).dtype == dtype
             && self.program.buffer(dst.buffer).dtype == dtype;
         if !same_type
             || !self.async_capable(dst.buffer, source, width)
-            || self.value_uses_var(guard, *var)
+            || self.value_uses_var(guard, lane)
         {
             return None;
         }
         let zero = self.program.exprs.int(0);
-        let lane = *var;
         let base = self
             .program
             .exprs
@@ -614,12 +593,12 @@ impl Lowering<'_> {
         let fill = vec![
             Stmt::For {
                 var: lane,
-                extent: *extent,
+                extent: self.program.exprs.int(i64::from(width)),
                 unroll: true,
                 body: vec![Stmt::Store {
                     place: Place {
-                        buffer: *buffer,
-                        index: *index,
+                        buffer,
+                        index: lane_expr,
                     },
                     value: zeros,
                 }],
@@ -710,18 +689,40 @@ impl Lowering<'_> {
         else {
             return None;
         };
+        let exprs = &self.program.exprs;
+        let from_start =
+            exprs.as_int(loaded.index) == Some(0) && exprs.as_int(stored.index) == Some(0);
+        if width != store_width || !from_start {
+            return None;
+        }
+        let (lane, buffer, value) = self.lane_loop(lanes, *width)?;
+        let is_lane = |e: ExprId| matches!(exprs.get(e), tilec_ir::Expr::Var(v) if *v == lane);
+        let plain = matches!(
+            self.program.value(value),
+            Value::Load { buffer: b, index: i } if *b == loaded.buffer && is_lane(*i)
+        );
+        let same_type =
+            self.program.buffer(loaded.buffer).dtype == self.program.buffer(stored.buffer).dtype;
+        (plain && same_type && buffer == stored.buffer).then_some(Stmt::VectorCopy {
+            dst: *dst,
+            src: *src,
+            lanes: *width,
+        })
+    }
+
+    /// Vectorization's lane loop, `for lane in 0..width { buffer[lane] = value }`, as
+    /// `(lane, buffer, value)`.
+    fn lane_loop(
+        &self,
+        lanes: &Stmt,
+        width: u32,
+    ) -> Option<(VarId, tilec_ir::thread::BufferId, tilec_ir::thread::ValueId)> {
         let Stmt::For {
             var, extent, body, ..
         } = lanes
         else {
             return None;
         };
-        let exprs = &self.program.exprs;
-        let from_start =
-            exprs.as_int(loaded.index) == Some(0) && exprs.as_int(stored.index) == Some(0);
-        if width != store_width || exprs.as_int(*extent) != Some(i64::from(*width)) || !from_start {
-            return None;
-        }
         let [
             Stmt::Store {
                 place: Place { buffer, index },
@@ -731,20 +732,10 @@ impl Lowering<'_> {
         else {
             return None;
         };
-        let is_lane = |e: ExprId| matches!(exprs.get(e), tilec_ir::Expr::Var(v) if v == var);
-        let plain = matches!(
-            self.program.value(*value),
-            Value::Load { buffer: b, index: i } if *b == loaded.buffer && is_lane(*i)
-        );
-        let same_type =
-            self.program.buffer(loaded.buffer).dtype == self.program.buffer(stored.buffer).dtype;
-        (plain && same_type && *buffer == stored.buffer && is_lane(*index)).then_some(
-            Stmt::VectorCopy {
-                dst: *dst,
-                src: *src,
-                lanes: *width,
-            },
-        )
+        let exprs = &self.program.exprs;
+        let is_lane = matches!(exprs.get(*index), tilec_ir::Expr::Var(v) if v == var);
+        (exprs.as_int(*extent) == Some(i64::from(width)) && is_lane)
+            .then_some((*var, *buffer, *value))
     }
 
     fn async_capable(
