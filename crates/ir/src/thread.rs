@@ -307,6 +307,12 @@ impl DescriptorSwizzle {
         }
     }
 
+    /// Bytes after which the pattern repeats: the XOR reads address bits up to `7 + b`, so
+    /// 1024, 512 or 256.
+    pub fn period_bytes(self) -> i64 {
+        self.row_bytes() * 8
+    }
+
     /// The swizzled shared address: address bits `4..4+b` are XOR-ed with bits `7..7+b`, where
     /// `b` is 3, 2 or 1. The hardware swizzles the absolute address, which is why operands are
     /// placed at multiples of the 1024-byte pattern.

@@ -377,6 +377,99 @@ fn loads_past_a_tensor_read_zero_and_the_store_still_runs() {
     }
 }
 
+/// `tests/fixtures/kernels/single_stage.py` on the emulator: a one-stage pipeline whose copies of
+/// the next iteration are issued while the current one still runs (each waited for before its
+/// first reader), with the last block's rows past the end read as zeros. The result is the
+/// recurrence computed here in float32 from the saved inputs; the emulator would report a read
+/// of a copy not yet complete, or a copy over a buffer still being read.
+#[test]
+fn a_single_stage_pipeline_issues_each_copy_once_its_buffer_is_free() {
+    let saved = emulate_saved("single_stage.py", &[]);
+    let read = |name: &str| saved_tensor(&saved, name);
+    let (a, b, out) = (read("in/A.npy"), read("in/B.npy"), read("out/Out.npy"));
+    let (k_steps, rows) = (6, 75 * 4);
+    assert_eq!(out.values.len(), rows);
+    for element in 0..rows {
+        let mut acc = 0.0f32;
+        for k in 0..k_steps {
+            // The inputs are float32, so these conversions are exact.
+            #[allow(clippy::cast_possible_truncation)]
+            let (x, y) = (
+                a.values[k * rows + element] as f32,
+                b.values[k * rows + element] as f32,
+            );
+            acc = (acc + x) * 0.5 + y;
+        }
+        assert_eq!(out.values[element], f64::from(acc), "Out element {element}");
+    }
+    // The schedule itself: iteration 0's copies committed one group each, then in the loop `a`'s
+    // wait leaves `b`'s group pending and `b`'s wait the next `a`, each copy of the next
+    // iteration issued after a barrier that follows its buffer's last reader.
+    let cuda = fixture_cuda("single_stage.py");
+    let pieces = [
+        "tl_cp_async<16>(a + ",
+        "tl_cp_async_commit();",
+        "tl_cp_async<16>(b + ",
+        "tl_cp_async_commit();",
+        "for (int k = 0; k < 6; ++k) {",
+        "tl_cp_async_wait<1>();",
+        "__syncthreads();",
+        "+ a_vec",
+        "__syncthreads();",
+        "if ((k + 1) < 6) {",
+        "tl_cp_async<16>(a + ",
+        "tl_cp_async_commit();",
+        "tl_cp_async_wait<1>();",
+        "__syncthreads();",
+        "b_vec",
+        "__syncthreads();",
+        "if ((k + 1) < 6) {",
+        "tl_cp_async<16>(b + ",
+        "tl_cp_async_commit();",
+    ];
+    let mut rest = cuda.split_once("__global__").map_or("", |(_, body)| body);
+    for piece in pieces {
+        let at = rest
+            .find(piece)
+            .unwrap_or_else(|| panic!("`{piece}` missing or out of order in:\n{cuda}"));
+        rest = &rest[at + piece.len()..];
+    }
+}
+
+/// The CUDA `tilec build --emit cuda` prints for a fixture's only instance.
+fn fixture_cuda(fixture: &str) -> String {
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/kernels")
+        .join(fixture);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let output = Command::new(env!("CARGO_BIN_EXE_tilec"))
+        .arg("build")
+        .arg(&file)
+        .args(["--emit", "cuda", "--out"])
+        .arg(dir.path().join("out"))
+        .arg("--cache")
+        .arg(dir.path().join("cache"))
+        .output()
+        .expect("tilec runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let cu = std::fs::read_dir(dir.path().join("out"))
+        .expect("the output folder")
+        .flatten()
+        .flat_map(|folder| {
+            std::fs::read_dir(folder.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .find(|entry| entry.path().extension().is_some_and(|ext| ext == "cu"))
+        .expect("a .cu file");
+    std::fs::read_to_string(cu.path()).expect("the .cu")
+}
+
 /// `tests/fixtures/kernels/any_all.py` on the emulator, on masks written here: a row of zeros (no
 /// element set), rows with some zeros, and rows without any.
 #[test]

@@ -20,6 +20,7 @@ mod raster;
 mod reduce;
 mod rewrite;
 mod shared_plan;
+mod single_stage;
 mod specialize;
 mod sync;
 mod threads;
@@ -972,6 +973,15 @@ impl<'w> Lowering<'w> {
             && !groups::holds_grid_barrier(self.world, entity)
             && self
                 .pipelined_loop(entity, (var, extent), num_stages, out)?
+                .is_some()
+        {
+            return Ok(());
+        }
+        if let LoopKind::Pipelined { num_stages: 1 } = info.kind
+            && !self.hand_synchronized
+            && !groups::holds_grid_barrier(self.world, entity)
+            && self
+                .single_stage_loop(entity, (var, extent), out)?
                 .is_some()
         {
             return Ok(());

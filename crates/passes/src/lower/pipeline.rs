@@ -120,7 +120,7 @@ pub(crate) fn staged_buffers(world: &World, launch: EntityId) -> BTreeMap<Entity
 }
 
 /// The producer copies of a pipelined loop, in body order.
-fn producers(world: &World, pipelined: EntityId) -> Vec<EntityId> {
+pub(super) fn producers(world: &World, pipelined: EntityId) -> Vec<EntityId> {
     let body = world.body(pipelined);
     let mut found = Vec::new();
     for (position, &entity) in body.iter().enumerate() {
@@ -143,7 +143,7 @@ fn producers(world: &World, pipelined: EntityId) -> Vec<EntityId> {
 
 /// The shared buffer `entity` fills if it can be a producer: a `T.copy` from global memory no
 /// kernel writes into a shared buffer of its own, or a gather loop ([`gather_target`]).
-fn producer_target(world: &World, entity: EntityId) -> Option<EntityId> {
+pub(super) fn producer_target(world: &World, entity: EntityId) -> Option<EntityId> {
     let Some(TileOp::Copy { src, dst }) = world.ops.get(entity) else {
         return gather_target(world, entity);
     };
@@ -224,9 +224,6 @@ fn producer_vars(world: &World, producer: EntityId) -> Vec<VarId> {
     vars
 }
 
-/// The run-time scalars bound directly in a pipelined loop's body whose value is the same in every
-/// iteration: their index expressions use neither the loop variable nor a scalar bound inside
-/// the loop, and nothing in the loop writes a buffer they read.
 /// The bindings of the loop body (other than the `hoisted` ones) that the producer copies'
 /// regions read, directly or through other such bindings, in body order.
 fn iteration_binds(
@@ -273,7 +270,10 @@ fn iteration_binds(
         .collect()
 }
 
-fn invariant_binds(world: &World, pipelined: EntityId, var: VarId) -> Vec<EntityId> {
+/// The run-time scalars bound directly in a pipelined loop's body whose value is the same in every
+/// iteration: their index expressions use neither the loop variable nor a scalar bound inside
+/// the loop, and nothing in the loop writes a buffer they read.
+pub(super) fn invariant_binds(world: &World, pipelined: EntityId, var: VarId) -> Vec<EntityId> {
     let inside = crate::liveness::linearize(world, pipelined);
     let written: Vec<EntityId> = inside
         .iter()
@@ -346,7 +346,7 @@ fn direct_touch(world: &World, entity: EntityId, buffer: EntityId) -> bool {
 }
 
 /// Whether `entity` or anything nested in it accesses `buffer`.
-fn touches(world: &World, entity: EntityId, buffer: EntityId) -> bool {
+pub(super) fn touches(world: &World, entity: EntityId, buffer: EntityId) -> bool {
     direct_touch(world, entity, buffer)
         || crate::liveness::linearize(world, entity)
             .into_iter()
@@ -451,7 +451,7 @@ impl Lowering<'_> {
     /// Places a barrier before the stages issued ahead of the loop when what came before still
     /// reads or writes their bytes (a gemm over a buffer the shared-memory plan put under a
     /// stage): the issues are placed outside the statement walk that inserts barriers.
-    fn sync_before_first_issue(&mut self, producers: &[EntityId], out: &mut Vec<Stmt>) {
+    pub(super) fn sync_before_first_issue(&mut self, producers: &[EntityId], out: &mut Vec<Stmt>) {
         let mut issued = super::sync::Accesses::default();
         for &producer in producers {
             if let Some(target) = producer_target(self.world, producer)
@@ -493,7 +493,10 @@ impl Lowering<'_> {
     }
 
     /// The producers' statements for iteration `var`, async where vectorized.
-    fn producer_stmts(&mut self, producers: &[EntityId]) -> Result<Vec<Stmt>, Unlowerable> {
+    pub(super) fn producer_stmts(
+        &mut self,
+        producers: &[EntityId],
+    ) -> Result<Vec<Stmt>, Unlowerable> {
         let mut stmts = Vec::new();
         for &producer in producers {
             let (body, label) = match self.world.ops.get(producer).cloned() {
@@ -793,7 +796,7 @@ impl Lowering<'_> {
     }
 
     /// `stmts` under `iteration < extent`, unless that is known to hold.
-    fn unless_past_end(
+    pub(super) fn unless_past_end(
         &mut self,
         iteration: ExprId,
         extent: ExprId,

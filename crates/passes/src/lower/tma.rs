@@ -22,8 +22,6 @@ const MAX_RANK: usize = 5;
 const MAX_BOX: i64 = 256;
 /// The alignment TMA needs of a box's shared destination, in bytes.
 const BOX_ALIGNMENT: i64 = 128;
-/// The period of the widest swizzle: stages must start on it for the pattern to match.
-const SWIZZLE_PERIOD: i64 = 1024;
 
 /// Which way a TMA copy moves its boxes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,6 +78,15 @@ struct CopyGeometry {
 struct Candidate {
     width: i64,
     swizzle: Option<DescriptorSwizzle>,
+}
+
+impl Candidate {
+    /// The alignment the candidate's boxes need of a stage: its swizzle's period, or what any box
+    /// needs.
+    fn period_bytes(self) -> i64 {
+        self.swizzle
+            .map_or(BOX_ALIGNMENT, DescriptorSwizzle::period_bytes)
+    }
 }
 
 impl Lowering<'_> {
@@ -164,9 +171,10 @@ impl Lowering<'_> {
                 "TMA boxes of {dtype} elements (two a byte) are not planned"
             ));
         }
-        self.check_tma_shared(shared)?;
+        let alignment = self.tma_shared_alignment(shared)?;
         let candidate = candidates(&geometry)
             .into_iter()
+            .filter(|candidate| candidate.period_bytes() <= alignment)
             .find(|&candidate| matches_layout(&geometry, candidate))
             .ok_or_else(|| {
                 format!(
@@ -284,10 +292,11 @@ impl Lowering<'_> {
             .ok_or_else(|| "the destination layout does not place an element".to_owned())
     }
 
-    /// TMA moves whole boxes at aligned shared addresses, and the swizzle is a function of the
-    /// absolute address: the shared side and each of its stages must start on the swizzle's
-    /// period.
-    fn check_tma_shared(&self, dst: EntityId) -> Result<(), String> {
+    /// TMA moves whole boxes at aligned shared addresses, and a swizzle is a function of the
+    /// absolute address: a candidate fits only if the shared side and each of its stages start
+    /// on a multiple of its swizzle's period (1024 bytes for the 128-byte swizzle, down to the
+    /// 128 bytes every box needs). The largest such alignment, at most the widest period.
+    fn tma_shared_alignment(&self, dst: EntityId) -> Result<i64, String> {
         let buffer = self.buffer_of(dst).map_err(|e| e.message)?;
         let Memory::Shared { offset } = self.program.buffer(buffer).memory else {
             return Err("the copy's other side is not in shared memory".to_owned());
@@ -298,13 +307,19 @@ impl Lowering<'_> {
             .shared
             .get(&dst)
             .map_or(0, |assigned| assigned.storage_elements * element);
-        if offset % SWIZZLE_PERIOD != 0 || stage_bytes % SWIZZLE_PERIOD != 0 {
+        let widest = DescriptorSwizzle::Bytes128.period_bytes();
+        let alignment = [offset, stage_bytes]
+            .into_iter()
+            .fold(widest, |alignment, bytes| {
+                alignment.min(power_of_two_dividing(bytes))
+            });
+        if alignment < BOX_ALIGNMENT {
             return Err(format!(
-                "a stage of `{}` does not start on a 1024-byte boundary",
+                "a stage of `{}` does not start on a {BOX_ALIGNMENT}-byte boundary",
                 self.world.name(dst)
             ));
         }
-        Ok(())
+        Ok(alignment)
     }
 
     /// The copy as boxes of a (possibly shared) tensor map.
@@ -407,6 +422,15 @@ fn candidates(geometry: &CopyGeometry) -> Vec<Candidate> {
             usable.then_some(Candidate { width, swizzle })
         })
         .collect()
+}
+
+/// The largest power of two that divides `bytes` (0 is divided by every one: `i64::MAX`).
+fn power_of_two_dividing(bytes: i64) -> i64 {
+    if bytes == 0 {
+        i64::MAX
+    } else {
+        1 << bytes.trailing_zeros()
+    }
 }
 
 /// Whether boxes of `candidate` land every element where the layout stores it.
