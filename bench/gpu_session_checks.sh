@@ -22,6 +22,9 @@ for kernel in four_bit atomic_extremes scans byte_view packed_dequant tirx_unpac
         "$tilec" run "$file" --device cuda --check || echo "FAILED $kernel"
     fi
 done
+# The one-stage pipeline on cp.async too (sm_90 code issues TMA boxes).
+"$tilec" run tests/fixtures/kernels/single_stage.py --device cuda --check --target sm_80 \
+    || echo "FAILED single_stage on sm_80 code"
 for instance in 0 1 2; do
     [ -f gpu-carry/rw/example_gemv.py ] || break
     "$tilec" run gpu-carry/rw/example_gemv.py --instance "$instance" --device cuda --check \

@@ -156,6 +156,8 @@ ATTENTION = dict(batch=8, heads=32, seq_q=4096, seq_kv=4096, dim=64)
 ATTENTION_SHAPE = (ATTENTION["batch"], ATTENTION["heads"], ATTENTION["seq_q"], ATTENTION["dim"])
 # The configuration of the file's autotuner and regression benchmark.
 ATTENTION_CONFIG = dict(block_M=128, block_N=128, num_stages=2, threads=256)
+# The configuration the file's `main` checks and times without tuning: one stage, one warpgroup.
+ATTENTION_MAIN_CONFIG = dict(block_M=64, block_N=64, num_stages=1, threads=128)
 CONVOLUTION = dict(N=32, C=128, H=64, W=64, F=128, K=3, S=1, D=1, P=1)
 CONVOLUTION_CONFIG = dict(block_M=64, block_N=128, block_K=32, num_stages=3, threads=256)
 ELEMENTWISE_CONFIG = dict(block_M=32, block_N=32, threads=128)
@@ -170,6 +172,19 @@ CASES += [
         tilelang=lambda fn, inputs, T: compiled(
             "attention",
             lambda: fn(*ATTENTION.values(), False, **ATTENTION_CONFIG),
+        )(inputs["Q"], inputs["K"], inputs["V"]),
+        outputs=["Output"],
+        torch=lambda module: attention_reference,
+    ),
+    dict(
+        family="attention",
+        file="example_mha_fwd_bhsd.py",
+        kernel="flashattn",
+        sizes=dict(ATTENTION, is_causal="false", **ATTENTION_MAIN_CONFIG),
+        inputs=lambda: {name: randn(ATTENTION_SHAPE, seed, torch.float16) for name, seed in (("Q", 11), ("K", 12), ("V", 13))},
+        tilelang=lambda fn, inputs, T: compiled(
+            "attention, one stage",
+            lambda: fn(*ATTENTION.values(), False, **ATTENTION_MAIN_CONFIG),
         )(inputs["Q"], inputs["K"], inputs["V"]),
         outputs=["Output"],
         torch=lambda module: attention_reference,
@@ -216,6 +231,32 @@ MLA = dict(batch=16, heads=128, kv_head_num=1, seqlen_kv=8192, dim=512, pe_dim=6
 MLA_CONFIG = dict(block_N=64, block_H=64, num_split=1, softmax_scale=(512 + 64) ** -0.5)
 
 
+# The paged decode of `deepseek_mla/example_mla_decode_paged.py` as its `main` runs it (64-token
+# pages, 64-key blocks, 64 heads a block, no split, each sequence 2 tokens longer than the one
+# before), with the pages of the cache in a shuffled order rather than its `main`'s identity table.
+PAGED_BATCH, PAGE = 16, 64
+PAGED_LENGTHS = [8192 + 2 * i for i in range(PAGED_BATCH)]
+PAGED_PAD = -(-max(PAGED_LENGTHS) // 256) * 256
+PAGED = dict(batch=PAGED_BATCH, h_q=128, h_kv=1, max_seqlen_pad=PAGED_PAD, dv=512, dpe=64)
+PAGED_CONFIG = dict(block_N=64, block_H=64, num_split=1, block_size=PAGE, softmax_scale=576**-0.5)
+
+
+def paged_inputs():
+    b, h, pad = PAGED_BATCH, PAGED["h_q"], PAGED_PAD
+    generator = torch.Generator().manual_seed(25)
+    pages = torch.randperm(b * pad // PAGE, generator=generator).to(torch.int32).view(b, pad // PAGE)
+    return dict(
+        Q=randn((b, h, 512), 26, torch.float16),
+        Q_pe=randn((b, h, 64), 27, torch.float16),
+        KV=randn((b * pad, 1, 512), 28, torch.float16),
+        K_pe=randn((b * pad, 1, 64), 29, torch.float16),
+        block_table=pages.cuda(),
+        cache_seqlens=torch.tensor(PAGED_LENGTHS, dtype=torch.int32, device="cuda"),
+        glse=torch.zeros((b, h, 1), dtype=torch.float16, device="cuda"),
+        Output_partial=torch.zeros((b, h, 1, 512), dtype=torch.float16, device="cuda"),
+    )
+
+
 def layer_norm_reference(inputs):
     import torch.nn.functional as F
 
@@ -242,6 +283,18 @@ CASES += [
         torch=lambda module: lambda inputs: module.ref_program(
             inputs["Q"], inputs["Q_pe"], inputs["KV"], inputs["K_pe"]
         ),
+    ),
+    dict(
+        family="decode",
+        file="example_mla_decode_paged.py",
+        kernel="mla_decode_tilelang",
+        sizes=dict(PAGED, **PAGED_CONFIG),
+        inputs=paged_inputs,
+        tilelang=lambda fn, inputs, T: compiled(
+            "mla paged", lambda: fn(*PAGED.values(), *PAGED_CONFIG.values())
+        )(*inputs.values()),
+        outputs=["Output"],
+        torch=None,
     ),
     dict(
         family="norm",

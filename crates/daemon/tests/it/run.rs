@@ -377,56 +377,93 @@ fn loads_past_a_tensor_read_zero_and_the_store_still_runs() {
     }
 }
 
-/// `tests/fixtures/kernels/single_stage.py` on the emulator: a one-stage pipeline whose copies of
-/// the next iteration are issued while the current one still runs (each waited for before its
-/// first reader), with the last block's rows past the end read as zeros. The result is the
-/// recurrence computed here in float32 from the saved inputs; the emulator would report a read
-/// of a copy not yet complete, or a copy over a buffer still being read.
+/// `tests/fixtures/kernels/single_stage.py` on the emulator, on both targets (TMA boxes on sm_90,
+/// `cp.async` on sm_80): a one-stage pipeline whose copies of the next iteration are issued while
+/// the current one still runs (each waited for before its first reader), with the last block's
+/// rows past the end read as zeros. The result is the recurrence computed here in float32 from
+/// the saved inputs; the emulator would report a read of a copy not yet complete, or a copy over
+/// a buffer still being read.
 #[test]
 fn a_single_stage_pipeline_issues_each_copy_once_its_buffer_is_free() {
-    let saved = emulate_saved("single_stage.py", &[]);
-    let read = |name: &str| saved_tensor(&saved, name);
-    let (a, b, out) = (read("in/A.npy"), read("in/B.npy"), read("out/Out.npy"));
-    let (k_steps, rows) = (6, 75 * 4);
-    assert_eq!(out.values.len(), rows);
-    for element in 0..rows {
-        let mut acc = 0.0f32;
-        for k in 0..k_steps {
-            // The inputs are float32, so these conversions are exact.
-            #[allow(clippy::cast_possible_truncation)]
-            let (x, y) = (
-                a.values[k * rows + element] as f32,
-                b.values[k * rows + element] as f32,
+    for target in ["sm_90", "sm_80"] {
+        let saved = emulate_saved("single_stage.py", &["--target".into(), target.into()]);
+        let read = |name: &str| saved_tensor(&saved, name);
+        let (a, b, out) = (read("in/A.npy"), read("in/B.npy"), read("out/Out.npy"));
+        let (k_steps, rows) = (6, 75 * 4);
+        assert_eq!(out.values.len(), rows);
+        for element in 0..rows {
+            let mut acc = 0.0f32;
+            for k in 0..k_steps {
+                // The inputs are float32, so these conversions are exact.
+                #[allow(clippy::cast_possible_truncation)]
+                let (x, y) = (
+                    a.values[k * rows + element] as f32,
+                    b.values[k * rows + element] as f32,
+                );
+                acc = (acc + x) * 0.5 + y;
+            }
+            assert_eq!(
+                out.values[element],
+                f64::from(acc),
+                "{target}: Out element {element}"
             );
-            acc = (acc + x) * 0.5 + y;
         }
-        assert_eq!(out.values[element], f64::from(acc), "Out element {element}");
     }
-    // The schedule itself: iteration 0's copies committed one group each, then in the loop `a`'s
-    // wait leaves `b`'s group pending and `b`'s wait the next `a`, each copy of the next
+    // The schedule on sm_80: iteration 0's copies committed one group each, then in the loop
+    // `a`'s wait leaves `b`'s group pending and `b`'s wait the next `a`, each copy of the next
     // iteration issued after a barrier that follows its buffer's last reader.
-    let cuda = fixture_cuda("single_stage.py");
-    let pieces = [
-        "tl_cp_async<16>(a + ",
-        "tl_cp_async_commit();",
-        "tl_cp_async<16>(b + ",
-        "tl_cp_async_commit();",
-        "for (int k = 0; k < 6; ++k) {",
-        "tl_cp_async_wait<1>();",
-        "__syncthreads();",
-        "+ a_vec",
-        "__syncthreads();",
-        "if ((k + 1) < 6) {",
-        "tl_cp_async<16>(a + ",
-        "tl_cp_async_commit();",
-        "tl_cp_async_wait<1>();",
-        "__syncthreads();",
-        "b_vec",
-        "__syncthreads();",
-        "if ((k + 1) < 6) {",
-        "tl_cp_async<16>(b + ",
-        "tl_cp_async_commit();",
-    ];
+    let barrier = "__syncthreads();";
+    assert_in_order(
+        &fixture_cuda("single_stage.py", "sm_80"),
+        &[
+            "tl_cp_async<16>(a + ",
+            "tl_cp_async_commit();",
+            "tl_cp_async<16>(b + ",
+            "tl_cp_async_commit();",
+            "for (int k = 0; k < 6; ++k) {",
+            "tl_cp_async_wait<1>();",
+            barrier,
+            "+ a_vec",
+            barrier,
+            "if ((k + 1) < 6) {",
+            "tl_cp_async<16>(a + ",
+            "tl_cp_async_commit();",
+            "tl_cp_async_wait<1>();",
+            barrier,
+            "b_vec",
+            barrier,
+            "if ((k + 1) < 6) {",
+            "tl_cp_async<16>(b + ",
+            "tl_cp_async_commit();",
+        ],
+    );
+    // On sm_90 each copy completes on its own mbarrier, whose phase of the iteration the readers
+    // wait for.
+    assert_in_order(
+        &fixture_cuda("single_stage.py", "sm_90"),
+        &[
+            "tl_mbarrier_init(full_barrier + 0, 1);",
+            "tl_mbarrier_init(full_barrier + 1, 1);",
+            barrier,
+            "tl_tma_load_3d(a + 0, &A_tma, full_barrier + 0, 0, bx * 32, 0);",
+            "tl_tma_load_3d(b + 0, &B_tma, full_barrier + 1, 0, bx * 32, 0);",
+            "for (int k = 0; k < 6; ++k) {",
+            "tl_mbarrier_wait(full_barrier + 0, k % 2);",
+            "+ a_vec",
+            barrier,
+            "if ((k + 1) < 6) {",
+            "tl_tma_load_3d(a + 0, &A_tma, full_barrier + 0, 0, bx * 32, k + 1);",
+            "tl_mbarrier_wait(full_barrier + 1, k % 2);",
+            "b_vec",
+            barrier,
+            "if ((k + 1) < 6) {",
+            "tl_tma_load_3d(b + 0, &B_tma, full_barrier + 1, 0, bx * 32, k + 1);",
+        ],
+    );
+}
+
+/// Asserts that every piece occurs in the kernel body of `cuda`, each after the one before it.
+fn assert_in_order(cuda: &str, pieces: &[&str]) {
     let mut rest = cuda.split_once("__global__").map_or("", |(_, body)| body);
     for piece in pieces {
         let at = rest
@@ -436,8 +473,8 @@ fn a_single_stage_pipeline_issues_each_copy_once_its_buffer_is_free() {
     }
 }
 
-/// The CUDA `tilec build --emit cuda` prints for a fixture's only instance.
-fn fixture_cuda(fixture: &str) -> String {
+/// The CUDA `tilec build --emit cuda --target TARGET` prints for a fixture's only instance.
+fn fixture_cuda(fixture: &str, target: &str) -> String {
     let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/fixtures/kernels")
         .join(fixture);
@@ -445,7 +482,7 @@ fn fixture_cuda(fixture: &str) -> String {
     let output = Command::new(env!("CARGO_BIN_EXE_tilec"))
         .arg("build")
         .arg(&file)
-        .args(["--emit", "cuda", "--out"])
+        .args(["--emit", "cuda", "--target", target, "--out"])
         .arg(dir.path().join("out"))
         .arg("--cache")
         .arg(dir.path().join("cache"))

@@ -23,12 +23,26 @@
 //! group in the last iteration), so the count holds in every iteration. The barrier before an
 //! issue proves every thread has read the buffer; the one after a wait publishes every thread's
 //! copy. The emulator checks both element by element.
+//!
+//! On sm_90, when every copy has a TMA form, thread 0 issues each copy's boxes on an mbarrier of
+//! its own (after the same barrier) and the readers wait for that barrier's phase of the
+//! iteration (parity `i % 2`) instead of a commit group and a block barrier.
 
-use tilec_ir::thread::Stmt;
+use tilec_ir::thread::{BufferId, Place, Stmt};
 use tilec_ir::{EntityId, ExprId, VarId, World};
 
 use super::pipeline::{Pipeline, invariant_binds, producer_target, producers, touches};
+use super::tma::TmaCopy;
 use super::{Lowering, Unlowerable, rewrite};
+
+/// How the copies of a single-stage loop are issued and waited for.
+#[derive(Clone, Copy)]
+enum CopyForm {
+    /// `cp.async`, one commit group per copy.
+    Async,
+    /// TMA boxes, completing on `full[j]` for the copy `j` of the commit order.
+    Tma { full: BufferId },
+}
 
 /// Where one copy of a single-stage loop waits and is issued again.
 struct CopySchedule {
@@ -102,26 +116,40 @@ impl Lowering<'_> {
             self.bind(bind, out)?;
             self.hoisted_binds.push(bind);
         }
-        let mut issues = Vec::with_capacity(copies.len());
-        for copy in &copies {
-            let pipeline = Pipeline {
-                entity,
-                producers: vec![copy.producer],
-                var,
-                extent,
-                stages: 1,
-            };
-            let stmts = self.producer_stmts(&pipeline.producers)?;
-            issues.push(self.with_iteration_binds(&pipeline, stmts)?);
-        }
         self.sync_before_first_issue(&producers, out);
-        out.push(self.first_copies(&issues, var, extent));
-        let loop_body = self.single_stage_body(&body, &copies, &issues, (var, extent))?;
+        let in_order: Vec<EntityId> = copies.iter().map(|copy| copy.producer).collect();
+        let tma = match self.options.tma {
+            true => self.plan_tma(&in_order).map_err(Some),
+            false => Err(None),
+        };
+        let (form, issues, how) = match tma {
+            Ok(boxes) => {
+                let full = self.single_stage_barriers(entity, boxes.len(), out)?;
+                let issues = self.tma_issues(entity, (var, extent), &boxes, full)?;
+                (CopyForm::Tma { full }, issues, "TMA".to_owned())
+            }
+            Err(why) => {
+                let mut issues = Vec::with_capacity(copies.len());
+                for &producer in &in_order {
+                    let pipeline = single_copy_pipeline(entity, producer, (var, extent));
+                    let stmts = self.producer_stmts(&pipeline.producers)?;
+                    issues.push(self.with_iteration_binds(&pipeline, stmts)?);
+                }
+                let how = match why {
+                    Some(why) => format!("cp.async, not TMA: {why}"),
+                    None => "cp.async".to_owned(),
+                };
+                (CopyForm::Async, issues, how)
+            }
+        };
+        out.push(self.first_copies(&issues, form, var, extent));
+        let loop_body = self.single_stage_body(&body, &copies, (&issues, form), (var, extent))?;
         out.push(Stmt::Block {
             origin: Some(entity),
-            label: "T.Pipelined with one stage: each copy of the next iteration issued once the \
-                    last reader of its buffer is done (cp.async)"
-                .to_owned(),
+            label: format!(
+                "T.Pipelined with one stage: each copy of the next iteration issued once the \
+                 last reader of its buffer is done ({how})"
+            ),
             body: vec![Stmt::For {
                 var,
                 extent,
@@ -129,18 +157,95 @@ impl Lowering<'_> {
                 body: loop_body,
             }],
         });
+        if let CopyForm::Tma { full } = form
+            && self.inside_loop(entity)
+        {
+            let count = i64::try_from(copies.len()).unwrap_or(i64::MAX);
+            out.push(self.mbarrier_teardown(entity, full, count));
+        }
         Ok(Some(()))
     }
 
-    /// Iteration 0's copies, each its own commit group, in commit order.
-    fn first_copies(&mut self, issues: &[Vec<Stmt>], var: VarId, extent: ExprId) -> Stmt {
+    /// One mbarrier per copy, initialised by thread 0 before the loop.
+    fn single_stage_barriers(
+        &mut self,
+        entity: EntityId,
+        copies: usize,
+        out: &mut Vec<Stmt>,
+    ) -> Result<BufferId, Unlowerable> {
+        let count = i64::try_from(copies).map_err(|_| Unlowerable::new("too many copies"))?;
+        let full = self.mbarriers("full_barrier", count);
+        let mut setup = self.mbarrier_setup(&[(full, 1)], count);
+        setup.push(Stmt::Barrier);
+        self.sync.barrier_placed();
+        out.push(Stmt::Block {
+            origin: Some(entity),
+            label: "the copies' mbarriers, initialised by thread 0".to_owned(),
+            body: setup,
+        });
+        Ok(full)
+    }
+
+    /// Each copy's boxes for iteration `var`, issued by thread 0 on `full[j]`.
+    fn tma_issues(
+        &mut self,
+        entity: EntityId,
+        (var, extent): (VarId, ExprId),
+        boxes: &[TmaCopy],
+        full: BufferId,
+    ) -> Result<Vec<Vec<Stmt>>, Unlowerable> {
+        let mut issues = Vec::with_capacity(boxes.len());
+        for (j, copy) in boxes.iter().enumerate() {
+            let bytes = u32::try_from(copy.bytes)
+                .ok()
+                .filter(|&bytes| bytes < super::specialize::MAX_TRANSACTION_BYTES)
+                .ok_or_else(|| Unlowerable::new("a copy's TMA boxes exceed an mbarrier's count"))?;
+            let exprs = &mut self.program.exprs;
+            let (index, zero, ko) = (
+                exprs.int(i64::try_from(j).unwrap_or(0)),
+                exprs.int(0),
+                exprs.var_expr(var),
+            );
+            let barrier = Place {
+                buffer: full,
+                index,
+            };
+            let stmts = vec![
+                Stmt::MbarrierArrive {
+                    barrier,
+                    expect_bytes: Some(bytes),
+                },
+                self.copy_boxes(var, copy, (barrier, zero), ko)?,
+            ];
+            let pipeline = single_copy_pipeline(entity, copy.producer, (var, extent));
+            let stmts = self.with_iteration_binds(&pipeline, stmts)?;
+            let elected = self.thread_is(0);
+            issues.push(vec![Stmt::If {
+                cond: elected,
+                then: stmts,
+                otherwise: Vec::new(),
+            }]);
+        }
+        Ok(issues)
+    }
+
+    /// Iteration 0's copies in commit order (each its own group on `cp.async`).
+    fn first_copies(
+        &mut self,
+        issues: &[Vec<Stmt>],
+        form: CopyForm,
+        var: VarId,
+        extent: ExprId,
+    ) -> Stmt {
         let zero = self.program.exprs.int(0);
         let mut first = Vec::new();
         for issue in issues {
             first.extend(rewrite::substitute_stmts(&mut self.program, issue, &|v| {
                 (v == var).then_some(zero)
             }));
-            first.push(Stmt::AsyncCommit);
+            if let CopyForm::Async = form {
+                first.push(Stmt::AsyncCommit);
+            }
         }
         Stmt::Block {
             origin: None,
@@ -155,23 +260,20 @@ impl Lowering<'_> {
         &mut self,
         body: &[EntityId],
         copies: &[CopySchedule],
-        issues: &[Vec<Stmt>],
+        (issues, form): (&[Vec<Stmt>], CopyForm),
         (var, extent): (VarId, ExprId),
     ) -> Result<Vec<Stmt>, Unlowerable> {
         let exprs = &mut self.program.exprs;
-        let (current, one) = (exprs.var_expr(var), exprs.int(1));
+        let (current, one, two) = (exprs.var_expr(var), exprs.int(1), exprs.int(2));
         let next = exprs.add(current, one);
+        let parity = exprs.floormod(current, two);
         let mut out = Vec::new();
         self.sync.begin_loop();
         for (position, &child) in body.iter().enumerate() {
             if copies.iter().any(|copy| copy.producer == child) {
                 continue;
             }
-            let waits = copies.iter().filter(|copy| copy.wait_before == position);
-            if let Some(pending) = waits.map(|copy| copy.pending).min() {
-                out.extend([Stmt::AsyncWait { pending }, Stmt::Barrier]);
-                self.sync.barrier_placed();
-            }
+            self.wait_for_copies(copies, position, (form, parity), &mut out);
             self.statement(child, &mut out)?;
             let mut issued = copies
                 .iter()
@@ -187,11 +289,66 @@ impl Lowering<'_> {
                     (v == var).then_some(next)
                 });
                 out.extend(self.unless_past_end(next, extent, shifted));
-                out.push(Stmt::AsyncCommit);
+                if let CopyForm::Async = form {
+                    out.push(Stmt::AsyncCommit);
+                }
             }
         }
         let may_run_zero_times = self.program.exprs.as_int(extent).is_none_or(|n| n < 1);
         self.sync.end_loop(&mut out, may_run_zero_times);
         Ok(out)
+    }
+
+    /// The waits before the statement at `position` for the copies it is the first reader of:
+    /// a `cp.async` wait and a barrier that publishes every thread's copies, or each copy's
+    /// mbarrier phase of this iteration.
+    fn wait_for_copies(
+        &mut self,
+        copies: &[CopySchedule],
+        position: usize,
+        (form, parity): (CopyForm, ExprId),
+        out: &mut Vec<Stmt>,
+    ) {
+        let waiting = || {
+            copies
+                .iter()
+                .enumerate()
+                .filter(move |(_, copy)| copy.wait_before == position)
+        };
+        match form {
+            CopyForm::Async => {
+                if let Some(pending) = waiting().map(|(_, copy)| copy.pending).min() {
+                    out.extend([Stmt::AsyncWait { pending }, Stmt::Barrier]);
+                    self.sync.barrier_placed();
+                }
+            }
+            CopyForm::Tma { full } => {
+                for (j, _) in waiting() {
+                    let index = self.program.exprs.int(i64::try_from(j).unwrap_or(0));
+                    out.push(Stmt::MbarrierWait {
+                        barrier: Place {
+                            buffer: full,
+                            index,
+                        },
+                        parity,
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// The pipeline of one copy of a single-stage loop, for the helpers shared with the staged one.
+fn single_copy_pipeline(
+    entity: EntityId,
+    producer: EntityId,
+    (var, extent): (VarId, ExprId),
+) -> Pipeline {
+    Pipeline {
+        entity,
+        producers: vec![producer],
+        var,
+        extent,
+        stages: 1,
     }
 }

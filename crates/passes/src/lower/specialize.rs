@@ -40,7 +40,7 @@ const REGISTER_FILE: u32 = 65536;
 /// down to the allocation unit).
 const MAX_LAUNCH_REGISTERS: u32 = 248;
 /// An mbarrier's transaction count is 20 bits wide.
-const MAX_TRANSACTION_BYTES: u32 = 1 << 20;
+pub(super) const MAX_TRANSACTION_BYTES: u32 = 1 << 20;
 /// The named barrier the consumers use instead of `__syncthreads` (0 is `__syncthreads`'s own).
 const CONSUMER_BARRIER: u32 = 1;
 /// The first of the named barriers the consumer warpgroups take turns on, one per warpgroup.
@@ -383,24 +383,29 @@ impl Lowering<'_> {
         let steady = self.steady_state(pipeline, parts)?;
         out.push(steady);
         if self.inside_loop(pipeline.entity) {
-            out.push(self.mbarrier_teardown(pipeline, full));
+            out.push(self.mbarrier_teardown(pipeline.entity, full, pipeline.stages));
         }
         Ok(())
     }
 
     /// Whether `entity` runs inside another loop of its launch (a serial loop over tiles, a
     /// `while` over a work range), so that it is entered more than once.
-    fn inside_loop(&self, entity: EntityId) -> bool {
+    pub(super) fn inside_loop(&self, entity: EntityId) -> bool {
         self.world
             .ancestors(entity)
             .any(|parent| self.world.kind(parent) == Some(tilec_ir::EntityKind::Loop))
     }
 
     /// After a pipeline that is entered again: once every thread has passed its last wait (the
-    /// barrier), thread 0 invalidates the stage mbarriers, so that the next entry initialises
-    /// them afresh, with their phases back at zero as its waits expect.
-    fn mbarrier_teardown(&mut self, pipeline: &Pipeline, full: BufferId) -> Stmt {
-        let invals = (0..pipeline.stages)
+    /// barrier), thread 0 invalidates the `count` mbarriers of `full`, so that the next entry
+    /// initialises them afresh, with their phases back at zero as its waits expect.
+    pub(super) fn mbarrier_teardown(
+        &mut self,
+        entity: EntityId,
+        full: BufferId,
+        count: i64,
+    ) -> Stmt {
+        let invals = (0..count)
             .map(|s| Stmt::MbarrierInval {
                 barrier: Place {
                     buffer: full,
@@ -411,7 +416,7 @@ impl Lowering<'_> {
         let elected = self.thread_is(0);
         self.sync.barrier_placed();
         Stmt::Block {
-            origin: Some(pipeline.entity),
+            origin: Some(entity),
             label: "the pipeline's mbarriers, invalidated for its next entry".to_owned(),
             body: vec![
                 Stmt::Barrier,
@@ -448,17 +453,22 @@ impl Lowering<'_> {
             expect_bytes: Some(bytes),
         }];
         for copy in copies {
-            stmts.push(self.copy_boxes(pipeline.var, copy, (full, stage), ko)?);
+            let barrier = Place {
+                buffer: full,
+                index: stage,
+            };
+            stmts.push(self.copy_boxes(pipeline.var, copy, (barrier, stage), ko)?);
         }
         Ok(stmts)
     }
 
-    /// One copy's boxes for iteration `ko`, completing on `full[stage]`.
-    fn copy_boxes(
+    /// One copy's boxes for iteration `ko`, into stage `stage` of its buffer, completing on
+    /// `barrier`.
+    pub(super) fn copy_boxes(
         &mut self,
         var: VarId,
         copy: &TmaCopy,
-        (full, stage): (BufferId, ExprId),
+        (barrier, stage): (Place, ExprId),
         ko: ExprId,
     ) -> Result<Stmt, Unlowerable> {
         let dst = self.buffer_of(copy.shared)?;
@@ -482,10 +492,7 @@ impl Lowering<'_> {
                     index: dst_index,
                 },
                 coords,
-                barrier: Place {
-                    buffer: full,
-                    index: stage,
-                },
+                barrier,
             });
         }
         Ok(Stmt::Block {
@@ -546,7 +553,7 @@ impl Lowering<'_> {
     }
 
     /// Thread 0 initialises `stages` barriers of each array with its arrival count.
-    fn mbarrier_setup(&mut self, arrays: &[(BufferId, u32)], stages: i64) -> Vec<Stmt> {
+    pub(super) fn mbarrier_setup(&mut self, arrays: &[(BufferId, u32)], stages: i64) -> Vec<Stmt> {
         let mut inits = Vec::new();
         for &(barrier, count) in arrays {
             for s in 0..stages {
