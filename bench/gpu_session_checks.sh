@@ -22,6 +22,9 @@ for kernel in four_bit atomic_extremes scans byte_view packed_dequant tirx_unpac
         "$tilec" run "$file" --device cuda --check || echo "FAILED $kernel"
     fi
 done
+# Rows of a symbolic count: full tiles take the unguarded copies, the last tile the guarded ones.
+"$tilec" run tests/fixtures/kernels/symbolic_rows.py --device cuda --check --with m=1001 \
+    || echo "FAILED symbolic_rows"
 # The one-stage pipeline on cp.async too (sm_90 code issues TMA boxes).
 "$tilec" run tests/fixtures/kernels/single_stage.py --device cuda --check --target sm_80 \
     || echo "FAILED single_stage on sm_80 code"

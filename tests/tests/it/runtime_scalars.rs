@@ -103,11 +103,15 @@ fn a_read_offset_bounds_a_copied_slice_of_constant_extent() {
             })
             .collect();
         assert_matches("Y", &t[2], expected);
-        // The row guard is the same for the four lanes of a 16-byte access: the copy is
-        // vectorized inside it, and only the zero fill of rows past the end runs lane by lane.
+        // A segment whose 16 rows all lie inside X takes the copy without row guards; the others
+        // take the guarded one. The row guard is the same for the four lanes of a 16-byte
+        // access: the copy is vectorized inside it, and only the zero fill of rows past the end
+        // runs lane by lane.
         let cuda = tilec_passes::cuda::emit_cuda(&program, &tilec_ir::Target::Sm90);
-        let guarded =
-            "< 256)) {\n                *(uint4*)(X_vec + 0) = *(const uint4*)(X + Offsets_i0 * 32";
+        let whole_segment = "(((int)(Offsets_i0 + 15)) < 256)) {";
+        let guarded = "< 256)) {\n                    *(uint4*)(X_vec + 0) = *(const uint4*)(X + \
+                       Offsets_i0 * 32";
+        assert!(cuda.contains(whole_segment), "{cuda}");
         assert!(cuda.contains(guarded), "{cuda}");
     });
 }

@@ -462,6 +462,39 @@ fn a_single_stage_pipeline_issues_each_copy_once_its_buffer_is_free() {
     );
 }
 
+/// `tests/fixtures/kernels/symbolic_rows.py` on the emulator at m = 10 (two full tiles of four
+/// rows and one of two): each guarded copy is versioned on the block's last row being inside `m`,
+/// the full tiles taking the copy without row guards and the last tile the guarded one, and
+/// every row is `2x + 1` of the input, computed here.
+#[test]
+fn full_tiles_of_a_symbolic_size_run_without_their_guards() {
+    let saved = emulate_saved("symbolic_rows.py", &["--with".into(), "m=10".into()]);
+    let (x, y) = (
+        saved_tensor(&saved, "in/X.npy"),
+        saved_tensor(&saved, "out/Y.npy"),
+    );
+    assert_eq!(y.shape, vec![10, 64]);
+    for (element, (&input, &output)) in x.values.iter().zip(&y.values).enumerate() {
+        // fp16 inputs doubled and incremented are exact in float32.
+        assert_eq!(output, input * 2.0 + 1.0, "Y element {element}");
+    }
+    let guarded_row = "(((int)((long long)bx * 4 + tx / 16 + chunk * 2)) < m)";
+    assert_in_order(
+        &fixture_cuda("symbolic_rows.py", "sm_90"),
+        &[
+            "// T.copy",
+            "(((int)((long long)bx * 4 + 3)) < m)) {",
+            "for (int chunk = 0; chunk < 2; ++chunk) {",
+            "} else {",
+            "for (int chunk = 0; chunk < 2; ++chunk) {",
+            guarded_row,
+            "// T.Parallel(4, 64)",
+            "// T.copy",
+            "(((int)((long long)bx * 4 + 3)) < m)) {",
+        ],
+    );
+}
+
 /// Asserts that every piece occurs in the kernel body of `cuda`, each after the one before it.
 fn assert_in_order(cuda: &str, pieces: &[&str]) {
     let mut rest = cuda.split_once("__global__").map_or("", |(_, body)| body);

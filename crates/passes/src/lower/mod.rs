@@ -28,6 +28,7 @@ mod tile;
 mod tma;
 mod values;
 mod vectorize;
+mod versioning;
 mod wgmma;
 
 use std::collections::BTreeMap;
@@ -906,6 +907,42 @@ impl<'w> Lowering<'w> {
                  every thread of the block takes part in a tile operation or parallel loop",
             ));
         }
+        let start = out.len();
+        let lowered = self.statement_of_kind(entity, out);
+        if cooperative && lowered.is_ok() {
+            self.version_lowered(out, start);
+        }
+        lowered
+    }
+
+    /// The statements of the cooperative operation lowered into `out` from `start` on, each
+    /// versioned on its full tiles ([`Lowering::version_on_full_tiles`]); the barriers in front
+    /// of them stay as they are.
+    fn version_lowered(&mut self, out: &mut Vec<Stmt>, start: usize) {
+        let mut lowered = out.split_off(start);
+        let barriers = lowered
+            .iter()
+            .take_while(|stmt| matches!(stmt, Stmt::Barrier))
+            .count();
+        let rest = lowered.split_off(barriers);
+        out.extend(lowered);
+        for mut stmt in rest {
+            // A labelled block keeps its label outside the two versions.
+            if let Stmt::Block { body, .. } = &mut stmt {
+                *body = self.version_on_full_tiles(std::mem::take(body));
+                out.push(stmt);
+                continue;
+            }
+            out.extend(self.version_on_full_tiles(vec![stmt]));
+        }
+    }
+
+    /// [`Lowering::statement`] by the entity's kind.
+    fn statement_of_kind(
+        &mut self,
+        entity: EntityId,
+        out: &mut Vec<Stmt>,
+    ) -> Result<(), Unlowerable> {
         match self.world.kind(entity) {
             Some(EntityKind::Loop) => self.lower_loop(entity, out),
             Some(EntityKind::TileOp) => self.tile_op(entity, out),
