@@ -162,33 +162,27 @@ CONVOLUTION = dict(N=32, C=128, H=64, W=64, F=128, K=3, S=1, D=1, P=1)
 CONVOLUTION_CONFIG = dict(block_M=64, block_N=128, block_K=32, num_stages=3, threads=256)
 ELEMENTWISE_CONFIG = dict(block_M=32, block_N=32, threads=128)
 
+
+def attention_case(config, key):
+    """`example_mha_fwd_bhsd.py`'s `flashattn` at `config` (its tile sizes, stages and threads)."""
+    return dict(
+        family="attention",
+        file="example_mha_fwd_bhsd.py",
+        kernel="flashattn",
+        sizes=dict(ATTENTION, is_causal="false", **config),
+        inputs=lambda: {name: randn(ATTENTION_SHAPE, seed, torch.float16) for name, seed in (("Q", 11), ("K", 12), ("V", 13))},
+        tilelang=lambda fn, inputs, T: compiled(
+            key,
+            lambda: fn(*ATTENTION.values(), False, **config),
+        )(inputs["Q"], inputs["K"], inputs["V"]),
+        outputs=["Output"],
+        torch=lambda module: attention_reference,
+    )
+
+
 CASES += [
-    dict(
-        family="attention",
-        file="example_mha_fwd_bhsd.py",
-        kernel="flashattn",
-        sizes=dict(ATTENTION, is_causal="false", **ATTENTION_CONFIG),
-        inputs=lambda: {name: randn(ATTENTION_SHAPE, seed, torch.float16) for name, seed in (("Q", 11), ("K", 12), ("V", 13))},
-        tilelang=lambda fn, inputs, T: compiled(
-            "attention",
-            lambda: fn(*ATTENTION.values(), False, **ATTENTION_CONFIG),
-        )(inputs["Q"], inputs["K"], inputs["V"]),
-        outputs=["Output"],
-        torch=lambda module: attention_reference,
-    ),
-    dict(
-        family="attention",
-        file="example_mha_fwd_bhsd.py",
-        kernel="flashattn",
-        sizes=dict(ATTENTION, is_causal="false", **ATTENTION_MAIN_CONFIG),
-        inputs=lambda: {name: randn(ATTENTION_SHAPE, seed, torch.float16) for name, seed in (("Q", 11), ("K", 12), ("V", 13))},
-        tilelang=lambda fn, inputs, T: compiled(
-            "attention, one stage",
-            lambda: fn(*ATTENTION.values(), False, **ATTENTION_MAIN_CONFIG),
-        )(inputs["Q"], inputs["K"], inputs["V"]),
-        outputs=["Output"],
-        torch=lambda module: attention_reference,
-    ),
+    attention_case(ATTENTION_CONFIG, "attention"),
+    attention_case(ATTENTION_MAIN_CONFIG, "attention, one stage"),
     dict(
         family="norm",
         file="rms_norm.py",

@@ -88,6 +88,18 @@ pub enum CompareOp {
 }
 
 impl CompareOp {
+    /// Whether `a op b` holds.
+    pub fn holds<T: PartialOrd>(self, a: T, b: T) -> bool {
+        match self {
+            CompareOp::Lt => a < b,
+            CompareOp::Le => a <= b,
+            CompareOp::Gt => a > b,
+            CompareOp::Ge => a >= b,
+            CompareOp::Eq => a == b,
+            CompareOp::Ne => a != b,
+        }
+    }
+
     pub fn symbol(self) -> &'static str {
         match self {
             CompareOp::Lt => "<",

@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-use tilec_ir::data::{BinaryOp, CompareOp};
+use tilec_ir::data::BinaryOp;
 use tilec_ir::{DataExpr, DataId, EntityId, EntityKind, VarId, World};
 
 /// Threads of a warp: groups are made of whole warps.
@@ -203,7 +203,7 @@ impl Walk<'_> {
             DataExpr::Neg(inner) => self.eval(*inner, t)?.checked_neg(),
             DataExpr::Compare { op, lhs, rhs } => {
                 let (a, b) = (self.eval(*lhs, t)?, self.eval(*rhs, t)?);
-                Some(i64::from(compare(*op, a, b)))
+                Some(i64::from(op.holds(a, b)))
             }
             DataExpr::Binary { op, lhs, rhs } => {
                 binary(*op, self.eval(*lhs, t)?, self.eval(*rhs, t)?)
@@ -218,17 +218,6 @@ impl Walk<'_> {
             | DataExpr::WarpReduce { .. }
             | DataExpr::Random(_) => None,
         }
-    }
-}
-
-fn compare(op: CompareOp, a: i64, b: i64) -> bool {
-    match op {
-        CompareOp::Lt => a < b,
-        CompareOp::Le => a <= b,
-        CompareOp::Gt => a > b,
-        CompareOp::Ge => a >= b,
-        CompareOp::Eq => a == b,
-        CompareOp::Ne => a != b,
     }
 }
 

@@ -1,8 +1,12 @@
-//! `tilec run` on one instance of a file whose other instances have errors: the good instance
-//! runs (on the CPU emulator when there is no GPU), and the bad one fails with its own diagnostic.
-//! Stands alone: the kernel is written here.
+//! `tilec run` end to end: one instance of a file whose other instances have errors runs (on the
+//! CPU emulator when there is no GPU) while the bad one fails with its own diagnostic, and the
+//! kernels of `tests/fixtures/kernels/` run on the emulator against values computed here (some
+//! with the form of their CUDA checked too). Stands alone: everything it reads is in the repository.
 
 use std::process::{Command, Output};
+
+use crate::common::fixture;
+use crate::tensor_core::{CodePath, assert_in_order, built_cuda};
 
 const SCALE: &str = r#"
 import tilelang
@@ -196,12 +200,10 @@ fn the_emulator_budget_covers_filling_the_inputs() {
     );
 }
 
-/// Runs `tests/fixtures/kernels/<fixture>` on the emulator with `args` (after `run --device cpu`)
+/// Runs `tests/fixtures/kernels/<name>` on the emulator with `args` (after `run --device cpu`)
 /// and `--save`; returns the folder it saved the inputs (`in/`) and outputs (`out/`) to.
-fn emulate_saved(fixture: &str, args: &[std::ffi::OsString]) -> tempfile::TempDir {
-    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/kernels")
-        .join(fixture);
+fn emulate_saved(name: &str, args: &[std::ffi::OsString]) -> tempfile::TempDir {
+    let file = fixture(&format!("kernels/{name}"));
     let saved = tempfile::tempdir().expect("temp dir");
     let output = Command::new(env!("CARGO_BIN_EXE_tilec"))
         .args(["run", "--device", "cpu"])
@@ -414,7 +416,7 @@ fn a_single_stage_pipeline_issues_each_copy_once_its_buffer_is_free() {
     // iteration issued after a barrier that follows its buffer's last reader.
     let barrier = "__syncthreads();";
     assert_in_order(
-        &fixture_cuda("single_stage.py", "sm_80"),
+        &fixture_cuda("single_stage", "sm_80"),
         &[
             "tl_cp_async<16>(a + ",
             "tl_cp_async_commit();",
@@ -440,7 +442,7 @@ fn a_single_stage_pipeline_issues_each_copy_once_its_buffer_is_free() {
     // On sm_90 each copy completes on its own mbarrier, whose phase of the iteration the readers
     // wait for.
     assert_in_order(
-        &fixture_cuda("single_stage.py", "sm_90"),
+        &fixture_cuda("single_stage", "sm_90"),
         &[
             "tl_mbarrier_init(full_barrier + 0, 1);",
             "tl_mbarrier_init(full_barrier + 1, 1);",
@@ -480,7 +482,7 @@ fn full_tiles_of_a_symbolic_size_run_without_their_guards() {
     }
     let guarded_row = "(((int)((long long)bx * 4 + tx / 16 + chunk * 2)) < m)";
     assert_in_order(
-        &fixture_cuda("symbolic_rows.py", "sm_90"),
+        &fixture_cuda("symbolic_rows", "sm_90"),
         &[
             "// T.copy",
             "(((int)((long long)bx * 4 + 3)) < m)) {",
@@ -495,49 +497,17 @@ fn full_tiles_of_a_symbolic_size_run_without_their_guards() {
     );
 }
 
-/// Asserts that every piece occurs in the kernel body of `cuda`, each after the one before it.
-fn assert_in_order(cuda: &str, pieces: &[&str]) {
-    let mut rest = cuda.split_once("__global__").map_or("", |(_, body)| body);
-    for piece in pieces {
-        let at = rest
-            .find(piece)
-            .unwrap_or_else(|| panic!("`{piece}` missing or out of order in:\n{cuda}"));
-        rest = &rest[at + piece.len()..];
-    }
-}
-
-/// The CUDA `tilec build --emit cuda --target TARGET` prints for a fixture's only instance.
-fn fixture_cuda(fixture: &str, target: &str) -> String {
-    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/kernels")
-        .join(fixture);
-    let dir = tempfile::tempdir().expect("temp dir");
-    let output = Command::new(env!("CARGO_BIN_EXE_tilec"))
-        .arg("build")
-        .arg(&file)
-        .args(["--emit", "cuda", "--target", target, "--out"])
-        .arg(dir.path().join("out"))
-        .arg("--cache")
-        .arg(dir.path().join("cache"))
-        .output()
-        .expect("tilec runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let cu = std::fs::read_dir(dir.path().join("out"))
-        .expect("the output folder")
-        .flatten()
-        .flat_map(|folder| {
-            std::fs::read_dir(folder.path())
-                .into_iter()
-                .flatten()
-                .flatten()
-        })
-        .find(|entry| entry.path().extension().is_some_and(|ext| ext == "cu"))
-        .expect("a .cu file");
-    std::fs::read_to_string(cu.path()).expect("the .cu")
+/// The kernel of the CUDA `tilec build --emit cuda --target TARGET` prints for a fixture whose
+/// kernel is named as its file, without the prelude (whose helpers would match pieces too early).
+fn fixture_cuda(kernel: &str, target: &'static str) -> String {
+    let file = fixture(&format!("kernels/{kernel}.py"));
+    let path = CodePath {
+        target,
+        pass_config: None,
+    };
+    let cuda = built_cuda(&file, (kernel, 0), path);
+    cuda.split_once("__global__")
+        .map_or(String::new(), |(_, kernel)| kernel.to_owned())
 }
 
 /// `tests/fixtures/kernels/any_all.py` on the emulator, on masks written here: a row of zeros (no

@@ -24,9 +24,9 @@ use crate::common::corpus_file;
 
 /// One code-generation path: a target and the pass config (set to true) that selects it.
 #[derive(Clone, Copy, Debug)]
-struct CodePath {
-    target: &'static str,
-    pass_config: Option<&'static str>,
+pub(crate) struct CodePath {
+    pub(crate) target: &'static str,
+    pub(crate) pass_config: Option<&'static str>,
 }
 
 impl std::fmt::Display for CodePath {
@@ -445,7 +445,7 @@ fn built_gemm(target: &'static str, instance: usize) -> Option<String> {
 }
 
 /// Asserts that every piece occurs in `cuda`, each after the one before it.
-fn assert_in_order(cuda: &str, pieces: &[&str]) {
+pub(crate) fn assert_in_order(cuda: &str, pieces: &[&str]) {
     let mut rest = cuda;
     for piece in pieces {
         let Some(at) = rest.find(piece) else {
@@ -456,7 +456,7 @@ fn assert_in_order(cuda: &str, pieces: &[&str]) {
 }
 
 /// The CUDA that `tilec build --emit cuda` prints for one instance of a kernel of `file` on `path`.
-fn built_cuda(file: &Path, kernel_instance: (&str, usize), path: CodePath) -> String {
+pub(crate) fn built_cuda(file: &Path, kernel_instance: (&str, usize), path: CodePath) -> String {
     built_cuda_with(file, kernel_instance, path, &[])
 }
 

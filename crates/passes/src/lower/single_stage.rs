@@ -196,10 +196,6 @@ impl Lowering<'_> {
     ) -> Result<Vec<Vec<Stmt>>, Unlowerable> {
         let mut issues = Vec::with_capacity(boxes.len());
         for (j, copy) in boxes.iter().enumerate() {
-            let bytes = u32::try_from(copy.bytes)
-                .ok()
-                .filter(|&bytes| bytes < super::specialize::MAX_TRANSACTION_BYTES)
-                .ok_or_else(|| Unlowerable::new("a copy's TMA boxes exceed an mbarrier's count"))?;
             let exprs = &mut self.program.exprs;
             let (index, zero, ko) = (
                 exprs.int(i64::try_from(j).unwrap_or(0)),
@@ -210,13 +206,8 @@ impl Lowering<'_> {
                 buffer: full,
                 index,
             };
-            let stmts = vec![
-                Stmt::MbarrierArrive {
-                    barrier,
-                    expect_bytes: Some(bytes),
-                },
-                self.copy_boxes(var, copy, (barrier, zero), ko)?,
-            ];
+            let copies = std::slice::from_ref(copy);
+            let stmts = self.boxes_on_barrier(var, copies, (barrier, zero), ko)?;
             let pipeline = single_copy_pipeline(entity, copy.producer, (var, extent));
             let stmts = self.with_iteration_binds(&pipeline, stmts)?;
             let elected = self.thread_is(0);

@@ -40,7 +40,7 @@ const REGISTER_FILE: u32 = 65536;
 /// down to the allocation unit).
 const MAX_LAUNCH_REGISTERS: u32 = 248;
 /// An mbarrier's transaction count is 20 bits wide.
-pub(super) const MAX_TRANSACTION_BYTES: u32 = 1 << 20;
+const MAX_TRANSACTION_BYTES: u32 = 1 << 20;
 /// The named barrier the consumers use instead of `__syncthreads` (0 is `__syncthreads`'s own).
 const CONSUMER_BARRIER: u32 = 1;
 /// The first of the named barriers the consumer warpgroups take turns on, one per warpgroup.
@@ -438,6 +438,22 @@ impl Lowering<'_> {
         ko: ExprId,
     ) -> Result<Vec<Stmt>, Unlowerable> {
         let (stage, _) = self.stage_and_parity(ko, pipeline.stages, false);
+        let barrier = Place {
+            buffer: full,
+            index: stage,
+        };
+        self.boxes_on_barrier(pipeline.var, copies, (barrier, stage), ko)
+    }
+
+    /// `copies` for iteration `ko` into stage `stage` of their buffers: `barrier` expects their
+    /// bytes, then every box is issued to complete on it.
+    pub(super) fn boxes_on_barrier(
+        &mut self,
+        var: VarId,
+        copies: &[TmaCopy],
+        (barrier, stage): (Place, ExprId),
+        ko: ExprId,
+    ) -> Result<Vec<Stmt>, Unlowerable> {
         let bytes: i64 = copies.iter().map(|copy| copy.bytes).sum();
         let bytes = u32::try_from(bytes)
             .ok()
@@ -446,25 +462,18 @@ impl Lowering<'_> {
                 Unlowerable::new("a stage's TMA boxes exceed an mbarrier's byte count")
             })?;
         let mut stmts = vec![Stmt::MbarrierArrive {
-            barrier: Place {
-                buffer: full,
-                index: stage,
-            },
+            barrier,
             expect_bytes: Some(bytes),
         }];
         for copy in copies {
-            let barrier = Place {
-                buffer: full,
-                index: stage,
-            };
-            stmts.push(self.copy_boxes(pipeline.var, copy, (barrier, stage), ko)?);
+            stmts.push(self.copy_boxes(var, copy, (barrier, stage), ko)?);
         }
         Ok(stmts)
     }
 
     /// One copy's boxes for iteration `ko`, into stage `stage` of its buffer, completing on
     /// `barrier`.
-    pub(super) fn copy_boxes(
+    fn copy_boxes(
         &mut self,
         var: VarId,
         copy: &TmaCopy,

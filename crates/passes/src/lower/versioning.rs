@@ -50,15 +50,13 @@ impl Lowering<'_> {
                 removable.insert(guard);
             }
         }
-        if removable.is_empty() || proofs.is_empty() {
-            return stmts;
-        }
         let mut cond = None;
         for (op, lhs, rhs) in proofs {
             let holds = self.compare_indices(op, lhs, rhs);
             cond = Some(self.and(cond, holds));
         }
-        let Some(cond) = cond else {
+        // No guard to drop, or only guards that hold everywhere: nothing to version on.
+        let Some(cond) = cond.filter(|_| !removable.is_empty()) else {
             return stmts;
         };
         let mut fast = stmts.clone();
@@ -184,15 +182,7 @@ fn flatten_sum(exprs: &ExprArena, e: ExprId, positive: bool, out: &mut Vec<(Expr
 
 /// Whether a comparison of two constants holds; `None` if either is not constant.
 fn constant_truth(exprs: &ExprArena, (op, lhs, rhs): Proof) -> Option<bool> {
-    let (a, b) = (exprs.as_int(lhs)?, exprs.as_int(rhs)?);
-    Some(match op {
-        CompareOp::Lt => a < b,
-        CompareOp::Le => a <= b,
-        CompareOp::Gt => a > b,
-        CompareOp::Ge => a >= b,
-        CompareOp::Eq => a == b,
-        CompareOp::Ne => a != b,
-    })
+    Some(op.holds(exprs.as_int(lhs)?, exprs.as_int(rhs)?))
 }
 
 /// Whether a statement is one a versioned copy may hold: loops, bindings, guarded and plain

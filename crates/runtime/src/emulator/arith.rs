@@ -314,15 +314,7 @@ fn shift(op: BinaryOp, dtype: DType, a: i64, b: i64) -> Result<i64, String> {
 }
 
 pub(super) fn compare(op: CompareOp, a: f64, b: f64) -> f64 {
-    let result = match op {
-        CompareOp::Lt => a < b,
-        CompareOp::Le => a <= b,
-        CompareOp::Gt => a > b,
-        CompareOp::Ge => a >= b,
-        CompareOp::Eq => a == b,
-        CompareOp::Ne => a != b,
-    };
-    f64::from(u8::from(result))
+    f64::from(u8::from(op.holds(a, b)))
 }
 
 /// `value` converted to `dtype` as a C cast does: floats round to nearest even, float to integer
