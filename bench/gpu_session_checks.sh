@@ -11,7 +11,8 @@
 set -u
 tilec=${TILEC:-gpu-carry/tilec}
 for kernel in four_bit atomic_extremes scans byte_view packed_dequant tirx_unpack bitwise_functions compaction xor_layout mma_swizzle \
-    work_ranges shared_reductions kept_dimension_reductions padding_past_the_limit tir_functions shifted_read single_stage; do
+    work_ranges shared_reductions kept_dimension_reductions padding_past_the_limit tir_functions shifted_read single_stage \
+    grid_stride_histogram; do
     file=tests/fixtures/kernels/$kernel.py
     if [ "$kernel" = work_ranges ]; then
         # Ranges: block 0 takes row tiles 0..3, block 1 tile 3.
@@ -25,6 +26,10 @@ done
 # Rows of a symbolic count: full tiles take the unguarded copies, the last tile the guarded ones.
 "$tilec" run tests/fixtures/kernels/symbolic_rows.py --device cuda --check --with m=1001 \
     || echo "FAILED symbolic_rows"
+# A copy of a run-time length (77 rows: two full blocks of 32 and a partial one).
+python3 -c "import numpy as np; np.save('/tmp/lens.npy', np.array([77], dtype=np.int32))"
+"$tilec" run tests/fixtures/kernels/run_time_length_copy.py --device cuda --check --input lens=/tmp/lens.npy \
+    || echo "FAILED run_time_length_copy"
 # The one-stage pipeline on cp.async too (sm_90 code issues TMA boxes).
 "$tilec" run tests/fixtures/kernels/single_stage.py --device cuda --check --target sm_80 \
     || echo "FAILED single_stage on sm_80 code"

@@ -140,6 +140,15 @@ pub fn instance_origin<'db>(db: &'db dyn Db, instance: Instance<'db>) -> Instanc
     instance_spec(db, instance).map_or(InstanceOrigin::Defaults, |spec| spec.origin.clone())
 }
 
+/// What a build borrows from the query layer: salsa's cancellation, and the checks' count of
+/// shared memory to judge the sizes it assumed for a generic instance.
+fn build_hooks(cancel: &dyn Fn()) -> tilec_frontend::BuildHooks<'_> {
+    tilec_frontend::BuildHooks {
+        cancel,
+        fits: &tilec_passes::check::fits_shared_memory,
+    }
+}
+
 /// The position-free world of an instance: what every pass reads.
 #[salsa::tracked(returns(ref))]
 pub fn kernel_world<'db>(db: &'db dyn Db, instance: Instance<'db>) -> Arc<World> {
@@ -150,7 +159,7 @@ pub fn kernel_world<'db>(db: &'db dyn Db, instance: Instance<'db>) -> Arc<World>
         kernel.source(db),
         instance.args(db),
         surroundings(db, kernel.file(db)),
-        &|| db.unwind_if_revision_cancelled(),
+        &build_hooks(&|| db.unwind_if_revision_cancelled()),
     ))
 }
 
@@ -164,7 +173,7 @@ pub fn kernel_positions<'db>(db: &'db dyn Db, instance: Instance<'db>) -> Kernel
             outline(db, file),
             spec,
             surroundings(db, file),
-            &|| db.unwind_if_revision_cancelled(),
+            &build_hooks(&|| db.unwind_if_revision_cancelled()),
         );
     }
     // An instance that `--with` or `tilec tune` derived from one of the file's is positioned by
@@ -187,7 +196,7 @@ pub fn kernel_positions<'db>(db: &'db dyn Db, instance: Instance<'db>) -> Kernel
         outline(db, file),
         &spec,
         surroundings(db, file),
-        &|| db.unwind_if_revision_cancelled(),
+        &build_hooks(&|| db.unwind_if_revision_cancelled()),
     )
 }
 

@@ -32,18 +32,44 @@ pub struct KernelPositions {
     pub complete: bool,
 }
 
+/// What the caller of a build lends it: a way to abandon it, and a judge of whether a world
+/// built with assumed values fits the hardware. The front end knows the language, not the GPU;
+/// the judge (the checks' shared-memory count, lent by the query layer) keeps it that way.
+#[derive(Clone, Copy)]
+pub struct BuildHooks<'h> {
+    /// Called now and then during evaluation; may unwind to abandon it.
+    pub cancel: &'h dyn Fn(),
+    /// False when a world's launches need more shared memory than any GPU's block has. Asked
+    /// only of generic instances: sizes tilec assumed that overflow are retried smaller.
+    pub fits: &'h dyn Fn(&World) -> bool,
+}
+
+impl std::fmt::Debug for BuildHooks<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BuildHooks").finish_non_exhaustive()
+    }
+}
+
+impl BuildHooks<'static> {
+    /// No cancellation, and every world fits.
+    pub const NONE: BuildHooks<'static> = BuildHooks {
+        cancel: &|| {},
+        fits: &|_| true,
+    };
+}
+
 /// Builds the position-free world of an instance from the normal forms of its kernel and context.
 ///
 /// Only the world is kept: its spans point into the normal form, not the file. The same evaluation
 /// on the real file text gives [`build_positions`], with the same entity ids.
 ///
-/// `cancel` is called now and then during evaluation and may unwind to abandon it.
+/// `hooks.cancel` is called now and then during evaluation and may unwind to abandon it.
 pub fn build_world(
     context: &ContextSource,
     kernel: &KernelSource,
     args: &[(String, ConstValue)],
     surroundings: &Surroundings,
-    cancel: &dyn Fn(),
+    hooks: &BuildHooks<'_>,
 ) -> World {
     let modules = ParsedModules::parse(surroundings);
     let context_parsed = ParsedModule::parse(&context.normalized);
@@ -81,7 +107,7 @@ pub fn build_world(
                 origin: None,
                 unevaluated: &[],
             };
-            build_instance(&request, cancel).world
+            build_instance(&request, hooks).world
         }
         _ => World {
             kernel_name: kernel.name.clone(),
@@ -114,14 +140,17 @@ struct BuildRequest<'r, 'a> {
 /// a bounded number of times. When no candidate is accepted, the first rejected build is the one
 /// reported: it stands on the representative values, while the last stands on whatever the search
 /// reached (sizes of 16384, or of 1) and may fail in ways the kernel's real sizes never would.
-fn build_instance<'c>(request: &BuildRequest<'_, '_>, cancel: &'c dyn Fn()) -> Builder<'c> {
+///
+/// A generic instance whose launches do not fit a block's shared memory with the values assumed
+/// is retried likewise, with smaller values of the ints its shared buffers read.
+fn build_instance<'c>(request: &BuildRequest<'_, '_>, hooks: &BuildHooks<'c>) -> Builder<'c> {
     let mut concrete: Vec<String> = Vec::new();
     let mut rounds: Vec<(String, usize)> = Vec::new();
     let mut retries = 0;
     let mut first_rejected: Option<(Builder<'c>, Vec<String>)> = None;
     loop {
         let mut builder = Builder::new(true);
-        builder.cancellation = tilec_ir::Cancellation::new(cancel);
+        builder.cancellation = tilec_ir::Cancellation::new(hooks.cancel);
         builder.world.kernel_name = request.def.name.to_string();
         builder.unevaluated = request.unevaluated.to_vec();
         builder.concrete_generics = concrete.clone();
@@ -136,15 +165,32 @@ fn build_instance<'c>(request: &BuildRequest<'_, '_>, cancel: &'c dyn Fn()) -> B
             concrete.extend(demanded);
             continue;
         }
+        if builder.rejected_statements.is_empty()
+            && !builder.world.assumed_args.is_empty()
+            && !(hooks.fits)(&builder.world)
+        {
+            builder.reject_oversized_shared();
+        }
         if !builder.rejected_statements.is_empty() {
+            let body = &request.def.body;
             let mut used = builder
                 .rejected_small_extent
-                .map(|span| names_in_expression(&request.def.body, span))
+                .map(|span| names_in_expression(body, span))
+                .or_else(|| {
+                    let allocations = &builder.rejected_oversized_shared;
+                    (!allocations.is_empty()).then(|| {
+                        let mut names: Vec<String> = allocations
+                            .iter()
+                            .flat_map(|&span| names_in_expression(body, span))
+                            .collect();
+                        names.sort();
+                        names.dedup();
+                        names
+                    })
+                })
                 .filter(|names| !names.is_empty())
-                .map(|names| names_flowing_into(&request.def.body, names))
-                .unwrap_or_else(|| {
-                    names_in_statements(&request.def.body, &builder.rejected_statements)
-                });
+                .map(|names| names_flowing_into(body, names))
+                .unwrap_or_else(|| names_in_statements(body, &builder.rejected_statements));
             // A rejection that names the assumptions it met moves those alone.
             if !builder.rejected_names.is_empty() {
                 used.clone_from(&builder.rejected_names);
@@ -431,7 +477,7 @@ pub fn build_positions(
     outline: &Outline,
     spec: &InstanceSpec,
     surroundings: &Surroundings,
-    cancel: &dyn Fn(),
+    hooks: &BuildHooks<'_>,
 ) -> KernelPositions {
     let modules = ParsedModules::parse(surroundings);
     let kernel_name = spec.kernel.as_str();
@@ -459,7 +505,7 @@ pub fn build_positions(
         origin: spec.origin.span(),
         unevaluated: &spec.unevaluated,
     };
-    let mut builder = build_instance(&request, cancel);
+    let mut builder = build_instance(&request, hooks);
     if let Some(call) = spec.origin.span() {
         // The world is generic over what the call leaves out, as the world query builds it; the
         // call itself is still wrong, as Python would say.
@@ -553,6 +599,7 @@ impl Builder<'_> {
         self.compared_strings =
             crate::generic::compared_strings_through_calls(&def.body, request.context);
         self.compared_ints = crate::generic::compared_ints(&def.body);
+        self.thread_count_floors = crate::generic::thread_count_floors(&def.body);
         let receiver = match request.class {
             Some(class) => self.generic_receiver(&globals, class, def, args),
             None => None,
@@ -911,16 +958,25 @@ impl Builder<'_> {
         given: &dyn Fn(&str) -> bool,
         span: Span,
     ) -> Vec<(String, Value<'a>, Span)> {
+        let floors = self.thread_count_floors.clone();
         def.parameters
             .iter_non_variadic_params()
             .skip(skip)
             .filter(|param| !given(param.name().as_str()))
             .filter(|param| {
                 let name = param.name().as_str();
-                !function
-                    .defaults
+                // A thread count below what the kernel's own thread-index tests need
+                // (`threads=128` where `elif tx >= 256:` gives a third warpgroup work) is not
+                // what the kernel runs with: it is assumed as a generic one is.
+                let floor = floors
                     .iter()
-                    .any(|(default, value)| default == name && !matches!(value, Value::None))
+                    .find(|(n, _)| n == name)
+                    .map(|(_, least)| *least);
+                !function.defaults.iter().any(|(default, value)| {
+                    default == name
+                        && !matches!(value, Value::None)
+                        && !matches!((value, floor), (Value::Int(v), Some(least)) if *v < least)
+                })
             })
             .map(|param| {
                 let name = param.name().as_str();

@@ -178,6 +178,12 @@ pub(crate) struct Builder<'c> {
     /// Assumed parameters a rejection names directly, beyond those its statements use: the float
     /// dtypes an integer-only operation met (the dtype reaches it through a tensor's type).
     pub rejected_names: Vec<String>,
+    /// When the rejection is launches whose shared buffers pass what any GPU's block holds: the
+    /// allocations (`T.alloc_shared(...)` calls). The ints they read are the ones to move, and
+    /// they move to smaller values.
+    pub rejected_oversized_shared: Vec<Span>,
+    /// The `T.alloc_shared(...)` calls of this build (see `rejected_oversized_shared`).
+    pub shared_allocations: Vec<Span>,
     /// The prim_func being instantiated launches no `with T.Kernel(...)`: TIR written by hand.
     pub tir_level: bool,
     /// The combiners of the `with T.attr(T.comm_reducer(...), "reduce_scope", ...)` frames being
@@ -204,6 +210,9 @@ pub(crate) struct Builder<'c> {
     /// The ints the kernel compares each name with (`generic::compared_ints`): candidates of a
     /// generic int parameter after its representative choice.
     pub compared_ints: Vec<(String, Vec<i64>)>,
+    /// The fewest threads the kernel's thread-index tests need, by the name its launch takes
+    /// its thread count from (`generic::thread_count_floors`): the first candidate of that name.
+    pub thread_count_floors: Vec<(String, i64)>,
     /// How many `assert`s on the symbols of generic parameters were taken as preconditions.
     pub generic_preconditions: usize,
     /// How many representative values each generic parameter has been through.
@@ -263,6 +272,8 @@ impl<'c> Builder<'c> {
             rejected_statements: Vec::new(),
             rejected_small_extent: None,
             rejected_names: Vec::new(),
+            rejected_oversized_shared: Vec::new(),
+            shared_allocations: Vec::new(),
             tir_level: false,
             reduce_scopes: Vec::new(),
             opaque_arguments: false,
@@ -272,6 +283,7 @@ impl<'c> Builder<'c> {
             last_return: Vec::new(),
             compared_strings: Vec::new(),
             compared_ints: Vec::new(),
+            thread_count_floors: Vec::new(),
             generic_preconditions: 0,
             representative_rounds: Vec::new(),
             bound_scalars: Vec::new(),

@@ -884,9 +884,8 @@ impl Builder<'_> {
     /// A register buffer that no GPU holds (more than 2^20 elements, the checks' limit) is, in a
     /// generic instance, most often the doing of the values tilec assumed (`hidden_size` = 128
     /// where the kernel is called with 4): the build is then retried with other candidates, and
-    /// the checks report the buffer if it stays too large. (Shared memory past a block's limit
-    /// is left to the checks, which count only buffers live at once and say when the sizes were
-    /// assumed.)
+    /// the checks report the buffer if it stays too large. (Shared memory is counted per launch,
+    /// by `reject_oversized_shared`.)
     fn reject_oversized_buffer(&mut self, buffer: EntityId) {
         const LARGEST_REGISTER_BUFFER: u64 = 1 << 20;
         if self.world.assumed_args.is_empty()
@@ -910,6 +909,29 @@ impl Builder<'_> {
             // the rejection's.
             self.rejected_statements = self.stmt_stack.clone();
         }
+    }
+
+    /// Records where a launch allocates shared memory: when the launches do not fit with the
+    /// values tilec assumed, the ints these allocations read are the ones to shrink (see
+    /// `reject_oversized_shared`).
+    fn note_shared_allocation(&mut self, buffer: EntityId, span: Span) {
+        if matches!(self.world.scopes.get(buffer), Some(Scope::Shared)) {
+            self.shared_allocations.push(span);
+        }
+    }
+
+    /// Marks the build as rejecting its assumed values because its shared buffers pass what a
+    /// block of any GPU holds (128 for a chunk, a head dimension and a tile where the kernel's
+    /// callers pass 64): the next build tries smaller values of the ints the allocations read,
+    /// and the checks report the launch, as assumed values, if none fits.
+    pub(crate) fn reject_oversized_shared(&mut self) {
+        if !self.strict || self.shared_allocations.is_empty() {
+            return;
+        }
+        // No diagnostic is the rejection's: the checks report the launch. The build is over, so
+        // the allocations stand for the statements that failed.
+        self.rejected_statements = self.shared_allocations.clone();
+        self.rejected_oversized_shared = self.shared_allocations.clone();
     }
 
     /// A `T.Parallel` loop whose (iteration, thread) pairs pass what layout inference lays out
@@ -1179,6 +1201,7 @@ impl Builder<'_> {
         self.world.dtypes.set(buffer, dtype);
         self.world.scopes.set(buffer, scope);
         self.reject_oversized_buffer(buffer);
+        self.note_shared_allocation(buffer, args.span);
         Ok(Value::Buffer(buffer))
     }
 

@@ -411,6 +411,16 @@ impl Builder<'_> {
             return strings.iter().cloned().map(ConstValue::Str).collect();
         }
         let mut candidates = representatives(name, kind);
+        // A block size the kernel's own thread-index tests need (`elif tx >= 256:` gives work
+        // to a third warpgroup) comes first: with fewer threads the branches it tests are dead,
+        // and the warpgroups they give work to do not exist.
+        if kind == GenericKind::Int
+            && let Some(&(_, least)) = self.thread_count_floors.iter().find(|(n, _)| n == name)
+        {
+            candidates.retain(|value| !matches!(value, ConstValue::Int(v) if *v < least));
+            candidates.insert(0, ConstValue::Int(least));
+            candidates.dedup();
+        }
         // The ints the kernel compares the parameter with come right after the representative
         // choice: `assert threads == 384` rejects 128 and accepts nothing else.
         if kind == GenericKind::Int
@@ -450,6 +460,9 @@ impl Builder<'_> {
         used: &[String],
         rounds: &mut Vec<(String, usize)>,
     ) -> bool {
+        if !self.rejected_oversized_shared.is_empty() {
+            return self.shrink_representatives(used, rounds);
+        }
         for assumed in &self.world.assumed_args {
             if !used.contains(&assumed.name)
                 || self.config_values.iter().any(|(n, ..)| *n == assumed.name)
@@ -486,6 +499,37 @@ impl Builder<'_> {
             return true;
         }
         false
+    }
+
+    /// After a build whose shared buffers did not fit: moves every assumed int the allocations
+    /// read to its next smaller candidate, together (a 128 × 128 tile of a kernel its callers
+    /// run at 64 × 64 shrinks in one step, not through 1 × 128). Tiles stop at 16, the smallest
+    /// a tensor-core operand takes: past it the kernel's other constraints fail, not its
+    /// memory. False when none moves.
+    fn shrink_representatives(&self, used: &[String], rounds: &mut Vec<(String, usize)>) -> bool {
+        const SMALLEST_TILE: i64 = 16;
+        let mut moved = false;
+        for assumed in &self.world.assumed_args {
+            let ConstValue::Int(current) = assumed.value else {
+                continue;
+            };
+            if !used.contains(&assumed.name)
+                || self.config_values.iter().any(|(n, ..)| *n == assumed.name)
+            {
+                continue;
+            }
+            let candidates = self.candidates(&assumed.name, GenericKind::Int);
+            let round = self.representative_round(&assumed.name);
+            let next = (round + 1..candidates.len()).find(|&next| {
+                matches!(candidates[next], ConstValue::Int(v) if (SMALLEST_TILE..current).contains(&v))
+            });
+            if let Some(next) = next {
+                rounds.retain(|(n, _)| *n != assumed.name);
+                rounds.push((assumed.name.clone(), next));
+                moved = true;
+            }
+        }
+        moved
     }
 
     /// When no candidate is accepted: the failure that rejected the assumed values is tilec's
@@ -901,6 +945,112 @@ fn add_unique<T: PartialEq>(
             found[index].1.push(value);
         }
     }
+}
+
+/// Threads of a warpgroup: the unit hand-written warp specialization gives roles to.
+const WARPGROUP: i64 = 128;
+
+/// For each name passed as a launch's `threads=` (`T.Kernel(..., threads=threads)`), the fewest
+/// threads that make every test of the thread index in `body` go both ways: one warpgroup past
+/// the largest bound tested (`if tx < 128: ... elif tx >= 256:` needs 384, `with T.ws(2):` the
+/// same). Only bounds of a warpgroup or more count; none gives no entry.
+pub(crate) fn thread_count_floors(body: &[Stmt]) -> Vec<(String, i64)> {
+    use ruff_python_ast::visitor::{Visitor, walk_expr, walk_stmt};
+    #[derive(Default)]
+    struct Collect {
+        thread_names: Vec<String>,
+        counts: Vec<String>,
+        bound: i64,
+    }
+    impl Collect {
+        /// The thread index this expression scales: `tx` gives 1, `tx // 128` gives 128.
+        fn scale_of_thread(&self, expr: &Expr) -> Option<i64> {
+            match expr {
+                Expr::Name(name) if self.thread_names.iter().any(|t| t == name.id.as_str()) => {
+                    Some(1)
+                }
+                Expr::BinOp(binary) if binary.op == ruff_python_ast::Operator::FloorDiv => {
+                    let divisor = int_literal(&binary.right)?;
+                    Some(self.scale_of_thread(&binary.left)?.checked_mul(divisor)?)
+                }
+                _ => None,
+            }
+        }
+    }
+    fn int_literal(expr: &Expr) -> Option<i64> {
+        match expr {
+            Expr::NumberLiteral(number) => number.value.as_int()?.as_i64(),
+            _ => None,
+        }
+    }
+    impl<'a> Visitor<'a> for Collect {
+        fn visit_stmt(&mut self, stmt: &'a Stmt) {
+            if let Stmt::Assign(assign) = stmt
+                && let Expr::Call(call) = &*assign.value
+                && dotted_name(&call.func).is_some_and(|f| f.ends_with("get_thread_binding"))
+            {
+                for target in &assign.targets {
+                    if let Expr::Name(name) = target {
+                        self.thread_names.push(name.id.to_string());
+                    }
+                }
+            }
+            walk_stmt(self, stmt);
+        }
+        fn visit_expr(&mut self, expr: &'a Expr) {
+            match expr {
+                Expr::Compare(compare) => {
+                    let operands: Vec<&Expr> = std::iter::once(&*compare.left)
+                        .chain(compare.comparators.iter())
+                        .collect();
+                    for pair in operands.windows(2) {
+                        let found = match (self.scale_of_thread(pair[0]), int_literal(pair[1])) {
+                            (Some(scale), Some(value)) => Some((scale, value)),
+                            _ => self.scale_of_thread(pair[1]).zip(int_literal(pair[0])),
+                        };
+                        if let Some((scale, value)) = found {
+                            self.bound = self.bound.max(scale.saturating_mul(value));
+                        }
+                    }
+                }
+                Expr::Call(call) => {
+                    let callee = dotted_name(&call.func);
+                    if callee.as_deref().is_some_and(|f| f.ends_with(".ws"))
+                        && let Some(role) = call.arguments.args.first().and_then(int_literal)
+                    {
+                        self.bound = self.bound.max(role.saturating_mul(WARPGROUP));
+                    }
+                    if callee.as_deref().is_some_and(|f| f.ends_with(".Kernel")) {
+                        for keyword in &call.arguments.keywords {
+                            if keyword
+                                .arg
+                                .as_ref()
+                                .is_some_and(|a| a.as_str() == "threads")
+                                && let Expr::Name(name) = &keyword.value
+                            {
+                                self.counts.push(name.id.to_string());
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+            walk_expr(self, expr);
+        }
+    }
+    let mut collect = Collect::default();
+    for stmt in body {
+        collect.visit_stmt(stmt);
+    }
+    if collect.bound < WARPGROUP {
+        return Vec::new();
+    }
+    let least = (collect.bound / WARPGROUP + 1) * WARPGROUP;
+    collect
+        .counts
+        .into_iter()
+        .map(|name| (name, least))
+        .collect()
 }
 
 /// For each name the code compares with int literals (`assert threads == 384`, `if n in (1, 2)`),

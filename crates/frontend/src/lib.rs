@@ -35,7 +35,7 @@ mod syntax;
 mod torch;
 mod value;
 
-pub use build::{KernelPositions, build_positions, build_world};
+pub use build::{BuildHooks, KernelPositions, build_positions, build_world};
 pub use builder::thousands;
 pub use instances::{
     AutotuneConfig, InstanceOrigin, InstanceSpec, ManifestInstance, autotune_configs,

@@ -378,10 +378,24 @@ impl Builder<'_> {
     ) -> Option<Value<'a>> {
         let table = crate::value::module_table(env)?;
         let importer = self.current_module;
+        let written = submodule(module, name);
+        let as_submodule = |index| {
+            Value::UserModule(Rc::new(UserModule {
+                index,
+                written: Rc::from(written.as_str()),
+                importer,
+            }))
+        };
         if let Some(index) = table.resolve(importer, module) {
             let module_env = self.load_module(env, &table, index);
             if let Some(value) = module_env.as_ref().and_then(|scope| lookup(scope, name)) {
                 return Some(value);
+            }
+            // As Python does, a name the package does not (yet) bind is its submodule: `from .
+            // import passes` in a module the package's `__init__.py` is importing finds
+            // `passes.py`, however far the package itself has run.
+            if let Some(index) = table.resolve(importer, &written) {
+                return Some(as_submodule(index));
             }
             if module_env.is_none() {
                 return Some(Value::Opaque(Rc::from(format!(
@@ -389,13 +403,8 @@ impl Builder<'_> {
                 ))));
             }
         }
-        let written = submodule(module, name);
         if let Some(index) = table.resolve(importer, &written) {
-            return Some(Value::UserModule(Rc::new(UserModule {
-                index,
-                written: Rc::from(written),
-                importer,
-            })));
+            return Some(as_submodule(index));
         }
         table.resolve(importer, module).map(|_| {
             Value::Opaque(Rc::from(format!(

@@ -562,18 +562,7 @@ fn check_shared_memory(world: &World, target: Target) -> Vec<Diagnostic> {
     let mut found = Vec::new();
     for (launch, _) in world.launches.iter() {
         let order = linearize(world, launch);
-        let ranges: Vec<(EntityId, u64, usize, usize)> = world
-            .shared_buffers()
-            // A view of another buffer's bytes takes none of its own (its base is live
-            // wherever it is).
-            .filter(|&buffer| !world.is_byte_view(buffer))
-            .filter(|&buffer| launch_of(world, buffer) == Some(launch))
-            .filter_map(|buffer| {
-                let (first, last) = live_range(world, &order, buffer)?;
-                Some((buffer, staged_bytes(world, buffer)?, first, last))
-            })
-            .collect();
-        let Some((point, total, live)) = peak(order.len(), &ranges) else {
+        let Some((point, total, live)) = shared_memory_peak(world, launch, &order) else {
             continue;
         };
         if total <= limit {
@@ -622,6 +611,42 @@ fn check_shared_memory(world: &World, target: Target) -> Vec<Diagnostic> {
         found.push(diagnostic);
     }
     found
+}
+
+/// The program point of `order` (the launch's linearized statements) where the most shared
+/// memory is live, with the bytes live there and the buffers that make them up.
+fn shared_memory_peak(
+    world: &World,
+    launch: EntityId,
+    order: &[EntityId],
+) -> Option<crate::liveness::Peak<EntityId>> {
+    let ranges: Vec<(EntityId, u64, usize, usize)> = world
+        .shared_buffers()
+        // A view of another buffer's bytes takes none of its own (its base is live wherever it
+        // is).
+        .filter(|&buffer| !world.is_byte_view(buffer))
+        .filter(|&buffer| launch_of(world, buffer) == Some(launch))
+        .filter_map(|buffer| {
+            let (first, last) = live_range(world, order, buffer)?;
+            Some((buffer, staged_bytes(world, buffer)?, first, last))
+        })
+        .collect();
+    peak(order.len(), &ranges)
+}
+
+/// Whether every launch of `world` keeps its live shared buffers within what a block of some
+/// target holds. The front end asks this of a generic instance, to retry sizes it assumed that
+/// do not fit (`tilec_frontend::BuildHooks::fits`).
+pub fn fits_shared_memory(world: &World) -> bool {
+    let largest = Target::ALL
+        .iter()
+        .map(|target| target.shared_memory_per_block())
+        .max()
+        .unwrap_or(0);
+    world.launches.iter().all(|(launch, _)| {
+        let order = linearize(world, launch);
+        shared_memory_peak(world, launch, &order).is_none_or(|(_, total, _)| total <= largest)
+    })
 }
 
 /// How many copies of a shared buffer a software pipeline keeps: `num_stages` when the buffer is

@@ -406,3 +406,59 @@ copy(1024)
         .collect();
     assert_eq!(messages, Vec::<String>::new());
 }
+
+/// `from . import sizes` in a module that the package's own `__init__.py` is importing: the
+/// package has not bound `sizes` yet (it is still running its first line), and Python then
+/// imports the submodule `sizes.py` itself. Operator libraries are built so (a package whose
+/// `__init__.py` re-exports its API module, which imports its sibling modules through the
+/// package); reading the name from the half-run package was an import cycle, and the kernel that
+/// used the API was not analysed.
+#[test]
+fn from_the_package_a_name_it_has_not_bound_yet_is_its_submodule() {
+    let mut db = RootDatabase::default();
+    let file = |db: &RootDatabase, path: &str, text: &str| {
+        SourceFile::new(db, PathBuf::from(path), text.to_owned(), Vec::new())
+    };
+    let init = file(&db, "/ws/pkg/__init__.py", "from .api import block_of\n");
+    let api = file(
+        &db,
+        "/ws/pkg/api.py",
+        "from . import sizes\n\n\ndef block_of(n):\n    return sizes.BLOCK * n\n",
+    );
+    let sizes = file(&db, "/ws/pkg/sizes.py", "BLOCK = 32\n");
+    let kernel = file(
+        &db,
+        "/ws/kernel.py",
+        r#"
+import tilelang
+import tilelang.language as T
+from pkg import block_of
+
+
+@tilelang.jit
+def copy(N):
+    @T.prim_func
+    def main(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
+        with T.Kernel(N // block_of(4), threads=block_of(4)) as bx:
+            T.copy(A[bx * block_of(4)], B[bx * block_of(4)])
+
+    return main
+
+
+copy(1024)
+"#,
+    );
+    register_files(&mut db, &[init, api, sizes, kernel]);
+    let diagnostics: Vec<String> = file_diagnostics(&db, kernel)
+        .iter()
+        .map(|d| format!("{} {} {}", d.severity, d.code, d.message))
+        .collect();
+    assert_eq!(diagnostics, Vec::<String>::new());
+    let world = kernel_world(&db, instances(&db, kernel)[0]);
+    let threads: Vec<i64> = world
+        .launches
+        .iter()
+        .map(|(_, launch)| launch.thread_count())
+        .collect();
+    assert_eq!(threads, vec![128]);
+}

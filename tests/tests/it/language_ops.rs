@@ -797,3 +797,103 @@ def widen(M=256, N=128, block_m=128):
     let doubled = tensors[0].values.iter().map(|&x| x * 2.0).collect();
     assert_matches("y", &tensors[1], doubled);
 }
+
+/// `with T.attr("default", "async_scope", 1):` and the `"pragma_*"` hints tell TileLang's code
+/// generator how to emit the body (here: the stores into shared memory as `cp.async`); the body
+/// does what it says either way, and runs as written. Each thread stores eight elements of a row
+/// under the hint, the block waits, and the rows come back out doubled.
+#[test]
+fn code_generation_hints_run_their_body_as_written() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[1])
+def staged(M=16, N=64):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float32"), B: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            tile = T.alloc_shared((M, N), "float32")
+            tx = T.get_thread_binding()
+            with T.attr("default", "async_scope", 1):
+                for v in T.serial(8):
+                    tile[tx // 8, tx % 8 * 8 + v] = A[tx // 8, tx % 8 * 8 + v]
+            T.sync_threads()
+            with T.attr(0, "pragma_unroll_explicit", 1):
+                for i, j in T.Parallel(M, N):
+                    B[i, j] = tile[i, j] * 2
+
+    return main
+"#;
+    let (tensors, _) = run(source, "");
+    let doubled = tensors[0].values.iter().map(|x| x * 2.0).collect();
+    assert_matches("B", &tensors[1], doubled);
+}
+
+/// A grid-stride loop (`T.serial(start, stop, step)` starting at each thread's own index) runs a
+/// different number of iterations on each thread, so no barrier may sit inside it: the barrier
+/// before it and the one after it are the kernel's own, and the atomic additions inside need
+/// none between them. A histogram of expert indices as DeepSeek's MoE kernels count them, against
+/// counts made here.
+#[test]
+fn a_grid_stride_loop_runs_each_threads_own_iterations() {
+    let source = include_str!("../../fixtures/kernels/grid_stride_histogram.py");
+    let (tokens, topk, groups) = (300usize, 4usize, 16usize);
+    let expert = |k: usize| (!k.is_multiple_of(11)).then_some((k * 7 + k / 5) % groups);
+    let indices: Vec<f64> = (0..tokens * topk)
+        .map(|k| expert(k).map_or(-1.0, |g| g as f64))
+        .collect();
+    let mut expected = vec![0.0; groups];
+    for g in (0..tokens * topk).filter_map(expert) {
+        expected[g] += 1.0;
+    }
+    let out = on_analysis_stack(|| {
+        let db = RootDatabase::default();
+        let file = source_file(&db, "/kernels/count.py", source);
+        let instance = instances(&db, file)[0];
+        let programs = match thread_programs(&db, instance).as_ref() {
+            Ok(programs) => programs.clone(),
+            Err(diagnostics) => panic!("cannot lower: {diagnostics:#?}"),
+        };
+        let mut tensors = make_tensors(&programs[0], &[], 7, false).expect("shapes evaluate");
+        tensors[0].values.clone_from(&indices);
+        tensors[1].values = vec![0.0; groups];
+        run_program(&programs[0], &mut tensors, &[]).expect("the emulator runs it");
+        tensors.swap_remove(1)
+    });
+    assert_matches("out", &out, expected);
+}
+
+/// A `T.copy` whose extent is a run-time length (`K[i * bc : i * bc + curr, :]` into
+/// `k_shared[:curr, :]`, the last partial block of a sequence whose length the kernel reads from
+/// a tensor) is lowered over the shared tile's rows, each guarded by the length: rows past it
+/// keep what `T.fill` put there. Against rows made here for a length of 77 in blocks of 32.
+#[test]
+fn a_copy_of_a_run_time_length_fills_only_that_many_rows() {
+    let source = include_str!("../../fixtures/kernels/run_time_length_copy.py");
+    let (rows, width, length) = (200usize, 64usize, 77usize);
+    let (tensors, before) = on_analysis_stack(|| {
+        let db = RootDatabase::default();
+        let file = source_file(&db, "/kernels/tail.py", source);
+        let instance = instances(&db, file)[0];
+        let programs = match thread_programs(&db, instance).as_ref() {
+            Ok(programs) => programs.clone(),
+            Err(diagnostics) => panic!("cannot lower: {diagnostics:#?}"),
+        };
+        let mut tensors = make_tensors(&programs[0], &[], 7, false).expect("shapes evaluate");
+        tensors[1].values = vec![length as f64];
+        let before = tensors[2].values.clone();
+        run_program(&programs[0], &mut tensors, &[]).expect("the emulator runs it");
+        (tensors, before)
+    });
+    let copied_blocks = length.div_ceil(32) * 32;
+    let expected = (0..rows * width)
+        .map(|k| match k / width {
+            row if row < length => tensors[0].values[k],
+            row if row < copied_blocks => -1.0,
+            _ => before[k],
+        })
+        .collect();
+    assert_matches("O", &tensors[2], expected);
+}

@@ -120,7 +120,11 @@ impl Builder<'_> {
     }
 
     /// `T.attr(node, key, value)`: tilec knows the reduce scope of a `T.comm_reducer`, which
-    /// `T.tvm_thread_allreduce` inside it combines with.
+    /// `T.tvm_thread_allreduce` inside it combines with, and the keys that only tell the code
+    /// generator how to emit what the body does: `"async_scope"` (TileLang issues the body's
+    /// stores to shared memory as `cp.async`, which the kernel's own barriers then wait for) and
+    /// the `"pragma_*"` loop hints. Those run their body as written: the same values reach the
+    /// same places.
     pub(super) fn attr_frame<'a>(&mut self, args: Args<'a>) -> Eval<Value<'a>> {
         let key = match args.get(1, "attr_key") {
             Some(Value::Str(key)) => key.to_string(),
@@ -129,12 +133,15 @@ impl Builder<'_> {
         match (args.get(0, "node"), key.as_str()) {
             (Some(Value::CommReducer(op)), "reduce_scope") => Ok(Value::ReduceScope(*op)),
             (Some(Value::Poison), _) => Err(crate::builder::Stop),
+            (_, "async_scope") => Ok(Value::NoOpFrame),
+            (_, key) if key.starts_with("pragma_") => Ok(Value::NoOpFrame),
             _ => Err(self.error(
                 Code::NotAnalysed,
                 args.span,
                 format!(
-                    "tilec supports `T.attr` only as the `\"reduce_scope\"` of a \
-                     `T.comm_reducer` (found key {key:?})"
+                    "tilec supports `T.attr` as the `\"reduce_scope\"` of a \
+                     `T.comm_reducer`, `\"async_scope\"` and `\"pragma_*\"` hints (found key \
+                     {key:?})"
                 ),
             )),
         }

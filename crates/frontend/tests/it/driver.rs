@@ -5,7 +5,7 @@
 
 use expect_test::{Expect, expect};
 use tilec_frontend::{
-    ParsedModule, Surroundings, build_positions, build_world, find_instances, outline,
+    BuildHooks, ParsedModule, Surroundings, build_positions, build_world, find_instances, outline,
 };
 
 fn instances(source: &str) -> String {
@@ -26,7 +26,7 @@ fn instances_with(source: &str, surroundings: &Surroundings) -> String {
             &kernel.source,
             &spec.args,
             surroundings,
-            &|| {},
+            &BuildHooks::NONE,
         );
         let origin = match spec.origin.span() {
             Some(span) => format!("line {}", line_of(source, span.start)),
@@ -45,7 +45,7 @@ fn instances_with(source: &str, surroundings: &Surroundings) -> String {
             let (name, value, source) = (&assumed.name, &assumed.value, &assumed.source);
             out.push_str(&format!("  assumed: {name} = {value} ({source})\n"));
         }
-        let positions = build_positions(&parsed, &outline, &spec, surroundings, &|| {});
+        let positions = build_positions(&parsed, &outline, &spec, surroundings, &BuildHooks::NONE);
         assert_eq!(
             positions.spans.len(),
             world.kinds.len(),
@@ -392,7 +392,7 @@ def run():
                     &kernel.source,
                     &spec.args,
                     &Surroundings::default(),
-                    &|| {},
+                    &BuildHooks::NONE,
                 );
                 let first = world.params[0];
                 let dims: Vec<String> = world
@@ -1245,7 +1245,7 @@ def test_decode(nbit, values):
         &kernel.source,
         &specs[0].args,
         &surroundings,
-        &|| {},
+        &BuildHooks::NONE,
     );
     let shapes: Vec<Option<Vec<i64>>> = world
         .params
@@ -1373,7 +1373,7 @@ def scale(N=64):
         let [spec] = &specs[..] else {
             panic!("one instance of {target}");
         };
-        let positions = build_positions(&parsed, &outline, spec, &surroundings, &|| {});
+        let positions = build_positions(&parsed, &outline, spec, &surroundings, &BuildHooks::NONE);
         let messages: Vec<String> = positions
             .diagnostics
             .iter()

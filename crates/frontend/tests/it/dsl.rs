@@ -3,7 +3,7 @@
 
 use expect_test::{Expect, expect};
 use tilec_frontend::{
-    ParsedModule, Surroundings, build_positions, build_world, find_instances, outline,
+    BuildHooks, ParsedModule, Surroundings, build_positions, build_world, find_instances, outline,
 };
 
 /// Builds every instance of `source` and returns the worlds' text plus any diagnostics.
@@ -21,10 +21,16 @@ fn build(source: &str) -> String {
             &kernel.source,
             &spec.args,
             &Surroundings::default(),
-            &|| {},
+            &BuildHooks::NONE,
         );
         out.push_str(&world.pretty());
-        let positions = build_positions(&parsed, &outline, &spec, &Surroundings::default(), &|| {});
+        let positions = build_positions(
+            &parsed,
+            &outline,
+            &spec,
+            &Surroundings::default(),
+            &BuildHooks::NONE,
+        );
         assert_eq!(
             positions.spans.len(),
             world.kinds.len(),

@@ -368,18 +368,21 @@ fn thread_outside(
     found
 }
 
-/// Planned fragment loops whose iterations do not divide evenly among the block's threads.
+/// Planned fragment loops whose iterations do not divide evenly among the threads that run
+/// them (`threads_of`: the block's, or those of the warpgroup a thread-index test gives the loop
+/// to).
 pub(super) fn uneven_partitions(
     loops: &[LoopView<'_>],
     layouts: &std::collections::BTreeMap<EntityId, (Inferred, i64)>,
     arena: &ExprArena,
-    threads: i64,
+    threads_of: &dyn Fn(EntityId) -> i64,
 ) -> Vec<Diagnostic> {
     let mut found = Vec::new();
     for view in loops.iter().filter(|view| view.touches_fragment) {
         let Some((inferred, _)) = layouts.get(&view.entity) else {
             continue;
         };
+        let threads = threads_of(view.entity);
         if !matches!(inferred.origin, Origin::Plan { .. }) {
             continue;
         }

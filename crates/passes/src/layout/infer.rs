@@ -233,7 +233,7 @@ pub fn infer_layouts(
         &views,
         &state.loops,
         &state.exprs,
-        block,
+        &|entity| threads.of(entity),
     ));
     let (shared, shared_diagnostics) =
         super::shared_infer::infer_shared(world, &mut state.exprs, options.tma_store);

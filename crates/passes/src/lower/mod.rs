@@ -7,6 +7,7 @@
 //! on the entity that needs it, never a panic and never a silently wrong program.
 
 mod allreduce;
+mod bounded_copy;
 mod epilogue;
 mod extern_call;
 mod fences;
@@ -272,7 +273,7 @@ pub fn lower_launch(
     {
         return Ok(fitting);
     }
-    within_shared_limit(program, options, launch)
+    within_shared_limit(world, program, options, launch)
 }
 
 /// The persistent form of a launch, its epilogue staged if that fits: `None` where persistence
@@ -339,8 +340,10 @@ fn lower_launch_as_written(
 }
 
 /// The checks count the buffers; lowering adds reduction scratch and pipeline barriers. A launch
-/// they push over the limit would fail when launched: say so here instead.
+/// they push over the limit would fail when launched: say so here instead. With sizes tilec
+/// assumed for a generic instance the excess is the assumption's, and said as not analysed.
 fn within_shared_limit(
+    world: &World,
     program: ThreadProgram,
     options: CodegenOptions,
     launch: EntityId,
@@ -350,15 +353,26 @@ fn within_shared_limit(
     if needed <= limit {
         return Ok(program);
     }
-    Err(Diagnostic::error(
-        Code::CannotLower,
+    let message = format!(
+        "once lowered, this launch needs {needed} bytes of shared memory (its buffers, plus \
+         scratch for cross-warp reductions and barriers for its pipelines), more than the \
+         {limit} a block may use on {}",
+        options.target.name()
+    );
+    if world.assumed_args.is_empty() {
+        return Err(Diagnostic::error(
+            Code::CannotLower,
+            Anchor::Entity(launch),
+            message,
+        ));
+    }
+    Err(Diagnostic::not_analysed(
         Anchor::Entity(launch),
-        format!(
-            "once lowered, this launch needs {needed} bytes of shared memory (its buffers, plus \
-             scratch for cross-warp reductions and barriers for its pipelines), more than the \
-             {limit} a block may use on {}",
-            options.target.name()
-        ),
+        format!("{message}, with the values tilec assumed for this generic instance"),
+    )
+    .with_help(
+        "the kernel may fit with the sizes it is called with: pass them at a call site, or list \
+         the instance in tilec.toml",
     ))
 }
 
@@ -999,10 +1013,7 @@ impl<'w> Lowering<'w> {
             _ => return Err(Unlowerable::new("a serial loop over several variables")),
         };
         if self.thread_dependence.index(self.world, extent) {
-            return Err(Unlowerable::new(
-                "a loop whose extent depends on the thread index (threads would reach the \
-                 barriers inside it different numbers of times)",
-            ));
+            return self.divergent_loop(entity, (var, extent), info.kind, out);
         }
         if let LoopKind::Pipelined { num_stages } = info.kind
             && num_stages >= 2
@@ -1034,6 +1045,52 @@ impl<'w> Lowering<'w> {
             var,
             extent,
             unroll: info.kind == LoopKind::Unroll,
+            body,
+        });
+        Ok(())
+    }
+
+    /// A serial loop whose extent depends on the thread index (a grid-stride loop,
+    /// `T.serial(thread_idx, n, num_threads)`): each thread runs its own iterations, so no
+    /// barrier may be inside it. The block barrier insertion sees the whole loop as one operation
+    /// of the block, as it sees a thread group's `if`; its body is lowered from nothing pending,
+    /// and a body that still needs a barrier (threads exchanging data through shared memory
+    /// within it, an explicit `T.sync_threads()`) is not lowered.
+    fn divergent_loop(
+        &mut self,
+        entity: EntityId,
+        (var, extent): (VarId, ExprId),
+        kind: LoopKind,
+        out: &mut Vec<Stmt>,
+    ) -> Result<(), Unlowerable> {
+        let accesses = self.entity_shared_accesses(entity);
+        self.sync.before(&accesses, out);
+        let fresh = self.sync.for_group();
+        let outer = std::mem::replace(&mut self.sync, fresh);
+        let mut body = Vec::new();
+        let lowered = self
+            .world
+            .body(entity)
+            .to_vec()
+            .into_iter()
+            .try_for_each(|child| self.statement(child, &mut body));
+        self.sync = outer;
+        lowered?;
+        let mut barrier = false;
+        tilec_ir::thread::for_each_stmt(&body, &mut |stmt| {
+            barrier |= matches!(stmt, Stmt::Barrier | Stmt::NamedBarrier { .. });
+        });
+        if barrier {
+            return Err(Unlowerable::new(
+                "a loop whose extent depends on the thread index needs a barrier inside it \
+                 (threads would reach it different numbers of times)",
+            ));
+        }
+        self.sync.after(&accesses);
+        out.push(Stmt::For {
+            var,
+            extent,
+            unroll: kind == LoopKind::Unroll,
             body,
         });
         Ok(())
@@ -1569,6 +1626,10 @@ impl<'w> Lowering<'w> {
         let mut stack = vec![entity];
         while let Some(current) = stack.pop() {
             let asynchronous = self.completes_on_barrier(current);
+            let atomic_target = match self.world.ops.get(current) {
+                Some(TileOp::Atomic { dst, .. }) => Some(dst.buffer),
+                _ => None,
+            };
             for access in self.world.accesses.get(current).into_iter().flatten() {
                 if asynchronous && access.kind == tilec_ir::AccessKind::Write {
                     continue;
@@ -1578,7 +1639,13 @@ impl<'w> Lowering<'w> {
                         .scope_of(access.region.buffer)
                         .is_some_and(Scope::is_shared)
                 {
-                    accesses.add(id, access.kind);
+                    if atomic_target == Some(access.region.buffer)
+                        && access.kind != tilec_ir::AccessKind::Read
+                    {
+                        accesses.add_atomic(id);
+                    } else {
+                        accesses.add(id, access.kind);
+                    }
                 }
             }
             if let Some(&cond) = self.world.conditions.get(current) {

@@ -14,11 +14,15 @@ use std::collections::BTreeSet;
 use tilec_ir::AccessKind;
 use tilec_ir::thread::{BufferId, Stmt};
 
-/// The shared buffers an operation reads and writes.
+/// The shared buffers an operation reads, writes, and updates atomically.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Accesses {
     reads: BTreeSet<BufferId>,
     writes: BTreeSet<BufferId>,
+    /// Read-modify-writes of `T.atomic_*`: atomic against each other, so two of them need no
+    /// barrier between them (a histogram's counts, added to by every thread in any order), but
+    /// not against plain reads and writes.
+    atomics: BTreeSet<BufferId>,
 }
 
 impl Accesses {
@@ -31,14 +35,20 @@ impl Accesses {
         }
     }
 
+    /// An atomic update of `buffer`.
+    pub(crate) fn add_atomic(&mut self, buffer: BufferId) {
+        self.atomics.insert(buffer);
+    }
+
     fn extend(&mut self, other: &Accesses) {
         self.reads.extend(other.reads.iter().copied());
         self.writes.extend(other.writes.iter().copied());
+        self.atomics.extend(other.atomics.iter().copied());
     }
 
     /// Whether running `self` after `earlier` without a barrier could race: one writes bytes the
     /// other reads or writes, through the same buffer or one the shared-memory plan placed over
-    /// the same bytes.
+    /// the same bytes; atomic updates race with plain accesses only.
     fn conflicts_with(&self, earlier: &Accesses, shares: &Overlaps) -> bool {
         let meets = |mine: &BTreeSet<BufferId>, theirs: &BTreeSet<BufferId>| {
             mine.iter()
@@ -47,11 +57,16 @@ impl Accesses {
         meets(&self.reads, &earlier.writes)
             || meets(&self.writes, &earlier.writes)
             || meets(&self.writes, &earlier.reads)
+            || meets(&self.reads, &earlier.atomics)
+            || meets(&self.writes, &earlier.atomics)
+            || meets(&self.atomics, &earlier.reads)
+            || meets(&self.atomics, &earlier.writes)
     }
 
     fn clear(&mut self) {
         self.reads.clear();
         self.writes.clear();
+        self.atomics.clear();
     }
 }
 

@@ -201,7 +201,15 @@ impl Lowering<'_> {
         if self.is_thread_local(src.buffer) || self.is_thread_local(dst.buffer) {
             return self.per_thread_copy(src, dst, out);
         }
-        let (copy, layout) = self.copy_schedule(entity, src, dst, true)?;
+        let (copy, layout) = match self.copy_schedule(entity, src, dst, true) {
+            Ok(schedule) => schedule,
+            Err(unlowerable) => {
+                return match self.bounded_copy(src, dst, out)? {
+                    true => Ok(()),
+                    false => Err(unlowerable),
+                };
+            }
+        };
         let (src_buffer, dst_buffer) = (src.buffer, dst.buffer);
         let stmts = self.run_laid_out(&layout, |lowering, stmts| {
             lowering.copy_element(
@@ -334,7 +342,7 @@ impl Lowering<'_> {
         world
     }
 
-    fn copy_element(
+    pub(super) fn copy_element(
         &mut self,
         src: EntityId,
         src_indices: &[ExprId],

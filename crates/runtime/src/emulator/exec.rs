@@ -452,11 +452,42 @@ impl<'p> Machine<'p, '_> {
         active: &[u32],
     ) -> Result<(), Fault> {
         let slot = self.var_slot(var)?;
+        if self.indexer.depends_on_thread(&self.env, extent) {
+            return self.exec_divergent_for(slot, extent, body, active);
+        }
         let extent = self.loop_extent(extent)?;
         let outer = std::mem::replace(&mut self.env.vars[slot], Binding::Unbound);
         for i in 0..extent.max(0) {
             self.env.vars[slot] = Binding::Uniform(i);
             self.exec_list(body, active)?;
+        }
+        self.env.vars[slot] = outer;
+        Ok(())
+    }
+
+    /// A loop whose extent differs between threads (a grid-stride loop): iteration `i` runs on
+    /// the threads whose extent passes `i`, the others having left the loop. Lowering puts no
+    /// barrier in such a loop; one there would be reached by part of the block, which the
+    /// barrier reports.
+    fn exec_divergent_for(
+        &mut self,
+        slot: usize,
+        extent: ExprId,
+        body: &'p [Stmt],
+        active: &[u32],
+    ) -> Result<(), Fault> {
+        let extents = self.index(extent, active, None)?;
+        let most = extents.iter().copied().max().unwrap_or(0);
+        let outer = std::mem::replace(&mut self.env.vars[slot], Binding::Unbound);
+        for i in 0..most.max(0) {
+            let running: Vec<u32> = active
+                .iter()
+                .zip(&extents)
+                .filter(|&(_, &extent)| extent > i)
+                .map(|(&thread, _)| thread)
+                .collect();
+            self.env.vars[slot] = Binding::Uniform(i);
+            self.exec_list(body, &running)?;
         }
         self.env.vars[slot] = outer;
         Ok(())
