@@ -12,7 +12,7 @@ set -u
 tilec=${TILEC:-gpu-carry/tilec}
 for kernel in four_bit atomic_extremes scans byte_view packed_dequant tirx_unpack bitwise_functions compaction xor_layout mma_swizzle \
     work_ranges shared_reductions kept_dimension_reductions padding_past_the_limit tir_functions shifted_read single_stage \
-    grid_stride_histogram; do
+    grid_stride_histogram single_thread_prefix concurrent_roles; do
     file=tests/fixtures/kernels/$kernel.py
     if [ "$kernel" = work_ranges ]; then
         # Ranges: block 0 takes row tiles 0..3, block 1 tile 3.

@@ -161,9 +161,10 @@ enum Command {
         /// an emulation estimated past 30 seconds and names smaller `--with` sizes.
         #[arg(long)]
         force: bool,
-        /// On the CPU emulator, run an instance estimated past SECONDS (default 5) at smaller
-        /// sizes instead: integer arguments that are problem dimensions are halved, the largest
-        /// first, until the estimate fits; the sizes are printed as `--with` flags.
+        /// On the CPU emulator (and on a GPU with --check, which runs the emulator beside it),
+        /// run an instance estimated past SECONDS (default 5) at smaller sizes instead: integer
+        /// arguments that are problem dimensions are halved, the largest first, until the
+        /// estimate fits; the sizes are printed as `--with` flags.
         #[arg(long, value_name = "SECONDS", num_args = 0..=1, require_equals = true,
               default_missing_value = "5",
               value_parser = parse_budget)]

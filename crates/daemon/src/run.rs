@@ -115,7 +115,9 @@ pub(crate) fn run(path: &Path, options: &RunOptions) -> Result<ExitCode> {
         Some(programs) => programs,
         None => return Ok(ExitCode::from(1)),
     };
-    let (instance, programs, scalars) = match options.shrink.filter(|_| device.is_none()) {
+    // With --check the emulator runs beside the GPU, on the same sizes: shrinking applies there.
+    let emulated = device.is_none() || options.check;
+    let (instance, programs, scalars) = match options.shrink.filter(|_| emulated) {
         Some(target_seconds) => shrunk(db, instance, programs, target_seconds)?,
         None => {
             let scalars = scalar_values(db, instance, &programs)?;

@@ -46,8 +46,20 @@ fn linearize_statement(world: &World, statement: EntityId, out: &mut Vec<EntityI
 fn live_span(world: &World, order: &[EntityId], position: usize) -> (usize, usize) {
     let mut outermost_loop = None;
     let mut entity = order[position];
+    let thread = launch_of(world, entity)
+        .and_then(|launch| world.launches.get(launch))
+        .and_then(|launch| launch.thread_var);
     while let Some(&parent) = world.parents.get(entity) {
-        if world.kind(entity) == Some(EntityKind::Loop) {
+        // The branches of an `if` on the thread index run at the same time, on different
+        // threads (warp roles): what one branch touches is live through the other as well.
+        let divergent_if = world.kind(entity) == Some(EntityKind::If)
+            && thread.is_some_and(|thread| {
+                world
+                    .conditions
+                    .get(entity)
+                    .is_some_and(|&cond| reads_thread(world, cond, thread))
+            });
+        if world.kind(entity) == Some(EntityKind::Loop) || divergent_if {
             outermost_loop = Some(entity);
         }
         entity = parent;
@@ -61,6 +73,31 @@ fn live_span(world: &World, order: &[EntityId], position: usize) -> (usize, usiz
         .last()
         .unwrap_or(position);
     (start, end)
+}
+
+/// Whether the condition reads the thread index, directly or in the indices of a load.
+fn reads_thread(world: &World, value: tilec_ir::DataId, thread: tilec_ir::VarId) -> bool {
+    let mut stack = vec![value];
+    let mut seen = 0usize;
+    while let Some(id) = stack.pop() {
+        seen += 1;
+        if seen > 10_000 || id.index() >= world.data.len() {
+            return false;
+        }
+        let node = world.data.get(id);
+        let found = match node {
+            tilec_ir::DataExpr::Index(e) => world.exprs.vars_of(*e).contains(&thread),
+            tilec_ir::DataExpr::Load { indices, .. } => indices
+                .iter()
+                .any(|&e| world.exprs.vars_of(e).contains(&thread)),
+            _ => false,
+        };
+        if found {
+            return true;
+        }
+        stack.extend(node.operands());
+    }
+    false
 }
 
 fn is_inside(world: &World, mut entity: EntityId, ancestor: EntityId) -> bool {

@@ -897,3 +897,84 @@ fn a_copy_of_a_run_time_length_fills_only_that_many_rows() {
         .collect();
     assert_matches("O", &tensors[2], expected);
 }
+
+/// Statements under a condition that selects some threads and no thread group (`if tx == 0:`)
+/// get no barrier inside, even where they write and then read the same shared buffer: the other
+/// threads never reach such a barrier (the kernel would hang). One thread's prefix sum, against
+/// sums made here.
+#[test]
+fn one_threads_statements_get_no_barrier_inside_its_branch() {
+    let source = include_str!("../../fixtures/kernels/single_thread_prefix.py");
+    let block = 16u32;
+    let counts: Vec<u32> = (0..64u32).map(|g| (g * 37) % 100).collect();
+    let sizes: Vec<f64> = counts.iter().map(|&c| f64::from(c)).collect();
+    let tiles = on_analysis_stack(|| {
+        let db = RootDatabase::default();
+        let file = source_file(&db, "/kernels/prefix.py", source);
+        let instance = instances(&db, file)[0];
+        let programs = match thread_programs(&db, instance).as_ref() {
+            Ok(programs) => programs.clone(),
+            Err(diagnostics) => panic!("cannot lower: {diagnostics:#?}"),
+        };
+        let mut tensors = make_tensors(&programs[0], &[], 7, false).expect("shapes evaluate");
+        tensors[0].values.clone_from(&sizes);
+        run_program(&programs[0], &mut tensors, &[]).expect("the emulator runs it");
+        tensors.swap_remove(1)
+    });
+    let mut expected = vec![0.0];
+    for &count in &counts {
+        let tiles = count.div_ceil(block);
+        expected.push(expected.last().copied().unwrap_or(0.0) + f64::from(tiles));
+    }
+    assert_matches("tiles", &tiles, expected);
+}
+
+/// `T.sync_threads()` written in two warp roles is TileLang's block-wide barrier, which the
+/// roles reach at different places and which orders one role's writes before another's reads.
+/// tilec lowers a role's barrier among the role's own threads, which would split it: the kernel
+/// is refused, with the reason, rather than lowered to one that hangs or races.
+#[test]
+fn a_block_barrier_in_two_warp_roles_is_refused() {
+    let source = r#"
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def roles(n=128):
+    @T.prim_func
+    def main(A: T.Tensor((n,), "int32"), B: T.Tensor((n,), "int32")):
+        with T.Kernel(1, threads=256) as bx:
+            tx = T.get_thread_binding()
+            total = T.alloc_shared((1,), "int32")
+            if tx < 128:
+                if tx == 0:
+                    total[0] = A[0]
+                T.sync_threads()
+            else:
+                T.sync_threads()
+                B[tx - 128] = total[0]
+
+    return main
+"#;
+    let refused = on_analysis_stack(|| {
+        let db = RootDatabase::default();
+        let file = source_file(&db, "/kernels/roles.py", source);
+        let instance = instances(&db, file)[0];
+        match thread_programs(&db, instance).as_ref() {
+            Ok(_) => String::new(),
+            Err(diagnostics) => diagnostics
+                .iter()
+                .map(|d| format!("{} {}", d.code, d.message))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        }
+    });
+    assert!(
+        refused.starts_with(
+            "cannot-lower cannot lower this to a thread program: `T.sync_threads()` in more than \
+             one warp role"
+        ),
+        "{refused}"
+    );
+}

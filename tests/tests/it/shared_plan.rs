@@ -40,3 +40,38 @@ fn padding_that_would_not_fit_is_dropped() {
     let expected_out = tensors[0].values.clone();
     assert_matches("out", &tensors[3], expected_out);
 }
+
+/// The branches of an `if` on the thread index run at the same time on different threads (warp
+/// roles): a shared buffer one role reads and one the other writes are live together, whatever
+/// the order of the branches in the program, so the plan gives them separate bytes.
+const CONCURRENT_ROLES: &str = include_str!("../../fixtures/kernels/concurrent_roles.py");
+
+#[test]
+fn buffers_of_concurrent_roles_get_separate_bytes() {
+    let program = lower_first("/kernels/roles.py", CONCURRENT_ROLES);
+    let placed = |name: &str| {
+        program
+            .buffers
+            .iter()
+            .find(|buffer| buffer.name == name)
+            .and_then(|buffer| match buffer.memory {
+                tilec_ir::thread::Memory::Shared { offset } => {
+                    let bytes = program.exprs.as_int(buffer.elements)? * 4;
+                    Some((offset, offset + bytes))
+                }
+                tilec_ir::thread::Memory::Global { .. } | tilec_ir::thread::Memory::Local => None,
+            })
+            .unwrap_or_else(|| panic!("`{name}` is not in shared memory"))
+    };
+    let (table, tile) = (placed("t_shared"), placed("tile"));
+    assert!(
+        table.1 <= tile.0 || tile.1 <= table.0,
+        "`t_shared` at {table:?} and `tile` at {tile:?} share bytes"
+    );
+    let mut tensors = make_tensors(&program, &[], 5, false).expect("shapes evaluate");
+    run_program(&program, &mut tensors, &[]).expect("the emulator runs it");
+    let doubled = tensors[0].values.iter().map(|x| x * 2.0).collect();
+    assert_matches("scaled", &tensors[2], doubled);
+    let copied = tensors[1].values.clone();
+    assert_matches("B", &tensors[3], copied);
+}

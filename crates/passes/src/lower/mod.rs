@@ -1141,12 +1141,12 @@ impl<'w> Lowering<'w> {
         out: &mut Vec<Stmt>,
         inside: bool,
     ) -> Result<(), Unlowerable> {
-        let cond = *self
+        let condition = *self
             .world
             .conditions
             .get(entity)
             .ok_or_else(|| Unlowerable::new("an `if` without a condition"))?;
-        let cond = self.value_as(cond, DType::Bool)?;
+        let cond = self.value_as(condition, DType::Bool)?;
         let then_body = self.world.body(entity).to_vec();
         let else_body = self
             .world
@@ -1158,12 +1158,19 @@ impl<'w> Lowering<'w> {
             true => (None, None),
             false => (self.branch_group(&then_body), self.branch_group(&else_body)),
         };
-        if groups.0.is_some() || groups.1.is_some() {
+        // Threads differ on the condition, and no thread group takes a branch (`if tx == 0:`):
+        // no block barrier may go inside.
+        let divergent =
+            !inside && groups == (None, None) && self.thread_dependence.data(self.world, condition);
+        if groups.0.is_some() || groups.1.is_some() || divergent {
             // The branches run on fewer threads than the statements around them: the block
             // barrier insertion sees the whole `if` as one operation of the block.
             let accesses = self.entity_shared_accesses(entity);
             self.sync.before(&accesses, out);
             self.sync.after(&accesses);
+        }
+        if divergent {
+            return self.divergent_if(cond, (&then_body, &else_body), out);
         }
         let mut then = Vec::new();
         let mut otherwise = Vec::new();
@@ -1178,6 +1185,36 @@ impl<'w> Lowering<'w> {
         if let (Some(group), true) = (groups.0, else_body.is_empty()) {
             self.group_ifs.push((cond, group));
         }
+        out.push(Stmt::If {
+            cond,
+            then,
+            otherwise,
+        });
+        Ok(())
+    }
+
+    /// An `if` whose branches run on the threads its condition selects, none of them a thread
+    /// group: each branch is lowered from nothing pending and with no barrier placed inside it
+    /// (the one before the `if` orders it against the block, and what it leaves is pending after
+    /// it). Accesses within a branch are the selected threads' own, as TileLang orders them.
+    fn divergent_if(
+        &mut self,
+        cond: ValueId,
+        (then_body, else_body): (&[EntityId], &[EntityId]),
+        out: &mut Vec<Stmt>,
+    ) -> Result<(), Unlowerable> {
+        let fresh = self.sync.for_divergent_branch();
+        let outer = std::mem::replace(&mut self.sync, fresh);
+        let mut then = Vec::new();
+        let mut otherwise = Vec::new();
+        let lowered = self
+            .branch(then_body, None, &mut then, false)
+            .and_then(|()| {
+                self.sync = self.sync.for_divergent_branch();
+                self.branch(else_body, None, &mut otherwise, false)
+            });
+        self.sync = outer;
+        lowered?;
         out.push(Stmt::If {
             cond,
             then,

@@ -82,12 +82,16 @@ pub(crate) struct SyncState {
     /// For each loop body being lowered: its accesses before its first barrier, whether a
     /// barrier has been placed in it, and what was pending when it began.
     loops: Vec<(Accesses, bool, Accesses)>,
+    /// The statements being lowered run on the threads a thread-dependent condition selects
+    /// (`if tx == 0:`): no block barrier may be placed among them, since the other threads
+    /// never reach it. The barrier before the whole statement orders it against the block.
+    divergent: bool,
 }
 
 impl SyncState {
     /// Places a barrier in `out` if the operation with `accesses` must wait for earlier ones.
     pub(crate) fn before(&mut self, accesses: &Accesses, out: &mut Vec<Stmt>) {
-        if accesses.conflicts_with(&self.pending, &self.overlaps) {
+        if !self.divergent && accesses.conflicts_with(&self.pending, &self.overlaps) {
             out.push(Stmt::Barrier);
             self.pending.clear();
             for frame in &mut self.loops {
@@ -125,6 +129,18 @@ impl SyncState {
             pending: Accesses::default(),
             overlaps: self.overlaps.clone(),
             loops: Vec::new(),
+            divergent: false,
+        }
+    }
+
+    /// The state for the branches of an `if` whose condition differs between threads and that
+    /// gives no thread group its statements (`if tx == 0:`, `if mask[tx]:`): nothing pending,
+    /// and no barrier placed inside (TVM's storage sync likewise orders such a statement as a
+    /// whole, from outside it).
+    pub(crate) fn for_divergent_branch(&self) -> SyncState {
+        SyncState {
+            divergent: true,
+            ..self.for_group()
         }
     }
 
@@ -166,7 +182,7 @@ impl SyncState {
         let Some((entry, _, before)) = self.loops.pop() else {
             return;
         };
-        if entry.conflicts_with(&self.pending, &self.overlaps) {
+        if !self.divergent && entry.conflicts_with(&self.pending, &self.overlaps) {
             body.push(Stmt::Barrier);
             self.pending.clear();
             for frame in &mut self.loops {

@@ -121,6 +121,14 @@ impl Lowering<'_> {
     ) -> Result<(), Unlowerable> {
         match control {
             ControlOp::SyncThreads => {
+                if self.group.is_some() && self.block_barrier_across_roles() {
+                    return Err(Unlowerable::new(
+                        "`T.sync_threads()` in more than one warp role: TileLang emits a \
+                         block-wide `__syncthreads()`, which the roles reach at different places \
+                         and which orders them against each other; tilec lowers a role's barrier \
+                         among the role's own threads, so it does not lower this kernel yet",
+                    ));
+                }
                 stmts.push(Stmt::Barrier);
                 self.sync.barrier_placed();
             }
@@ -164,6 +172,25 @@ impl Lowering<'_> {
             | ControlOp::FenceProxyAsync => self.barrier_control(control, stmts)?,
         }
         Ok(())
+    }
+
+    /// Whether user `T.sync_threads()` calls stand in two or more thread groups of the launch
+    /// (`if tx < 128: ... T.sync_threads() ... elif tx < 256: ... T.sync_threads()`): the
+    /// roles then meet at one block-wide barrier, which lowering a group's barrier among its own
+    /// threads would split in two.
+    fn block_barrier_across_roles(&self) -> bool {
+        let mut groups: Vec<crate::thread_groups::ThreadGroup> = Vec::new();
+        for entity in crate::liveness::linearize(self.world, self.launch) {
+            if matches!(
+                self.world.ops.get(entity),
+                Some(TileOp::Control(ControlOp::SyncThreads))
+            ) && let Some(group) = self.groups.narrowed(entity)
+                && !groups.contains(&group)
+            {
+                groups.push(group);
+            }
+        }
+        groups.len() >= 2
     }
 
     /// The label of a copy into or out of a staging tile (`epilogue.rs`), which the user did not
