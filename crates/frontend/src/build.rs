@@ -599,6 +599,7 @@ impl Builder<'_> {
         self.compared_strings =
             crate::generic::compared_strings_through_calls(&def.body, request.context);
         self.compared_ints = crate::generic::compared_ints(&def.body);
+        self.asserted_ints = crate::generic::asserted_ints(&def.body);
         self.thread_count_floors = crate::generic::thread_count_floors(&def.body);
         let receiver = match request.class {
             Some(class) => self.generic_receiver(&globals, class, def, args),
@@ -705,6 +706,11 @@ impl Builder<'_> {
     ) -> Eval<Env<'a>> {
         let frame = new_env(Some(globals.clone()));
         let tensors = declared_tensors(def);
+        self.object_fields = args
+            .iter()
+            .filter(|(name, _)| name.contains('.') && !name.starts_with("self."))
+            .cloned()
+            .collect();
         // A pytest test that builds its kernel itself runs with its first parametrized case.
         let parametrized = crate::instances::first_parametrized_case(self, globals, def);
         let mut params = def.parameters.iter_non_variadic_params().peekable();

@@ -54,6 +54,11 @@ pub(crate) enum CallArg {
     Known(ConstValue),
     /// A torch tensor, with what is known of its shape and dtype.
     Tensor(crate::torch::TensorValue),
+    /// An object of a class of the evaluated code (a `@dataclass` config): the compile-time
+    /// arguments it was made with, by field or `__init__` parameter name (`RunTime` for those
+    /// only known when the program runs). The kernel builds its own object of the parameter's
+    /// class from them.
+    Object(Vec<(String, ConstValue)>),
     /// Something only known when the program runs.
     Unknown,
 }
@@ -62,6 +67,28 @@ impl CallArg {
     pub(crate) fn of(value: &crate::value::Value<'_>) -> CallArg {
         match value {
             crate::value::Value::Tensor(tensor) => CallArg::Tensor((**tensor).clone()),
+            crate::value::Value::Object(object) => {
+                // A field only known at run time stays so: the kernel's object gets a generic
+                // value for it, not its class's default.
+                let fields: Vec<(String, ConstValue)> = object
+                    .constructed_with
+                    .iter()
+                    .map(|(name, value)| {
+                        (
+                            name.clone(),
+                            value.to_const().unwrap_or(ConstValue::RunTime),
+                        )
+                    })
+                    .collect();
+                if fields
+                    .iter()
+                    .all(|(_, value)| *value == ConstValue::RunTime)
+                {
+                    CallArg::Unknown
+                } else {
+                    CallArg::Object(fields)
+                }
+            }
             other => other.to_const().map_or(CallArg::Unknown, CallArg::Known),
         }
     }
@@ -151,6 +178,9 @@ pub(crate) struct Builder<'c> {
     /// Values for generic parameters from the kernel's own configs (the first `@autotune` config,
     /// a module-level `get_configs()`), with where they came from.
     pub config_values: Vec<(String, ConstValue, String)>,
+    /// What the call site's objects were made with, by `param.field`: a parameter whose argument
+    /// is an object of a class of the evaluated code is rebuilt from these.
+    pub object_fields: Vec<(String, ConstValue)>,
     /// The kernel has an `@autotune(configs=...)` decorator: the autotuner passes the parameters
     /// its configs name, so a call that leaves them out is not wrong.
     pub autotuned: bool,
@@ -210,6 +240,9 @@ pub(crate) struct Builder<'c> {
     /// The ints the kernel compares each name with (`generic::compared_ints`): candidates of a
     /// generic int parameter after its representative choice.
     pub compared_ints: Vec<(String, Vec<i64>)>,
+    /// The ints the kernel's own `assert`s allow each name (`generic::asserted_ints`): the only
+    /// candidates of a generic int parameter they name.
+    pub asserted_ints: Vec<(String, Vec<i64>)>,
     /// The fewest threads the kernel's thread-index tests need, by the name its launch takes
     /// its thread count from (`generic::thread_count_floors`): the first candidate of that name.
     pub thread_count_floors: Vec<(String, i64)>,
@@ -264,6 +297,7 @@ impl<'c> Builder<'c> {
             concrete_generics: Vec::new(),
             generic_vars: Vec::new(),
             config_values: Vec::new(),
+            object_fields: Vec::new(),
             autotuned: false,
             target: crate::modules::TargetFacts::default(),
             current_module: None,
@@ -283,6 +317,7 @@ impl<'c> Builder<'c> {
             last_return: Vec::new(),
             compared_strings: Vec::new(),
             compared_ints: Vec::new(),
+            asserted_ints: Vec::new(),
             thread_count_floors: Vec::new(),
             generic_preconditions: 0,
             representative_rounds: Vec::new(),

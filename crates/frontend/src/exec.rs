@@ -1310,38 +1310,153 @@ fn bind_targets<'a>(env: &Env<'a>, stmt: &'a Stmt, value: &Value<'a>) {
 impl<'a> Builder<'_> {
     /// After `assert x == 576` (or `576 == x`, or several joined by `and`) on a name the driver
     /// does not know (a size read from a tensor's shape), the name is that value: the code after
-    /// the assertion only runs when it holds. Library code pins its supported sizes this way.
+    /// the assertion only runs when it holds. Library code pins its supported sizes and formats
+    /// this way, and a wrapper the types of its tensors: `assert x.dtype == torch.bfloat16` and
+    /// `assert x.dim() == 2` make an unknown `x` a tensor of that dtype and rank, and `assert fmt
+    /// in ("e4m3", "e5m2")` makes `fmt` the first value it allows.
     fn narrow_by_assert(&mut self, env: &Env<'a>, test: &'a Expr) {
+        use ruff_python_ast::CmpOp;
         match test {
             Expr::BoolOp(bool_op) if bool_op.op == ruff_python_ast::BoolOp::And => {
                 for value in &bool_op.values {
                     self.narrow_by_assert(env, value);
                 }
             }
-            Expr::Compare(compare)
-                if compare.ops.len() == 1 && compare.ops[0] == ruff_python_ast::CmpOp::Eq =>
-            {
+            Expr::Compare(compare) if compare.ops.len() == 1 => {
                 let (left, right) = (&*compare.left, &compare.comparators[0]);
-                for (name, other) in [(left, right), (right, left)] {
-                    let Expr::Name(name) = name else { continue };
-                    let unknown = matches!(lookup(env, name.id.as_str()), Some(Value::Opaque(_)));
-                    if !unknown {
-                        continue;
+                match compare.ops[0] {
+                    CmpOp::Eq => {
+                        for (target, other) in [(left, right), (right, left)] {
+                            if let Some(value) = self.narrowing_value(env, other)
+                                && self.narrow_to(env, target, value)
+                            {
+                                return;
+                            }
+                        }
                     }
-                    let known = self.eval(env, other).ok().filter(|value| {
-                        matches!(
-                            value,
-                            Value::Int(_) | Value::Str(_) | Value::Bool(_) | Value::DType(_)
-                        )
-                    });
-                    if let Some(value) = known {
-                        rebind(env, name.id.as_str(), value);
-                        return;
+                    CmpOp::In => {
+                        if let Some(first) = self.first_allowed(env, right) {
+                            self.narrow_to(env, left, first);
+                        }
                     }
+                    _ => {}
                 }
             }
             _ => {}
         }
+    }
+
+    /// A value an assertion may pin an unknown to: a number, text, flag or dtype it evaluates to.
+    fn narrowing_value(&mut self, env: &Env<'a>, expr: &'a Expr) -> Option<Value<'a>> {
+        self.eval(env, expr).ok().filter(|value| {
+            matches!(
+                value,
+                Value::Int(_) | Value::Str(_) | Value::Bool(_) | Value::DType(_)
+            )
+        })
+    }
+
+    /// The first value `x in allowed` lets through, when `allowed` is a sequence of them.
+    fn first_allowed(&mut self, env: &Env<'a>, allowed: &'a Expr) -> Option<Value<'a>> {
+        let first = match allowed {
+            Expr::List(list) => list.elts.first()?,
+            Expr::Tuple(tuple) => tuple.elts.first()?,
+            Expr::Set(set) => set.elts.first()?,
+            _ => {
+                return match self.eval(env, allowed).ok()? {
+                    Value::List(items) | Value::Tuple(items) => items.first().cloned(),
+                    _ => None,
+                };
+            }
+        };
+        self.narrowing_value(env, first)
+    }
+
+    /// Rebinds what `target` names so that it has `value`: an unknown name becomes the value, an
+    /// unknown (or partly known) tensor's `.dtype` the dtype and its `.dim()`, `.ndim` or
+    /// `len(x.shape)` the rank. False when `target` is none of these, or already known.
+    fn narrow_to(&mut self, env: &Env<'a>, target: &'a Expr, value: Value<'a>) -> bool {
+        if let Expr::Name(name) = target {
+            if matches!(lookup(env, name.id.as_str()), Some(Value::Opaque(_))) {
+                rebind(env, name.id.as_str(), value);
+                return true;
+            }
+            return false;
+        }
+        let Some((tensor, property)) = tensor_property(target) else {
+            return false;
+        };
+        let known = match lookup(env, tensor) {
+            Some(Value::Opaque(_)) => crate::torch::TensorValue::default(),
+            Some(Value::Tensor(known)) => (*known).clone(),
+            _ => return false,
+        };
+        let narrowed = match (property, value) {
+            (TensorProperty::DType, Value::DType(dtype)) if known.dtype.is_none() => {
+                crate::torch::TensorValue {
+                    dtype: Some(dtype),
+                    ..known
+                }
+            }
+            (TensorProperty::Rank, Value::Int(rank)) if known.shape.is_none() => {
+                let Ok(rank) = usize::try_from(rank) else {
+                    return false;
+                };
+                crate::torch::TensorValue {
+                    shape: Some(vec![None; rank]),
+                    ..known
+                }
+            }
+            _ => return false,
+        };
+        rebind(env, tensor, Value::Tensor(Rc::new(narrowed)));
+        true
+    }
+}
+
+/// What an assertion may say of a tensor a name holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TensorProperty {
+    DType,
+    Rank,
+}
+
+/// `x.dtype`, `x.dim()`, `x.ndim` or `len(x.shape)`: the name and what it reads.
+fn tensor_property(expr: &Expr) -> Option<(&str, TensorProperty)> {
+    fn attribute_of_name(expr: &Expr) -> Option<(&str, &str)> {
+        let Expr::Attribute(attribute) = expr else {
+            return None;
+        };
+        match &*attribute.value {
+            Expr::Name(name) => Some((name.id.as_str(), attribute.attr.as_str())),
+            _ => None,
+        }
+    }
+    match expr {
+        Expr::Attribute(_) => match attribute_of_name(expr)? {
+            (name, "dtype") => Some((name, TensorProperty::DType)),
+            (name, "ndim") => Some((name, TensorProperty::Rank)),
+            _ => None,
+        },
+        Expr::Call(call) if call.arguments.is_empty() => match attribute_of_name(&call.func)? {
+            (name, "dim" | "ndimension") => Some((name, TensorProperty::Rank)),
+            _ => None,
+        },
+        Expr::Call(call)
+            if call.arguments.args.len() == 1 && call.arguments.keywords.is_empty() =>
+        {
+            let Expr::Name(function) = &*call.func else {
+                return None;
+            };
+            match (
+                function.id.as_str(),
+                attribute_of_name(&call.arguments.args[0])?,
+            ) {
+                ("len", (name, "shape")) => Some((name, TensorProperty::Rank)),
+                _ => None,
+            }
+        }
+        _ => None,
     }
 }
 

@@ -336,20 +336,43 @@ impl Builder<'_> {
         self.generic_value(name, annotation)
     }
 
-    /// A representative object of a configuration class: what its constructor makes from the
-    /// defaults of its fields (or `__init__` parameters), with generic values, named
-    /// `param.field`, for those without one. `None` when the constructor fails on them: the
-    /// parameter is then generic as a whole.
+    /// The object of a configuration class a parameter stands for: made by its constructor from
+    /// what the call site's object was made with (`out_config.sf_block=(32, 1)`), the defaults of
+    /// the other fields (or `__init__` parameters), and generic values, named `param.field`, for
+    /// those without one. `None` when the constructor fails on them: the parameter is then
+    /// generic as a whole.
     fn generic_object<'a>(
         &mut self,
         name: &str,
         class: &std::rc::Rc<crate::classes::ClassValue<'a>>,
     ) -> Option<Value<'a>> {
         let span = Span::default();
+        let prefix = format!("{name}.");
+        let passed: Vec<(String, ConstValue)> = self
+            .object_fields
+            .iter()
+            .filter_map(|(key, value)| Some((key.strip_prefix(&prefix)?.to_owned(), value.clone())))
+            .collect();
+        // The fields the call site's object had only at run time are assumed one by one (see
+        // `generic_field`); the object as a whole is, when the call site gave none of them or
+        // left out fields the class needs.
+        let given = passed.len();
         let mut keywords = Vec::new();
+        for (field, value) in passed {
+            let value = match value {
+                ConstValue::RunTime => self.generic_field(name, class, &field),
+                value => Value::from_const(&value),
+            };
+            keywords.push((field, value, span));
+        }
+        let mut assumed = given == 0;
         for (field, annotation) in class.required_parameters() {
+            if keywords.iter().any(|(given, ..)| *given == field) {
+                continue;
+            }
             let value = self.generic_value(&format!("{name}.{field}"), annotation);
             keywords.push((field, value, span));
+            assumed = true;
         }
         let args = crate::eval::Args {
             positional: Vec::new(),
@@ -360,12 +383,45 @@ impl Builder<'_> {
         let object = self.instantiate_class(class, args, span);
         self.strict = strict;
         let object = object.ok()?;
-        self.world.assumed_args.push(AssumedArg {
-            name: name.to_owned(),
-            value: ConstValue::Str(format!("{}(...)", class.name)),
-            source: "an object made with the defaults of its class".to_owned(),
-        });
+        if assumed {
+            let source = if given == 0 {
+                "an object made with the defaults of its class"
+            } else {
+                "an object made as the call site makes it, with the defaults of its class"
+            };
+            self.world.assumed_args.push(AssumedArg {
+                name: name.to_owned(),
+                value: ConstValue::Str(format!("{}(...)", class.name)),
+                source: source.to_owned(),
+            });
+        }
         Some(object)
+    }
+
+    /// A field of a config object that the call site's object has only at run time: its class's
+    /// compile-time default, said as an assumption, else a generic value named `param.field`.
+    fn generic_field<'a>(
+        &mut self,
+        name: &str,
+        class: &crate::classes::ClassValue<'a>,
+        field: &str,
+    ) -> Value<'a> {
+        let full_name = format!("{name}.{field}");
+        let default =
+            class.fields.iter().flatten().find_map(|(known, default)| {
+                (known == field).then_some(default.as_ref()).flatten()
+            });
+        match default.and_then(Value::to_const) {
+            Some(value) => {
+                self.world.assumed_args.push(AssumedArg {
+                    name: full_name,
+                    value: value.clone(),
+                    source: "its class's default; the call site's is known at run time".to_owned(),
+                });
+                Value::from_const(&value)
+            }
+            None => self.generic_value(&full_name, None),
+        }
     }
 
     /// An eager `T.const` symbol no call site binds: symbolic, unless the previous build showed
@@ -394,9 +450,12 @@ impl Builder<'_> {
         let round = self.representative_round(name);
         let candidates = self.candidates(name, kind);
         let value = candidates[round.min(candidates.len() - 1)].clone();
-        let source = match round {
-            0 => "a representative choice",
-            _ => "a representative choice the kernel accepts",
+        let asserted = self.asserted_ints.iter().any(|(n, _)| n == name);
+        let source = match (asserted, round) {
+            (true, 0) => "the first value the kernel's `assert` allows",
+            (true, _) => "a value the kernel's `assert` allows",
+            (false, 0) => "a representative choice",
+            (false, _) => "a representative choice the kernel accepts",
         };
         (value, source.to_owned())
     }
@@ -409,6 +468,15 @@ impl Builder<'_> {
             && !strings.is_empty()
         {
             return strings.iter().cloned().map(ConstValue::Str).collect();
+        }
+        // `assert n in (0, 64)` says which values the kernel takes: no other is worth a build.
+        if kind == GenericKind::Int
+            && let Some((_, allowed)) = self.asserted_ints.iter().find(|(n, _)| n == name)
+        {
+            return allowed
+                .iter()
+                .map(|&value| ConstValue::Int(value))
+                .collect();
         }
         let mut candidates = representatives(name, kind);
         // A block size the kernel's own thread-index tests need (`elif tx >= 256:` gives work
@@ -1061,6 +1129,52 @@ pub(crate) fn compared_ints(body: &[Stmt]) -> Vec<(String, Vec<i64>)> {
         Expr::NumberLiteral(number) => number.value.as_int()?.as_i64(),
         _ => None,
     })
+}
+
+/// For each name a top-level `assert` of `body` pins to int literals (`assert n in (0, 64)`,
+/// `assert threads == 384`, several joined by `and`), the values it allows, in the order written.
+pub(crate) fn asserted_ints(body: &[Stmt]) -> Vec<(String, Vec<i64>)> {
+    use ruff_python_ast::CmpOp;
+    fn allowed(test: &Expr, found: &mut Vec<(String, Vec<i64>)>) {
+        match test {
+            Expr::BoolOp(bool_op) if bool_op.op == ruff_python_ast::BoolOp::And => {
+                for value in &bool_op.values {
+                    allowed(value, found);
+                }
+            }
+            Expr::Compare(compare) => {
+                let ([op], [compared], Expr::Name(name)) =
+                    (&compare.ops[..], &compare.comparators[..], &*compare.left)
+                else {
+                    return;
+                };
+                let int = |expr: &Expr| match expr {
+                    Expr::NumberLiteral(number) => number.value.as_int()?.as_i64(),
+                    _ => None,
+                };
+                let values: Option<Vec<i64>> = match (op, compared) {
+                    (CmpOp::Eq, single) => int(single).map(|value| vec![value]),
+                    (CmpOp::In, Expr::Tuple(items)) => items.elts.iter().map(int).collect(),
+                    (CmpOp::In, Expr::List(items)) => items.elts.iter().map(int).collect(),
+                    (CmpOp::In, Expr::Set(items)) => items.elts.iter().map(int).collect(),
+                    _ => None,
+                };
+                if let Some(values) = values.filter(|values| !values.is_empty())
+                    && !found.iter().any(|(n, _)| *n == name.id.as_str())
+                {
+                    found.push((name.id.to_string(), values));
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut found = Vec::new();
+    for stmt in body {
+        if let Stmt::Assert(assert) = stmt {
+            allowed(&assert.test, &mut found);
+        }
+    }
+    found
 }
 
 /// For each name compared (`==`, `!=`, `in`, ...) with literals that `literal` reads, those

@@ -587,6 +587,16 @@ fn bind_call_args(
             // An eager kernel's tensor parameter: no meta argument, whatever was passed.
             (_, Some(_)) => {}
             (CallArg::Known(value), None) => args.push((name.clone(), value.clone())),
+            // The parameter's object is made again where the kernel is built, from what the call
+            // site's object was made with (`out_config.sf_block=(32, 1)`).
+            (CallArg::Object(fields), None) => {
+                let prefix = format!("{name}.");
+                args.retain(|(existing, _)| !existing.starts_with(&prefix));
+                args.push((name.clone(), ConstValue::RunTime));
+                for (field, value) in fields {
+                    args.push((format!("{prefix}{field}"), value.clone()));
+                }
+            }
             (CallArg::Tensor(_) | CallArg::Unknown, None) => {
                 args.push((name.clone(), ConstValue::RunTime));
                 unevaluated.push(name.clone());

@@ -16,7 +16,7 @@ use crate::eval::Args;
 use crate::value::{Module, Value};
 
 /// What tilec knows of a torch tensor: its shape (each extent, if known) and its dtype.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub(crate) struct TensorValue {
     /// `None` when not even the rank is known.
     pub shape: Option<Vec<Option<i64>>>,

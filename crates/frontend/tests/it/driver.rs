@@ -1097,8 +1097,8 @@ def reduce_kernel(M, op_kind, wide=False):
         source,
         expect![[r#"
             warp_specialized (no call site): 
-              assumed: M = 128 (a representative choice)
-              assumed: threads = 384 (a representative choice the kernel accepts)
+              symbolic: M
+              assumed: threads = 384 (the first value the kernel's `assert` allows)
               line 6: info generic-instance
             reduce_kernel (no call site): 
               assumed: M = 128 (a representative choice)
@@ -1763,5 +1763,74 @@ def test_compiled_by_hand():
             test_compiled_by_hand (no call site): 
               line 28: not-analysed not-analysed
         "#]],
+    );
+}
+
+/// A wrapper's own `assert`s say what it passes: `x.dtype == torch.bfloat16` makes the unknown
+/// tensor `x` a bf16 tensor, `fmt == "e4m3"` and `n in [32, 128]` pin the unknown names, and a
+/// config object the wrapper makes from them reaches the kernel as the wrapper made it (its
+/// field only known at run time stays generic, not its class's default). A factory's own
+/// `assert mode in (0, 64)` gives the only candidates for a parameter no one passes.
+#[test]
+fn a_wrappers_assertions_and_config_objects_reach_the_kernel() {
+    let source = r#"
+import torch
+import tilelang
+import tilelang.language as T
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Cfg:
+    torch_dtype: torch.dtype = torch.float16
+    block: tuple[int, int] = (1, 1)
+    scale: float = 1.0
+
+    @property
+    def dtype(self):
+        return T.dtype(self.torch_dtype)
+
+
+def make_cfg(fmt: str, block: tuple[int, int], scale: float) -> Cfg:
+    assert fmt in ("e5m2", "e4m3")
+    table = {"e5m2": torch.float8_e5m2, "e4m3": torch.float8_e4m3fn}
+    return Cfg(torch_dtype=table[fmt], block=block, scale=scale)
+
+
+@tilelang.jit
+def get_kernel(hidden: int, in_dtype: T.dtype, cfg: Cfg, mode: int):
+    n, _ = cfg.block
+    assert n in [32, 128]
+    assert mode in (0, 64)
+    rows = 128 if mode == 0 else 64
+    tokens = T.dynamic("tokens")
+
+    @T.prim_func
+    def kernel(x: T.Tensor[(tokens, hidden), in_dtype], y: T.Tensor[(tokens, hidden), cfg.dtype]):
+        with T.Kernel(T.ceildiv(tokens, rows), threads=128) as bx:
+            for i, j in T.Parallel(rows, 64):
+                y[bx * rows + i, j] = x[bx * rows + i, j] * cfg.scale
+
+    return kernel
+
+
+def wrapper(x: torch.Tensor, fmt: str, n: int, scale: float):
+    assert x.dim() == 2 and x.is_contiguous()
+    assert x.dtype == torch.bfloat16
+    tokens, hidden = x.shape
+    assert fmt == "e4m3"
+    assert n in [32, 128]
+    cfg = make_cfg(fmt, (n, 1), scale)
+    return get_kernel(hidden, T.dtype(x.dtype), cfg, hidden % 128)
+"#;
+    check(
+        source,
+        expect![[r#"
+        get_kernel (line 49): hidden=<run time>, in_dtype=T.bfloat16, cfg=<run time>, cfg.torch_dtype=T.float8_e4m3, cfg.block=(32, 1), cfg.scale=<run time>, mode=<run time>
+          symbolic: hidden
+          assumed: cfg.scale = 1.0 (its class's default; the call site's is known at run time)
+          assumed: mode = 0 (the first value the kernel's `assert` allows)
+          line 49: info generic-instance
+    "#]],
     );
 }
