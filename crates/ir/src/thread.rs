@@ -74,8 +74,13 @@ pub struct BufferDecl {
     pub memory: Memory,
     /// The logical shape, over the program's scalar parameters for global tensors; constant otherwise.
     pub shape: Vec<ExprId>,
-    /// How many elements the flat index may address (the product of `shape` for global tensors).
+    /// How many elements the flat index may address (the product of `shape` for a row-major
+    /// global tensor, one past its last element for a strided one).
     pub elements: ExprId,
+    /// The element stride of each dimension of a global tensor that is not row-major (a
+    /// `T.StridedTensor`), over the scalar parameters: element `(i, j)` is at `i * s0 + j * s1`.
+    /// `None` for row-major tensors and every other buffer.
+    pub strides: Option<Vec<ExprId>>,
 }
 
 /// A tensor parameter of the kernel, in signature order.

@@ -565,7 +565,8 @@ pub struct World {
     pub aliases: Column<EntityId>,
     /// The strides of global tensors declared with `T.StridedTensor` whose strides are not the
     /// row-major ones of their shape, one index expression per dimension. The checks and layout
-    /// inference see such a tensor by its shape alone; lowering does not address it yet.
+    /// inference see such a tensor by its shape alone; lowering addresses it through these
+    /// (`BufferDecl::strides`), and a launch passes it as its storage.
     pub strides: Column<Vec<ExprId>>,
     /// The arrival count of each mbarrier of a [`Scope::Barrier`] buffer, in index order.
     pub barrier_counts: Column<Vec<u32>>,

@@ -8,8 +8,9 @@ use tilec_ir::thread::{BufferId, ParamAccess, Stmt, Value, for_each_stmt};
 
 use crate::tensor::{HostTensor, RandomError};
 
-/// The concrete shape of every tensor parameter, in parameter order; `None` names the first
-/// parameter whose shape does not evaluate (a symbolic dimension without a value).
+/// The concrete shape of every tensor parameter, in parameter order (for a `T.StridedTensor`, the
+/// one dimension of its storage); the error names the first parameter whose shape does not
+/// evaluate (a symbolic dimension without a value).
 pub fn param_shapes(program: &ThreadProgram, scalars: &[i64]) -> Result<Vec<Vec<usize>>, String> {
     let env = |var| {
         program
@@ -23,7 +24,13 @@ pub fn param_shapes(program: &ThreadProgram, scalars: &[i64]) -> Result<Vec<Vec<
         .iter()
         .map(|param| {
             let decl = program.buffer(param.buffer);
-            decl.shape
+            // A strided tensor is passed as its storage: every element from the first to one
+            // past the last its strides reach, gaps included.
+            let extents = match decl.strides {
+                Some(_) => std::slice::from_ref(&decl.elements),
+                None => decl.shape.as_slice(),
+            };
+            extents
                 .iter()
                 .map(|&extent| {
                     program

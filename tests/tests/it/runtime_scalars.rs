@@ -391,3 +391,51 @@ spin()
         assert!(text.contains("condition differs between threads"), "{text}");
     });
 }
+
+/// A `T.StridedTensor` with padded rows (row stride 80 for rows of 64, passed at launch) is
+/// addressed through its strides: read by a tile copy, written elementwise, its storage is
+/// one past the last element it reaches, and the gaps between rows are left alone. Against
+/// element positions computed here from the stride.
+#[test]
+fn a_strided_tensor_is_addressed_through_its_run_time_strides() {
+    let source = include_str!("../../fixtures/kernels/strided_rows.py");
+    let (rows, width, stride) = (100usize, 64usize, 80usize);
+    let (db, file) = analysed("/kernels/strided_rows.py", source);
+    let (_, program) = lowered(&db, file, "padded_rows");
+    let names: Vec<&str> = program.scalars.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["M", "stride"],
+        "the sizes and the stride are launch parameters"
+    );
+    let scalars = [100_i64, 80];
+    let mut tensors = make_tensors(&program, &scalars, 7, false).expect("shapes evaluate");
+    let storage = (rows - 1) * stride + width;
+    assert_eq!(
+        tensors[0].shape,
+        vec![storage],
+        "X is passed as its storage"
+    );
+    assert_eq!(
+        tensors[1].shape,
+        vec![storage],
+        "Y is passed as its storage"
+    );
+    assert_eq!(tensors[2].shape, vec![width, rows]);
+    let gap_marker = -7.0;
+    tensors[1].values = vec![gap_marker; storage];
+    if let Err(error) = run_program(&program, &mut tensors, &scalars) {
+        panic!("emulator: {error}");
+    }
+    let x = &tensors[0].values;
+    let mut doubled = vec![gap_marker; storage];
+    let mut transposed = vec![0.0; width * rows];
+    for i in 0..rows {
+        for j in 0..width {
+            doubled[i * stride + j] = x[i * stride + j] * 2.0;
+            transposed[j * rows + i] = x[i * stride + j];
+        }
+    }
+    assert_matches("Y", &tensors[1], doubled);
+    assert_matches("Z", &tensors[2], transposed);
+}

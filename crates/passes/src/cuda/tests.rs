@@ -75,6 +75,7 @@ impl Build {
             memory,
             shape: vec![elements],
             elements,
+            strides: None,
         })
     }
 

@@ -286,6 +286,7 @@ impl Lowering<'_> {
             memory: Memory::Shared { offset },
             shape: vec![count],
             elements: count,
+            strides: None,
         });
         self.reduce_workspaces.push((dtype, elements, buffer));
         buffer

@@ -191,6 +191,7 @@ mod tests {
                     memory: Memory::Shared { offset },
                     shape: vec![elements],
                     elements,
+                    strides: None,
                 })
             };
             let tile = shared("tile", 0);

@@ -693,6 +693,7 @@ impl Lowering<'_> {
             memory: Memory::Local,
             shape: vec![count],
             elements: count,
+            strides: None,
         })
     }
 

@@ -113,23 +113,6 @@ pub fn lower_world(
     if !layout_errors.is_empty() {
         return Err(layout_errors);
     }
-    if let Some(strided) = world
-        .params
-        .iter()
-        .find(|&&p| world.strides.get(p).is_some())
-    {
-        return Err(vec![Diagnostic::not_analysed(
-            Anchor::Entity(*strided),
-            format!(
-                "`{}` is a `T.StridedTensor` whose strides are not row-major: tilec checks such \
-                 a kernel and infers its layouts, but does not lower it to CUDA yet",
-                world
-                    .names
-                    .get(*strided)
-                    .map_or("this tensor", String::as_str)
-            ),
-        )]);
-    }
     if let Some((tensor, _)) = world.pointer_tensors.iter().next() {
         return Err(vec![Diagnostic::not_analysed(
             Anchor::Entity(tensor),
@@ -638,16 +621,20 @@ impl<'w> Lowering<'w> {
                 continue;
             }
             let shape = world.shapes.get(param).cloned().unwrap_or_default();
-            for &extent in &shape {
+            let strides = world.strides.get(param).cloned();
+            for &extent in shape.iter().chain(strides.iter().flatten()) {
                 for var in world.exprs.vars_of(extent) {
                     if !scalar_vars.contains(&var) {
                         scalar_vars.push(var);
                     }
                 }
             }
-            let elements = shape.iter().fold(self.program.exprs.int(1), |acc, &e| {
-                self.program.exprs.mul(acc, e)
-            });
+            let elements = match &strides {
+                Some(strides) => self.strided_elements(&shape, strides),
+                None => shape.iter().fold(self.program.exprs.int(1), |acc, &e| {
+                    self.program.exprs.mul(acc, e)
+                }),
+            };
             let buffer = self.program.add_buffer(BufferDecl {
                 name: c_identifier(world.name(param)),
                 dtype: self.element_dtype(param),
@@ -656,6 +643,7 @@ impl<'w> Lowering<'w> {
                 },
                 shape,
                 elements,
+                strides,
             });
             self.buffers.insert(param, buffer);
             self.program.params.push(TensorParam {
@@ -681,6 +669,20 @@ impl<'w> Lowering<'w> {
             let name = c_identifier(&world.exprs.var_info(var).name);
             self.program.scalars.push(ScalarParam { name, var });
         }
+    }
+
+    /// How many elements a strided tensor's storage spans: one past its last element,
+    /// `1 + sum((extent - 1) * stride)`.
+    fn strided_elements(&mut self, shape: &[ExprId], strides: &[ExprId]) -> ExprId {
+        let exprs = &mut self.program.exprs;
+        let one = exprs.int(1);
+        let mut last = exprs.int(0);
+        for (&extent, &stride) in shape.iter().zip(strides) {
+            let steps = exprs.sub(extent, one);
+            let span = exprs.mul(steps, stride);
+            last = exprs.add(last, span);
+        }
+        exprs.add(last, one)
     }
 
     /// Whether the launch reads, writes or both reads and writes `param`.
@@ -815,6 +817,7 @@ impl<'w> Lowering<'w> {
             memory,
             shape,
             elements,
+            strides: None,
         });
         self.buffers.insert(entity, id);
         id

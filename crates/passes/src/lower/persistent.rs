@@ -324,6 +324,7 @@ impl Lowering<'_> {
             memory: Memory::Local,
             shape: vec![elements],
             elements,
+            strides: None,
         })
     }
 

@@ -558,6 +558,7 @@ impl Lowering<'_> {
             memory: Memory::Shared { offset },
             shape: vec![elements],
             elements,
+            strides: None,
         })
     }
 

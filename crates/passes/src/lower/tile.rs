@@ -837,6 +837,7 @@ impl Lowering<'_> {
             memory: Memory::Local,
             shape: vec![count],
             elements: count,
+            strides: None,
         })
     }
 

@@ -216,6 +216,12 @@ impl Lowering<'_> {
         if !matches!(self.program.buffer(global).memory, Memory::Global { .. }) {
             return Err("the copy's global side is not a tensor parameter".to_owned());
         }
+        // A tensor map describes a row-major tensor (see `TensorMap`); the byte strides of a
+        // `T.StridedTensor` are run-time values TMA needs aligned to 16 bytes, which tilec
+        // cannot prove.
+        if self.program.buffer(global).strides.is_some() {
+            return Err("the tensor is a `T.StridedTensor`".to_owned());
+        }
         let (dims, starts) = self.box_dims(global_indices, &copy.vars, &copy.shape)?;
         let stored = self.stored_offsets(shared, shared_indices, &copy.vars, &copy.shape)?;
         let geometry = CopyGeometry {

@@ -419,10 +419,22 @@ impl Lowering<'_> {
                     None => offset,
                 }
             }
-            None => {
-                let shape = self.program.buffer(id).shape.clone();
-                self.program.exprs.flatten_row_major(indices, &shape)
-            }
+            None => match self.program.buffer(id).strides.clone() {
+                // A `T.StridedTensor`: each index steps over its dimension's stride.
+                Some(strides) => {
+                    let exprs = &mut self.program.exprs;
+                    let mut offset = exprs.int(0);
+                    for (&index, &stride) in indices.iter().zip(&strides) {
+                        let step = exprs.mul(index, stride);
+                        offset = exprs.add(offset, step);
+                    }
+                    offset
+                }
+                None => {
+                    let shape = self.program.buffer(id).shape.clone();
+                    self.program.exprs.flatten_row_major(indices, &shape)
+                }
+            },
         };
         Ok((id, index))
     }

@@ -501,6 +501,7 @@ impl Staging<'_> {
                     memory: Memory::Local,
                     shape: vec![elements],
                     elements,
+                    strides: None,
                 });
                 self.temps.insert((buffer, base), temp);
                 // Every access of a vectorized buffer is unconditional (the plan allows no

@@ -211,7 +211,17 @@ pub fn run_program_observed(
     let deadline = budget.map(|budget| (Instant::now() + budget, budget));
     let mut indexer = index::Indexer::new(&program.exprs);
     let setup = setup::prepare(program, tensors, scalars, &mut indexer).map_err(|fault| *fault)?;
-    let access: Vec<ParamAccess> = program.params.iter().map(|param| param.access).collect();
+    // The gaps of a strided tensor's storage keep what the caller gave, as on the GPU: it is
+    // not poisoned, and so not checked for unwritten elements, as an output the kernel also
+    // reads is not.
+    let access: Vec<ParamAccess> = program
+        .params
+        .iter()
+        .map(|param| match program.buffer(param.buffer).strides {
+            Some(_) if param.access == ParamAccess::Write => ParamAccess::ReadWrite,
+            _ => param.access,
+        })
+        .collect();
     // A kernel that reads indices may leave parts of its outputs unwritten (see
     // `check_unwritten`): those keep the values the caller gave, as on the GPU, so that a
     // comparison of the two sees the same there.

@@ -109,6 +109,7 @@ impl Builder {
             memory,
             shape,
             elements,
+            strides: None,
         });
         self.p.params.push(TensorParam {
             name: name.to_owned(),
@@ -135,6 +136,7 @@ impl Builder {
             memory,
             shape: vec![count],
             elements: count,
+            strides: None,
         })
     }
 
@@ -147,6 +149,7 @@ impl Builder {
             memory,
             shape: vec![count],
             elements: count,
+            strides: None,
         })
     }
 
