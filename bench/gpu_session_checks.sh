@@ -12,7 +12,7 @@ set -u
 tilec=${TILEC:-gpu-carry/tilec}
 for kernel in four_bit atomic_extremes scans byte_view packed_dequant tirx_unpack bitwise_functions compaction xor_layout mma_swizzle \
     work_ranges shared_reductions kept_dimension_reductions padding_past_the_limit tir_functions shifted_read single_stage \
-    grid_stride_histogram single_thread_prefix concurrent_roles; do
+    grid_stride_histogram single_thread_prefix concurrent_roles role_barriers binary_search; do
     file=tests/fixtures/kernels/$kernel.py
     if [ "$kernel" = work_ranges ]; then
         # Ranges: block 0 takes row tiles 0..3, block 1 tile 3.
@@ -26,6 +26,9 @@ done
 # Rows of a symbolic count: full tiles take the unguarded copies, the last tile the guarded ones.
 "$tilec" run tests/fixtures/kernels/symbolic_rows.py --device cuda --check --with m=1001 \
     || echo "FAILED symbolic_rows"
+# Strided tensors with padded rows (row stride 80 for rows of 64), passed as their storage.
+"$tilec" run tests/fixtures/kernels/strided_rows.py --device cuda --check --with M=100 --with stride=80 \
+    || echo "FAILED strided_rows"
 # A copy of a run-time length (77 rows: two full blocks of 32 and a partial one).
 python3 -c "import numpy as np; np.save('/tmp/lens.npy', np.array([77], dtype=np.int32))"
 "$tilec" run tests/fixtures/kernels/run_time_length_copy.py --device cuda --check --input lens=/tmp/lens.npy \

@@ -145,6 +145,7 @@ fn statement_cost(program: &ThreadProgram, scalars: &[i64], stmt: &Stmt) -> f64 
         | Stmt::TmaStoreWait
         | Stmt::SetMaxRegisters { .. }
         | Stmt::NamedBarrier { .. }
+        | Stmt::NamedBarrierArrive { .. }
         | Stmt::WarpgroupTurn { .. }
         | Stmt::SyncWarp
         | Stmt::Return

@@ -5,8 +5,8 @@ use std::rc::Rc;
 
 use tilec_ir::{
     Access, AccessKind, AtomicSource, Code, ControlOp, DType, DataExpr, EntityId, EntityKind,
-    ExprId, ExternArg, Intrinsic, LayoutAnnotation, LayoutKind, LoopKind, ReduceKind, Region,
-    RegionDim, ScanOp, Scope, TileOp, VarId, WarpPolicy,
+    ExprId, ExternArg, Intrinsic, LayoutAnnotation, LayoutKind, LoopKind, NamedBarrier, ReduceKind,
+    Region, RegionDim, ScanOp, Scope, TileOp, VarId, WarpPolicy,
 };
 
 use crate::builder::{Block, Builder, Eval, Stop};
@@ -95,8 +95,14 @@ impl Builder<'_> {
             | "get_lane_idx" | "get_warp_group_idx" | "thread_binding" => {
                 self.thread_query(name, args)
             }
-            "sync_threads" | "sync_warp" | "pdl_sync" | "pdl_trigger" | "thread_return"
-            | "device_assert" | "sync_grid" => self.control(name, args),
+            "sync_threads"
+            | "sync_warp"
+            | "pdl_sync"
+            | "pdl_trigger"
+            | "thread_return"
+            | "device_assert"
+            | "sync_grid"
+            | "named_barrier_arrive" => self.control(name, args),
             "shfl_sync"
             | "shfl_xor"
             | "shfl_down"
@@ -576,7 +582,13 @@ impl Builder<'_> {
     /// `T.thread_return()` and `T.device_assert(cond, msg)`.
     fn control<'a>(&mut self, name: &str, args: Args<'a>) -> Eval<Value<'a>> {
         let op = match name {
-            "sync_threads" => ControlOp::SyncThreads,
+            "sync_threads" => ControlOp::SyncThreads {
+                named: self.named_barrier(&args, false)?,
+            },
+            "named_barrier_arrive" => match self.named_barrier(&args, true)? {
+                Some(named) => ControlOp::NamedBarrierArrive(named),
+                None => return Err(Stop),
+            },
             "sync_warp" => ControlOp::SyncWarp,
             "pdl_sync" => ControlOp::PdlSync,
             "pdl_trigger" => ControlOp::PdlTrigger,
@@ -603,6 +615,35 @@ impl Builder<'_> {
         };
         self.add_tile_op(TileOp::Control(op), &format!("`T.{name}`"), args.span)?;
         Ok(Value::None)
+    }
+
+    /// The `barrier_id` and `arrive_count` of `T.sync_threads(...)` (both or neither; `None`
+    /// without them) or of `T.named_barrier_arrive(...)` (`required`): a hardware barrier id
+    /// below 16 and a thread count that is a positive multiple of 32, as `bar.sync` takes.
+    fn named_barrier(&mut self, args: &Args<'_>, required: bool) -> Eval<Option<NamedBarrier>> {
+        let id = self.int_arg(args, 0, "barrier_id", -1)?;
+        let threads = self.int_arg(args, 1, "arrive_count", -1)?;
+        if id < 0 && threads < 0 && !required {
+            return Ok(None);
+        }
+        let id = u32::try_from(id).ok().filter(|&id| id < 16);
+        let threads = u32::try_from(threads)
+            .ok()
+            .filter(|&threads| threads > 0 && threads.is_multiple_of(32));
+        match (id, threads) {
+            (Some(id), Some(threads)) => Ok(Some(NamedBarrier { id, threads })),
+            (None, _) => Err(self.error(
+                Code::InvalidCall,
+                args.span_of(0, "barrier_id"),
+                "`barrier_id` must be a hardware barrier id known at compile time, 0 to 15",
+            )),
+            (_, None) => Err(self.error(
+                Code::InvalidCall,
+                args.span_of(1, "arrive_count"),
+                "`arrive_count` must be a positive multiple of 32 known at compile time (the \
+                 threads of whole warps that reach the barrier)",
+            )),
+        }
     }
 
     pub(crate) fn required<'a>(

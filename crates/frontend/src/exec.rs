@@ -95,8 +95,12 @@ impl Builder<'_> {
                 }
                 None => self.declare_tensor(env, &ann.target, &ann.annotation)?,
             },
-            Stmt::For(for_stmt) => return self.exec_for(env, for_stmt),
+            Stmt::For(for_stmt) => {
+                self.snapshot_before_nested_stores(env, stmt, span)?;
+                return self.exec_for(env, for_stmt);
+            }
             Stmt::While(while_stmt) => {
+                self.snapshot_before_nested_stores(env, stmt, span)?;
                 let mut first = true;
                 loop {
                     // Each iteration is work of its own: a body the parser recovered as empty
@@ -129,8 +133,14 @@ impl Builder<'_> {
                     first = false;
                 }
             }
-            Stmt::If(if_stmt) => return self.exec_if(env, if_stmt),
-            Stmt::With(with) => return self.exec_with(env, with),
+            Stmt::If(if_stmt) => {
+                self.snapshot_before_nested_stores(env, stmt, span)?;
+                return self.exec_if(env, if_stmt);
+            }
+            Stmt::With(with) => {
+                self.snapshot_before_nested_stores(env, stmt, span)?;
+                return self.exec_with(env, with);
+            }
             Stmt::Return(ret) => {
                 let value = match &ret.value {
                     Some(value) => self.eval(env, value)?,
@@ -416,6 +426,38 @@ impl Builder<'_> {
                 bind(&current, &name, Value::Buffer(var));
             }
             frame = current.borrow().parent.clone();
+        }
+        Ok(())
+    }
+
+    /// Before a kernel statement with a body (a run-time `if`, a loop, a `with`): the names that
+    /// read a buffer the body stores to (`buf[...] = ...`) take their values here, as
+    /// [`Self::snapshot_names_reading`] does at a store. Taken at the store itself, inside one
+    /// branch, the value would be missing on the other path: `mid = (lo[0] + hi[0]) >> 1`, then
+    /// `if ...: lo[0] = mid + 1` `else: hi[0] = mid` (a binary search) must read the same `mid`
+    /// in both branches.
+    fn snapshot_before_nested_stores<'a>(
+        &mut self,
+        env: &Env<'a>,
+        stmt: &'a Stmt,
+        span: Span,
+    ) -> Eval<()> {
+        if self.block.is_none() || self.read_names.is_empty() {
+            return Ok(());
+        }
+        let mut buffers = Vec::new();
+        for name in nested_store_bases(stmt) {
+            let buffer = match lookup(env, name) {
+                Some(Value::Buffer(buffer)) => buffer,
+                Some(Value::Region(region)) => region.buffer,
+                _ => continue,
+            };
+            if !buffers.contains(&buffer) {
+                buffers.push(buffer);
+            }
+        }
+        for buffer in buffers {
+            self.snapshot_names_reading(env, buffer, span)?;
         }
         Ok(())
     }
@@ -1287,6 +1329,35 @@ fn skips_code(stmt: &Stmt) -> bool {
 
 /// After a failed statement, binds its assignment targets to `value`, so that later uses do not
 /// report the problem again as an undefined name.
+/// The names `stmt`'s nested statements store through (`lo[0] = ...`, `acc[i] += ...`), not
+/// counting the bodies of functions and classes it defines.
+fn nested_store_bases(stmt: &Stmt) -> Vec<&str> {
+    use ruff_python_ast::visitor::{Visitor, walk_stmt};
+    struct Stores<'s>(Vec<&'s str>);
+    impl<'s> Visitor<'s> for Stores<'s> {
+        fn visit_stmt(&mut self, stmt: &'s Stmt) {
+            let targets: Vec<&Expr> = match stmt {
+                Stmt::FunctionDef(_) | Stmt::ClassDef(_) => return,
+                Stmt::Assign(assign) => assign.targets.iter().collect(),
+                Stmt::AugAssign(aug) => vec![&*aug.target],
+                Stmt::AnnAssign(ann) => vec![&*ann.target],
+                _ => Vec::new(),
+            };
+            for target in targets {
+                if let Expr::Subscript(subscript) = target
+                    && let Expr::Name(name) = &*subscript.value
+                {
+                    self.0.push(name.id.as_str());
+                }
+            }
+            walk_stmt(self, stmt);
+        }
+    }
+    let mut stores = Stores(Vec::new());
+    stores.visit_stmt(stmt);
+    stores.0
+}
+
 fn bind_targets<'a>(env: &Env<'a>, stmt: &'a Stmt, value: &Value<'a>) {
     let targets: Vec<&Expr> = match stmt {
         Stmt::Assign(assign) => assign.targets.iter().collect(),

@@ -574,6 +574,11 @@ pub enum Stmt {
     /// `bar.sync id, threads`: a barrier among the `threads` threads that execute it (a role of a
     /// [`Stmt::WarpRoles`]), for the same purpose as [`Stmt::Barrier`].
     NamedBarrier { id: u32, threads: u32 },
+    /// `bar.arrive id, threads`: the executing threads count towards named barrier `id`, which
+    /// completes once `threads` threads have arrived or synced on it, and go on without waiting.
+    /// It orders nothing for the arriving threads; the ones that sync there see the arrivers'
+    /// earlier accesses.
+    NamedBarrierArrive { id: u32, threads: u32 },
     /// One step of the turn-taking ("ping-pong") of the `warpgroups` consumer warpgroups of a
     /// warp-specialized loop, which lets one warpgroup's tensor-core work run while another does
     /// its other arithmetic. Warpgroup `w` waits for its turn on named barrier

@@ -59,6 +59,7 @@ macro_rules! nested_bodies {
             | Stmt::TmaStoreWait
             | Stmt::SetMaxRegisters { .. }
             | Stmt::NamedBarrier { .. }
+            | Stmt::NamedBarrierArrive { .. }
             | Stmt::WarpgroupTurn { .. }
             | Stmt::SyncWarp
             | Stmt::Return

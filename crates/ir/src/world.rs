@@ -349,7 +349,13 @@ pub enum ExternArg {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum ControlOp {
     /// `T.sync_threads()`: every thread of the block waits for all others (`__syncthreads()`).
-    SyncThreads,
+    /// With `named`, `T.sync_threads(barrier_id, arrive_count)`: hardware barrier `id` among
+    /// the `threads` threads that execute it or arrive on it (`bar.sync id, threads`), which may
+    /// belong to different warp roles.
+    SyncThreads { named: Option<NamedBarrier> },
+    /// `T.named_barrier_arrive(barrier_id, arrive_count)`: the executing threads count towards
+    /// hardware barrier `id`'s `threads` and go on without waiting (`bar.arrive id, threads`).
+    NamedBarrierArrive(NamedBarrier),
     /// `T.sync_warp()`: the threads of each warp wait for each other (`__syncwarp()`).
     SyncWarp,
     /// `T.pdl_sync()`: waits until the grids this launch depends on have completed or triggered
@@ -386,6 +392,13 @@ pub enum ControlOp {
     SyncGrid,
 }
 
+/// A hardware barrier the user names: its id (0..16) and how many threads complete it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct NamedBarrier {
+    pub id: u32,
+    pub threads: u32,
+}
+
 /// One mbarrier of a [`Scope::Barrier`] buffer: `mbars[i]`, or the buffer itself for its element 0.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct BarrierRef {
@@ -396,7 +409,8 @@ pub struct BarrierRef {
 impl ControlOp {
     pub fn name(&self) -> &'static str {
         match self {
-            ControlOp::SyncThreads => "sync_threads",
+            ControlOp::SyncThreads { .. } => "sync_threads",
+            ControlOp::NamedBarrierArrive(_) => "named_barrier_arrive",
             ControlOp::SyncWarp => "sync_warp",
             ControlOp::PdlSync => "pdl_sync",
             ControlOp::PdlTrigger => "pdl_trigger",

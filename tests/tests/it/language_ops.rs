@@ -929,52 +929,114 @@ fn one_threads_statements_get_no_barrier_inside_its_branch() {
     assert_matches("tiles", &tiles, expected);
 }
 
-/// `T.sync_threads()` written in two warp roles is TileLang's block-wide barrier, which the
-/// roles reach at different places and which orders one role's writes before another's reads.
-/// tilec lowers a role's barrier among the role's own threads, which would split it: the kernel
-/// is refused, with the reason, rather than lowered to one that hangs or races.
-#[test]
-fn a_block_barrier_in_two_warp_roles_is_refused() {
-    let source = r#"
-import tilelang
-import tilelang.language as T
-
-
-@tilelang.jit
-def roles(n=128):
-    @T.prim_func
-    def main(A: T.Tensor((n,), "int32"), B: T.Tensor((n,), "int32")):
-        with T.Kernel(1, threads=256) as bx:
-            tx = T.get_thread_binding()
-            total = T.alloc_shared((1,), "int32")
-            if tx < 128:
-                if tx == 0:
-                    total[0] = A[0]
-                T.sync_threads()
-            else:
-                T.sync_threads()
-                B[tx - 128] = total[0]
-
-    return main
-"#;
-    let refused = on_analysis_stack(|| {
+/// The first thread program of `source`'s first instance, which must lower.
+fn first_program(name: &str, source: &str) -> tilec_ir::ThreadProgram {
+    on_analysis_stack(|| {
         let db = RootDatabase::default();
-        let file = source_file(&db, "/kernels/roles.py", source);
+        let file = source_file(&db, name, source);
         let instance = instances(&db, file)[0];
         match thread_programs(&db, instance).as_ref() {
-            Ok(_) => String::new(),
-            Err(diagnostics) => diagnostics
-                .iter()
-                .map(|d| format!("{} {}", d.code, d.message))
-                .collect::<Vec<_>>()
-                .join("\n"),
+            Ok(programs) => programs[0].clone(),
+            Err(diagnostics) => panic!("cannot lower: {diagnostics:#?}"),
+        }
+    })
+}
+
+/// `T.sync_threads()` written in each of several warp roles is TileLang's block-wide barrier,
+/// which the roles reach at different places in their code: it is lowered as `bar.sync 0` among
+/// all of the block's threads (not narrowed to each role's own, which would split it), and the
+/// emulator runs the roles side by side until all have reached it. The producer's tile reaches
+/// both consumers; the first hands its sums to the second through named barrier 1
+/// (`T.named_barrier_arrive` on one side, `T.sync_threads(barrier_id=1, arrive_count=256)` on the
+/// other). Against values computed here.
+#[test]
+fn a_block_barrier_in_each_warp_role_and_a_named_barrier_between_two_of_them() {
+    let source = include_str!("../../fixtures/kernels/role_barriers.py");
+    let program = first_program("/kernels/role_barriers.py", source);
+    let mut barriers = Vec::new();
+    tilec_ir::thread::for_each_stmt(&program.body, &mut |stmt| {
+        if let tilec_ir::thread::Stmt::NamedBarrier { id, threads } = stmt {
+            barriers.push(format!("bar.sync {id}, {threads}"));
+        }
+        if let tilec_ir::thread::Stmt::NamedBarrierArrive { id, threads } = stmt {
+            barriers.push(format!("bar.arrive {id}, {threads}"));
         }
     });
-    assert!(
-        refused.starts_with(
-            "cannot-lower cannot lower this to a thread program: `T.sync_threads()` in more than \
-             one warp role"
-        ),
-        "{refused}"
+    assert_eq!(
+        barriers,
+        [
+            "bar.sync 0, 384",
+            "bar.sync 0, 384",
+            "bar.arrive 1, 256",
+            "bar.sync 0, 384",
+            "bar.sync 1, 256"
+        ]
     );
+    let mut tensors = make_tensors(&program, &[], 7, false).expect("shapes evaluate");
+    run_program(&program, &mut tensors, &[]).expect("the emulator runs it");
+    let expected = tensors[0]
+        .values
+        .iter()
+        .map(|&a| {
+            let f32_round = |x: f64| tilec_runtime::tensor::round_to(tilec_ir::DType::Float32, x);
+            let doubled = f32_round(a * 2.0);
+            f32_round(f32_round(doubled + 1.0) * doubled)
+        })
+        .collect();
+    assert_matches("B", &tensors[1], expected);
+}
+
+/// A role that never reaches the block barrier the others wait at (its `T.sync_threads()` is
+/// missing) would hang the GPU: the emulator reports the deadlock, naming the barrier and how
+/// many of its threads reached it.
+#[test]
+fn a_block_barrier_one_role_never_reaches_is_a_deadlock() {
+    let source = include_str!("../../fixtures/kernels/role_barriers.py").replacen(
+        "                stage[tx] = A[tx] * 2.0\n                T.sync_threads()\n",
+        "                stage[tx] = A[tx] * 2.0\n",
+        1,
+    );
+    let program = first_program("/kernels/role_barriers.py", &source);
+    let mut tensors = make_tensors(&program, &[], 7, false).expect("shapes evaluate");
+    let error = run_program(&program, &mut tensors, &[]).expect_err("a deadlock");
+    let message = error.to_string();
+    assert!(
+        message.contains(
+            "deadlock: the second branch waits at named barrier 0, which 256 of its 384 threads \
+             have reached"
+        ),
+        "{message}"
+    );
+}
+
+/// A name bound to an expression of buffer elements (`mid = (lo[0] + hi[0]) >> 1`) keeps the
+/// value it had when bound, in both branches of an `if` that writes one of those buffers in
+/// one branch (`lo[0] = mid + 1`) and reads the name in the other (`hi[0] = mid`): the binary
+/// search of a grouped GEMM's tile scheduler. Against the same search run here.
+#[test]
+fn a_name_read_in_both_branches_of_an_if_that_stores_keeps_its_value() {
+    let source = include_str!("../../fixtures/kernels/binary_search.py");
+    let program = first_program("/kernels/search.py", source);
+    let mut tensors = make_tensors(&program, &[], 7, false).expect("shapes evaluate");
+    let cumulative: Vec<i32> = (0..65).map(|g| g * 3 + g % 5).collect();
+    let queries: Vec<i32> = (0..128).map(|t| (t * 37) % 200).collect();
+    tensors[0].values = cumulative.iter().map(|&v| f64::from(v)).collect();
+    tensors[1].values = queries.iter().map(|&v| f64::from(v)).collect();
+    run_program(&program, &mut tensors, &[]).expect("the emulator runs it");
+    let expected = queries
+        .iter()
+        .map(|&query| {
+            let (mut lo, mut hi) = (0usize, 63usize);
+            for _ in 0..6 {
+                let mid = (lo + hi) >> 1;
+                if cumulative[mid + 1] <= query {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            f64::from(u32::try_from(lo).unwrap_or(u32::MAX))
+        })
+        .collect();
+    assert_matches("G", &tensors[2], expected);
 }

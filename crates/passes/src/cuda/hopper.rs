@@ -37,6 +37,7 @@ pub(super) fn uses_sm90_prelude(program: &ThreadProgram) -> bool {
                     | Stmt::WarpRoles { .. }
                     | Stmt::SetMaxRegisters { .. }
                     | Stmt::NamedBarrier { .. }
+                    | Stmt::NamedBarrierArrive { .. }
                     | Stmt::WarpgroupTurn { .. }
                     | Stmt::GridDependencyWait
                     | Stmt::LaunchDependents
@@ -274,6 +275,18 @@ impl Printer<'_> {
             ));
         }
         self.line(&format!("tl_named_barrier({id}, {threads});"));
+    }
+
+    /// `tl_named_barrier_arrive(id, threads);`
+    pub(super) fn named_barrier_arrive(&mut self, id: u32, threads: u32) {
+        if id >= NAMED_BARRIERS || threads == 0 || !threads.is_multiple_of(32) {
+            return self.skip(&format!(
+                "an arrival on named barrier {id} of {threads} threads (ids 0 to {}, a positive \
+                 multiple of 32 threads)",
+                NAMED_BARRIERS - 1
+            ));
+        }
+        self.line(&format!("tl_named_barrier_arrive({id}, {threads});"));
     }
 
     /// A step of the consumer warpgroups' turn-taking, on named barriers `first_barrier` to

@@ -646,6 +646,7 @@ fn stmt_kind(stmt: &Stmt) -> &'static str {
         Stmt::WarpRoles { .. } => "warp roles",
         Stmt::SetMaxRegisters { .. } => "setmaxnreg",
         Stmt::NamedBarrier { .. } => "named barrier",
+        Stmt::NamedBarrierArrive { .. } => "named barrier arrival",
         Stmt::WarpgroupTurn { .. } => "warpgroup turn",
         Stmt::SyncWarp => "warp sync",
         Stmt::Return => "return",

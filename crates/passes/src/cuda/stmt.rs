@@ -128,6 +128,7 @@ impl Printer<'_> {
             } => self.warp_roles(*consumers, consumer, producer),
             Stmt::SetMaxRegisters { count, increase } => self.set_max_registers(*count, *increase),
             Stmt::NamedBarrier { id, threads } => self.named_barrier(*id, *threads),
+            Stmt::NamedBarrierArrive { id, threads } => self.named_barrier_arrive(*id, *threads),
             Stmt::WarpgroupTurn {
                 step,
                 warpgroups,

@@ -142,7 +142,8 @@ impl Lowering<'_> {
                 });
             }
             ControlOp::FenceProxyAsync => stmts.push(Stmt::FenceProxyAsync),
-            ControlOp::SyncThreads
+            ControlOp::SyncThreads { .. }
+            | ControlOp::NamedBarrierArrive(_)
             | ControlOp::SyncWarp
             | ControlOp::PdlSync
             | ControlOp::PdlTrigger
@@ -307,17 +308,38 @@ impl Lowering<'_> {
                 self.group_barriers.len() - 1
             }
         };
-        // A position past `u32` is past the named barriers too.
-        let id = u32::try_from(position).map_or(NAMED_BARRIERS, |position| {
-            FIRST_GROUP_BARRIER.saturating_add(position)
-        });
-        if id >= NAMED_BARRIERS {
-            return Err(Unlowerable::new(format!(
-                "more than {} distinct thread groups synchronise separately (a block has {NAMED_BARRIERS} named barriers)",
-                NAMED_BARRIERS - FIRST_GROUP_BARRIER
-            )));
+        // The ids the user's own `T.sync_threads(barrier_id, ...)` and
+        // `T.named_barrier_arrive(...)` name are theirs: the groups take the others.
+        let taken = self.user_barrier_ids();
+        let free: Vec<u32> = (FIRST_GROUP_BARRIER..NAMED_BARRIERS)
+            .filter(|id| !taken.contains(id))
+            .collect();
+        free.get(position).copied().ok_or_else(|| {
+            Unlowerable::new(format!(
+                "more than {} distinct thread groups synchronise separately (a block has \
+                 {NAMED_BARRIERS} named barriers, and the kernel names {} itself)",
+                free.len(),
+                taken.len()
+            ))
+        })
+    }
+
+    /// The hardware barrier ids the launch's code names itself.
+    fn user_barrier_ids(&self) -> Vec<u32> {
+        let mut ids = Vec::new();
+        for entity in crate::liveness::linearize(self.world, self.launch) {
+            let named = match self.world.ops.get(entity) {
+                Some(TileOp::Control(
+                    ControlOp::SyncThreads { named: Some(named) }
+                    | ControlOp::NamedBarrierArrive(named),
+                )) => named,
+                _ => continue,
+            };
+            if !ids.contains(&named.id) {
+                ids.push(named.id);
+            }
         }
-        Ok(id)
+        ids
     }
 
     /// Whether the copy's destination is written by an asynchronous copy that completes on a

@@ -264,6 +264,10 @@ impl<'p, L: Leaves> Rewriter<'p, L> {
                 id: *id,
                 threads: *threads,
             },
+            Stmt::NamedBarrierArrive { id, threads } => Stmt::NamedBarrierArrive {
+                id: *id,
+                threads: *threads,
+            },
             Stmt::WarpgroupTurn { .. } => stmt.clone(),
             Stmt::Block {
                 origin,

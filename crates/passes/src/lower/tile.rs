@@ -120,18 +120,29 @@ impl Lowering<'_> {
         stmts: &mut Vec<Stmt>,
     ) -> Result<(), Unlowerable> {
         match control {
-            ControlOp::SyncThreads => {
+            ControlOp::SyncThreads { named: None } => {
+                // Written in two or more warp roles, TileLang's `__syncthreads()` is one barrier
+                // the roles reach at different places: `bar.sync 0` with every thread of the
+                // block, which narrowing a group's barriers leaves as it is.
                 if self.group.is_some() && self.block_barrier_across_roles() {
-                    return Err(Unlowerable::new(
-                        "`T.sync_threads()` in more than one warp role: TileLang emits a \
-                         block-wide `__syncthreads()`, which the roles reach at different places \
-                         and which orders them against each other; tilec lowers a role's barrier \
-                         among the role's own threads, so it does not lower this kernel yet",
-                    ));
+                    let threads = self.block_threads()?;
+                    stmts.push(Stmt::NamedBarrier { id: 0, threads });
+                } else {
+                    stmts.push(Stmt::Barrier);
                 }
-                stmts.push(Stmt::Barrier);
                 self.sync.barrier_placed();
             }
+            ControlOp::SyncThreads { named: Some(named) } => {
+                stmts.push(Stmt::NamedBarrier {
+                    id: named.id,
+                    threads: named.threads,
+                });
+                self.sync.barrier_placed();
+            }
+            ControlOp::NamedBarrierArrive(named) => stmts.push(Stmt::NamedBarrierArrive {
+                id: named.id,
+                threads: named.threads,
+            }),
             ControlOp::SyncWarp => stmts.push(Stmt::SyncWarp),
             // Programmatic dependent launch exists from sm_90 on; before it a grid starts only
             // once the one before it has finished, so there is nothing to wait for or to trigger.
@@ -183,7 +194,7 @@ impl Lowering<'_> {
         for entity in crate::liveness::linearize(self.world, self.launch) {
             if matches!(
                 self.world.ops.get(entity),
-                Some(TileOp::Control(ControlOp::SyncThreads))
+                Some(TileOp::Control(ControlOp::SyncThreads { named: None }))
             ) && let Some(group) = self.groups.narrowed(entity)
                 && !groups.contains(&group)
             {
@@ -191,6 +202,15 @@ impl Lowering<'_> {
             }
         }
         groups.len() >= 2
+    }
+
+    /// The threads of the whole block, as a barrier among all of them counts them.
+    fn block_threads(&self) -> Result<u32, Unlowerable> {
+        let [x, y, z] = self.program.block;
+        x.checked_mul(y)
+            .and_then(|xy| xy.checked_mul(z))
+            .and_then(|threads| u32::try_from(threads).ok())
+            .ok_or_else(|| Unlowerable::new("a block too large for a barrier among its threads"))
     }
 
     /// The label of a copy into or out of a staging tile (`epilogue.rs`), which the user did not

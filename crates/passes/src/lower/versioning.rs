@@ -220,6 +220,7 @@ fn plain(stmt: &Stmt) -> bool {
         | Stmt::WarpRoles { .. }
         | Stmt::SetMaxRegisters { .. }
         | Stmt::NamedBarrier { .. }
+        | Stmt::NamedBarrierArrive { .. }
         | Stmt::WarpgroupTurn { .. }
         | Stmt::SyncWarp
         | Stmt::Return

@@ -89,24 +89,52 @@ pub enum MbarrierFault {
     PendingBytes { bytes: i64 },
 }
 
-/// One wait that can never pass: a role (or the whole block) waits for the phase of parity
-/// `parity` of mbarrier `barrier[index]`.
+/// One wait that can never pass: a role (or the whole block) waits on a barrier nothing left to
+/// run can complete.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BlockedWait {
-    /// `producer` or `consumer` inside warp roles, `block` outside them.
+    /// `producer` or `consumer` inside warp roles, the branch of a warp-specialized `if` chain,
+    /// `block` outside them.
     pub role: &'static str,
-    pub barrier: String,
-    pub index: i64,
-    pub parity: i64,
+    pub on: WaitOn,
+}
+
+/// What a blocked wait waits for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WaitOn {
+    /// The phase of parity `parity` of mbarrier `barrier[index]`.
+    Mbarrier {
+        barrier: String,
+        index: i64,
+        parity: i64,
+    },
+    /// Named barrier `id`, which `threads` threads complete and `arrived` have reached.
+    NamedBarrier { id: u32, arrived: u32, threads: u32 },
 }
 
 impl fmt::Display for BlockedWait {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "the {} waits for parity {} of `{}[{}]`",
-            self.role, self.parity, self.barrier, self.index
-        )
+        match &self.on {
+            WaitOn::Mbarrier {
+                barrier,
+                index,
+                parity,
+            } => write!(
+                f,
+                "the {} waits for parity {parity} of `{barrier}[{index}]`",
+                self.role
+            ),
+            WaitOn::NamedBarrier {
+                id,
+                arrived,
+                threads,
+            } => write!(
+                f,
+                "the {} waits at named barrier {id}, which {arrived} of its {threads} threads \
+                 have reached",
+                self.role
+            ),
+        }
     }
 }
 

@@ -55,6 +55,8 @@ pub(super) struct Machine<'p, 't> {
     pub mbarriers: Mbarriers,
     /// The running block's warpgroup turn-taking.
     pub turns: super::turns::Turns,
+    /// The running block's named barriers.
+    pub named: super::named::NamedBarriers,
     /// The running block's threads that have returned (`Stmt::Return`): they execute nothing
     /// more and count as arrived at every later barrier.
     pub exited: Vec<bool>,
@@ -100,6 +102,7 @@ impl<'p> Machine<'p, '_> {
         self.memory.begin_block();
         self.mbarriers.clear();
         self.turns.clear();
+        self.named.clear();
         self.exited.iter_mut().for_each(|exited| *exited = false);
         self.exited_count = 0;
         self.generators
@@ -385,6 +388,9 @@ impl<'p> Machine<'p, '_> {
             } => self.exec_warp_roles(*consumers, (consumer, producer), active),
             Stmt::SetMaxRegisters { count, .. } => self.exec_set_max_registers(*count, active),
             Stmt::NamedBarrier { id, threads } => self.exec_named_barrier(*id, *threads, active),
+            Stmt::NamedBarrierArrive { id, threads } => {
+                self.exec_named_barrier_arrive(*id, *threads, active)
+            }
             Stmt::WarpgroupTurn {
                 step,
                 warpgroups,
@@ -577,11 +583,11 @@ impl<'p> Machine<'p, '_> {
         active: &[u32],
     ) -> Result<(), Fault> {
         let (yes, no) = self.split(cond, active)?;
-        let waits = |stmts: &[Stmt]| stmts.iter().any(super::roles::contains_wait);
+        let waits = super::roles::needs_other_threads;
         if !yes.is_empty()
             && !no.is_empty()
             && self.memory.clock.is_none()
-            && (waits(then) || waits(otherwise))
+            && (waits(then, yes.len()) || waits(otherwise, no.len()))
         {
             let mut branches = vec![(then, yes)];
             self.collect_branches(otherwise, no, &mut branches)?;

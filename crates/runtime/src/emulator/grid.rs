@@ -50,6 +50,7 @@ struct BlockState<'p> {
     wgmmas: Vec<WgmmaQueue>,
     mbarriers: Mbarriers,
     turns: Turns,
+    named: super::named::NamedBarriers,
     storage: BlockStorage,
 }
 
@@ -143,6 +144,7 @@ impl<'p> Machine<'p, '_> {
         std::mem::swap(&mut self.wgmmas, &mut state.wgmmas);
         std::mem::swap(&mut self.mbarriers, &mut state.mbarriers);
         std::mem::swap(&mut self.turns, &mut state.turns);
+        std::mem::swap(&mut self.named, &mut state.named);
         self.memory.swap_block(&mut state.storage);
     }
 
@@ -258,6 +260,7 @@ impl<'p> Machine<'p, '_> {
             | Stmt::TmaStoreWait
             | Stmt::SetMaxRegisters { .. }
             | Stmt::NamedBarrier { .. }
+            | Stmt::NamedBarrierArrive { .. }
             | Stmt::WarpgroupTurn { .. }
             | Stmt::SyncWarp
             | Stmt::Return

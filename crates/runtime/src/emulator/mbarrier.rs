@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use tilec_ir::thread::BufferId;
 use tilec_ir::{DType, ExprId};
 
-use super::error::{BlockedWait, EmulatorError, ErrorKind, Fault, MbarrierFault};
+use super::error::{BlockedWait, EmulatorError, ErrorKind, Fault, MbarrierFault, WaitOn};
 use super::exec::Machine;
 use super::memory::{Place, ROLES, check_bounds};
 
@@ -292,9 +292,11 @@ impl Machine<'_, '_> {
             if !self.mbarrier(key, thread)?.passed(parity) {
                 let wait = BlockedWait {
                     role,
-                    barrier: self.buffer_name(key.0),
-                    index: key.1,
-                    parity,
+                    on: WaitOn::Mbarrier {
+                        barrier: self.buffer_name(key.0),
+                        index: key.1,
+                        parity,
+                    },
                 };
                 return Ok(Some((wait, thread)));
             }

@@ -82,6 +82,7 @@ mod grid;
 mod index;
 mod mbarrier;
 mod memory;
+mod named;
 pub use memory::BlockOrder;
 mod random;
 mod roles;
@@ -99,7 +100,9 @@ use std::time::{Duration, Instant};
 use tilec_ir::ThreadProgram;
 use tilec_ir::thread::ParamAccess;
 
-pub use error::{BlockedWait, EmulatorError, ErrorKind, IndexFault, MbarrierFault, RaceKind};
+pub use error::{
+    BlockedWait, EmulatorError, ErrorKind, IndexFault, MbarrierFault, RaceKind, WaitOn,
+};
 
 use crate::tensor::HostTensor;
 use exec::Machine;
@@ -255,6 +258,7 @@ pub fn run_program_observed(
         wgmmas: vec![wgmma::WgmmaQueue::default(); setup.threads.div_ceil(128)],
         mbarriers: mbarrier::Mbarriers::default(),
         turns: turns::Turns::default(),
+        named: named::NamedBarriers::default(),
         exited: vec![false; setup.threads],
         exited_count: 0,
         generators: vec![None; setup.threads],

@@ -20,10 +20,11 @@
 use tilec_ir::thread::{Stmt, ValueId, for_each_stmt};
 use tilec_ir::{EntityId, ExprId, VarId};
 
-use super::error::{BlockedWait, EmulatorError, ErrorKind, Fault};
+use super::error::{BlockedWait, EmulatorError, ErrorKind, Fault, WaitOn};
 use super::exec::Machine;
 use super::index::{Binding, Env};
 use super::memory::{ROLES, RoleClock};
+use super::named::Arrival;
 
 const WARPGROUP: usize = 128;
 
@@ -99,6 +100,8 @@ struct Task<'p> {
     /// one outside roles does (`mbarrier.rs`), since such code also hands data over through plain
     /// stores, which the role clocks do not order.
     epoch_at_waits: bool,
+    /// The named barrier the task has reached and waits at, with the phases it had completed.
+    named_wait: Option<(u32, u64)>,
 }
 
 /// The names of the branches of a hand-written warp-specialized `if` chain, in order.
@@ -124,11 +127,28 @@ pub(super) enum Step<'p> {
     Finished,
 }
 
-/// Whether a statement is or contains an `MbarrierWait`, so that a task must be able to stop in it.
+/// Whether a statement is or contains an `MbarrierWait` or a named barrier's `bar.sync`, so that
+/// a task must be able to stop in it.
 pub(super) fn contains_wait(stmt: &Stmt) -> bool {
     let mut found = false;
     for_each_stmt(std::slice::from_ref(stmt), &mut |s| {
+        found |= matches!(s, Stmt::MbarrierWait { .. } | Stmt::NamedBarrier { .. })
+    });
+    found
+}
+
+/// Whether the threads of `branch`, `threads` of them, need other threads running beside them:
+/// they wait on an mbarrier, or reach a named barrier that more threads than theirs complete.
+pub(super) fn needs_other_threads(branch: &[Stmt], threads: usize) -> bool {
+    let mut found = false;
+    for_each_stmt(branch, &mut |s| {
         found |= matches!(s, Stmt::MbarrierWait { .. })
+            || matches!(
+                s,
+                Stmt::NamedBarrier { threads: needed, .. }
+                    | Stmt::NamedBarrierArrive { threads: needed, .. }
+                    if *needed as usize > threads
+            );
     });
     found
 }
@@ -240,6 +260,7 @@ impl<'p> Machine<'p, '_> {
             frames,
             context,
             epoch_at_waits: false,
+            named_wait: None,
         }
     }
 
@@ -256,7 +277,8 @@ impl<'p> Machine<'p, '_> {
         self.swap_context(&mut task.context);
         let mut progressed = false;
         let outcome = loop {
-            match self.step((task.role, task.epoch_at_waits), &mut task.frames) {
+            let waits = (task.role, task.epoch_at_waits);
+            match self.step(waits, &mut task.frames, &mut task.named_wait) {
                 Ok(Step::Ran) => progressed = true,
                 Ok(Step::Blocked(blocked)) => break Ok((progressed, Some(blocked))),
                 Ok(Step::Finished) => break Ok((progressed, None)),
@@ -272,6 +294,7 @@ impl<'p> Machine<'p, '_> {
         &mut self,
         (role, epoch_at_waits): (&'static str, bool),
         frames: &mut Vec<ListFrame<'p>>,
+        named_wait: &mut Option<(u32, u64)>,
     ) -> Result<Step<'p>, Fault> {
         let Some(top) = frames.last_mut() else {
             return Ok(Step::Finished);
@@ -305,6 +328,40 @@ impl<'p> Machine<'p, '_> {
                         site: self.sites.last().copied(),
                     })),
                 }
+            }
+            Stmt::NamedBarrier { id, threads } => {
+                let (id, threads) = (*id, *threads);
+                let completed = match named_wait.take() {
+                    Some((waiting, completed)) if waiting == id => Some(completed),
+                    _ => match self.named_arrive(id, threads, &top.active)? {
+                        Arrival::Completed => None,
+                        Arrival::Waiting(completed) => Some(completed),
+                    },
+                };
+                if let Some(completed) = completed
+                    && !self.named_passed(id, completed)
+                {
+                    *named_wait = Some((id, completed));
+                    let arrived = self.named_arrived(id);
+                    return Ok(Step::Blocked(Blocked {
+                        wait: BlockedWait {
+                            role,
+                            on: WaitOn::NamedBarrier {
+                                id,
+                                arrived,
+                                threads,
+                            },
+                        },
+                        thread: top.active.first().copied().unwrap_or(0),
+                        site: self.sites.last().copied(),
+                    }));
+                }
+                if epoch_at_waits {
+                    self.memory.barrier();
+                }
+                self.begin_statement(top.active.len());
+                top.next += 1;
+                Ok(Step::Ran)
             }
             Stmt::For {
                 var, extent, body, ..
@@ -440,33 +497,6 @@ impl<'p> Machine<'p, '_> {
             block: Some(self.block),
             thread,
         })
-    }
-
-    /// `bar.sync id, threads`: exactly `threads` threads must execute it. It orders shared-memory
-    /// accesses as a block barrier does.
-    pub(super) fn exec_named_barrier(
-        &mut self,
-        id: u32,
-        threads: u32,
-        active: &[u32],
-    ) -> Result<(), Fault> {
-        if id >= 16 || threads == 0 || !threads.is_multiple_of(32) {
-            let message = format!(
-                "named barrier {id} for {threads} threads (ids 0..16, a multiple of 32 threads)"
-            );
-            return Err(self.malformed_fault(&message));
-        }
-        if active.len() != threads as usize {
-            let kind = ErrorKind::DivergentNamedBarrier {
-                id,
-                active: active.len(),
-                threads,
-            };
-            return Err(self.fault(kind, active.first().copied()));
-        }
-        self.memory.barrier();
-        self.report.barriers += 1;
-        Ok(())
     }
 
     /// `setmaxnreg`: executed by whole warpgroups, with a count PTX accepts; it changes nothing

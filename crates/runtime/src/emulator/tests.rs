@@ -8,7 +8,8 @@ use tilec_ir::thread::{
 use tilec_ir::{DType, EntityId, ExprArena, ExprId, ThreadProgram, VarId};
 
 use super::{
-    BlockedWait, EmulatorError, ErrorKind, MbarrierFault, RaceKind, run_program, run_program_within,
+    BlockedWait, EmulatorError, ErrorKind, MbarrierFault, RaceKind, WaitOn, run_program,
+    run_program_within,
 };
 use crate::tensor::{HostTensor, round_to};
 
@@ -1726,15 +1727,19 @@ fn pipeline_protocol_mistakes_are_reported() {
     let waits = vec![
         BlockedWait {
             role: "producer",
-            barrier: "empty".to_owned(),
-            index: 0,
-            parity: 0,
+            on: WaitOn::Mbarrier {
+                barrier: "empty".to_owned(),
+                index: 0,
+                parity: 0,
+            },
         },
         BlockedWait {
             role: "consumer",
-            barrier: "full".to_owned(),
-            index: 0,
-            parity: 1,
+            on: WaitOn::Mbarrier {
+                barrier: "full".to_owned(),
+                index: 0,
+                parity: 1,
+            },
         },
     ];
     assert_eq!(error.kind, ErrorKind::MbarrierDeadlock { waits }, "{error}");
@@ -1868,9 +1873,11 @@ fn mbarrier_misuse_is_reported() {
     let error = err(run_program(&swizzled_tile(1, true), &mut tensors(), &[]));
     let waits = vec![BlockedWait {
         role: "block",
-        barrier: "bar".to_owned(),
-        index: 0,
-        parity: 1,
+        on: WaitOn::Mbarrier {
+            barrier: "bar".to_owned(),
+            index: 0,
+            parity: 1,
+        },
     }];
     assert_eq!(error.kind, ErrorKind::MbarrierDeadlock { waits }, "{error}");
     // Without a barrier after the initialisation, thread 1 may see an uninitialised mbarrier.
