@@ -955,6 +955,9 @@ fn a_block_barrier_in_each_warp_role_and_a_named_barrier_between_two_of_them() {
     let program = first_program("/kernels/role_barriers.py", source);
     let mut barriers = Vec::new();
     tilec_ir::thread::for_each_stmt(&program.body, &mut |stmt| {
+        if let tilec_ir::thread::Stmt::Barrier = stmt {
+            barriers.push("__syncthreads".to_owned());
+        }
         if let tilec_ir::thread::Stmt::NamedBarrier { id, threads } = stmt {
             barriers.push(format!("bar.sync {id}, {threads}"));
         }

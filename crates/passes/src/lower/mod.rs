@@ -505,6 +505,9 @@ pub(crate) struct Lowering<'w> {
     /// The conditions of the `if`s whose only branch is a thread group's, with the group
     /// (`groups::chain_group_ifs`).
     group_ifs: Vec<(ValueId, ThreadGroup)>,
+    /// The conditions of the group `if`s whose statements follow the user's barrier protocol
+    /// (see `concurrent_role`).
+    protocol_ifs: Vec<ValueId>,
     /// Run-time scalars of pipelined loop bodies bound once before their loop instead
     /// (`pipeline::invariant_binds`), which the body then skips.
     hoisted_binds: Vec<EntityId>,
@@ -602,6 +605,7 @@ impl<'w> Lowering<'w> {
             hand_synchronized,
             group_barriers: Vec::new(),
             group_ifs: Vec::new(),
+            protocol_ifs: Vec::new(),
             hoisted_binds: Vec::new(),
         };
         lowering.declare_params();
@@ -1165,11 +1169,19 @@ impl<'w> Lowering<'w> {
         // no block barrier may go inside.
         let divergent =
             !inside && groups == (None, None) && self.thread_dependence.data(self.world, condition);
+        let role_run = match (groups, else_body.is_empty()) {
+            ((Some(group), None), true) => self.concurrent_role(entity, group, out),
+            _ => false,
+        };
         if groups.0.is_some() || groups.1.is_some() || divergent {
             // The branches run on fewer threads than the statements around them: the block
-            // barrier insertion sees the whole `if` as one operation of the block.
+            // barrier insertion sees the whole `if` as one operation of the block. A warp role
+            // that runs beside the ones before it gets no barrier in between, which would hold
+            // it until they have finished (see `concurrent_role`).
             let accesses = self.entity_shared_accesses(entity);
-            self.sync.before(&accesses, out);
+            if !role_run {
+                self.sync.before(&accesses, out);
+            }
             self.sync.after(&accesses);
         }
         if divergent {
@@ -1187,6 +1199,9 @@ impl<'w> Lowering<'w> {
         self.sync.join(&after_then);
         if let (Some(group), true) = (groups.0, else_body.is_empty()) {
             self.group_ifs.push((cond, group));
+            if self.follows_protocol(entity) {
+                self.protocol_ifs.push(cond);
+            }
         }
         out.push(Stmt::If {
             cond,
@@ -1194,6 +1209,58 @@ impl<'w> Lowering<'w> {
             otherwise,
         });
         Ok(())
+    }
+
+    /// Whether the group `if` `entity`, for `group`, is a warp role that runs beside the roles
+    /// just before it in `out`: those are group `if`s of groups disjoint from it (which
+    /// `groups::chain_group_ifs` makes one `if` chain), and it or one of them follows the user's
+    /// barrier protocol (mbarriers, named barriers, a barrier across roles). Such roles hand
+    /// data to each other through that protocol: TileLang places no `__syncthreads()` between
+    /// them (their shared accesses are disjoint, `Os[0]` and `Os[1]`), and one there would
+    /// deadlock a role waiting on a barrier the next completes.
+    fn concurrent_role(&self, entity: EntityId, group: ThreadGroup, out: &[Stmt]) -> bool {
+        let mut before = Vec::new();
+        for stmt in out.iter().rev() {
+            let Stmt::If {
+                cond, otherwise, ..
+            } = stmt
+            else {
+                break;
+            };
+            match self.group_ifs.iter().find(|(c, _)| c == cond) {
+                Some(&(_, other)) if otherwise.is_empty() => before.push((*cond, other)),
+                _ => break,
+            }
+        }
+        let disjoint = |a: ThreadGroup, b: ThreadGroup| {
+            a.start + a.extent <= b.start || b.start + b.extent <= a.start
+        };
+        !before.is_empty()
+            && before.iter().all(|&(_, other)| disjoint(other, group))
+            && (self.follows_protocol(entity)
+                || before
+                    .iter()
+                    .any(|(cond, _)| self.protocol_ifs.contains(cond)))
+    }
+
+    /// Whether `entity`'s statements wait on or arrive at the user's barriers: mbarriers, named
+    /// barriers, or a `T.sync_threads()` that several roles reach (a role's own one is not a
+    /// protocol between roles).
+    fn follows_protocol(&self, entity: EntityId) -> bool {
+        crate::liveness::linearize(self.world, entity)
+            .into_iter()
+            .any(|e| match self.world.ops.get(e) {
+                Some(TileOp::Control(ControlOp::SyncThreads { named: None })) => {
+                    self.block_barrier_across_roles()
+                }
+                Some(TileOp::Control(
+                    ControlOp::BarrierWait { .. }
+                    | ControlOp::BarrierArrive { .. }
+                    | ControlOp::SyncThreads { named: Some(_) }
+                    | ControlOp::NamedBarrierArrive(_),
+                )) => true,
+                _ => false,
+            })
     }
 
     /// An `if` whose branches run on the threads its condition selects, none of them a thread

@@ -189,7 +189,7 @@ impl Lowering<'_> {
     /// (`if tx < 128: ... T.sync_threads() ... elif tx < 256: ... T.sync_threads()`): the
     /// roles then meet at one block-wide barrier, which lowering a group's barrier among its own
     /// threads would split in two.
-    fn block_barrier_across_roles(&self) -> bool {
+    pub(super) fn block_barrier_across_roles(&self) -> bool {
         let mut groups: Vec<crate::thread_groups::ThreadGroup> = Vec::new();
         for entity in crate::liveness::linearize(self.world, self.launch) {
             if matches!(
