@@ -117,9 +117,12 @@ impl VisitorMut for Fencer<'_> {
     fn visit_body(&mut self, stmts: &mut Vec<Stmt>) {
         let mut fenced: Vec<Stmt> = Vec::with_capacity(stmts.len());
         for mut stmt in std::mem::take(stmts) {
-            if matches!(stmt, Stmt::Barrier | Stmt::NamedBarrier { .. })
-                && publishes_async_reads(self.program, self.space, &fenced)
-            {
+            let publishes = if matches!(stmt, Stmt::Barrier | Stmt::NamedBarrier { .. }) {
+                publishes_async_reads(self.program, self.space, &fenced)
+            } else {
+                arrives(&stmt) && writes_async_reads(self.program, self.space, &fenced)
+            };
+            if publishes {
                 fenced.push(Stmt::FenceProxyAsync);
             }
             self.visit_stmt(&mut stmt);
@@ -142,6 +145,39 @@ fn publishes_async_reads(program: &ThreadProgram, space: &AsyncReadSpace, before
         }
     }
     true
+}
+
+/// Whether `stmt` is an arrival on an mbarrier or a named barrier (`bar.arrive`), or a statement
+/// block that starts with one: it hands what the arriving threads wrote to the threads that wait
+/// there, which may read it through the async proxy (a producer's copies, then its arrival on the
+/// stage's "full" barrier, then the consumers' wgmma).
+fn arrives(stmt: &Stmt) -> bool {
+    if let Stmt::Block { body, .. } = stmt {
+        return body.first().is_some_and(arrives);
+    }
+    matches!(
+        stmt,
+        Stmt::MbarrierArrive { .. } | Stmt::NamedBarrierArrive { .. }
+    )
+}
+
+/// Whether one of `before` (the statements ahead of an arrival in its list) writes generically to
+/// memory the async proxy reads, after the last barrier. Unlike a barrier, an arrival at the
+/// start of its list is not fenced: it publishes only what its own list wrote, and a fence on
+/// every arrival at the top of a loop body would stall each stage of tilec's own pipelines.
+fn writes_async_reads(program: &ThreadProgram, space: &AsyncReadSpace, before: &[Stmt]) -> bool {
+    for stmt in before.iter().rev() {
+        if matches!(
+            stmt,
+            Stmt::Barrier | Stmt::NamedBarrier { .. } | Stmt::FenceProxyAsync
+        ) {
+            return false;
+        }
+        if space.written_by(program, stmt) {
+            return true;
+        }
+    }
+    false
 }
 
 #[cfg(test)]
@@ -246,6 +282,7 @@ mod tests {
                     Stmt::Barrier => "barrier".to_owned(),
                     Stmt::FenceProxyAsync => "FENCE".to_owned(),
                     Stmt::TmaStore { .. } => "tma_store".to_owned(),
+                    Stmt::MbarrierArrive { .. } => "arrive".to_owned(),
                     Stmt::Block { body, .. } | Stmt::For { body, .. } => {
                         format!("[{}]", self.render(body))
                     }
@@ -296,6 +333,40 @@ mod tests {
             f.fenced(stmts),
             "[store(tile) store(other)] [store(other)] FENCE barrier \
              [FENCE barrier store(other) barrier] tma_store"
+        );
+    }
+
+    #[test]
+    fn an_arrival_after_writes_the_async_proxy_reads_is_fenced_one_at_a_list_start_is_not() {
+        let mut f = Fixture::new();
+        let one = f.program.exprs.int(1);
+        let zero = f.program.exprs.int(0);
+        let barrier = f.program.add_buffer(BufferDecl {
+            name: "full".to_owned(),
+            dtype: DType::UInt64,
+            memory: Memory::Shared { offset: 512 },
+            shape: vec![one],
+            elements: one,
+            strides: None,
+        });
+        let arrive = || Stmt::MbarrierArrive {
+            barrier: Place {
+                buffer: barrier,
+                index: zero,
+            },
+            expect_bytes: None,
+        };
+        let stmts = vec![
+            block(vec![arrive()]),
+            f.store(f.other),
+            arrive(),
+            f.store(f.tile),
+            block(vec![arrive()]),
+            f.tma_store(),
+        ];
+        assert_eq!(
+            f.fenced(stmts),
+            "[arrive] store(other) arrive store(tile) FENCE [arrive] tma_store"
         );
     }
 
