@@ -1470,7 +1470,9 @@ impl<'a> Builder<'_> {
                 }
             }
             (TensorProperty::Rank, Value::Int(rank)) if known.shape.is_none() => {
-                let Ok(rank) = usize::try_from(rank) else {
+                // A rank past any tensor's (PyTorch allows 64 dimensions) narrows nothing: the
+                // assertion fails at run time, and its value must not size an allocation.
+                let Some(rank) = usize::try_from(rank).ok().filter(|&rank| rank <= 64) else {
                     return false;
                 };
                 crate::torch::TensorValue {

@@ -1834,3 +1834,38 @@ def wrapper(x: torch.Tensor, fmt: str, n: int, scale: float):
     "#]],
     );
 }
+
+/// An assertion on a tensor's rank that no tensor meets (`x.dim() == 1 << 40`, as a mutation
+/// fuzzer wrote it) narrows nothing and allocates nothing: the wrapper's call stays unknown.
+#[test]
+fn an_impossible_rank_in_an_assertion_narrows_nothing() {
+    let source = r#"
+import torch
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def scale(M, dtype):
+    @T.prim_func
+    def main(A: T.Tensor((M,), dtype), B: T.Tensor((M,), dtype)):
+        with T.Kernel(T.ceildiv(M, 128), threads=128) as bx:
+            for i in T.Parallel(128):
+                B[bx * 128 + i] = A[bx * 128 + i] * 2
+
+    return main
+
+
+def wrapper(x: torch.Tensor):
+    assert x.dim() == 1 << 40 and x.dtype == torch.float32
+    return scale(x.shape[0], T.dtype(x.dtype))
+"#;
+    check(
+        source,
+        expect![[r#"
+        scale (line 20): M=<run time>, dtype=T.float32
+          symbolic: M
+          line 20: info generic-instance
+    "#]],
+    );
+}
