@@ -401,7 +401,8 @@ fn chain_list(stmts: &mut Vec<Stmt>, group_ifs: &[(ValueId, ThreadGroup)]) {
     *stmts = chained;
 }
 
-fn disjoint(a: ThreadGroup, b: ThreadGroup) -> bool {
+/// Whether two thread groups share no thread.
+pub(super) fn disjoint(a: ThreadGroup, b: ThreadGroup) -> bool {
     a.start + a.extent <= b.start || b.start + b.extent <= a.start
 }
 

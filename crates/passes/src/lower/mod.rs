@@ -1232,11 +1232,10 @@ impl<'w> Lowering<'w> {
                 _ => break,
             }
         }
-        let disjoint = |a: ThreadGroup, b: ThreadGroup| {
-            a.start + a.extent <= b.start || b.start + b.extent <= a.start
-        };
         !before.is_empty()
-            && before.iter().all(|&(_, other)| disjoint(other, group))
+            && before
+                .iter()
+                .all(|&(_, other)| groups::disjoint(other, group))
             && (self.follows_protocol(entity)
                 || before
                     .iter()
